@@ -1,0 +1,52 @@
+/* kernels.h - internal: the hot loops every rule is built from (projections
+ * and the scaled-dot-product core), with run-time CPU dispatch behind them.
+ * Not installed; only lib/*.c and the tests include it. */
+#ifndef ATTN_KERNELS_H
+#define ATTN_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* C[m,n] = A[m,k] * B[n,k]^T (+ bias[n] when bias is not NULL), i.e. the
+ * nn.Linear product x W^T + b with x = A, W = B. Row strides lda, ldb, ldc
+ * in floats. C is overwritten. threads <= 1 runs on the calling thread. */
+void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
+                  const float *a, int64_t lda,
+                  const float *b, int64_t ldb,
+                  const float *bias,
+                  float *c, int64_t ldc, int threads);
+
+/* One head of scaled-dot-product attention:
+ *   s[i][j] = scale * (q_i . k_j) + bias[i][j]     for allowed (i,j)
+ *   w_i     = softmax over allowed j of s_i   (all zero if none allowed)
+ *   o_i     = sum_j w[i][j] v_j
+ * (i,j) is allowed when every present mask says so:
+ *   mask[i*mask_stride + j] != 0, key_mask[j] != 0,
+ *   causal -> j <= i, window >= 0 -> |i - j| <= window.
+ * Pointers are to row 0 of this head's slice; strides are in elements.
+ * w may be NULL (weights not wanted: must not be materialised as Lq x Lk).
+ * The softmax subtracts the row max, so scores of 1e4 are fine. */
+typedef struct {
+    int64_t lq, lk, d, dv;
+    const float *q; int64_t q_stride;
+    const float *k; int64_t k_stride;
+    const float *v; int64_t v_stride;
+    float *o;       int64_t o_stride;
+    float *w;       int64_t w_stride;   /* NULL: no weights */
+    float scale;
+    const uint8_t *mask; int64_t mask_stride;  /* NULL: none */
+    const uint8_t *key_mask;                   /* NULL: none; lk bytes */
+    const float *bias;   int64_t bias_stride;  /* NULL: none */
+    int causal;
+    int64_t window;                            /* < 0: none */
+} attn_sdpa_job;
+
+/* Runs n independent head jobs (e.g. batch x heads), spreading the work
+ * (jobs and query blocks) over up to `threads` threads. Returns 0, or -1
+ * when scratch memory could not be had (outputs then undefined). */
+int attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads);
+
+/* Number of CPUs to use when a caller asks for "all" (>= 1). */
+int attn_cpu_count(void);
+
+#endif /* ATTN_KERNELS_H */
