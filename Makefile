@@ -35,7 +35,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-lib test-http test-browser test-docker bench asan fuzz lint clean install deps golden
+.PHONY: all lib server run test test-kernels test-lib test-http test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden
 
 all: lib server
 
@@ -70,17 +70,69 @@ $(TEST_HTTP): $(BUILD)/tests/test_http.o $(BUILD)/tests/golden.o $(SERVER)
 
 $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests
 
-test: test-lib test-http
+# The kernel test links only the kernel objects, so it runs even while the
+# rest of lib/ is in progress.
+TEST_KERNELS = $(BUILD)/test_kernels
+KERN_OBJ = $(filter $(BUILD)/lib/kernels%.o $(BUILD)/lib/pool.o,$(LIB_OBJ))
+
+$(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test: test-kernels test-lib test-http
+
+test-kernels: $(TEST_KERNELS)
+	$(TEST_KERNELS)
 
 test-lib: $(TEST_LIB)
 	$(TEST_LIB) tests/golden
 
+# The HTTP tests start the server themselves on free loopback ports; then,
+# when Node is installed, every example in openapi.yaml is posted and each
+# response validated against its declared schema (test-openapi).
 test-http: $(TEST_HTTP) $(SERVER)
-	$(TEST_HTTP) --server $(SERVER)
+	$(TEST_HTTP) --server $(SERVER) --log $(BUILD)/test_http_server.log
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory test-openapi; \
+	else echo "test-openapi: skipped (node and npm are not installed)"; fi
 
 # Regenerates tests/golden/*.txt from PyTorch (Debian's python3-torch).
 golden:
 	$(PYTHON) tests/gen_golden.py tests/golden
+
+# The demo (demo/) in Debian's headless chromium, driven by playwright-core
+# (pinned in tests/browser/package-lock.json), against a server on a free
+# 127.0.0.1 port; screenshots land in tests/browser/screenshots/.
+BROWSER_NPM = tests/browser/node_modules/.package-lock.json
+
+$(BROWSER_NPM): tests/browser/package.json tests/browser/package-lock.json
+	cd tests/browser && npm ci --no-audit --no-fund --loglevel=error
+
+test-browser: $(BROWSER_NPM) $(SERVER)
+	tests/browser/run.sh $(SERVER)
+
+# ------------------------------------------------------------------ shipping
+# Each starts what it needs on free 127.0.0.1 ports and stops it again.
+
+.PHONY: test-docker test-replicas test-metrics test-examples
+
+# Builds the image and the nginx image, runs both with --network host and
+# posts a request; starts dockerd and makes the Debian base image
+# (debootstrap, cached in $(BUILD)/docker) when missing.
+test-docker:
+	tests/docker/test.sh $(BUILD)
+
+# Three replicas behind nginx; one SIGTERMed, one SIGKILLed under load; zero
+# failed client requests.
+test-replicas: $(SERVER)
+	tests/replicas/test.sh $(SERVER) $(BUILD)
+
+# promtool check metrics, counter values, and a real Prometheus scrape.
+test-metrics: $(SERVER)
+	tests/metrics.sh $(SERVER) $(BUILD)
+
+# The Python, JavaScript (Node) and curl clients in examples/.
+test-examples: $(SERVER)
+	tests/examples.sh $(SERVER) $(BUILD)
 
 # ------------------------------------------------------------------ run
 
@@ -96,7 +148,20 @@ run: deps
 asan:
 	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" LDFLAGS="-fsanitize=address,undefined" test
 
-lint:
+# openapi.yaml is linted with @redocly/cli, pinned in tests/openapi/package-lock.json.
+OPENAPI_NPM = tests/openapi/node_modules/.package-lock.json
+
+$(OPENAPI_NPM): tests/openapi/package.json tests/openapi/package-lock.json
+	cd tests/openapi && npm ci --no-audit --no-fund --loglevel=error
+
+lint-openapi: $(OPENAPI_NPM)
+	tests/openapi/node_modules/.bin/redocly lint openapi.yaml
+
+# Posts every example in openapi.yaml to a fresh server (run by test-http).
+test-openapi: $(OPENAPI_NPM) $(SERVER)
+	node tests/openapi/check_examples.mjs --bin $(SERVER)
+
+lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
 
 clean:

@@ -1,0 +1,548 @@
+/* kernels_tmpl.h - the SIMD kernels written once over a small vector
+ * vocabulary; kernels_avx512.c and kernels_avx2.c include it after
+ * defining that vocabulary for their instruction set.
+ *
+ * The includer defines: V (vector), VM (lane mask), VW (lanes), QV (query
+ * vectors per block), KN (keys per score tile), CN (value columns per
+ * output tile), RN/CV (rows and vectors of the weights x V tile), TGT (the
+ * target attribute), FN(name) (name with the ISA suffix), and VLOAD,
+ * VSTORE, VLOADM, VSTOREM, VTAILMASK, VSET1, VZERO, VFMA, VMUL, VADD, VSUB,
+ * VMAX, VDIV, VEXP, VHSUM, VLANES(lo,hi) (lanes lo..hi set), VSEL(m,a,b)
+ * (m ? a : b), VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0).
+ * VTAILMASK(n) is the first n lanes, or every lane when n is 0.
+ *
+ * Scaled-dot attention is FlashAttention's loop (Dao et al. 2022, and the
+ * online softmax of Milakov & Gimelshein 2018) arranged "transposed": a
+ * score tile holds S^T, keys along rows and queries along the vector
+ * lanes, computed as K * Q^T with Q^T packed once per query block and K
+ * read in place (one broadcast per key element, no K panel to pack). In
+ * that layout the running max, the rescale factor and the sum are all
+ * per-lane, so the online softmax needs no horizontal operation, and the
+ * output O^T += V^T P^T again broadcasts straight from V's rows. */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QB (QV * VW) /* query rows per block */
+#define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
+#define UNROLL _Pragma("GCC unroll 16")
+#define ALWAYS __attribute__((always_inline))
+
+/* ------------------------------------------------------------ tiles */
+
+/* acc[kk][v] = sum_p k[kk][p] * qt[p][v]: kn keys (rows of k, stride ks)
+ * against one packed block qt (d x QB) of query rows. */
+static inline ALWAYS TGT void FN(kq_tile)(const float *qt, int64_t d,
+                                          const float *k, int64_t ks,
+                                          int kn, V acc[KN][QV])
+{
+    UNROLL for (int kk = 0; kk < KN; kk++)
+        UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
+    for (int64_t p = 0; p < d; p++) {
+        V q[QV];
+        UNROLL for (int v = 0; v < QV; v++) q[v] = VLOAD(qt + p * QB + v * VW);
+        UNROLL for (int kk = 0; kk < KN; kk++) {
+            if (kk < kn) {
+                V b = VSET1(k[kk * ks + p]);
+                UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VFMA(b, q[v], acc[kk][v]);
+            }
+        }
+    }
+}
+
+/* Packs rows [i0, i0+n) of x (stride xs, width d) as x^T: d x QB, zero
+ * rows past n, so every tile computes on full vectors. */
+static TGT void FN(pack_t)(const float *x, int64_t xs, int64_t d, int64_t n, float *xt)
+{
+    for (int64_t p = 0; p < d; p++) {
+        float *dst = xt + p * QB;
+        int64_t r = 0;
+        for (; r < n; r++) dst[r] = x[r * xs + p];
+        for (; r < QB; r++) dst[r] = 0.0f;
+    }
+}
+
+/* ------------------------------------------------------------- gemm */
+
+typedef struct {
+    int64_t m, n, k;
+    const float *a; int64_t lda;
+    const float *b; int64_t ldb;
+    const float *bias;
+    float *c; int64_t ldc;
+    int64_t ncols;  /* columns per task */
+    int64_t nctask; /* column tasks per row block */
+    float *scratch; /* per worker: k x QB floats */
+} FN(gemm_args);
+
+/* One task: rows [i0, i0+QB) x a range of columns. C^T tiles come out of
+ * kq_tile (columns along rows, rows along lanes) and are stored transposed;
+ * with k in the hundreds that store is a few percent of the work. */
+static TGT void FN(gemm_task)(void *arg, int64_t task, int worker)
+{
+    const FN(gemm_args) *g = arg;
+    int64_t ib = task / g->nctask, jt = task % g->nctask;
+    int64_t i0 = ib * QB, nr = g->m - i0 < QB ? g->m - i0 : QB;
+    int64_t j0 = jt * g->ncols, j1 = j0 + g->ncols < g->n ? j0 + g->ncols : g->n;
+    float *at = g->scratch + (size_t)worker * (size_t)g->k * QB;
+    FN(pack_t)(g->a + i0 * g->lda, g->lda, g->k, nr, at);
+    float tile[KN * QB];
+    for (int64_t j = j0; j < j1; j += KN) {
+        int kn = j1 - j < KN ? (int)(j1 - j) : KN;
+        V acc[KN][QV];
+        switch (kn) { /* constant kn so the tile's loops unroll fully */
+        case KN: FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, KN, acc); break;
+        default: FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, kn, acc); break;
+        }
+        for (int kk = 0; kk < kn; kk++) {
+            V bv = VSET1(g->bias ? g->bias[j + kk] : 0.0f);
+            UNROLL for (int v = 0; v < QV; v++)
+                VSTORE(tile + kk * QB + v * VW, VADD(acc[kk][v], bv));
+        }
+        for (int64_t r = 0; r < nr; r++) {
+            float *crow = g->c + (i0 + r) * g->ldc + j;
+            for (int kk = 0; kk < kn; kk++) crow[kk] = tile[kk * QB + r];
+        }
+    }
+}
+
+/* Rows one at a time for short A (decode steps): dot products along k. */
+static TGT void FN(gemm_rows)(const FN(gemm_args) *g)
+{
+    VM tm = VTAILMASK((int)(g->k % VW));
+    int64_t kf = g->k - g->k % VW;
+    for (int64_t i = 0; i < g->m; i++) {
+        const float *a = g->a + i * g->lda;
+        for (int64_t j = 0; j < g->n; j++) {
+            const float *b = g->b + j * g->ldb;
+            V s = VZERO();
+            for (int64_t p = 0; p < kf; p += VW) s = VFMA(VLOAD(a + p), VLOAD(b + p), s);
+            if (kf < g->k) s = VFMA(VLOADM(a + kf, tm), VLOADM(b + kf, tm), s);
+            g->c[i * g->ldc + j] = VHSUM(s) + (g->bias ? g->bias[j] : 0.0f);
+        }
+    }
+}
+
+static TGT void FN(gemm_rows_task)(void *arg, int64_t task, int worker)
+{
+    (void)worker;
+    FN(gemm_args) g = *(const FN(gemm_args) *)arg;
+    int64_t j0 = task * g.ncols;
+    g.n = g.n - j0 < g.ncols ? g.n - j0 : g.ncols;
+    g.b += j0 * g.ldb;
+    g.c += j0;
+    if (g.bias) g.bias += j0;
+    FN(gemm_rows)(&g);
+}
+
+static TGT void FN(gemm_nt)(int64_t m, int64_t n, int64_t k,
+                            const float *a, int64_t lda,
+                            const float *b, int64_t ldb,
+                            const float *bias,
+                            float *c, int64_t ldc, int threads)
+{
+    if (m <= 0 || n <= 0) return;
+    FN(gemm_args) g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, NULL};
+    double flops = 2.0 * (double)m * (double)n * (double)k;
+    if (flops < 4e5) threads = 1;
+    if (m < QB / 4) {
+        /* Few rows: the packed tile would mostly compute padding. */
+        g.ncols = threads > 1 ? (n + threads * 4 - 1) / (threads * 4) : n;
+        if (g.ncols < 16) g.ncols = 16;
+        attn_pool_run(threads, (n + g.ncols - 1) / g.ncols, FN(gemm_rows_task), &g);
+        return;
+    }
+    int64_t nb = (m + QB - 1) / QB;
+    /* Enough tasks for the threads to balance, each wide enough (a
+     * multiple of KN) to amortise packing its row block. */
+    int64_t nct = 1;
+    while (nb * nct < 4 * threads && n / (nct * 2) >= 4 * KN) nct *= 2;
+    g.ncols = (n + nct - 1) / nct;
+    g.ncols = (g.ncols + KN - 1) / KN * KN;
+    g.nctask = (n + g.ncols - 1) / g.ncols;
+    int nt = threads < 1 ? 1 : threads;
+    g.scratch = malloc((size_t)nt * (size_t)(k > 0 ? k : 1) * QB * sizeof(float));
+    if (!g.scratch) { /* no memory for packing: the unpacked path needs none */
+        FN(gemm_rows)(&g);
+        return;
+    }
+    attn_pool_run(threads, nb * g.nctask, FN(gemm_task), &g);
+    free(g.scratch);
+}
+
+/* ------------------------------------------------------------- sdpa */
+
+typedef struct {
+    const attn_sdpa_job *jobs;
+    const int64_t *first; /* first task of each job; first[n] = total */
+    size_t n;
+    float *scratch;
+    size_t per_worker;    /* floats */
+    int64_t maxd;
+} FN(sdpa_args);
+
+/* Keys [lo, hi) that any row of [i0, i0+nr) may see under causal/window. */
+static void FN(key_range)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                          int64_t *lo, int64_t *hi)
+{
+    int64_t a = 0, b = j->lk;
+    int64_t ilast = i0 + nr - 1;
+    if (j->causal && ilast + 1 < b) b = ilast + 1;
+    if (j->window >= 0) {
+        if (i0 - j->window > a) a = i0 - j->window;
+        if (j->window <= INT64_MAX - ilast - 1 && ilast + j->window + 1 < b)
+            b = ilast + j->window + 1;
+    }
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+/* Scores of one tile: S^T[kk][lanes] for keys jb..jb+kn-1 and query rows
+ * i0.. (QB of them), scaled, with causal/window/key_mask applied; then the
+ * explicit mask and bias (row-major in memory, so a scalar pass). */
+static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float *qt,
+                                             int64_t i0, int64_t nr, int64_t jb, int kn,
+                                             float *st)
+{
+    V acc[KN][QV];
+    if (kn == KN) FN(kq_tile)(qt, j->d, j->k + jb * j->k_stride, j->k_stride, KN, acc);
+    else FN(kq_tile)(qt, j->d, j->k + jb * j->k_stride, j->k_stride, kn, acc);
+    V sc = VSET1(j->scale), ninf = VSET1(-INFINITY);
+    int structural = j->causal || j->window >= 0;
+    /* a window wider than both lengths masks nothing; clamping keeps the
+     * lane arithmetic below from overflowing on hostile values */
+    int64_t wnd = j->window > j->lq + j->lk ? j->lq + j->lk : j->window;
+    for (int kk = 0; kk < kn; kk++) {
+        int64_t jj = jb + kk;
+        int dead = j->key_mask && !j->key_mask[jj];
+        UNROLL for (int v = 0; v < QV; v++) {
+            V s = dead ? ninf : VMUL(acc[kk][v], sc);
+            if (structural && !dead) {
+                /* lane l is row i0 + v*VW + l; allowed lanes form a range */
+                int64_t base = i0 + v * VW, lo = -1, hi = VW;
+                if (j->causal && jj - base > lo) lo = jj - base;
+                if (wnd >= 0) {
+                    if (jj - base - wnd > lo) lo = jj - base - wnd;
+                    if (jj - base + wnd < hi) hi = jj - base + wnd;
+                }
+                if (lo > 0 || hi < VW - 1) {
+                    int l = lo < 0 ? 0 : lo > VW ? VW : (int)lo;
+                    int h = hi < -1 ? -1 : hi >= VW ? VW - 1 : (int)hi;
+                    s = VSEL(VLANES(l, h), s, ninf);
+                }
+            }
+            VSTORE(st + kk * QB + v * VW, s);
+        }
+    }
+    if (j->mask || j->bias) {
+        for (int64_t r = 0; r < nr; r++) {
+            int64_t i = i0 + r;
+            const uint8_t *mrow = j->mask ? j->mask + i * j->mask_stride + jb : NULL;
+            const float *brow = j->bias ? j->bias + i * j->bias_stride + jb : NULL;
+            for (int kk = 0; kk < kn; kk++) {
+                float *s = st + kk * QB + r;
+                if (mrow && !mrow[kk]) *s = -INFINITY;
+                else if (brow) *s += brow[kk];
+            }
+        }
+    }
+}
+
+/* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
+ * cn value columns starting at c0. */
+static inline ALWAYS TGT void FN(pv_tile)(float *ot, const float *st, int nk,
+                                          const float *v, int64_t vs, int cn,
+                                          const V alpha[QV])
+{
+    V acc[CN][QV];
+    UNROLL for (int c = 0; c < CN; c++)
+        UNROLL for (int q = 0; q < QV; q++)
+            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+    for (int kk = 0; kk < nk; kk++) {
+        V p[QV];
+        UNROLL for (int q = 0; q < QV; q++) p[q] = VLOAD(st + kk * QB + q * VW);
+        const float *vr = v + kk * vs;
+        UNROLL for (int c = 0; c < CN; c++) {
+            if (c < cn) {
+                V b = VSET1(vr[c]);
+                UNROLL for (int q = 0; q < QV; q++) acc[c][q] = VFMA(b, p[q], acc[c][q]);
+            }
+        }
+    }
+    UNROLL for (int c = 0; c < CN; c++)
+        if (c < cn)
+            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+}
+
+/* One query block without weights: the online-softmax loop over key
+ * blocks. Scratch: qt (d x QB), st (BK x QB), ot (dv x QB). */
+static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                     float *qt, float *st, float *ot)
+{
+    FN(pack_t)(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+    memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
+    V m[QV], l[QV];
+    UNROLL for (int q = 0; q < QV; q++) { m[q] = VSET1(-INFINITY); l[q] = VZERO(); }
+    int64_t klo, khi;
+    FN(key_range)(j, i0, nr, &klo, &khi);
+    for (int64_t jb = klo; jb < khi; jb += BK) {
+        int nk = khi - jb < BK ? (int)(khi - jb) : BK;
+        for (int kk = 0; kk < nk; kk += KN) {
+            int kn = nk - kk < KN ? nk - kk : KN;
+            FN(score_tile)(j, qt, i0, nr, jb + kk, kn, st + kk * QB);
+        }
+        V bm[QV], alpha[QV], mu[QV];
+        UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+        for (int kk = 0; kk < nk; kk++)
+            UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+        UNROLL for (int q = 0; q < QV; q++) {
+            /* a row with nothing allowed yet keeps max -inf: subtract 0
+             * instead, so exp gives 0 rather than NaN */
+            mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
+            alpha[q] = VEXP(VSUB(m[q], mu[q]));
+            m[q] = bm[q];
+        }
+        V sum[QV];
+        UNROLL for (int q = 0; q < QV; q++) sum[q] = VZERO();
+        for (int kk = 0; kk < nk; kk++)
+            UNROLL for (int q = 0; q < QV; q++) {
+                V p = VEXP(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
+                sum[q] = VADD(sum[q], p);
+                VSTORE(st + kk * QB + q * VW, p);
+            }
+        UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
+        const float *vb = j->v + jb * j->v_stride;
+        int64_t c0 = 0;
+        for (; c0 + CN <= j->dv; c0 += CN)
+            FN(pv_tile)(ot + c0 * QB, st, nk, vb + c0, j->v_stride, CN, alpha);
+        if (c0 < j->dv)
+            FN(pv_tile)(ot + c0 * QB, st, nk, vb + c0, j->v_stride, (int)(j->dv - c0), alpha);
+    }
+    float inv[QB];
+    UNROLL for (int q = 0; q < QV; q++) {
+        V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
+        VSTORE(inv + q * VW, VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO()));
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        float *orow = j->o + (i0 + r) * j->o_stride;
+        for (int64_t c = 0; c < j->dv; c++) orow[c] = ot[c * QB + r] * inv[r];
+    }
+}
+
+/* o[r][c] = sum_kk w[r][kk] v[kk][c] for rn rows and nv vectors of columns
+ * (the last one masked by tm): plain row-major GEMM tile. */
+static inline ALWAYS TGT void FN(wv_tile)(const float *w, int64_t ws, int64_t nk,
+                                          const float *v, int64_t vs,
+                                          float *o, int64_t os, int rn, int nv, VM tm)
+{
+    V acc[RN][CV];
+    UNROLL for (int r = 0; r < RN; r++)
+        UNROLL for (int c = 0; c < CV; c++) acc[r][c] = VZERO();
+    for (int64_t kk = 0; kk < nk; kk++) {
+        V b[CV];
+        UNROLL for (int c = 0; c < CV; c++)
+            b[c] = c >= nv ? VZERO() : c == nv - 1 ? VLOADM(v + kk * vs + c * VW, tm) : VLOAD(v + kk * vs + c * VW);
+        UNROLL for (int r = 0; r < RN; r++) {
+            if (r < rn) {
+                V a = VSET1(w[r * ws + kk]);
+                UNROLL for (int c = 0; c < CV; c++)
+                    if (c < nv) acc[r][c] = VFMA(a, b[c], acc[r][c]);
+            }
+        }
+    }
+    UNROLL for (int r = 0; r < RN; r++)
+        if (r < rn)
+            UNROLL for (int c = 0; c < CV; c++)
+                if (c < nv) {
+                    if (c == nv - 1) VSTOREM(o + r * os + c * VW, tm, acc[r][c]);
+                    else VSTORE(o + r * os + c * VW, acc[r][c]);
+                }
+}
+
+/* One query block with weights: scores into the caller's weight rows,
+ * softmax in place (each row is contiguous there), then O = W V. */
+static TGT void FN(sdpa_block_weights)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                       float *qt, float *st)
+{
+    FN(pack_t)(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+    int64_t klo, khi;
+    FN(key_range)(j, i0, nr, &klo, &khi);
+    for (int64_t r = 0; r < nr; r++) {
+        float *wr = j->w + (i0 + r) * j->w_stride;
+        for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
+        for (int64_t t = khi; t < j->lk; t++) wr[t] = 0.0f;
+    }
+    float mx[QB];
+    V m[QV];
+    UNROLL for (int q = 0; q < QV; q++) m[q] = VSET1(-INFINITY);
+    for (int64_t jb = klo; jb < khi; jb += KN) {
+        int kn = khi - jb < KN ? (int)(khi - jb) : KN;
+        FN(score_tile)(j, qt, i0, nr, jb, kn, st);
+        for (int kk = 0; kk < kn; kk++)
+            UNROLL for (int q = 0; q < QV; q++) m[q] = VMAX(m[q], VLOAD(st + kk * QB + q * VW));
+        for (int64_t r = 0; r < nr; r++) {
+            float *wr = j->w + (i0 + r) * j->w_stride + jb;
+            for (int kk = 0; kk < kn; kk++) wr[kk] = st[kk * QB + r];
+        }
+    }
+    UNROLL for (int q = 0; q < QV; q++) VSTORE(mx + q * VW, m[q]);
+    int64_t n = khi - klo, nf = n - n % VW;
+    VM tm = VTAILMASK((int)(n % VW));
+    for (int64_t r = 0; r < nr; r++) {
+        float *wr = j->w + (i0 + r) * j->w_stride + klo;
+        V mu = VSET1(mx[r] == -INFINITY ? 0.0f : mx[r]);
+        V s = VZERO();
+        int64_t t = 0;
+        for (; t < nf; t += VW) {
+            V p = VEXP(VSUB(VLOAD(wr + t), mu));
+            s = VADD(s, p);
+            VSTORE(wr + t, p);
+        }
+        if (t < n) {
+            V p = VEXP(VSUB(VLOADM(wr + t, tm), mu));
+            p = VSEL(tm, p, VZERO());
+            s = VADD(s, p);
+            VSTOREM(wr + t, tm, p);
+        }
+        float sum = VHSUM(s);
+        V inv = VSET1(sum > 0.0f ? 1.0f / sum : 0.0f);
+        for (t = 0; t < nf; t += VW) VSTORE(wr + t, VMUL(VLOAD(wr + t), inv));
+        if (t < n) VSTOREM(wr + t, tm, VMUL(VLOADM(wr + t, tm), inv));
+    }
+    /* O = W V over the visible keys, RN rows x CV vectors at a time. */
+    const float *vb = j->v + klo * j->v_stride;
+    for (int64_t r = 0; r < nr; r += RN) {
+        int rn = nr - r < RN ? (int)(nr - r) : RN;
+        const float *wr = j->w + (i0 + r) * j->w_stride + klo;
+        float *orow = j->o + (i0 + r) * j->o_stride;
+        for (int64_t c = 0; c < j->dv; c += CV * VW) {
+            int64_t left = j->dv - c;
+            int nv = left >= CV * VW ? CV : (int)((left + VW - 1) / VW);
+            VM cm = VTAILMASK((int)(left >= CV * VW ? 0 : left % VW));
+            if (rn == RN && nv == CV) FN(wv_tile)(wr, j->w_stride, n, vb + c, j->v_stride, orow + c, j->o_stride, RN, CV, cm);
+            else FN(wv_tile)(wr, j->w_stride, n, vb + c, j->v_stride, orow + c, j->o_stride, rn, nv, cm);
+        }
+    }
+}
+
+/* Decode-sized query blocks (a few rows): one row at a time along d and dv,
+ * online softmax over key chunks of BK, no padding to QB rows. */
+static TGT void FN(sdpa_rows)(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc)
+{
+    VM dm = VTAILMASK((int)(j->d % VW)), vm = VTAILMASK((int)(j->dv % VW));
+    int64_t df = j->d - j->d % VW, vf = j->dv - j->dv % VW;
+    for (int64_t i = i0; i < i0 + nr; i++) {
+        const float *q = j->q + i * j->q_stride;
+        float m = -INFINITY, l = 0.0f;
+        memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
+        int64_t klo, khi;
+        FN(key_range)(j, i, 1, &klo, &khi);
+        for (int64_t jb = klo; jb < khi; jb += BK) {
+            int nk = khi - jb < BK ? (int)(khi - jb) : BK;
+            float bm = m;
+            for (int kk = 0; kk < nk; kk++) {
+                int64_t t = jb + kk;
+                if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
+                    (j->window >= 0 && (t - i > j->window || i - t > j->window)) || (j->causal && t > i)) {
+                    sc[kk] = -INFINITY;
+                    continue;
+                }
+                const float *k = j->k + t * j->k_stride;
+                V s = VZERO();
+                for (int64_t p = 0; p < df; p += VW) s = VFMA(VLOAD(q + p), VLOAD(k + p), s);
+                if (df < j->d) s = VFMA(VLOADM(q + df, dm), VLOADM(k + df, dm), s);
+                float x = VHSUM(s) * j->scale;
+                if (j->bias) x += j->bias[i * j->bias_stride + t];
+                sc[kk] = x;
+                if (x > bm) bm = x;
+            }
+            float mu = bm == -INFINITY ? 0.0f : bm;
+            float alpha_s[VW], psum = 0.0f;
+            {
+                V e = VEXP(VSUB(VSET1(m), VSET1(mu)));
+                VSTORE(alpha_s, e);
+            }
+            int kk = 0;
+            for (; kk + VW <= nk; kk += VW) {
+                V p = VEXP(VSUB(VLOAD(sc + kk), VSET1(mu)));
+                VSTORE(sc + kk, p);
+            }
+            if (kk < nk) {
+                VM km = VTAILMASK(nk - kk);
+                VSTOREM(sc + kk, km, VEXP(VSUB(VLOADM(sc + kk, km), VSET1(mu))));
+            }
+            for (kk = 0; kk < nk; kk++) psum += sc[kk];
+            V alpha = VSET1(alpha_s[0]);
+            for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), alpha));
+            for (kk = 0; kk < nk; kk++) {
+                if (sc[kk] == 0.0f) continue;
+                const float *vr = j->v + (jb + kk) * j->v_stride;
+                V p = VSET1(sc[kk]);
+                int64_t c = 0;
+                for (; c < vf; c += VW) VSTORE(acc + c, VFMA(p, VLOAD(vr + c), VLOAD(acc + c)));
+                if (vf < j->dv) VSTORE(acc + c, VFMA(p, VLOADM(vr + c, vm), VLOAD(acc + c)));
+            }
+            l = l * alpha_s[0] + psum;
+            m = bm;
+        }
+        float inv = l > 0.0f ? 1.0f / l : 0.0f;
+        float *o = j->o + i * j->o_stride;
+        for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+    }
+}
+
+static TGT void FN(sdpa_task)(void *arg, int64_t task, int worker)
+{
+    const FN(sdpa_args) *s = arg;
+    size_t lo = 0, hi = s->n; /* the job whose task range holds task */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (s->first[mid] <= task) lo = mid; else hi = mid;
+    }
+    const attn_sdpa_job *j = &s->jobs[lo];
+    int64_t nb = s->first[lo + 1] - s->first[lo];
+    int64_t b = task - s->first[lo];
+    if (j->causal) b = nb - 1 - b; /* the longest blocks first, to balance */
+    float *scr = s->scratch + (size_t)worker * s->per_worker;
+    if (j->lq < QB / 4 && !j->w) {
+        int64_t i0 = b * (QB / 4);
+        int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
+        FN(sdpa_rows)(j, i0, nr, scr, scr + BK);
+        return;
+    }
+    int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
+    float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
+    if (j->w) FN(sdpa_block_weights)(j, i0, nr, qt, st);
+    else FN(sdpa_block_flash)(j, i0, nr, qt, st, ot);
+}
+
+static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
+{
+    if (n == 0) return 0;
+    int64_t *first = malloc((n + 1) * sizeof *first);
+    if (!first) return -1;
+    int64_t maxd = 1;
+    double work = 0;
+    first[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        const attn_sdpa_job *j = &jobs[i];
+        int64_t rows = j->lq < QB / 4 && !j->w ? QB / 4 : QB;
+        first[i + 1] = first[i] + (j->lq + rows - 1) / rows;
+        if (j->d > maxd) maxd = j->d;
+        if (j->dv > maxd) maxd = j->dv;
+        work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
+    }
+    if (work < 2e5) threads = 1;
+    if (threads < 1) threads = 1;
+    FN(sdpa_args) a = {jobs, first, n, NULL, 0, maxd};
+    /* qt + st + ot per worker; the row path needs less than that. */
+    a.per_worker = (size_t)(2 * maxd + BK + VW) * QB;
+    a.scratch = aligned_alloc(64, ((size_t)threads * a.per_worker * sizeof(float) + 63) / 64 * 64);
+    if (!a.scratch) { free(first); return -1; }
+    attn_pool_run(threads, first[n], FN(sdpa_task), &a);
+    free(a.scratch);
+    free(first);
+    return 0;
+}

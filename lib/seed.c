@@ -1,0 +1,143 @@
+/* seed.c - SplitMix64 and the deterministic nn.Linear-style parameters of
+ * each rule, drawn exactly as documented at the bottom of attn.h. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+/* SplitMix64 (Steele, Lea, Flood 2014, "Fast splittable pseudorandom number
+ * generators"), the constants of Java's SplittableRandom. */
+uint64_t attn_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* u has 24 random bits, so u, 2u and 2u - 1 are exact in float and the one
+ * rounding is the final multiply: the same bits on every platform. */
+float attn_seed_uniform(uint64_t *state, float bound)
+{
+    float u = (float)(attn_splitmix64(state) >> 40) * 0x1p-24f;
+    return (2.0f * u - 1.0f) * bound;
+}
+
+void attn_param_set_free(attn_param_set *set)
+{
+    free(set); /* items and data live in the same block */
+}
+
+attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed,
+                            attn_param_set **out, attn_error *err)
+{
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t c;
+        if (!attn_count(specs[i].rank, specs[i].shape, &c) || c > INT64_MAX - total)
+            return attn_fail(err, ATTN_ERR_TOO_LARGE, "params",
+                             "the parameter %s would be too large", specs[i].name);
+        total += c;
+    }
+    int64_t bytes_data;
+    if (!attn_size_mul(total, (int64_t)sizeof(float), &bytes_data) ||
+        (uint64_t)bytes_data > SIZE_MAX - sizeof(attn_param_set) - (n + 1) * sizeof(attn_named) - 64)
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "params", "the parameters would be too large");
+    size_t head = sizeof(attn_param_set) + n * sizeof(attn_named);
+    head = (head + 63) & ~(size_t)63;
+    char *block = malloc(head + (size_t)bytes_data + 1);
+    if (!block)
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %lld parameter floats",
+                         (long long)total);
+    attn_param_set *set = (attn_param_set *)(void *)block;
+    set->n = n;
+    set->items = (attn_named *)(void *)(block + sizeof(attn_param_set));
+    float *data = (float *)(void *)(block + head);
+    uint64_t state = seed;
+    for (size_t i = 0; i < n; i++) {
+        const attn_seed_spec *sp = &specs[i];
+        int64_t c = 1;
+        attn_count(sp->rank, sp->shape, &c);
+        attn_named *it = &set->items[i];
+        it->name = sp->name;
+        memset(&it->t, 0, sizeof it->t);
+        it->t.rank = sp->rank;
+        for (int r = 0; r < sp->rank; r++)
+            it->t.shape[r] = sp->shape[r];
+        it->t.data = data;
+        if (sp->init == ATTN_INIT_UNIFORM) {
+            float bound = 1.0f / sqrtf((float)sp->fan_in);
+            for (int64_t e = 0; e < c; e++)
+                data[e] = attn_seed_uniform(&state, bound);
+        } else {
+            float fill = sp->init == ATTN_INIT_ONES ? 1.0f : 0.0f;
+            for (int64_t e = 0; e < c; e++)
+                data[e] = fill;
+        }
+        data += c;
+    }
+    *out = set;
+    return ATTN_OK;
+}
+
+static attn_seed_spec spec1(const char *name, int64_t n0, int64_t fan_in)
+{
+    attn_seed_spec s = {name, 1, {n0, 0}, fan_in, ATTN_INIT_UNIFORM};
+    return s;
+}
+
+static attn_seed_spec spec2(const char *name, int64_t n0, int64_t n1, int64_t fan_in)
+{
+    attn_seed_spec s = {name, 2, {n0, n1}, fan_in, ATTN_INIT_UNIFORM};
+    return s;
+}
+
+attn_status attn_seed_params(const attn_request *req, uint64_t seed,
+                             attn_param_set **out, attn_error *err)
+{
+    if (!req || !out)
+        return attn_fail(err, ATTN_ERR_ARG, "", "attn_seed_params: NULL argument");
+    attn_dims d;
+    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, &d, err);
+    if (st != ATTN_OK)
+        return st;
+    if (req->hidden_size < 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "hidden_size",
+                         "hidden_size must be >= 1, got %lld", (long long)req->hidden_size);
+    if (req->output_size < 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "output_size",
+                         "output_size must be >= 1, got %lld", (long long)req->output_size);
+    int64_t dh = req->hidden_size ? req->hidden_size : d.Dq;
+    int64_t dout = req->output_size ? req->output_size : d.Dq;
+    int64_t dqk = d.Dq + d.Dk, dqv = d.Dq + d.Dv; /* dims are bounded by attn_count */
+    attn_seed_spec specs[4];
+    size_t n = 0;
+    switch (req->rule) {
+    case ATTN_RULE_DOT:
+    case ATTN_RULE_SCALED_DOT:
+        break;
+    case ATTN_RULE_GENERAL:
+        specs[n++] = spec2("attn.weight", d.Dq, d.Dk, d.Dk);
+        specs[n++] = spec1("attn.bias", d.Dq, d.Dk);
+        break;
+    case ATTN_RULE_ADDITIVE:
+        specs[n++] = spec2("query_proj.weight", dh, d.Dq, d.Dq);
+        specs[n++] = spec2("key_proj.weight", dh, d.Dk, d.Dk);
+        specs[n++] = spec1("key_proj.bias", dh, d.Dk);
+        specs[n++] = spec2("v.weight", 1, dh, dh);
+        break;
+    case ATTN_RULE_CONCAT_TANH:
+        specs[n++] = spec2("attn.weight", dh, dqk, dqk);
+        specs[n++] = spec1("attn.bias", dh, dqk);
+        break;
+    case ATTN_RULE_CONCAT:
+        specs[n++] = spec2("att_weight.weight", d.Lv, dqk, dqk);
+        specs[n++] = spec1("att_weight.bias", d.Lv, dqk);
+        specs[n++] = spec2("out.weight", dout, dqv, dqv);
+        specs[n++] = spec1("out.bias", dout, dqv);
+        break;
+    default:
+        return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
+    }
+    return attn_seed_build(specs, n, seed, out, err);
+}

@@ -1,0 +1,193 @@
+/* shape.c - validation of tensors, masks and options against a request's
+ * sizes, with messages worded for an API user. */
+#include <stdio.h>
+#include <string.h>
+#include "internal.h"
+
+static attn_status check_one(const attn_tensor *t, const char *name, const char *dims2,
+                             const char *dims3, attn_error *err)
+{
+    if (t->rank != 2 && t->rank != 3)
+        return attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s or %s; got rank %d",
+                         name, dims2, dims3, t->rank);
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] < 1) {
+            char s[96];
+            attn_fmt_shape(s, sizeof s, t->rank, t->shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, name,
+                             "%s has shape %s; every dimension must be at least 1", name, s);
+        }
+    int64_t c;
+    if (!attn_count(t->rank, t->shape, &c))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, name, "%s has too many elements", name);
+    if (!t->data)
+        return attn_fail(err, ATTN_ERR_ARG, name, "%s has no data", name);
+    return ATTN_OK;
+}
+
+attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
+                           const attn_tensor *v, attn_dims *d, attn_error *err)
+{
+    attn_status st;
+    if ((st = check_one(q, "query", "(Lq, Dq)", "(B, Lq, Dq)", err)) != ATTN_OK ||
+        (st = check_one(k, "key", "(Lk, Dk)", "(B, Lk, Dk)", err)) != ATTN_OK ||
+        (st = check_one(v, "value", "(Lk, Dv)", "(B, Lk, Dv)", err)) != ATTN_OK)
+        return st;
+    const attn_tensor *ts[2] = {k, v};
+    const char *names[2] = {"key", "value"};
+    for (int i = 0; i < 2; i++) {
+        if (ts[i]->rank != q->rank)
+            return attn_fail(err, ATTN_ERR_SHAPE, names[i],
+                             "%s has %s batch dimension but query has %s; give query, key "
+                             "and value a batch dimension or none",
+                             names[i], ts[i]->rank == 3 ? "a" : "no",
+                             q->rank == 3 ? "one" : "none");
+        if (q->rank == 3 && ts[i]->shape[0] != q->shape[0])
+            return attn_fail(err, ATTN_ERR_SHAPE, names[i],
+                             "%s has batch size %lld but query has %lld", names[i],
+                             (long long)ts[i]->shape[0], (long long)q->shape[0]);
+    }
+    int o = q->rank == 3;
+    d->batched = o;
+    d->B = o ? q->shape[0] : 1;
+    d->Lq = q->shape[o];
+    d->Dq = q->shape[o + 1];
+    d->Lk = k->shape[o];
+    d->Dk = k->shape[o + 1];
+    d->Lv = v->shape[o];
+    d->Dv = v->shape[o + 1];
+    return ATTN_OK;
+}
+
+/* A mask-shaped operand (mask or bias): (Lq,Lk), (B,Lq,Lk), or with H > 0
+ * also (B,H,Lq,Lk). */
+static attn_status check_maskish(const char *name, int rank, const int64_t *shape,
+                                 int has_data, int64_t B, int64_t H, int64_t Lq,
+                                 int64_t Lk, const char *lk, attn_error *err)
+{
+    if (rank == 0)
+        return ATTN_OK;
+    int ok = 0;
+    if (rank == 2)
+        ok = shape[0] == Lq && shape[1] == Lk;
+    else if (rank == 3)
+        ok = shape[0] == B && shape[1] == Lq && shape[2] == Lk;
+    else if (rank == 4 && H > 0)
+        ok = shape[0] == B && shape[1] == H && shape[2] == Lq && shape[3] == Lk;
+    if (!ok) {
+        char got[96];
+        attn_fmt_shape(got, sizeof got, rank, shape);
+        if (H > 0)
+            return attn_fail(err, ATTN_ERR_SHAPE, name,
+                             "%s has shape %s but must be (Lq, %s) = (%lld, %lld), (B, Lq, %s) "
+                             "= (%lld, %lld, %lld) or (B, H, Lq, %s) = (%lld, %lld, %lld, %lld)",
+                             name, got, lk, (long long)Lq, (long long)Lk, lk, (long long)B,
+                             (long long)Lq, (long long)Lk, lk, (long long)B, (long long)H,
+                             (long long)Lq, (long long)Lk);
+        return attn_fail(err, ATTN_ERR_SHAPE, name,
+                         "%s has shape %s but must be (Lq, %s) = (%lld, %lld) or (B, Lq, %s) "
+                         "= (%lld, %lld, %lld)",
+                         name, got, lk, (long long)Lq, (long long)Lk, lk, (long long)B,
+                         (long long)Lq, (long long)Lk);
+    }
+    int64_t c;
+    if (!attn_count(rank, shape, &c))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, name, "%s has too many elements", name);
+    if (!has_data)
+        return attn_fail(err, ATTN_ERR_ARG, name, "%s has no data", name);
+    return ATTN_OK;
+}
+
+attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
+                               int64_t Lq, int64_t Lk, const char *lk, attn_error *err)
+{
+    attn_status st;
+    if ((st = check_maskish("mask", o->mask.rank, o->mask.shape, o->mask.data != NULL,
+                            B, H, Lq, Lk, lk, err)) != ATTN_OK ||
+        (st = check_maskish("bias", o->bias.rank, o->bias.shape, o->bias.data != NULL,
+                            B, H, Lq, Lk, lk, err)) != ATTN_OK)
+        return st;
+    const attn_mask *km = &o->key_mask;
+    if (km->rank != 0) {
+        int ok = (km->rank == 1 && km->shape[0] == Lk) ||
+                 (km->rank == 2 && km->shape[0] == B && km->shape[1] == Lk);
+        if (!ok) {
+            char got[96];
+            attn_fmt_shape(got, sizeof got, km->rank, km->shape);
+            return attn_fail(err, ATTN_ERR_SHAPE, "key_mask",
+                             "key_mask has shape %s but must be (Lk) = (%lld) or (B, Lk) = "
+                             "(%lld, %lld)",
+                             got, (long long)Lk, (long long)B, (long long)Lk);
+        }
+        if (!km->data)
+            return attn_fail(err, ATTN_ERR_ARG, "key_mask", "key_mask has no data");
+    }
+    if (o->has_window && o->window < 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "window",
+                         "window must be >= 0, got %lld", (long long)o->window);
+    switch (o->hard) {
+    case ATTN_HARD_NONE:
+    case ATTN_HARD_ARGMAX:
+        break;
+    case ATTN_HARD_TOPK:
+        if (o->top_k < 1 || o->top_k > Lk)
+            return attn_fail(err, ATTN_ERR_PARAM, "hard",
+                             "top_k must be between 1 and the number of keys (%lld), got %lld",
+                             (long long)Lk, (long long)o->top_k);
+        break;
+    default:
+        return attn_fail(err, ATTN_ERR_PARAM, "hard", "hard must be \"argmax\" or {\"top_k\": k}");
+    }
+    return ATTN_OK;
+}
+
+const attn_tensor *attn_find_param(const attn_named *p, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i].name && strcmp(p[i].name, name) == 0)
+            return &p[i].t;
+    return NULL;
+}
+
+attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
+                                   int rank, const int64_t *shape,
+                                   const char *symbols, const char *who,
+                                   attn_error *err)
+{
+    char field[64];
+    snprintf(field, sizeof field, "params.%s", name);
+    int ok = t->rank == rank;
+    for (int i = 0; ok && i < rank; i++)
+        ok = t->shape[i] == shape[i];
+    if (!ok) {
+        char got[96], want[96];
+        attn_fmt_shape(got, sizeof got, t->rank, t->shape);
+        attn_fmt_shape(want, sizeof want, rank, shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, field, "params.%s has shape %s but %s needs %s = %s",
+                         name, got, who, symbols, want);
+    }
+    if (!t->data)
+        return attn_fail(err, ATTN_ERR_ARG, field, "params.%s has no data", name);
+    return ATTN_OK;
+}
+
+void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
+                   int64_t Lq, int64_t Lk, attn_row_masks *m)
+{
+    int64_t plane = Lq * Lk; /* validated by the caller's plan */
+    memset(m, 0, sizeof *m);
+    if (o->mask.rank) {
+        int64_t off = o->mask.rank == 2 ? 0 : o->mask.rank == 3 ? b * plane : (b * H + h) * plane;
+        m->mask = o->mask.data + off;
+        m->mask_stride = Lk;
+    }
+    if (o->bias.rank) {
+        int64_t off = o->bias.rank == 2 ? 0 : o->bias.rank == 3 ? b * plane : (b * H + h) * plane;
+        m->bias = o->bias.data + off;
+        m->bias_stride = Lk;
+    }
+    if (o->key_mask.rank)
+        m->key_mask = o->key_mask.data + (o->key_mask.rank == 2 ? b * Lk : 0);
+    m->causal = o->causal != 0;
+    m->window = o->has_window ? o->window : -1;
+}

@@ -1,0 +1,125 @@
+/* buf.c - growable output buffers and per-request arenas. */
+#include "srv.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int srv_buf_reserve(srv_buf *b, size_t extra)
+{
+    if (b->failed)
+        return -1;
+    if (extra <= b->cap - b->len)
+        return 0;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->failed = 1;
+        return -1;
+    }
+    size_t want = b->len + extra, cap = b->cap ? b->cap : 256;
+    while (cap < want)
+        cap *= 2;
+    char *p = realloc(b->data, cap);
+    if (!p) {
+        b->failed = 1;
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+void srv_buf_put(srv_buf *b, const void *p, size_t n)
+{
+    if (srv_buf_reserve(b, n) == 0) {
+        memcpy(b->data + b->len, p, n);
+        b->len += n;
+    }
+}
+
+void srv_buf_puts(srv_buf *b, const char *s) { srv_buf_put(b, s, strlen(s)); }
+
+void srv_buf_putc(srv_buf *b, char c)
+{
+    if (srv_buf_reserve(b, 1) == 0)
+        b->data[b->len++] = c;
+}
+
+void srv_buf_printf(srv_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[512];
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof tmp) {
+        srv_buf_put(b, tmp, (size_t)n);
+        return;
+    }
+    if (srv_buf_reserve(b, (size_t)n + 1) != 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void srv_buf_json_str(srv_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    srv_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if (c == '"' || c == '\\') {
+            srv_buf_putc(b, '\\');
+            srv_buf_putc(b, (char)c);
+        } else if (c < 0x20) {
+            char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            srv_buf_put(b, esc, 6);
+        } else {
+            srv_buf_putc(b, (char)c);
+        }
+    }
+    srv_buf_putc(b, '"');
+}
+
+void srv_buf_free(srv_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* ------------------------------------------------------------ arena */
+
+/* Each allocation is its own block: requests hold a handful of large
+ * tensors, so a bump allocator would buy little and waste space. */
+struct srv_arena_blk {
+    srv_arena_blk *next;
+    max_align_t align[];
+};
+
+void *srv_arena_alloc(srv_arena *a, size_t n)
+{
+    if (n > SIZE_MAX - sizeof(srv_arena_blk) - 64)
+        return NULL;
+    srv_arena_blk *blk = malloc(sizeof *blk + (n ? n : 1));
+    if (!blk)
+        return NULL;
+    blk->next = a->head;
+    a->head = blk;
+    return blk->align;
+}
+
+void srv_arena_free(srv_arena *a)
+{
+    srv_arena_blk *blk = a->head;
+    while (blk) {
+        srv_arena_blk *next = blk->next;
+        free(blk);
+        blk = next;
+    }
+    a->head = NULL;
+}

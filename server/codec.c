@@ -1,0 +1,387 @@
+/* codec.c - tensors between JSON and attn_tensor/attn_mask: nested arrays,
+ * {shape,data} and {shape,dtype,b64} in; nested arrays or b64 out. Big
+ * arrays arrive pre-parsed by scan.c; this file checks and adopts them. */
+#include "srv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K_FLOAT, K_BOOL };
+
+static int host_is_le(void)
+{
+    const uint16_t one = 1;
+    uint8_t b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+static void swap32(void *p, int64_t n)
+{
+    uint8_t *b = p;
+    for (int64_t i = 0; i < n; i++, b += 4) {
+        uint8_t t = b[0]; b[0] = b[3]; b[3] = t;
+        t = b[1]; b[1] = b[2]; b[2] = t;
+    }
+}
+
+static const char *kind_name(int kind) { return kind == K_BOOL ? "mask" : "tensor"; }
+
+/* Product of the shape, overflow-checked and capped. */
+static int shape_count(srv_codec *c, int rank, const int64_t *shape,
+                       const char *field, int64_t *count, srv_err *e)
+{
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        if (!attn_size_mul(n, shape[i], &n))
+            return srv_fail(e, 413, "too_large", field, "%s is too large: its size overflows", field);
+    if (n > c->max_elements)
+        return srv_fail(e, 413, "too_large", field,
+                        "%s has %lld elements; this server accepts at most %lld per tensor",
+                        field, (long long)n, (long long)c->max_elements);
+    *count = n;
+    return 0;
+}
+
+/* One scalar into slot i of a float or byte buffer. */
+static int put_scalar(json_t *v, int kind, void *dst, int64_t i,
+                      const char *field, srv_err *e)
+{
+    if (kind == K_BOOL) {
+        int bit;
+        if (json_is_boolean(v))
+            bit = json_is_true(v);
+        else if (json_is_number(v) && (json_number_value(v) == 0.0 || json_number_value(v) == 1.0))
+            bit = json_number_value(v) != 0.0;
+        else
+            return srv_fail(e, 400, "invalid_tensor", field,
+                            "%s must be true/false or 1/0", field);
+        ((uint8_t *)dst)[i] = (uint8_t)bit;
+        return 0;
+    }
+    if (!json_is_number(v))
+        return srv_fail(e, 400, "invalid_tensor", field, "%s must be a number", field);
+    float f = (float)json_number_value(v);
+    if (!isfinite(f))
+        return srv_fail(e, 400, "invalid_tensor", field,
+                        "%s is not a finite float32 value", field);
+    ((float *)dst)[i] = f;
+    return 0;
+}
+
+/* Walks a (small, Jansson-parsed) nested array against the shape found
+ * from its first elements; any other length is ragged. */
+static int walk(json_t *j, int depth, int rank, const int64_t *shape, int kind,
+                void *dst, int64_t *pos, char *path, size_t plen, srv_err *e)
+{
+    if (depth == rank)
+        return put_scalar(j, kind, dst, (*pos)++, path, e);
+    if (!json_is_array(j) || (int64_t)json_array_size(j) != shape[depth])
+        return srv_fail(e, 400, "invalid_tensor", path,
+                        "%s is ragged: expected an array of %lld elements at this depth",
+                        path, (long long)shape[depth]);
+    for (size_t i = 0; i < json_array_size(j); i++) {
+        int n = snprintf(path + plen, 96 - plen, "[%zu]", i);
+        size_t nl = (n > 0 && plen + (size_t)n < 96) ? plen + (size_t)n : plen;
+        if (walk(json_array_get(j, i), depth + 1, rank, shape, kind, dst, pos, path, nl, e))
+            return -1;
+        path[plen] = '\0';
+    }
+    return 0;
+}
+
+static int from_nested(srv_codec *c, json_t *j, const char *field, int kind,
+                       int *rank, int64_t *shape, void **data, srv_err *e)
+{
+    int r = 0;
+    json_t *x = j;
+    while (json_is_array(x)) {
+        if (r == ATTN_MAX_RANK)
+            return srv_fail(e, 400, "invalid_tensor", field,
+                            "%s has more than %d dimensions", field, ATTN_MAX_RANK);
+        if (json_array_size(x) == 0)
+            return srv_fail(e, 400, "invalid_tensor", field,
+                            "%s has an empty dimension; every dimension must be at least 1", field);
+        shape[r++] = (int64_t)json_array_size(x);
+        x = json_array_get(x, 0);
+    }
+    int64_t count;
+    if (shape_count(c, r, shape, field, &count, e))
+        return -1;
+    size_t esz = kind == K_BOOL ? 1 : sizeof(float);
+    void *dst = srv_arena_alloc(c->arena, (size_t)count * esz);
+    if (!dst)
+        return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+    char path[96];
+    snprintf(path, sizeof path, "%s", field);
+    int64_t pos = 0;
+    if (walk(j, 0, r, shape, kind, dst, &pos, path, strlen(path), e))
+        return -1;
+    *rank = r;
+    *data = dst;
+    return 0;
+}
+
+/* Adopts a blob the scanner parsed. */
+static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kind,
+                     int *rank, int64_t *shape, void **data, srv_err *e)
+{
+    int64_t count;
+    if (shape_count(c, b->rank, b->shape, field, &count, e))
+        return -1;
+    if (kind == K_FLOAT) {
+        if (b->has_bool)
+            return srv_fail(e, 400, "invalid_tensor", field, "%s must hold numbers, not booleans", field);
+        *data = b->data;
+    } else {
+        uint8_t *m = srv_arena_alloc(c->arena, (size_t)count);
+        if (!m)
+            return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+        for (int64_t i = 0; i < count; i++) {
+            float f = b->data[i];
+            if (f != 0.0f && f != 1.0f)
+                return srv_fail(e, 400, "invalid_tensor", field,
+                                "%s must hold true/false or 1/0 (element %lld is neither)",
+                                field, (long long)i);
+            m[i] = f != 0.0f;
+        }
+        *data = m;
+    }
+    *rank = b->rank;
+    memcpy(shape, b->shape, sizeof b->shape);
+    return 0;
+}
+
+/* A string value, plain or lifted out by the scanner. */
+static int get_string(srv_codec *c, json_t *j, const char **s, size_t *len)
+{
+    if (json_is_string(j)) {
+        *s = json_string_value(j);
+        *len = json_string_length(j);
+        return 0;
+    }
+    const srv_blob *b = srv_blob_of(c->scan, j);
+    if (b && b->is_string) {
+        *s = b->str;
+        *len = b->len;
+        return 0;
+    }
+    return -1;
+}
+
+static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
+                       int *rank, int64_t *shape, void **data, srv_err *e)
+{
+    char sub[96];
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        if (strcmp(key, "shape") && strcmp(key, "data") && strcmp(key, "dtype") && strcmp(key, "b64")) {
+            snprintf(sub, sizeof sub, "%s.%s", field, key);
+            return srv_fail(e, 400, "invalid_tensor", sub,
+                            "%s: unknown key; a tensor object has shape and data, or shape, dtype and b64", sub);
+        }
+    }
+    json_t *js = json_object_get(j, "shape"), *jd = json_object_get(j, "data"),
+           *jt = json_object_get(j, "dtype"), *jb = json_object_get(j, "b64");
+    snprintf(sub, sizeof sub, "%s.shape", field);
+    if (!json_is_array(js) || json_array_size(js) > ATTN_MAX_RANK)
+        return srv_fail(e, 400, "invalid_tensor", sub,
+                        "%s must be an array of up to %d positive integers", sub, ATTN_MAX_RANK);
+    int r = (int)json_array_size(js);
+    for (int i = 0; i < r; i++) {
+        json_t *d = json_array_get(js, (size_t)i);
+        if (!json_is_integer(d) || json_integer_value(d) < 1)
+            return srv_fail(e, 400, "invalid_tensor", sub,
+                            "%s must be an array of up to %d positive integers", sub, ATTN_MAX_RANK);
+        shape[i] = json_integer_value(d);
+    }
+    int64_t count;
+    if (shape_count(c, r, shape, field, &count, e))
+        return -1;
+    if ((jd != NULL) == (jb != NULL))
+        return srv_fail(e, 400, "invalid_tensor", field,
+                        "%s must have exactly one of data and b64", field);
+    const char *want = kind == K_BOOL ? "bool" : "float32";
+    size_t esz = kind == K_BOOL ? 1 : sizeof(float);
+    if (jb) {
+        snprintf(sub, sizeof sub, "%s.dtype", field);
+        if (jt && (!json_is_string(jt) || strcmp(json_string_value(jt), want)))
+            return srv_fail(e, 400, "invalid_tensor", sub,
+                            "%s must be \"%s\" for a %s", sub, want, kind_name(kind));
+        snprintf(sub, sizeof sub, "%s.b64", field);
+        const char *s;
+        size_t slen;
+        if (get_string(c, jb, &s, &slen))
+            return srv_fail(e, 400, "invalid_tensor", sub, "%s must be a base64 string", sub);
+        uint8_t *dst = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen));
+        if (!dst)
+            return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+        int64_t n = srv_b64_decode(s, slen, dst);
+        if (n < 0)
+            return srv_fail(e, 400, "invalid_tensor", sub, "%s is not valid padded standard base64", sub);
+        if (n != count * (int64_t)esz)
+            return srv_fail(e, 400, "invalid_tensor", sub,
+                            "%s decodes to %lld bytes; shape needs %lld (%zu per element)",
+                            sub, (long long)n, (long long)(count * (int64_t)esz), esz);
+        if (kind == K_FLOAT) {
+            if (!host_is_le())
+                swap32(dst, count);
+            const float *f = (const float *)dst;
+            for (int64_t i = 0; i < count; i++)
+                if (!isfinite(f[i]))
+                    return srv_fail(e, 400, "invalid_tensor", sub,
+                                    "%s: element %lld is not finite", sub, (long long)i);
+        } else {
+            for (int64_t i = 0; i < count; i++)
+                if (dst[i] > 1)
+                    return srv_fail(e, 400, "invalid_tensor", sub,
+                                    "%s: byte %lld is neither 0 nor 1", sub, (long long)i);
+        }
+        *rank = r;
+        *data = dst;
+        return 0;
+    }
+    if (jt) {
+        snprintf(sub, sizeof sub, "%s.dtype", field);
+        if (!json_is_string(jt) || strcmp(json_string_value(jt), want))
+            return srv_fail(e, 400, "invalid_tensor", sub, "%s must be \"%s\"", sub, want);
+    }
+    snprintf(sub, sizeof sub, "%s.data", field);
+    int dr;
+    int64_t dshape[ATTN_MAX_RANK];
+    void *dd;
+    const srv_blob *b = srv_blob_of(c->scan, jd);
+    if (b && !b->is_string) {
+        if (from_blob(c, b, sub, kind, &dr, dshape, &dd, e))
+            return -1;
+    } else if (json_is_array(jd)) {
+        if (from_nested(c, jd, sub, kind, &dr, dshape, &dd, e))
+            return -1;
+    } else {
+        return srv_fail(e, 400, "invalid_tensor", sub, "%s must be a flat array of %lld values", sub, (long long)count);
+    }
+    if (dr != 1 || dshape[0] != count)
+        return srv_fail(e, 400, "invalid_tensor", sub,
+                        "%s must be a flat array of %lld values (the product of shape)",
+                        sub, (long long)count);
+    *rank = r;
+    *data = dd;
+    return 0;
+}
+
+static int decode_any(srv_codec *c, json_t *j, const char *field, int kind,
+                      int *rank, int64_t *shape, void **data, srv_err *e)
+{
+    const srv_blob *b = srv_blob_of(c->scan, j);
+    if (b && !b->is_string)
+        return from_blob(c, b, field, kind, rank, shape, data, e);
+    if (json_is_array(j))
+        return from_nested(c, j, field, kind, rank, shape, data, e);
+    if (json_is_object(j) && !b)
+        return from_object(c, j, field, kind, rank, shape, data, e);
+    return srv_fail(e, 400, "invalid_tensor", field,
+                    "%s must be a %s: nested arrays, {\"shape\",\"data\"} or {\"shape\",\"dtype\",\"b64\"}",
+                    field, kind_name(kind));
+}
+
+int srv_decode_tensor(srv_codec *c, json_t *j, const char *field,
+                      attn_tensor *out, srv_err *e)
+{
+    void *d;
+    memset(out, 0, sizeof *out);
+    if (decode_any(c, j, field, K_FLOAT, &out->rank, out->shape, &d, e))
+        return -1;
+    out->data = d;
+    if (out->rank == 0)
+        return srv_fail(e, 400, "invalid_tensor", field, "%s must have at least one dimension", field);
+    return 0;
+}
+
+int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
+                    attn_mask *out, srv_err *e)
+{
+    void *d;
+    memset(out, 0, sizeof *out);
+    if (decode_any(c, j, field, K_BOOL, &out->rank, out->shape, &d, e))
+        return -1;
+    out->data = d;
+    if (out->rank == 0)
+        return srv_fail(e, 400, "invalid_tensor", field, "%s must have at least one dimension", field);
+    return 0;
+}
+
+/* ------------------------------------------------------------ output */
+
+static char *write_nested(char *o, const float *data, int rank, const int64_t *shape,
+                          int64_t stride_elems)
+{
+    *o++ = '[';
+    if (rank == 1) {
+        for (int64_t i = 0; i < shape[0]; i++) {
+            if (i)
+                *o++ = ',';
+            o += srv_fmt_float(data[i], o);
+        }
+    } else {
+        int64_t inner = stride_elems / shape[0];
+        for (int64_t i = 0; i < shape[0]; i++) {
+            if (i)
+                *o++ = ',';
+            o = write_nested(o, data + i * inner, rank - 1, shape + 1, inner);
+        }
+    }
+    *o++ = ']';
+    return o;
+}
+
+void srv_encode_tensor(srv_buf *b, const float *data, int rank,
+                       const int64_t *shape, int b64)
+{
+    int64_t count = 1;
+    for (int i = 0; i < rank; i++)
+        if (!attn_size_mul(count, shape[i], &count)) {
+            b->failed = 1;
+            return;
+        }
+    if (b64) {
+        srv_buf_puts(b, "{\"shape\":[");
+        for (int i = 0; i < rank; i++)
+            srv_buf_printf(b, "%s%lld", i ? "," : "", (long long)shape[i]);
+        srv_buf_puts(b, "],\"dtype\":\"float32\",\"b64\":\"");
+        if ((uint64_t)count > SIZE_MAX / 8 || srv_buf_reserve(b, srv_b64_encoded_len((size_t)count * 4)) != 0) {
+            b->failed = 1;
+            return;
+        }
+        if (host_is_le()) {
+            srv_b64_encode((const uint8_t *)data, (size_t)count * 4, b->data + b->len);
+        } else {
+            float *tmp = malloc((size_t)count * 4);
+            if (!tmp) {
+                b->failed = 1;
+                return;
+            }
+            memcpy(tmp, data, (size_t)count * 4);
+            swap32(tmp, count);
+            srv_b64_encode((const uint8_t *)tmp, (size_t)count * 4, b->data + b->len);
+            free(tmp);
+        }
+        b->len += srv_b64_encoded_len((size_t)count * 4);
+        srv_buf_puts(b, "\"}");
+        return;
+    }
+    if (rank == 0) {
+        srv_buf_puts(b, "[]");
+        return;
+    }
+    /* 15 chars per float at most ("-1.23456789e-38"), a comma, and no more
+     * brackets than elements. */
+    if ((uint64_t)count > (SIZE_MAX - 64) / 20 || srv_buf_reserve(b, (size_t)count * 20 + 64) != 0) {
+        b->failed = 1;
+        return;
+    }
+    char *o = write_nested(b->data + b->len, data, rank, shape, count);
+    b->len = (size_t)(o - b->data);
+}

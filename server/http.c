@@ -1,0 +1,328 @@
+/* http.c - the libmicrohttpd daemon: per-request state, body accumulation
+ * under the cap, the response headers every reply carries, and the access
+ * log. Route logic lives in routes.c. */
+#include "srv.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+volatile int srv_draining;
+static struct MHD_Daemon *daemon_;
+
+/* One request's state, from its first callback to its completion. */
+typedef struct {
+    srv_target target;
+    char method[16];
+    char path[256];
+    double t0;
+    char *body;
+    size_t len, alloc;   /* bytes held, bytes allocated */
+    size_t expect;       /* Content-Length, 0 when chunked */
+    int body_over;        /* grew past the cap while chunked */
+    int status;
+    uint64_t bytes_in, bytes_out;
+    int has_pending;      /* a reply decided at the first call, sent at the next */
+    srv_reply pending;
+} req_state;
+
+/* Whether the request announced a body. A reply queued before MHD has
+ * read the whole request closes the connection, so replies to body-less
+ * requests wait for the next callback and keep-alive survives. */
+static int has_body(struct MHD_Connection *conn)
+{
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    return te != NULL || (cl != NULL && strcmp(cl, "0") != 0);
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r);
+
+static enum MHD_Result send_or_defer(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+{
+    if (has_body(conn))
+        return send_reply(conn, rs, r);
+    rs->pending = *r;
+    rs->has_pending = 1;
+    return MHD_YES;
+}
+
+static int json_content_type(const char *ct)
+{
+    /* application/json, optionally followed by parameters (charset). */
+    static const char want[] = "application/json";
+    if (!ct)
+        return 1; /* no claim at all: read it as JSON */
+    while (*ct == ' ')
+        ct++;
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return 0;
+    ct += sizeof want - 1;
+    while (*ct == ' ')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+{
+    struct MHD_Response *resp;
+    if (r->fd >= 0) {
+        resp = MHD_create_response_from_fd64(r->fd_size, r->fd);
+        rs->bytes_out = r->fd_size;
+    } else {
+        if (r->body.failed) {
+            srv_err e;
+            srv_fail(&e, 413, "too_large", "", "the response is too large to build");
+            srv_buf_free(&r->body);
+            srv_reply_error(r, &e);
+        }
+        rs->bytes_out = r->body.len;
+        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
+                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            r->body.data = NULL; /* MHD frees it now */
+    }
+    if (!resp) {
+        if (r->fd >= 0)
+            close(r->fd);
+        srv_buf_free(&r->body);
+        return MHD_NO;
+    }
+    char timing[128];
+    snprintf(timing, sizeof timing, "parse;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+             r->t_parse, r->t_compute, r->t_encode);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype);
+    MHD_add_response_header(resp, "Server-Timing", timing);
+    if (r->allow)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->retry_after) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", r->retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
+    if (r->fd < 0 && r->status < 300 && strncmp(r->ctype, "text/html", 9) != 0)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    rs->status = r->status;
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)r->status, resp);
+    MHD_destroy_response(resp);
+    return ok;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *conn, req_state *rs, int status,
+                                  const char *code, const char *msg)
+{
+    srv_reply r;
+    srv_err e;
+    srv_reply_init(&r);
+    srv_fail(&e, status, code, "", "%s", msg);
+    srv_reply_error(&r, &e);
+    return send_reply(conn, rs, &r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)cls;
+    (void)version;
+    req_state *rs = *con_cls;
+    if (!rs) {
+        rs = calloc(1, sizeof *rs);
+        if (!rs)
+            return MHD_NO;
+        *con_cls = rs;
+        rs->t0 = srv_now_ms();
+        snprintf(rs->method, sizeof rs->method, "%s", method);
+        snprintf(rs->path, sizeof rs->path, "%s", url);
+        rs->target.route = SRV_R_OTHER;
+        srv_metrics_begin();
+
+        srv_reply r;
+        srv_reply_init(&r);
+        if (srv_route_resolve(method, url, &rs->target, &r) != 0)
+            return send_or_defer(conn, rs, &r);
+        if (!rs->target.wants_body) {
+            srv_route_serve(&rs->target, NULL, 0, &r);
+            return send_or_defer(conn, rs, &r);
+        }
+        srv_buf_free(&r.body);
+        /* Decided before a byte of the body is read. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *endp;
+            unsigned long long n = strtoull(cl, &endp, 10);
+            if (endp == cl || n > srv_cfg.max_body) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "the body is %.40s bytes; this server accepts at most %zu",
+                         cl, srv_cfg.max_body);
+                return send_error(conn, rs, 413, "body_too_large", msg);
+            }
+            rs->expect = (size_t)n;
+        }
+        const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!json_content_type(ct)) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
+            return send_error(conn, rs, 415, "unsupported_media_type", msg);
+        }
+        return MHD_YES;
+    }
+
+    if (*upload_size > 0) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        rs->bytes_in += n;
+        if (rs->body_over)
+            return MHD_YES;
+        if (n > srv_cfg.max_body - rs->len) {
+            /* A chunked body that grew past the cap: answer now if MHD
+             * lets us, else drop the rest and answer at its end. */
+            rs->body_over = 1;
+            free(rs->body);
+            rs->body = NULL;
+            rs->len = 0;
+            char msg[120];
+            snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
+            if (send_error(conn, rs, 413, "body_too_large", msg) == MHD_YES)
+                return MHD_YES;
+            rs->status = 0;
+            return MHD_YES;
+        }
+        size_t need = rs->len + n + 1; /* <= max_body + 1: checked above */
+        if (need > rs->alloc) {
+            size_t cap = rs->alloc ? rs->alloc * 2 : rs->expect ? rs->expect + 1 : 65536;
+            if (cap < need)
+                cap = need;
+            if (cap > srv_cfg.max_body + 1)
+                cap = srv_cfg.max_body + 1;
+            char *p = realloc(rs->body, cap);
+            if (!p)
+                return MHD_NO;
+            rs->body = p;
+            rs->alloc = cap;
+        }
+        memcpy(rs->body + rs->len, upload, n);
+        rs->len += n;
+        return MHD_YES;
+    }
+
+    if (rs->has_pending) {
+        rs->has_pending = 0;
+        return send_reply(conn, rs, &rs->pending);
+    }
+    if (rs->status) /* already answered */
+        return MHD_YES;
+    if (rs->body_over) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
+        return send_error(conn, rs, 413, "body_too_large", msg);
+    }
+    if (!rs->body) {
+        rs->body = malloc(1);
+        if (!rs->body)
+            return MHD_NO;
+    }
+    rs->body[rs->len] = '\0';
+    srv_reply r;
+    srv_reply_init(&r);
+    srv_route_serve(&rs->target, rs->body, rs->len, &r);
+    free(rs->body);
+    rs->body = NULL;
+    return send_reply(conn, rs, &r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)conn;
+    req_state *rs = *con_cls;
+    if (!rs)
+        return;
+    *con_cls = NULL;
+    double ms = srv_now_ms() - rs->t0;
+    int status = rs->status ? rs->status : 499; /* the client left first */
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && rs->status == 0)
+        status = 499;
+    srv_metrics_end(rs->target.route, status, rs->bytes_in, rs->bytes_out, ms);
+    srv_log(SRV_LOG_INFO, "%s %s %d %llu %llu %.3fms", rs->method, rs->path, status,
+            (unsigned long long)rs->bytes_in, (unsigned long long)rs->bytes_out, ms);
+    if (rs->has_pending) { /* the client left before the reply */
+        if (rs->pending.fd >= 0)
+            close(rs->pending.fd);
+        srv_buf_free(&rs->pending.body);
+    }
+    free(rs->body);
+    free(rs);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    if (srv_cfg.log_level < SRV_LOG_WARN)
+        return;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    srv_log(SRV_LOG_WARN, "microhttpd: %s", msg);
+}
+
+int srv_http_start(void)
+{
+    struct sockaddr_in a4;
+    struct sockaddr_in6 a6;
+    struct sockaddr *sa;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    memset(&a4, 0, sizeof a4);
+    memset(&a6, 0, sizeof a6);
+    if (inet_pton(AF_INET, srv_cfg.bind, &a4.sin_addr) == 1) {
+        a4.sin_family = AF_INET;
+        a4.sin_port = htons((uint16_t)srv_cfg.port);
+        sa = (struct sockaddr *)&a4;
+    } else if (inet_pton(AF_INET6, srv_cfg.bind, &a6.sin6_addr) == 1) {
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)srv_cfg.port);
+        sa = (struct sockaddr *)&a6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        srv_log(SRV_LOG_ERROR, "ATTN_BIND %s is not an IPv4 or IPv6 address", srv_cfg.bind);
+        return -1;
+    }
+    daemon_ = MHD_start_daemon(flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
+                               MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+                               MHD_OPTION_SOCK_ADDR, sa,
+                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv_cfg.threads,
+                               MHD_OPTION_CONNECTION_TIMEOUT, srv_cfg.timeout,
+                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                               MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+                               MHD_OPTION_END);
+    if (!daemon_) {
+        srv_log(SRV_LOG_ERROR, "cannot listen on %s:%d", srv_cfg.bind, srv_cfg.port);
+        return -1;
+    }
+    return 0;
+}
+
+void srv_http_quiesce(void)
+{
+    srv_draining = 1;
+    if (daemon_) {
+        MHD_socket fd = MHD_quiesce_daemon(daemon_);
+        if (fd != MHD_INVALID_SOCKET)
+            close(fd);
+    }
+}
+
+void srv_http_stop(void)
+{
+    if (daemon_)
+        MHD_stop_daemon(daemon_);
+    daemon_ = NULL;
+}

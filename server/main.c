@@ -1,0 +1,240 @@
+/* main.c - the attn-server binary: configuration from flags and ATTN_*
+ * environment variables, start, and a graceful drain on SIGTERM/SIGINT. */
+#include "srv.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+srv_config srv_cfg;
+
+static const char usage[] =
+    "usage: attn-server [options]\n"
+    "Serves the attention API (see openapi.yaml). Each option may also be set\n"
+    "by the environment variable shown; options win over the environment.\n"
+    "\n"
+    "  --bind ADDR          ATTN_BIND         address to listen on (127.0.0.1)\n"
+    "  --port N             ATTN_PORT         TCP port (8080)\n"
+    "  --threads N          ATTN_THREADS      HTTP worker threads (2 x cores, at least 4)\n"
+    "  --compute-threads N  ATTN_COMPUTE_THREADS  threads one large request may use (cores)\n"
+    "  --max-inflight N     ATTN_MAX_INFLIGHT large requests computing at once before 503 (threads/2)\n"
+    "  --max-body SIZE      ATTN_MAX_BODY     largest request body, e.g. 64M (64 MiB)\n"
+    "  --max-elements N     ATTN_MAX_ELEMENTS largest tensor or output, in floats (64M)\n"
+    "  --max-weights N      ATTN_MAX_WEIGHTS  largest returned weights, in floats (64M)\n"
+    "  --timeout SECONDS    ATTN_TIMEOUT      idle connection timeout (60)\n"
+    "  --log-level LEVEL    ATTN_LOG_LEVEL    error, warn, info (access log) or debug (info)\n"
+    "  --static-dir DIR     ATTN_STATIC_DIR   the demo's files (demo/ beside the binary or in .)\n"
+    "  --openapi FILE       ATTN_OPENAPI      served at /openapi.yaml (./openapi.yaml)\n"
+    "  --help               this text\n";
+
+static void die(const char *what, const char *val)
+{
+    fprintf(stderr, "attn-server: invalid %s: %s\n%s", what, val, usage);
+    exit(2);
+}
+
+/* A non-negative integer with an optional K/M/G (binary) suffix. */
+static uint64_t parse_size(const char *what, const char *s, uint64_t max)
+{
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-')
+        die(what, s);
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        die(what, s);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' ? 1 : 0;
+    if (*end == 'B')
+        end++;
+    if (*end || (shift && v > (max >> shift)) || (v << shift) > max)
+        die(what, s);
+    return v << shift;
+}
+
+static int parse_level(const char *s)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    die("log level (error, warn, info, debug)", s);
+    return 0;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The directory of the running binary, for finding demo/ and openapi.yaml
+ * whatever the working directory. */
+static void exe_dir(char *out, size_t n)
+{
+    ssize_t k = readlink("/proc/self/exe", out, n - 1);
+    if (k <= 0) {
+        snprintf(out, n, ".");
+        return;
+    }
+    out[k] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = '\0';
+}
+
+static char static_buf[PATH_MAX], openapi_buf[PATH_MAX];
+
+static void find_files(const char *static_opt, const char *openapi_opt)
+{
+    char ed[PATH_MAX - 64], cand[PATH_MAX];
+    exe_dir(ed, sizeof ed);
+    srv_cfg.static_dir = NULL;
+    if (static_opt) {
+        if (!realpath(static_opt, static_buf) || !is_dir(static_buf))
+            srv_log(SRV_LOG_WARN, "ATTN_STATIC_DIR %s is not a directory; serving the built-in page", static_opt);
+        else
+            srv_cfg.static_dir = static_buf;
+    } else {
+        const char *fmts[] = {"%s/../demo", "%s/demo", "./demo"};
+        for (int i = 0; i < 3 && !srv_cfg.static_dir; i++) {
+            snprintf(cand, sizeof cand, fmts[i], ed);
+            if (is_dir(cand) && realpath(cand, static_buf))
+                srv_cfg.static_dir = static_buf;
+        }
+    }
+    if (openapi_opt) {
+        snprintf(openapi_buf, sizeof openapi_buf, "%s", openapi_opt);
+    } else {
+        const char *fmts[] = {"./openapi.yaml", "%s/../openapi.yaml", "%s/openapi.yaml"};
+        snprintf(openapi_buf, sizeof openapi_buf, "%s/../openapi.yaml", ed);
+        for (int i = 0; i < 3; i++) {
+            snprintf(cand, sizeof cand, fmts[i], ed);
+            if (is_file(cand)) {
+                snprintf(openapi_buf, sizeof openapi_buf, "%s", cand);
+                break;
+            }
+        }
+    }
+    srv_cfg.openapi_path = openapi_buf;
+}
+
+int main(int argc, char **argv)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    srv_cfg.bind = "127.0.0.1";
+    srv_cfg.port = 8080;
+    srv_cfg.threads = cores * 2 > 4 ? (int)cores * 2 : 4;
+    srv_cfg.compute_threads = (int)cores;
+    srv_cfg.max_inflight = 0;
+    srv_cfg.max_body = (size_t)64 << 20;
+    srv_cfg.max_elements = (int64_t)64 << 20;
+    srv_cfg.max_weights = (int64_t)64 << 20;
+    srv_cfg.timeout = 60;
+    srv_cfg.log_level = SRV_LOG_INFO;
+
+    /* Environment first, then flags over it. Each name maps to one flag. */
+    static const char *const keys[][2] = {
+        {"--bind", "ATTN_BIND"}, {"--port", "ATTN_PORT"}, {"--threads", "ATTN_THREADS"},
+        {"--compute-threads", "ATTN_COMPUTE_THREADS"}, {"--max-inflight", "ATTN_MAX_INFLIGHT"},
+        {"--max-body", "ATTN_MAX_BODY"}, {"--max-elements", "ATTN_MAX_ELEMENTS"},
+        {"--max-weights", "ATTN_MAX_WEIGHTS"}, {"--timeout", "ATTN_TIMEOUT"},
+        {"--log-level", "ATTN_LOG_LEVEL"}, {"--static-dir", "ATTN_STATIC_DIR"},
+        {"--openapi", "ATTN_OPENAPI"}};
+    enum { NKEYS = sizeof keys / sizeof keys[0] };
+    const char *val[NKEYS];
+    for (int k = 0; k < NKEYS; k++) {
+        val[k] = getenv(keys[k][1]);
+        if (val[k] && !*val[k])
+            val[k] = NULL;
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        int k = 0;
+        size_t fl = 0;
+        for (; k < NKEYS; k++) {
+            fl = strlen(keys[k][0]);
+            if (strncmp(argv[i], keys[k][0], fl) == 0 && (argv[i][fl] == '=' || argv[i][fl] == '\0'))
+                break;
+        }
+        if (k == NKEYS)
+            die("option", argv[i]);
+        if (argv[i][fl] == '=')
+            val[k] = argv[i] + fl + 1;
+        else if (i + 1 < argc)
+            val[k] = argv[++i];
+        else
+            die("option (needs a value)", argv[i]);
+    }
+    if (val[0]) srv_cfg.bind = val[0];
+    if (val[1]) srv_cfg.port = (int)parse_size("port", val[1], 65535);
+    if (val[2]) srv_cfg.threads = (int)parse_size("threads", val[2], 1024);
+    if (val[3]) srv_cfg.compute_threads = (int)parse_size("compute threads", val[3], 1024);
+    if (val[4]) srv_cfg.max_inflight = (int)parse_size("max in-flight", val[4], 1 << 20);
+    if (val[5]) srv_cfg.max_body = (size_t)parse_size("max body", val[5], (uint64_t)1 << 40);
+    if (val[6]) srv_cfg.max_elements = (int64_t)parse_size("max elements", val[6], (uint64_t)1 << 40);
+    if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], (uint64_t)1 << 40);
+    if (val[8]) srv_cfg.timeout = (unsigned)parse_size("timeout", val[8], 86400);
+    if (val[9]) srv_cfg.log_level = parse_level(val[9]);
+    if (srv_cfg.threads < 1)
+        srv_cfg.threads = 1;
+    if (srv_cfg.max_inflight < 1)
+        srv_cfg.max_inflight = srv_cfg.threads / 2 > 1 ? srv_cfg.threads / 2 : 1;
+    find_files(val[10], val[11]);
+
+    /* Block the stop signals before any thread exists, so they arrive here
+     * in sigwait and nowhere else; a closed client must not kill us. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    srv_metrics_init();
+    if (srv_http_start() != 0)
+        return 1;
+    srv_log(SRV_LOG_WARN, "attn-server listening on http://%s:%d (threads %d, body cap %zu, demo %s)",
+            srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.max_body,
+            srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
+
+    int sig = 0;
+    sigwait(&stop, &sig);
+    srv_log(SRV_LOG_WARN, "signal %d: draining (no new connections; finishing %d in flight)",
+            sig, srv_inflight());
+    srv_http_quiesce();
+    double deadline = srv_now_ms() + 30000.0;
+    while (srv_inflight() > 0 && srv_now_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    srv_http_stop();
+    srv_ctx_shutdown();
+    srv_log(SRV_LOG_WARN, "stopped");
+    return 0;
+}

@@ -1,0 +1,125 @@
+/* metrics.c - Prometheus counters kept with relaxed atomics (no locks on
+ * the request path) and their text exposition for GET /metrics. */
+#include "srv.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+
+#define N_STATUS 600
+static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                   0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+#define N_BUCKETS (sizeof bucket_le / sizeof bucket_le[0])
+
+static _Atomic uint64_t requests[SRV_R_COUNT][N_STATUS];
+static _Atomic uint64_t hist[SRV_R_COUNT][N_BUCKETS + 1];
+static _Atomic uint64_t dur_us[SRV_R_COUNT];
+static _Atomic uint64_t bytes_in[SRV_R_COUNT], bytes_out[SRV_R_COUNT];
+static atomic_int in_flight, computing;
+
+static const char *const route_labels[SRV_R_COUNT] = {
+    [SRV_R_MULTIHEAD] = "/multihead", [SRV_R_HEALTHZ] = "/healthz",
+    [SRV_R_READYZ] = "/readyz",       [SRV_R_METRICS] = "/metrics",
+    [SRV_R_RULES] = "/rules",         [SRV_R_OPENAPI] = "/openapi.yaml",
+    [SRV_R_ROOT] = "/",               [SRV_R_STATIC] = "static",
+    [SRV_R_OTHER] = "other"};
+static char attn_labels[ATTN_RULE_COUNT][48];
+
+void srv_metrics_init(void)
+{
+    for (int r = 0; r < ATTN_RULE_COUNT; r++)
+        snprintf(attn_labels[r], sizeof attn_labels[r], "/attention/%s",
+                 attn_rule_name((attn_rule)r));
+}
+
+const char *srv_route_label(int route)
+{
+    if (route >= 0 && route < ATTN_RULE_COUNT)
+        return attn_labels[route];
+    return (route >= 0 && route < SRV_R_COUNT) ? route_labels[route] : "other";
+}
+
+void srv_metrics_begin(void) { atomic_fetch_add_explicit(&in_flight, 1, memory_order_relaxed); }
+
+void srv_metrics_end(int route, int status, uint64_t in, uint64_t out, double ms)
+{
+    if (route < 0 || route >= SRV_R_COUNT)
+        route = SRV_R_OTHER;
+    if (status < 0 || status >= N_STATUS)
+        status = 0;
+    atomic_fetch_sub_explicit(&in_flight, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&requests[route][status], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bytes_in[route], in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bytes_out[route], out, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dur_us[route], (uint64_t)(ms * 1000.0), memory_order_relaxed);
+    size_t b = 0;
+    while (b < N_BUCKETS && ms / 1000.0 > bucket_le[b])
+        b++;
+    atomic_fetch_add_explicit(&hist[route][b], 1, memory_order_relaxed);
+}
+
+int srv_compute_enter(void)
+{
+    int n = atomic_fetch_add_explicit(&computing, 1, memory_order_acq_rel);
+    if (n >= srv_cfg.max_inflight) {
+        atomic_fetch_sub_explicit(&computing, 1, memory_order_acq_rel);
+        return -1;
+    }
+    return 0;
+}
+
+void srv_compute_leave(void) { atomic_fetch_sub_explicit(&computing, 1, memory_order_acq_rel); }
+
+int srv_inflight(void) { return atomic_load(&in_flight); }
+
+void srv_metrics_text(srv_buf *b)
+{
+    srv_buf_puts(b, "# HELP attn_requests_total HTTP requests by route and status.\n"
+                    "# TYPE attn_requests_total counter\n");
+    for (int r = 0; r < SRV_R_COUNT; r++)
+        for (int s = 0; s < N_STATUS; s++) {
+            uint64_t n = atomic_load_explicit(&requests[r][s], memory_order_relaxed);
+            if (n)
+                srv_buf_printf(b, "attn_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                               srv_route_label(r), s, (unsigned long long)n);
+        }
+    srv_buf_puts(b, "# HELP attn_request_duration_seconds Time from request to response.\n"
+                    "# TYPE attn_request_duration_seconds histogram\n");
+    for (int r = 0; r < SRV_R_COUNT; r++) {
+        uint64_t cum = 0;
+        for (size_t i = 0; i <= N_BUCKETS; i++)
+            cum += atomic_load_explicit(&hist[r][i], memory_order_relaxed);
+        if (!cum)
+            continue;
+        const char *l = srv_route_label(r);
+        cum = 0;
+        for (size_t i = 0; i < N_BUCKETS; i++) {
+            cum += atomic_load_explicit(&hist[r][i], memory_order_relaxed);
+            srv_buf_printf(b, "attn_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                           l, bucket_le[i], (unsigned long long)cum);
+        }
+        cum += atomic_load_explicit(&hist[r][N_BUCKETS], memory_order_relaxed);
+        srv_buf_printf(b, "attn_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+                       l, (unsigned long long)cum);
+        srv_buf_printf(b, "attn_request_duration_seconds_sum{route=\"%s\"} %.6f\n", l,
+                       (double)atomic_load_explicit(&dur_us[r], memory_order_relaxed) / 1e6);
+        srv_buf_printf(b, "attn_request_duration_seconds_count{route=\"%s\"} %llu\n", l,
+                       (unsigned long long)cum);
+    }
+    srv_buf_puts(b, "# HELP attn_request_bytes_total Request body bytes received.\n"
+                    "# TYPE attn_request_bytes_total counter\n");
+    for (int r = 0; r < SRV_R_COUNT; r++)
+        srv_buf_printf(b, "attn_request_bytes_total{route=\"%s\"} %llu\n", srv_route_label(r),
+                       (unsigned long long)atomic_load(&bytes_in[r]));
+    srv_buf_puts(b, "# HELP attn_response_bytes_total Response body bytes sent.\n"
+                    "# TYPE attn_response_bytes_total counter\n");
+    for (int r = 0; r < SRV_R_COUNT; r++)
+        srv_buf_printf(b, "attn_response_bytes_total{route=\"%s\"} %llu\n", srv_route_label(r),
+                       (unsigned long long)atomic_load(&bytes_out[r]));
+    srv_buf_printf(b, "# HELP attn_requests_in_flight Requests being served now.\n"
+                      "# TYPE attn_requests_in_flight gauge\n"
+                      "attn_requests_in_flight %d\n"
+                      "# HELP attn_computes_in_flight Large requests computing now (limited by ATTN_MAX_INFLIGHT).\n"
+                      "# TYPE attn_computes_in_flight gauge\n"
+                      "attn_computes_in_flight %d\n",
+                   atomic_load(&in_flight), atomic_load(&computing));
+}

@@ -1,0 +1,242 @@
+/* srv.h - internal declarations shared by the service's files (server/ only). */
+#ifndef SRV_H
+#define SRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+#include "attn.h"
+
+/* ------------------------------------------------------------ config */
+
+typedef struct {
+    const char *bind;          /* ATTN_BIND, "127.0.0.1" */
+    int port;                  /* ATTN_PORT, 8080 */
+    int threads;               /* ATTN_THREADS: HTTP worker threads */
+    int compute_threads;       /* threads one large request may use */
+    int max_inflight;          /* computes at once before 503 overloaded */
+    size_t max_body;           /* ATTN_MAX_BODY bytes */
+    int64_t max_elements;      /* ATTN_MAX_ELEMENTS: floats in any one tensor or result */
+    int64_t max_weights;       /* ATTN_MAX_WEIGHTS: floats of returned weights */
+    unsigned timeout;          /* ATTN_TIMEOUT: idle connection seconds */
+    int log_level;             /* 0 error, 1 warn, 2 info (access log), 3 debug */
+    const char *static_dir;    /* ATTN_STATIC_DIR; NULL = none found */
+    const char *openapi_path;  /* ATTN_OPENAPI; NULL = none found */
+} srv_config;
+
+extern srv_config srv_cfg;
+
+enum { SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
+
+/* printf-style line to stderr when level <= srv_cfg.log_level. */
+void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+double srv_now_ms(void);
+
+/* ------------------------------------------------------------ buffers */
+
+/* A growable byte buffer. On allocation failure `failed` is set and later
+ * appends are dropped; the caller checks it once at the end. */
+typedef struct {
+    char *data;
+    size_t len, cap;
+    int failed;
+} srv_buf;
+
+int  srv_buf_reserve(srv_buf *b, size_t extra); /* 0 ok, -1 failed */
+void srv_buf_put(srv_buf *b, const void *p, size_t n);
+void srv_buf_puts(srv_buf *b, const char *s);
+void srv_buf_putc(srv_buf *b, char c);
+void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a quoted, escaped JSON string. */
+void srv_buf_json_str(srv_buf *b, const char *s);
+void srv_buf_free(srv_buf *b);
+
+/* A per-request arena: every allocation is freed at once by srv_arena_free. */
+typedef struct srv_arena_blk srv_arena_blk;
+typedef struct { srv_arena_blk *head; } srv_arena;
+/* Returns NULL when out of memory or when n overflows. */
+void *srv_arena_alloc(srv_arena *a, size_t n);
+void  srv_arena_free(srv_arena *a);
+
+/* ------------------------------------------------------------ numbers */
+
+/* Writes f as the shortest of "%.9g"'s text (9 significant digits, exact
+ * float32 round trip) into out (>= 24 bytes); returns the length. Non-finite
+ * values are written as 0 (the library never produces them). */
+size_t srv_fmt_float(float f, char *out);
+
+/* Parses one JSON number at p (not past end). On success returns the
+ * position after it and sets *out to the float32 nearest the decimal;
+ * returns NULL when the text is not a JSON number. *finite is 0 when the
+ * value overflows float32. */
+const char *srv_parse_float(const char *p, const char *end, float *out, int *finite);
+
+/* ------------------------------------------------------------ base64 */
+
+size_t srv_b64_encoded_len(size_t n);            /* 4*ceil(n/3) */
+void   srv_b64_encode(const uint8_t *in, size_t n, char *out);
+/* Decodes standard padded base64. Returns the number of bytes written to out
+ * (which must hold srv_b64_decoded_max(len) bytes), or -1 when invalid. */
+int64_t srv_b64_decode(const char *in, size_t len, uint8_t *out);
+size_t srv_b64_decoded_max(size_t len);
+
+/* ------------------------------------------------------------ errors */
+
+/* An error on its way to the client: HTTP status, contract code, field. */
+typedef struct {
+    int status;
+    const char *code;
+    char field[96];
+    char message[400];
+} srv_err;
+
+/* Fills e; returns -1 so callers can `return srv_fail(...)`. */
+int srv_fail(srv_err *e, int status, const char *code, const char *field,
+             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Maps a library status to the contract's status and code. */
+int srv_fail_lib(srv_err *e, attn_status st, const attn_error *ae);
+/* Writes {"error":{...}} into b. */
+void srv_err_json(const srv_err *e, srv_buf *b);
+
+/* ------------------------------------------------------------ big-value scanner */
+
+/* Large numeric arrays and long strings found by srv_scan in a request body,
+ * replaced in the envelope by {"\u0001t":i} / {"\u0001s":i} placeholders so
+ * Jansson only parses the small rest. */
+typedef struct {
+    int is_string;
+    /* array: */
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    int64_t count;
+    float *data;      /* arena-owned */
+    int has_bool, has_num;
+    /* string: */
+    const char *str;  /* points into the body; no escapes */
+    size_t len;
+} srv_blob;
+
+typedef struct {
+    char *envelope;   /* arena-owned, NUL-terminated */
+    size_t envelope_len;
+    srv_blob *blobs;  /* arena-owned */
+    size_t n_blobs;
+} srv_scan_result;
+
+/* Scans body[0..len) (body[len] must be NUL). Returns 0, or -1 when out of
+ * memory. Text it does not understand is copied as is for Jansson to judge. */
+int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out);
+
+/* Returns the blob a placeholder object stands for, or NULL. */
+const srv_blob *srv_blob_of(const srv_scan_result *sr, json_t *j);
+
+/* ------------------------------------------------------------ codec */
+
+typedef struct {
+    srv_arena *arena;
+    const srv_scan_result *scan;
+    int64_t max_elements;
+} srv_codec;
+
+/* Decodes a float tensor (any of the three forms) at field `field`. */
+int srv_decode_tensor(srv_codec *c, json_t *j, const char *field,
+                      attn_tensor *out, srv_err *e);
+/* Decodes a boolean mask (true/false or 1/0, or b64 dtype "bool"). */
+int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
+                    attn_mask *out, srv_err *e);
+/* Appends a tensor as nested arrays (b64 = 0) or {shape,dtype,b64}. */
+void srv_encode_tensor(srv_buf *b, const float *data, int rank,
+                       const int64_t *shape, int b64);
+
+/* ------------------------------------------------------------ requests */
+
+/* Everything one POST needs: inputs it owns, timings, the response. */
+typedef struct {
+    srv_arena arena;
+    srv_scan_result scan;
+    json_t *root;
+    attn_param_set *seeded; /* parameters made from the seed, if any */
+    double t_parse, t_compute, t_encode; /* ms */
+} srv_call;
+
+/* Handle POST /attention/{rule} and POST /multihead. body is NUL-terminated.
+ * On success *out holds the 200 JSON; on failure e is filled. Return 0/-1. */
+int srv_handle_attention(attn_rule rule, const char *body, size_t len,
+                         srv_call *call, srv_buf *out, srv_err *e);
+int srv_handle_multihead(const char *body, size_t len,
+                         srv_call *call, srv_buf *out, srv_err *e);
+void srv_call_free(srv_call *call);
+
+/* Compute contexts, reused across requests: borrow one for a computation
+ * of about `flops` work, give it back after. NULL means "use no context". */
+attn_ctx *srv_ctx_acquire(double flops);
+void srv_ctx_release(attn_ctx *ctx);
+void srv_ctx_shutdown(void);
+
+/* ------------------------------------------------------------ routes / http */
+
+/* Route ids used for metrics labels (a fixed set: no unbounded labels). */
+enum {
+    SRV_R_ATTENTION = 0, /* + rule: one per rule */
+    SRV_R_MULTIHEAD = ATTN_RULE_COUNT,
+    SRV_R_HEALTHZ, SRV_R_READYZ, SRV_R_METRICS, SRV_R_RULES, SRV_R_OPENAPI,
+    SRV_R_ROOT, SRV_R_STATIC, SRV_R_OTHER,
+    SRV_R_COUNT
+};
+const char *srv_route_label(int route);
+
+/* What a route answers, before http.c turns it into an MHD response. */
+typedef struct {
+    int status;
+    srv_buf body;          /* owned; handed to MHD */
+    int fd;                /* >= 0: a file to send instead of body (closed by MHD) */
+    uint64_t fd_size;
+    const char *ctype;     /* static string */
+    const char *allow;     /* Allow header for 405, static */
+    int retry_after;       /* seconds, for 503; 0 = none */
+    double t_parse, t_compute, t_encode;
+} srv_reply;
+
+/* Where a method and path lead. */
+typedef struct {
+    int route;             /* SRV_R_* (attention routes: the rule) */
+    int wants_body;        /* POST routes: read a JSON body, then serve */
+    char rel[520];         /* static file path for SRV_R_STATIC / SRV_R_ROOT */
+} srv_target;
+
+void srv_reply_init(srv_reply *r);
+void srv_reply_error(srv_reply *r, const srv_err *e);
+/* Resolves method + path. Returns 0, or -1 with r filled (404, 405). */
+int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
+/* Serves a resolved target; body is NULL for GET routes. */
+void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
+
+/* Writes GET /rules' JSON. */
+void srv_rules_json(srv_buf *b);
+
+/* Static files. Resolves url path (e.g. "/demo/app.js" with prefix stripped)
+ * under srv_cfg.static_dir; returns an open fd and the content type, or -1
+ * (no such file, or a path that tries to leave the directory). */
+int srv_static_open(const char *rel, const char **ctype, uint64_t *size);
+const char *srv_content_type(const char *path);
+
+/* ------------------------------------------------------------ metrics */
+
+void srv_metrics_init(void);                   /* once, before serving */
+void srv_metrics_begin(void);                  /* a request started */
+void srv_metrics_end(int route, int status, uint64_t bytes_in,
+                     uint64_t bytes_out, double ms);
+void srv_metrics_text(srv_buf *b);
+int  srv_compute_enter(void);  /* 0 ok, -1 overloaded */
+void srv_compute_leave(void);
+int  srv_inflight(void);
+
+/* ------------------------------------------------------------ daemon */
+
+int  srv_http_start(void);     /* 0 ok, -1 failed (logged) */
+void srv_http_quiesce(void);   /* stop accepting */
+void srv_http_stop(void);      /* close everything */
+extern volatile int srv_draining;
+
+#endif /* SRV_H */

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# tests/docker/test.sh - builds the service and load-balancer images, runs them on loopback and checks real answers.
+#
+# Usage: tests/docker/test.sh [BUILD_DIR]     (make test-docker)
+# Needs docker.io, debootstrap, docker-compose and curl. Starts dockerd when
+# none runs and makes the debian:bookworm-slim base image with debootstrap
+# when missing (tests/docker/engine.sh), so no registry is needed. Containers
+# use --network host and a free 127.0.0.1 port; all are removed on exit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. tests/replicas/common.sh
+
+BUILD_DIR=${1:-build}
+OUT="$BUILD_DIR/docker"
+mkdir -p "$OUT"
+IMAGE=${ATTN_IMAGE:-attn-server:test}
+LB_IMAGE=${ATTN_LB_IMAGE:-attn-lb:test}
+TAG="attn-test-$$"
+T0=$(date +%s)
+step() { printf '[docker %3ds] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
+fail() { printf 'test-docker: FAIL: %s\n' "$*" >&2; exit 1; }
+
+cleanup() {
+    docker rm -f "$TAG-srv" "$TAG-lb" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+step "engine and base image"
+timeout 1500 tests/docker/engine.sh "$BUILD_DIR"
+
+step "compose file: docker-compose config"
+command -v docker-compose >/dev/null || fail "docker-compose missing (apt-get install docker-compose)"
+docker-compose -f docker/compose.yaml config -q || fail "docker/compose.yaml does not validate"
+
+# Host networking for the build: the engine runs without a bridge, and
+# apt-get in the build stage must reach the Debian mirror.
+step "build $IMAGE"
+timeout 1200 docker build --network host -t "$IMAGE" . >"$OUT/build.log" 2>&1 \
+    || { tail -30 "$OUT/build.log" >&2; fail "image build failed (log: $OUT/build.log)"; }
+step "build $LB_IMAGE"
+timeout 600 docker build --network host -f docker/nginx.Dockerfile -t "$LB_IMAGE" . >"$OUT/build-lb.log" 2>&1 \
+    || { tail -30 "$OUT/build-lb.log" >&2; fail "nginx image build failed (log: $OUT/build-lb.log)"; }
+
+user=$(docker image inspect -f '{{.Config.User}}' "$IMAGE")
+case "$user" in ""|root|0|0:*) fail "image runs as root (User=\"$user\")" ;; esac
+size=$(docker image inspect -f '{{.Size}}' "$IMAGE")
+step "image user $user, size $(( size / 1000000 )) MB"
+
+PORT=$(free_port)
+step "run $IMAGE on 127.0.0.1:$PORT"
+# The image listens on 0.0.0.0; on the host network that would expose the
+# test on every interface, so bind loopback here. A short health interval
+# lets the test see the HEALTHCHECK pass without waiting its default 10 s.
+docker run -d --name "$TAG-srv" --network host \
+    -e ATTN_BIND=127.0.0.1 -e ATTN_PORT="$PORT" \
+    --health-interval 1s "$IMAGE" >/dev/null
+wait_http "http://127.0.0.1:$PORT/healthz" 30 || { docker logs "$TAG-srv" >&2; fail "container did not answer /healthz"; }
+
+step "POST /attention/scaled_dot"
+code=$(curl -s -m 10 -o "$OUT/answer.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data "$SMALL_REQUEST" "http://127.0.0.1:$PORT/attention/scaled_dot")
+[ "$code" = 200 ] || fail "POST answered $code: $(head -c 300 "$OUT/answer.json")"
+check_small_answer "$OUT/answer.json" || fail "wrong attention result from the container"
+
+step "demo and OpenAPI served from the image"
+for path in / /openapi.yaml; do
+    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT$path")
+    [ "$code" = 200 ] || fail "GET $path answered $code (demo assets or openapi.yaml missing from the image?)"
+done
+
+step "HEALTHCHECK turns healthy"
+health=""
+for _ in $(seq 1 30); do
+    health=$(docker inspect -f '{{.State.Health.Status}}' "$TAG-srv")
+    [ "$health" = healthy ] && break
+    sleep 1
+done
+[ "$health" = healthy ] || fail "container health is '$health'"
+
+LB_PORT=$(free_port)
+step "nginx image on 127.0.0.1:$LB_PORT in front of the container"
+# Same config as compose, but on the host network: the upstream is the
+# container's loopback port instead of the compose service name.
+sed -e "s/listen 8080;/listen 127.0.0.1:$LB_PORT;/" -e "s/server attn:8080/server 127.0.0.1:$PORT/" \
+    docker/nginx.conf >"$OUT/nginx-test.conf"
+chmod 644 "$OUT/nginx-test.conf"
+docker run -d --name "$TAG-lb" --network host \
+    -v "$PWD/$OUT/nginx-test.conf:/etc/nginx/nginx.conf:ro" "$LB_IMAGE" >/dev/null
+wait_http "http://127.0.0.1:$LB_PORT/nginx-health" 20 || { docker logs "$TAG-lb" >&2; fail "nginx container did not start"; }
+code=$(curl -s -m 10 -o "$OUT/answer-lb.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data "$SMALL_REQUEST" "http://127.0.0.1:$LB_PORT/attention/scaled_dot")
+[ "$code" = 200 ] || fail "POST through nginx answered $code"
+check_small_answer "$OUT/answer-lb.json" || fail "wrong attention result through nginx"
+
+step "docker stop drains and exits 0"
+timeout 60 docker stop -t 20 "$TAG-srv" >/dev/null
+rc=$(docker inspect -f '{{.State.ExitCode}}' "$TAG-srv")
+[ "$rc" = 0 ] || { docker logs "$TAG-srv" 2>&1 | tail -5 >&2; fail "server exited $rc on SIGTERM (want 0)"; }
+
+step "PASS"
+echo "test-docker: ok in $(( $(date +%s) - T0 ))s"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# tests/examples.sh - runs the three example clients (Python, JavaScript in Node, curl) against a live server.
+#
+# Usage: tests/examples.sh SERVER_BINARY [BUILD_DIR]     (make test-examples)
+# Needs python3-requests, python3-numpy, python3-torch, nodejs (18+) and curl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. tests/replicas/common.sh
+
+SERVER=${1:?usage: $0 SERVER_BINARY [BUILD_DIR]}
+BUILD_DIR=${2:-build}
+DIR="$BUILD_DIR/examples"
+mkdir -p "$DIR"
+SRV_PID=""
+trap '[ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null; wait 2>/dev/null || true' EXIT
+
+PORT=$(free_port)
+ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT "$SERVER" >"$DIR/server.log" 2>&1 &
+SRV_PID=$!
+wait_http "http://127.0.0.1:$PORT/healthz" 20 || { cat "$DIR/server.log" >&2; exit 1; }
+BASE="http://127.0.0.1:$PORT"
+
+failed=0
+run() { # run NAME COMMAND...: one client, its output kept in build/
+    local name=$1; shift
+    if "$@" >"$DIR/$name.out" 2>&1; then
+        echo "example $name: ok"
+    else
+        echo "example $name: FAILED ($*)" >&2
+        sed 's/^/    /' "$DIR/$name.out" >&2
+        failed=1
+    fi
+}
+run python "$PY" examples/python_client.py "$BASE"
+run js node examples/js_client.mjs "$BASE"
+run curl sh examples/curl.sh "$BASE"
+[ "$failed" = 0 ] && echo "test-examples: ok"
+exit "$failed"

@@ -1,0 +1,1651 @@
+/* test_http.c - integration tests: starts the real server binary on a free loopback port and checks the whole HTTP contract with libcurl. */
+/*
+ * Usage: test_http --server build/attn-server [--cases tests/http]
+ *                  [--golden tests/golden] [--log build/test_http_server.log]
+ *
+ * Three server instances are started, each on its own free port, all
+ * logging to the --log file:
+ *   main   defaults, except a short idle timeout
+ *   small  ATTN_MAX_BODY=4096 and ATTN_MAX_ELEMENTS=4096, for the 413 cases
+ *   busy   ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
+ * Cases come from two places: the .case files in tests/http (requests and the checks on
+ * their responses, as data; the format is in tests/http/README.md) and the
+ * C functions below for what data files cannot say (golden vectors, the
+ * three tensor forms against a reference computed here, keep-alive, large
+ * and chunked bodies, parallel clients). Every check counts as one test; the
+ * run ends with "N passed, N failed" and exits 1 on any failure.
+ */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "golden.h"
+
+/* ------------------------------------------------------------ counting */
+
+static atomic_int n_pass, n_fail;
+static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
+static int verbose;
+
+/* One test: counts it, prints the failure with its details. Returns ok. */
+static int check(int ok, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int check(int ok, const char *name, const char *fmt, ...)
+{
+    if (ok) {
+        atomic_fetch_add(&n_pass, 1);
+        if (verbose) {
+            pthread_mutex_lock(&print_lock);
+            printf("ok   %s\n", name);
+            pthread_mutex_unlock(&print_lock);
+        }
+        return 1;
+    }
+    atomic_fetch_add(&n_fail, 1);
+    pthread_mutex_lock(&print_lock);
+    printf("FAIL %s: ", name);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    pthread_mutex_unlock(&print_lock);
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ------------------------------------------------------------ buffers */
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+} buf;
+
+static void buf_put(buf *b, const void *p, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            fprintf(stderr, "test_http: out of memory\n");
+            exit(2);
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+static void buf_puts(buf *b, const char *s) { buf_put(b, s, strlen(s)); }
+
+static void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_printf(buf *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof tmp) {
+        buf_put(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big)
+        exit(2);
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    buf_put(b, big, (size_t)n);
+    free(big);
+}
+
+static void buf_free(buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------ base64 */
+
+static const char b64_alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void b64_encode(buf *out, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < n) v |= p[i + 2];
+        char q[4] = {b64_alphabet[(v >> 18) & 63], b64_alphabet[(v >> 12) & 63],
+                     i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=',
+                     i + 2 < n ? b64_alphabet[v & 63] : '='};
+        buf_put(out, q, 4);
+    }
+}
+
+/* Decodes padded base64 into a new buffer; returns its length or -1. */
+static long b64_decode(const char *s, uint8_t **out)
+{
+    size_t len = strlen(s);
+    if (len % 4)
+        return -1;
+    uint8_t *o = malloc(len / 4 * 3 + 1);
+    if (!o)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = 0;
+        int pad = 0;
+        for (int j = 0; j < 4; j++) {
+            char c = s[i + j];
+            const char *k = strchr(b64_alphabet, c);
+            if (c == '=' && i + 4 == len && j >= 2) {
+                pad++;
+                v <<= 6;
+            } else if (c && k && !pad) {
+                v = v << 6 | (uint32_t)(k - b64_alphabet);
+            } else {
+                free(o);
+                return -1;
+            }
+        }
+        o[n++] = (uint8_t)(v >> 16);
+        if (pad < 2) o[n++] = (uint8_t)(v >> 8);
+        if (pad < 1) o[n++] = (uint8_t)v;
+    }
+    *out = o;
+    return (long)n;
+}
+
+/* ------------------------------------------------------------ tensors */
+
+#define MAX_RANK 4
+
+/* A tensor decoded from a response, whatever form it came in. */
+typedef struct {
+    int rank;
+    long shape[MAX_RANK];
+    long count;
+    float *data;
+} tensor;
+
+static void tensor_free(tensor *t)
+{
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+/* The shape is read down the first elements, then every element is
+ * checked against it (ragged or mixed nesting is not a tensor). */
+static int nested_check(json_t *j, int depth, const tensor *t)
+{
+    if (depth == t->rank)
+        return json_is_number(j) ? 0 : -1;
+    if (!json_is_array(j) || (long)json_array_size(j) != t->shape[depth])
+        return -1;
+    for (size_t i = 0; i < json_array_size(j); i++)
+        if (nested_check(json_array_get(j, i), depth + 1, t))
+            return -1;
+    return 0;
+}
+
+static int nested_shape(json_t *j, tensor *t)
+{
+    json_t *e = j;
+    t->rank = 0;
+    while (json_is_array(e)) {
+        if (t->rank == MAX_RANK)
+            return -1;
+        t->shape[t->rank++] = (long)json_array_size(e);
+        e = json_array_get(e, 0);
+    }
+    return t->rank ? nested_check(j, 0, t) : -1;
+}
+
+static void nested_fill(json_t *j, float *out, long *k)
+{
+    if (json_is_number(j)) {
+        out[(*k)++] = (float)json_number_value(j);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(j); i++)
+        nested_fill(json_array_get(j, i), out, k);
+}
+
+/* Reads a tensor in any of the three forms; 0 ok, -1 not a tensor. */
+static int tensor_read(json_t *j, tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    if (json_is_array(j)) {
+        if (nested_shape(j, t))
+            return -1;
+        t->count = 1;
+        for (int i = 0; i < t->rank; i++)
+            t->count *= t->shape[i];
+        t->data = calloc((size_t)t->count + 1, sizeof(float));
+        long k = 0;
+        nested_fill(j, t->data, &k);
+        return k == t->count ? 0 : -1;
+    }
+    json_t *shape = json_object_get(j, "shape");
+    if (!json_is_array(shape) || json_array_size(shape) > MAX_RANK)
+        return -1;
+    t->rank = (int)json_array_size(shape);
+    t->count = 1;
+    for (int i = 0; i < t->rank; i++) {
+        json_t *d = json_array_get(shape, (size_t)i);
+        if (!json_is_integer(d) || json_integer_value(d) < 0 ||
+            json_integer_value(d) > (1L << 30))
+            return -1;
+        t->shape[i] = (long)json_integer_value(d);
+        t->count *= t->shape[i];
+        if (t->count > (1L << 30))
+            return -1;
+    }
+    json_t *b64 = json_object_get(j, "b64");
+    if (json_is_string(b64)) {
+        if (!json_is_string(json_object_get(j, "dtype")) ||
+            strcmp(json_string_value(json_object_get(j, "dtype")), "float32"))
+            return -1;
+        uint8_t *raw = NULL;
+        long n = b64_decode(json_string_value(b64), &raw);
+        if (n < 0 || n != t->count * 4) {
+            free(raw);
+            return -1;
+        }
+        t->data = calloc((size_t)t->count + 1, sizeof(float));
+        for (long i = 0; i < t->count; i++) {
+            uint32_t u = (uint32_t)raw[4 * i] | (uint32_t)raw[4 * i + 1] << 8 |
+                         (uint32_t)raw[4 * i + 2] << 16 | (uint32_t)raw[4 * i + 3] << 24;
+            memcpy(&t->data[i], &u, 4);
+        }
+        free(raw);
+        return 0;
+    }
+    json_t *data = json_object_get(j, "data");
+    if (!json_is_array(data) || (long)json_array_size(data) != t->count)
+        return -1;
+    t->data = calloc((size_t)t->count + 1, sizeof(float));
+    for (long i = 0; i < t->count; i++)
+        t->data[i] = (float)json_number_value(json_array_get(data, (size_t)i));
+    return 0;
+}
+
+/* The tolerance used for every numeric comparison: float32 results from a
+ * different summation order than the reference's. */
+static int close_enough(double got, double want)
+{
+    return fabs(got - want) <= 1e-5 + 1e-4 * fabs(want);
+}
+
+/* Compares a tensor with expected data; describes the first difference. */
+static int tensor_matches(const tensor *t, int rank, const long *shape,
+                          const float *want, char *why, size_t why_len)
+{
+    if (t->rank != rank) {
+        snprintf(why, why_len, "rank %d, expected %d", t->rank, rank);
+        return 0;
+    }
+    long count = 1;
+    for (int i = 0; i < rank; i++) {
+        if (t->shape[i] != shape[i]) {
+            snprintf(why, why_len, "dimension %d is %ld, expected %ld", i, t->shape[i], shape[i]);
+            return 0;
+        }
+        count *= shape[i];
+    }
+    for (long i = 0; i < count; i++) {
+        if (!close_enough(t->data[i], want[i])) {
+            snprintf(why, why_len, "element %ld is %.9g, expected %.9g", i,
+                     (double)t->data[i], (double)want[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Appends a tensor to a JSON text in one of the three request forms. */
+enum { FORM_NESTED, FORM_FLAT, FORM_B64 };
+
+static void nested_put(buf *b, const float *d, int rank, const long *shape, long *k)
+{
+    buf_puts(b, "[");
+    for (long i = 0; i < shape[0]; i++) {
+        if (i)
+            buf_puts(b, ",");
+        if (rank == 1)
+            buf_printf(b, "%.9g", (double)d[(*k)++]);
+        else
+            nested_put(b, d, rank - 1, shape + 1, k);
+    }
+    buf_puts(b, "]");
+}
+
+static void tensor_put(buf *b, const float *d, int rank, const long *shape, int form)
+{
+    long count = 1;
+    for (int i = 0; i < rank; i++)
+        count *= shape[i];
+    if (form == FORM_NESTED) {
+        long k = 0;
+        nested_put(b, d, rank, shape, &k);
+        return;
+    }
+    buf_puts(b, "{\"shape\":[");
+    for (int i = 0; i < rank; i++)
+        buf_printf(b, "%s%ld", i ? "," : "", shape[i]);
+    if (form == FORM_FLAT) {
+        buf_puts(b, "],\"data\":[");
+        for (long i = 0; i < count; i++)
+            buf_printf(b, "%s%.9g", i ? "," : "", (double)d[i]);
+        buf_puts(b, "]}");
+        return;
+    }
+    buf_puts(b, "],\"dtype\":\"float32\",\"b64\":\"");
+    uint8_t *raw = malloc((size_t)count * 4 + 1);
+    for (long i = 0; i < count; i++) {
+        uint32_t u;
+        memcpy(&u, &d[i], 4);
+        raw[4 * i] = (uint8_t)u;
+        raw[4 * i + 1] = (uint8_t)(u >> 8);
+        raw[4 * i + 2] = (uint8_t)(u >> 16);
+        raw[4 * i + 3] = (uint8_t)(u >> 24);
+    }
+    b64_encode(b, raw, (size_t)count * 4);
+    free(raw);
+    buf_puts(b, "\"}");
+}
+
+/* ------------------------------------------------------------ reference */
+
+/* Plain scaled-dot-product attention in double, the independent reference
+ * for the C-built cases: one batch element, keep[j] = 0 masks key j. */
+static void ref_sdpa(const float *q, const float *k, const float *v, long lq, long lk,
+                     long d, long dv, double scale, const uint8_t *keep,
+                     float *out, float *w)
+{
+    double *s = malloc((size_t)lk * sizeof *s);
+    for (long i = 0; i < lq; i++) {
+        double mx = -INFINITY, sum = 0;
+        for (long j = 0; j < lk; j++) {
+            double acc = 0;
+            for (long t = 0; t < d; t++)
+                acc += (double)q[i * d + t] * k[j * d + t];
+            s[j] = acc * scale;
+            if ((!keep || keep[j]) && s[j] > mx)
+                mx = s[j];
+        }
+        for (long j = 0; j < lk; j++) {
+            s[j] = (!keep || keep[j]) ? exp(s[j] - mx) : 0;
+            sum += s[j];
+        }
+        for (long t = 0; t < dv; t++) {
+            double acc = 0;
+            for (long j = 0; j < lk; j++)
+                acc += (sum > 0 ? s[j] / sum : 0) * v[j * dv + t];
+            out[i * dv + t] = (float)acc;
+        }
+        if (w)
+            for (long j = 0; j < lk; j++)
+                w[i * lk + j] = (float)(sum > 0 ? s[j] / sum : 0);
+    }
+    free(s);
+}
+
+/* Deterministic pseudo-random floats in [-1, 1) (xorshift), so runs repeat. */
+static float rnd(uint64_t *st)
+{
+    *st ^= *st << 13;
+    *st ^= *st >> 7;
+    *st ^= *st << 17;
+    return (float)((double)(*st >> 40) / (double)(1u << 24) * 2.0 - 1.0);
+}
+
+/* ------------------------------------------------------------ HTTP */
+
+typedef struct {
+    const char *method;
+    const char *path;
+    const char *const *headers; /* NULL-terminated, may be NULL */
+    const char *body;
+    size_t body_len;
+    int has_body;
+    int chunked;       /* Transfer-Encoding: chunked, sent in 1000-byte pieces */
+    int no_json_type;  /* do not add Content-Type: application/json */
+} request;
+
+typedef struct {
+    long status;
+    buf body;
+    buf headers;
+    long connects; /* new connections this request opened */
+    int curl_err;
+    json_t *json;  /* parsed body, NULL when not JSON */
+} response;
+
+static void response_free(response *r)
+{
+    buf_free(&r->body);
+    buf_free(&r->headers);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+    buf_put(ud, p, size * n);
+    return size * n;
+}
+
+typedef struct {
+    const char *p;
+    size_t left;
+} upload;
+
+static size_t on_read(char *dst, size_t size, size_t n, void *ud)
+{
+    upload *u = ud;
+    size_t k = size * n;
+    if (k > 1000)
+        k = 1000; /* many small chunks */
+    if (k > u->left)
+        k = u->left;
+    memcpy(dst, u->p, k);
+    u->p += k;
+    u->left -= k;
+    return k;
+}
+
+/* Value of response header `name` (case-insensitive), copied into out;
+ * 0 when present. */
+static int header_value(const response *r, const char *name, char *out, size_t out_len)
+{
+    size_t nl = strlen(name);
+    const char *p = r->headers.data ? r->headers.data : "";
+    while (*p) {
+        const char *eol = strstr(p, "\r\n");
+        if (!eol)
+            eol = p + strlen(p);
+        if ((size_t)(eol - p) > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = (size_t)(eol - v);
+            if (vl >= out_len)
+                vl = out_len - 1;
+            memcpy(out, v, vl);
+            out[vl] = 0;
+            return 0;
+        }
+        p = *eol ? eol + 2 : eol;
+    }
+    return -1;
+}
+
+/* Sends one request on handle h (kept across calls for keep-alive). */
+static void http(CURL *h, const char *base, const request *rq, response *r)
+{
+    memset(r, 0, sizeof *r);
+    curl_easy_reset(h);
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", base, rq->path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->headers);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    struct curl_slist *hl = NULL;
+    /* curl adds "Expect: 100-continue" to large bodies; the server answers
+     * it, but without it the request is exactly what a plain client sends. */
+    hl = curl_slist_append(hl, "Expect:");
+    if (rq->has_body && !rq->no_json_type)
+        hl = curl_slist_append(hl, "Content-Type: application/json");
+    for (const char *const *p = rq->headers; p && *p; p++)
+        hl = curl_slist_append(hl, *p);
+    upload up = {rq->body, rq->body_len};
+    if (rq->has_body) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        if (rq->chunked) {
+            hl = curl_slist_append(hl, "Transfer-Encoding: chunked");
+            curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+            curl_easy_setopt(h, CURLOPT_READDATA, &up);
+        } else {
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, rq->body);
+            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)rq->body_len);
+        }
+    }
+    if (strcmp(rq->method, "POST") && strcmp(rq->method, "GET")) {
+        if (!strcmp(rq->method, "HEAD"))
+            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        else
+            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, rq->method);
+    } else if (!strcmp(rq->method, "GET") && rq->has_body) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "GET");
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    r->curl_err = (int)curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &r->connects);
+    curl_slist_free_all(hl);
+    if (r->body.data)
+        r->json = json_loadb(r->body.data, r->body.len, 0, NULL);
+}
+
+/* GET path on a fresh handle; returns the status (0 when unreachable). */
+static long http_get_status(CURL *h, const char *base, const char *path)
+{
+    request rq = {.method = "GET", .path = path};
+    response r;
+    http(h, base, &rq, &r);
+    long st = r.curl_err ? 0 : r.status;
+    response_free(&r);
+    return st;
+}
+
+static const char *short_body(const response *r)
+{
+    static _Thread_local char s[300];
+    snprintf(s, sizeof s, "%.*s", r->body.len > 280 ? 280 : (int)r->body.len,
+             r->body.data ? r->body.data : "");
+    return s;
+}
+
+/* ------------------------------------------------------------ servers */
+
+typedef struct {
+    const char *name;
+    pid_t pid;
+    int port;
+    char base[64];
+} server;
+
+static const char *server_path;
+static const char *log_path = "build/test_http_server.log";
+
+/* A port that was free a moment ago: bind port 0, read it back, close. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+        getsockname(fd, (struct sockaddr *)&a, &al)) {
+        perror("test_http: free port");
+        exit(2);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Starts the server with extra environment (NULL-terminated "K=V" list)
+ * and waits up to 15 s for GET /healthz. 0 ok. */
+static int server_start(server *s, const char *name, const char *const *env)
+{
+    s->name = name;
+    s->port = free_port();
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", s->port);
+    s->pid = fork();
+    if (s->pid < 0)
+        return -1;
+    if (s->pid == 0) {
+        char port[16];
+        snprintf(port, sizeof port, "%d", s->port);
+        setenv("ATTN_PORT", port, 1);
+        setenv("ATTN_BIND", "127.0.0.1", 1);
+        setenv("ATTN_LOG_LEVEL", "info", 0);
+        for (const char *const *e = env; e && *e; e++)
+            putenv((char *)*e);
+        FILE *lf = fopen(log_path, "a");
+        if (lf) {
+            dup2(fileno(lf), 1);
+            dup2(fileno(lf), 2);
+        }
+        execl(server_path, server_path, (char *)NULL);
+        fprintf(stderr, "test_http: cannot run %s: %s\n", server_path, strerror(errno));
+        _exit(127);
+    }
+    CURL *h = curl_easy_init();
+    double t0 = now_ms();
+    int up = 0;
+    while (now_ms() - t0 < 15000) {
+        int st;
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            break;
+        }
+        if (http_get_status(h, s->base, "/healthz") == 200) {
+            up = 1;
+            break;
+        }
+        usleep(50 * 1000);
+    }
+    curl_easy_cleanup(h);
+    return up ? 0 : -1;
+}
+
+/* SIGTERM, then wait up to 10 s; 1 when it exited with status 0. */
+static int server_stop(server *s)
+{
+    if (s->pid <= 0)
+        return 0;
+    kill(s->pid, SIGTERM);
+    double t0 = now_ms();
+    int st = 0;
+    while (now_ms() - t0 < 10000) {
+        pid_t p = waitpid(s->pid, &st, WNOHANG);
+        if (p == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        }
+        usleep(20 * 1000);
+    }
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+    return 0;
+}
+
+static server srv_main, srv_small, srv_busy;
+
+static server *server_named(const char *name)
+{
+    if (!strcmp(name, "small")) return &srv_small;
+    if (!strcmp(name, "busy")) return &srv_busy;
+    return &srv_main;
+}
+
+/* After a bad request the server must still answer. One test. */
+static void check_alive(CURL *h, const server *s, const char *after)
+{
+    long st = http_get_status(h, s->base, "/healthz");
+    char name[300];
+    snprintf(name, sizeof name, "%s: /healthz answers afterwards", after);
+    check(st == 200, name, "GET /healthz on %s gave %ld", s->name, st);
+}
+
+/* ------------------------------------------------------------ JSON paths */
+
+/* Walks a path such as error.code, output[1][0], params["attn.weight"]. */
+static json_t *json_path(json_t *j, const char *path)
+{
+    const char *p = path;
+    while (j && *p) {
+        if (*p == '.') {
+            p++;
+            continue;
+        }
+        if (*p == '[' && p[1] == '"') {
+            const char *e = strstr(p + 2, "\"]");
+            if (!e)
+                return NULL;
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)(e - p - 2), p + 2);
+            j = json_object_get(j, key);
+            p = e + 2;
+        } else if (*p == '[') {
+            char *e;
+            long i = strtol(p + 1, &e, 10);
+            if (*e != ']')
+                return NULL;
+            j = json_array_get(j, (size_t)i);
+            p = e + 1;
+        } else {
+            size_t n = strcspn(p, ".[");
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)n, p);
+            j = json_object_get(j, key);
+            p += n;
+        }
+    }
+    return j;
+}
+
+/* JSON equality with numbers compared within the test tolerance. */
+static int json_close(json_t *got, json_t *want)
+{
+    if (json_is_number(want))
+        return json_is_number(got) && close_enough(json_number_value(got), json_number_value(want));
+    if (json_is_array(want)) {
+        if (!json_is_array(got) || json_array_size(got) != json_array_size(want))
+            return 0;
+        for (size_t i = 0; i < json_array_size(want); i++)
+            if (!json_close(json_array_get(got, i), json_array_get(want, i)))
+                return 0;
+        return 1;
+    }
+    if (json_is_object(want)) {
+        if (!json_is_object(got) || json_object_size(got) != json_object_size(want))
+            return 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach(want, k, v)
+            if (!json_close(json_object_get(got, k), v))
+                return 0;
+        return 1;
+    }
+    return json_equal(got, want);
+}
+
+/* ------------------------------------------------------------ case files */
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    buf b = {0};
+    char tmp[65536];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0)
+        buf_put(&b, tmp, n);
+    fclose(f);
+    if (!b.data)
+        buf_put(&b, "", 0);
+    *len = b.len;
+    return b.data;
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = 0;
+    return s;
+}
+
+/* Applies one "check" line of a case to the response. */
+static void case_check(const char *cname, const char *key, char *val, const response *r)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s: %s %s", cname, key, val);
+    if (!strcmp(key, "status")) {
+        long want = strtol(val, NULL, 10);
+        check(r->status == want, name, "got %ld (curl %d), body %s", r->status, r->curl_err,
+              short_body(r));
+    } else if (!strcmp(key, "error")) {
+        char code[64] = "", field[256] = "";
+        int nf = sscanf(val, "%63s %255s", code, field);
+        json_t *c = json_path(r->json, "error.code");
+        json_t *m = json_path(r->json, "error.message");
+        json_t *f = json_path(r->json, "error.field");
+        int ok = json_is_string(c) && !strcmp(json_string_value(c), code) &&
+                 json_is_string(m) && json_string_length(m) > 0;
+        if (ok && nf == 2)
+            ok = json_is_string(f) && !strcmp(json_string_value(f), field);
+        check(ok, name, "body %s", short_body(r));
+    } else if (!strcmp(key, "json")) {
+        /* PATH = JSON  or  PATH ~ "substring" */
+        char *op = strpbrk(val, "=~");
+        if (!op) {
+            check(0, name, "case line has no = or ~");
+            return;
+        }
+        char opc = *op;
+        *op = 0;
+        char *path = trim(val), *rhs = trim(op + 1);
+        json_t *got = json_path(r->json, path);
+        json_t *want = json_loads(rhs, JSON_DECODE_ANY, NULL);
+        snprintf(name, sizeof name, "%s: json %s %c %s", cname, path, opc, rhs);
+        if (!want)
+            check(0, name, "expected value is not JSON");
+        else if (opc == '=')
+            check(json_close(got, want), name, "body %s", short_body(r));
+        else
+            check(json_is_string(got) && json_is_string(want) &&
+                      strstr(json_string_value(got), json_string_value(want)),
+                  name, "body %s", short_body(r));
+        json_decref(want);
+    } else if (!strcmp(key, "absent")) {
+        check(r->json && !json_path(r->json, val), name, "body %s", short_body(r));
+    } else if (!strcmp(key, "shape")) {
+        /* PATH = d0 d1 ... : a tensor in any form with that shape */
+        char *eq = strchr(val, '=');
+        if (!eq) {
+            check(0, name, "case line has no =");
+            return;
+        }
+        *eq = 0;
+        char *path = trim(val);
+        long want[MAX_RANK];
+        int rank = 0;
+        for (char *t = strtok(eq + 1, " "); t && rank < MAX_RANK; t = strtok(NULL, " "))
+            want[rank++] = strtol(t, NULL, 10);
+        tensor t;
+        int ok = tensor_read(json_path(r->json, path), &t) == 0 && t.rank == rank;
+        for (int i = 0; ok && i < rank; i++)
+            ok = t.shape[i] == want[i];
+        check(ok, name, "got rank %d [%ld %ld %ld %ld]; body %s", t.rank, t.shape[0],
+              t.shape[1], t.shape[2], t.shape[3], short_body(r));
+        tensor_free(&t);
+    } else if (!strcmp(key, "tensor")) {
+        /* PATH = nested arrays : a tensor in any form, values within tolerance */
+        char *eq = strchr(val, '=');
+        json_t *want = eq ? json_loads(eq + 1, JSON_DECODE_ANY, NULL) : NULL;
+        if (eq)
+            *eq = 0;
+        tensor w = {0}, t = {0};
+        char why[200] = "not a tensor";
+        int ok = want && tensor_read(want, &w) == 0;
+        if (!check(ok, name, "expected value is not a nested tensor"))
+            goto done;
+        ok = tensor_read(json_path(r->json, trim(val)), &t) == 0 &&
+             tensor_matches(&t, w.rank, w.shape, w.data, why, sizeof why);
+        check(ok, name, "%s; body %s", why, short_body(r));
+        tensor_free(&t);
+    done:
+        tensor_free(&w);
+        json_decref(want);
+    } else if (!strcmp(key, "response-header")) {
+        /* Name  or  Name: substring */
+        char *colon = strchr(val, ':');
+        char want[256] = "", got[1024];
+        if (colon) {
+            snprintf(want, sizeof want, "%s", trim(colon + 1));
+            *colon = 0;
+        }
+        int found = header_value(r, trim(val), got, sizeof got) == 0;
+        check(found && strstr(got, want), name, "headers %s", r->headers.data ? r->headers.data : "");
+    } else if (!strcmp(key, "body-contains")) {
+        check(r->body.data && strstr(r->body.data, val), name, "body %s", short_body(r));
+    } else {
+        check(0, name, "unknown case line '%s'", key);
+    }
+}
+
+/* Runs one .case file: request lines, check lines, then "--- body". */
+static void run_case(CURL *h, const char *dir, const char *file)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    size_t len;
+    char *text = read_file(path, &len);
+    if (!text) {
+        check(0, file, "cannot read %s", path);
+        return;
+    }
+    char cname[256];
+    snprintf(cname, sizeof cname, "%.*s", (int)(strlen(file) - 5), file);
+    request rq = {.method = "GET", .path = "/"};
+    char *body_file = NULL;
+    char *hdrs[16];
+    int nh = 0, body_repeat = 1;
+    server *s = &srv_main;
+    char *checks[64][2];
+    int nc = 0;
+    char *body = strstr(text, "\n--- body\n");
+    if (body) {
+        *body = 0;
+        rq.body = body + 10;
+        rq.body_len = len - (size_t)(rq.body - text);
+        rq.has_body = 1;
+    }
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        line = trim(line);
+        if (!*line || *line == '#')
+            continue;
+        char *colon = strchr(line, ':');
+        if (!colon) {
+            check(0, cname, "line without a key: %s", line);
+            continue;
+        }
+        *colon = 0;
+        char *key = trim(line), *val = trim(colon + 1);
+        if (!strcmp(key, "request")) {
+            char *sp = strchr(val, ' ');
+            if (sp) {
+                *sp = 0;
+                rq.path = trim(sp + 1);
+            }
+            rq.method = val;
+        } else if (!strcmp(key, "header") && nh < 15) {
+            hdrs[nh++] = val;
+            if (!strncasecmp(val, "Content-Type", 12))
+                rq.no_json_type = 1;
+        } else if (!strcmp(key, "instance")) {
+            s = server_named(val);
+        } else if (!strcmp(key, "chunked")) {
+            rq.chunked = !strcmp(val, "yes");
+        } else if (!strcmp(key, "body-file")) {
+            body_file = val;
+        } else if (!strcmp(key, "body-repeat")) {
+            body_repeat = atoi(val); /* the body, repeated: for sizes over a cap */
+        } else if (nc < 64) {
+            checks[nc][0] = key;
+            checks[nc][1] = val;
+            nc++;
+        }
+    }
+    hdrs[nh] = NULL;
+    rq.headers = (const char *const *)hdrs;
+    char *owned = NULL;
+    if (body_file) {
+        char bp[1024];
+        size_t bl;
+        snprintf(bp, sizeof bp, "%s/%s", dir, body_file);
+        owned = read_file(bp, &bl);
+        if (!owned) {
+            check(0, cname, "cannot read body file %s", bp);
+            free(text);
+            return;
+        }
+        rq.body = owned;
+        rq.body_len = bl;
+        rq.has_body = 1;
+    }
+    if (body_repeat > 1 && rq.has_body) {
+        buf big = {0};
+        for (int i = 0; i < body_repeat; i++)
+            buf_put(&big, rq.body, rq.body_len);
+        free(owned);
+        owned = big.data;
+        rq.body = owned;
+        rq.body_len = big.len;
+    }
+    response r;
+    http(h, s->base, &rq, &r);
+    int bad = r.status >= 400 || r.curl_err;
+    for (int i = 0; i < nc; i++)
+        case_check(cname, checks[i][0], checks[i][1], &r);
+    char st[4096];
+    if (r.status != 0) /* every response carries Server-Timing */
+        check(header_value(&r, "Server-Timing", st, sizeof st) == 0 && strstr(st, "parse;dur=") &&
+                  strstr(st, "compute;dur=") && strstr(st, "encode;dur="),
+              cname, "Server-Timing missing or incomplete; headers %s", r.headers.data);
+    response_free(&r);
+    if (bad)
+        check_alive(h, s, cname);
+    free(owned);
+    free(text);
+}
+
+static int case_filter(const struct dirent *d)
+{
+    size_t n = strlen(d->d_name);
+    return n > 5 && !strcmp(d->d_name + n - 5, ".case");
+}
+
+static void run_case_dir(const char *dir)
+{
+    struct dirent **list;
+    int n = scandir(dir, &list, case_filter, alphasort);
+    if (!check(n > 0, "case files", "no *.case files in %s", dir))
+        return;
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < n; i++) {
+        run_case(h, dir, list[i]->d_name);
+        free(list[i]);
+    }
+    free(list);
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ golden vectors */
+
+static void mask_nested(buf *b, const uint8_t *m, int rank, const int64_t *shape,
+                        int as_bool, long *k)
+{
+    buf_puts(b, "[");
+    for (int64_t i = 0; i < shape[0]; i++) {
+        if (i)
+            buf_puts(b, ",");
+        if (rank == 1)
+            buf_puts(b, m[(*k)++] ? (as_bool ? "true" : "1") : (as_bool ? "false" : "0"));
+        else
+            mask_nested(b, m, rank - 1, shape + 1, as_bool, k);
+    }
+    buf_puts(b, "]");
+}
+
+/* Appends a mask as nested booleans, flat 0/1 with shape, or base64 bytes. */
+static void mask_put(buf *b, const golden_tensor *t, int form)
+{
+    if (form == FORM_B64) {
+        buf_puts(b, "{\"shape\":[");
+        for (int i = 0; i < t->rank; i++)
+            buf_printf(b, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+        buf_puts(b, "],\"dtype\":\"bool\",\"b64\":\"");
+        b64_encode(b, t->m, (size_t)t->count);
+        buf_puts(b, "\"}");
+        return;
+    }
+    if (form == FORM_FLAT) {
+        buf_puts(b, "{\"shape\":[");
+        for (int i = 0; i < t->rank; i++)
+            buf_printf(b, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+        buf_puts(b, "],\"data\":[");
+        for (int64_t i = 0; i < t->count; i++)
+            buf_puts(b, i ? (t->m[i] ? ",1" : ",0") : (t->m[i] ? "1" : "0"));
+        buf_puts(b, "]}");
+        return;
+    }
+    long k = 0;
+    mask_nested(b, t->m, t->rank, t->shape, 1, &k);
+}
+
+static void golden_tensor_put(buf *b, const golden_tensor *t, int form)
+{
+    long shape[MAX_RANK];
+    for (int i = 0; i < t->rank; i++)
+        shape[i] = (long)t->shape[i];
+    tensor_put(b, t->f, t->rank, shape, form);
+}
+
+static int is_bool_option(const char *k)
+{
+    return !strcmp(k, "causal") || !strcmp(k, "average_weights") ||
+           !strcmp(k, "need_weights") || !strcmp(k, "residual_norm");
+}
+
+/* Posts one golden case (inputs in form idx % 3, output as nested arrays or
+ * base64 by idx % 2) and compares every expected tensor with the response. */
+static void golden_run(CURL *h, const char *path, int idx)
+{
+    golden_case gc;
+    char err[256];
+    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char cname[160];
+    snprintf(cname, sizeof cname, "golden %s", file);
+    if (!check(golden_load(path, &gc, err, sizeof err) == 0, cname, "%s", err))
+        return;
+    int form = idx % 3, b64_out = idx % 2;
+    buf b = {0};
+    buf_puts(&b, "{");
+    int first = 1, seeded = golden_opt(&gc, "seed") != NULL;
+    for (size_t i = 0; i < gc.n_tensors; i++) {
+        const golden_tensor *t = &gc.tensors[i];
+        if (t->kind != GOLDEN_TENSOR && t->kind != GOLDEN_MASK)
+            continue;
+        buf_printf(&b, "%s\"%s\":", first ? "" : ",", t->name);
+        first = 0;
+        if (t->kind == GOLDEN_MASK)
+            mask_put(&b, t, form);
+        else
+            golden_tensor_put(&b, t, form);
+    }
+    int nparams = 0;
+    for (size_t i = 0; i < gc.n_tensors; i++) {
+        const golden_tensor *t = &gc.tensors[i];
+        if (t->kind != GOLDEN_PARAM)
+            continue;
+        buf_printf(&b, "%s\"%s\":", nparams++ ? "," : ",\"params\":{", t->name);
+        golden_tensor_put(&b, t, (form + 1) % 3);
+    }
+    if (nparams)
+        buf_puts(&b, "}");
+    for (size_t i = 0; i < gc.n_options; i++) {
+        const char *k = gc.options[i].key, *v = gc.options[i].value;
+        if (is_bool_option(k))
+            buf_printf(&b, ",\"%s\":%s", k, atoi(v) ? "true" : "false");
+        else if (!strcmp(k, "positional_encoding"))
+            buf_printf(&b, ",\"%s\":\"%s\"", k, v);
+        else if (!strcmp(k, "hard") && !strncmp(v, "top_k", 5))
+            buf_printf(&b, ",\"hard\":{\"top_k\":%s}", v + 5);
+        else if (!strcmp(k, "hard"))
+            buf_printf(&b, ",\"hard\":\"%s\"", v);
+        else
+            buf_printf(&b, ",\"%s\":%s", k, v); /* numbers: scale, seed, sizes */
+    }
+    if (seeded)
+        buf_puts(&b, ",\"return_params\":true");
+    if (b64_out)
+        buf_puts(&b, ",\"output_format\":\"b64\"");
+    buf_puts(&b, "}");
+
+    char url[128];
+    if (!strcmp(gc.rule, "multihead"))
+        snprintf(url, sizeof url, "/multihead");
+    else
+        snprintf(url, sizeof url, "/attention/%s", gc.rule);
+    request rq = {.method = "POST", .path = url, .body = b.data, .body_len = b.len, .has_body = 1};
+    response r;
+    http(h, srv_main.base, &rq, &r);
+    char name[300];
+    snprintf(name, sizeof name, "%s: status 200", cname);
+    if (check(r.status == 200 && r.json, name, "got %ld, body %s", r.status, short_body(&r))) {
+        for (size_t i = 0; i < gc.n_tensors; i++) {
+            const golden_tensor *t = &gc.tensors[i];
+            if (t->kind != GOLDEN_EXPECT)
+                continue;
+            json_t *j = !strcmp(t->name, "output") || !strcmp(t->name, "weights")
+                            ? json_object_get(r.json, t->name)
+                            : json_object_get(json_object_get(r.json, "params"), t->name);
+            tensor got;
+            char why[200] = "not a tensor";
+            long shape[MAX_RANK];
+            for (int d = 0; d < t->rank; d++)
+                shape[d] = (long)t->shape[d];
+            int ok = j && tensor_read(j, &got) == 0;
+            ok = ok && tensor_matches(&got, t->rank, shape, t->f, why, sizeof why);
+            snprintf(name, sizeof name, "%s: %s matches torch%s", cname, t->name,
+                     b64_out ? " (b64 out)" : "");
+            check(ok, name, "%s", why);
+            if (j)
+                tensor_free(&got);
+        }
+        if (golden_opt_int(&gc, "need_weights", 1) == 0) {
+            snprintf(name, sizeof name, "%s: weights absent", cname);
+            check(!json_object_get(r.json, "weights"), name, "weights present");
+        }
+    }
+    response_free(&r);
+    buf_free(&b);
+    golden_free(&gc);
+}
+
+static void run_golden(const char *dir)
+{
+    char **paths;
+    int n = golden_list(dir, &paths);
+    if (!check(n > 0, "golden vectors", "no golden cases in %s", dir))
+        return;
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < n; i++)
+        golden_run(h, paths[i], i);
+    curl_easy_cleanup(h);
+    golden_list_free(paths, n);
+}
+
+/* ------------------------------------------------------------ tensor forms */
+
+/* A small scaled-dot problem with its reference answer, built here. */
+typedef struct {
+    long b, lq, lk, d, dv;
+    float *q, *k, *v, *out, *w;
+    uint8_t *keep; /* (b, lk), NULL: every key */
+} problem;
+
+static void problem_make(problem *p, long b, long lq, long lk, long d, long dv,
+                         uint64_t seed, int with_keep)
+{
+    p->b = b; p->lq = lq; p->lk = lk; p->d = d; p->dv = dv;
+    p->q = malloc(sizeof(float) * (size_t)(b * lq * d));
+    p->k = malloc(sizeof(float) * (size_t)(b * lk * d));
+    p->v = malloc(sizeof(float) * (size_t)(b * lk * dv));
+    p->out = malloc(sizeof(float) * (size_t)(b * lq * dv));
+    p->w = malloc(sizeof(float) * (size_t)(b * lq * lk));
+    p->keep = NULL;
+    uint64_t st = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (long i = 0; i < b * lq * d; i++) p->q[i] = rnd(&st);
+    for (long i = 0; i < b * lk * d; i++) p->k[i] = rnd(&st);
+    for (long i = 0; i < b * lk * dv; i++) p->v[i] = rnd(&st);
+    if (with_keep) {
+        p->keep = malloc((size_t)(b * lk));
+        for (long i = 0; i < b * lk; i++)
+            p->keep[i] = (uint8_t)(i % 3 != 1);
+    }
+    for (long i = 0; i < b; i++)
+        ref_sdpa(p->q + i * lq * d, p->k + i * lk * d, p->v + i * lk * dv, lq, lk, d, dv,
+                 1.0 / sqrt((double)d), p->keep ? p->keep + i * lk : NULL,
+                 p->out + i * lq * dv, p->w + i * lq * lk);
+}
+
+static void problem_free(problem *p)
+{
+    free(p->q); free(p->k); free(p->v); free(p->out); free(p->w); free(p->keep);
+}
+
+/* The request body for /attention/scaled_dot in the given forms. */
+static void problem_body(buf *b, const problem *p, int form, int mask_form, int b64_out,
+                         int need_weights)
+{
+    int batched = p->b > 1;
+    long sq[3] = {p->b, p->lq, p->d}, sk[3] = {p->b, p->lk, p->d}, sv[3] = {p->b, p->lk, p->dv};
+    int r = batched ? 3 : 2, o = batched ? 0 : 1;
+    buf_puts(b, "{\"query\":");
+    tensor_put(b, p->q, r, sq + o, form);
+    buf_puts(b, ",\"key\":");
+    tensor_put(b, p->k, r, sk + o, form);
+    buf_puts(b, ",\"value\":");
+    tensor_put(b, p->v, r, sv + o, form);
+    if (p->keep) {
+        golden_tensor km = {.kind = GOLDEN_MASK, .rank = batched ? 2 : 1,
+                            .shape = {batched ? p->b : p->lk, p->lk}, .count = p->b * p->lk,
+                            .m = p->keep};
+        buf_puts(b, ",\"key_mask\":");
+        mask_put(b, &km, mask_form);
+    }
+    if (b64_out)
+        buf_puts(b, ",\"output_format\":\"b64\"");
+    if (!need_weights)
+        buf_puts(b, ",\"need_weights\":false");
+    buf_puts(b, "}");
+}
+
+/* Checks a scaled_dot response against the problem's reference. */
+static int problem_check(const problem *p, const response *r, const char *name)
+{
+    char n2[300], why[200] = "not a tensor";
+    snprintf(n2, sizeof n2, "%s: status 200", name);
+    if (!check(r->status == 200 && r->json, n2, "got %ld, body %s", r->status, short_body(r)))
+        return 0;
+    int batched = p->b > 1, ok = 1;
+    long so[3] = {p->b, p->lq, p->dv}, sw[3] = {p->b, p->lq, p->lk};
+    tensor t;
+    json_t *jo = json_object_get(r->json, "output");
+    int good = jo && tensor_read(jo, &t) == 0 &&
+               tensor_matches(&t, batched ? 3 : 2, so + !batched, p->out, why, sizeof why);
+    if (jo)
+        tensor_free(&t);
+    snprintf(n2, sizeof n2, "%s: output", name);
+    ok &= check(good, n2, "%s", why);
+    json_t *jw = json_object_get(r->json, "weights");
+    if (jw) {
+        good = tensor_read(jw, &t) == 0 &&
+               tensor_matches(&t, batched ? 3 : 2, sw + !batched, p->w, why, sizeof why);
+        tensor_free(&t);
+        snprintf(n2, sizeof n2, "%s: weights", name);
+        ok &= check(good, n2, "%s", why);
+    }
+    return ok;
+}
+
+static void test_forms(void)
+{
+    static const char *fname[] = {"nested", "flat", "b64"};
+    CURL *h = curl_easy_init();
+    for (int batched = 0; batched < 2; batched++) {
+        problem p;
+        problem_make(&p, batched ? 2 : 1, 3, 5, 4, 2, 11 + (uint64_t)batched, 1);
+        for (int form = 0; form < 3; form++) {
+            for (int out = 0; out < 2; out++) {
+                buf b = {0};
+                problem_body(&b, &p, form, (form + out) % 3, out, 1);
+                request rq = {.method = "POST", .path = "/attention/scaled_dot",
+                              .body = b.data, .body_len = b.len, .has_body = 1};
+                response r;
+                http(h, srv_main.base, &rq, &r);
+                char name[200];
+                snprintf(name, sizeof name, "forms: %s in, mask %s, %s out%s", fname[form],
+                         fname[(form + out) % 3], out ? "b64" : "nested",
+                         batched ? ", batched" : "");
+                problem_check(&p, &r, name);
+                if (out && r.json) {
+                    json_t *o = json_object_get(r.json, "output");
+                    char n2[260];
+                    snprintf(n2, sizeof n2, "%s: dtype float32", name);
+                    check(json_is_string(json_object_get(o, "dtype")) &&
+                              !strcmp(json_string_value(json_object_get(o, "dtype")), "float32"),
+                          n2, "output %s", short_body(&r));
+                }
+                response_free(&r);
+                buf_free(&b);
+            }
+        }
+        problem_free(&p);
+    }
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void test_keepalive(void)
+{
+    CURL *h = curl_easy_init();
+    problem p;
+    problem_make(&p, 1, 2, 3, 4, 4, 5, 0);
+    buf b = {0};
+    problem_body(&b, &p, FORM_NESTED, 0, 0, 1);
+    for (int i = 0; i < 6; i++) {
+        request post = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
+                        .body_len = b.len, .has_body = 1};
+        request bad = {.method = "POST", .path = "/attention/dot", .body = "{\"query\":",
+                       .body_len = 9, .has_body = 1};
+        request get = {.method = "GET", .path = "/healthz"};
+        response r;
+        const char *what = i == 3 ? "after a 400" : i % 2 ? "GET" : "POST";
+        http(h, srv_main.base, i == 2 ? &bad : i % 2 ? &get : &post, &r);
+        char name[128];
+        snprintf(name, sizeof name, "keep-alive: request %d (%s) %s", i + 1, what,
+                 i ? "reuses the connection" : "opens one connection");
+        check(r.connects == (i ? 0 : 1), name, "CURLINFO_NUM_CONNECTS = %ld", r.connects);
+        if (i != 2)
+            check(r.status == 200, name, "status %ld", r.status);
+        response_free(&r);
+    }
+    buf_free(&b);
+    problem_free(&p);
+    curl_easy_cleanup(h);
+}
+
+/* An 8 MB nested-array body, sent whole and then chunked. */
+static void test_large_and_chunked(void)
+{
+    CURL *h = curl_easy_init();
+    problem p;
+    problem_make(&p, 1, 4, 6144, 64, 64, 77, 0);
+    buf b = {0};
+    problem_body(&b, &p, FORM_NESTED, 0, 0, 0);
+    char name[128];
+    for (int chunked = 0; chunked < 2; chunked++) {
+        request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
+                      .body_len = b.len, .has_body = 1, .chunked = chunked};
+        response r;
+        double t0 = now_ms();
+        http(h, srv_main.base, &rq, &r);
+        snprintf(name, sizeof name, "large body %.1f MB%s (%.0f ms)", b.len / 1e6,
+                 chunked ? ", chunked" : "", now_ms() - t0);
+        problem_check(&p, &r, name);
+        response_free(&r);
+    }
+    problem_free(&p);
+    buf_free(&b);
+    /* a small chunked request too: chunks of 1000 bytes, several of them */
+    problem_make(&p, 2, 3, 7, 5, 3, 8, 1);
+    buf s = {0};
+    problem_body(&s, &p, FORM_FLAT, FORM_FLAT, 1, 1);
+    request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = s.data,
+                  .body_len = s.len, .has_body = 1, .chunked = 1};
+    response r;
+    http(h, srv_main.base, &rq, &r);
+    snprintf(name, sizeof name, "chunked upload of %zu bytes", s.len);
+    problem_check(&p, &r, name);
+    response_free(&r);
+    buf_free(&s);
+    problem_free(&p);
+    curl_easy_cleanup(h);
+}
+
+/* 413 must be decided from Content-Length before the body is read: send
+ * only the headers of a terabyte body and expect the answer at once. */
+static void test_content_length_cap(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_main.port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    const char *hdr = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: application/json\r\n"
+                      "Content-Length: 1000000000000\r\n\r\n";
+    char resp[4096] = "";
+    size_t got = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        write(fd, hdr, strlen(hdr)) == (ssize_t)strlen(hdr)) {
+        ssize_t n;
+        while (got < sizeof resp - 1 && (n = read(fd, resp + got, sizeof resp - 1 - got)) > 0) {
+            got += (size_t)n;
+            if (strstr(resp, "\r\n\r\n") && strstr(resp, "}"))
+                break;
+        }
+    }
+    close(fd);
+    check(!strncmp(resp, "HTTP/1.1 413", 12) || !strncmp(resp, "HTTP/1.0 413", 12),
+          "413 from Content-Length: 1e12 before any body byte", "got '%.100s'", resp);
+    check(strstr(resp, "\"body_too_large\"") != NULL,
+          "413 from Content-Length: code body_too_large", "got '%.300s'", resp);
+    CURL *h = curl_easy_init();
+    check_alive(h, &srv_main, "Content-Length 1e12");
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ parallel */
+
+typedef struct {
+    int id;
+    int ok;
+} worker;
+
+static void *parallel_worker(void *arg)
+{
+    worker *w = arg;
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < 20; i++) {
+        problem p;
+        problem_make(&p, 1 + i % 2, 3 + i % 4, 4 + w->id, 8, 3, (uint64_t)(1000 * w->id + i), i % 3 == 0);
+        buf b = {0};
+        problem_body(&b, &p, (w->id + i) % 3, i % 3, i % 2, 1);
+        request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
+                      .body_len = b.len, .has_body = 1};
+        response r;
+        http(h, srv_main.base, &rq, &r);
+        char name[96];
+        snprintf(name, sizeof name, "parallel: client %d request %d", w->id, i);
+        w->ok += problem_check(&p, &r, name);
+        response_free(&r);
+        buf_free(&b);
+        problem_free(&p);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void test_parallel(void)
+{
+    enum { N = 8 };
+    pthread_t th[N];
+    worker w[N];
+    double t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        w[i] = (worker){.id = i};
+        pthread_create(&th[i], NULL, parallel_worker, &w[i]);
+    }
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        ok += w[i].ok;
+    }
+    printf("parallel: %d of %d requests right from %d clients in %.0f ms\n", ok, N * 20, N,
+           now_ms() - t0);
+}
+
+/* ------------------------------------------------------------ overload */
+
+typedef struct {
+    const buf *body;
+    long status;
+    volatile int done;
+} slow_call;
+
+static void *slow_worker(void *arg)
+{
+    slow_call *sc = arg;
+    CURL *h = curl_easy_init();
+    request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = sc->body->data,
+                  .body_len = sc->body->len, .has_body = 1};
+    response r;
+    http(h, srv_busy.base, &rq, &r);
+    sc->status = r.status;
+    response_free(&r);
+    curl_easy_cleanup(h);
+    sc->done = 1;
+    return NULL;
+}
+
+/* The busy instance computes one request at a time (ATTN_MAX_INFLIGHT=1):
+ * while a slow one computes, a second attention request must get 503
+ * overloaded with Retry-After, and /healthz must still answer quickly. */
+static void test_overloaded(void)
+{
+    long L = 8192, D = 64;
+    float *x = malloc(sizeof(float) * (size_t)(L * D));
+    uint64_t st = 99;
+    for (long i = 0; i < L * D; i++)
+        x[i] = rnd(&st);
+    long shape[2] = {L, D};
+    buf b = {0};
+    buf_puts(&b, "{\"query\":");
+    tensor_put(&b, x, 2, shape, FORM_B64);
+    buf_puts(&b, ",\"key\":");
+    tensor_put(&b, x, 2, shape, FORM_B64);
+    buf_puts(&b, ",\"value\":");
+    tensor_put(&b, x, 2, shape, FORM_B64);
+    buf_puts(&b, ",\"need_weights\":false,\"output_format\":\"b64\"}");
+    free(x);
+
+    slow_call sc = {.body = &b};
+    pthread_t th;
+    double t0 = now_ms();
+    pthread_create(&th, NULL, slow_worker, &sc);
+    CURL *h = curl_easy_init();
+    /* The probe is cheap to compute but large to send: only bodies of
+     * 64 KiB or more count against the server's compute slots. */
+    problem pp;
+    problem_make(&pp, 1, 1, 256, 64, 64, 123, 0);
+    buf probe = {0};
+    problem_body(&probe, &pp, FORM_B64, 0, 1, 0);
+    problem_free(&pp);
+    const char *small = probe.data;
+    int seen = 0, tries = 0;
+    double worst_health = 0;
+    char retry[64] = "";
+    response r503;
+    memset(&r503, 0, sizeof r503);
+    while (!sc.done && !seen && now_ms() - t0 < 30000) {
+        request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = small,
+                      .body_len = probe.len, .has_body = 1};
+        response r;
+        http(h, srv_busy.base, &rq, &r);
+        tries++;
+        if (r.status == 503) {
+            seen = 1;
+            header_value(&r, "Retry-After", retry, sizeof retry);
+            r503 = r;
+        } else {
+            response_free(&r);
+        }
+        double t1 = now_ms();
+        long hs = http_get_status(h, srv_busy.base, "/healthz");
+        if (hs == 200 && now_ms() - t1 > worst_health)
+            worst_health = now_ms() - t1;
+        usleep(2000);
+    }
+    pthread_join(th, NULL);
+    printf("overload: slow request took %.0f ms (status %ld); %d small requests sent\n",
+           now_ms() - t0, sc.status, tries);
+    check(sc.status == 200, "overload: the slow request succeeds", "status %ld", sc.status);
+    if (check(seen, "overload: 503 while another request computes",
+              "no 503 in %d tries (the slow request finished first?)", tries)) {
+        json_t *c = json_path(r503.json, "error.code");
+        check(json_is_string(c) && !strcmp(json_string_value(c), "overloaded"),
+              "overload: code overloaded", "body %s", short_body(&r503));
+        check(retry[0] && atoi(retry) >= 0, "overload: Retry-After header", "headers %s",
+              r503.headers.data);
+    }
+    check(worst_health < 500, "overload: /healthz answers within 500 ms during a slow request",
+          "slowest took %.0f ms", worst_health);
+    response_free(&r503);
+    curl_easy_cleanup(h);
+    buf_free(&b);
+    buf_free(&probe);
+}
+
+/* ------------------------------------------------------------ timing header */
+
+/* Server-Timing: parse;dur=X, compute;dur=Y, encode;dur=Z with numbers. */
+static void test_server_timing(void)
+{
+    CURL *h = curl_easy_init();
+    const char *body = "{\"query\":[[1,0]],\"key\":[[1,0],[0,1]],\"value\":[[1],[2]]}";
+    request rq = {.method = "POST", .path = "/attention/dot", .body = body,
+                  .body_len = strlen(body), .has_body = 1};
+    response r;
+    http(h, srv_main.base, &rq, &r);
+    char v[512] = "";
+    header_value(&r, "Server-Timing", v, sizeof v);
+    double p = -1, c = -1, e = -1;
+    int n = sscanf(v, "parse;dur=%lf, compute;dur=%lf, encode;dur=%lf", &p, &c, &e);
+    check(n == 3 && p >= 0 && c >= 0 && e >= 0, "Server-Timing has parse, compute, encode durations",
+          "got '%s'", v);
+    response_free(&r);
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: test_http --server PATH [--cases DIR] [--golden DIR] [--log FILE] [-v]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    const char *cases = "tests/http", *golden = "tests/golden";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--server") && i + 1 < argc) server_path = argv[++i];
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = argv[++i];
+        else if (!strcmp(argv[i], "--golden") && i + 1 < argc) golden = argv[++i];
+        else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_path = argv[++i];
+        else if (!strcmp(argv[i], "-v")) verbose = 1;
+        else usage();
+    }
+    if (!server_path)
+        usage();
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_ALL);
+    FILE *lf = fopen(log_path, "w"); /* truncate: one run per log */
+    if (lf)
+        fclose(lf);
+
+    double t0 = now_ms();
+    static const char *const env_small[] = {"ATTN_MAX_BODY=4096", "ATTN_MAX_ELEMENTS=4096", NULL};
+    static const char *const env_busy[] = {"ATTN_MAX_INFLIGHT=1", "ATTN_THREADS=4", NULL};
+    int up_main = check(server_start(&srv_main, "main", NULL) == 0, "server starts",
+                        "%s did not answer /healthz (see %s)", server_path, log_path);
+    int up_small = check(server_start(&srv_small, "small", env_small) == 0,
+                         "server starts with a 4 KB body cap", "see %s", log_path);
+    int up_busy = check(server_start(&srv_busy, "busy", env_busy) == 0,
+                        "server starts with one compute slot", "see %s", log_path);
+    if (up_main && up_small) {
+        run_case_dir(cases);
+        printf("cases: done (%.0f ms)\n", now_ms() - t0);
+    }
+    if (up_main) {
+        run_golden(golden);
+        printf("golden: done (%.0f ms)\n", now_ms() - t0);
+        test_server_timing();
+        test_forms();
+        test_keepalive();
+        test_large_and_chunked();
+        test_content_length_cap();
+        test_parallel();
+        printf("connections: done (%.0f ms)\n", now_ms() - t0);
+    }
+    if (up_busy)
+        test_overloaded();
+    check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
+    check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
+    check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);
+    curl_global_cleanup();
+    int pass = atomic_load(&n_pass), fail = atomic_load(&n_fail);
+    printf("test_http: %.1f s, server log in %s\n", (now_ms() - t0) / 1e3, log_path);
+    printf("%d passed, %d failed\n", pass, fail);
+    return fail ? 1 : 0;
+}

@@ -1,0 +1,361 @@
+/* test_kernels.c - checks attn_gemm_nt and attn_sdpa_run, every CPU variant,
+ * against a plain double-precision reference over thousands of random shapes.
+ *
+ * Tolerances: a float32 sum of n products differs from the exact one by at
+ * most about n * 2^-24 * sum|products|, and in practice by sqrt(n) times
+ * that; we allow 2e-5 * sum|products| + 1e-4 * |exact| + 1e-6, the service's
+ * PyTorch tolerance (1e-5 + 1e-4 |ref|) widened only where cancellation
+ * makes a relative bound meaningless. Cases with huge scores (1e4) use
+ * small integers so the scores are exact in float32 and the softmax must
+ * then be exact to float precision too.
+ *
+ * Usage: test_kernels [cases]   prints "N passed, N failed". */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcomment" /* kernels.h opening comment */
+#include "kernels.h"
+#pragma GCC diagnostic pop
+#include "kernels_isa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int64_t rnd(int64_t lo, int64_t hi) /* inclusive */
+{
+    return lo + (int64_t)(rng() % (uint64_t)(hi - lo + 1));
+}
+
+static float frand(void) /* [-1, 1) */
+{
+    return (float)((double)(rng() >> 40) * 0x1p-24 * 2.0 - 1.0);
+}
+
+/* The sizes the brief singles out (SIMD widths +-1, block edges), plus
+ * random ones. */
+static int64_t pick_size(int64_t maxrand)
+{
+    static const int64_t edge[] = {1, 3, 17, 63, 65, 129, 2, 15, 16, 31, 32, 33, 47, 48, 49, 64};
+    if (rng() % 3 == 0) return rnd(1, maxrand);
+    return edge[rng() % (sizeof edge / sizeof edge[0])];
+}
+
+static int64_t n_pass, n_fail;
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) { fprintf(stderr, "out of memory\n"); exit(2); }
+    return p;
+}
+
+static int close_enough(double got, double ref, double sumabs)
+{
+    if (!isfinite(got)) return 0;
+    return fabs(got - ref) <= 2e-5 * sumabs + 1e-4 * fabs(ref) + 1e-6;
+}
+
+/* ------------------------------------------------------------- gemm */
+
+static void test_gemm_case(int threads)
+{
+    int64_t m = pick_size(300), n = pick_size(300), k = pick_size(300);
+    if (rng() % 8 == 0) { m = rnd(100, 700); n = rnd(64, 600); k = rnd(64, 600); }
+    int64_t lda = k + (rng() % 2 ? rnd(0, 5) : 0);
+    int64_t ldb = k + (rng() % 2 ? rnd(0, 5) : 0);
+    int64_t ldc = n + (rng() % 2 ? rnd(0, 5) : 0);
+    int has_bias = rng() % 2;
+    float *a = xmalloc((size_t)(m * lda) * sizeof *a);
+    float *b = xmalloc((size_t)(n * ldb) * sizeof *b);
+    float *c = xmalloc((size_t)(m * ldc) * sizeof *c);
+    float *bias = xmalloc((size_t)n * sizeof *bias);
+    for (int64_t i = 0; i < m * lda; i++) a[i] = frand();
+    for (int64_t i = 0; i < n * ldb; i++) b[i] = frand();
+    for (int64_t i = 0; i < n; i++) bias[i] = frand();
+    for (int64_t i = 0; i < m * ldc; i++) c[i] = NAN; /* must be overwritten */
+    attn_gemm_nt(m, n, k, a, lda, b, ldb, has_bias ? bias : NULL, c, ldc, threads);
+    int ok = 1;
+    for (int64_t i = 0; i < m && ok; i++) {
+        for (int64_t j = 0; j < n && ok; j++) {
+            double s = has_bias ? bias[j] : 0.0, sa = fabs(s);
+            for (int64_t p = 0; p < k; p++) {
+                double t = (double)a[i * lda + p] * b[j * ldb + p];
+                s += t;
+                sa += fabs(t);
+            }
+            if (!close_enough(c[i * ldc + j], s, sa)) {
+                printf("FAIL gemm m=%lld n=%lld k=%lld bias=%d threads=%d at (%lld,%lld): %.9g vs %.9g\n",
+                       (long long)m, (long long)n, (long long)k, has_bias, threads,
+                       (long long)i, (long long)j, c[i * ldc + j], s);
+                ok = 0;
+            }
+        }
+    }
+    /* Padding between rows of C belongs to the caller. */
+    for (int64_t i = 0; i < m && ok; i++)
+        for (int64_t j = n; j < ldc; j++)
+            if (!isnan(c[i * ldc + j])) {
+                printf("FAIL gemm wrote past n (m=%lld n=%lld ldc=%lld)\n",
+                       (long long)m, (long long)n, (long long)ldc);
+                ok = 0;
+                break;
+            }
+    if (ok) n_pass++; else n_fail++;
+    free(a); free(b); free(c); free(bias);
+}
+
+/* ------------------------------------------------------------- sdpa */
+
+enum {
+    M_MASK = 1, M_KEY = 2, M_CAUSAL = 4, M_WINDOW = 8, M_BIAS = 16
+};
+
+typedef struct {
+    attn_sdpa_job job;
+    float *q, *k, *v, *o, *w, *bias;
+    uint8_t *mask, *key_mask;
+    int kinds;
+    int big; /* integer data, huge scores */
+} sdpa_case;
+
+static void make_sdpa_case(sdpa_case *c, int want_w)
+{
+    memset(c, 0, sizeof *c);
+    attn_sdpa_job *j = &c->job;
+    j->lq = pick_size(160);
+    j->lk = pick_size(160);
+    if (rng() % 10 == 0) { j->lq = 1; j->lk = rnd(100, 600); }  /* decode */
+    if (rng() % 20 == 0) { j->lq = rnd(150, 300); j->lk = rnd(150, 400); }
+    static const int64_t dims[] = {1, 3, 8, 16, 17, 31, 32, 33, 63, 64, 65, 80, 128, 129};
+    j->d = rng() % 4 ? dims[rng() % 14] : rnd(1, 140);
+    j->dv = rng() % 2 ? j->d : dims[rng() % 14];
+    j->q_stride = j->d + (rng() % 3 == 0 ? rnd(1, 9) : 0);
+    j->k_stride = j->d + (rng() % 3 == 0 ? rnd(1, 9) : 0);
+    j->v_stride = j->dv + (rng() % 3 == 0 ? rnd(1, 9) : 0);
+    j->o_stride = j->dv + (rng() % 3 == 0 ? rnd(1, 9) : 0);
+    j->w_stride = j->lk + (rng() % 3 == 0 ? rnd(1, 9) : 0);
+    c->kinds = (int)(rng() % 32);
+    if (rng() % 4 == 0) c->kinds = 0;
+    c->big = rng() % 12 == 0;
+    j->scale = c->big ? 1.0f : (float)(1.0 / sqrt((double)j->d)) * (float)(0.5 + (double)(rng() % 100) / 50.0);
+
+    c->q = xmalloc((size_t)(j->lq * j->q_stride) * sizeof(float));
+    c->k = xmalloc((size_t)(j->lk * j->k_stride) * sizeof(float));
+    c->v = xmalloc((size_t)(j->lk * j->v_stride) * sizeof(float));
+    c->o = xmalloc((size_t)(j->lq * j->o_stride) * sizeof(float));
+    for (int64_t i = 0; i < j->lq * j->q_stride; i++)
+        c->q[i] = c->big ? (float)rnd(-100, 100) : frand() * 2.0f;
+    for (int64_t i = 0; i < j->lk * j->k_stride; i++)
+        c->k[i] = c->big ? (float)rnd(-100, 100) : frand() * 2.0f;
+    for (int64_t i = 0; i < j->lk * j->v_stride; i++) c->v[i] = frand();
+    for (int64_t i = 0; i < j->lq * j->o_stride; i++) c->o[i] = NAN;
+    j->q = c->q; j->k = c->k; j->v = c->v; j->o = c->o;
+    if (want_w) {
+        c->w = xmalloc((size_t)(j->lq * j->w_stride) * sizeof(float));
+        for (int64_t i = 0; i < j->lq * j->w_stride; i++) c->w[i] = NAN;
+        j->w = c->w;
+    }
+    j->window = -1;
+    if (c->kinds & M_MASK) {
+        j->mask_stride = j->lk + (rng() % 2 ? rnd(0, 7) : 0);
+        c->mask = xmalloc((size_t)(j->lq * j->mask_stride));
+        int dens = (int)rnd(0, 10); /* 0: all masked, 10: all allowed */
+        for (int64_t i = 0; i < j->lq * j->mask_stride; i++)
+            c->mask[i] = (int)(rng() % 10) < dens;
+        if (j->lq > 2) memset(c->mask + j->mask_stride, 0, (size_t)j->lk); /* a dead row */
+        j->mask = c->mask;
+    }
+    if (c->kinds & M_KEY) {
+        c->key_mask = xmalloc((size_t)j->lk);
+        for (int64_t i = 0; i < j->lk; i++) c->key_mask[i] = rng() % 4 != 0;
+        j->key_mask = c->key_mask;
+    }
+    if (c->kinds & M_CAUSAL) j->causal = 1;
+    if (c->kinds & M_WINDOW) j->window = rng() % 4 == 0 ? 0 : rnd(0, 40);
+    if (c->kinds & M_BIAS) {
+        j->bias_stride = j->lk + (rng() % 2 ? rnd(0, 7) : 0);
+        c->bias = xmalloc((size_t)(j->lq * j->bias_stride) * sizeof(float));
+        for (int64_t i = 0; i < j->lq * j->bias_stride; i++)
+            c->bias[i] = c->big ? (float)rnd(-1000, 1000) : frand() * 3.0f;
+        j->bias = c->bias;
+    }
+}
+
+static void free_sdpa_case(sdpa_case *c)
+{
+    free(c->q); free(c->k); free(c->v); free(c->o); free(c->w);
+    free(c->bias); free(c->mask); free(c->key_mask);
+}
+
+static int ref_allowed(const attn_sdpa_job *j, int64_t i, int64_t t)
+{
+    if (j->mask && !j->mask[i * j->mask_stride + t]) return 0;
+    if (j->key_mask && !j->key_mask[t]) return 0;
+    if (j->causal && t > i) return 0;
+    if (j->window >= 0 && llabs(i - t) > j->window) return 0;
+    return 1;
+}
+
+/* Double-precision softmax attention, row by row, straight from the
+ * definition in kernels.h. Returns 1 when the kernel's results match. */
+static int check_sdpa_case(const sdpa_case *c, const char *what)
+{
+    const attn_sdpa_job *j = &c->job;
+    double *s = xmalloc((size_t)j->lk * sizeof *s);
+    double *sa = xmalloc((size_t)j->lk * sizeof *sa);
+    int ok = 1;
+    for (int64_t i = 0; i < j->lq && ok; i++) {
+        double mx = -INFINITY;
+        for (int64_t t = 0; t < j->lk; t++) {
+            if (!ref_allowed(j, i, t)) { s[t] = -INFINITY; continue; }
+            double d = 0, da = 0;
+            for (int64_t p = 0; p < j->d; p++) {
+                double x = (double)c->q[i * j->q_stride + p] * c->k[t * j->k_stride + p];
+                d += x;
+                da += fabs(x);
+            }
+            /* Rounding of the float32 score: its error, times the weight,
+             * is what the weight may differ by. */
+            d = (double)(float)(d * j->scale);
+            if (j->bias) d += j->bias[i * j->bias_stride + t];
+            s[t] = d;
+            sa[t] = da * j->scale;
+            if (d > mx) mx = d;
+        }
+        double sum = 0;
+        for (int64_t t = 0; t < j->lk; t++)
+            sum += (s[t] == -INFINITY) ? 0 : exp(s[t] - mx);
+        for (int64_t t = 0; t < j->lk; t++) {
+            double wt = (s[t] == -INFINITY) ? 0 : exp(s[t] - mx) / sum;
+            if (c->w) {
+                double got = c->w[i * j->w_stride + t];
+                /* the score's own float error, relative to the weight */
+                double serr = s[t] == -INFINITY ? 0 : 4e-7 * (sa[t] + fabs(s[t]));
+                if (!(isfinite(got) && fabs(got - wt) <= 1e-6 + (1e-4 + serr) * wt)) {
+                    printf("FAIL %s weight (%lld,%lld): %.9g vs %.9g\n", what,
+                           (long long)i, (long long)t, got, wt);
+                    ok = 0;
+                    break;
+                }
+            }
+            s[t] = wt;
+        }
+        for (int64_t e = 0; e < j->dv && ok; e++) {
+            double acc = 0, acca = 0;
+            for (int64_t t = 0; t < j->lk; t++) {
+                if (s[t] == 0) continue;
+                double x = s[t] * c->v[t * j->v_stride + e];
+                acc += x;
+                acca += fabs(x);
+            }
+            double got = c->o[i * j->o_stride + e];
+            if (!close_enough(got, acc, acca * (c->big ? 10 : 1))) {
+                printf("FAIL %s output (%lld,%lld): %.9g vs %.9g\n", what,
+                       (long long)i, (long long)e, got, acc);
+                ok = 0;
+            }
+        }
+        /* Padding in O's and W's rows belongs to the caller. */
+        for (int64_t e = j->dv; e < j->o_stride && ok; e++)
+            if (!isnan(c->o[i * j->o_stride + e])) {
+                printf("FAIL %s wrote into output padding\n", what);
+                ok = 0;
+            }
+        if (c->w)
+            for (int64_t t = j->lk; t < j->w_stride && ok; t++)
+                if (!isnan(c->w[i * j->w_stride + t])) {
+                    printf("FAIL %s wrote into weight padding\n", what);
+                    ok = 0;
+                }
+    }
+    free(s);
+    free(sa);
+    return ok;
+}
+
+static void test_sdpa_batch(int threads)
+{
+    size_t n = (size_t)rnd(1, 4);
+    int want_w = rng() % 2;
+    sdpa_case cs[4];
+    attn_sdpa_job jobs[4];
+    for (size_t i = 0; i < n; i++) {
+        make_sdpa_case(&cs[i], want_w);
+        jobs[i] = cs[i].job;
+    }
+    int rc = attn_sdpa_run(jobs, n, threads);
+    for (size_t i = 0; i < n; i++) {
+        char what[200];
+        const attn_sdpa_job *j = &cs[i].job;
+        snprintf(what, sizeof what,
+                 "sdpa[%s] lq=%lld lk=%lld d=%lld dv=%lld kinds=%d window=%lld big=%d w=%d threads=%d",
+                 attn_kernels_isa(), (long long)j->lq, (long long)j->lk, (long long)j->d,
+                 (long long)j->dv, cs[i].kinds, (long long)j->window, cs[i].big, want_w, threads);
+        if (rc != 0) {
+            printf("FAIL %s: attn_sdpa_run returned %d\n", what, rc);
+            n_fail++;
+        } else if (check_sdpa_case(&cs[i], what)) {
+            n_pass++;
+        } else {
+            n_fail++;
+        }
+        free_sdpa_case(&cs[i]);
+    }
+}
+
+/* Fixed cases a reader can check by hand. */
+static void test_fixed(void)
+{
+    /* Every key masked: zeros, not NaN. */
+    float q[4] = {1, 2, 3, 4}, k[4] = {1, 0, 0, 1}, v[4] = {5, 6, 7, 8};
+    float o[4], w[4];
+    uint8_t km[2] = {0, 0};
+    attn_sdpa_job j = {
+        .lq = 2, .lk = 2, .d = 2, .dv = 2, .q = q, .q_stride = 2, .k = k, .k_stride = 2,
+        .v = v, .v_stride = 2, .o = o, .o_stride = 2, .w = w, .w_stride = 2,
+        .scale = 1.0f, .key_mask = km, .window = -1,
+    };
+    int ok = attn_sdpa_run(&j, 1, 1) == 0;
+    for (int i = 0; i < 4; i++) ok = ok && o[i] == 0.0f && w[i] == 0.0f;
+    /* Scores of 1e4 apart: weight exactly one-hot. */
+    float q2[1] = {1e4f}, k2[2] = {1.0f, 0.0f};
+    km[0] = km[1] = 1;
+    j.lq = 1; j.d = 1; j.q = q2; j.q_stride = 1; j.k = k2; j.k_stride = 1;
+    ok = ok && attn_sdpa_run(&j, 1, 2) == 0;
+    ok = ok && w[0] == 1.0f && w[1] == 0.0f && o[0] == 5.0f && o[1] == 6.0f;
+    if (!ok) printf("FAIL fixed cases [%s]\n", attn_kernels_isa());
+    if (ok) n_pass++; else n_fail++;
+}
+
+int main(int argc, char **argv)
+{
+    long cases = argc > 1 ? atol(argv[1]) : 1500;
+    static const char *isas[] = {"avx512", "avx2", "generic"};
+    for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
+        if (attn_kernels_use(isas[v]) != 0) {
+            printf("skip %s (not supported by this CPU)\n", isas[v]);
+            continue;
+        }
+        int64_t p0 = n_pass, f0 = n_fail;
+        test_fixed();
+        for (long i = 0; i < cases; i++) {
+            int threads = (i & 1) ? 2 : 1;
+            if (i % 4 == 0) test_gemm_case(threads);
+            test_sdpa_batch(threads);
+        }
+        printf("%s: %lld passed, %lld failed\n", isas[v],
+               (long long)(n_pass - p0), (long long)(n_fail - f0));
+    }
+    printf("%lld passed, %lld failed\n", (long long)n_pass, (long long)n_fail);
+    return n_fail ? 1 : 0;
+}

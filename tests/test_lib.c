@@ -1,0 +1,1238 @@
+/* test_lib.c - the library against PyTorch's golden vectors, against the
+ * reference implementation (tests/ref.c) over thousands of random shapes,
+ * and against a table of bad requests.
+ *
+ * Usage: test_lib [golden-dir] [--seed N] [--trials N] [--seconds S]
+ *
+ * Tolerance, everywhere, elementwise and never loosened to make a case pass:
+ *     |ours - expected| <= 1e-5 + 1e-4 * |expected|
+ * where expected is PyTorch (computed in float64 from the float32 inputs) or
+ * the double-precision reference. Seeded parameters must match bit for bit.
+ *
+ * Prints one line per failure (case, what, worst element) and closes with
+ * "N passed, N failed"; exits 1 when anything failed.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "attn.h"
+#include "golden.h"
+#include "ref.h"
+
+#define ABS_TOL 1e-5
+#define REL_TOL 1e-4
+
+static int n_passed, n_failed;
+
+/* One failure line; a case may print several before it is counted once. */
+static void report(const char *cs, const char *fmt, ...)
+{
+    va_list ap;
+    printf("FAIL %s: ", cs);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+static void count(int ok)
+{
+    if (ok)
+        n_passed++;
+    else
+        n_failed++;
+}
+
+/* Elementwise check with the stated tolerance; reports the worst element
+ * (largest excess over the tolerance). Returns 1 when all are within. */
+static int close_enough(const char *cs, const char *what, const float *got,
+                        const double *want, int64_t n)
+{
+    int64_t worst = -1, bad = 0;
+    double worst_excess = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double tol = ABS_TOL + REL_TOL * fabs(want[i]);
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= tol)) { /* also catches NaN */
+            double excess = isnan(d) ? INFINITY : d - tol;
+            bad++;
+            if (worst < 0 || excess > worst_excess) {
+                worst = i;
+                worst_excess = excess;
+            }
+        }
+    }
+    if (bad) {
+        report(cs, "%s: %lld of %lld elements off; worst [%lld] got %.9g want %.9g "
+               "(|diff| %.3g > tol %.3g)", what, (long long)bad, (long long)n,
+               (long long)worst, got[worst], want[worst],
+               fabs((double)got[worst] - want[worst]), ABS_TOL + REL_TOL * fabs(want[worst]));
+        return 0;
+    }
+    return 1;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory\n");
+        exit(2);
+    }
+    return p;
+}
+
+static int64_t numel(int rank, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int d = 0; d < rank; d++)
+        n *= shape[d];
+    return n;
+}
+
+static int same_shape(int r1, const int64_t *s1, int r2, const int64_t *s2)
+{
+    if (r1 != r2)
+        return 0;
+    for (int d = 0; d < r1; d++)
+        if (s1[d] != s2[d])
+            return 0;
+    return 1;
+}
+
+static void shape_str(char *buf, size_t n, int rank, const int64_t *s)
+{
+    size_t at = 0;
+    at += (size_t)snprintf(buf + at, n - at, "(");
+    for (int d = 0; d < rank && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, d ? ", %lld" : "%lld", (long long)s[d]);
+    if (at < n)
+        snprintf(buf + at, n - at, ")");
+}
+
+/* ======================================================== golden cases */
+
+static attn_tensor as_tensor(const golden_tensor *g)
+{
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    if (!g)
+        return t;
+    t.rank = g->rank;
+    memcpy(t.shape, g->shape, sizeof t.shape);
+    t.data = g->f;
+    return t;
+}
+
+static attn_mask as_mask(const golden_tensor *g)
+{
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    if (!g)
+        return m;
+    m.rank = g->rank;
+    memcpy(m.shape, g->shape, sizeof m.shape);
+    m.data = g->m;
+    return m;
+}
+
+/* Options every rule shares, read from the case. Returns 0, or -1 for an
+ * option this test does not know (the generator and the test disagree). */
+static int read_options(const golden_case *c, attn_options *o, const char **bad)
+{
+    static const char *known[] = {"causal", "window", "hard", "scale", "need_weights",
+                                  "hidden_size", "output_size", "seed", "num_heads",
+                                  "num_kv_heads", "average_weights",
+                                  "positional_encoding", "residual_norm"};
+    for (size_t i = 0; i < c->n_options; i++) {
+        size_t k = 0;
+        while (k < sizeof known / sizeof *known && strcmp(known[k], c->options[i].key))
+            k++;
+        if (k == sizeof known / sizeof *known) {
+            *bad = c->options[i].key;
+            return -1;
+        }
+    }
+    *o = attn_options_default();
+    o->mask = as_mask(golden_get(c, GOLDEN_MASK, "mask"));
+    o->key_mask = as_mask(golden_get(c, GOLDEN_MASK, "key_mask"));
+    o->bias = as_tensor(golden_get(c, GOLDEN_TENSOR, "bias"));
+    o->causal = (int)golden_opt_int(c, "causal", 0);
+    if (golden_opt(c, "window")) {
+        o->has_window = 1;
+        o->window = golden_opt_int(c, "window", 0);
+    }
+    const char *hard = golden_opt(c, "hard");
+    if (hard && strcmp(hard, "argmax") == 0) {
+        o->hard = ATTN_HARD_ARGMAX;
+    } else if (hard && strncmp(hard, "top_k ", 6) == 0) {
+        o->hard = ATTN_HARD_TOPK;
+        o->top_k = strtoll(hard + 6, NULL, 10);
+    } else if (hard) {
+        *bad = "hard";
+        return -1;
+    }
+    o->need_weights = (int)golden_opt_int(c, "need_weights", 1);
+    return 0;
+}
+
+/* Checks a seeded set against the case's expected parameters: the same
+ * names in the same order, the same shapes, the same bits. */
+static int check_seeded(const char *cs, const golden_case *c, const attn_param_set *set)
+{
+    size_t k = 0;
+    int ok = 1;
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        const golden_tensor *g = &c->tensors[i];
+        if (g->kind != GOLDEN_EXPECT || !strcmp(g->name, "output") || !strcmp(g->name, "weights"))
+            continue;
+        if (k >= set->n) {
+            report(cs, "seeded set has %zu parameters; expected %s next", set->n, g->name);
+            return 0;
+        }
+        const attn_named *p = &set->items[k++];
+        if (strcmp(p->name, g->name) != 0) {
+            report(cs, "seeded parameter %zu is %s; expected %s", k - 1, p->name, g->name);
+            ok = 0;
+            continue;
+        }
+        if (!same_shape(p->t.rank, p->t.shape, g->rank, g->shape)) {
+            char a[64], b[64];
+            shape_str(a, sizeof a, p->t.rank, p->t.shape);
+            shape_str(b, sizeof b, g->rank, g->shape);
+            report(cs, "seeded %s has shape %s; expected %s", g->name, a, b);
+            ok = 0;
+            continue;
+        }
+        for (int64_t e = 0; e < g->count; e++)
+            if (memcmp(&p->t.data[e], &g->f[e], sizeof(float)) != 0) {
+                report(cs, "seeded %s[%lld] is %.9g; expected %.9g (bit for bit)", g->name,
+                       (long long)e, p->t.data[e], g->f[e]);
+                ok = 0;
+                break;
+            }
+    }
+    if (ok && k != set->n) {
+        report(cs, "seeded set has %zu parameters; expected %zu", set->n, k);
+        ok = 0;
+    }
+    return ok;
+}
+
+/* Compares shapes from plan and buffers from compute with the expectation. */
+static int check_result(const char *cs, const char *tag, const golden_case *c,
+                        const attn_shapes *sh, const float *out, const float *w)
+{
+    const golden_tensor *eo = golden_get(c, GOLDEN_EXPECT, "output");
+    const golden_tensor *ew = golden_get(c, GOLDEN_EXPECT, "weights");
+    char what[96], a[64], b[64];
+    int ok = 1;
+    if (!eo) {
+        report(cs, "the case has no expected output");
+        return 0;
+    }
+    if (!same_shape(sh->out_rank, sh->out_shape, eo->rank, eo->shape)) {
+        shape_str(a, sizeof a, sh->out_rank, sh->out_shape);
+        shape_str(b, sizeof b, eo->rank, eo->shape);
+        report(cs, "%soutput shape %s; expected %s", tag, a, b);
+        return 0;
+    }
+    double *want = xmalloc(sizeof(double) * (size_t)eo->count);
+    for (int64_t i = 0; i < eo->count; i++)
+        want[i] = eo->f[i];
+    snprintf(what, sizeof what, "%soutput", tag);
+    ok &= close_enough(cs, what, out, want, eo->count);
+    free(want);
+    if (ew && w) {
+        if (!same_shape(sh->w_rank, sh->w_shape, ew->rank, ew->shape)) {
+            shape_str(a, sizeof a, sh->w_rank, sh->w_shape);
+            shape_str(b, sizeof b, ew->rank, ew->shape);
+            report(cs, "%sweights shape %s; expected %s", tag, a, b);
+            return 0;
+        }
+        want = xmalloc(sizeof(double) * (size_t)ew->count);
+        for (int64_t i = 0; i < ew->count; i++)
+            want[i] = ew->f[i];
+        snprintf(what, sizeof what, "%sweights", tag);
+        ok &= close_enough(cs, what, w, want, ew->count);
+        free(want);
+    }
+    return ok;
+}
+
+/* The reference on a golden case: checks the oracle itself against torch. */
+static int check_ref(const char *cs, const golden_case *c, const attn_shapes *sh,
+                     const attn_request *req, const attn_mha_request *mreq)
+{
+    int64_t no = sh->out_count, nw = numel(sh->w_rank, sh->w_shape);
+    double *ro = xmalloc(sizeof(double) * (size_t)no);
+    double *rw = xmalloc(sizeof(double) * (size_t)nw);
+    float *fo = xmalloc(sizeof(float) * (size_t)no);
+    float *fw = xmalloc(sizeof(float) * (size_t)nw);
+    int rc = req ? ref_attention(req, ro, rw, NULL) : ref_mha(mreq, ro, rw);
+    int ok = rc == 0;
+    if (!ok)
+        report(cs, "the reference found a parameter missing");
+    for (int64_t i = 0; ok && i < no; i++)
+        fo[i] = (float)ro[i];
+    for (int64_t i = 0; ok && i < nw; i++)
+        fw[i] = (float)rw[i];
+    if (ok)
+        ok = check_result(cs, "reference ", c, sh, fo, golden_get(c, GOLDEN_EXPECT, "weights") ? fw : NULL);
+    free(ro);
+    free(rw);
+    free(fo);
+    free(fw);
+    return ok;
+}
+
+static int run_golden_case(attn_ctx *ctx, const golden_case *c)
+{
+    const char *cs = c->name;
+    const char *bad = NULL;
+    attn_error err;
+    attn_shapes sh;
+    attn_status st;
+    attn_options opt;
+    attn_param_set *set = NULL;
+    attn_named *params = NULL;
+    size_t n_params = 0;
+    int ok = 1, mha = strcmp(c->rule, "multihead") == 0;
+    attn_request req;
+    attn_mha_request mreq;
+
+    if (read_options(c, &opt, &bad) != 0) {
+        report(cs, "option '%s' is not understood by this test", bad);
+        return 0;
+    }
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (c->tensors[i].kind == GOLDEN_PARAM)
+            n_params++;
+    params = xmalloc(sizeof *params * (n_params + 1));
+    n_params = 0;
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (c->tensors[i].kind == GOLDEN_PARAM) {
+            params[n_params].name = c->tensors[i].name;
+            params[n_params].t = as_tensor(&c->tensors[i]);
+            n_params++;
+        }
+
+    if (mha) {
+        mreq = attn_mha_request_default();
+        mreq.query = as_tensor(golden_get(c, GOLDEN_TENSOR, "query"));
+        mreq.key = as_tensor(golden_get(c, GOLDEN_TENSOR, "key"));
+        mreq.value = as_tensor(golden_get(c, GOLDEN_TENSOR, "value"));
+        mreq.num_heads = golden_opt_int(c, "num_heads", 0);
+        mreq.num_kv_heads = golden_opt_int(c, "num_kv_heads", 0);
+        mreq.average_weights = (int)golden_opt_int(c, "average_weights", 0);
+        mreq.residual_norm = (int)golden_opt_int(c, "residual_norm", 0);
+        const char *pe = golden_opt(c, "positional_encoding");
+        if (pe && strcmp(pe, "sinusoidal") == 0)
+            mreq.positional_encoding = ATTN_PE_SINUSOIDAL;
+        mreq.opt = opt;
+        mreq.params = params;
+        mreq.n_params = n_params;
+    } else {
+        attn_rule rule;
+        if (!attn_rule_from_name(c->rule, &rule)) {
+            report(cs, "attn_rule_from_name(\"%s\") failed", c->rule);
+            free(params);
+            return 0;
+        }
+        req = attn_request_default(rule);
+        req.query = as_tensor(golden_get(c, GOLDEN_TENSOR, "query"));
+        req.key = as_tensor(golden_get(c, GOLDEN_TENSOR, "key"));
+        req.value = as_tensor(golden_get(c, GOLDEN_TENSOR, "value"));
+        if (golden_opt(c, "scale")) {
+            req.has_scale = 1;
+            req.scale = strtof(golden_opt(c, "scale"), NULL);
+        }
+        req.hidden_size = golden_opt_int(c, "hidden_size", 0);
+        req.output_size = golden_opt_int(c, "output_size", 0);
+        req.opt = opt;
+        req.params = params;
+        req.n_params = n_params;
+    }
+
+    if (golden_opt(c, "seed")) {
+        uint64_t seed = (uint64_t)strtoull(golden_opt(c, "seed"), NULL, 10);
+        st = mha ? attn_mha_seed_params(&mreq, seed, &set, &err)
+                 : attn_seed_params(&req, seed, &set, &err);
+        if (st != ATTN_OK) {
+            report(cs, "seeding failed: %s (%s: %s)", attn_status_str(st), err.field, err.message);
+            free(params);
+            return 0;
+        }
+        ok &= check_seeded(cs, c, set);
+        if (mha) {
+            mreq.params = set->items;
+            mreq.n_params = set->n;
+        } else {
+            req.params = set->items;
+            req.n_params = set->n;
+        }
+    }
+
+    st = mha ? attn_mha_plan(&mreq, &sh, &err) : attn_plan(&req, &sh, &err);
+    if (st != ATTN_OK) {
+        report(cs, "plan refused: %s (field \"%s\": %s)", attn_status_str(st), err.field,
+               err.message);
+        ok = 0;
+        goto done;
+    }
+    {
+        float *out = xmalloc(sizeof(float) * (size_t)sh.out_count);
+        float *w = sh.w_count ? xmalloc(sizeof(float) * (size_t)sh.w_count) : NULL;
+        st = mha ? attn_mha_compute(ctx, &mreq, out, w, &err)
+                 : attn_compute(ctx, &req, out, w, &err);
+        if (st != ATTN_OK) {
+            report(cs, "compute failed: %s (field \"%s\": %s)", attn_status_str(st),
+                   err.field, err.message);
+            ok = 0;
+        } else {
+            ok &= check_result(cs, "", c, &sh, out, w);
+        }
+        if (opt.need_weights && !sh.w_count) {
+            report(cs, "plan says no weights but they were asked for");
+            ok = 0;
+        }
+        /* The same without weights and on the caller's thread: the output
+         * must not depend on either. */
+        if (st == ATTN_OK && opt.need_weights) {
+            attn_shapes sh2;
+            if (mha) {
+                mreq.opt.need_weights = 0;
+                st = attn_mha_plan(&mreq, &sh2, &err);
+                if (st == ATTN_OK)
+                    st = attn_mha_compute(NULL, &mreq, out, NULL, &err);
+                mreq.opt.need_weights = 1;
+            } else {
+                req.opt.need_weights = 0;
+                st = attn_plan(&req, &sh2, &err);
+                if (st == ATTN_OK)
+                    st = attn_compute(NULL, &req, out, NULL, &err);
+                req.opt.need_weights = 1;
+            }
+            if (st != ATTN_OK) {
+                report(cs, "need_weights=0 failed: %s (%s)", attn_status_str(st), err.message);
+                ok = 0;
+            } else {
+                if (sh2.w_count != 0) {
+                    report(cs, "need_weights=0 but plan asks for %lld weights",
+                           (long long)sh2.w_count);
+                    ok = 0;
+                }
+                ok &= check_result(cs, "need_weights=0 ", c, &sh, out, NULL);
+            }
+        }
+        free(out);
+        free(w);
+    }
+    ok &= check_ref(cs, c, &sh, mha ? NULL : &req, mha ? &mreq : NULL);
+done:
+    attn_param_set_free(set);
+    free(params);
+    return ok;
+}
+
+static void run_golden(attn_ctx *ctx, const char *dir)
+{
+    char **paths;
+    char err[512];
+    int n = golden_list(dir, &paths);
+    if (n <= 0) {
+        report(dir, "no golden cases found (run from the repository root)");
+        count(0);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        golden_case c;
+        if (golden_load(paths[i], &c, err, sizeof err) != 0) {
+            report(paths[i], "%s", err);
+            count(0);
+            continue;
+        }
+        count(run_golden_case(ctx, &c));
+        golden_free(&c);
+    }
+    printf("golden: %d cases from %s\n", n, dir);
+    golden_list_free(paths, n);
+}
+
+/* ===================================================== bad requests */
+
+static float zeros[4096];
+static uint8_t ones_u8[4096];
+
+static attn_tensor T(int rank, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.rank = rank;
+    t.shape[0] = a;
+    t.shape[1] = b;
+    t.shape[2] = c;
+    t.shape[3] = d;
+    t.data = zeros;
+    return t;
+}
+
+static attn_mask M(int rank, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    m.rank = rank;
+    m.shape[0] = a;
+    m.shape[1] = b;
+    m.shape[2] = c;
+    m.shape[3] = d;
+    m.data = ones_u8;
+    return m;
+}
+
+/* Field match: exact, or any of '|'-separated alternatives, or a prefix
+ * when an alternative ends with '*'. */
+static int field_matches(const char *got, const char *want)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", want);
+    for (char *save = NULL, *alt = strtok_r(buf, "|", &save); alt;
+         alt = strtok_r(NULL, "|", &save)) {
+        size_t n = strlen(alt);
+        if (n && alt[n - 1] == '*' ? strncmp(got, alt, n - 1) == 0 : strcmp(got, alt) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static void expect_bad(const char *name, attn_status got, const attn_error *err,
+                       attn_status want, const char *field)
+{
+    int ok = got == want && field_matches(err->field, field);
+    if (!ok)
+        report(name, "got %s field \"%s\" (%s); expected %s field \"%s\"",
+               attn_status_str(got), got == ATTN_OK ? "" : err->field,
+               got == ATTN_OK ? "accepted" : err->message, attn_status_str(want), field);
+    else if (got != ATTN_OK && err->message[0] == '\0') {
+        report(name, "no message with the error");
+        ok = 0;
+    }
+    count(ok);
+}
+
+/* Base requests: batched (2, 3, 4) query, (2, 5, 4) key, (2, 5, 3) value. */
+static attn_request base(attn_rule rule)
+{
+    attn_request r = attn_request_default(rule);
+    r.query = T(3, 2, 3, 4, 0);
+    r.key = T(3, 2, 5, 4, 0);
+    r.value = T(3, 2, 5, 3, 0);
+    return r;
+}
+
+static attn_status plan(const attn_request *r, attn_error *e)
+{
+    attn_shapes sh;
+    memset(e, 0, sizeof *e);
+    return attn_plan(r, &sh, e);
+}
+
+static attn_status mplan(const attn_mha_request *r, attn_error *e)
+{
+    attn_shapes sh;
+    memset(e, 0, sizeof *e);
+    return attn_mha_plan(r, &sh, e);
+}
+
+static void run_bad(void)
+{
+    attn_error e;
+    attn_request r;
+    attn_named p[4];
+
+    r = base(ATTN_RULE_DOT);
+    r.key = T(3, 2, 5, 6, 0);
+    expect_bad("bad: dot with Dk != Dq", plan(&r, &e), &e, ATTN_ERR_SHAPE, "key");
+    r = base(ATTN_RULE_SCALED_DOT);
+    r.key = T(3, 2, 5, 6, 0);
+    expect_bad("bad: scaled_dot with Dk != Dq", plan(&r, &e), &e, ATTN_ERR_SHAPE, "key");
+    r = base(ATTN_RULE_DOT);
+    r.value = T(3, 2, 4, 3, 0);
+    expect_bad("bad: value rows != key rows", plan(&r, &e), &e, ATTN_ERR_SHAPE, "value");
+    r = base(ATTN_RULE_DOT);
+    r.key = T(3, 3, 5, 4, 0);
+    r.value = T(3, 3, 5, 3, 0);
+    expect_bad("bad: batch of key != batch of query", plan(&r, &e), &e, ATTN_ERR_SHAPE,
+               "key|query");
+    r = base(ATTN_RULE_DOT);
+    r.query = T(1, 4, 0, 0, 0);
+    expect_bad("bad: query of rank 1", plan(&r, &e), &e, ATTN_ERR_SHAPE, "query");
+    r = base(ATTN_RULE_DOT);
+    r.query = T(4, 1, 2, 3, 4);
+    expect_bad("bad: query of rank 4", plan(&r, &e), &e, ATTN_ERR_SHAPE, "query");
+    r = base(ATTN_RULE_DOT);
+    r.query = T(3, INT64_C(1) << 40, INT64_C(1) << 40, 4, 0);
+    r.key = T(3, INT64_C(1) << 40, 5, 4, 0);
+    r.value = T(3, INT64_C(1) << 40, 5, 3, 0);
+    expect_bad("bad: sizes that overflow", plan(&r, &e), &e, ATTN_ERR_TOO_LARGE, "query|key|value|");
+    r = base(ATTN_RULE_DOT);
+    r.query.data = NULL;
+    expect_bad("bad: query without data", plan(&r, &e), &e, ATTN_ERR_ARG, "query");
+
+    /* Masks and options. */
+    r = base(ATTN_RULE_DOT);
+    r.opt.mask = M(2, 3, 4, 0, 0);
+    expect_bad("bad: mask (3,4) for Lk 5", plan(&r, &e), &e, ATTN_ERR_SHAPE, "mask");
+    r = base(ATTN_RULE_DOT);
+    r.opt.mask = M(3, 1, 3, 5, 0);
+    expect_bad("bad: mask batch 1 for B 2", plan(&r, &e), &e, ATTN_ERR_SHAPE, "mask");
+    r = base(ATTN_RULE_DOT);
+    r.opt.mask = M(4, 2, 1, 3, 5);
+    expect_bad("bad: per-head mask on /attention", plan(&r, &e), &e, ATTN_ERR_SHAPE, "mask");
+    r = base(ATTN_RULE_DOT);
+    r.opt.key_mask = M(1, 4, 0, 0, 0);
+    expect_bad("bad: key_mask (4) for Lk 5", plan(&r, &e), &e, ATTN_ERR_SHAPE, "key_mask");
+    r = base(ATTN_RULE_DOT);
+    r.opt.key_mask = M(2, 3, 5, 0, 0);
+    expect_bad("bad: key_mask (3,5) for B 2", plan(&r, &e), &e, ATTN_ERR_SHAPE, "key_mask");
+    r = base(ATTN_RULE_DOT);
+    r.opt.bias = T(2, 5, 3, 0, 0);
+    expect_bad("bad: bias (5,3) for (3,5)", plan(&r, &e), &e, ATTN_ERR_SHAPE, "bias");
+    r = base(ATTN_RULE_DOT);
+    r.opt.has_window = 1;
+    r.opt.window = -1;
+    expect_bad("bad: window -1", plan(&r, &e), &e, ATTN_ERR_PARAM, "window");
+    r = base(ATTN_RULE_DOT);
+    r.opt.hard = ATTN_HARD_TOPK;
+    r.opt.top_k = 0;
+    expect_bad("bad: top_k 0", plan(&r, &e), &e, ATTN_ERR_PARAM, "hard*");
+    r.opt.top_k = 6;
+    expect_bad("bad: top_k 6 > Lk 5", plan(&r, &e), &e, ATTN_ERR_PARAM, "hard*");
+    r.opt.top_k = -3;
+    expect_bad("bad: top_k -3", plan(&r, &e), &e, ATTN_ERR_PARAM, "hard*");
+    r = base(ATTN_RULE_SCALED_DOT);
+    r.has_scale = 1;
+    r.scale = INFINITY;
+    expect_bad("bad: scale inf", plan(&r, &e), &e, ATTN_ERR_PARAM, "scale");
+
+    /* Parameters. */
+    r = base(ATTN_RULE_GENERAL);
+    p[0].name = "attn.weight";
+    p[0].t = T(2, 4, 4, 0, 0); /* (Dq, Dk) is (4, 4): fine */
+    p[1].name = "attn.bias";
+    p[1].t = T(1, 3, 0, 0, 0); /* should be (4) */
+    r.params = p;
+    r.n_params = 2;
+    expect_bad("bad: attn.bias (3) for Dq 4", plan(&r, &e), &e, ATTN_ERR_SHAPE,
+               "params.attn.bias");
+    r.key = T(3, 2, 5, 6, 0); /* general allows Dk != Dq, weight must be (4, 6) */
+    r.n_params = 1;
+    expect_bad("bad: attn.weight (4,4) for Dk 6", plan(&r, &e), &e, ATTN_ERR_SHAPE,
+               "params.attn.weight");
+    p[0].name = "attn.wieght";
+    expect_bad("bad: unknown parameter attn.wieght", plan(&r, &e), &e, ATTN_ERR_PARAM,
+               "params.attn.wieght|params");
+    p[0].name = "attn.bias";
+    p[0].t = T(1, 4, 0, 0, 0);
+    expect_bad("bad: attn.weight missing", plan(&r, &e), &e, ATTN_ERR_PARAM,
+               "params.attn.weight|params");
+    r = base(ATTN_RULE_ADDITIVE);
+    p[0].name = "query_proj.weight";
+    p[0].t = T(2, 7, 4, 0, 0);
+    p[1].name = "key_proj.weight";
+    p[1].t = T(2, 7, 4, 0, 0);
+    p[2].name = "key_proj.bias";
+    p[2].t = T(1, 7, 0, 0, 0);
+    p[3].name = "v.weight";
+    p[3].t = T(2, 2, 7, 0, 0);
+    r.params = p;
+    r.n_params = 4;
+    expect_bad("bad: v.weight (2,7)", plan(&r, &e), &e, ATTN_ERR_SHAPE, "params.v.weight");
+    p[3].t = T(2, 1, 7, 0, 0);
+    r.n_params = 3;
+    expect_bad("bad: additive without v.weight", plan(&r, &e), &e, ATTN_ERR_PARAM,
+               "params.v.weight|params");
+    r = base(ATTN_RULE_DOT);
+    r.params = p;
+    r.n_params = 1;
+    expect_bad("bad: parameters for dot", plan(&r, &e), &e, ATTN_ERR_PARAM, "params*");
+
+    /* concat: Lk = Lq, and the options that do not apply. */
+    r = base(ATTN_RULE_CONCAT);
+    expect_bad("bad: concat with Lk 5 != Lq 3", plan(&r, &e), &e, ATTN_ERR_SHAPE, "key");
+    r.key = T(3, 2, 3, 4, 0);
+    r.opt.causal = 1;
+    expect_bad("bad: concat with causal", plan(&r, &e), &e, ATTN_ERR_PARAM, "causal");
+    r.opt.causal = 0;
+    r.opt.key_mask = M(1, 5, 0, 0, 0);
+    expect_bad("bad: concat with key_mask", plan(&r, &e), &e, ATTN_ERR_PARAM, "key_mask");
+    r.opt.key_mask.rank = 0;
+    r.opt.has_window = 1;
+    expect_bad("bad: concat with window", plan(&r, &e), &e, ATTN_ERR_PARAM, "window");
+    r.opt.has_window = 0;
+    r.opt.bias = T(2, 3, 5, 0, 0);
+    expect_bad("bad: concat with bias", plan(&r, &e), &e, ATTN_ERR_PARAM, "bias");
+    r.opt.bias.rank = 0;
+    r.opt.hard = ATTN_HARD_TOPK;
+    r.opt.top_k = 6;
+    expect_bad("bad: concat top_k 6 > Lv 5", plan(&r, &e), &e, ATTN_ERR_PARAM, "hard*");
+
+    /* Multi-head. */
+    attn_mha_request m = attn_mha_request_default();
+    m.query = T(3, 2, 3, 8, 0);
+    m.num_heads = 3;
+    expect_bad("bad: num_heads 3 does not divide E 8", mplan(&m, &e), &e, ATTN_ERR_PARAM,
+               "num_heads");
+    m.num_heads = 0;
+    expect_bad("bad: num_heads 0", mplan(&m, &e), &e, ATTN_ERR_PARAM, "num_heads");
+    m.num_heads = 4;
+    m.num_kv_heads = 3;
+    expect_bad("bad: num_kv_heads 3 does not divide 4", mplan(&m, &e), &e, ATTN_ERR_PARAM,
+               "num_kv_heads");
+    m.num_kv_heads = 0;
+    m.key = T(3, 2, 5, 8, 0);
+    m.value = T(3, 2, 4, 8, 0);
+    expect_bad("bad: value rows != key rows", mplan(&m, &e), &e, ATTN_ERR_SHAPE, "value");
+    m.value = T(3, 2, 5, 8, 0);
+    m.opt.mask = M(4, 2, 3, 3, 5);
+    expect_bad("bad: per-head mask with 3 heads for 4", mplan(&m, &e), &e, ATTN_ERR_SHAPE,
+               "mask");
+    m.opt.mask.rank = 0;
+    p[0].name = "in_proj_weight";
+    p[0].t = T(2, 24, 7, 0, 0);
+    p[1].name = "out_proj.weight";
+    p[1].t = T(2, 8, 8, 0, 0);
+    m.params = p;
+    m.n_params = 2;
+    expect_bad("bad: in_proj_weight (24,7)", mplan(&m, &e), &e, ATTN_ERR_SHAPE,
+               "params.in_proj_weight");
+    p[0].t = T(2, 24, 8, 0, 0);
+    m.n_params = 1;
+    expect_bad("bad: out_proj.weight missing", mplan(&m, &e), &e, ATTN_ERR_PARAM,
+               "params.out_proj.weight|params");
+    m.n_params = 2;
+    m.num_kv_heads = 2;
+    expect_bad("bad: in_proj_weight with num_kv_heads 2", mplan(&m, &e), &e, ATTN_ERR_PARAM,
+               "num_kv_heads|params*");
+    m.num_kv_heads = 0;
+    m.key = T(3, 2, 5, 6, 0);
+    expect_bad("bad: in_proj_weight with kdim 6", mplan(&m, &e), &e, ATTN_ERR_SHAPE,
+               "params.in_proj_weight|key|params*");
+}
+
+/* ================================================== randomized checks */
+
+static uint64_t rng_state;
+
+static uint64_t rnd_u64(void)
+{
+    return golden_splitmix64(&rng_state);
+}
+
+static int64_t rnd_int(int64_t lo, int64_t hi) /* inclusive */
+{
+    return lo + (int64_t)(rnd_u64() % (uint64_t)(hi - lo + 1));
+}
+
+static float rnd_float(float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((rnd_u64() >> 40) * 0x1p-24);
+}
+
+/* Sizes the issue asks for, odd ones included, and small ones. */
+static int64_t rnd_size(void)
+{
+    static const int64_t odd[] = {1, 3, 17, 63, 65, 129};
+    return rnd_int(0, 2) ? rnd_int(1, 9) : odd[rnd_int(0, 5)];
+}
+
+/* A pool of buffers freed together at the end of a trial. */
+typedef struct {
+    void *p[64];
+    int n;
+} pool;
+
+static void *pool_get(pool *pl, size_t bytes)
+{
+    void *p = xmalloc(bytes);
+    if (pl->n < 64)
+        pl->p[pl->n++] = p;
+    return p;
+}
+
+static void pool_free(pool *pl)
+{
+    for (int i = 0; i < pl->n; i++)
+        free(pl->p[i]);
+    pl->n = 0;
+}
+
+static attn_tensor rnd_tensor(pool *pl, int rank, const int64_t *shape, float bound)
+{
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.rank = rank;
+    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
+    int64_t n = numel(rank, shape);
+    float *d = pool_get(pl, sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = rnd_float(-bound, bound);
+    t.data = d;
+    return t;
+}
+
+static attn_tensor rnd2(pool *pl, int64_t a, int64_t b, float bound)
+{
+    int64_t s[2] = {a, b};
+    return rnd_tensor(pl, 2, s, bound);
+}
+
+static attn_tensor rnd1(pool *pl, int64_t a, float bound)
+{
+    return rnd_tensor(pl, 1, &a, bound);
+}
+
+/* A random mask; p_true in [0,1]. Sometimes a whole row is cleared so the
+ * "nothing to attend" path is exercised. */
+static attn_mask rnd_mask(pool *pl, int rank, const int64_t *shape, double p_true)
+{
+    attn_mask m;
+    memset(&m, 0, sizeof m);
+    m.rank = rank;
+    memcpy(m.shape, shape, sizeof(int64_t) * (size_t)rank);
+    int64_t n = numel(rank, shape);
+    uint8_t *d = pool_get(pl, (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = (rnd_u64() >> 11) * 0x1p-53 < p_true;
+    int64_t cols = shape[rank - 1];
+    if (rank >= 2 && rnd_int(0, 3) == 0) {
+        int64_t row = rnd_int(0, n / cols - 1);
+        memset(d + row * cols, 0, (size_t)cols);
+    }
+    m.data = d;
+    return m;
+}
+
+/* Random masks and bias for (B, [H,] Lq, Lk). */
+static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64_t H,
+                        int64_t Lq, int64_t Lk, int allow_hard)
+{
+    int64_t s[4];
+    *o = attn_options_default();
+    int kind = (int)rnd_int(0, H ? 3 : 2);
+    if (kind == 1 || (kind >= 2 && !batched)) {
+        s[0] = Lq;
+        s[1] = Lk;
+        o->mask = rnd_mask(pl, 2, s, 0.8);
+    } else if (kind == 2) {
+        s[0] = B;
+        s[1] = Lq;
+        s[2] = Lk;
+        o->mask = rnd_mask(pl, 3, s, 0.8);
+    } else if (kind == 3) {
+        s[0] = B;
+        s[1] = H;
+        s[2] = Lq;
+        s[3] = Lk;
+        o->mask = rnd_mask(pl, 4, s, 0.8);
+    }
+    kind = (int)rnd_int(0, 3);
+    if (kind == 1) {
+        o->key_mask = rnd_mask(pl, 1, &Lk, 0.85);
+    } else if (kind == 2 && batched) {
+        s[0] = B;
+        s[1] = Lk;
+        o->key_mask = rnd_mask(pl, 2, s, 0.85);
+    }
+    kind = (int)rnd_int(0, 3);
+    if (kind == 1) {
+        o->bias = rnd2(pl, Lq, Lk, 2.0f);
+    } else if (kind == 2 && batched) {
+        s[0] = B;
+        s[1] = Lq;
+        s[2] = Lk;
+        o->bias = rnd_tensor(pl, 3, s, 2.0f);
+    } else if (kind == 3 && batched && H) {
+        s[0] = B;
+        s[1] = H;
+        s[2] = Lq;
+        s[3] = Lk;
+        o->bias = rnd_tensor(pl, 4, s, 2.0f);
+    }
+    o->causal = rnd_int(0, 3) == 0;
+    if (rnd_int(0, 3) == 0) {
+        o->has_window = 1;
+        o->window = rnd_int(0, 4);
+    }
+    if (allow_hard) {
+        int h = (int)rnd_int(0, 5);
+        if (h == 1) {
+            o->hard = ATTN_HARD_ARGMAX;
+        } else if (h == 2) {
+            o->hard = ATTN_HARD_TOPK;
+            o->top_k = rnd_int(1, Lk);
+        }
+    }
+    o->need_weights = rnd_int(0, 4) != 0;
+}
+
+/* Runs lib and ref on one request and compares them. */
+static int compare_run(attn_ctx *ctx, const char *name, const attn_request *req,
+                       const attn_mha_request *mreq, int *skipped)
+{
+    attn_shapes sh;
+    attn_error err;
+    attn_status st = req ? attn_plan(req, &sh, &err) : attn_mha_plan(mreq, &sh, &err);
+    if (st != ATTN_OK) {
+        report(name, "plan refused a valid request: %s (field \"%s\": %s)",
+               attn_status_str(st), err.field, err.message);
+        return 0;
+    }
+    int need_w = req ? req->opt.need_weights : mreq->opt.need_weights;
+    int64_t nw = numel(sh.w_rank, sh.w_shape);
+    float *out = xmalloc(sizeof(float) * (size_t)sh.out_count);
+    float *w = need_w ? xmalloc(sizeof(float) * (size_t)sh.w_count) : NULL;
+    double *ro = xmalloc(sizeof(double) * (size_t)sh.out_count);
+    double *rw = xmalloc(sizeof(double) * (size_t)nw);
+    double gap = INFINITY;
+    int ok = 1;
+    st = req ? attn_compute(ctx, req, out, w, &err) : attn_mha_compute(ctx, mreq, out, w, &err);
+    int rc = req ? ref_attention(req, ro, rw, &gap) : ref_mha(mreq, ro, rw);
+    if (st != ATTN_OK) {
+        report(name, "compute failed: %s (%s)", attn_status_str(st), err.message);
+        ok = 0;
+    } else if (rc != 0) {
+        report(name, "the reference found a parameter missing");
+        ok = 0;
+    } else if (gap < 1e-4) {
+        /* The reference's hard selection is a near tie: float32 may choose
+         * the other key legitimately, so the case proves nothing. */
+        (*skipped)++;
+    } else {
+        ok &= close_enough(name, "output", out, ro, sh.out_count);
+        if (need_w) {
+            if (sh.w_count != nw) {
+                report(name, "w_count %lld but weights shape holds %lld",
+                       (long long)sh.w_count, (long long)nw);
+                ok = 0;
+            } else {
+                ok &= close_enough(name, "weights", w, rw, nw);
+            }
+        }
+    }
+    free(out);
+    free(w);
+    free(ro);
+    free(rw);
+    return ok;
+}
+
+static int random_attention(attn_ctx *ctx, int trial, int *skipped)
+{
+    pool pl = {{0}, 0};
+    attn_named p[4];
+    attn_rule rule = (attn_rule)rnd_int(0, ATTN_RULE_COUNT - 1);
+    attn_request r = attn_request_default(rule);
+    int batched = (int)rnd_int(0, 1);
+    int64_t B = batched ? rnd_int(1, 3) : 1;
+    int64_t Lq = rnd_size(), Lk = rnd_size(), Dq = rnd_size(), Dk = rnd_size();
+    int64_t Dv = rnd_size(), Dh = rnd_size(), Dout = rnd_size();
+    if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT)
+        Dk = Dq;
+    int64_t Lv = Lk;
+    if (rule == ATTN_RULE_CONCAT)
+        Lk = Lq;
+    /* Keep the reference's work bounded: shrink sizes until a rough cost
+     * estimate (the reference's inner loops) fits. */
+    for (;;) {
+        double cost = (double)B * Lq * (rule == ATTN_RULE_CONCAT ? Lv : Lk) *
+                      (Dq + Dk + Dv + (rule == ATTN_RULE_GENERAL ? (double)Dq * Dk : 0) +
+                       (rule >= ATTN_RULE_ADDITIVE ? (double)Dh * (Dq + Dk) : 0));
+        if (cost < 4e5)
+            break;
+        int64_t *big = &Lq;
+        int64_t *all[] = {&Lq, &Lk, &Lv, &Dq, &Dk, &Dv, &Dh};
+        for (int i = 0; i < 7; i++)
+            if (*all[i] > *big)
+                big = all[i];
+        *big = rnd_int(1, 9);
+        if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT)
+            Dk = Dq;
+        if (rule == ATTN_RULE_CONCAT)
+            Lk = Lq;
+    }
+    if (rule != ATTN_RULE_CONCAT)
+        Lv = Lk;
+    int64_t s[3];
+    int off = batched;
+    s[0] = B;
+    s[off] = Lq;
+    s[off + 1] = Dq;
+    r.query = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    s[off] = Lk;
+    s[off + 1] = Dk;
+    r.key = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    s[off] = Lv;
+    s[off + 1] = Dv;
+    r.value = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    rnd_options(&pl, &r.opt, batched, B, 0, Lq, Lv, 1);
+    if (rule == ATTN_RULE_CONCAT) { /* these do not apply to concat */
+        r.opt.key_mask.rank = 0;
+        r.opt.bias.rank = 0;
+        r.opt.causal = 0;
+        r.opt.has_window = 0;
+    }
+    if (rule == ATTN_RULE_SCALED_DOT && rnd_int(0, 1)) {
+        r.has_scale = 1;
+        r.scale = rnd_float(0.05f, 1.0f);
+    }
+    size_t n = 0;
+    switch (rule) {
+    case ATTN_RULE_GENERAL:
+        p[n].name = "attn.weight";
+        p[n++].t = rnd2(&pl, Dq, Dk, 1.0f / sqrtf((float)Dk));
+        if (rnd_int(0, 1)) {
+            p[n].name = "attn.bias";
+            p[n++].t = rnd1(&pl, Dq, 0.5f);
+        }
+        break;
+    case ATTN_RULE_ADDITIVE:
+        p[n].name = "query_proj.weight";
+        p[n++].t = rnd2(&pl, Dh, Dq, 1.0f / sqrtf((float)Dq));
+        p[n].name = "key_proj.weight";
+        p[n++].t = rnd2(&pl, Dh, Dk, 1.0f / sqrtf((float)Dk));
+        p[n].name = "key_proj.bias";
+        p[n++].t = rnd1(&pl, Dh, 0.5f);
+        p[n].name = "v.weight";
+        p[n++].t = rnd2(&pl, 1, Dh, 1.0f / sqrtf((float)Dh));
+        break;
+    case ATTN_RULE_CONCAT_TANH:
+        p[n].name = "attn.weight";
+        p[n++].t = rnd2(&pl, Dh, Dq + Dk, 1.0f / sqrtf((float)(Dq + Dk)));
+        p[n].name = "attn.bias";
+        p[n++].t = rnd1(&pl, Dh, 0.5f);
+        break;
+    case ATTN_RULE_CONCAT:
+        p[n].name = "att_weight.weight";
+        p[n++].t = rnd2(&pl, Lv, Dq + Dk, 1.0f / sqrtf((float)(Dq + Dk)));
+        p[n].name = "att_weight.bias";
+        p[n++].t = rnd1(&pl, Lv, 0.5f);
+        p[n].name = "out.weight";
+        p[n++].t = rnd2(&pl, Dout, Dq + Dv, 1.0f / sqrtf((float)(Dq + Dv)));
+        p[n].name = "out.bias";
+        p[n++].t = rnd1(&pl, Dout, 0.5f);
+        break;
+    default:
+        break;
+    }
+    /* Shuffle: the order of parameters must not matter. */
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)rnd_int(0, (int64_t)i - 1);
+        attn_named t = p[i - 1];
+        p[i - 1] = p[j];
+        p[j] = t;
+    }
+    r.params = p;
+    r.n_params = n;
+    char name[200];
+    snprintf(name, sizeof name,
+             "random #%d %s B%s%lld Lq %lld Lk %lld Lv %lld Dq %lld Dk %lld Dv %lld Dh %lld "
+             "mask %d key_mask %d bias %d causal %d window %lld hard %d/%lld",
+             trial, attn_rule_name(rule), batched ? " " : " none/", (long long)B,
+             (long long)Lq, (long long)Lk, (long long)Lv, (long long)Dq, (long long)Dk,
+             (long long)Dv, (long long)Dh, r.opt.mask.rank, r.opt.key_mask.rank,
+             r.opt.bias.rank, r.opt.causal, r.opt.has_window ? (long long)r.opt.window : -1LL,
+             (int)r.opt.hard, (long long)r.opt.top_k);
+    int ok = compare_run(rnd_int(0, 1) ? ctx : NULL, name, &r, NULL, skipped);
+    pool_free(&pl);
+    return ok;
+}
+
+static int random_mha(attn_ctx *ctx, int trial, int *skipped)
+{
+    static const int64_t hds[] = {1, 2, 3, 5, 8, 17};
+    pool pl = {{0}, 0};
+    attn_named p[12];
+    attn_mha_request m = attn_mha_request_default();
+    int batched = (int)rnd_int(0, 1);
+    int64_t B = batched ? rnd_int(1, 3) : 1;
+    int64_t H = rnd_int(1, 4), hd = hds[rnd_int(0, 5)], E = H * hd;
+    int64_t Hkv = H;
+    if (rnd_int(0, 1)) { /* a divisor of H: grouped-query or multi-query */
+        do
+            Hkv = rnd_int(1, H);
+        while (H % Hkv);
+    }
+    int self = rnd_int(0, 3) == 0;
+    int64_t Lq = rnd_size(), Lk = self ? Lq : rnd_size();
+    int64_t kdim = self || rnd_int(0, 1) ? E : rnd_size();
+    int64_t vdim = self || rnd_int(0, 1) ? E : rnd_size();
+    while ((double)B * (Lq * E * E + Lk * E * (kdim + vdim) + H * Lq * Lk * hd * 2.0) > 6e5) {
+        if (Lq > 9)
+            Lq = rnd_int(1, 9);
+        else if (Lk > 9)
+            Lk = rnd_int(1, 9);
+        else if (kdim > 9)
+            kdim = rnd_int(1, 9);
+        else if (vdim > 9)
+            vdim = rnd_int(1, 9);
+        else
+            break;
+        if (self)
+            Lk = Lq;
+    }
+    int64_t s[3];
+    int off = batched;
+    s[0] = B;
+    s[off] = Lq;
+    s[off + 1] = E;
+    m.query = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    if (!self) {
+        s[off] = Lk;
+        s[off + 1] = kdim;
+        m.key = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+        s[off + 1] = vdim;
+        m.value = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    }
+    m.num_heads = H;
+    m.num_kv_heads = Hkv == H && rnd_int(0, 1) ? 0 : Hkv;
+    m.average_weights = (int)rnd_int(0, 1);
+    m.positional_encoding = rnd_int(0, 3) == 0 ? ATTN_PE_SINUSOIDAL : ATTN_PE_NONE;
+    m.residual_norm = rnd_int(0, 3) == 0;
+    rnd_options(&pl, &m.opt, batched, B, H, Lq, Lk, 0);
+    if (!batched && m.opt.mask.rank == 4)
+        m.opt.mask.rank = 0;
+
+    /* The parameter family: in_proj only when it can express the shapes. */
+    int family = Hkv != H ? 2 : (kdim == E && vdim == E ? (int)rnd_int(0, 2) : (int)rnd_int(1, 2));
+    int bias = (int)rnd_int(0, 3) != 0;
+    size_t n = 0;
+    float bE = 1.0f / sqrtf((float)E);
+    if (family == 0) {
+        p[n].name = "in_proj_weight";
+        p[n++].t = rnd2(&pl, 3 * E, E, bE);
+    } else if (family == 1) {
+        p[n].name = "q_proj_weight";
+        p[n++].t = rnd2(&pl, E, E, bE);
+        p[n].name = "k_proj_weight";
+        p[n++].t = rnd2(&pl, E, kdim, 1.0f / sqrtf((float)kdim));
+        p[n].name = "v_proj_weight";
+        p[n++].t = rnd2(&pl, E, vdim, 1.0f / sqrtf((float)vdim));
+    }
+    if (family < 2) {
+        if (bias) {
+            p[n].name = "in_proj_bias";
+            p[n++].t = rnd1(&pl, 3 * E, 0.5f);
+        }
+        p[n].name = "out_proj.weight";
+        p[n++].t = rnd2(&pl, E, E, bE);
+        if (bias) {
+            p[n].name = "out_proj.bias";
+            p[n++].t = rnd1(&pl, E, 0.5f);
+        }
+    } else {
+        int64_t kv = Hkv * hd;
+        p[n].name = "W_q.weight";
+        p[n++].t = rnd2(&pl, E, E, bE);
+        p[n].name = "W_k.weight";
+        p[n++].t = rnd2(&pl, kv, kdim, 1.0f / sqrtf((float)kdim));
+        p[n].name = "W_v.weight";
+        p[n++].t = rnd2(&pl, kv, vdim, 1.0f / sqrtf((float)vdim));
+        p[n].name = "W_o.weight";
+        p[n++].t = rnd2(&pl, E, E, bE);
+        if (bias) {
+            p[n].name = "W_q.bias";
+            p[n++].t = rnd1(&pl, E, 0.5f);
+            p[n].name = "W_k.bias";
+            p[n++].t = rnd1(&pl, kv, 0.5f);
+            p[n].name = "W_v.bias";
+            p[n++].t = rnd1(&pl, kv, 0.5f);
+            p[n].name = "W_o.bias";
+            p[n++].t = rnd1(&pl, E, 0.5f);
+        }
+    }
+    if (m.residual_norm && rnd_int(0, 1)) {
+        p[n].name = "norm.weight";
+        p[n++].t = rnd1(&pl, E, 1.5f);
+        p[n].name = "norm.bias";
+        p[n++].t = rnd1(&pl, E, 0.5f);
+    }
+    m.params = p;
+    m.n_params = n;
+    char name[200];
+    snprintf(name, sizeof name,
+             "random #%d multihead B%s%lld Lq %lld Lk %lld E %lld H %lld Hkv %lld kdim %lld "
+             "vdim %lld family %d bias %d avg %d pe %d norm %d mask %d key_mask %d bias %d "
+             "causal %d window %lld",
+             trial, batched ? " " : " none/", (long long)B, (long long)Lq, (long long)Lk,
+             (long long)E, (long long)H, (long long)Hkv, (long long)kdim, (long long)vdim,
+             family, bias, m.average_weights, (int)m.positional_encoding, m.residual_norm,
+             m.opt.mask.rank, m.opt.key_mask.rank, m.opt.bias.rank, m.opt.causal,
+             m.opt.has_window ? (long long)m.opt.window : -1LL);
+    int ok = compare_run(rnd_int(0, 1) ? ctx : NULL, name, NULL, &m, skipped);
+    pool_free(&pl);
+    return ok;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void run_random(attn_ctx *ctx, uint64_t seed, int trials, double seconds)
+{
+    int skipped = 0, done = 0, failed_before = n_failed;
+    double t0 = now();
+    rng_state = seed;
+    for (int t = 0; t < trials; t++) {
+        /* Rule attention twice as often as multi-head: it has more shapes. */
+        int ok = t % 3 == 2 ? random_mha(ctx, t, &skipped) : random_attention(ctx, t, &skipped);
+        count(ok);
+        done++;
+        if (now() - t0 > seconds)
+            break;
+    }
+    printf("random: %d trials (seed %llu) in %.1f s, %d failed, %d skipped as near ties\n", done,
+           (unsigned long long)seed, now() - t0, n_failed - failed_before, skipped);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = "tests/golden";
+    uint64_t seed = 20240601;
+    int trials = 3000;
+    double seconds = 40.0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--trials") && i + 1 < argc)
+            trials = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (argv[i][0] != '-')
+            dir = argv[i];
+        else {
+            fprintf(stderr, "usage: %s [golden-dir] [--seed N] [--trials N] [--seconds S]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    memset(ones_u8, 1, sizeof ones_u8);
+    attn_ctx *ctx = attn_ctx_new(2);
+    if (!ctx) {
+        fprintf(stderr, "attn_ctx_new failed\n");
+        return 2;
+    }
+    run_golden(ctx, dir);
+    run_bad();
+    run_random(ctx, seed, trials, seconds);
+    attn_ctx_free(ctx);
+    printf("%d passed, %d failed\n", n_passed, n_failed);
+    return n_failed ? 1 : 0;
+}
