@@ -134,6 +134,24 @@ test-metrics: $(SERVER)
 test-examples: $(SERVER)
 	tests/examples.sh $(SERVER) $(BUILD)
 
+# ------------------------------------------------------------------ bench
+
+# One table: this project's kernels beside ONNX Runtime (npm onnxruntime-node,
+# its install script skipped: the CPU library ships in the package), PyTorch
+# (Debian python3-torch) and OpenBLAS sgemm (libopenblas-dev) as the ceiling.
+BENCH_KERNELS = $(BUILD)/bench_kernels
+BENCH_NPM = bench/node_modules/onnxruntime-node/package.json
+
+$(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(KERN_OBJ)
+	$(CC) -o $@ $^ $(LDFLAGS) -lopenblas $(LIBS_LIB)
+
+$(BENCH_NPM): bench/package.json
+	cd bench && npm install --ignore-scripts --no-audit --no-fund --loglevel=error
+
+bench: $(BENCH_KERNELS) $(BENCH_NPM)
+	$(PYTHON) bench/models.py $(BUILD)/bench
+	$(PYTHON) bench/run.py --build $(BUILD)
+
 # ------------------------------------------------------------------ run
 
 deps:
@@ -173,4 +191,4 @@ install: all
 	install -m 644 lib/attn.h $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(SERVER) $(DESTDIR)$(PREFIX)/bin
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/tests/*/*.d)

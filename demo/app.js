@@ -28,7 +28,13 @@ const RULE_NOTES = {
   additive: 'Bahdanau: a small one-layer network scores each (q, k) pair. Its weights are seeded at random here.',
   concat_tanh: 'Concatenate q and k, one tanh layer, sum the hidden units. Seeded random weights.',
   concat: 'The PyTorch seq2seq decoder recipe: a Linear over [q_i; k_i] scores the Lv value positions. It pairs key row i with query row i (Lk = Lq), so this page uses the target vectors as query and key, and the source vectors as the values; causal and window do not apply.',
-  multihead: 'PyTorch nn.MultiheadAttention: project q, k, v with seeded random weights, split into heads, scaled dot attention in each head.',
+  multihead: 'PyTorch nn.MultiheadAttention: project q, k and v, split them into heads, run scaled dot attention in each head, join the heads and project again.',
+};
+
+// GET /rules lists the /attention/{rule} rules; this one is from the contract.
+const MULTIHEAD_FORMULA = {
+  title: 'nn.MultiheadAttention',
+  formula: 'head_h = softmax(q_h k_hᵀ / √(E/H)) v_h with q = Q Wqᵀ + bq, k = K Wkᵀ + bk, v = V Wvᵀ + bv; O = [head_1 … head_H] Woᵀ + bo',
 };
 
 const PASTE_EXAMPLE = {
@@ -50,6 +56,7 @@ const S = {
   seq: 0,
   compareSeq: 0,
   timer: 0,
+  cursor: null,         // {i, j}: the heatmap cell last read out
 };
 
 /* ------------------------------------------------------------- controls */
@@ -65,6 +72,7 @@ function readOptions() {
   return {
     rule: $('rule').value,
     heads: Number($('heads').value),
+    proj: $('proj').value,
     causal: $('causal').checked,
     window: num('window', true),
     hard: $('hard').value,
@@ -106,10 +114,22 @@ function sentenceRequest(rule, o, sent) {
   const K = sent.self ? Q : embed(sent.src, DEFAULT_DIM, o.posWeight);
   const keyMask = S.padding.size ? sent.src.map((_, j) => !S.padding.has(j)) : null;
   const body = rule === 'concat' ? { query: Q, key: Q, value: K } : { query: Q, key: K, value: K };
-  if (rule === 'multihead') body.num_heads = o.heads;
+  if (rule === 'multihead') {
+    body.num_heads = o.heads;
+    if (o.proj === 'identity') body.params = identityParams(Q[0].length);
+  }
   body.seed = o.seed;
   Object.assign(body, optionFields(rule, o, Q.length, keyMask));
   return body;
+}
+
+// nn.MultiheadAttention parameters that change nothing: each head then runs
+// scaled dot attention on its own E/H slice of the token vectors, so the heads
+// show real (if untrained) differences instead of random projections' noise.
+function identityParams(E) {
+  const I = Array.from({ length: E }, (_, i) => Array.from({ length: E }, (_, j) => (i === j ? 1 : 0)));
+  return { in_proj_weight: [...I, ...I, ...I], in_proj_bias: new Array(3 * E).fill(0),
+    'out_proj.weight': I, 'out_proj.bias': new Array(E).fill(0) };
 }
 
 // A pasted request: the user's fields win; the controls fill in the rest.
@@ -121,9 +141,11 @@ function pasteRequest(rule, o, user) {
   return body;
 }
 
-function endpoint(rule) { return rule === 'multihead' ? '/multihead' : '/attention/' + rule; }
-// Relative so the page also works when served under a path prefix.
-function apiPath(rule) { return endpoint(rule).slice(1); }
+// The API's root: the page's directory, minus a trailing demo/ (the server
+// also serves the page as /demo/index.html). Not plain "/", so the page
+// still works behind a proxy that mounts the service under a path prefix.
+const API_BASE = location.pathname.replace(/(?:demo\/)?[^/]*$/, '');
+function apiPath(rule) { return API_BASE + (rule === 'multihead' ? 'multihead' : 'attention/' + rule); }
 
 /* --------------------------------------------------------------- errors */
 
@@ -251,11 +273,28 @@ function meanMatrix(mats) {
   return mats[0].map((row, i) => row.map((_, j) => mats.reduce((s, m) => s + m[i][j], 0) / mats.length));
 }
 
+// The options a request carried, in words, so an exported picture says what it shows.
+function describeOptions(req) {
+  if (!req || typeof req !== 'object') return '';
+  const parts = [];
+  if (req.causal) parts.push('causal');
+  if (req.window !== undefined) parts.push(`window ${req.window}`);
+  if (req.key_mask !== undefined || req.mask !== undefined) parts.push('masked keys');
+  if (req.hard === 'argmax') parts.push('hard argmax');
+  else if (req.hard && req.hard.top_k !== undefined) parts.push(`top-${req.hard.top_k}`);
+  if (req.scale !== undefined) parts.push(`scale ${req.scale}`);
+  if (req.params && S.cur.rule === 'multihead') parts.push('identity projections');
+  else if (req.seed && !['dot', 'scaled_dot'].includes(S.cur.rule)) parts.push(`seed ${req.seed}`);
+  return parts.join(' · ');
+}
+
 function detailMatrix() {
   const m = S.cur.mats;
-  if (m.length === 1) return { matrix: m[0], title: `${S.cur.rule}` };
-  if (S.head === -1) return { matrix: meanMatrix(m), title: `${S.cur.rule}: mean over ${m.length} heads` };
-  return { matrix: m[S.head], title: `${S.cur.rule}: head ${S.head}` };
+  const opts = describeOptions(S.cur.request);
+  const sfx = opts ? ` (${opts})` : '';
+  if (m.length === 1) return { matrix: m[0], title: `${S.cur.rule}${sfx}` };
+  if (S.head === -1) return { matrix: meanMatrix(m), title: `${S.cur.rule}: mean over ${m.length} heads${sfx}` };
+  return { matrix: m[S.head], title: `${S.cur.rule}: head ${S.head}${sfx}` };
 }
 
 function render() {
@@ -291,7 +330,11 @@ function renderHeatmapView() {
   }
   const { matrix, title } = detailMatrix();
   const fig = $('heatmap');
-  fig.replaceChildren(heatmap(matrix, { rows: c.rows, cols: c.cols, title }));
+  const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title });
+  svg.setAttribute('tabindex', '0');
+  svg.setAttribute('aria-describedby', 'readout');
+  S.cursor = null;
+  fig.replaceChildren(svg);
   renderStats(matrix);
 }
 
@@ -374,7 +417,7 @@ function renderFormula() {
   $('rule-note').textContent = RULE_NOTES[rule] || '';
   const box = $('formula');
   box.replaceChildren();
-  const f = formulaOf(rule);
+  const f = formulaOf(rule) || (rule === 'multihead' && S.rules !== null ? MULTIHEAD_FORMULA : null);
   const h = document.createElement('strong');
   h.textContent = f && typeof f.title === 'string' && f.title ? `${rule} (${f.title})` : rule;
   box.append(h);
@@ -464,6 +507,10 @@ async function runCompare() {
       const { mats } = weightMatrices(rule, res.body);
       const title = rule === 'multihead' ? `multihead (mean of ${o.heads})` : rule;
       fig.append(heatmap(mats[0], { rows, cols, title, cell, max: max || 1, legend: false }));
+      if (rule === 'concat' && S.mode === 'sentences') {
+        fig.append(Object.assign(document.createElement('figcaption'), { className: 'hint',
+          textContent: 'rows: target as query and key (paired); columns: source as values' }));
+      }
     } catch (e) {
       fig.append(Object.assign(document.createElement('p'), { className: 'field-error', textContent: `${rule}: ${e.message}` }));
     }
@@ -519,7 +566,7 @@ function syncControls() {
   const self = $('self').checked;
   $('target-wrap').hidden = self;
   $('source-label').textContent = self ? 'Sentence' : 'Source sentence (keys and values)';
-  $('heads-row').hidden = o.rule !== 'multihead';
+  $('mh-opts').hidden = o.rule !== 'multihead';
   $('topk-row').hidden = o.hard !== 'top_k';
   const dis = (id, off) => { $(id).disabled = off; $(id).closest('label').classList.toggle('off', off); };
   dis('scale', o.rule !== 'scaled_dot');
@@ -588,7 +635,7 @@ function wire() {
   $('controls').addEventListener('submit', e => { e.preventDefault(); run(); });
   for (const id of ['source', 'target']) $(id).addEventListener('input', () => { renderTokenChips(); schedule(); });
   $('self').addEventListener('change', () => { syncControls(); renderTokenChips(); schedule(); });
-  for (const id of ['rule', 'heads', 'causal', 'window', 'hard', 'topk', 'scale', 'seed', 'pos-weight']) {
+  for (const id of ['rule', 'heads', 'proj', 'causal', 'window', 'hard', 'topk', 'scale', 'seed', 'pos-weight']) {
     $(id).addEventListener('change', () => { syncControls(); if (S.mode !== 'load') schedule(); });
     if ($(id).type === 'number') $(id).addEventListener('input', () => { if (S.mode === 'sentences') schedule(); });
   }
@@ -626,18 +673,48 @@ function wire() {
   // Hover readout for the detail heatmap (the cell's <title> also shows it).
   $('heatmap').addEventListener('mouseover', e => {
     const cell = e.target.closest('.cell');
-    if (!cell || !S.cur) return;
-    const i = Number(cell.dataset.row), j = Number(cell.dataset.col);
-    $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${Number(cell.dataset.weight).toPrecision(6)}`;
-    for (const l of $('heatmap').querySelectorAll('.row-label, .col-label')) {
-      const on = l.dataset.row === String(i) || l.dataset.col === String(j);
-      l.setAttribute('font-weight', on ? 700 : 400);
-    }
+    if (cell) readCell(Number(cell.dataset.row), Number(cell.dataset.col));
+  });
+  // Keyboard: the heatmap takes focus and the arrow keys walk its cells.
+  $('heatmap').addEventListener('keydown', e => {
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (!moves[e.key] || !S.cur) return;
+    e.preventDefault();
+    const svg = $('heatmap').querySelector('svg');
+    const R = Number(svg.dataset.rows), C = Number(svg.dataset.cols);
+    const [di, dj] = moves[e.key];
+    const c = S.cursor || { i: 0, j: -dj };
+    readCell(Math.max(0, Math.min(R - 1, c.i + di)), Math.max(0, Math.min(C - 1, c.j + dj)), true);
   });
 }
 
+// Shows one cell's weight under the heatmap and marks its row and column
+// labels; with mark, also outlines the cell (the keyboard cursor).
+function readCell(i, j, mark = false) {
+  const fig = $('heatmap');
+  const cell = fig.querySelector(`.cell[data-row="${i}"][data-col="${j}"]`);
+  if (!cell || !S.cur) return;
+  S.cursor = { i, j };
+  $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${Number(cell.dataset.weight).toPrecision(6)}`;
+  for (const l of fig.querySelectorAll('.row-label, .col-label')) {
+    const on = l.dataset.row === String(i) || l.dataset.col === String(j);
+    l.setAttribute('font-weight', on ? 700 : 400);
+  }
+  for (const b of fig.querySelectorAll('.cursor-box')) b.remove();
+  if (mark) {
+    const box = document.createElementNS('http://www.w3.org/2000/svg', 'rect');
+    for (const a of ['x', 'y', 'width', 'height']) box.setAttribute(a, cell.getAttribute(a));
+    box.setAttribute('class', 'cursor-box');
+    box.setAttribute('fill', 'none');
+    box.setAttribute('stroke', '#ffb020');
+    box.setAttribute('stroke-width', 3);
+    box.setAttribute('pointer-events', 'none');
+    cell.ownerSVGElement.append(box);
+  }
+}
+
 async function loadRules() {
-  const res = await getJSON('rules');
+  const res = await getJSON(API_BASE + 'rules');
   S.rules = res.ok ? res.body : false;
   renderFormula();
 }

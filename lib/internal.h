@@ -56,8 +56,8 @@ typedef struct {
     int64_t B, Lq, Dq, Lk, Dk, Lv, Dv;
 } attn_dims;
 
-/* query/key/value ranks, batch agreement, non-empty dims, data present.
- * kname/vname are the field names; Lv is value's rows. */
+/* query/key/value ranks, batch agreement, non-empty dims, data present;
+ * fills d (Lv is value's rows, which the caller compares with Lk or not). */
 attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
                            const attn_tensor *v, attn_dims *d, attn_error *err);
 

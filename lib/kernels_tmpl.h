@@ -194,7 +194,7 @@ static void FN(key_range)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
         if (j->window <= INT64_MAX - ilast - 1 && ilast + j->window + 1 < b)
             b = ilast + j->window + 1;
     }
-    if (b < a) b = a;
+    if (a > b) a = b; /* nothing visible: an empty range inside [0, lk] */
     *lo = a;
     *hi = b;
 }

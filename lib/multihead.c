@@ -362,6 +362,7 @@ static void layer_norm(float *x, int64_t rows, int64_t E, const float *w, const 
     }
 }
 
+/* Hands out consecutive 64-byte-aligned pieces of one scratch block. */
 typedef struct { char *at; } arena_cursor;
 
 static int sum_floats(size_t *sum, int64_t a, int64_t b)

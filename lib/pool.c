@@ -23,6 +23,7 @@ static struct {
     void *arg;
     int64_t ntasks;
     _Atomic int64_t next;
+    uint64_t born[POOL_MAX + 1]; /* generation when each worker was created */
 } pool = {
     .busy = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -42,9 +43,10 @@ static void drain(attn_pool_fn fn, void *arg, int64_t ntasks, int worker)
 static void *worker_main(void *p)
 {
     int id = (int)(intptr_t)p;
-    uint64_t seen = 0;
     pthread_mutex_lock(&pool.lock);
-    seen = pool.generation;
+    /* Not pool.generation now: the loop that created this worker may have
+     * started already, and it counts on this worker. */
+    uint64_t seen = pool.born[id];
     for (;;) {
         while (pool.generation == seen)
             pthread_cond_wait(&pool.wake, &pool.lock);
@@ -75,6 +77,7 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
     while (pool.started < threads - 1) {
         pthread_t th;
         pthread_attr_t at;
+        pool.born[pool.started + 1] = pool.generation;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         int rc = pthread_create(&th, &at, worker_main, (void *)(intptr_t)(pool.started + 1));

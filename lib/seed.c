@@ -47,7 +47,10 @@ attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed
     head = (head + 63) & ~(size_t)63;
     char *block = malloc(head + (size_t)bytes_data + 1);
     if (!block)
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %lld parameter floats",
+        /* The sizes come from the request (hidden_size, output_size), so
+         * this is the request being too large rather than the server ill. */
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "params",
+                         "the parameters (%lld floats) are too large to allocate",
                          (long long)total);
     attn_param_set *set = (attn_param_set *)(void *)block;
     set->n = n;

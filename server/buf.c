@@ -98,6 +98,7 @@ void srv_buf_free(srv_buf *b)
  * tensors, so a bump allocator would buy little and waste space. */
 struct srv_arena_blk {
     srv_arena_blk *next;
+    void *adopted; /* a malloc'd block handed over by srv_arena_adopt */
     max_align_t align[];
 };
 
@@ -109,8 +110,20 @@ void *srv_arena_alloc(srv_arena *a, size_t n)
     if (!blk)
         return NULL;
     blk->next = a->head;
+    blk->adopted = NULL;
     a->head = blk;
     return blk->align;
+}
+
+int srv_arena_adopt(srv_arena *a, void *p)
+{
+    srv_arena_blk *blk = malloc(sizeof *blk);
+    if (!blk)
+        return -1;
+    blk->next = a->head;
+    blk->adopted = p;
+    a->head = blk;
+    return 0;
 }
 
 void srv_arena_free(srv_arena *a)
@@ -118,6 +131,7 @@ void srv_arena_free(srv_arena *a)
     srv_arena_blk *blk = a->head;
     while (blk) {
         srv_arena_blk *next = blk->next;
+        free(blk->adopted);
         free(blk);
         blk = next;
     }

@@ -124,6 +124,20 @@ static int from_nested(srv_codec *c, json_t *j, const char *field, int kind,
     return 0;
 }
 
+/* "query[3][1]" for flat index i of a tensor of the given shape. */
+static void index_path(char *out, size_t n, const char *field, int rank,
+                       const int64_t *shape, int64_t i)
+{
+    int64_t idx[ATTN_MAX_RANK] = {0};
+    for (int d = rank - 1; d >= 0; d--) {
+        idx[d] = i % shape[d];
+        i /= shape[d];
+    }
+    size_t k = (size_t)snprintf(out, n, "%s", field);
+    for (int d = 0; d < rank && k < n; d++)
+        k += (size_t)snprintf(out + k, n - k, "[%lld]", (long long)idx[d]);
+}
+
 /* Adopts a blob the scanner parsed. */
 static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kind,
                      int *rank, int64_t *shape, void **data, srv_err *e)
@@ -131,9 +145,12 @@ static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kin
     int64_t count;
     if (shape_count(c, b->rank, b->shape, field, &count, e))
         return -1;
+    char at[96];
     if (kind == K_FLOAT) {
-        if (b->has_bool)
-            return srv_fail(e, 400, "invalid_tensor", field, "%s must hold numbers, not booleans", field);
+        if (b->has_bool) {
+            index_path(at, sizeof at, field, b->rank, b->shape, b->first_bool);
+            return srv_fail(e, 400, "invalid_tensor", at, "%s must be a number, not a boolean", at);
+        }
         *data = b->data;
     } else {
         uint8_t *m = srv_arena_alloc(c->arena, (size_t)count);
@@ -141,10 +158,10 @@ static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kin
             return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
         for (int64_t i = 0; i < count; i++) {
             float f = b->data[i];
-            if (f != 0.0f && f != 1.0f)
-                return srv_fail(e, 400, "invalid_tensor", field,
-                                "%s must hold true/false or 1/0 (element %lld is neither)",
-                                field, (long long)i);
+            if (f != 0.0f && f != 1.0f) {
+                index_path(at, sizeof at, field, b->rank, b->shape, i);
+                return srv_fail(e, 400, "invalid_tensor", at, "%s must be true/false or 1/0", at);
+            }
             m[i] = f != 0.0f;
         }
         *data = m;
@@ -216,7 +233,8 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
         size_t slen;
         if (get_string(c, jb, &s, &slen))
             return srv_fail(e, 400, "invalid_tensor", sub, "%s must be a base64 string", sub);
-        uint8_t *dst = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen));
+        void *raw = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen)); /* max-aligned */
+        uint8_t *dst = raw;
         if (!dst)
             return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
         int64_t n = srv_b64_decode(s, slen, dst);
@@ -229,7 +247,7 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
         if (kind == K_FLOAT) {
             if (!host_is_le())
                 swap32(dst, count);
-            const float *f = (const float *)dst;
+            const float *f = raw;
             for (int64_t i = 0; i < count; i++)
                 if (!isfinite(f[i]))
                     return srv_fail(e, 400, "invalid_tensor", sub,

@@ -11,6 +11,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#define DISCARD_MAX ((uint64_t)16 << 20) /* bytes read past the cap before closing */
+
 volatile int srv_draining;
 static struct MHD_Daemon *daemon_;
 
@@ -176,8 +178,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         size_t n = *upload_size;
         *upload_size = 0;
         rs->bytes_in += n;
-        if (rs->body_over)
-            return MHD_YES;
+        if (rs->body_over) /* discarding; a sender that never stops is cut off */
+            return rs->bytes_in - srv_cfg.max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
         if (n > srv_cfg.max_body - rs->len) {
             /* A chunked body that grew past the cap: answer now if MHD
              * lets us, else drop the rest and answer at its end. */
@@ -294,10 +296,18 @@ int srv_http_start(void)
         srv_log(SRV_LOG_ERROR, "ATTN_BIND %s is not an IPv4 or IPv6 address", srv_cfg.bind);
         return -1;
     }
+    /* threads = 0: a thread per connection, so a long computation never
+     * holds up another connection (a polling pool accepts bursts of
+     * connections on one thread, which then serves them in turn). */
+    unsigned pool = srv_cfg.threads > 0 ? (unsigned)srv_cfg.threads : 0;
+    if (!pool)
+        flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                MHD_USE_POLL | MHD_USE_ITC | MHD_USE_ERROR_LOG | (flags & MHD_USE_IPv6);
     daemon_ = MHD_start_daemon(flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
                                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                                MHD_OPTION_SOCK_ADDR, sa,
-                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv_cfg.threads,
+                               MHD_OPTION_THREAD_POOL_SIZE, pool,
+                               MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
                                MHD_OPTION_CONNECTION_TIMEOUT, srv_cfg.timeout,
                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,

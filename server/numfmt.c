@@ -62,10 +62,11 @@ static void digits9(double d, uint32_t *n, int *k)
             e--;
             continue;
         }
-        double fl = floor(s), frac = s - fl;
-        if (fabs(frac - 0.5) < 1e-6)
+        uint32_t fl = (uint32_t)s; /* s > 0: truncation is floor, and inline */
+        double frac = s - (double)fl;
+        if (frac > 0.5 - 1e-6 && frac < 0.5 + 1e-6)
             break;
-        uint32_t v = (uint32_t)fl + (frac > 0.5);
+        uint32_t v = fl + (frac > 0.5);
         if (v >= 1000000000u) {
             v = 100000000u;
             e++;
@@ -166,6 +167,57 @@ static const char *parse_slow(const char *start, const char *stop,
     return stop;
 }
 
+/* Consumes a run of digits at p into m (at most 19 significant digits):
+ * *kept counts digits taken into m, *extra those past the 19th and
+ * *extra_nz whether any of those was not '0'. Eight digits at a time
+ * where it can (SWAR, after simdjson's parse_eight_digits), so the run's
+ * length costs no branch mispredictions. */
+static const char *digit_run(const char *p, const char *end, uint64_t *m, int *sig,
+                             int *kept, int *extra, int *extra_nz)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
+                                     10000000, 100000000};
+    while (end - p >= 8) {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        uint64_t d = x ^ 0x3030303030303030ull;
+        uint64_t nd = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
+                      0x8080808080808080ull;
+        int cnt = nd ? __builtin_ctzll(nd) >> 3 : 8;
+        if (cnt == 0)
+            return p;
+        uint64_t dm = cnt == 8 ? d : d & ((1ull << (8 * cnt)) - 1);
+        int lz = *m ? 0 : (dm ? __builtin_ctzll(dm) >> 3 : cnt);
+        if (*sig + cnt - lz > 19)
+            break; /* the scalar loop below handles the 19-digit edge */
+        uint64_t v = cnt == 8 ? d : d << (8 * (8 - cnt));
+        v = v * 10 + (v >> 8);
+        v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+             (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+        *m = *m * p10u[cnt] + v;
+        *sig += cnt - lz;
+        *kept += cnt;
+        p += cnt;
+        if (cnt < 8)
+            return p;
+    }
+#endif
+    while (p < end && (unsigned)(*p - '0') <= 9) {
+        if (*sig < 19) {
+            *m = *m * 10 + (uint64_t)(*p - '0');
+            if (*m)
+                (*sig)++;
+            (*kept)++;
+        } else {
+            (*extra)++;
+            *extra_nz |= *p != '0';
+        }
+        p++;
+    }
+    return p;
+}
+
 const char *srv_parse_float(const char *p, const char *end, float *out, int *finite)
 {
     const char *start = p;
@@ -177,37 +229,20 @@ const char *srv_parse_float(const char *p, const char *end, float *out, int *fin
     if (p >= end || (unsigned)(*p - '0') > 9)
         return NULL;
     uint64_t m = 0;
-    int sig = 0, drop = 0; /* significant digits kept, integer digits dropped */
-    if (*p == '0') {
+    int sig = 0, drop = 0, kept = 0, extra_nz = 0;
+    if (*p == '0')
         p++;
-    } else {
-        while (p < end && (unsigned)(*p - '0') <= 9) {
-            if (sig < 19) {
-                m = m * 10 + (uint64_t)(*p - '0');
-                if (m)
-                    sig++;
-            } else {
-                drop++;
-            }
-            p++;
-        }
-    }
+    else
+        p = digit_run(p, end, &m, &sig, &kept, &drop, &extra_nz);
     int frac = 0;
     if (p < end && *p == '.') {
         p++;
         if (p >= end || (unsigned)(*p - '0') > 9)
             return NULL;
-        while (p < end && (unsigned)(*p - '0') <= 9) {
-            if (sig < 19) {
-                m = m * 10 + (uint64_t)(*p - '0');
-                if (m)
-                    sig++;
-                frac++;
-            } else if (*p != '0') {
-                drop = -1000000; /* digits lost: only strtof is exact */
-            }
-            p++;
-        }
+        int fextra = 0, fnz = 0;
+        p = digit_run(p, end, &m, &sig, &frac, &fextra, &fnz);
+        if (fnz)
+            drop = -1000000; /* digits lost: only strtof is exact */
     }
     int ex = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
@@ -252,6 +287,28 @@ const char *srv_parse_float(const char *p, const char *end, float *out, int *fin
             *finite = isfinite(f);
             *out = neg ? -f : f;
             return p;
+        }
+    }
+    if (drop == 0 && e10 >= -27 && e10 <= 27) {
+        /* Up to 19 digits (Python's float32 repr gives 17): m and 10^|e10|
+         * are exact in a 64-bit significand, so the long double result is
+         * correctly rounded, and rounding it to float is exact unless it
+         * sits exactly on a float midpoint (then strtof decides). */
+        static const long double p10l[] = {
+            1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L,
+            1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
+            1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
+        if (LDBL_MANT_DIG >= 64) {
+            long double x = (long double)m;
+            x = e10 >= 0 ? x * p10l[e10] : x / p10l[-e10];
+            if (x >= (long double)FLT_MIN && x <= (long double)(FLT_MAX / 2)) {
+                float f = (float)x;
+                float g = x > (long double)f ? nextafterf(f, INFINITY) : nextafterf(f, -INFINITY);
+                if (x == (long double)f || x != ((long double)f + (long double)g) * 0.5L) {
+                    *out = neg ? -f : f;
+                    return p;
+                }
+            }
         }
     }
     return parse_slow(start, p, out, finite);

@@ -165,9 +165,9 @@ static int get_common(json_t *root, uint64_t *seed, int *ret_params, int *b64, s
 {
     json_t *v = json_object_get(root, "seed");
     if (v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return srv_fail(e, 400, "invalid_field", "seed", "seed must be a non-negative integer");
-        *seed = (uint64_t)json_integer_value(v);
+        if (srv_json_u64(v, seed) != 0)
+            return srv_fail(e, 400, "invalid_field", "seed",
+                            "seed must be an integer from 0 to 18446744073709551615");
     }
     if (get_bool(root, "return_params", ret_params, e))
         return -1;

@@ -35,38 +35,17 @@ static srv_blob *blob_push(blob_vec *bv)
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-/* First pass over an array starting at p ('['): its end and an upper bound
- * on its scalar count. Returns NULL if it holds anything but numbers,
- * booleans and arrays. */
-static const char *array_extent(const char *p, const char *end, int64_t *bound)
-{
-    int depth = 0;
-    int64_t commas = 0;
-    for (; p < end; p++) {
-        switch (*p) {
-        case '[': depth++; break;
-        case ']':
-            if (--depth == 0) {
-                *bound = commas + 1;
-                return p + 1;
-            }
-            break;
-        case ',': commas++; break;
-        case '"': case '{': case '}': case ':': case 'n':
-            return NULL;
-        default: break;
-        }
-    }
-    return NULL;
-}
-
-/* Parses the regular nested array at p into blob b (data preallocated for
- * `bound` floats). Returns 0, or -1 to leave the text to the slow path. */
-static int parse_array(const char *p, const char *end, srv_blob *b, int64_t bound)
+/* Parses the regular nested array at p ('[') into b, growing b->data
+ * (malloc'd) as it goes: one pass, no pre-count. Returns the position after
+ * the array, or NULL to leave the text to the slow path (b->data freed). */
+static const char *parse_array(const char *p, const char *end, srv_blob *b)
 {
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
     int depth = 0, leaf = -1;
-    int64_t n = 0;
+    size_t n = 0, cap = 256;
+    float *data = malloc(cap * sizeof *data);
+    if (!data)
+        return NULL;
     for (int i = 0; i < ATTN_MAX_RANK; i++)
         dims[i] = -1;
     while (p < end) {
@@ -74,69 +53,83 @@ static int parse_array(const char *p, const char *end, srv_blob *b, int64_t boun
         while (p < end && is_ws(*p))
             p++;
         if (p >= end)
-            return -1;
+            goto bail;
         if (*p == '[') {
             if (depth == ATTN_MAX_RANK || (leaf >= 0 && depth >= leaf))
-                return -1;
+                goto bail;
             cnt[depth++] = 0;
             p++;
             continue;
         }
         if (depth == 0)
-            return -1;
+            goto bail;
         if (leaf < 0)
             leaf = depth;
         else if (depth != leaf)
-            return -1;
+            goto bail;
         float f;
         if (*p == 't' && end - p >= 4 && memcmp(p, "true", 4) == 0) {
             f = 1.0f;
             p += 4;
+            if (!b->has_bool)
+                b->first_bool = (int64_t)n;
             b->has_bool = 1;
         } else if (*p == 'f' && end - p >= 5 && memcmp(p, "false", 5) == 0) {
             f = 0.0f;
             p += 5;
+            if (!b->has_bool)
+                b->first_bool = (int64_t)n;
             b->has_bool = 1;
         } else {
             int finite;
             p = srv_parse_float(p, end, &f, &finite);
             if (!p || !finite)
-                return -1;
+                goto bail;
             b->has_num = 1;
         }
-        if (n >= bound)
-            return -1;
-        b->data[n++] = f;
+        if (n == cap) {
+            if (cap > SIZE_MAX / 2 / sizeof *data)
+                goto bail;
+            float *g = realloc(data, cap * 2 * sizeof *data);
+            if (!g)
+                goto bail;
+            data = g;
+            cap *= 2;
+        }
+        data[n++] = f;
         cnt[depth - 1]++;
         /* then ',' (another element) or one or more ']' */
         for (;;) {
             while (p < end && is_ws(*p))
                 p++;
             if (p >= end)
-                return -1;
+                goto bail;
             if (*p == ',') {
                 p++;
                 break;
             }
             if (*p != ']')
-                return -1;
+                goto bail;
             p++;
             int d = --depth;
             if (dims[d] < 0)
                 dims[d] = cnt[d];
             else if (dims[d] != cnt[d])
-                return -1;
+                goto bail;
             if (depth == 0) {
                 b->rank = leaf;
                 for (int i = 0; i < leaf; i++)
                     b->shape[i] = dims[i];
-                b->count = n;
-                return 0;
+                b->count = (int64_t)n;
+                b->data = data;
+                return p;
             }
             cnt[depth - 1]++;
         }
     }
-    return -1;
+bail:
+    free(data);
+    return NULL;
 }
 
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
@@ -184,24 +177,37 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
             continue;
         }
         if (c == '[' && after_colon) {
-            int64_t bound;
-            const char *stop = array_extent(p, end, &bound);
-            if (stop && stop - p >= MIN_ARRAY_TEXT &&
-                (uint64_t)bound <= SIZE_MAX / sizeof(float)) {
-                float *data = srv_arena_alloc(a, (size_t)bound * sizeof(float));
-                if (!data)
+            srv_blob *b = blob_push(&bv);
+            if (!b)
+                goto oom;
+            const char *stop = parse_array(p, end, b);
+            if (stop && stop - p >= MIN_ARRAY_TEXT) {
+                if (srv_arena_adopt(a, b->data) != 0) {
+                    free(b->data);
                     goto oom;
-                srv_blob *b = blob_push(&bv);
-                if (!b)
-                    goto oom;
-                b->data = data;
-                if (parse_array(p, stop, b, bound) == 0) {
-                    o += sprintf(o, "{\"\\u0001t\":%zu}", bv.n - 1);
-                    p = stop;
-                    after_colon = 0;
-                    continue;
                 }
-                bv.n--; /* leave it to the slow path */
+                o += sprintf(o, "{\"\\u0001t\":%zu}", bv.n - 1);
+                p = stop;
+                after_colon = 0;
+                continue;
+            }
+            if (stop) /* small: Jansson reads it as cheaply */
+                free(b->data);
+            bv.n--; /* leave it to the slow path */
+        }
+        if (after_colon && c >= '1' && c <= '9') {
+            /* An integer past Jansson's int64 (a seed up to 2^64 - 1):
+             * passed on as a string in a placeholder. */
+            const char *q = p;
+            while (q < end && *q >= '0' && *q <= '9')
+                q++;
+            size_t nd = (size_t)(q - p);
+            int big = nd == 20 || (nd == 19 && memcmp(p, "9223372036854775807", 19) > 0);
+            if (big && (q >= end || (*q != '.' && *q != 'e' && *q != 'E'))) {
+                o += sprintf(o, "{\"\\u0001u\":\"%.*s\"}", (int)nd, p);
+                p = q;
+                after_colon = 0;
+                continue;
             }
         }
         if (!is_ws(c))
@@ -242,4 +248,26 @@ const srv_blob *srv_blob_of(const srv_scan_result *sr, json_t *j)
     if (i < 0 || (uint64_t)i >= sr->n_blobs || sr->blobs[i].is_string != want_string)
         return NULL;
     return &sr->blobs[i];
+}
+
+int srv_json_u64(json_t *j, uint64_t *out)
+{
+    if (json_is_integer(j)) {
+        if (json_integer_value(j) < 0)
+            return -1;
+        *out = (uint64_t)json_integer_value(j);
+        return 0;
+    }
+    json_t *s = json_is_object(j) && json_object_size(j) == 1 ? json_object_get(j, "\x01u") : NULL;
+    if (!json_is_string(s))
+        return -1;
+    uint64_t v = 0;
+    for (const char *p = json_string_value(s); *p; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (d > 9 || v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
 }

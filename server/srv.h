@@ -57,6 +57,9 @@ typedef struct srv_arena_blk srv_arena_blk;
 typedef struct { srv_arena_blk *head; } srv_arena;
 /* Returns NULL when out of memory or when n overflows. */
 void *srv_arena_alloc(srv_arena *a, size_t n);
+/* Hands a malloc'd block to the arena, which frees it with the rest.
+ * Returns -1 (and keeps nothing) when out of memory. */
+int   srv_arena_adopt(srv_arena *a, void *p);
 void  srv_arena_free(srv_arena *a);
 
 /* ------------------------------------------------------------ numbers */
@@ -112,6 +115,7 @@ typedef struct {
     int64_t count;
     float *data;      /* arena-owned */
     int has_bool, has_num;
+    int64_t first_bool; /* flat index of the first true/false */
     /* string: */
     const char *str;  /* points into the body; no escapes */
     size_t len;
@@ -127,6 +131,10 @@ typedef struct {
 /* Scans body[0..len) (body[len] must be NUL). Returns 0, or -1 when out of
  * memory. Text it does not understand is copied as is for Jansson to judge. */
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out);
+
+/* A non-negative integer up to 2^64 - 1 (beyond int64 the scanner passes
+ * it in a placeholder). Returns 0, or -1 when j is anything else. */
+int srv_json_u64(json_t *j, uint64_t *out);
 
 /* Returns the blob a placeholder object stands for, or NULL. */
 const srv_blob *srv_blob_of(const srv_scan_result *sr, json_t *j);

@@ -746,6 +746,10 @@ def all_cases(o):
              1, 2, 3, 3, 2, 2, dh=4, seed=0)
     run_concat(o, "seeded_concat", "seed 123456789, output_size 5",
                None, 2, 3, 2, 4, 3, 5, seed=123456789)
+    run_rule(o, "seeded_additive_default", "additive", "seed 3, hidden_size defaults to Dq",
+             2, 2, 3, 4, 3, 2, seed=3)
+    run_concat(o, "seeded_concat_default", "seed 18446744073709551615, output_size "
+               "defaults to Dq", 1, 2, 3, 2, 3, 2, 3, seed=18446744073709551615)
 
     # Multi-head.
     run_mha(o, "mha_batched", "MultiheadAttention(8, 2), packed in_proj", 2, 3, 5, 8, 2)
@@ -768,6 +772,11 @@ def all_cases(o):
     mh[1, :, 0, :] = False       # every head of one row: out_proj.bias
     run_mha(o, "mha_fully_masked", "rows with nothing to attend, in one head and in all",
             2, 3, 4, 8, 2, mask=mh)
+    run_mha(o, "mha_unbatched_masks", "no batch: mask (Lq,Lk), key_mask (Lk), bias, window",
+            None, 4, 5, 6, 2, mask=randmask(4, 5, p=0.8),
+            key_mask=torch.tensor([1, 1, 0, 1, 1], dtype=torch.bool), bias=rnd(4, 5), window=2)
+    run_mha(o, "mha_no_weights", "need_weights false", 2, 3, 4, 8, 2, need_weights=False,
+            causal=True)
     run_mha(o, "mha_gqa", "grouped-query: 4 heads, 2 kv heads", 2, 3, 5, 8, 4, Hkv=2)
     run_mha(o, "mha_mqa", "multi-query: 4 heads, 1 kv head, causal", 1, 4, 4, 8, 4, Hkv=1,
             causal=True)

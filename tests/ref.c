@@ -318,8 +318,9 @@ static void project(const double *X, int64_t L, int64_t cols, const float *W,
         linear(W, b, X + p * cols, rows, cols, Y + p * rows);
 }
 
-int ref_mha(const attn_mha_request *req, double *out, double *w)
+int ref_mha(const attn_mha_request *req, double *out, double *w, double *norm_gain)
 {
+    double gain = 0.0;
     const attn_options *o = &req->opt;
     const attn_named *P = req->params;
     size_t nP = req->n_params;
@@ -448,6 +449,15 @@ int ref_mha(const attn_mha_request *req, double *out, double *w)
                 for (int64_t c = 0; c < E; c++)
                     var += (row[c] - mean) * (row[c] - mean);
                 var /= (double)E;
+                double xmax = 0.0, gmax = nw ? 0.0 : 1.0;
+                for (int64_t c = 0; c < E; c++) {
+                    if (fabs(row[c]) > xmax)
+                        xmax = fabs(row[c]);
+                    if (nw && fabs(nw->data[c]) > gmax)
+                        gmax = fabs(nw->data[c]);
+                }
+                if (xmax * gmax / sqrt(var + 1e-5) > gain)
+                    gain = xmax * gmax / sqrt(var + 1e-5);
                 for (int64_t c = 0; c < E; c++) {
                     double y = (row[c] - mean) / sqrt(var + 1e-5);
                     row[c] = y * (nw ? nw->data[c] : 1.0) + (nb ? nb->data[c] : 0.0);
@@ -467,5 +477,7 @@ int ref_mha(const attn_mha_request *req, double *out, double *w)
     free(wr);
     free(ok);
     free(row);
+    if (norm_gain)
+        *norm_gain = gain;
     return 0;
 }

@@ -21,7 +21,11 @@
 int ref_attention(const attn_request *req, double *out, double *w, double *hard_gap);
 
 /* As ref_attention for multi-head attention. Weights are (B,H,Lq,Lk), or
- * (B,Lq,Lk) when req->average_weights is set. */
-int ref_mha(const attn_mha_request *req, double *out, double *w);
+ * (B,Lq,Lk) when req->average_weights is set. With residual_norm,
+ * *norm_gain (when not NULL) receives the largest factor by which the
+ * LayerNorm magnifies a relative error of its input, max|x| * max|gamma| /
+ * sqrt(var + eps) over rows (large when a row's values are nearly equal,
+ * e.g. E = 2); 0 otherwise. */
+int ref_mha(const attn_mha_request *req, double *out, double *w, double *norm_gain);
 
 #endif /* REF_H */

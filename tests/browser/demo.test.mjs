@@ -83,6 +83,15 @@ async function expectHeatmap(page, expected, what, sel = '#heatmap') {
   throw new Error(`${what}: heatmap differs from the API's weights (max |diff| ${d})`);
 }
 
+// Identity projections for nn.MultiheadAttention, written out independently
+// of the page's own helper.
+function identityParams(E) {
+  const I = [];
+  for (let i = 0; i < E; i++) { I.push(new Array(E).fill(0)); I[i][i] = 1; }
+  return { in_proj_weight: I.concat(I, I), in_proj_bias: new Array(3 * E).fill(0),
+    'out_proj.weight': I, 'out_proj.bias': new Array(E).fill(0) };
+}
+
 function sentenceBody(text, extra = {}) {
   const v = embed(tokenize(text));
   return { query: v, key: v, value: v, seed: 0, ...extra };
@@ -100,6 +109,9 @@ const context = await browser.newContext({ viewport: { width: 1280, height: 800 
 const page = await context.newPage();
 const pageErrors = [];
 page.on('pageerror', e => pageErrors.push(e.message));
+// Every request the page makes, to prove it fetches nothing from elsewhere.
+const requested = [];
+page.on('request', r => requested.push(r.url()));
 const shot = name => page.screenshot({ path: path.join(SHOTS, name + '.png'), fullPage: true });
 const setRule = async rule => { await page.selectOption('#rule', rule); };
 // Each test after the first starts from a freshly loaded page, so one
@@ -260,7 +272,7 @@ try {
     await fresh();
     await setRule('multihead');
     await page.selectOption('#heads', '4');
-    const w = await weightsOf('/multihead', sentenceBody(DEFAULT_SENTENCE, { num_heads: 4 }));
+    const w = await weightsOf('/multihead', sentenceBody(DEFAULT_SENTENCE, { num_heads: 4, params: identityParams(32) }));
     assert(w.length === 4, `API gave ${w.length} heads`);
     await expectHeatmap(page, w[0], 'head 0');
     const thumbs = await page.$$eval('#heads-grid .head-thumb', e => e.length);
@@ -276,6 +288,10 @@ try {
     assert(heads.join() === '0,2', `heads drawn after toggling 1 and 3 off: ${heads}`);
     await shot('07-multihead-lines');
     await page.click('#tab-heatmap');
+    // Seeded random projections instead: the server's own initialisation.
+    await page.selectOption('#proj', 'seeded');
+    const seeded = await weightsOf('/multihead', sentenceBody(DEFAULT_SENTENCE, { num_heads: 4 }));
+    await expectHeatmap(page, seeded[2], 'seeded head 2');
     await setRule('scaled_dot');
   });
 
@@ -355,6 +371,12 @@ try {
     await page.fill('#load-text', JSON.stringify(saved.body));
     await page.click('#load-run');
     await expectHeatmap(page, saved.body.weights[0], 'loaded head 0');
+    // The same response as a file, through the file picker.
+    const file = path.join(SHOTS, 'saved-response.json');
+    const single = await api('/attention/dot', sentenceBody('a cat sat'));
+    fs.writeFileSync(file, JSON.stringify(single.body));
+    await page.setInputFiles('#load-file', file);
+    await expectHeatmap(page, single.body.weights, 'loaded file');
     await page.fill('#load-text', '{"weights": [[0.5, 0.5], [1]]}');
     await page.click('#load-run');
     await page.waitForFunction(() => document.querySelector('#err-load').textContent.length > 0, null, { timeout: 2000 });
@@ -399,6 +421,18 @@ try {
     assert(await page.isVisible('#view-heatmap'), 'ArrowLeft did not go back');
   });
 
+  await test('keyboard: arrow keys walk the heatmap cells and read them out', async () => {
+    await fresh();
+    const w = await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE));
+    await page.focus('#heatmap svg');
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowDown');
+    const txt = await page.textContent('#readout');
+    assert(txt.includes('(row 1)') && txt.includes('(column 1)') && txt.includes(Number(w[1][1]).toPrecision(6)), `readout "${txt}"`);
+    assert(await page.$('#heatmap .cursor-box'), 'no cursor drawn');
+  });
+
   await test('narrow screen: one column, nothing wider than the screen', async () => {
     await fresh();
     await page.setViewportSize({ width: 390, height: 844 });
@@ -409,8 +443,17 @@ try {
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
-  await test('no uncaught errors in the page', async () => {
+  await test('the page also works at /demo/index.html', async () => {
+    await page.goto(BASE + '/demo/index.html');
+    await page.waitForSelector('#heatmap .cell', { timeout: 5000 });
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE)), '/demo/ path');
+  });
+
+  await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
     assert(pageErrors.length === 0, pageErrors.join('; '));
+    const foreign = requested.filter(u => !u.startsWith(BASE + '/') && !u.startsWith('data:') && !u.startsWith('blob:'));
+    assert(foreign.length === 0, `requests to other origins: ${foreign.slice(0, 5).join(', ')}`);
+    assert(requested.length > 0, 'no requests recorded');
   });
 } finally {
   await browser.close();

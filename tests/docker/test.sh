@@ -20,8 +20,12 @@ T0=$(date +%s)
 step() { printf '[docker %3ds] %s\n' "$(( $(date +%s) - T0 ))" "$*"; }
 fail() { printf 'test-docker: FAIL: %s\n' "$*" >&2; exit 1; }
 
+PROJECT="attntest$$"
+compose() { ATTN_IMAGE="$IMAGE" ATTN_LB_IMAGE="$LB_IMAGE" ATTN_PUBLISH="127.0.0.1:${COMPOSE_PORT:-8080}" \
+    timeout 180 docker-compose -p "$PROJECT" -f docker/compose.yaml "$@"; }
 cleanup() {
     docker rm -f "$TAG-srv" "$TAG-lb" >/dev/null 2>&1 || true
+    compose down --timeout 5 >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -35,10 +39,10 @@ docker-compose -f docker/compose.yaml config -q || fail "docker/compose.yaml doe
 # Host networking for the build: the engine runs without a bridge, and
 # apt-get in the build stage must reach the Debian mirror.
 step "build $IMAGE"
-timeout 1200 docker build --network host -t "$IMAGE" . >"$OUT/build.log" 2>&1 \
+timeout 1200 docker build --force-rm --network host -t "$IMAGE" . >"$OUT/build.log" 2>&1 \
     || { tail -30 "$OUT/build.log" >&2; fail "image build failed (log: $OUT/build.log)"; }
 step "build $LB_IMAGE"
-timeout 600 docker build --network host -f docker/nginx.Dockerfile -t "$LB_IMAGE" . >"$OUT/build-lb.log" 2>&1 \
+timeout 600 docker build --force-rm --network host -f docker/nginx.Dockerfile -t "$LB_IMAGE" . >"$OUT/build-lb.log" 2>&1 \
     || { tail -30 "$OUT/build-lb.log" >&2; fail "nginx image build failed (log: $OUT/build-lb.log)"; }
 
 user=$(docker image inspect -f '{{.Config.User}}' "$IMAGE")
@@ -96,6 +100,28 @@ step "docker stop drains and exits 0"
 timeout 60 docker stop -t 20 "$TAG-srv" >/dev/null
 rc=$(docker inspect -f '{{.State.ExitCode}}' "$TAG-srv")
 [ "$rc" = 0 ] || { docker logs "$TAG-srv" 2>&1 | tail -5 >&2; fail "server exited $rc on SIGTERM (want 0)"; }
+
+# The whole stack as a user starts it, minus the build (done above) and on a
+# loopback port: three replicas on a compose network behind the nginx image.
+COMPOSE_PORT=$(free_port)
+step "docker-compose up: 3 replicas + nginx on 127.0.0.1:$COMPOSE_PORT"
+compose up -d --no-build >"$OUT/compose-up.log" 2>&1 || { cat "$OUT/compose-up.log" >&2; fail "docker-compose up failed"; }
+wait_http "http://127.0.0.1:$COMPOSE_PORT/healthz" 60 || { compose logs --no-color 2>&1 | tail -20 >&2; fail "compose stack did not answer"; }
+for i in $(seq 1 12); do
+    code=$(curl -s -m 10 -o "$OUT/answer-compose.json" -w '%{http_code}' -H 'Content-Type: application/json' \
+        --data "$SMALL_REQUEST" "http://127.0.0.1:$COMPOSE_PORT/attention/scaled_dot")
+    [ "$code" = 200 ] || fail "POST $i through the compose stack answered $code"
+    check_small_answer "$OUT/answer-compose.json" || fail "wrong attention result through the compose stack"
+done
+code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$COMPOSE_PORT/")
+[ "$code" = 200 ] || fail "the demo (GET /) through the compose stack answered $code"
+# Each replica logs its requests; round robin must have reached all three.
+compose logs --no-color attn >"$OUT/compose-attn.log" 2>&1
+served=$(grep 'POST /attention/scaled_dot 200' "$OUT/compose-attn.log" | cut -d'|' -f1 | sort -u | wc -l)
+[ "$served" = 3 ] || fail "only $served of 3 replicas served requests (see $OUT/compose-attn.log)"
+healthy=$(compose ps | grep -c '(healthy)' || true)
+step "compose: 12 answers right, all 3 replicas served, $healthy containers healthy"
+compose down --timeout 20 >/dev/null 2>&1 || fail "docker-compose down failed"
 
 step "PASS"
 echo "test-docker: ok in $(( $(date +%s) - T0 ))s"

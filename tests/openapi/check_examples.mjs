@@ -240,7 +240,9 @@ const probes = [
 ];
 for (const [method, url, body, headers, status, code] of probes) {
   const route = url.startsWith('/attention/') ? '/attention/{rule}' : url;
-  const op = spec.paths[route]?.[method.toLowerCase()] ?? Object.values(spec.paths[route] ?? {})[0];
+  // a method the path does not serve: any of its operations declares the 405
+  const ops = Object.entries(spec.paths[route] ?? {}).filter(([m]) => m !== 'parameters');
+  const op = spec.paths[route]?.[method.toLowerCase()] ?? ops[0]?.[1];
   const r = await send(method, url, body, headers);
   const name = `error ${method} ${url} -> ${status} ${code}`;
   checkResponse(name, op, r, status);
@@ -266,6 +268,6 @@ function finish() {
 }
 
 function report() {
-  console.log(`openapi examples: ${passed} passed, ${failed} failed`);
+  console.log(`openapi: ${passed} passed, ${failed} failed`);
   process.exit(failed ? 1 : 0);
 }
