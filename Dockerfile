@@ -12,6 +12,8 @@ ARG BASE=debian:bookworm-slim
 
 # ---------------------------------------------------------------- build stage
 FROM ${BASE} AS build
+# Marks the stage's leftover images as safe to prune (tests/docker/test.sh).
+LABEL org.attn.stage=build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
         gcc make libc6-dev pkg-config libmicrohttpd-dev libjansson-dev \

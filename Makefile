@@ -35,7 +35,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-kernels test-lib test-http test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden
+.PHONY: all lib server run test test-kernels test-lib test-http test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire
 
 all: lib server
 
@@ -160,6 +160,27 @@ deps:
 run: deps
 	$(MAKE) server
 	$(SERVER)
+
+# The service's wire codecs (float text, base64, the big-array scanner)
+# against printf/strtof, RFC 4648 and Jansson; and a libFuzzer target.
+WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o error.o)
+TEST_WIRE = $(BUILD)/test_wire
+FUZZ_SECONDS ?= 30
+
+$(BUILD)/server/selftest/%.o: ALL_CFLAGS += -Iserver
+
+$(TEST_WIRE): $(BUILD)/server/selftest/test_wire.o $(WIRE_OBJ) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
+
+test-wire: $(TEST_WIRE)
+	$(TEST_WIRE)
+
+fuzz-wire: $(STATIC)
+	@mkdir -p build-fuzz
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Ilib -Iserver \
+	    server/selftest/fuzz_wire.c $(patsubst $(BUILD)/%.o,%.c,$(WIRE_OBJ)) $(STATIC) \
+	    -o build-fuzz/fuzz_wire $(LIBS_SRV) $(LIBS_LIB)
+	build-fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0
 
 # ------------------------------------------------------------------ checks
 

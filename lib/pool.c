@@ -64,6 +64,24 @@ static void *worker_main(void *p)
     return NULL;
 }
 
+/* A forked child has none of the parent's workers (and maybe a lock held
+ * by a thread that is gone): it starts over with an empty pool. */
+static void pool_after_fork(void)
+{
+    pthread_mutex_init(&pool.busy, NULL);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+    pthread_cond_init(&pool.done, NULL);
+    pool.started = 0;
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void register_fork(void)
+{
+    pthread_atfork(NULL, NULL, pool_after_fork);
+}
+
 int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
 {
     if (threads > POOL_MAX) threads = POOL_MAX;
@@ -72,6 +90,7 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
         for (int64_t t = 0; t < ntasks; t++) fn(arg, t, 0);
         return 1;
     }
+    pthread_once(&fork_once, register_fork);
     pthread_mutex_lock(&pool.lock);
     /* Workers are created on first need and then live for the process. */
     while (pool.started < threads - 1) {

@@ -8,9 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <strings.h>
 #include <unistd.h>
 
+#define HEAVY_BODY 65536 /* bodies this large are computed off the polling thread */
 #define DISCARD_MAX ((uint64_t)16 << 20) /* bytes read past the cap before closing */
 
 volatile int srv_draining;
@@ -30,7 +32,47 @@ typedef struct {
     uint64_t bytes_in, bytes_out;
     int has_pending;      /* a reply decided at the first call, sent at the next */
     srv_reply pending;
+    struct MHD_Connection *conn; /* for the offloaded job to resume */
 } req_state;
+
+/* A large request runs on a thread of its own while its connection is
+ * suspended: the polling thread goes on serving its other connections
+ * (health checks, small requests) meanwhile. */
+static void *offloaded(void *arg)
+{
+    req_state *rs = arg;
+    srv_reply_init(&rs->pending);
+    srv_route_serve(&rs->target, rs->body, rs->len, &rs->pending);
+    srv_compute_leave();
+    free(rs->body);
+    rs->body = NULL;
+    rs->has_pending = 1;
+    MHD_resume_connection(rs->conn); /* last touch: MHD owns rs again */
+    return NULL;
+}
+
+/* Starts rs on its own thread. Returns 0, or -1 when it must not run:
+ * too many large requests already (503) or no thread to be had. */
+static int offload(struct MHD_Connection *conn, req_state *rs)
+{
+    if (srv_compute_enter() != 0)
+        return -1;
+    pthread_attr_t attr;
+    pthread_t th;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+    rs->conn = conn;
+    MHD_suspend_connection(conn);
+    int rc = pthread_create(&th, &attr, offloaded, rs);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        MHD_resume_connection(conn);
+        srv_compute_leave();
+        return -1;
+    }
+    return 0;
+}
 
 /* Whether the request announced a body. A reply queued before MHD has
  * read the whole request closes the connection, so replies to body-less
@@ -229,6 +271,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
     }
     rs->body[rs->len] = '\0';
+    if (rs->len >= HEAVY_BODY) {
+        /* With a thread per connection the computation already has its own
+         * thread (and MHD allows no suspending there): count it only. */
+        if (srv_cfg.threads == 0 && srv_compute_enter() == 0) {
+            srv_reply r;
+            srv_reply_init(&r);
+            srv_route_serve(&rs->target, rs->body, rs->len, &r);
+            srv_compute_leave();
+            free(rs->body);
+            rs->body = NULL;
+            return send_reply(conn, rs, &r);
+        }
+        if (srv_cfg.threads > 0 && offload(conn, rs) == 0)
+            return MHD_YES;
+        char msg[120];
+        snprintf(msg, sizeof msg, "the server is busy with %d large requests; retry shortly",
+                 srv_cfg.max_inflight);
+        return send_error(conn, rs, 503, "overloaded", msg);
+    }
     srv_reply r;
     srv_reply_init(&r);
     srv_route_serve(&rs->target, rs->body, rs->len, &r);
@@ -280,7 +341,8 @@ int srv_http_start(void)
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     struct sockaddr *sa;
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                     MHD_ALLOW_SUSPEND_RESUME;
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);
     if (inet_pton(AF_INET, srv_cfg.bind, &a4.sin_addr) == 1) {
@@ -306,12 +368,13 @@ int srv_http_start(void)
     daemon_ = MHD_start_daemon(flags, (uint16_t)srv_cfg.port, NULL, NULL, on_request, NULL,
                                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
                                MHD_OPTION_SOCK_ADDR, sa,
-                               MHD_OPTION_THREAD_POOL_SIZE, pool,
+                               /* no pool: repeat a harmless option instead */
+                               pool ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,
+                               pool ? pool : 1000u,
                                MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
                                MHD_OPTION_CONNECTION_TIMEOUT, srv_cfg.timeout,
                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-                               MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                                MHD_OPTION_END);
     if (!daemon_) {
         srv_log(SRV_LOG_ERROR, "cannot listen on %s:%d", srv_cfg.bind, srv_cfg.port);

@@ -22,9 +22,11 @@ static const char usage[] =
     "\n"
     "  --bind ADDR          ATTN_BIND         address to listen on (127.0.0.1)\n"
     "  --port N             ATTN_PORT         TCP port (8080)\n"
-    "  --threads N          ATTN_THREADS      HTTP worker threads (2 x cores, at least 4)\n"
+    "  --threads N          ATTN_THREADS      HTTP polling threads (2 x cores, at least 4);\n"
+    "                                         0: one thread per connection\n"
     "  --compute-threads N  ATTN_COMPUTE_THREADS  threads one large request may use (cores)\n"
-    "  --max-inflight N     ATTN_MAX_INFLIGHT large requests computing at once before 503 (threads/2)\n"
+    "  --max-inflight N     ATTN_MAX_INFLIGHT large requests (64 KiB+ bodies, each on its own\n"
+    "                                         thread) computing at once before 503 (2 x cores)\n"
     "  --max-body SIZE      ATTN_MAX_BODY     largest request body, e.g. 64M (64 MiB)\n"
     "  --max-elements N     ATTN_MAX_ELEMENTS largest tensor or output, in floats (64M)\n"
     "  --max-weights N      ATTN_MAX_WEIGHTS  largest returned weights, in floats (64M)\n"
@@ -36,7 +38,7 @@ static const char usage[] =
 
 static void die(const char *what, const char *val)
 {
-    fprintf(stderr, "attn-server: invalid %s: %s\n%s", what, val, usage);
+    fprintf(stderr, "attn-server: invalid %s: %s (see --help)\n", what, val);
     exit(2);
 }
 
@@ -201,10 +203,8 @@ int main(int argc, char **argv)
     if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], (uint64_t)1 << 40);
     if (val[8]) srv_cfg.timeout = (unsigned)parse_size("timeout", val[8], 86400);
     if (val[9]) srv_cfg.log_level = parse_level(val[9]);
-    if (srv_cfg.threads < 1)
-        srv_cfg.threads = 1;
     if (srv_cfg.max_inflight < 1)
-        srv_cfg.max_inflight = srv_cfg.threads / 2 > 1 ? srv_cfg.threads / 2 : 1;
+        srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[10], val[11]);
 
     /* Block the stop signals before any thread exists, so they arrive here
@@ -224,7 +224,11 @@ int main(int argc, char **argv)
             srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
 
     int sig = 0;
-    sigwait(&stop, &sig);
+    while (sig <= 0) {
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        sig = sigtimedwait(&stop, NULL, &tick);
+        srv_log_flush();
+    }
     srv_log(SRV_LOG_WARN, "signal %d: draining (no new connections; finishing %d in flight)",
             sig, srv_inflight());
     srv_http_quiesce();
@@ -232,9 +236,19 @@ int main(int argc, char **argv)
     while (srv_inflight() > 0 && srv_now_ms() < deadline) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
+        srv_log_flush();
+    }
+    if (srv_inflight() > 0) {
+        /* A computation that never ends must not keep the process alive:
+         * stopping the daemon would wait for it forever. */
+        srv_log(SRV_LOG_ERROR, "%d requests still in flight after 30 s; exiting without them",
+                srv_inflight());
+        srv_log_flush();
+        return 1;
     }
     srv_http_stop();
     srv_ctx_shutdown();
     srv_log(SRV_LOG_WARN, "stopped");
+    srv_log_flush();
     return 0;
 }

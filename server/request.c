@@ -196,6 +196,16 @@ static int check_result(const attn_shapes *sh, srv_err *e)
     return 0;
 }
 
+/* One allocation for the whole reply instead of a doubling series: at most
+ * 16 bytes a float as text (4/3 * 4 as base64). */
+static void reserve_reply(srv_buf *out, const attn_shapes *sh, int b64)
+{
+    double n = (double)sh->out_count + (double)sh->w_count;
+    double bytes = n * (b64 ? 6.0 : 16.0) + 512.0;
+    if (bytes < 1e12)
+        srv_buf_reserve(out, (size_t)bytes);
+}
+
 static void encode_params(srv_buf *out, const attn_named *items, size_t n, int b64)
 {
     srv_buf_puts(out, ",\"params\":{");
@@ -299,6 +309,7 @@ int srv_handle_attention(attn_rule rule, const char *body, size_t len,
         return -1;
 
     double t1 = srv_now_ms();
+    reserve_reply(out, &sh, b64);
     srv_buf_puts(out, "{\"rule\":");
     srv_buf_json_str(out, attn_rule_name(rule));
     srv_buf_puts(out, ",\"output\":");
@@ -387,6 +398,7 @@ int srv_handle_multihead(const char *body, size_t len, srv_call *call,
         return -1;
 
     double t1 = srv_now_ms();
+    reserve_reply(out, &sh, b64);
     srv_buf_puts(out, "{\"output\":");
     srv_encode_tensor(out, o, sh.out_rank, sh.out_shape, b64);
     if (req.opt.need_weights) {

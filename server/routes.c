@@ -10,7 +10,6 @@
 
 #define ALLOW_GET "GET, HEAD"
 #define ALLOW_POST "POST"
-#define HEAVY_BODY 65536
 
 static const char builtin_index[] =
     "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -136,23 +135,11 @@ static void serve_file(srv_reply *r, const char *path, const char *ctype)
 static void serve_post(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
     srv_err e;
-    /* Only large bodies count against the limit: small requests are cheap,
-     * and keeping large ones below the thread count leaves threads free
-     * for health checks and small requests. */
-    int heavy = len >= HEAVY_BODY;
-    if (heavy && srv_compute_enter() != 0) {
-        srv_fail(&e, 503, "overloaded", "",
-                 "the server is busy with %d large requests; retry shortly", srv_cfg.max_inflight);
-        srv_reply_error(r, &e);
-        return;
-    }
     srv_call call;
     memset(&call, 0, sizeof call);
     int rc = t->route == SRV_R_MULTIHEAD
                  ? srv_handle_multihead(body, len, &call, &r->body, &e)
                  : srv_handle_attention((attn_rule)t->route, body, len, &call, &r->body, &e);
-    if (heavy)
-        srv_compute_leave();
     r->t_parse = call.t_parse;
     r->t_compute = call.t_compute;
     r->t_encode = call.t_encode;

@@ -136,7 +136,12 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
 {
     const char *p = body, *end = body + len;
     memset(out, 0, sizeof *out);
-    char *env = srv_arena_alloc(a, len + 64);
+    /* Placeholders are shorter than what they replace, except for a big
+     * integer's (35 bytes for 19 or 20 digits and the ':' before them):
+     * the envelope is at most twice the body. Untouched pages cost nothing. */
+    if (len > (SIZE_MAX - 64) / 2)
+        return -1;
+    char *env = srv_arena_alloc(a, 2 * len + 64);
     if (!env)
         return -1;
     char *o = env;
@@ -145,14 +150,20 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     while (p < end) {
         char c = *p;
         if (c == '"') {
-            const char *s = p + 1;
+            /* memchr runs at memory speed over megabytes of base64; only a
+             * string with a backslash needs the careful walk. */
+            const char *s = memchr(p + 1, '"', (size_t)(end - p - 1));
             int esc = 0;
-            while (s < end && *s != '"') {
-                if (*s == '\\') {
-                    esc = 1;
+            if (!s)
+                s = end;
+            if (memchr(p + 1, '\\', (size_t)(s - p - 1))) {
+                esc = 1;
+                s = p + 1;
+                while (s < end && *s != '"') {
+                    if (*s == '\\')
+                        s++;
                     s++;
                 }
-                s++;
             }
             if (s >= end) { /* unterminated: Jansson will say so */
                 memcpy(o, p, (size_t)(end - p));

@@ -31,6 +31,9 @@ enum { SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
 /* printf-style line to stderr when level <= srv_cfg.log_level. */
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Writes out the info lines srv_log has batched (main calls it often). */
+void srv_log_flush(void);
+
 double srv_now_ms(void);
 
 /* ------------------------------------------------------------ buffers */

@@ -14,8 +14,27 @@ mkdir -p "$DIR"
 SRV_PID=""
 trap '[ -n "$SRV_PID" ] && kill -KILL "$SRV_PID" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
+# The server also serves a page that imports examples/js_client.mjs, so the
+# same module runs in headless Chromium from the server's own origin.
+WWW="$DIR/www"
+mkdir -p "$WWW"
+cp examples/js_client.mjs "$WWW/"
+cat >"$WWW/index.html" <<'HTML'
+<!doctype html>
+<meta charset="utf-8">
+<title>js_client.mjs in a browser</title>
+<pre id="log">running</pre>
+<script type="module">
+import { runExamples } from "./js_client.mjs";
+const lines = [];
+runExamples(location.origin, (s) => lines.push(s)).then(
+  () => { document.getElementById("log").textContent = lines.join("\n") + "\nBROWSER-OK"; },
+  (e) => { document.getElementById("log").textContent = lines.join("\n") + "\nBROWSER-FAIL " + e.message; });
+</script>
+HTML
+
 PORT=$(free_port)
-ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT "$SERVER" >"$DIR/server.log" 2>&1 &
+ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT ATTN_STATIC_DIR="$WWW" "$SERVER" >"$DIR/server.log" 2>&1 &
 SRV_PID=$!
 wait_http "http://127.0.0.1:$PORT/healthz" 20 || { cat "$DIR/server.log" >&2; exit 1; }
 BASE="http://127.0.0.1:$PORT"
@@ -34,5 +53,17 @@ run() { # run NAME COMMAND...: one client, its output kept in build/
 run python "$PY" examples/python_client.py "$BASE"
 run js node examples/js_client.mjs "$BASE"
 run curl sh examples/curl.sh "$BASE"
+
+browser_check() { # the page's log ends in BROWSER-OK once every check passed
+    timeout 60 "$1" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
+        --user-data-dir="$DIR/chromium-profile" --virtual-time-budget=20000 --dump-dom "$BASE/" |
+        tee "$DIR/browser-dom.html" | grep -q '^BROWSER-OK</pre>'
+}
+CHROMIUM=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -n "$CHROMIUM" ]; then
+    run js-browser browser_check "$CHROMIUM"
+else
+    echo "example js-browser: skipped (no chromium)"
+fi
 [ "$failed" = 0 ] && echo "test-examples: ok"
 exit "$failed"

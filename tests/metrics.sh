@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 SERVER=${1:?usage: $0 SERVER_BINARY [BUILD_DIR]}
 BUILD_DIR=${2:-build}
-DIR="$PWD/$BUILD_DIR/metrics"
+DIR="$(abs_path "$BUILD_DIR")/metrics"
 rm -rf "$DIR" && mkdir -p "$DIR"
 fail() { echo "test-metrics: FAIL: $*" >&2; exit 1; }
 command -v promtool >/dev/null || fail "promtool missing (apt-get install prometheus)"

@@ -24,6 +24,11 @@ fi
 # --- the engine -----------------------------------------------------------
 if ! timeout 10 docker info >/dev/null 2>&1; then
     command -v dockerd >/dev/null || { log "dockerd missing (apt-get install docker.io)"; exit 1; }
+    # A daemon that died uncleanly leaves its pid file, and a new one
+    # refuses to start while the file names a process that is gone.
+    if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
+        rm -f /var/run/docker.pid
+    fi
     log "starting dockerd (vfs storage, no iptables, no bridge: works inside a container)"
     # setsid + nohup: the daemon outlives this script and make, and is reused
     # by later runs; it is not ours to stop.

@@ -38,12 +38,24 @@ docker-compose -f docker/compose.yaml config -q || fail "docker/compose.yaml doe
 
 # Host networking for the build: the engine runs without a bridge, and
 # apt-get in the build stage must reach the Debian mirror.
+# The build stage gets a tag of its own so that it stays as the cache of the
+# next run instead of turning into an anonymous image; the images a rebuild
+# replaces are removed (with vfs storage each one is a full copy on disk).
+images=("$IMAGE-build" "$IMAGE" "$LB_IMAGE")
+old_ids=$(docker image inspect -f '{{.Id}}' "${images[@]}" 2>/dev/null || true)
 step "build $IMAGE"
-timeout 1200 docker build --force-rm --network host -t "$IMAGE" . >"$OUT/build.log" 2>&1 \
+{ timeout 1200 docker build --force-rm --network host --target build -t "$IMAGE-build" . &&
+  timeout 600 docker build --force-rm --network host -t "$IMAGE" . ; } >"$OUT/build.log" 2>&1 \
     || { tail -30 "$OUT/build.log" >&2; fail "image build failed (log: $OUT/build.log)"; }
 step "build $LB_IMAGE"
 timeout 600 docker build --force-rm --network host -f docker/nginx.Dockerfile -t "$LB_IMAGE" . >"$OUT/build-lb.log" 2>&1 \
     || { tail -30 "$OUT/build-lb.log" >&2; fail "nginx image build failed (log: $OUT/build-lb.log)"; }
+new_ids=$(docker image inspect -f '{{.Id}}' "${images[@]}")
+for id in $old_ids; do
+    case "$new_ids" in *"$id"*) ;; *) docker rmi "$id" >/dev/null 2>&1 || true ;; esac
+done
+# Build stages left untagged (sources changed between the two builds above).
+docker image prune -f --filter label=org.attn.stage=build >/dev/null 2>&1 || true
 
 user=$(docker image inspect -f '{{.Config.User}}' "$IMAGE")
 case "$user" in ""|root|0|0:*) fail "image runs as root (User=\"$user\")" ;; esac
@@ -55,8 +67,10 @@ step "run $IMAGE on 127.0.0.1:$PORT"
 # The image listens on 0.0.0.0; on the host network that would expose the
 # test on every interface, so bind loopback here. A short health interval
 # lets the test see the HEALTHCHECK pass without waiting its default 10 s.
+# Read-only, no capabilities: as docker/k8s.yaml runs it.
 docker run -d --name "$TAG-srv" --network host \
     -e ATTN_BIND=127.0.0.1 -e ATTN_PORT="$PORT" \
+    --read-only --cap-drop ALL --security-opt no-new-privileges \
     --health-interval 1s "$IMAGE" >/dev/null
 wait_http "http://127.0.0.1:$PORT/healthz" 30 || { docker logs "$TAG-srv" >&2; fail "container did not answer /healthz"; }
 
@@ -67,9 +81,39 @@ code=$(curl -s -m 10 -o "$OUT/answer.json" -w '%{http_code}' -H 'Content-Type: a
 check_small_answer "$OUT/answer.json" || fail "wrong attention result from the container"
 
 step "demo and OpenAPI served from the image"
-for path in / /openapi.yaml; do
+for pair in /:demo/index.html /openapi.yaml:openapi.yaml; do
+    path=${pair%%:*} file=${pair#*:}
+    code=$(curl -s -m 5 -o "$OUT/served" -w '%{http_code}' "http://127.0.0.1:$PORT$path")
+    [ "$code" = 200 ] || fail "GET $path answered $code"
+    # Byte for byte: the server falls back to a built-in page when the demo
+    # directory is missing, which a status check alone would not notice.
+    cmp -s "$OUT/served" "$file" || fail "GET $path is not the repository's $file (missing from the image?)"
+done
+
+# No cluster here, so docker/k8s.yaml is checked against the image it
+# deploys: its probes must answer 200 and its uid and port must be the image's.
+step "docker/k8s.yaml agrees with the image"
+read -r k8s_uid k8s_port k8s_paths < <("$PY" - <<'PYEOF'
+import yaml
+docs = {d["kind"]: d for d in yaml.safe_load_all(open("docker/k8s.yaml"))}
+assert set(docs) == {"Deployment", "Service"}, docs.keys()
+tmpl = docs["Deployment"]["spec"]["template"]
+pod = tmpl["spec"]
+c = pod["containers"][0]
+sel = docs["Deployment"]["spec"]["selector"]["matchLabels"]
+assert sel == docs["Service"]["spec"]["selector"], "Service selector does not match the Deployment"
+assert all(tmpl["metadata"]["labels"].get(k) == v for k, v in sel.items()), "pod labels miss the selector"
+assert docs["Service"]["spec"]["ports"][0]["targetPort"] in (c["ports"][0]["name"], c["ports"][0]["containerPort"])
+paths = [c[p]["httpGet"]["path"] for p in ("livenessProbe", "readinessProbe", "startupProbe")]
+print(pod["securityContext"]["runAsUser"], c["ports"][0]["containerPort"], " ".join(paths))
+PYEOF
+) || fail "docker/k8s.yaml is malformed"
+[ "${user%%:*}" = "$k8s_uid" ] || fail "k8s runAsUser $k8s_uid but the image runs as $user"
+[ "$(docker image inspect -f '{{range $p, $_ := .Config.ExposedPorts}}{{$p}}{{end}}' "$IMAGE")" = "$k8s_port/tcp" ] \
+    || fail "k8s containerPort $k8s_port is not the image's exposed port"
+for path in $k8s_paths; do
     code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT$path")
-    [ "$code" = 200 ] || fail "GET $path answered $code (demo assets or openapi.yaml missing from the image?)"
+    [ "$code" = 200 ] || fail "k8s probe path $path answered $code"
 done
 
 step "HEALTHCHECK turns healthy"

@@ -7,6 +7,11 @@ free_port() {
     "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# abs_path DIR: DIR made absolute (nginx and Prometheus need absolute paths).
+abs_path() {
+    case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac
+}
+
 # wait_http URL SECONDS: until URL answers 200, or fail after SECONDS.
 wait_http() {
     local url=$1 secs=${2:-20} i

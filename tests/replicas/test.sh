@@ -6,13 +6,15 @@
 # BUILD_DIR/replicas with the same proxy rules as docker/nginx.conf. Prints
 # the number of failed client requests; passes only when it is zero, the
 # SIGTERMed replica exited 0 (graceful drain) and every replica took traffic.
+# Knobs: LOAD_SECONDS (8), LOAD_WORKERS (4), LB_RETRY (nginx's
+# proxy_next_upstream; "off" shows the failures the retries absorb).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/replicas/common.sh
 
 SERVER=${1:?usage: $0 SERVER_BINARY [BUILD_DIR]}
 BUILD_DIR=${2:-build}
-DIR="$PWD/$BUILD_DIR/replicas"
+DIR="$(abs_path "$BUILD_DIR")/replicas"
 SECONDS_OF_LOAD=${LOAD_SECONDS:-8}
 WORKERS=${LOAD_WORKERS:-4}
 # LB_RETRY=off shows what the retries hide: the test then fails.
@@ -36,6 +38,7 @@ fail() { echo "test-replicas: FAIL: $*" >&2; exit 1; }
 ports=()
 for i in 0 1 2; do
     port=$(free_port)
+    while [[ " ${ports[*]} " == *" $port "* ]]; do port=$(free_port); done
     ports+=("$port")
     ATTN_BIND=127.0.0.1 ATTN_PORT=$port ATTN_THREADS=1 "$SERVER" >"$DIR/replica$i.log" 2>&1 &
     pids+=($!)

@@ -1,0 +1,307 @@
+/* test_wire.c - the wire codecs against independent references: float
+ * printing against printf("%.9g"), float parsing against strtof, base64
+ * against RFC 4648's vectors and a round trip, and the scanner's fast path
+ * against the plain Jansson path on random (and randomly broken) tensors. */
+#include "srv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+srv_config srv_cfg; /* the codec reads no field of it; the linker wants it */
+
+static long passed, failed;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void check(int ok, const char *what, const char *detail)
+{
+    if (ok) {
+        passed++;
+    } else {
+        if (failed < 20)
+            printf("FAIL %s: %s\n", what, detail);
+        failed++;
+    }
+}
+
+/* Every printed float must equal printf's "%.9g" text and parse back to
+ * the same bits. */
+static void test_fmt(long n)
+{
+    long bad = 0, badp = 0;
+    char a[64], b[64];
+    for (long i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)rnd();
+        float f;
+        memcpy(&f, &u, 4);
+        if (i % 3 == 0)
+            f = (float)((int)(rnd() % 20000) - 10000) / (float)(1 + rnd() % 1000);
+        if (!isfinite(f))
+            continue;
+        size_t k = srv_fmt_float(f, a);
+        a[k] = '\0';
+        snprintf(b, sizeof b, "%.9g", f);
+        if (strcmp(a, b) && bad++ < 3)
+            check(0, "fmt vs %.9g", b);
+        float g;
+        int fin;
+        const char *e = srv_parse_float(a, a + k, &g, &fin);
+        if ((!e || e != a + k || memcmp(&g, &f, 4)) && badp++ < 3)
+            check(0, "round trip", a);
+    }
+    check(bad == 0, "fmt: all equal to %.9g", "");
+    check(badp == 0, "fmt: all round trip", "");
+}
+
+/* Parsing must give strtof's float for any JSON number, including 17-digit
+ * reprs, long mantissas, extreme exponents and exact float midpoints. */
+static void test_parse(long n)
+{
+    long bad = 0;
+    char b[96];
+    for (long i = 0; i < n; i++) {
+        int len;
+        uint32_t u = (uint32_t)rnd();
+        float f;
+        switch (i % 5) {
+        case 0:
+            memcpy(&f, &u, 4);
+            if (!isfinite(f))
+                continue;
+            len = snprintf(b, sizeof b, "%.17g", (double)f);
+            break;
+        case 1:
+            len = snprintf(b, sizeof b, "%s0.%0*llu", rnd() & 1 ? "-" : "", (int)(1 + rnd() % 19),
+                           (unsigned long long)(rnd() % 10000000000000000000ull));
+            break;
+        case 2:
+            len = snprintf(b, sizeof b, "%llue%d", (unsigned long long)(rnd() % 10000000000000000000ull),
+                           (int)(rnd() % 90) - 60);
+            break;
+        case 3:
+            len = snprintf(b, sizeof b, "%llu.%llu", (unsigned long long)(rnd() % 100000000000000000ull),
+                           (unsigned long long)(rnd() % 1000000000000ull));
+            break;
+        default: { /* the exact midpoint between two floats */
+            u &= 0x7effffffu;
+            memcpy(&f, &u, 4);
+            float g = nextafterf(f, INFINITY);
+            len = snprintf(b, sizeof b, "%.60g", ((double)f + (double)g) / 2);
+            if (len >= (int)sizeof b)
+                continue;
+        }
+        }
+        float want = strtof(b, NULL), got;
+        int fin;
+        const char *e = srv_parse_float(b, b + len, &got, &fin);
+        if ((!e || e != b + len || memcmp(&got, &want, 4)) && bad++ < 3)
+            check(0, "parse vs strtof", b);
+    }
+    check(bad == 0, "parse: all equal to strtof", "");
+    const char *not_numbers[] = {"-", ".5", "1.", "1e", "+1", "-x", "e5"};
+    for (size_t i = 0; i < sizeof not_numbers / sizeof *not_numbers; i++) {
+        float g;
+        int fin;
+        const char *s = not_numbers[i];
+        const char *e = srv_parse_float(s, s + strlen(s), &g, &fin);
+        check(!e || e != s + strlen(s), "not a JSON number", s);
+    }
+    float g;
+    int fin = 1;
+    srv_parse_float("1e39", "1e39" + 4, &g, &fin);
+    check(!fin, "1e39 overflows float32", "");
+}
+
+static void test_b64(void)
+{
+    const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *enc[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        char o[32] = {0};
+        uint8_t d[32];
+        srv_b64_encode((const uint8_t *)plain[i], strlen(plain[i]), o);
+        check(strcmp(o, enc[i]) == 0, "b64 encode RFC 4648 vector", enc[i]);
+        int64_t n = srv_b64_decode(enc[i], strlen(enc[i]), d);
+        check(n == (int64_t)strlen(plain[i]) && memcmp(d, plain[i], (size_t)n) == 0,
+              "b64 decode RFC 4648 vector", enc[i]);
+    }
+    const char *bad[] = {"Zg=a", "Zm9", "Zm!v", "Z===", "=Zm9", "Zm9v\n"};
+    for (int i = 0; i < 6; i++) {
+        uint8_t d[16];
+        check(srv_b64_decode(bad[i], strlen(bad[i]), d) == -1, "b64 rejects", bad[i]);
+    }
+    size_t n = 100003;
+    uint8_t *a = malloc(n), *b = malloc(n + 3);
+    char *t = malloc(srv_b64_encoded_len(n));
+    for (size_t i = 0; i < n; i++)
+        a[i] = (uint8_t)rnd();
+    srv_b64_encode(a, n, t);
+    int64_t k = srv_b64_decode(t, srv_b64_encoded_len(n), b);
+    check(k == (int64_t)n && memcmp(a, b, n) == 0, "b64 round trip of 100003 bytes", "");
+    free(a);
+    free(b);
+    free(t);
+}
+
+/* ---------------------------------------------------- scanner vs Jansson */
+
+static void put_ws(srv_buf *b)
+{
+    while (rnd() % 3 == 0)
+        srv_buf_putc(b, " \n\t\r"[rnd() % 4]);
+}
+
+static void put_num(srv_buf *b)
+{
+    char t[64];
+    switch (rnd() % 8) {
+    case 0: snprintf(t, sizeof t, "%d", (int)(rnd() % 2000) - 1000); break;
+    case 1: snprintf(t, sizeof t, "%.17g", (double)(int64_t)rnd() / 1e18); break;
+    case 2: snprintf(t, sizeof t, "%.9g", (float)((double)(int64_t)rnd() / 1e15)); break;
+    case 3: snprintf(t, sizeof t, "%.4f", (double)(int64_t)rnd() / 1e19); break;
+    case 4: snprintf(t, sizeof t, "%de%d", (int)(rnd() % 100), (int)(rnd() % 80) - 40); break;
+    case 5:
+        if (rnd() % 40 == 0) {
+            snprintf(t, sizeof t, "%s", rnd() % 3 == 0 ? "1e39" : rnd() % 2 ? "true" : "false");
+            break;
+        }
+        snprintf(t, sizeof t, "%d", (int)(rnd() % 2));
+        break;
+    case 6: snprintf(t, sizeof t, "%s", rnd() % 500 == 0 ? "01" : "-0.0"); break;
+    default: snprintf(t, sizeof t, "%.3E", (double)(int64_t)rnd() / 1e17); break;
+    }
+    srv_buf_puts(b, t);
+}
+
+static void put_array(srv_buf *b, int depth, int rank, const int *dims)
+{
+    srv_buf_putc(b, '[');
+    put_ws(b);
+    int n = dims[depth];
+    if (rnd() % 1000 == 0)
+        n += rnd() % 2 ? 1 : -1; /* ragged */
+    for (int i = 0; i < n; i++) {
+        if (i) {
+            srv_buf_putc(b, ',');
+            put_ws(b);
+        }
+        if (depth + 1 < rank)
+            put_array(b, depth + 1, rank, dims);
+        else
+            put_num(b);
+        put_ws(b);
+    }
+    if (rnd() % 2000 == 0)
+        srv_buf_putc(b, ','); /* trailing comma: not JSON */
+    srv_buf_putc(b, ']');
+}
+
+typedef struct {
+    int rc;
+    attn_tensor t;
+    attn_mask m;
+    srv_err e;
+    srv_arena a;
+    json_t *root;
+} decoded;
+
+static void decode(const char *body, size_t len, int fast, int mask, decoded *d)
+{
+    srv_scan_result sr;
+    memset(d, 0, sizeof *d);
+    memset(&sr, 0, sizeof sr);
+    if (fast) {
+        if (srv_scan(body, len, &d->a, &sr)) {
+            d->rc = -2;
+            return;
+        }
+    } else {
+        sr.envelope = (char *)body;
+        sr.envelope_len = len;
+    }
+    json_error_t je;
+    d->root = json_loadb(sr.envelope, sr.envelope_len, JSON_REJECT_DUPLICATES, &je);
+    if (!d->root) {
+        d->rc = -3;
+        return;
+    }
+    srv_codec c = {&d->a, &sr, (int64_t)1 << 26};
+    json_t *q = json_object_get(d->root, "query");
+    d->rc = mask ? srv_decode_mask(&c, q, "query", &d->m, &d->e)
+                 : srv_decode_tensor(&c, q, "query", &d->t, &d->e);
+}
+
+static int same_result(const decoded *x, const decoded *y, int mask)
+{
+    if (x->rc != y->rc)
+        return 0;
+    if (x->rc == -1)
+        return x->e.status == y->e.status && !strcmp(x->e.code, y->e.code) &&
+               !strcmp(x->e.field, y->e.field);
+    if (x->rc != 0)
+        return 1;
+    int rank = mask ? x->m.rank : x->t.rank;
+    const int64_t *s1 = mask ? x->m.shape : x->t.shape, *s2 = mask ? y->m.shape : y->t.shape;
+    if (rank != (mask ? y->m.rank : y->t.rank) || memcmp(s1, s2, sizeof x->t.shape))
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= s1[i];
+    return mask ? !memcmp(x->m.data, y->m.data, (size_t)n)
+                : !memcmp(x->t.data, y->t.data, (size_t)n * 4);
+}
+
+static void test_scan(int n)
+{
+    long bad = 0, ok = 0, err = 0;
+    for (int it = 0; it < n; it++) {
+        int rank = 1 + (int)(rnd() % 4), dims[4];
+        for (int i = 0; i < 4; i++)
+            dims[i] = 1 + (int)(rnd() % (rank > 2 ? 4 : 20));
+        srv_buf b = {0};
+        srv_buf_puts(&b, "{\"query\":");
+        put_ws(&b);
+        put_array(&b, 0, rank, dims);
+        srv_buf_puts(&b, "}");
+        srv_buf_putc(&b, '\0');
+        b.len--;
+        int mask = rnd() % 4 == 0;
+        decoded fast, slow;
+        decode(b.data, b.len, 1, mask, &fast);
+        decode(b.data, b.len, 0, mask, &slow);
+        if (!same_result(&fast, &slow, mask)) {
+            if (bad++ < 3)
+                check(0, "scanner and Jansson disagree on", b.data);
+        } else if (fast.rc == 0) {
+            ok++;
+        } else {
+            err++;
+        }
+        json_decref(fast.root);
+        json_decref(slow.root);
+        srv_arena_free(&fast.a);
+        srv_arena_free(&slow.a);
+        srv_buf_free(&b);
+    }
+    check(bad == 0, "scanner agrees with Jansson", "");
+    printf("scanner: %ld tensors equal, %ld errors equal (code and field), %ld differ\n", ok, err, bad);
+}
+
+int main(int argc, char **argv)
+{
+    long scale = argc > 1 ? atol(argv[1]) : 1;
+    test_fmt(2000000 * scale);
+    test_parse(2000000 * scale);
+    test_b64();
+    test_scan((int)(20000 * scale));
+    printf("%ld passed, %ld failed\n", passed, failed);
+    return failed != 0;
+}
