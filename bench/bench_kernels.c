@@ -2,7 +2,8 @@
  * same flops, as the ceiling) for the rows of `make bench`; prints one JSON
  * object of median seconds (and MiB for the memory row) for bench/run.py.
  *
- * Usage: bench_kernels [threads]   (default 2) */
+ * Usage: bench_kernels [threads [L]]   (default 2 threads; with L, only the
+ * core rows at that length, for quick checks) */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wcomment" /* kernels.h opening comment */
 #include "kernels.h"
@@ -203,7 +204,11 @@ int main(int argc, char **argv)
     if (argc > 1) threads = atoi(argv[1]);
     if (threads < 1) threads = 1;
     openblas_set_num_threads(threads);
-    static const int64_t ls[] = {128, 512, 1024, 2048, 4096};
+    int64_t ls[] = {128, 512, 1024, 2048, 4096};
+    size_t nls = sizeof ls / sizeof ls[0];
+    int quick = argc > 2;
+    if (quick) { ls[0] = atoll(argv[2]); nls = 1; }
+    if (ls[0] < 1 || ls[0] > 4096) { fprintf(stderr, "bench: L must be 1..4096\n"); return 2; }
     int64_t lmax = 4096;
     float *q = randf((size_t)lmax * E), *k = randf((size_t)lmax * E), *v = randf((size_t)lmax * E);
     float *o = randf((size_t)lmax * E);
@@ -212,7 +217,7 @@ int main(int argc, char **argv)
     printf("{\"isa\": \"%s\"", attn_kernels_isa());
     first_field = 0;
     char key[64];
-    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+    for (size_t i = 0; i < nls; i++) {
         int64_t l = ls[i];
         int reps = l <= 1024 ? 15 : 7;
         core_args c = {l, l, q, k, v, o, NULL, 0, {{0}}};
@@ -232,6 +237,7 @@ int main(int argc, char **argv)
         snprintf(key, sizeof key, "blas_%lld", (long long)l);
         emit(key, median_time(blas_run, &c, reps, 3.0));
     }
+    if (quick) { printf("}\n"); return 0; }
     {
         core_args c = {1, 4096, q, k, v, o, NULL, 0, {{0}}};
         core_setup(&c);

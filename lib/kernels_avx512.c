@@ -41,6 +41,7 @@
 #define VISNINF(x) _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VHMAX(v) _mm512_reduce_max_ps(v)
 #define VEXP(x) exp_avx512(x)
 
 /* exp(x) after Cephes expf (Moshier): x = n ln2 + r with |r| <= ln2/2 by

@@ -7,7 +7,7 @@
  * output tile), RN/CV (rows and vectors of the weights x V tile), TGT (the
  * target attribute), FN(name) (name with the ISA suffix), and VLOAD,
  * VSTORE, VLOADM, VSTOREM, VTAILMASK, VSET1, VZERO, VFMA, VMUL, VADD, VSUB,
- * VMAX, VDIV, VEXP, VHSUM, VLANES(lo,hi) (lanes lo..hi set), VSEL(m,a,b)
+ * VMAX, VDIV, VEXP, VHSUM, VHMAX, VLANES(lo,hi) (lanes lo..hi set), VSEL(m,a,b)
  * (m ? a : b), VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0).
  * VTAILMASK(n) is the first n lanes, or every lane when n is 0.
  *
@@ -361,12 +361,15 @@ static inline ALWAYS TGT void FN(wv_tile)(const float *w, int64_t ws, int64_t nk
                 }
 }
 
-/* One query block with weights: scores into the caller's weight rows,
- * softmax in place (each row is contiguous there), then O = W V. */
+/* One query block with weights: scores straight into the caller's weight
+ * rows, softmax in place (each row is contiguous there), then O = W V.
+ * Here the tile runs the other way round from the flash loop: a block of
+ * keys is packed as K^T and query rows are broadcast, so each tile is S
+ * itself (queries along rows, keys along lanes) and is stored without a
+ * transpose. */
 static TGT void FN(sdpa_block_weights)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                       float *qt, float *st)
+                                       float *kt)
 {
-    FN(pack_t)(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
     int64_t klo, khi;
     FN(key_range)(j, i0, nr, &klo, &khi);
     for (int64_t r = 0; r < nr; r++) {
@@ -374,28 +377,65 @@ static TGT void FN(sdpa_block_weights)(const attn_sdpa_job *j, int64_t i0, int64
         for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
         for (int64_t t = khi; t < j->lk; t++) wr[t] = 0.0f;
     }
-    float mx[QB];
-    V m[QV];
-    UNROLL for (int q = 0; q < QV; q++) m[q] = VSET1(-INFINITY);
-    for (int64_t jb = klo; jb < khi; jb += KN) {
-        int kn = khi - jb < KN ? (int)(khi - jb) : KN;
-        FN(score_tile)(j, qt, i0, nr, jb, kn, st);
-        for (int kk = 0; kk < kn; kk++)
-            UNROLL for (int q = 0; q < QV; q++) m[q] = VMAX(m[q], VLOAD(st + kk * QB + q * VW));
-        for (int64_t r = 0; r < nr; r++) {
-            float *wr = j->w + (i0 + r) * j->w_stride + jb;
-            for (int kk = 0; kk < kn; kk++) wr[kk] = st[kk * QB + r];
+    int64_t wnd = j->window > j->lq + j->lk ? j->lq + j->lk : j->window;
+    V sc = VSET1(j->scale), ninf = VSET1(-INFINITY);
+    for (int64_t jb = klo; jb < khi; jb += QB) {
+        int64_t nk = khi - jb < QB ? khi - jb : QB;
+        FN(pack_t)(j->k + jb * j->k_stride, j->k_stride, j->d, nk, kt);
+        for (int64_t r = 0; r < nr; r += KN) {
+            int rn = nr - r < KN ? (int)(nr - r) : KN;
+            V acc[KN][QV];
+            const float *qr = j->q + (i0 + r) * j->q_stride;
+            if (rn == KN) FN(kq_tile)(kt, j->d, qr, j->q_stride, KN, acc);
+            else FN(kq_tile)(kt, j->d, qr, j->q_stride, rn, acc);
+            for (int kk = 0; kk < rn; kk++) {
+                int64_t i = i0 + r + kk;
+                /* keys this row may see under causal/window: [lo, hi] */
+                int64_t lo = j->window >= 0 ? i - wnd : jb, hi = jb + QB;
+                if (j->causal && i < hi) hi = i;
+                if (j->window >= 0 && i + wnd < hi) hi = i + wnd;
+                float *wr = j->w + i * j->w_stride + jb;
+                UNROLL for (int v = 0; v < QV; v++) {
+                    int64_t base = jb + v * VW;
+                    if (v * VW >= nk) break;
+                    V x = VMUL(acc[kk][v], sc);
+                    if (lo > base || hi < base + VW - 1) {
+                        int64_t l = lo - base, h = hi - base;
+                        int li = l < 0 ? 0 : l > VW ? VW : (int)l;
+                        int hh = h < -1 ? -1 : h >= VW ? VW - 1 : (int)h;
+                        x = VSEL(VLANES(li, hh), x, ninf);
+                    }
+                    if (nk - v * VW >= VW) VSTORE(wr + v * VW, x);
+                    else VSTOREM(wr + v * VW, VTAILMASK((int)(nk - v * VW)), x);
+                }
+            }
+        }
+        if (j->mask || j->bias || j->key_mask) {
+            for (int64_t r = 0; r < nr; r++) {
+                int64_t i = i0 + r;
+                float *wr = j->w + i * j->w_stride + jb;
+                const uint8_t *mrow = j->mask ? j->mask + i * j->mask_stride + jb : NULL;
+                const uint8_t *krow = j->key_mask ? j->key_mask + jb : NULL;
+                const float *brow = j->bias ? j->bias + i * j->bias_stride + jb : NULL;
+                for (int64_t t = 0; t < nk; t++) {
+                    if ((mrow && !mrow[t]) || (krow && !krow[t])) wr[t] = -INFINITY;
+                    else if (brow) wr[t] += brow[t];
+                }
+            }
         }
     }
-    UNROLL for (int q = 0; q < QV; q++) VSTORE(mx + q * VW, m[q]);
     int64_t n = khi - klo, nf = n - n % VW;
     VM tm = VTAILMASK((int)(n % VW));
     for (int64_t r = 0; r < nr; r++) {
         float *wr = j->w + (i0 + r) * j->w_stride + klo;
-        V mu = VSET1(mx[r] == -INFINITY ? 0.0f : mx[r]);
-        V s = VZERO();
+        V mv = ninf;
         int64_t t = 0;
-        for (; t < nf; t += VW) {
+        for (; t < nf; t += VW) mv = VMAX(mv, VLOAD(wr + t));
+        if (t < n) mv = VMAX(mv, VSEL(tm, VLOADM(wr + t, tm), ninf));
+        float mx = VHMAX(mv);
+        V mu = VSET1(mx == -INFINITY ? 0.0f : mx);
+        V s = VZERO();
+        for (t = 0; t < nf; t += VW) {
             V p = VEXP(VSUB(VLOAD(wr + t), mu));
             s = VADD(s, p);
             VSTORE(wr + t, p);
@@ -514,7 +554,7 @@ static TGT void FN(sdpa_task)(void *arg, int64_t task, int worker)
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
-    if (j->w) FN(sdpa_block_weights)(j, i0, nr, qt, st);
+    if (j->w) FN(sdpa_block_weights)(j, i0, nr, qt);
     else FN(sdpa_block_flash)(j, i0, nr, qt, st, ot);
 }
 
