@@ -35,7 +35,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-kernels test-lib test-http test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire
+.PHONY: all lib server run test test-deps test-kernels test-lib test-http test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire
 
 all: lib server
 
@@ -78,7 +78,14 @@ KERN_OBJ = $(filter $(BUILD)/lib/kernels%.o $(BUILD)/lib/pool.o,$(LIB_OBJ))
 $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
-test: test-kernels test-lib test-http
+# The default test run: every suite in order, then one closing line that adds
+# up their `N passed, N failed` lines (tests/run.sh). Installs missing test
+# packages first, as `make run` does for the server's.
+TEST_SUITES = test-kernels test-lib test-http test-browser test-metrics test-examples test-replicas
+
+test:
+	@sh scripts/deps.sh test
+	@tests/run.sh $(MAKE) $(TEST_SUITES)
 
 test-kernels: $(TEST_KERNELS)
 	$(TEST_KERNELS)

@@ -1,10 +1,17 @@
 #!/bin/sh
-# deps.sh - installs the Debian packages `make run` needs when any is missing
-# (with apt-get, as root or through sudo); otherwise says what to install.
-# Idempotent, and quick when everything is present: one dpkg-query call.
+# deps.sh - installs the Debian packages `make run` (or, with the argument
+# `test`, `make test`) needs when any is missing (with apt-get, as root or
+# through sudo); otherwise says what to install.
+# Idempotent, and quick when everything is present: one dpkg-query a package.
 set -eu
 
 PKGS="build-essential pkg-config libmicrohttpd-dev libjansson-dev"
+# make test: libcurl for the HTTP tests, Node + Chromium for the OpenAPI and
+# browser tests, nginx and Prometheus for the replica and metrics tests,
+# requests + numpy for the Python client example.
+if [ "${1:-}" = test ]; then
+    PKGS="$PKGS ca-certificates curl libcurl4-openssl-dev nodejs npm chromium nginx prometheus python3 python3-numpy python3-requests python3-yaml"
+fi
 
 missing=""
 for p in $PKGS; do

@@ -95,7 +95,7 @@ static int get_tensor(srv_codec *c, json_t *root, const char *name, int required
     return srv_decode_tensor(c, v, name, t, e);
 }
 
-/* The masking options every route shares. */
+/* The masking options every route shares that are tensors. */
 static int get_options(srv_codec *c, json_t *root, attn_options *opt, srv_err *e)
 {
     json_t *v;
@@ -103,17 +103,25 @@ static int get_options(srv_codec *c, json_t *root, attn_options *opt, srv_err *e
         return -1;
     if ((v = json_object_get(root, "key_mask")) && srv_decode_mask(c, v, "key_mask", &opt->key_mask, e))
         return -1;
-    if (get_tensor(c, root, "bias", 0, &opt->bias, e) || get_bool(root, "causal", &opt->causal, e))
+    if (get_tensor(c, root, "bias", 0, &opt->bias, e))
+        return -1;
+    return srv_get_scalar_options(root, opt, e);
+}
+
+int srv_get_scalar_options(json_t *obj, attn_options *opt, srv_err *e)
+{
+    json_t *v;
+    if (get_bool(obj, "causal", &opt->causal, e))
         return -1;
     int present;
-    if (get_int(root, "window", &opt->window, &present, e))
+    if (get_int(obj, "window", &opt->window, &present, e))
         return -1;
     opt->has_window = present;
     int nw = opt->need_weights;
-    if (get_bool(root, "need_weights", &nw, e))
+    if (get_bool(obj, "need_weights", &nw, e))
         return -1;
     opt->need_weights = nw;
-    if ((v = json_object_get(root, "hard"))) {
+    if ((v = json_object_get(obj, "hard"))) {
         json_t *k;
         if (json_is_string(v) && strcmp(json_string_value(v), "argmax") == 0) {
             opt->hard = ATTN_HARD_ARGMAX;
@@ -161,15 +169,19 @@ static int get_params(srv_codec *c, json_t *root, attn_named **items, size_t *n,
     return 0;
 }
 
+int srv_get_seed(json_t *obj, uint64_t *seed, srv_err *e)
+{
+    json_t *v = json_object_get(obj, "seed");
+    if (v && srv_json_u64(v, seed) != 0)
+        return srv_fail(e, 400, "invalid_field", "seed",
+                        "seed must be an integer from 0 to 18446744073709551615");
+    return 0;
+}
+
 static int get_common(json_t *root, uint64_t *seed, int *ret_params, int *b64, srv_err *e)
 {
-    json_t *v = json_object_get(root, "seed");
-    if (v) {
-        if (srv_json_u64(v, seed) != 0)
-            return srv_fail(e, 400, "invalid_field", "seed",
-                            "seed must be an integer from 0 to 18446744073709551615");
-    }
-    if (get_bool(root, "return_params", ret_params, e))
+    json_t *v;
+    if (srv_get_seed(root, seed, e) || get_bool(root, "return_params", ret_params, e))
         return -1;
     if ((v = json_object_get(root, "output_format"))) {
         const char *s = json_is_string(v) ? json_string_value(v) : "";
