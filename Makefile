@@ -35,7 +35,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-deps test-kernels test-lib test-http test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire
+.PHONY: all lib server run test test-deps test-rows test-kernels test-lib test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -81,7 +81,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-lib test-http test-browser test-metrics test-examples test-replicas
+TEST_SUITES = test-kernels test-rows test-lib test-http test-kserve test-browser test-metrics test-examples test-replicas
 
 test:
 	@sh scripts/deps.sh test
@@ -89,6 +89,18 @@ test:
 
 test-kernels: $(TEST_KERNELS)
 	$(TEST_KERNELS)
+
+# The vectorised tanh, score, softmax and weighted-sum kernels of the
+# additive / concat_tanh / concat rules against double references; --step
+# thins the exhaustive float sweep (0 for every float in [0, 20], ~40 s).
+TEST_ROWS = $(BUILD)/test_rows
+ROWS_STEP ?= 97
+
+$(TEST_ROWS): $(BUILD)/tests/test_rows.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-rows: $(TEST_ROWS)
+	$(TEST_ROWS) --step $(ROWS_STEP)
 
 test-lib: $(TEST_LIB)
 	$(TEST_LIB) tests/golden
@@ -101,6 +113,19 @@ test-http: $(TEST_HTTP) $(SERVER)
 	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory test-openapi; \
 	else echo "test-openapi: skipped (node and npm are not installed)"; fi
+
+# KServe v2 / Open Inference Protocol routes (server/kserve.c) against a
+# live server: metadata, every golden vector as JSON and as binary tensor
+# data requests, errors, and the README's curl and Python examples
+# (tests/kserve/).
+TEST_KSERVE = $(BUILD)/test_kserve
+
+$(TEST_KSERVE): $(BUILD)/tests/test_kserve.o $(BUILD)/tests/golden.o
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+
+test-kserve: $(TEST_KSERVE) $(SERVER)
+	$(TEST_KSERVE) --server $(SERVER) --golden tests/golden --examples tests/kserve \
+	    --log $(BUILD)/test_kserve_server.log
 
 # Regenerates tests/golden/*.txt from PyTorch (Debian's python3-torch).
 golden:
@@ -172,7 +197,7 @@ run: deps
 # against printf/strtof, RFC 4648 and Jansson; and a libFuzzer target.
 WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o error.o)
 TEST_WIRE = $(BUILD)/test_wire
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 60
 
 $(BUILD)/server/selftest/%.o: ALL_CFLAGS += -Iserver
 
@@ -189,7 +214,75 @@ fuzz-wire: $(STATIC)
 	    -o build-fuzz/fuzz_wire $(LIBS_SRV) $(LIBS_LIB)
 	build-fuzz/fuzz_wire -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=0
 
+# ------------------------------------------------------------------ fuzzing
+# libFuzzer targets in tests/fuzz/ (clang, Debian's libfuzzer-14-dev): tensor
+# decoding in every form, base64, and the whole request handler in process for
+# every route. Library and server are rebuilt under ASan + UBSan in
+# build-fuzz/. `make fuzz` runs each for FUZZ_SECONDS (new inputs land in
+# build-fuzz/corpus/, crashes in build-fuzz/crashes/); a crash becomes a
+# regression case by copying it into tests/fuzz/corpus/<target>/, which
+# `make test-fuzz-corpus` replays without fuzzing.
+FUZZ_BUILD   = build-fuzz
+FUZZ_TARGETS = tensor b64 request
+FUZZ_BINS    = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
+               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Ilib -Iserver
+FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+
+$(FUZZ_BUILD)/lib/%.o $(FUZZ_BUILD)/server/%.o: FUZZ_CFLAGS += -fsanitize=fuzzer-no-link
+$(FUZZ_BUILD)/lib/%.o: lib/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/server/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LIBS_SRV) $(LIBS_LIB)
+
+fuzz: $(FUZZ_BINS)
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes; \
+		echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
+		$(FUZZ_BUILD)/fuzz_$$t $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
+		    -dict=tests/fuzz/json.dict -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+		    -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t- \
+		    -print_final_stats=1 2>&1 | grep -E '^(stat::number_of_executed_units|stat::peak_rss|==|SUMMARY|#[0-9]+.*DONE)|ERROR|crash' \
+		    || true; \
+		test -z "$$(ls $(FUZZ_BUILD)/crashes/$$t-* 2>/dev/null)" || { echo "fuzz_$$t: crash in $(FUZZ_BUILD)/crashes"; exit 1; }; \
+	done
+	$(MAKE) --no-print-directory fuzz-wire
+
+# Every checked-in corpus file (seeds and past crashes) through its target
+# once: a regression test, seconds long. Skipped without clang.
+test-fuzz-corpus:
+	@if ! command -v clang >/dev/null 2>&1; then echo "test-fuzz-corpus: skipped (no clang)"; exit 0; fi; \
+	$(MAKE) --no-print-directory $(FUZZ_BINS) >/dev/null || exit 1; \
+	pass=0; fail=0; \
+	for t in $(FUZZ_TARGETS); do \
+		n=$$(ls tests/fuzz/corpus/$$t | wc -l); \
+		if $(FUZZ_BUILD)/fuzz_$$t tests/fuzz/corpus/$$t/* >$(FUZZ_BUILD)/replay_$$t.log 2>&1; then \
+			pass=$$((pass + n)); echo "fuzz_$$t: $$n corpus inputs replayed"; \
+		else fail=$$((fail + 1)); tail -30 $(FUZZ_BUILD)/replay_$$t.log; fi; \
+	done; \
+	echo "$$pass passed, $$fail failed"; test $$fail = 0
+
+-include $(wildcard $(FUZZ_BUILD)/*/*.d)
+
 # ------------------------------------------------------------------ checks
+
+# A bounded load run (tests/load/run.sh; not part of `make test`): 64 loopback
+# connections of mixed small and large requests with wrk for LOAD_SECONDS
+# (120) after LOAD_WARMUP (20); no errors but deliberate 503s, resident
+# memory growth after warm-up < 10%, p50/p99 latency printed.
+test-load: $(SERVER)
+	tests/load/run.sh $(SERVER) $(BUILD)
+
+# The library tests (200 random trials) and every HTTP case file against
+# servers run under valgrind memcheck (tests/valgrind/): any memory error or
+# leak fails. Suppressions, with the reason for each, in tests/valgrind/attn.supp.
+valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(SERVER)
+	tests/valgrind/run.sh $(BUILD)
 
 asan:
 	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" LDFLAGS="-fsanitize=address,undefined" test
@@ -211,7 +304,7 @@ lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-valgrind
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin

@@ -128,6 +128,13 @@ static void blas_run(void *arg)
     }
 }
 
+static void square_run(void *arg)
+{
+    float **abc = arg;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2048, 2048, 2048, 1.0f,
+                abc[0], 2048, abc[1], 2048, 0.0f, abc[2], 2048);
+}
+
 /* ------------------------------------------------------- multi-head */
 
 typedef struct {
@@ -252,6 +259,13 @@ int main(int argc, char **argv)
             emit(key, median_time(mha_run, &m, ls[i] <= 1024 ? 15 : 7, 3.0));
         }
         free(win); free(bin); free(wo); free(bo); free(qkv); free(att);
+    }
+    {
+        /* the machine's practical ceiling: one large square sgemm */
+        float *a = randf(2048 * 2048), *b = randf(2048 * 2048), *c = randf(2048 * 2048);
+        float *abc[3] = {a, b, c};
+        emit("sgemm_2048", median_time(square_run, abc, 7, 3.0));
+        free(a); free(b); free(c);
     }
     free(w);
     free(blas_s);

@@ -20,8 +20,6 @@
 #define QV 2 /* 16 query rows per block */
 #define KN 6 /* score tile 6 x 2 vectors: 12 accumulators */
 #define CN 6
-#define RN 4
-#define CV 3
 
 #define VLOAD(p) _mm256_loadu_ps(p)
 #define VSTORE(p, v) _mm256_storeu_ps(p, v)
@@ -41,8 +39,29 @@
 #define VISNINF(x) _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)
 #define VHSUM(v) hsum_avx2(v)
-#define VHMAX(v) hmax_avx2(v)
 #define VEXP(x) exp_avx2(x)
+#define VTRANSPOSE(r) transpose_avx2(r)
+
+/* In-place 8 x 8 transpose: unpack, shuffle, then swap 128-bit halves. */
+static inline __attribute__((always_inline)) TGT void transpose_avx2(__m256 r[8])
+{
+    __m256 t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
+        t[4 + k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);
+    }
+    for (int k = 0; k < 8; k++) r[k] = t[k];
+}
 
 /* Lanes l..h (inclusive) set, as a float mask. */
 static inline __attribute__((always_inline)) TGT __m256 lanes_avx2(int l, int h)
@@ -58,14 +77,6 @@ static inline __attribute__((always_inline)) TGT float hsum_avx2(__m256 v)
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline __attribute__((always_inline)) TGT float hmax_avx2(__m256 v)
-{
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_max_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
 

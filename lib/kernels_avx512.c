@@ -20,8 +20,6 @@
 #define QV 4 /* 64 query rows per block */
 #define KN 6 /* score tile 6 x 4 vectors: 24 accumulators */
 #define CN 6
-#define RN 6
-#define CV 4
 
 #define VLOAD(p) _mm512_loadu_ps(p)
 #define VSTORE(p, v) _mm512_storeu_ps(p, v)
@@ -41,8 +39,38 @@
 #define VISNINF(x) _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
-#define VHMAX(v) _mm512_reduce_max_ps(v)
 #define VEXP(x) exp_avx512(x)
+#define VTRANSPOSE(r) transpose_avx512(r)
+
+/* In-place 16 x 16 transpose: 2x2 blocks by unpack, 4x4 by shuffle, then
+ * the 128-bit lanes by two rounds of shuffle_f32x4. */
+static inline __attribute__((always_inline)) TGT void transpose_avx512(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    /* r[4g+k], 128-bit lane L: column 4L+k of rows 4g..4g+3 */
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+        r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+        r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
+        r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
+    }
+}
 
 /* exp(x) after Cephes expf (Moshier): x = n ln2 + r with |r| <= ln2/2 by
  * a two-part ln2, e^r by its degree-7 Taylor/minimax form, 2^n by

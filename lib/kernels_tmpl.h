@@ -4,11 +4,11 @@
  *
  * The includer defines: V (vector), VM (lane mask), VW (lanes), QV (query
  * vectors per block), KN (keys per score tile), CN (value columns per
- * output tile), RN/CV (rows and vectors of the weights x V tile), TGT (the
- * target attribute), FN(name) (name with the ISA suffix), and VLOAD,
- * VSTORE, VLOADM, VSTOREM, VTAILMASK, VSET1, VZERO, VFMA, VMUL, VADD, VSUB,
- * VMAX, VDIV, VEXP, VHSUM, VHMAX, VLANES(lo,hi) (lanes lo..hi set), VSEL(m,a,b)
- * (m ? a : b), VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0).
+ * output tile), TGT (the target attribute), FN(name) (name with the ISA
+ * suffix), and VLOAD, VSTORE, VLOADM, VSTOREM, VTAILMASK, VSET1, VZERO,
+ * VFMA, VMUL, VADD, VSUB, VMAX, VDIV, VEXP, VHSUM, VLANES(lo,hi) (lanes
+ * lo..hi set), VSEL(m,a,b) (m ? a : b), VTRANSPOSE(r) (in-place VW x VW),
+ * VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0).
  * VTAILMASK(n) is the first n lanes, or every lane when n is 0.
  *
  * Scaled-dot attention is FlashAttention's loop (Dao et al. 2022, and the
@@ -276,10 +276,36 @@ static inline ALWAYS TGT void FN(pv_tile)(float *ot, const float *st, int nk,
             UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
 }
 
-/* One query block without weights: the online-softmax loop over key
- * blocks. Scratch: qt (d x QB), st (BK x QB), ot (dv x QB). */
+/* Writes a tile of P^T (nk keys x QB lanes) into the weight rows as P:
+ * VW x VW blocks transposed in registers, then row stores. w is row i0's
+ * first visible key; only nr rows and nk keys are written. */
+static inline ALWAYS TGT void FN(store_t)(const float *st, int nk, float *w, int64_t ws, int64_t nr)
+{
+    for (int kk0 = 0; kk0 < nk; kk0 += VW) {
+        int n = nk - kk0 < VW ? nk - kk0 : VW;
+        VM tm = VTAILMASK(n == VW ? 0 : n);
+        UNROLL for (int q = 0; q < QV; q++) {
+            if (q * VW >= nr) break;
+            V r[VW];
+            UNROLL for (int t = 0; t < VW; t++)
+                r[t] = t < n ? VLOAD(st + (kk0 + t) * QB + q * VW) : VZERO();
+            VTRANSPOSE(r);
+            for (int t = 0; t < VW && q * VW + t < nr; t++) {
+                float *dst = w + (q * VW + t) * ws + kk0;
+                if (n == VW) VSTORE(dst, r[t]);
+                else VSTOREM(dst, tm, r[t]);
+            }
+        }
+    }
+}
+
+/* One query block: the online-softmax loop over key blocks. Scratch: qt
+ * (d x QB), st (BK x QB), ot (dv x QB), and with weights mb (one QB row per
+ * key block). With weights, each block's P (relative to the running max
+ * then) goes straight to the weight rows, its max to mb; one pass at the end
+ * rescales each block by exp(max then - final max) / sum. */
 static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                     float *qt, float *st, float *ot)
+                                     float *qt, float *st, float *ot, float *mb)
 {
     FN(pack_t)(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
@@ -313,6 +339,11 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
                 VSTORE(st + kk * QB + q * VW, p);
             }
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
+        if (j->w) {
+            int64_t blk = (jb - klo) / BK;
+            UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
+            FN(store_t)(st, nk, j->w + i0 * j->w_stride + jb, j->w_stride, nr);
+        }
         const float *vb = j->v + jb * j->v_stride;
         int64_t c0 = 0;
         for (; c0 + CN <= j->dv; c0 += CN)
@@ -325,144 +356,39 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
         V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
         VSTORE(inv + q * VW, VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO()));
     }
-    for (int64_t r = 0; r < nr; r++) {
-        float *orow = j->o + (i0 + r) * j->o_stride;
-        for (int64_t c = 0; c < j->dv; c++) orow[c] = ot[c * QB + r] * inv[r];
+    /* O^T has the tile layout (columns x lanes): scale, then transpose out */
+    for (int64_t c = 0; c < j->dv; c++)
+        UNROLL for (int q = 0; q < QV; q++)
+            VSTORE(ot + c * QB + q * VW, VMUL(VLOAD(ot + c * QB + q * VW), VLOAD(inv + q * VW)));
+    for (int64_t c = 0; c < j->dv; c += BK) {
+        int n = j->dv - c < BK ? (int)(j->dv - c) : BK;
+        FN(store_t)(ot + c * QB, n, j->o + i0 * j->o_stride + c, j->o_stride, nr);
     }
-}
-
-/* o[r][c] = sum_kk w[r][kk] v[kk][c] for rn rows and nv vectors of columns
- * (the last one masked by tm): plain row-major GEMM tile. */
-static inline ALWAYS TGT void FN(wv_tile)(const float *w, int64_t ws, int64_t nk,
-                                          const float *v, int64_t vs,
-                                          float *o, int64_t os, int rn, int nv, VM tm)
-{
-    V acc[RN][CV];
-    UNROLL for (int r = 0; r < RN; r++)
-        UNROLL for (int c = 0; c < CV; c++) acc[r][c] = VZERO();
-    for (int64_t kk = 0; kk < nk; kk++) {
-        V b[CV];
-        UNROLL for (int c = 0; c < CV; c++)
-            b[c] = c >= nv ? VZERO() : c == nv - 1 ? VLOADM(v + kk * vs + c * VW, tm) : VLOAD(v + kk * vs + c * VW);
-        UNROLL for (int r = 0; r < RN; r++) {
-            if (r < rn) {
-                V a = VSET1(w[r * ws + kk]);
-                UNROLL for (int c = 0; c < CV; c++)
-                    if (c < nv) acc[r][c] = VFMA(a, b[c], acc[r][c]);
-            }
+    if (!j->w) return;
+    int64_t nblk = (khi - klo + BK - 1) / BK;
+    UNROLL for (int q = 0; q < QV; q++) {
+        V mf = VSEL(VISNINF(m[q]), VZERO(), m[q]), iv = VLOAD(inv + q * VW);
+        for (int64_t b = 0; b < nblk; b++) {
+            /* a block seen while the row had no allowed key holds only zeros */
+            V mbv = VLOAD(mb + b * QB + q * VW);
+            V f = VSEL(VISNINF(mbv), VZERO(), VMUL(VEXP(VSUB(mbv, mf)), iv));
+            VSTORE(mb + b * QB + q * VW, f);
         }
     }
-    UNROLL for (int r = 0; r < RN; r++)
-        if (r < rn)
-            UNROLL for (int c = 0; c < CV; c++)
-                if (c < nv) {
-                    if (c == nv - 1) VSTOREM(o + r * os + c * VW, tm, acc[r][c]);
-                    else VSTORE(o + r * os + c * VW, acc[r][c]);
-                }
-}
-
-/* One query block with weights: scores straight into the caller's weight
- * rows, softmax in place (each row is contiguous there), then O = W V.
- * Here the tile runs the other way round from the flash loop: a block of
- * keys is packed as K^T and query rows are broadcast, so each tile is S
- * itself (queries along rows, keys along lanes) and is stored without a
- * transpose. */
-static TGT void FN(sdpa_block_weights)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                       float *kt)
-{
-    int64_t klo, khi;
-    FN(key_range)(j, i0, nr, &klo, &khi);
     for (int64_t r = 0; r < nr; r++) {
         float *wr = j->w + (i0 + r) * j->w_stride;
         for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
         for (int64_t t = khi; t < j->lk; t++) wr[t] = 0.0f;
-    }
-    int64_t wnd = j->window > j->lq + j->lk ? j->lq + j->lk : j->window;
-    V sc = VSET1(j->scale), ninf = VSET1(-INFINITY);
-    for (int64_t jb = klo; jb < khi; jb += QB) {
-        int64_t nk = khi - jb < QB ? khi - jb : QB;
-        FN(pack_t)(j->k + jb * j->k_stride, j->k_stride, j->d, nk, kt);
-        for (int64_t r = 0; r < nr; r += KN) {
-            int rn = nr - r < KN ? (int)(nr - r) : KN;
-            V acc[KN][QV];
-            const float *qr = j->q + (i0 + r) * j->q_stride;
-            if (rn == KN) FN(kq_tile)(kt, j->d, qr, j->q_stride, KN, acc);
-            else FN(kq_tile)(kt, j->d, qr, j->q_stride, rn, acc);
-            for (int kk = 0; kk < rn; kk++) {
-                int64_t i = i0 + r + kk;
-                /* keys this row may see under causal/window: [lo, hi] */
-                int64_t lo = j->window >= 0 ? i - wnd : jb, hi = jb + QB;
-                if (j->causal && i < hi) hi = i;
-                if (j->window >= 0 && i + wnd < hi) hi = i + wnd;
-                float *wr = j->w + i * j->w_stride + jb;
-                UNROLL for (int v = 0; v < QV; v++) {
-                    int64_t base = jb + v * VW;
-                    if (v * VW >= nk) break;
-                    V x = VMUL(acc[kk][v], sc);
-                    if (lo > base || hi < base + VW - 1) {
-                        int64_t l = lo - base, h = hi - base;
-                        int li = l < 0 ? 0 : l > VW ? VW : (int)l;
-                        int hh = h < -1 ? -1 : h >= VW ? VW - 1 : (int)h;
-                        x = VSEL(VLANES(li, hh), x, ninf);
-                    }
-                    if (nk - v * VW >= VW) VSTORE(wr + v * VW, x);
-                    else VSTOREM(wr + v * VW, VTAILMASK((int)(nk - v * VW)), x);
-                }
+        for (int64_t b = 0; b < nblk; b++) {
+            float *seg = wr + klo + b * BK;
+            int64_t n = khi - klo - b * BK < BK ? khi - klo - b * BK : BK;
+            V f = VSET1(mb[b * QB + r]);
+            int64_t t = 0;
+            for (; t + VW <= n; t += VW) VSTORE(seg + t, VMUL(VLOAD(seg + t), f));
+            if (t < n) {
+                VM tm = VTAILMASK((int)(n - t));
+                VSTOREM(seg + t, tm, VMUL(VLOADM(seg + t, tm), f));
             }
-        }
-        if (j->mask || j->bias || j->key_mask) {
-            for (int64_t r = 0; r < nr; r++) {
-                int64_t i = i0 + r;
-                float *wr = j->w + i * j->w_stride + jb;
-                const uint8_t *mrow = j->mask ? j->mask + i * j->mask_stride + jb : NULL;
-                const uint8_t *krow = j->key_mask ? j->key_mask + jb : NULL;
-                const float *brow = j->bias ? j->bias + i * j->bias_stride + jb : NULL;
-                for (int64_t t = 0; t < nk; t++) {
-                    if ((mrow && !mrow[t]) || (krow && !krow[t])) wr[t] = -INFINITY;
-                    else if (brow) wr[t] += brow[t];
-                }
-            }
-        }
-    }
-    int64_t n = khi - klo, nf = n - n % VW;
-    VM tm = VTAILMASK((int)(n % VW));
-    for (int64_t r = 0; r < nr; r++) {
-        float *wr = j->w + (i0 + r) * j->w_stride + klo;
-        V mv = ninf;
-        int64_t t = 0;
-        for (; t < nf; t += VW) mv = VMAX(mv, VLOAD(wr + t));
-        if (t < n) mv = VMAX(mv, VSEL(tm, VLOADM(wr + t, tm), ninf));
-        float mx = VHMAX(mv);
-        V mu = VSET1(mx == -INFINITY ? 0.0f : mx);
-        V s = VZERO();
-        for (t = 0; t < nf; t += VW) {
-            V p = VEXP(VSUB(VLOAD(wr + t), mu));
-            s = VADD(s, p);
-            VSTORE(wr + t, p);
-        }
-        if (t < n) {
-            V p = VEXP(VSUB(VLOADM(wr + t, tm), mu));
-            p = VSEL(tm, p, VZERO());
-            s = VADD(s, p);
-            VSTOREM(wr + t, tm, p);
-        }
-        float sum = VHSUM(s);
-        V inv = VSET1(sum > 0.0f ? 1.0f / sum : 0.0f);
-        for (t = 0; t < nf; t += VW) VSTORE(wr + t, VMUL(VLOAD(wr + t), inv));
-        if (t < n) VSTOREM(wr + t, tm, VMUL(VLOADM(wr + t, tm), inv));
-    }
-    /* O = W V over the visible keys, RN rows x CV vectors at a time. */
-    const float *vb = j->v + klo * j->v_stride;
-    for (int64_t r = 0; r < nr; r += RN) {
-        int rn = nr - r < RN ? (int)(nr - r) : RN;
-        const float *wr = j->w + (i0 + r) * j->w_stride + klo;
-        float *orow = j->o + (i0 + r) * j->o_stride;
-        for (int64_t c = 0; c < j->dv; c += CV * VW) {
-            int64_t left = j->dv - c;
-            int nv = left >= CV * VW ? CV : (int)((left + VW - 1) / VW);
-            VM cm = VTAILMASK((int)(left >= CV * VW ? 0 : left % VW));
-            if (rn == RN && nv == CV) FN(wv_tile)(wr, j->w_stride, n, vb + c, j->v_stride, orow + c, j->o_stride, RN, CV, cm);
-            else FN(wv_tile)(wr, j->w_stride, n, vb + c, j->v_stride, orow + c, j->o_stride, rn, nv, cm);
         }
     }
 }
@@ -554,8 +480,7 @@ static TGT void FN(sdpa_task)(void *arg, int64_t task, int worker)
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
-    if (j->w) FN(sdpa_block_weights)(j, i0, nr, qt);
-    else FN(sdpa_block_flash)(j, i0, nr, qt, st, ot);
+    FN(sdpa_block_flash)(j, i0, nr, qt, st, ot, ot + (size_t)s->maxd * QB);
 }
 
 static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
@@ -563,7 +488,7 @@ static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
     if (n == 0) return 0;
     int64_t *first = malloc((n + 1) * sizeof *first);
     if (!first) return -1;
-    int64_t maxd = 1;
+    int64_t maxd = 1, maxblk = 0;
     double work = 0;
     first[0] = 0;
     for (size_t i = 0; i < n; i++) {
@@ -572,13 +497,15 @@ static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
         first[i + 1] = first[i] + (j->lq + rows - 1) / rows;
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
+        if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
         work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
     }
     if (work < 2e5) threads = 1;
     if (threads < 1) threads = 1;
     FN(sdpa_args) a = {jobs, first, n, NULL, 0, maxd};
-    /* qt + st + ot per worker; the row path needs less than that. */
-    a.per_worker = (size_t)(2 * maxd + BK + VW) * QB;
+    /* qt + st + ot (+ mb) per worker; the row path needs less than that.
+     * The sizes are those of buffers the caller holds, so they fit. */
+    a.per_worker = (size_t)(2 * maxd + BK + VW + maxblk) * QB;
     a.scratch = aligned_alloc(64, ((size_t)threads * a.per_worker * sizeof(float) + 63) / 64 * 64);
     if (!a.scratch) { free(first); return -1; }
     attn_pool_run(threads, first[n], FN(sdpa_task), &a);

@@ -1,20 +1,50 @@
 /* rows.c - attention computed one query row at a time (scores, softmax,
  * weighted sum of values), for the rules whose scores are not a plain
- * scaled dot product and for hard attention. Scratch is two rows of Lk
- * floats per thread; the Lq x Lk matrix is only written when wanted. */
+ * scaled dot product and for hard attention. Rows are tasks on the
+ * kernels' thread pool; scratch is three rows of Lk floats per worker,
+ * plus, for the tanh scores, each job's keys packed once as a transposed
+ * panel the SIMD score kernel streams through (rowsimd.c). The Lq x Lk
+ * matrix is only written when wanted. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "pool.h"
+#include "rowsimd.h"
+
+/* Below this many multiply-adds (rough) a request runs on one thread:
+ * waking the pool would cost more than it saves. */
+#define ROWS_SERIAL_WORK 200000.0
 
 typedef struct {
     const attn_row_job *jobs;
-    int64_t lq, lk;
-    float *scratch; /* 3 * lk floats per thread */
+    const attn_rowsimd *k;
+    int64_t lq, lk, ldb; /* ldb: lk rounded up to ATTN_ROWSIMD_PAD */
+    float *scratch;      /* 3 * ldb floats per worker */
+    float *panels;       /* tanh jobs: d x ldb floats per job, else NULL */
+    int64_t panel_floats;
 } rows_run;
 
-static void score_row(const attn_row_job *jb, int64_t i, float *s)
+/* The keys query row i may attend lie in [*j0, *j1) as far as causal and
+ * window say; scores outside are never read (the softmax masks them). */
+static void key_range(const attn_row_masks *m, int64_t i, int64_t lk, int64_t *j0, int64_t *j1)
 {
+    int64_t lo = 0, hi = lk;
+    if (m->causal && i + 1 < hi)
+        hi = i + 1;
+    if (m->window >= 0) { /* written so that no sum can overflow */
+        if (i > m->window)
+            lo = i - m->window;
+        if (m->window < hi - i - 1)
+            hi = i + m->window + 1;
+    }
+    *j0 = lo < hi ? lo : hi; /* empty: j0 = j1 <= lk */
+    *j1 = hi;
+}
+
+static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
+{
+    const attn_row_job *jb = &r->jobs[job];
     const float *a = jb->a + i * jb->a_stride;
     switch (jb->kind) {
     case ATTN_SCORE_DOT:
@@ -23,47 +53,60 @@ static void score_row(const attn_row_job *jb, int64_t i, float *s)
             for (int64_t j = 0; j < jb->lk; j++)
                 s[j] *= jb->scale;
         break;
-    case ATTN_SCORE_TANH:
-        for (int64_t j = 0; j < jb->lk; j++) {
-            const float *b = jb->b + j * jb->b_stride;
-            float acc = 0.0f;
-            if (jb->vw)
-                for (int64_t h = 0; h < jb->d; h++)
-                    acc += jb->vw[h] * tanhf(a[h] + b[h]);
-            else
-                for (int64_t h = 0; h < jb->d; h++)
-                    acc += tanhf(a[h] + b[h]);
-            s[j] = acc;
-        }
+    case ATTN_SCORE_TANH: {
+        int64_t j0, j1;
+        key_range(&jb->m, i, jb->lk, &j0, &j1);
+        if (j0 < j1)
+            r->k->tanh_scores(a, r->panels + job * r->panel_floats, r->ldb, jb->d, jb->vw, j0,
+                              j1, s);
         break;
+    }
     case ATTN_SCORE_GIVEN:
         memcpy(s, a, (size_t)jb->lk * sizeof *s);
         break;
     }
 }
 
-static void rows_range(void *arg, int tid, int64_t begin, int64_t end)
+static void rows_task(void *arg, int64_t row, int worker)
 {
     rows_run *r = arg;
-    float *s = r->scratch + (size_t)tid * 3 * (size_t)r->lk;
-    float *tmp = s + r->lk;
-    float *wrow = tmp + r->lk;
-    for (int64_t row = begin; row < end; row++) {
-        const attn_row_job *jb = &r->jobs[row / r->lq];
-        int64_t i = row % r->lq;
-        float *w = jb->w ? jb->w + i * jb->w_stride : wrow;
-        score_row(jb, i, s);
-        attn_row_softmax(s, i, jb->lk, &jb->m, jb->hard, jb->top_k, w, tmp);
-        float *o = jb->o + i * jb->o_stride;
-        memset(o, 0, (size_t)jb->dv * sizeof *o);
-        for (int64_t j = 0; j < jb->lk; j++) {
-            float wj = w[j];
-            if (wj == 0.0f)
-                continue;
-            const float *v = jb->v + j * jb->v_stride;
-            for (int64_t c = 0; c < jb->dv; c++)
-                o[c] += wj * v[c];
-        }
+    float *s = r->scratch + (size_t)worker * 3 * (size_t)r->ldb;
+    float *tmp = s + r->ldb;
+    float *wrow = tmp + r->ldb;
+    int64_t job = row / r->lq, i = row % r->lq;
+    const attn_row_job *jb = &r->jobs[job];
+    float *w = jb->w ? jb->w + i * jb->w_stride : wrow;
+    score_row(r, job, i, s);
+    const attn_row_masks *m = &jb->m;
+    if (jb->hard == ATTN_HARD_NONE && !m->mask && !m->key_mask && !m->bias) {
+        /* Only causal / window, if anything: the allowed keys are one
+         * range, so the SIMD softmax runs over it and the rest is zero. */
+        int64_t j0, j1;
+        key_range(m, i, jb->lk, &j0, &j1);
+        memset(w, 0, (size_t)j0 * sizeof *w);
+        memset(w + j1, 0, (size_t)(jb->lk - j1) * sizeof *w);
+        if (j0 < j1)
+            r->k->softmax(s + j0, j1 - j0, w + j0);
+    } else {
+        attn_row_softmax(s, i, jb->lk, m, jb->hard, jb->top_k, w, tmp);
+    }
+    r->k->weighted_sum(w, jb->lk, jb->v, jb->v_stride, jb->dv, jb->o + i * jb->o_stride);
+}
+
+/* Job t's keys b (lk x d) as the panel bt[h][j] = b[j][h], zero-padded
+ * to ldb columns. */
+static void pack_task(void *arg, int64_t t, int worker)
+{
+    (void)worker;
+    rows_run *r = arg;
+    const attn_row_job *jb = &r->jobs[t];
+    float *bt = r->panels + t * r->panel_floats;
+    for (int64_t h = 0; h < jb->d; h++) {
+        float *dst = bt + h * r->ldb;
+        for (int64_t j = 0; j < jb->lk; j++)
+            dst[j] = jb->b[j * jb->b_stride + h];
+        for (int64_t j = jb->lk; j < r->ldb; j++)
+            dst[j] = 0.0f;
     }
 }
 
@@ -72,18 +115,35 @@ attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads,
 {
     if (n == 0)
         return ATTN_OK;
-    int64_t lq = jobs[0].lq, lk = jobs[0].lk, rows, per;
+    int64_t lq = jobs[0].lq, lk = jobs[0].lk, rows, per, panels = 0;
+    int tanh = jobs[0].kind == ATTN_SCORE_TANH;
+    int64_t d = jobs[0].d, dv = jobs[0].dv;
     if (threads < 1)
         threads = 1;
-    if (!attn_size_mul((int64_t)n, lq, &rows) || !attn_size_mul(lk, 3 * (int64_t)threads, &per) ||
-        (uint64_t)per > SIZE_MAX / sizeof(float))
+    int64_t ldb = (lk + ATTN_ROWSIMD_PAD - 1) / ATTN_ROWSIMD_PAD * ATTN_ROWSIMD_PAD;
+    int64_t panel_floats = 0;
+    for (size_t t = 1; t < n; t++)
+        if (jobs[t].kind != jobs[0].kind || jobs[t].d != d)
+            return attn_fail(err, ATTN_ERR_ARG, "", "attn_rows_run: jobs of different kinds");
+    if (!attn_size_mul((int64_t)n, lq, &rows) || !attn_size_mul(ldb, 3 * (int64_t)threads, &per) ||
+        (uint64_t)per > SIZE_MAX / sizeof(float) ||
+        (tanh && (!attn_size_mul(d, ldb, &panel_floats) ||
+                  !attn_size_mul((int64_t)n, panel_floats, &panels) ||
+                  (uint64_t)panels > SIZE_MAX / sizeof(float) - (uint64_t)per)))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
+    double work = (double)rows * (double)lk * ((double)dv + (tanh ? 16.0 * (double)d : 1.0));
+    if (work < ROWS_SERIAL_WORK)
+        threads = 1;
     if (threads > rows)
         threads = (int)rows;
-    rows_run r = {jobs, lq, lk, malloc((size_t)per * sizeof(float))};
-    if (!r.scratch)
+    float *mem = malloc((size_t)(per + panels) * sizeof(float));
+    if (!mem)
         return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for scratch space");
-    attn_parallel(threads, rows, rows_range, &r);
-    free(r.scratch);
+    rows_run r = {jobs, attn_rowsimd_get(), lq, lk, ldb, mem, tanh ? mem + per : NULL,
+                  panel_floats};
+    if (tanh)
+        attn_pool_run(threads, (int64_t)n, pack_task, &r);
+    attn_pool_run(threads, rows, rows_task, &r);
+    free(mem);
     return ATTN_OK;
 }

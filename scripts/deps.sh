@@ -10,7 +10,11 @@ PKGS="build-essential pkg-config libmicrohttpd-dev libjansson-dev"
 # browser tests, nginx and Prometheus for the replica and metrics tests,
 # requests + numpy for the Python client example.
 if [ "${1:-}" = test ]; then
-    PKGS="$PKGS ca-certificates curl libcurl4-openssl-dev nodejs npm chromium nginx prometheus python3 python3-numpy python3-requests python3-yaml"
+    PKGS="$PKGS ca-certificates curl libcurl4-openssl-dev chromium nginx prometheus python3 python3-numpy python3-requests python3-yaml python3-torch"
+    # A Node.js from elsewhere (e.g. NodeSource, which bundles npm and
+    # conflicts with Debian's npm package) is used as it is.
+    command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+    command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 fi
 
 missing=""

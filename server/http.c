@@ -33,7 +33,48 @@ typedef struct {
     int has_pending;      /* a reply decided at the first call, sent at the next */
     srv_reply pending;
     struct MHD_Connection *conn; /* for the offloaded job to resume */
+    char origin[256];     /* an Origin on the CORS allow-list, echoed back; "" = none */
+    int preflight;        /* an OPTIONS preflight: answer with the CORS method list */
 } req_state;
+
+/* Whether origin is on ATTN_CORS_ORIGINS (comma-separated, exact match,
+ * or "*" for any). Off (NULL) by default: no CORS headers at all. */
+static int cors_allowed(const char *origin)
+{
+    const char *list = srv_cfg.cors_origins;
+    if (!list || !origin || !*origin)
+        return 0;
+    size_t ol = strlen(origin);
+    while (*list) {
+        while (*list == ' ' || *list == ',')
+            list++;
+        size_t n = strcspn(list, ",");
+        size_t k = n;
+        while (k && list[k - 1] == ' ')
+            k--;
+        if ((k == 1 && list[0] == '*') || (k == ol && strncmp(list, origin, k) == 0))
+            return 1;
+        list += n;
+    }
+    return 0;
+}
+
+/* Authorization: Bearer <ATTN_TOKEN>, compared in time independent of
+ * where the first difference is. */
+static int authorized(const char *hdr)
+{
+    static const char scheme[] = "Bearer ";
+    if (!srv_cfg.token)
+        return 1;
+    if (!hdr || strncasecmp(hdr, scheme, sizeof scheme - 1) != 0)
+        return 0;
+    hdr += sizeof scheme - 1;
+    size_t hl = strlen(hdr), tl = strlen(srv_cfg.token);
+    unsigned diff = hl != tl;
+    for (size_t i = 0; i < hl; i++)
+        diff |= (unsigned char)hdr[i] ^ (unsigned char)srv_cfg.token[i < tl ? i : 0];
+    return diff == 0;
+}
 
 /* A large request runs on a thread of its own while its connection is
  * suspended: the polling thread goes on serving its other connections
@@ -143,10 +184,28 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
     MHD_add_response_header(resp, "Server-Timing", timing);
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->infer_header_len) {
+        char ihl[24];
+        snprintf(ihl, sizeof ihl, "%llu", (unsigned long long)r->infer_header_len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", ihl);
+    }
     if (r->retry_after) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", r->retry_after);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
+    if (r->status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attn\"");
+    if (rs->origin[0]) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", rs->origin);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+        MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Server-Timing, Retry-After");
+    }
+    if (rs->preflight) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type, Inference-Header-Content-Length");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
     if (r->fd < 0 && r->status < 300 && strncmp(r->ctype, "text/html", 9) != 0)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -184,11 +243,35 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(rs->path, sizeof rs->path, "%s", url);
         rs->target.route = SRV_R_OTHER;
         srv_metrics_begin();
+        const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+        if (cors_allowed(origin))
+            snprintf(rs->origin, sizeof rs->origin, "%s", origin);
 
         srv_reply r;
         srv_reply_init(&r);
+        if (srv_cfg.cors_origins && strcmp(method, "OPTIONS") == 0) {
+            /* A CORS preflight: 204 for any route that exists, whatever
+             * its method; the browser then sends the real request. */
+            if (srv_route_resolve("GET", url, &rs->target, &r) != 0 && r.status == 404)
+                return send_or_defer(conn, rs, &r);
+            srv_buf_free(&r.body);
+            srv_reply_init(&r);
+            r.status = 204;
+            rs->preflight = 1;
+            return send_or_defer(conn, rs, &r);
+        }
         if (srv_route_resolve(method, url, &rs->target, &r) != 0)
             return send_or_defer(conn, rs, &r);
+        if (rs->target.wants_body &&
+            !authorized(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))) {
+            /* Before the body is read: an unauthorised client costs no memory. */
+            srv_buf_free(&r.body);
+            srv_err e;
+            srv_fail(&e, 401, "unauthorized", "", "this route needs Authorization: Bearer <token> "
+                     "(the server's ATTN_TOKEN)");
+            srv_reply_error(&r, &e);
+            return send_or_defer(conn, rs, &r);
+        }
         if (!rs->target.wants_body) {
             srv_route_serve(&rs->target, NULL, 0, &r);
             return send_or_defer(conn, rs, &r);
@@ -208,7 +291,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             rs->expect = (size_t)n;
         }
         const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        if (!json_content_type(ct)) {
+        int kserve = rs->target.route == SRV_R_KSERVE_INFER; /* binary tensor data allowed */
+        if (kserve)
+            srv_kserve_header(&rs->target, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                       "Inference-Header-Content-Length"));
+        if (kserve ? !srv_kserve_content_type(ct) : !json_content_type(ct)) {
             char msg[200];
             snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
             return send_error(conn, rs, 415, "unsupported_media_type", msg);
@@ -298,6 +385,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return send_reply(conn, rs, &r);
 }
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -321,6 +419,28 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     free(rs->body);
     free(rs);
+}
+
+/* Percent-decodes the URL path in place, as libmicrohttpd would, except
+ * that %00 stays as it is: a decoded NUL would cut the path short, so
+ * "/demo/index.html%00.txt" would serve index.html. Left encoded, it is
+ * no route and no file (static names have no '%'). Returns the length. */
+static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
+{
+    (void)cls;
+    (void)conn;
+    char *w = s;
+    for (const char *p = s; *p; p++) {
+        int hi, lo;
+        if (*p == '%' && (hi = hexval(p[1])) >= 0 && (lo = hexval(p[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi << 4 | lo);
+            p += 2;
+        } else {
+            *w++ = *p;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - s);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -370,10 +490,12 @@ int srv_http_start(void)
                                MHD_OPTION_SOCK_ADDR, sa,
                                /* no pool: repeat a harmless option instead */
                                pool ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_CONNECTION_LIMIT,
-                               pool ? pool : 1000u,
+                               pool ? pool : srv_cfg.max_connections,
                                MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
                                MHD_OPTION_CONNECTION_TIMEOUT, srv_cfg.timeout,
-                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                               MHD_OPTION_CONNECTION_LIMIT, srv_cfg.max_connections,
+                               MHD_OPTION_PER_IP_CONNECTION_LIMIT, srv_cfg.max_per_ip,
+                               MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
                                MHD_OPTION_END);
     if (!daemon_) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,16 @@ static const char usage[] =
     "  --max-elements N     ATTN_MAX_ELEMENTS largest tensor or output, in floats (64M)\n"
     "  --max-weights N      ATTN_MAX_WEIGHTS  largest returned weights, in floats (64M)\n"
     "  --timeout SECONDS    ATTN_TIMEOUT      idle connection timeout (60)\n"
+    "  --max-connections N  ATTN_MAX_CONNECTIONS  open connections at once; more are closed\n"
+    "                                         on accept (1000, or the fd limit - 64 if lower)\n"
+    "  --max-per-ip N       ATTN_MAX_PER_IP   connections from one address (0: no limit)\n"
+    "  --max-depth N        ATTN_MAX_DEPTH    JSON nesting of a request body (32)\n"
+    "  --token TOKEN        ATTN_TOKEN        compute routes require Authorization: Bearer\n"
+    "                                         TOKEN (401 otherwise); health, metrics, rules and\n"
+    "                                         the demo stay open. Prefer the environment: flags\n"
+    "                                         show in ps\n"
+    "  --cors-origins LIST  ATTN_CORS_ORIGINS comma-separated origins allowed by CORS, or *\n"
+    "                                         (off: no CORS headers, OPTIONS is 405)\n"
     "  --log-level LEVEL    ATTN_LOG_LEVEL    error, warn, info (access log) or debug (info)\n"
     "  --static-dir DIR     ATTN_STATIC_DIR   the demo's files (demo/ beside the binary or in .)\n"
     "  --openapi FILE       ATTN_OPENAPI      served at /openapi.yaml (./openapi.yaml)\n"
@@ -155,6 +166,15 @@ int main(int argc, char **argv)
     srv_cfg.max_elements = (int64_t)64 << 20;
     srv_cfg.max_weights = (int64_t)64 << 20;
     srv_cfg.timeout = 60;
+    /* Each connection holds a descriptor: stay under the process's limit
+     * so a flood is refused by the limit, not by accept() failing. */
+    struct rlimit nofile;
+    srv_cfg.max_connections = 1000;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+        nofile.rlim_cur < 1000 + 64)
+        srv_cfg.max_connections = nofile.rlim_cur > 96 ? (unsigned)nofile.rlim_cur - 64 : 32;
+    srv_cfg.max_per_ip = 0;
+    srv_cfg.max_depth = 32;
     srv_cfg.log_level = SRV_LOG_INFO;
 
     /* Environment first, then flags over it. Each name maps to one flag. */
@@ -164,7 +184,9 @@ int main(int argc, char **argv)
         {"--max-body", "ATTN_MAX_BODY"}, {"--max-elements", "ATTN_MAX_ELEMENTS"},
         {"--max-weights", "ATTN_MAX_WEIGHTS"}, {"--timeout", "ATTN_TIMEOUT"},
         {"--log-level", "ATTN_LOG_LEVEL"}, {"--static-dir", "ATTN_STATIC_DIR"},
-        {"--openapi", "ATTN_OPENAPI"}};
+        {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
+        {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
+        {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"}};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     const char *val[NKEYS];
     for (int k = 0; k < NKEYS; k++) {
@@ -203,6 +225,15 @@ int main(int argc, char **argv)
     if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], (uint64_t)1 << 40);
     if (val[8]) srv_cfg.timeout = (unsigned)parse_size("timeout", val[8], 86400);
     if (val[9]) srv_cfg.log_level = parse_level(val[9]);
+    if (val[12]) srv_cfg.max_connections = (unsigned)parse_size("max connections", val[12], 1 << 20);
+    if (val[13]) srv_cfg.max_per_ip = (unsigned)parse_size("max per IP", val[13], 1 << 20);
+    if (val[14]) srv_cfg.max_depth = (int)parse_size("max depth", val[14], 2048);
+    srv_cfg.token = val[15];
+    srv_cfg.cors_origins = val[16];
+    if (srv_cfg.max_connections < 1)
+        die("max connections", val[12]);
+    if (srv_cfg.max_depth < 6)
+        srv_cfg.max_depth = 6; /* a per-head 4-d mask inside the body object needs 5 */
     if (srv_cfg.max_inflight < 1)
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[10], val[11]);

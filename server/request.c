@@ -30,6 +30,11 @@ void srv_call_free(srv_call *call)
 static int parse_root(const char *body, size_t len, srv_call *call,
                       const char *const *allowed, srv_err *e)
 {
+    /* Before any parser: Jansson recurses once per level (up to 2048). */
+    if (srv_json_too_deep(body, len, srv_cfg.max_depth))
+        return srv_fail(e, 400, "invalid_json", "",
+                        "the body nests arrays or objects more than %d deep (ATTN_MAX_DEPTH)",
+                        srv_cfg.max_depth);
     if (srv_scan(body, len, &call->arena, &call->scan))
         return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
     json_error_t jerr;
@@ -261,6 +266,161 @@ static int compute(srv_call *call, compute_fn fn, const void *req, const attn_sh
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
+int srv_get_attention_options(json_t *obj, attn_request *req, srv_err *e)
+{
+    int present;
+    json_t *v;
+    if (get_int(obj, "hidden_size", &req->hidden_size, &present, e))
+        return -1;
+    if (present && req->hidden_size < 1)
+        return srv_fail(e, 422, "invalid_param", "hidden_size", "hidden_size must be at least 1");
+    if (get_int(obj, "output_size", &req->output_size, &present, e))
+        return -1;
+    if (present && req->output_size < 1)
+        return srv_fail(e, 422, "invalid_param", "output_size", "output_size must be at least 1");
+    if ((v = json_object_get(obj, "scale"))) {
+        if (!json_is_number(v))
+            return srv_fail(e, 400, "invalid_field", "scale", "scale must be a number");
+        req->has_scale = 1;
+        req->scale = (float)json_number_value(v);
+    }
+    return 0;
+}
+
+int srv_get_multihead_options(json_t *obj, attn_mha_request *req, srv_err *e)
+{
+    int present;
+    json_t *v;
+    if (get_int(obj, "num_heads", &req->num_heads, &present, e))
+        return -1;
+    if (!present)
+        return srv_fail(e, 400, "missing_field", "num_heads",
+                        "num_heads is required (an integer that divides the embedding size)");
+    if (get_int(obj, "num_kv_heads", &req->num_kv_heads, &present, e))
+        return -1;
+    if (present && req->num_kv_heads < 1)
+        return srv_fail(e, 422, "invalid_param", "num_kv_heads",
+                        "num_kv_heads must be at least 1 and divide num_heads");
+    int avg = 0, rn = 0;
+    if (get_bool(obj, "average_weights", &avg, e) || get_bool(obj, "residual_norm", &rn, e))
+        return -1;
+    req->average_weights = avg;
+    req->residual_norm = rn;
+    if ((v = json_object_get(obj, "positional_encoding")) && !json_is_null(v)) {
+        const char *s = json_is_string(v) ? json_string_value(v) : "";
+        if (strcmp(s, "sinusoidal") == 0)
+            req->positional_encoding = ATTN_PE_SINUSOIDAL;
+        else if (strcmp(s, "none") != 0)
+            return srv_fail(e, 400, "invalid_field", "positional_encoding",
+                            "positional_encoding must be \"sinusoidal\" (or \"none\")");
+    }
+    return 0;
+}
+
+static double last_dim(const attn_tensor *t)
+{
+    return t->rank ? (double)t->shape[t->rank - 1] : 0.0;
+}
+
+/* Seeded parameters are allocated and filled before any shape is planned:
+ * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
+ * gigabytes (found by tests/fuzz/fuzz_request). The bound is generous (an
+ * upper estimate of every rule's parameter count), in doubles so nothing
+ * overflows. */
+static int check_seed_size(double floats, const char *field, srv_err *e)
+{
+    if (floats <= (double)srv_cfg.max_elements)
+        return 0;
+    return srv_fail(e, 413, "too_large", field,
+                    "seeding the parameters would take about %.0f floats; this server builds at most "
+                    "%lld (use a smaller %s, smaller inputs, or send params)",
+                    floats, (long long)srv_cfg.max_elements, field);
+}
+
+int srv_run_attention(srv_call *call, attn_request *req, uint64_t seed, double t0,
+                      attn_shapes *sh, float **o, float **w, srv_err *e)
+{
+    attn_error ae = {{0}, {0}};
+    attn_status st;
+    if (req->n_params == 0) {
+        double dq = last_dim(&req->query), dk = last_dim(&req->key), dv = last_dim(&req->value);
+        double lv = req->value.rank >= 2 ? (double)req->value.shape[req->value.rank - 2] : 0.0;
+        double dh = req->hidden_size > 0 ? (double)req->hidden_size : dq;
+        double dout = req->output_size > 0 ? (double)req->output_size : dq;
+        double rows = dh > dq ? dh : dq;
+        if (check_seed_size(rows * (dq + dk + 2.0), "hidden_size", e) ||
+            check_seed_size((lv + 1.0) * (dq + dk + 1.0) + dout * (dq + dv + 1.0), "output_size", e))
+            return -1;
+        if ((st = attn_seed_params(req, seed, &call->seeded, &ae)) != ATTN_OK)
+            return srv_fail_lib(e, st, &ae);
+        req->params = call->seeded->items;
+        req->n_params = call->seeded->n;
+    }
+    if ((st = attn_plan(req, sh, &ae)) != ATTN_OK)
+        return srv_fail_lib(e, st, &ae);
+    if (check_result(sh, e))
+        return -1;
+    call->t_parse = srv_now_ms() - t0;
+
+    int64_t batch = req->query.rank == 3 ? req->query.shape[0] : 1;
+    int r = req->query.rank;
+    double flops = 2.0 * (double)batch * (double)req->query.shape[r - 2] *
+                   (double)req->key.shape[req->key.rank - 2] *
+                   (double)(req->query.shape[r - 1] + req->value.shape[req->value.rank - 1]);
+    return compute(call, run_attention, req, sh, flops, o, w, e);
+}
+
+int srv_run_multihead(srv_call *call, attn_mha_request *req, uint64_t seed, double t0,
+                      attn_shapes *sh, float **o, float **w, srv_err *e)
+{
+    attn_error ae = {{0}, {0}};
+    attn_status st;
+    if (req->n_params == 0) {
+        /* in, out and norm projections: about E x (2E + kdim + vdim) */
+        double em = last_dim(&req->query);
+        double kd = req->key.rank ? last_dim(&req->key) : em;
+        double vd = req->value.rank ? last_dim(&req->value) : em;
+        if (check_seed_size(em * (2.0 * em + kd + vd + 8.0), "query", e))
+            return -1;
+        if ((st = attn_mha_seed_params(req, seed, &call->seeded, &ae)) != ATTN_OK)
+            return srv_fail_lib(e, st, &ae);
+        req->params = call->seeded->items;
+        req->n_params = call->seeded->n;
+    }
+    if ((st = attn_mha_plan(req, sh, &ae)) != ATTN_OK)
+        return srv_fail_lib(e, st, &ae);
+    if (check_result(sh, e))
+        return -1;
+    call->t_parse = srv_now_ms() - t0;
+
+    const attn_tensor *k = req->key.rank ? &req->key : &req->query;
+    int r = req->query.rank;
+    int64_t batch = r == 3 ? req->query.shape[0] : 1;
+    double lq = (double)req->query.shape[r - 2], lk = (double)k->shape[k->rank - 2];
+    double emb = (double)req->query.shape[r - 1];
+    double flops = 2.0 * (double)batch * (4.0 * lq * lk * emb / 2.0 + 4.0 * (lq + lk) * emb * emb);
+    return compute(call, run_multihead, req, sh, flops, o, w, e);
+}
+
+/* The 200 body both native routes share after their first field. */
+static int encode_reply(srv_buf *out, const attn_shapes *sh, const float *o,
+                        const float *w, int need_weights, const attn_named *params,
+                        size_t n_params, int ret_params, int b64, srv_err *e)
+{
+    srv_buf_puts(out, "\"output\":");
+    srv_encode_tensor(out, o, sh->out_rank, sh->out_shape, b64);
+    if (need_weights) {
+        srv_buf_puts(out, ",\"weights\":");
+        srv_encode_tensor(out, w, sh->w_rank, sh->w_shape, b64);
+    }
+    if (ret_params)
+        encode_params(out, params, n_params, b64);
+    srv_buf_puts(out, "}\n");
+    if (out->failed)
+        return srv_fail(e, 413, "too_large", "", "not enough memory to write the response");
+    return 0;
+}
+
 int srv_handle_attention(attn_rule rule, const char *body, size_t len,
                          srv_call *call, srv_buf *out, srv_err *e)
 {
@@ -271,8 +431,7 @@ int srv_handle_attention(attn_rule rule, const char *body, size_t len,
     srv_codec c = {&call->arena, &call->scan, srv_cfg.max_elements};
     attn_request req = attn_request_default(rule);
     uint64_t seed = 0;
-    int ret_params = 0, b64 = 0, present;
-    json_t *v;
+    int ret_params = 0, b64 = 0;
     if (get_tensor(&c, root, "query", 1, &req.query, e) ||
         get_tensor(&c, root, "key", 1, &req.key, e) ||
         get_tensor(&c, root, "value", 1, &req.value, e) ||
@@ -283,60 +442,22 @@ int srv_handle_attention(attn_rule rule, const char *body, size_t len,
     if (get_params(&c, root, &items, &req.n_params, e))
         return -1;
     req.params = items;
-    if (get_int(root, "hidden_size", &req.hidden_size, &present, e) ||
-        get_int(root, "output_size", &req.output_size, &present, e))
+    if (srv_get_attention_options(root, &req, e))
         return -1;
-    if (req.hidden_size < 0 || (json_object_get(root, "hidden_size") && req.hidden_size == 0))
-        return srv_fail(e, 422, "invalid_param", "hidden_size", "hidden_size must be at least 1");
-    if (req.output_size < 0 || (json_object_get(root, "output_size") && req.output_size == 0))
-        return srv_fail(e, 422, "invalid_param", "output_size", "output_size must be at least 1");
-    if ((v = json_object_get(root, "scale"))) {
-        if (!json_is_number(v))
-            return srv_fail(e, 400, "invalid_field", "scale", "scale must be a number");
-        req.has_scale = 1;
-        req.scale = (float)json_number_value(v);
-    }
-    attn_error ae = {{0}, {0}};
-    attn_status st;
-    if (req.n_params == 0) {
-        if ((st = attn_seed_params(&req, seed, &call->seeded, &ae)) != ATTN_OK)
-            return srv_fail_lib(e, st, &ae);
-        req.params = call->seeded->items;
-        req.n_params = call->seeded->n;
-    }
     attn_shapes sh;
-    if ((st = attn_plan(&req, &sh, &ae)) != ATTN_OK)
-        return srv_fail_lib(e, st, &ae);
-    if (check_result(&sh, e))
-        return -1;
-    call->t_parse = srv_now_ms() - t0;
-
-    int64_t batch = req.query.rank == 3 ? req.query.shape[0] : 1;
-    int r = req.query.rank;
-    double flops = 2.0 * (double)batch * (double)req.query.shape[r - 2] *
-                   (double)req.key.shape[req.key.rank - 2] *
-                   (double)(req.query.shape[r - 1] + req.value.shape[req.value.rank - 1]);
     float *o, *w;
-    if (compute(call, run_attention, &req, &sh, flops, &o, &w, e))
+    if (srv_run_attention(call, &req, seed, t0, &sh, &o, &w, e))
         return -1;
 
     double t1 = srv_now_ms();
     reserve_reply(out, &sh, b64);
     srv_buf_puts(out, "{\"rule\":");
     srv_buf_json_str(out, attn_rule_name(rule));
-    srv_buf_puts(out, ",\"output\":");
-    srv_encode_tensor(out, o, sh.out_rank, sh.out_shape, b64);
-    if (req.opt.need_weights) {
-        srv_buf_puts(out, ",\"weights\":");
-        srv_encode_tensor(out, w, sh.w_rank, sh.w_shape, b64);
-    }
-    if (ret_params)
-        encode_params(out, req.params, req.n_params, b64);
-    srv_buf_puts(out, "}\n");
+    srv_buf_putc(out, ',');
+    int rc = encode_reply(out, &sh, o, w, req.opt.need_weights, req.params,
+                          req.n_params, ret_params, b64, e);
     call->t_encode = srv_now_ms() - t1;
-    if (out->failed)
-        return srv_fail(e, 413, "too_large", "", "not enough memory to write the response");
-    return 0;
+    return rc;
 }
 
 int srv_handle_multihead(const char *body, size_t len, srv_call *call,
@@ -349,79 +470,28 @@ int srv_handle_multihead(const char *body, size_t len, srv_call *call,
     srv_codec c = {&call->arena, &call->scan, srv_cfg.max_elements};
     attn_mha_request req = attn_mha_request_default();
     uint64_t seed = 0;
-    int ret_params = 0, b64 = 0, present;
-    json_t *v;
+    int ret_params = 0, b64 = 0;
     if (get_tensor(&c, root, "query", 1, &req.query, e) ||
         get_tensor(&c, root, "key", 0, &req.key, e) ||
         get_tensor(&c, root, "value", 0, &req.value, e) ||
         get_options(&c, root, &req.opt, e) ||
-        get_common(root, &seed, &ret_params, &b64, e))
+        get_common(root, &seed, &ret_params, &b64, e) ||
+        srv_get_multihead_options(root, &req, e))
         return -1;
-    if (get_int(root, "num_heads", &req.num_heads, &present, e))
-        return -1;
-    if (!present)
-        return srv_fail(e, 400, "missing_field", "num_heads",
-                        "num_heads is required (an integer that divides the embedding size)");
-    if (get_int(root, "num_kv_heads", &req.num_kv_heads, &present, e))
-        return -1;
-    if (present && req.num_kv_heads < 1)
-        return srv_fail(e, 422, "invalid_param", "num_kv_heads",
-                        "num_kv_heads must be at least 1 and divide num_heads");
-    int avg = 0, rn = 0;
-    if (get_bool(root, "average_weights", &avg, e) || get_bool(root, "residual_norm", &rn, e))
-        return -1;
-    req.average_weights = avg;
-    req.residual_norm = rn;
-    if ((v = json_object_get(root, "positional_encoding")) && !json_is_null(v)) {
-        const char *s = json_is_string(v) ? json_string_value(v) : "";
-        if (strcmp(s, "sinusoidal") == 0)
-            req.positional_encoding = ATTN_PE_SINUSOIDAL;
-        else if (strcmp(s, "none") != 0)
-            return srv_fail(e, 400, "invalid_field", "positional_encoding",
-                            "positional_encoding must be \"sinusoidal\" (or \"none\")");
-    }
     attn_named *items;
     if (get_params(&c, root, &items, &req.n_params, e))
         return -1;
     req.params = items;
-    attn_error ae = {{0}, {0}};
-    attn_status st;
-    if (req.n_params == 0) {
-        if ((st = attn_mha_seed_params(&req, seed, &call->seeded, &ae)) != ATTN_OK)
-            return srv_fail_lib(e, st, &ae);
-        req.params = call->seeded->items;
-        req.n_params = call->seeded->n;
-    }
     attn_shapes sh;
-    if ((st = attn_mha_plan(&req, &sh, &ae)) != ATTN_OK)
-        return srv_fail_lib(e, st, &ae);
-    if (check_result(&sh, e))
-        return -1;
-    call->t_parse = srv_now_ms() - t0;
-
-    const attn_tensor *k = req.key.rank ? &req.key : &req.query;
-    int r = req.query.rank;
-    int64_t batch = r == 3 ? req.query.shape[0] : 1;
-    double lq = (double)req.query.shape[r - 2], lk = (double)k->shape[k->rank - 2];
-    double emb = (double)req.query.shape[r - 1];
-    double flops = 2.0 * (double)batch * (4.0 * lq * lk * emb / 2.0 + 4.0 * (lq + lk) * emb * emb);
     float *o, *w;
-    if (compute(call, run_multihead, &req, &sh, flops, &o, &w, e))
+    if (srv_run_multihead(call, &req, seed, t0, &sh, &o, &w, e))
         return -1;
 
     double t1 = srv_now_ms();
     reserve_reply(out, &sh, b64);
-    srv_buf_puts(out, "{\"output\":");
-    srv_encode_tensor(out, o, sh.out_rank, sh.out_shape, b64);
-    if (req.opt.need_weights) {
-        srv_buf_puts(out, ",\"weights\":");
-        srv_encode_tensor(out, w, sh.w_rank, sh.w_shape, b64);
-    }
-    if (ret_params)
-        encode_params(out, req.params, req.n_params, b64);
-    srv_buf_puts(out, "}\n");
+    srv_buf_putc(out, '{');
+    int rc = encode_reply(out, &sh, o, w, req.opt.need_weights, req.params,
+                          req.n_params, ret_params, b64, e);
     call->t_encode = srv_now_ms() - t1;
-    if (out->failed)
-        return srv_fail(e, 413, "too_large", "", "not enough memory to write the response");
-    return 0;
+    return rc;
 }

@@ -63,6 +63,8 @@ int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_r
     int is_post = strcmp(method, "POST") == 0;
     const char *allow = ALLOW_GET;
 
+    if (strncmp(path, "/v2", 3) == 0 && (path[3] == '\0' || path[3] == '/'))
+        return srv_kserve_resolve(method, path, t, r); /* KServe v2, kserve.c */
     if (strncmp(path, "/attention/", 11) == 0 || strcmp(path, "/attention") == 0) {
         attn_rule rule;
         const char *name = path[10] ? path + 11 : "";
@@ -150,6 +152,10 @@ static void serve_post(const srv_target *t, const char *body, size_t len, srv_re
 
 void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
+    if (t->route == SRV_R_KSERVE || t->route == SRV_R_KSERVE_INFER) {
+        srv_kserve_serve(t, body, len, r);
+        return;
+    }
     if (t->wants_body) {
         serve_post(t, body, len, r);
         return;

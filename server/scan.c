@@ -282,3 +282,25 @@ int srv_json_u64(json_t *j, uint64_t *out)
     *out = v;
     return 0;
 }
+
+int srv_json_too_deep(const char *body, size_t len, int max_depth)
+{
+    int depth = 0, in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (in_str) {
+            if (c == '\\')
+                i++; /* the escaped character cannot end the string */
+            else if (c == '"')
+                in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '[' || c == '{') {
+            if (++depth > max_depth)
+                return 1;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
+    }
+    return 0;
+}

@@ -19,6 +19,11 @@ typedef struct {
     int64_t max_elements;      /* ATTN_MAX_ELEMENTS: floats in any one tensor or result */
     int64_t max_weights;       /* ATTN_MAX_WEIGHTS: floats of returned weights */
     unsigned timeout;          /* ATTN_TIMEOUT: idle connection seconds */
+    unsigned max_connections;  /* ATTN_MAX_CONNECTIONS: open connections at once */
+    unsigned max_per_ip;       /* ATTN_MAX_PER_IP: from one address; 0 = no limit */
+    int max_depth;             /* ATTN_MAX_DEPTH: JSON nesting of a request body */
+    const char *token;         /* ATTN_TOKEN: compute routes need "Bearer <token>"; NULL = open */
+    const char *cors_origins;  /* ATTN_CORS_ORIGINS: comma-separated allow-list; NULL = no CORS */
     int log_level;             /* 0 error, 1 warn, 2 info (access log), 3 debug */
     const char *static_dir;    /* ATTN_STATIC_DIR; NULL = none found */
     const char *openapi_path;  /* ATTN_OPENAPI; NULL = none found */
@@ -139,6 +144,10 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out);
  * it in a placeholder). Returns 0, or -1 when j is anything else. */
 int srv_json_u64(json_t *j, uint64_t *out);
 
+/* Whether body[0..len) nests arrays and objects deeper than max_depth
+ * (outside strings). Linear, no recursion: run before any parser. */
+int srv_json_too_deep(const char *body, size_t len, int max_depth);
+
 /* Returns the blob a placeholder object stands for, or NULL. */
 const srv_blob *srv_blob_of(const srv_scan_result *sr, json_t *j);
 
@@ -193,6 +202,7 @@ enum {
     SRV_R_MULTIHEAD = ATTN_RULE_COUNT,
     SRV_R_HEALTHZ, SRV_R_READYZ, SRV_R_METRICS, SRV_R_RULES, SRV_R_OPENAPI,
     SRV_R_ROOT, SRV_R_STATIC, SRV_R_OTHER,
+    SRV_R_KSERVE, SRV_R_KSERVE_INFER, /* /v2/... (kserve.c) */
     SRV_R_COUNT
 };
 const char *srv_route_label(int route);
@@ -207,6 +217,7 @@ typedef struct {
     const char *allow;     /* Allow header for 405, static */
     int retry_after;       /* seconds, for 503; 0 = none */
     double t_parse, t_compute, t_encode;
+    uint64_t infer_header_len; /* KServe binary reply: Inference-Header-Content-Length; 0 = none */
 } srv_reply;
 
 /* Where a method and path lead. */
@@ -214,6 +225,9 @@ typedef struct {
     int route;             /* SRV_R_* (attention routes: the rule) */
     int wants_body;        /* POST routes: read a JSON body, then serve */
     char rel[520];         /* static file path for SRV_R_STATIC / SRV_R_ROOT */
+    int ks_op, ks_model;   /* KServe routes: which endpoint, which model (kserve.c) */
+    int ks_hdr;            /* Inference-Header-Content-Length: 0 absent, 1 given, -1 malformed */
+    uint64_t ks_hdr_len;
 } srv_target;
 
 void srv_reply_init(srv_reply *r);
@@ -249,5 +263,41 @@ int  srv_http_start(void);     /* 0 ok, -1 failed (logged) */
 void srv_http_quiesce(void);   /* stop accepting */
 void srv_http_stop(void);      /* close everything */
 extern volatile int srv_draining;
+
+/* ------------------------------------------------------------ shared request pieces */
+
+/* Options read from a JSON object (the native body, or KServe's
+ * "parameters"); each returns 0, or -1 with e filled. Fields absent from obj
+ * keep their value. */
+/* causal, window, need_weights, hard */
+int srv_get_scalar_options(json_t *obj, attn_options *opt, srv_err *e);
+/* hidden_size, output_size, scale */
+int srv_get_attention_options(json_t *obj, attn_request *req, srv_err *e);
+/* num_heads (required), num_kv_heads, average_weights, residual_norm, positional_encoding */
+int srv_get_multihead_options(json_t *obj, attn_mha_request *req, srv_err *e);
+int srv_get_seed(json_t *obj, uint64_t *seed, srv_err *e);
+
+/* Seeds parameters when req has none (kept in call->seeded), plans, caps
+ * the result sizes and computes into arena buffers *o and *w (*w NULL when
+ * weights are not wanted), whose shapes land in *sh. t0 is when parsing
+ * began (for Server-Timing). Returns 0, or -1 with e filled. */
+int srv_run_attention(srv_call *call, attn_request *req, uint64_t seed, double t0,
+                      attn_shapes *sh, float **o, float **w, srv_err *e);
+int srv_run_multihead(srv_call *call, attn_mha_request *req, uint64_t seed, double t0,
+                      attn_shapes *sh, float **o, float **w, srv_err *e);
+
+/* ------------------------------------------------------------ KServe v2 (kserve.c) */
+
+/* Resolves a path under /v2 (the Open Inference Protocol). Returns 0, or -1
+ * with r filled ({"error": "..."}: 404 unknown model or path, 405). */
+int srv_kserve_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
+/* Records the request's Inference-Header-Content-Length value (NULL when
+ * absent) in t for srv_kserve_serve to check. */
+void srv_kserve_header(srv_target *t, const char *value);
+/* Whether an infer request may carry this Content-Type (JSON, or binary
+ * tensor data as application/octet-stream or application/vnd.*). */
+int srv_kserve_content_type(const char *ct);
+/* Serves a resolved /v2 target; body is NULL for GET routes. */
+void srv_kserve_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
 
 #endif /* SRV_H */

@@ -339,7 +339,7 @@ static void test_fixed(void)
 
 int main(int argc, char **argv)
 {
-    long cases = argc > 1 ? atol(argv[1]) : 1500;
+    long cases = argc > 1 ? atol(argv[1]) : 1000;
     static const char *isas[] = {"avx512", "avx2", "generic"};
     for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
         if (attn_kernels_use(isas[v]) != 0) {

@@ -1,0 +1,208 @@
+/* test_rows.c - the row driver's SIMD kernels (lib/rowsimd.c) against
+ * double-precision references, for every variant the CPU supports:
+ *   - tanh over every float32 in [0, 20] (--step N: every Nth bit pattern;
+ *     default 1), plus the specials (+-0, subnormals, +-inf, NaN, the
+ *     clamp edge) and odd symmetry; max relative and absolute error are
+ *     printed and must stay within TANH_REL_TOL / TANH_ABS_TOL;
+ *   - tanh_scores, weighted_sum and softmax on random odd shapes and key ranges,
+ *     against the same formulas summed in double with libm tanh().
+ *
+ * Build and run (not part of `make test`):
+ *   make lib && cc -std=c11 -O2 -Ilib tests/test_rows.c build/libattn.a -lm -lpthread \
+ *       -o build/test_rows && build/test_rows [--step N]
+ * Exits 1 on any failure. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rowsimd.h"
+
+#define TANH_REL_TOL 1e-6 /* about 8 ulp; Cephes tanhf itself is ~1-2 */
+#define TANH_ABS_TOL 1e-7
+/* The fused sums: each tanh within TANH_REL_TOL, float accumulation. */
+#define SUM_TOL(mag, n) (1e-6 * (mag) + 1e-7 * (double)(n))
+
+static int failures;
+
+static void fail(const char *fmt, const char *name, double a, double b, double c)
+{
+    printf("FAIL [%s] ", name);
+    printf(fmt, a, b, c);
+    printf("\n");
+    failures++;
+}
+
+static float f_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Every step-th float in [0, 20], in chunks through the variant's tanh. */
+static void sweep(const attn_rowsimd *k, uint32_t step)
+{
+    enum { CH = 4096 };
+    static float x[CH], y[CH];
+    const uint32_t end = 0x41a00000u; /* 20.0f */
+    double max_rel = 0, max_abs = 0, at_rel = 0, at_abs = 0;
+    uint64_t count = 0;
+    for (uint64_t u = 0; u <= end;) {
+        int n = 0;
+        for (; n < CH && u <= end; n++, u += step)
+            x[n] = f_of((uint32_t)u);
+        k->tanh(x, y, n);
+        for (int e = 0; e < n; e++) {
+            double ref = tanh((double)x[e]);
+            double ab = fabs((double)y[e] - ref);
+            double rel = ref != 0 ? ab / fabs(ref) : ab;
+            if (rel > max_rel) { max_rel = rel; at_rel = x[e]; }
+            if (ab > max_abs) { max_abs = ab; at_abs = x[e]; }
+        }
+        count += (uint64_t)n;
+    }
+    printf("[%s] tanh over %llu floats in [0, 20] (step %u): max rel %.3g at x=%.9g, "
+           "max abs %.3g at x=%.9g\n",
+           k->name, (unsigned long long)count, step, max_rel, at_rel, max_abs, at_abs);
+    if (max_rel > TANH_REL_TOL || max_abs > TANH_ABS_TOL)
+        fail("tanh: max rel %.3g, max abs %.3g (x=%.9g)", k->name, max_rel, max_abs, at_rel);
+}
+
+static void specials(const attn_rowsimd *k)
+{
+    const float in[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 3e-8f, -3e-8f, 0.6249999f,
+                        0.625f, -0.625f, 9.0f, 9.1f, 9.2f, -9.2f, 88.0f, 3e38f, -3e38f,
+                        INFINITY, -INFINITY, NAN, -NAN, 1.0f};
+    enum { N = sizeof in / sizeof in[0] };
+    float out[N];
+    k->tanh(in, out, N);
+    for (int e = 0; e < N; e++) {
+        double want = isnan(in[e]) ? (signbit(in[e]) ? -1.0 : 1.0) : tanh((double)in[e]);
+        double ab = fabs(out[e] - want);
+        if (!(ab <= TANH_REL_TOL * fabs(want)) && !(want == 0 && out[e] == 0))
+            fail("tanh(%.9g) = %.9g, want %.9g", k->name, in[e], out[e], want);
+        if (in[e] == 0 && signbit(out[e]) != signbit(in[e]))
+            fail("tanh(%g) lost the sign of zero (%g, %g)", k->name, in[e], out[e], 0);
+    }
+    /* odd symmetry, over a spread of magnitudes */
+    enum { M = 1000 };
+    float x[M], nx[M], y[M], ny[M];
+    for (int e = 0; e < M; e++) {
+        x[e] = ldexpf(1.0f + (float)e / M, e % 40 - 30);
+        nx[e] = -x[e];
+    }
+    k->tanh(x, y, M);
+    k->tanh(nx, ny, M);
+    for (int e = 0; e < M; e++)
+        if (y[e] != -ny[e])
+            fail("tanh not odd at %.9g: %.9g vs %.9g", k->name, x[e], y[e], ny[e]);
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static double uni(void) /* xorshift64, [0, 1) */
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1p-53;
+}
+
+static void kernels(const attn_rowsimd *k, int trials)
+{
+    for (int t = 0; t < trials; t++) {
+        int64_t lk = 1 + (int64_t)(uni() * 150), d = 1 + (int64_t)(uni() * 70);
+        int64_t ldb = (lk + ATTN_ROWSIMD_PAD - 1) / ATTN_ROWSIMD_PAD * ATTN_ROWSIMD_PAD;
+        int64_t j0 = (int64_t)(uni() * (double)lk), j1 = j0 + 1 + (int64_t)(uni() * (double)(lk - j0));
+        double spread = t % 3 == 0 ? 0.01 : t % 3 == 1 ? 2.0 : 12.0;
+        float *a = malloc(sizeof(float) * (size_t)d), *vw = malloc(sizeof(float) * (size_t)d);
+        float *bt = malloc(sizeof(float) * (size_t)(d * ldb)), *s = malloc(sizeof(float) * (size_t)ldb);
+        for (int64_t h = 0; h < d; h++) {
+            a[h] = (float)((uni() * 2 - 1) * spread);
+            vw[h] = (float)(uni() * 2 - 1);
+            for (int64_t j = 0; j < ldb; j++)
+                bt[h * ldb + j] = j < lk ? (float)((uni() * 2 - 1) * spread) : 0.0f;
+        }
+        const float *wv = t % 2 ? vw : NULL;
+        k->tanh_scores(a, bt, ldb, d, wv, j0, j1, s);
+        for (int64_t j = j0; j < j1; j++) {
+            double ref = 0, mag = 0;
+            for (int64_t h = 0; h < d; h++) {
+                double th = tanh((double)a[h] + (double)bt[h * ldb + j]) * (wv ? wv[h] : 1.0);
+                ref += th;
+                mag += fabs(th);
+            }
+            if (fabs(s[j] - ref) > SUM_TOL(mag, d)) {
+                fail("tanh_scores: lk %g d %g, s = %.9g", k->name, (double)lk, (double)d, s[j]);
+                break;
+            }
+        }
+        /* weighted sum: lk x dv values, some zero weights */
+        int64_t dv = 1 + (int64_t)(uni() * 100), ldv = dv + (int64_t)(uni() * 3);
+        float *v = malloc(sizeof(float) * (size_t)(lk * ldv)), *w = malloc(sizeof(float) * (size_t)lk);
+        float *o = malloc(sizeof(float) * (size_t)(dv + 1));
+        for (int64_t j = 0; j < lk; j++) {
+            w[j] = uni() < 0.3 ? 0.0f : (float)uni();
+            for (int64_t c = 0; c < ldv; c++)
+                v[j * ldv + c] = (float)(uni() * 2 - 1);
+        }
+        o[dv] = 12345.0f; /* must not be written */
+        k->weighted_sum(w, lk, v, ldv, dv, o);
+        for (int64_t c = 0; c < dv; c++) {
+            double ref = 0, mag = 0;
+            for (int64_t j = 0; j < lk; j++) {
+                ref += (double)w[j] * v[j * ldv + c];
+                mag += fabs((double)w[j] * v[j * ldv + c]);
+            }
+            if (fabs(o[c] - ref) > 1e-6 * mag + 1e-7) {
+                fail("weighted_sum: lk %g dv %g, o = %.9g", k->name, (double)lk, (double)dv, o[c]);
+                break;
+            }
+        }
+        /* softmax over the first n scores, spread up to +-60 */
+        int64_t n = 1 + (int64_t)(uni() * (double)lk);
+        double sm = 0, mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            v[j] = (float)((uni() * 2 - 1) * 60 * spread / 12);
+            mx = v[j] > mx ? v[j] : mx;
+        }
+        for (int64_t j = 0; j < n; j++)
+            sm += exp(v[j] - mx);
+        k->softmax(v, n, w);
+        for (int64_t j = 0; j < n; j++) {
+            double ref = exp(v[j] - mx) / sm;
+            if (fabs(w[j] - ref) > 1e-6 * ref + 1e-9) {
+                fail("softmax: n %g, w = %.9g, want %.9g", k->name, (double)n, w[j], ref);
+                break;
+            }
+        }
+        if (o[dv] != 12345.0f)
+            fail("weighted_sum wrote past dv (lk %g dv %g, %g)", k->name, (double)lk, (double)dv, 0);
+        free(a); free(vw); free(bt); free(s); free(v); free(w); free(o);
+    }
+    printf("[%s] tanh_scores, weighted_sum, softmax: %d random shapes checked\n", k->name, trials);
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t step = 1;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--step") == 0 && i + 1 < argc)
+            step = (uint32_t)strtoul(argv[++i], NULL, 10);
+    if (step < 1)
+        step = 1;
+    const char *isas[] = {"avx512", "avx2", "generic"};
+    for (int v = 0; v < 3; v++) {
+        const attn_rowsimd *k = attn_rowsimd_find(isas[v]);
+        if (!k) {
+            printf("[%s] not supported by this CPU: skipped\n", isas[v]);
+            continue;
+        }
+        specials(k);
+        kernels(k, 3000);
+        sweep(k, step);
+    }
+    printf("%s\n", failures ? "FAILED" : "all passed");
+    return failures ? 1 : 0;
+}
