@@ -81,7 +81,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-http test-kserve test-browser test-metrics test-examples test-replicas
+TEST_SUITES = test-kernels test-rows test-lib test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -174,7 +174,7 @@ test-examples: $(SERVER)
 BENCH_KERNELS = $(BUILD)/bench_kernels
 BENCH_NPM = bench/node_modules/onnxruntime-node/package.json
 
-$(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(KERN_OBJ)
+$(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) -lopenblas $(LIBS_LIB)
 
 $(BENCH_NPM): bench/package.json

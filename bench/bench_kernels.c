@@ -9,6 +9,7 @@
 #include "kernels.h"
 #pragma GCC diagnostic pop
 #include "kernels_isa.h"
+#include "attn.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -165,6 +166,44 @@ static void mha_run(void *arg)
     attn_gemm_nt(m->l, E, E, m->att, E, m->wo, E, m->bo, m->out, E, threads);
 }
 
+/* The same module through the library's public call, as the service runs
+ * it (parameters seeded, weights not asked for). */
+typedef struct {
+    attn_ctx *ctx;
+    attn_mha_request req;
+    float *out;
+} api_args;
+
+static void api_run(void *arg)
+{
+    api_args *a = arg;
+    attn_error err;
+    if (attn_mha_compute(a->ctx, &a->req, a->out, NULL, &err) != ATTN_OK) {
+        fprintf(stderr, "bench: attn_mha_compute: %s\n", err.message);
+        exit(2);
+    }
+}
+
+static double api_time(int64_t l, const float *x, float *out)
+{
+    api_args a = {attn_ctx_new(threads), attn_mha_request_default(), out};
+    a.req.query = (attn_tensor){3, {1, l, E, 0}, x};
+    a.req.num_heads = H;
+    a.req.opt.need_weights = 0;
+    attn_param_set *ps = NULL;
+    attn_error err;
+    if (!a.ctx || attn_mha_seed_params(&a.req, 1, &ps, &err) != ATTN_OK) {
+        fprintf(stderr, "bench: cannot set up attn_mha_compute\n");
+        exit(2);
+    }
+    a.req.params = ps->items;
+    a.req.n_params = ps->n;
+    double t = median_time(api_run, &a, l <= 1024 ? 15 : 7, 3.0);
+    attn_param_set_free(ps);
+    attn_ctx_free(a.ctx);
+    return t;
+}
+
 /* ------------------------------------------------------------ memory */
 
 static long maxrss_kib(void)
@@ -257,6 +296,8 @@ int main(int argc, char **argv)
             mha_args m = {ls[i], q, win, bin, wo, bo, qkv, att, o, {{0}}};
             snprintf(key, sizeof key, "mha_%lld", (long long)ls[i]);
             emit(key, median_time(mha_run, &m, ls[i] <= 1024 ? 15 : 7, 3.0));
+            snprintf(key, sizeof key, "api_%lld", (long long)ls[i]);
+            emit(key, api_time(ls[i], q, o));
         }
         free(win); free(bin); free(wo); free(bo); free(qkv); free(att);
     }

@@ -222,7 +222,10 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, req_state *rs, in
     srv_err e;
     srv_reply_init(&r);
     srv_fail(&e, status, code, "", "%s", msg);
-    srv_reply_error(&r, &e);
+    if (rs->target.route == SRV_R_KSERVE_INFER)
+        srv_kserve_error(&r, &e); /* the protocol's {"error": "..."} */
+    else
+        srv_reply_error(&r, &e);
     return send_reply(conn, rs, &r);
 }
 

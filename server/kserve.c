@@ -42,7 +42,7 @@ static void ks_error(srv_reply *r, int status, const char *fmt, ...)
 
 /* The protocol has no 422: a request whose values do not fit the model is
  * a bad request. Sizes (413) and load (503) keep their status. */
-static void ks_error_from(srv_reply *r, const srv_err *e)
+void srv_kserve_error(srv_reply *r, const srv_err *e)
 {
     int status = e->status == 422 ? 400 : e->status;
     ks_error(r, status, "%s", e->message);
@@ -572,14 +572,11 @@ static int read_outputs(json_t *root, int bin_all, ks_output *outs, int *n, int 
             return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
         json_t *p = json_object_get(o, "parameters");
         int bin = bin_all;
-        if (p) {
-            if (!json_is_object(p) || only_keys(p, out_param_keys, "output parameter", e))
-                return json_is_object(p) ? -1
-                                         : srv_fail(e, 400, "invalid_field", "outputs",
-                                                    "output %s: parameters must be an object", s);
-            if (opt_bool(p, "binary_data", bin_all, s, &bin, e))
-                return -1;
-        }
+        if (p && !json_is_object(p))
+            return srv_fail(e, 400, "invalid_field", "outputs", "output %s: parameters must be an object", s);
+        if (p && (only_keys(p, out_param_keys, "output parameter", e) ||
+                  opt_bool(p, "binary_data", bin_all, s, &bin, e)))
+            return -1;
         outs[(*n)++] = (ks_output){json_string_value(nm), bin};
     }
     return 0;
@@ -876,5 +873,5 @@ void srv_kserve_serve(const srv_target *t, const char *body, size_t len, srv_rep
     r->t_encode = call.t_encode;
     srv_call_free(&call);
     if (rc != 0)
-        ks_error_from(r, &e);
+        srv_kserve_error(r, &e);
 }

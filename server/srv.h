@@ -297,6 +297,8 @@ void srv_kserve_header(srv_target *t, const char *value);
 /* Whether an infer request may carry this Content-Type (JSON, or binary
  * tensor data as application/octet-stream or application/vnd.*). */
 int srv_kserve_content_type(const char *ct);
+/* Fills r with e as the protocol's {"error": "message"} (422 becomes 400). */
+void srv_kserve_error(srv_reply *r, const srv_err *e);
 /* Serves a resolved /v2 target; body is NULL for GET routes. */
 void srv_kserve_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
 
