@@ -3,7 +3,8 @@
  * object of median seconds (and MiB for the memory row) for bench/run.py.
  *
  * Usage: bench_kernels [threads [L]]   (default 2 threads; with L, only the
- * core rows at that length, for quick checks) */
+ * core rows at that length, for quick checks). BENCH_NO_MEMORY=1 skips the
+ * L = 32768 memory row. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wcomment" /* kernels.h opening comment */
 #include "kernels.h"
@@ -310,7 +311,7 @@ int main(int argc, char **argv)
     }
     free(w);
     free(blas_s);
-    memory_row();
+    if (!getenv("BENCH_NO_MEMORY")) memory_row();
     printf("}\n");
     free(q); free(k); free(v); free(o);
     return 0;

