@@ -273,7 +273,7 @@ test-fuzz-corpus:
 
 # A bounded load run (tests/load/run.sh; not part of `make test`): 64 loopback
 # connections of mixed small and large requests with wrk for LOAD_SECONDS
-# (120) after LOAD_WARMUP (20); no errors but deliberate 503s, resident
+# (120) after LOAD_WARMUP (30); no errors but deliberate 503s, resident
 # memory growth after warm-up < 10%, p50/p99 latency printed.
 test-load: $(SERVER)
 	tests/load/run.sh $(SERVER) $(BUILD)

@@ -2,8 +2,8 @@
  * same flops, as the ceiling) for the rows of `make bench`; prints one JSON
  * object of median seconds (and MiB for the memory row) for bench/run.py.
  *
- * Usage: bench_kernels [threads [L]]   (default 2 threads; with L, only the
- * core rows at that length, for quick checks). BENCH_NO_MEMORY=1 skips the
+ * Usage: bench_kernels [threads [L]]   (default 2 threads; with L, only
+ * ours at that length, core rows and multi-head, for quick checks). BENCH_NO_MEMORY=1 skips the
  * L = 32768 memory row. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wcomment" /* kernels.h opening comment */
@@ -38,7 +38,9 @@ static double now(void)
 
 static float *randf(size_t n)
 {
-    float *p = malloc(n * sizeof *p);
+    /* 64-byte aligned, as a caller that cares for speed allocates: weight
+     * rows then take the kernels' non-temporal stores */
+    float *p = aligned_alloc(64, (n * sizeof *p + 63) / 64 * 64);
     if (!p) { fprintf(stderr, "bench: out of memory\n"); exit(2); }
     uint64_t s = 88172645463325252ull + n;
     for (size_t i = 0; i < n; i++) {
@@ -59,7 +61,7 @@ static int cmp_double(const void *a, const void *b)
 typedef void (*bench_fn)(void *);
 static double median_time(bench_fn fn, void *arg, int reps, double budget)
 {
-    double t[64];
+    double t[64] = {0};
     int n = 0;
     fn(arg);
     double start = now();
@@ -280,11 +282,16 @@ int main(int argc, char **argv)
         core_setup(&c);
         snprintf(key, sizeof key, "causal_%lld", (long long)l);
         emit(key, median_time(core_run, &c, reps, 3.0));
-        c.causal = 0;
-        snprintf(key, sizeof key, "blas_%lld", (long long)l);
-        emit(key, median_time(blas_run, &c, reps, 3.0));
     }
-    if (quick) { printf("}\n"); return 0; }
+    if (quick) {
+        float *win = randf(3 * E * E), *bin = randf(3 * E), *wo = randf(E * E), *bo = randf(E);
+        float *qkv = randf((size_t)ls[0] * 3 * E), *att = randf((size_t)ls[0] * E);
+        mha_args m = {ls[0], q, win, bin, wo, bo, qkv, att, o, {{0}}};
+        snprintf(key, sizeof key, "mha_%lld", (long long)ls[0]);
+        emit(key, median_time(mha_run, &m, 15, 3.0));
+        printf("}\n");
+        return 0;
+    }
     {
         core_args c = {1, 4096, q, k, v, o, NULL, 0, {{0}}};
         core_setup(&c);
@@ -301,6 +308,13 @@ int main(int argc, char **argv)
             emit(key, api_time(ls[i], q, o));
         }
         free(win); free(bin); free(wo); free(bo); free(qkv); free(att);
+    }
+    /* OpenBLAS last: its threads keep spinning for a while after each
+     * call and would slow whatever ran next. */
+    for (size_t i = 0; i < nls; i++) {
+        core_args c = {ls[i], ls[i], q, k, v, o, NULL, 0, {{0}}};
+        snprintf(key, sizeof key, "blas_%lld", (long long)ls[i]);
+        emit(key, median_time(blas_run, &c, ls[i] <= 1024 ? 15 : 7, 3.0));
     }
     {
         /* the machine's practical ceiling: one large square sgemm */

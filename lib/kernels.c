@@ -10,6 +10,7 @@
 #include "pool.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -204,8 +205,17 @@ int attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads)
     return kernels()->sdpa_run(jobs, n, threads);
 }
 
+/* The CPUs this process may run on (taskset, cpusets), which can be fewer
+ * than the machine has online. */
 int attn_cpu_count(void)
 {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n >= 1) return n;
+    }
+#endif
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
 }

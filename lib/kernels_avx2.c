@@ -39,6 +39,8 @@
 #define VISNINF(x) _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)
 #define VHSUM(v) hsum_avx2(v)
+#define VSTREAM(p, v) _mm256_stream_ps(p, v)
+#define VSFENCE() _mm_sfence()
 #define VEXP(x) exp_avx2(x)
 #define VTRANSPOSE(r) transpose_avx2(r)
 

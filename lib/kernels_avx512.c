@@ -39,6 +39,8 @@
 #define VISNINF(x) _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VSTREAM(p, v) _mm512_stream_ps(p, v)
+#define VSFENCE() _mm_sfence()
 #define VEXP(x) exp_avx512(x)
 #define VTRANSPOSE(r) transpose_avx512(r)
 

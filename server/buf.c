@@ -66,6 +66,33 @@ void srv_buf_printf(srv_buf *b, const char *fmt, ...)
     b->len += (size_t)n;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing above U+10FFFF), or 0 when it is not one. */
+static int utf8_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    int n;
+    unsigned lo = 0x80, hi = 0xbf; /* range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        if (c == 0xe0) lo = 0xa0;
+        if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        if (c == 0xf0) lo = 0x90;
+        if (c == 0xf4) hi = 0x8f;
+    } else
+        return 0;
+    if (p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
+
 void srv_buf_json_str(srv_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -78,8 +105,20 @@ void srv_buf_json_str(srv_buf *b, const char *s)
         } else if (c < 0x20) {
             char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             srv_buf_put(b, esc, 6);
-        } else {
+        } else if (c < 0x80) {
             srv_buf_putc(b, (char)c);
+        } else {
+            /* Messages quote client text (a path with %ff, a key cut short
+             * by a width limit): a byte that is not valid UTF-8 would make
+             * the whole reply invalid JSON, so it becomes U+FFFD. (The NUL
+             * check in utf8_len's loop stops at the string's end.) */
+            int n = utf8_len(p);
+            if (n) {
+                srv_buf_put(b, p, (size_t)n);
+                p += n - 1;
+            } else {
+                srv_buf_puts(b, "\\ufffd");
+            }
         }
     }
     srv_buf_putc(b, '"');

@@ -36,10 +36,11 @@ static int shape_count(srv_codec *c, int rank, const int64_t *shape,
     int64_t n = 1;
     for (int i = 0; i < rank; i++)
         if (!attn_size_mul(n, shape[i], &n))
-            return srv_fail(e, 413, "too_large", field, "%s is too large: its size overflows", field);
+            return srv_fail(e, 413, "too_large", field, "%s is too large: the product of its shape overflows 64 bits", field);
     if (n > c->max_elements)
         return srv_fail(e, 413, "too_large", field,
-                        "%s has %lld elements; this server accepts at most %lld per tensor",
+                        "%s has %lld elements; this server accepts at most %lld per tensor "
+                        "(ATTN_MAX_ELEMENTS): send smaller inputs or split the batch",
                         field, (long long)n, (long long)c->max_elements);
     *count = n;
     return 0;

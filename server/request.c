@@ -203,7 +203,8 @@ static int check_result(const attn_shapes *sh, srv_err *e)
 {
     if (sh->out_count > srv_cfg.max_elements)
         return srv_fail(e, 413, "too_large", "",
-                        "the output would have %lld elements; this server builds at most %lld",
+                        "the output would have %lld elements; this server builds at most %lld "
+                        "(ATTN_MAX_ELEMENTS): send smaller inputs or split the batch",
                         (long long)sh->out_count, (long long)srv_cfg.max_elements);
     if (sh->w_count > srv_cfg.max_weights)
         return srv_fail(e, 413, "too_large", "need_weights",

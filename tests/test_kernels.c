@@ -136,8 +136,11 @@ static void make_sdpa_case(sdpa_case *c, int want_w)
     j->lk = pick_size(160);
     if (rng() % 10 == 0) { j->lq = 1; j->lk = rnd(100, 600); }  /* decode */
     if (rng() % 20 == 0) { j->lq = rnd(150, 300); j->lk = rnd(150, 400); }
+    int long_keys = rng() % 30 == 0; /* lk >= 512: weights take the streaming path */
+    if (long_keys) { j->lq = rnd(1, 130); j->lk = rnd(512, 1200); }
     static const int64_t dims[] = {1, 3, 8, 16, 17, 31, 32, 33, 63, 64, 65, 80, 128, 129};
     j->d = rng() % 4 ? dims[rng() % 14] : rnd(1, 140);
+    if (long_keys && j->d > 64) j->d = 64;
     j->dv = rng() % 2 ? j->d : dims[rng() % 14];
     j->q_stride = j->d + (rng() % 3 == 0 ? rnd(1, 9) : 0);
     j->k_stride = j->d + (rng() % 3 == 0 ? rnd(1, 9) : 0);
@@ -161,7 +164,11 @@ static void make_sdpa_case(sdpa_case *c, int want_w)
     for (int64_t i = 0; i < j->lq * j->o_stride; i++) c->o[i] = NAN;
     j->q = c->q; j->k = c->k; j->v = c->v; j->o = c->o;
     if (want_w) {
-        c->w = xmalloc((size_t)(j->lq * j->w_stride) * sizeof(float));
+        /* aligned half of the time, so aligned rows (non-temporal stores)
+         * and unaligned ones both occur */
+        size_t wbytes = ((size_t)(j->lq * j->w_stride) * sizeof(float) + 63) / 64 * 64;
+        c->w = rng() % 2 ? aligned_alloc(64, wbytes) : malloc(wbytes);
+        if (!c->w) { fprintf(stderr, "out of memory\n"); exit(2); }
         for (int64_t i = 0; i < j->lq * j->w_stride; i++) c->w[i] = NAN;
         j->w = c->w;
     }

@@ -14,15 +14,15 @@ rc=0
 echo "valgrind: test_lib (200 random trials)"
 $vg --log-file="$logs/test_lib.log" "$build/test_lib" tests/golden --trials 200 >"$logs/test_lib.out" 2>&1 || rc=1
 tail -2 "$logs/test_lib.out"
-echo "valgrind: test_kernels"
-$vg --log-file="$logs/test_kernels.log" "$build/test_kernels" >"$logs/test_kernels.out" 2>&1 || rc=1
+echo "valgrind: test_kernels (50 cases)"
+$vg --log-file="$logs/test_kernels.log" "$build/test_kernels" 50 >"$logs/test_kernels.out" 2>&1 || rc=1
 tail -2 "$logs/test_kernels.out"
 
-# Only the case files (--only .case): the timing tests cannot hold under
+# Everything but the tests bound to wall time (--memcheck), which cannot hold under
 # valgrind's slowdown. Five server instances, each under memcheck.
-echo "valgrind: HTTP cases against servers under memcheck"
+echo "valgrind: HTTP cases, golden vectors and connection tests against servers under memcheck"
 VG_SERVER="$build/attn-server" VG_LOGDIR="$logs" \
-    "$build/test_http" --server tests/valgrind/server.sh --only .case --log "$logs/test_http_server.log" \
+    "$build/test_http" --server tests/valgrind/server.sh --memcheck --log "$logs/test_http_server.log" \
     >"$logs/test_http.out" 2>&1 || rc=1
 grep -E "^FAIL|passed" "$logs/test_http.out" | tail -20
 bad=$rc
