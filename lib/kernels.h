@@ -1,6 +1,6 @@
 /* kernels.h - internal: the hot loops every rule is built from (projections
  * and the scaled-dot-product core), with run-time CPU dispatch behind them.
- * Not installed; only lib/*.c and the tests include it. */
+ * Not installed; only the library sources and the tests include it. */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 

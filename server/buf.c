@@ -134,20 +134,23 @@ void srv_buf_free(srv_buf *b)
 /* ------------------------------------------------------------ arena */
 
 /* Each allocation is its own block: requests hold a handful of large
- * tensors, so a bump allocator would buy little and waste space. */
+ * tensors, so a bump allocator would buy little and waste space. Blocks are
+ * 64-byte (cache-line) aligned: the kernels write weight rows with
+ * non-temporal stores, which only pay on aligned rows. */
 struct srv_arena_blk {
     srv_arena_blk *next;
     void *adopted; /* a malloc'd block handed over by srv_arena_adopt */
-    max_align_t align[];
+    _Alignas(64) unsigned char align[];
 };
 
 void *srv_arena_alloc(srv_arena *a, size_t n)
 {
     if (n > SIZE_MAX - sizeof(srv_arena_blk) - 64)
         return NULL;
-    srv_arena_blk *blk = malloc(sizeof *blk + (n ? n : 1));
-    if (!blk)
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, sizeof(srv_arena_blk) + (n ? n : 1)) != 0)
         return NULL;
+    srv_arena_blk *blk = mem;
     blk->next = a->head;
     blk->adopted = NULL;
     a->head = blk;
