@@ -180,7 +180,23 @@ $(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(STATIC)
 $(BENCH_NPM): bench/package.json
 	cd bench && npm install --ignore-scripts --no-audit --no-fund --loglevel=error
 
-bench: $(BENCH_KERNELS) $(BENCH_NPM)
+# The wire and service rows: the server's codecs against Jansson on 1M floats
+# (bench_wire links the wire objects), a base64 multi-head request to a live
+# attn-server, and small requests by wrk against it and a bare libmicrohttpd
+# server answering a fixed 200 (bare_mhd), all on free 127.0.0.1 ports.
+BENCH_WIRE = $(BUILD)/bench_wire
+BARE_MHD   = $(BUILD)/bare_mhd
+BENCH_WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o error.o)
+
+$(BUILD)/bench/bench_wire.o: ALL_CFLAGS += -Iserver
+
+$(BENCH_WIRE): $(BUILD)/bench/bench_wire.o $(BENCH_WIRE_OBJ) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
+
+$(BARE_MHD): $(BUILD)/bench/bare_mhd.o
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
+
+bench: $(BENCH_KERNELS) $(BENCH_WIRE) $(BARE_MHD) $(SERVER) $(BENCH_NPM)
 	$(PYTHON) bench/models.py $(BUILD)/bench
 	$(PYTHON) bench/run.py --build $(BUILD)
 

@@ -28,26 +28,33 @@
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
+/* Rows up to this many keys stage a query block's weights in scratch (QB x
+ * lk floats, within L2) rather than in the caller's buffer; see
+ * sdpa_block_flash. */
+#define STAGE_LK 1024
 #define UNROLL _Pragma("GCC unroll 16")
 #define ALWAYS __attribute__((always_inline))
 
 /* ------------------------------------------------------------ tiles */
 
 /* acc[kk][v] = sum_p k[kk][p] * qt[p][v]: kn keys (rows of k, stride ks)
- * against one packed block qt (d x QB) of query rows. */
+ * against one packed block qt (d x QB) of query rows. Vectors v < v0 are
+ * left zero (causal tiles whose first rows see none of these keys); pass
+ * constants for kn and v0 so the loops unroll without branches. */
 static inline ALWAYS TGT void FN(kq_tile)(const float *qt, int64_t d,
                                           const float *k, int64_t ks,
-                                          int kn, V acc[KN][QV])
+                                          int kn, int v0, V acc[KN][QV])
 {
     UNROLL for (int kk = 0; kk < KN; kk++)
         UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
     for (int64_t p = 0; p < d; p++) {
         V q[QV];
-        UNROLL for (int v = 0; v < QV; v++) q[v] = VLOAD(qt + p * QB + v * VW);
+        UNROLL for (int v = 0; v < QV; v++) q[v] = v >= v0 ? VLOAD(qt + p * QB + v * VW) : VZERO();
         UNROLL for (int kk = 0; kk < KN; kk++) {
             if (kk < kn) {
                 V b = VSET1(k[kk * ks + p]);
-                UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VFMA(b, q[v], acc[kk][v]);
+                UNROLL for (int v = 0; v < QV; v++)
+                    if (v >= v0) acc[kk][v] = VFMA(b, q[v], acc[kk][v]);
             }
         }
     }
@@ -82,38 +89,50 @@ typedef struct {
     const float *b; int64_t ldb;
     const float *bias;
     float *c; int64_t ldc;
-    int64_t ncols;  /* columns per task */
-    int64_t nctask; /* column tasks per row block */
-    float *scratch; /* per worker: k x QB floats */
+    int64_t ncols;   /* gemm_rows_task: columns per task */
+    int64_t npanels; /* panels of QB columns */
+    int64_t rows;    /* rows of C per task (a multiple of KN) */
+    float *scratch;  /* per worker: k x QB floats */
 } FN(gemm_args);
 
-/* One task: rows [i0, i0+QB) x a range of columns. C^T tiles come out of
- * kq_tile (columns along rows, rows along lanes) and are stored transposed;
- * with k in the hundreds that store is a few percent of the work. */
+/* One task: a panel of QB columns of C over a range of rows, in the
+ * GotoBLAS arrangement (Goto & van de Geijn 2008): the panel of B is packed
+ * once as B^T (k x QB, the layout of a query block's Q^T, so pack_t and
+ * kq_tile serve both), then KN rows of A at a time are broadcast against it
+ * in a KN x QB register tile that is already a block of C's rows: stored as
+ * row vectors with the bias added, no transpose. */
 static TGT void FN(gemm_task)(void *arg, int64_t task, int worker)
 {
     const FN(gemm_args) *g = arg;
-    int64_t ib = task / g->nctask, jt = task % g->nctask;
-    int64_t i0 = ib * QB, nr = g->m - i0 < QB ? g->m - i0 : QB;
-    int64_t j0 = jt * g->ncols, j1 = j0 + g->ncols < g->n ? j0 + g->ncols : g->n;
-    float *at = g->scratch + (size_t)worker * (size_t)g->k * QB;
-    FN(pack_t)(g->a + i0 * g->lda, g->lda, g->k, nr, at);
-    float tile[KN * QB];
-    for (int64_t j = j0; j < j1; j += KN) {
-        int kn = j1 - j < KN ? (int)(j1 - j) : KN;
+    int64_t jp = task % g->npanels, rc = task / g->npanels;
+    int64_t j0 = jp * QB, nc = g->n - j0 < QB ? g->n - j0 : QB;
+    int64_t r0 = rc * g->rows, r1 = g->m - r0 < g->rows ? g->m : r0 + g->rows;
+    float *bt = g->scratch + (size_t)worker * (size_t)g->k * QB;
+    FN(pack_t)(g->b + j0 * g->ldb, g->ldb, g->k, nc, bt);
+    V bias[QV];
+    VM tm[QV];
+    int lanes[QV];
+    UNROLL for (int v = 0; v < QV; v++) {
+        int64_t left = nc - v * VW;
+        lanes[v] = left <= 0 ? 0 : left >= VW ? VW : (int)left;
+        tm[v] = VTAILMASK(lanes[v] == VW ? 0 : lanes[v]);
+        bias[v] = !g->bias || lanes[v] == 0 ? VZERO()
+                : lanes[v] == VW ? VLOAD(g->bias + j0 + v * VW) : VLOADM(g->bias + j0 + v * VW, tm[v]);
+    }
+    for (int64_t i = r0; i < r1; i += KN) {
+        int kn = r1 - i < KN ? (int)(r1 - i) : KN;
         V acc[KN][QV];
-        switch (kn) { /* constant kn so the tile's loops unroll fully */
-        case KN: FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, KN, acc); break;
-        default: FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, kn, acc); break;
-        }
-        for (int kk = 0; kk < kn; kk++) {
-            V bv = VSET1(g->bias ? g->bias[j + kk] : 0.0f);
-            UNROLL for (int v = 0; v < QV; v++)
-                VSTORE(tile + kk * QB + v * VW, VADD(acc[kk][v], bv));
-        }
-        for (int64_t r = 0; r < nr; r++) {
-            float *crow = g->c + (i0 + r) * g->ldc + j;
-            for (int kk = 0; kk < kn; kk++) crow[kk] = tile[kk * QB + r];
+        const float *ar = g->a + i * g->lda;
+        if (kn == KN) FN(kq_tile)(bt, g->k, ar, g->lda, KN, 0, acc); /* constant: unrolls fully */
+        else FN(kq_tile)(bt, g->k, ar, g->lda, kn, 0, acc);
+        for (int r = 0; r < kn; r++) {
+            float *crow = g->c + (i + r) * g->ldc + j0;
+            if (nc == QB) {
+                UNROLL for (int v = 0; v < QV; v++) VSTORE(crow + v * VW, VADD(acc[r][v], bias[v]));
+            } else {
+                UNROLL for (int v = 0; v < QV; v++)
+                    if (lanes[v]) VSTOREM(crow + v * VW, tm[v], VADD(acc[r][v], bias[v]));
+            }
         }
     }
 }
@@ -154,31 +173,33 @@ static TGT void FN(gemm_nt)(int64_t m, int64_t n, int64_t k,
                             float *c, int64_t ldc, int threads)
 {
     if (m <= 0 || n <= 0) return;
-    FN(gemm_args) g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, NULL};
+    FN(gemm_args) g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, NULL};
     double flops = 2.0 * (double)m * (double)n * (double)k;
     if (flops < 4e5) threads = 1;
     if (m < QB / 4) {
-        /* Few rows: the packed tile would mostly compute padding. */
+        /* Few rows: packing a panel of B would cost as much as using it. */
         g.ncols = threads > 1 ? (n + threads * 4 - 1) / (threads * 4) : n;
         if (g.ncols < 16) g.ncols = 16;
         attn_pool_run(threads, (n + g.ncols - 1) / g.ncols, FN(gemm_rows_task), &g);
         return;
     }
-    int64_t nb = (m + QB - 1) / QB;
-    /* Enough tasks for the threads to balance, each wide enough (a
-     * multiple of KN) to amortise packing its row block. */
-    int64_t nct = 1;
-    while (nb * nct < 4 * threads && n / (nct * 2) >= 4 * KN) nct *= 2;
-    g.ncols = (n + nct - 1) / nct;
-    g.ncols = (g.ncols + KN - 1) / KN * KN;
-    g.nctask = (n + g.ncols - 1) / g.ncols;
+    /* Whole column panels per task when there are enough of them for the
+     * threads to balance; otherwise row ranges too (each task then packs
+     * its panel again, which costs k x QB moves against rows x QB x k
+     * multiply-adds). */
+    g.npanels = (n + QB - 1) / QB;
+    int64_t chunks = 1;
+    while (g.npanels * chunks < 4 * threads && m / (chunks * 2) >= 8 * KN) chunks *= 2;
+    g.rows = (m + chunks - 1) / chunks;
+    g.rows = (g.rows + KN - 1) / KN * KN;
+    chunks = (m + g.rows - 1) / g.rows;
     int nt = threads < 1 ? 1 : threads;
     g.scratch = malloc((size_t)nt * (size_t)(k > 0 ? k : 1) * QB * sizeof(float));
     if (!g.scratch) { /* no memory for packing: the unpacked path needs none */
         FN(gemm_rows)(&g);
         return;
     }
-    attn_pool_run(threads, nb * g.nctask, FN(gemm_task), &g);
+    attn_pool_run(threads, g.npanels * chunks, FN(gemm_task), &g);
     free(g.scratch);
 }
 
@@ -191,6 +212,7 @@ typedef struct {
     float *scratch;
     size_t per_worker;    /* floats */
     int64_t maxd;
+    int64_t maxblk;       /* key blocks of the longest row with weights */
 } FN(sdpa_args);
 
 /* Keys [lo, hi) that any row of [i0, i0+nr) may see under causal/window. */
@@ -211,16 +233,30 @@ static void FN(key_range)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
 }
 
 /* Scores of one tile: S^T[kk][lanes] for keys jb..jb+kn-1 and query rows
- * i0.. (QB of them), scaled, with causal/window/key_mask applied; then the
- * explicit mask and bias (row-major in memory, so a scalar pass). */
+ * i0.. (QB of them; qt holds them already scaled), with causal/window/
+ * key_mask applied, folded into the running maxima bm while still in
+ * registers; then the explicit mask and bias (row-major in memory, so a
+ * scalar pass, after which the caller takes the maxima again). */
 static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float *qt,
                                              int64_t i0, int64_t nr, int64_t jb, int kn,
-                                             float *st)
+                                             float *st, V bm[QV])
 {
     V acc[KN][QV];
-    if (kn == KN) FN(kq_tile)(qt, j->d, j->k + jb * j->k_stride, j->k_stride, KN, acc);
-    else FN(kq_tile)(qt, j->d, j->k + jb * j->k_stride, j->k_stride, kn, acc);
-    V sc = VSET1(j->scale), ninf = VSET1(-INFINITY);
+    const float *kr = j->k + jb * j->k_stride;
+    /* causal: query vector v sees none of keys jb.. when jb >= i0 + (v+1) VW */
+    int v0 = j->causal && jb - i0 >= VW ? (int)((jb - i0) / VW) : 0;
+    if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
+    if (kn == KN) {
+        switch (v0) {
+        case 0: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 0, acc); break;
+        case 1: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 1, acc); break;
+        case 2: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 2, acc); break;
+        default: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 3, acc); break;
+        }
+    } else {
+        FN(kq_tile)(qt, j->d, kr, j->k_stride, kn, v0, acc);
+    }
+    V ninf = VSET1(-INFINITY);
     int structural = j->causal || j->window >= 0;
     /* a window wider than both lengths masks nothing; clamping keeps the
      * lane arithmetic below from overflowing on hostile values */
@@ -229,7 +265,7 @@ static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float
         int64_t jj = jb + kk;
         int dead = j->key_mask && !j->key_mask[jj];
         UNROLL for (int v = 0; v < QV; v++) {
-            V s = dead ? ninf : VMUL(acc[kk][v], sc);
+            V s = dead ? ninf : acc[kk][v];
             if (structural && !dead) {
                 /* lane l is row i0 + v*VW + l; allowed lanes form a range */
                 int64_t base = i0 + v * VW, lo = -1, hi = VW;
@@ -244,6 +280,7 @@ static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float
                     s = VSEL(VLANES(l, h), s, ninf);
                 }
             }
+            bm[v] = VMAX(bm[v], s);
             VSTORE(st + kk * QB + v * VW, s);
         }
     }
@@ -265,7 +302,7 @@ static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float
  * cn value columns starting at c0. */
 static inline ALWAYS TGT void FN(pv_tile)(float *ot, const float *st, int nk,
                                           const float *v, int64_t vs, int cn,
-                                          const V alpha[QV])
+                                          const V alpha[QV], int v0)
 {
     V acc[CN][QV];
     UNROLL for (int c = 0; c < CN; c++)
@@ -273,18 +310,40 @@ static inline ALWAYS TGT void FN(pv_tile)(float *ot, const float *st, int nk,
             acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
     for (int kk = 0; kk < nk; kk++) {
         V p[QV];
-        UNROLL for (int q = 0; q < QV; q++) p[q] = VLOAD(st + kk * QB + q * VW);
+        UNROLL for (int q = 0; q < QV; q++) p[q] = q >= v0 ? VLOAD(st + kk * QB + q * VW) : VZERO();
         const float *vr = v + kk * vs;
         UNROLL for (int c = 0; c < CN; c++) {
             if (c < cn) {
                 V b = VSET1(vr[c]);
-                UNROLL for (int q = 0; q < QV; q++) acc[c][q] = VFMA(b, p[q], acc[c][q]);
+                UNROLL for (int q = 0; q < QV; q++)
+                    if (q >= v0) acc[c][q] = VFMA(b, p[q], acc[c][q]);
             }
         }
     }
     UNROLL for (int c = 0; c < CN; c++)
         if (c < cn)
             UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+}
+
+/* All dv value columns of O^T for nk keys of P^T (see pv_tile), query
+ * vectors v0.. only: the others' P is zero there (causal). */
+static inline ALWAYS TGT void FN(pv_cols)(float *ot, const float *st, int nk, const float *v,
+                                          int64_t vs, int64_t dv, const V alpha[QV], int v0)
+{
+#define PV_COLS(V0)                                                                        \
+    do {                                                                                   \
+        int64_t c0 = 0;                                                                    \
+        for (; c0 + CN <= dv; c0 += CN)                                                    \
+            FN(pv_tile)(ot + c0 * QB, st, nk, v + c0, vs, CN, alpha, V0);                  \
+        if (c0 < dv) FN(pv_tile)(ot + c0 * QB, st, nk, v + c0, vs, (int)(dv - c0), alpha, V0); \
+    } while (0)
+    switch (v0) {
+    case 0: PV_COLS(0); break;
+    case 1: PV_COLS(1); break;
+    case 2: PV_COLS(2); break;
+    default: PV_COLS(3); break;
+    }
+#undef PV_COLS
 }
 
 /* Writes a tile of P^T (nk keys x QB lanes) into the weight rows as P:
@@ -320,13 +379,24 @@ static inline ALWAYS TGT void FN(store_t)(const float *st, int nk, float *w, int
 
 /* One query block: the online-softmax loop over key blocks. Scratch: qt
  * (d x QB), st (BK x QB), ot (dv x QB), and with weights mb (one QB row per
- * key block). With weights, each block's P (relative to the running max
- * then) goes straight to the weight rows, its max to mb; one pass at the end
- * rescales each block by exp(max then - final max) / sum. */
+ * key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
+ * block's P (relative to the running max then) goes to the weight rows, its
+ * max to mb; one pass at the end rescales each block by
+ * exp(max then - final max) / sum. For rows that fit, P is staged in pb and
+ * that last pass writes the weights once from it (non-temporal): the
+ * caller's buffer is touched once, not written, read back and written
+ * again. */
 static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                     float *qt, float *st, float *ot, float *mb)
+                                     float *qt, float *st, float *ot, float *mb, float *pb)
 {
     FN(pack_t)(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+    {
+        /* scale q once here rather than every score of every key block */
+        V sc = VSET1(j->scale);
+        for (int64_t p = 0; p < j->d; p++)
+            UNROLL for (int q = 0; q < QV; q++)
+                VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), sc));
+    }
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     V m[QV], l[QV];
     UNROLL for (int q = 0; q < QV; q++) { m[q] = VSET1(-INFINITY); l[q] = VZERO(); }
@@ -336,16 +406,22 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
      * costs more (a line read before each overwrite) than it saves;
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
     int stream = j->w && j->lk >= 512;
+    int staged = j->w && j->lk <= STAGE_LK;
+    float *wdst = staged ? pb : j->w ? j->w + i0 * j->w_stride : NULL;
+    int64_t wds = staged ? j->lk : j->w_stride;
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        for (int kk = 0; kk < nk; kk += KN) {
-            int kn = nk - kk < KN ? nk - kk : KN;
-            FN(score_tile)(j, qt, i0, nr, jb + kk, kn, st + kk * QB);
-        }
         V bm[QV], alpha[QV], mu[QV];
         UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-        for (int kk = 0; kk < nk; kk++)
-            UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+        for (int kk = 0; kk < nk; kk += KN) {
+            int kn = nk - kk < KN ? nk - kk : KN;
+            FN(score_tile)(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+        }
+        if (j->mask || j->bias) { /* they changed scores after the tiles' maxima */
+            UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+            for (int kk = 0; kk < nk; kk++)
+                UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+        }
         UNROLL for (int q = 0; q < QV; q++) {
             /* a row with nothing allowed yet keeps max -inf: subtract 0
              * instead, so exp gives 0 rather than NaN */
@@ -365,14 +441,27 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
         if (j->w) {
             int64_t blk = (jb - klo) / BK;
             UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
-            FN(store_t)(st, nk, j->w + i0 * j->w_stride + jb, j->w_stride, nr, stream);
+            FN(store_t)(st, nk, wdst + jb, wds, nr, stream && !staged);
         }
         const float *vb = j->v + jb * j->v_stride;
-        int64_t c0 = 0;
-        for (; c0 + CN <= j->dv; c0 += CN)
-            FN(pv_tile)(ot + c0 * QB, st, nk, vb + c0, j->v_stride, CN, alpha);
-        if (c0 < j->dv)
-            FN(pv_tile)(ot + c0 * QB, st, nk, vb + c0, j->v_stride, (int)(j->dv - c0), alpha);
+        if (!j->causal || jb + nk <= i0 + VW) {
+            FN(pv_cols)(ot, st, nk, vb, j->v_stride, j->dv, alpha, 0);
+        } else {
+            /* keys on the diagonal: in runs of VW, each run skipping the
+             * query vectors that see none of it; alpha only on the first */
+            V one[QV];
+            UNROLL for (int q = 0; q < QV; q++) one[q] = VSET1(1.0f);
+            for (int s0 = 0; s0 < nk;) {
+                int64_t key = jb + s0;
+                int v0 = key - i0 < VW ? 0 : (int)((key - i0) / VW);
+                if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
+                int64_t e = i0 + (int64_t)(v0 + 1) * VW - jb;
+                int s1 = e > nk || v0 == QV - 1 ? nk : (int)e;
+                FN(pv_cols)(ot, st + s0 * QB, s1 - s0, vb + s0 * j->v_stride, j->v_stride, j->dv,
+                            s0 == 0 ? alpha : one, v0);
+                s0 = s1;
+            }
+        }
     }
     float inv[QB];
     UNROLL for (int q = 0; q < QV; q++) {
@@ -388,7 +477,7 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
         FN(store_t)(ot + c * QB, n, j->o + i0 * j->o_stride + c, j->o_stride, nr, 0);
     }
     if (!j->w) return;
-    if (stream) VSFENCE(); /* non-temporal stores are weakly ordered */
+    if (stream && !staged) VSFENCE(); /* non-temporal stores are weakly ordered */
     int64_t nblk = (khi - klo + BK - 1) / BK;
     UNROLL for (int q = 0; q < QV; q++) {
         V mf = VSEL(VISNINF(m[q]), VZERO(), m[q]), iv = VLOAD(inv + q * VW);
@@ -401,20 +490,31 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
     }
     for (int64_t r = 0; r < nr; r++) {
         float *wr = j->w + (i0 + r) * j->w_stride;
+        const float *src = wdst + r * wds;
         for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
         for (int64_t t = khi; t < j->lk; t++) wr[t] = 0.0f;
         for (int64_t b = 0; b < nblk; b++) {
-            float *seg = wr + klo + b * BK;
-            int64_t n = khi - klo - b * BK < BK ? khi - klo - b * BK : BK;
+            int64_t at = klo + b * BK;
+            int64_t n = khi - at < BK ? khi - at : BK;
             V f = VSET1(mb[b * QB + r]);
             int64_t t = 0;
-            for (; t + VW <= n; t += VW) VSTORE(seg + t, VMUL(VLOAD(seg + t), f));
+            if (staged && stream) {
+                /* unaligned head, then whole vectors straight to memory */
+                while (t < n && ((uintptr_t)(wr + at + t) & (VW * sizeof(float) - 1)) != 0) {
+                    wr[at + t] = src[at + t] * mb[b * QB + r];
+                    t++;
+                }
+                for (; t + VW <= n; t += VW) VSTREAM(wr + at + t, VMUL(VLOAD(src + at + t), f));
+            } else {
+                for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(src + at + t), f));
+            }
             if (t < n) {
                 VM tm = VTAILMASK((int)(n - t));
-                VSTOREM(seg + t, tm, VMUL(VLOADM(seg + t, tm), f));
+                VSTOREM(wr + at + t, tm, VMUL(VLOADM(src + at + t, tm), f));
             }
         }
     }
+    if (stream && staged) VSFENCE();
 }
 
 /* Decode-sized query blocks (a few rows): one row at a time along d and dv,
@@ -504,7 +604,8 @@ static TGT void FN(sdpa_task)(void *arg, int64_t task, int worker)
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
-    FN(sdpa_block_flash)(j, i0, nr, qt, st, ot, ot + (size_t)s->maxd * QB);
+    float *mb = ot + (size_t)s->maxd * QB;
+    FN(sdpa_block_flash)(j, i0, nr, qt, st, ot, mb, mb + (size_t)(s->maxblk + 1) * QB);
 }
 
 static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
@@ -512,7 +613,7 @@ static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
     if (n == 0) return 0;
     int64_t *first = malloc((n + 1) * sizeof *first);
     if (!first) return -1;
-    int64_t maxd = 1, maxblk = 0;
+    int64_t maxd = 1, maxblk = 0, maxstage = 0;
     double work = 0;
     first[0] = 0;
     for (size_t i = 0; i < n; i++) {
@@ -522,14 +623,16 @@ static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
+        if (j->w && j->lk <= STAGE_LK && j->lk > maxstage) maxstage = j->lk;
         work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
     }
     if (work < 2e5) threads = 1;
     if (threads < 1) threads = 1;
-    FN(sdpa_args) a = {jobs, first, n, NULL, 0, maxd};
-    /* qt + st + ot (+ mb) per worker; the row path needs less than that.
-     * The sizes are those of buffers the caller holds, so they fit. */
-    a.per_worker = (size_t)(2 * maxd + BK + VW + maxblk) * QB;
+    FN(sdpa_args) a = {jobs, first, n, NULL, 0, maxd, maxblk};
+    /* qt + st + ot (+ mb + pb) per worker; the row path needs less than
+     * that. The sizes are bounded by buffers the caller holds (and pb by
+     * STAGE_LK), so they fit. Rounded to whole cache lines. */
+    a.per_worker = (size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB;
     a.scratch = aligned_alloc(64, ((size_t)threads * a.per_worker * sizeof(float) + 63) / 64 * 64);
     if (!a.scratch) { free(first); return -1; }
     attn_pool_run(threads, first[n], FN(sdpa_task), &a);

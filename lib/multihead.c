@@ -398,13 +398,22 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
     int avg = opt->need_weights && req->average_weights;
     int has_k = req->key.rank != 0, has_v = req->value.rank != 0;
     int64_t jobs_n = avg ? H : B * H; /* averaging runs one batch row at a time */
+    /* Self-attention whose q/k/v weights (and biases) lie back to back, as
+     * in_proj_weight does: one GEMM of 3E outputs packs each input row block
+     * once instead of three times, and the heads read q, k and v straight
+     * out of its (L, 3E) rows. */
+    int fused = !has_k && !has_v && group == 1 && kd == E && vd == E &&
+                pl->wk == pl->wq + E * E && pl->wv == pl->wk + E * E &&
+                ((!pl->bq && !pl->bk && !pl->bv) ||
+                 (pl->bq && pl->bk == pl->bq + E && pl->bv == pl->bk + E));
+    int64_t qw = fused ? 3 * E : E; /* floats per row of the q projection */
 
     size_t bytes = 0;
     int ok = sum_floats(&bytes, B * Lq, pe ? E : 0) &&
              sum_floats(&bytes, B * Lk, pe && has_k ? kd : 0) &&
              sum_floats(&bytes, B * Lk, pe && has_v ? vd : 0) &&
-             sum_floats(&bytes, B * Lq, E) && sum_floats(&bytes, B * Lk, ekv) &&
-             sum_floats(&bytes, B * Lk, ekv) && sum_floats(&bytes, B * Lq, E) &&
+             sum_floats(&bytes, B * Lq, qw) && sum_floats(&bytes, B * Lk, fused ? 0 : ekv) &&
+             sum_floats(&bytes, B * Lk, fused ? 0 : ekv) && sum_floats(&bytes, B * Lq, E) &&
              sum_floats(&bytes, avg ? H * Lq : 0, Lk) &&
              sum_floats(&bytes, jobs_n, (int64_t)(sizeof(attn_sdpa_job) + sizeof(attn_row_job)));
     if (!ok)
@@ -433,17 +442,29 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
     }
     if (!kx) kx = qx; /* self-attention: the (encoded) query */
     if (!vx) vx = qx;
-    float *qp = take(&c, B * Lq, E, sizeof(float));
-    float *kp = take(&c, B * Lk, ekv, sizeof(float));
-    float *vp = take(&c, B * Lk, ekv, sizeof(float));
+    float *qp = take(&c, B * Lq, qw, sizeof(float));
+    float *kp, *vp;
+    int64_t ks = ekv; /* row stride of the k and v projections */
+    if (fused) {
+        kp = qp + E;
+        vp = qp + 2 * E;
+        ks = qw;
+    } else {
+        kp = take(&c, B * Lk, ekv, sizeof(float));
+        vp = take(&c, B * Lk, ekv, sizeof(float));
+    }
     float *ao = take(&c, B * Lq, E, sizeof(float));
     float *hw = avg ? take(&c, H * Lq, Lk, sizeof(float)) : NULL;
     attn_sdpa_job *sj = take(&c, jobs_n, 1, sizeof(attn_sdpa_job));
     attn_row_job *rj = take(&c, jobs_n, 1, sizeof(attn_row_job));
 
-    attn_gemm_nt(B * Lq, E, E, qx, E, pl->wq, E, pl->bq, qp, E, threads);
-    attn_gemm_nt(B * Lk, ekv, kd, kx, kd, pl->wk, kd, pl->bk, kp, ekv, threads);
-    attn_gemm_nt(B * Lk, ekv, vd, vx, vd, pl->wv, vd, pl->bv, vp, ekv, threads);
+    if (fused) {
+        attn_gemm_nt(B * Lq, qw, E, qx, E, pl->wq, E, pl->bq, qp, qw, threads);
+    } else {
+        attn_gemm_nt(B * Lq, E, E, qx, E, pl->wq, E, pl->bq, qp, E, threads);
+        attn_gemm_nt(B * Lk, ekv, kd, kx, kd, pl->wk, kd, pl->bk, kp, ekv, threads);
+        attn_gemm_nt(B * Lk, ekv, vd, vx, vd, pl->wv, vd, pl->bv, vp, ekv, threads);
+    }
 
     float scale = (float)(1.0 / sqrt((double)hd));
     int64_t plane = Lq * Lk;
@@ -455,9 +476,9 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
                 attn_row_masks m;
                 attn_masks_at(opt, b, h, H, Lq, Lk, &m);
                 int64_t g = h / group;
-                const float *q = qp + b * Lq * E + h * hd;
-                const float *k = kp + b * Lk * ekv + g * hd;
-                const float *v = vp + b * Lk * ekv + g * hd;
+                const float *q = qp + b * Lq * qw + h * hd;
+                const float *k = kp + b * Lk * ks + g * hd;
+                const float *v = vp + b * Lk * ks + g * hd;
                 float *o = ao + b * Lq * E + h * hd;
                 float *w = !opt->need_weights ? NULL
                          : avg ? hw + h * plane
@@ -466,9 +487,9 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
                     attn_sdpa_job *j = &sj[n];
                     memset(j, 0, sizeof *j);
                     j->lq = Lq; j->lk = Lk; j->d = hd; j->dv = hd;
-                    j->q = q; j->q_stride = E;
-                    j->k = k; j->k_stride = ekv;
-                    j->v = v; j->v_stride = ekv;
+                    j->q = q; j->q_stride = qw;
+                    j->k = k; j->k_stride = ks;
+                    j->v = v; j->v_stride = ks;
                     j->o = o; j->o_stride = E;
                     j->w = w; j->w_stride = Lk;
                     j->scale = scale;
@@ -482,10 +503,10 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
                     memset(j, 0, sizeof *j);
                     j->kind = ATTN_SCORE_DOT;
                     j->lq = Lq; j->lk = Lk; j->d = hd; j->dv = hd;
-                    j->a = q; j->a_stride = E;
-                    j->b = k; j->b_stride = ekv;
+                    j->a = q; j->a_stride = qw;
+                    j->b = k; j->b_stride = ks;
                     j->scale = scale;
-                    j->v = v; j->v_stride = ekv;
+                    j->v = v; j->v_stride = ks;
                     j->o = o; j->o_stride = E;
                     j->w = w; j->w_stride = Lk;
                     j->m = m;

@@ -680,6 +680,11 @@ static int infer(const srv_target *t, const char *body, size_t len, srv_call *ca
         copy[hl] = '\0';
         hdr = copy;
     }
+    /* the same JSON depth cap as the native routes (request.c) */
+    if (srv_json_too_deep(hdr, hl, srv_cfg.max_depth))
+        return srv_fail(e, 400, "invalid_json", "",
+                        "the JSON header nests arrays or objects more than %d deep (ATTN_MAX_DEPTH)",
+                        srv_cfg.max_depth);
     if (srv_scan(hdr, hl, &call->arena, &call->scan))
         return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
     json_error_t jerr;

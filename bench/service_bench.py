@@ -1,0 +1,229 @@
+"""service_bench.py - the live-server rows of `make bench`: a base64
+multi-head request (L = 1024, E = 512, 8 heads, weights not returned) timed
+by the client against a real attn-server, and small scaled_dot requests
+(L = 8, D = 16) driven by wrk against attn-server and against a bare
+libmicrohttpd server answering a fixed 200 (bench/bare_mhd.c), alternating,
+in the same run. Both servers listen on free 127.0.0.1 ports and are stopped
+before it returns. Prints one JSON object for bench/run.py.
+
+Usage: /usr/bin/python3 bench/service_bench.py --build DIR [--wrk-seconds S] [--rounds N]
+"""
+import argparse
+import base64
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+
+L, E, H = 1024, 512, 8
+SMALL_L, SMALL_D = 8, 16
+WRK_THREADS, WRK_CONNECTIONS = 2, 32
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, proc, path, seconds=10.0):
+    """Polls path until it answers; raises if the process exits first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited with status %s" % proc.returncode)
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", path)
+            c.getresponse().read()
+            c.close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("server did not answer on port %d" % port)
+
+
+class Server:
+    """A child process on a free loopback port, stopped (SIGTERM, then
+    SIGKILL) on exit; only this process is ever signalled."""
+
+    def __init__(self, argv_of_port, log_path, ready_path):
+        self.port = free_port()
+        self.log = open(log_path, "ab")
+        self.proc = subprocess.Popen(argv_of_port(self.port), stdout=self.log, stderr=self.log)
+        try:
+            wait_ready(self.port, self.proc, ready_path)
+        except Exception:
+            self.stop()
+            raise
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def b64_tensor(shape, rng):
+    n = 1
+    for d in shape:
+        n *= d
+    raw = struct.pack("<%df" % n, *(rng.uniform(-1.0, 1.0) for _ in range(n)))
+    return {"shape": list(shape), "dtype": "float32", "b64": base64.b64encode(raw).decode("ascii")}
+
+
+def server_timing(value):
+    """{'parse': ms, 'compute': ms, 'encode': ms} from a Server-Timing header."""
+    out = {}
+    for part in (value or "").split(","):
+        m = re.match(r"\s*(\w+);dur=([0-9.]+)", part)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def end_to_end(port, reps):
+    """Median client-measured time of the multi-head request over one kept-
+    alive connection (request sent to response fully read), and the median
+    Server-Timing parts of the same responses."""
+    rng = random.Random(4)
+    body = json.dumps({
+        "query": b64_tensor((1, L, E), rng), "key": b64_tensor((1, L, E), rng),
+        "value": b64_tensor((1, L, E), rng), "num_heads": H,
+        "need_weights": False, "output_format": "b64"}).encode()
+    headers = {"Content-Type": "application/json"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    total, parts, resp_len = [], {"parse": [], "compute": [], "encode": []}, 0
+    for i in range(reps + 1):
+        t0 = time.perf_counter()
+        conn.request("POST", "/multihead", body, headers)
+        r = conn.getresponse()
+        data = r.read()
+        t = time.perf_counter() - t0
+        if r.status != 200:
+            raise RuntimeError("POST /multihead: %d %s" % (r.status, data[:200]))
+        if i == 0:  # warm-up; check the answer's shape once
+            out = json.loads(data)["output"]
+            if out["shape"] != [1, L, E] or len(base64.b64decode(out["b64"])) != L * E * 4:
+                raise RuntimeError("POST /multihead: unexpected output %s" % out["shape"])
+            resp_len = len(data)
+            continue
+        total.append(t)
+        st = server_timing(r.getheader("Server-Timing"))
+        for k in parts:
+            parts[k].append(st.get(k, 0.0))
+    conn.close()
+    return {
+        "e2e_total_s": statistics.median(total),
+        "e2e_parse_ms": statistics.median(parts["parse"]),
+        "e2e_compute_ms": statistics.median(parts["compute"]),
+        "e2e_encode_ms": statistics.median(parts["encode"]),
+        "e2e_request_bytes": len(body), "e2e_response_bytes": resp_len, "e2e_reps": reps,
+    }
+
+
+def small_body():
+    rng = random.Random(8)
+
+    def mat():
+        return [[round(rng.uniform(-1.0, 1.0), 4) for _ in range(SMALL_D)] for _ in range(SMALL_L)]
+    return json.dumps({"query": mat(), "key": mat(), "value": mat()}, separators=(",", ":"))
+
+
+def write_lua(path, body):
+    with open(path, "w") as f:
+        f.write('-- written by bench/service_bench.py: POST the scaled_dot body\n')
+        f.write('wrk.method = "POST"\n')
+        f.write('wrk.headers["Content-Type"] = "application/json"\n')
+        f.write("wrk.body = %s\n" % json.dumps(body))
+
+
+def wrk(url, script, seconds):
+    """Requests/s of one wrk run; raises if any response was not 2xx/3xx or
+    any socket error happened (a rate of errors is no rate)."""
+    cmd = ["wrk", "-t%d" % WRK_THREADS, "-c%d" % WRK_CONNECTIONS, "-d%ds" % seconds, "-s", script, url]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=seconds + 30)
+    bad = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", p.stdout)
+    errs = re.search(r"Socket errors:.*", p.stdout)
+    if bad or errs:
+        raise RuntimeError("wrk %s: %s" % (url, (bad or errs).group(0)))
+    m = re.search(r"Requests/sec:\s*([0-9.]+)", p.stdout)
+    if not m:
+        raise RuntimeError("wrk printed no rate: %s" % p.stdout[-300:])
+    return float(m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--reps", type=int, default=9)
+    ap.add_argument("--wrk-seconds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    os.makedirs(os.path.join(build, "bench"), exist_ok=True)
+    log = os.path.join(build, "bench", "servers.log")
+    cores = os.cpu_count() or 1
+    pool = max(cores * 2, 4)  # attn-server's default HTTP thread pool
+
+    server = [os.path.join(build, "attn-server")]
+    bare = [os.path.join(build, "bare_mhd")]
+    result = {"wrk": "-t%d -c%d -d%ds" % (WRK_THREADS, WRK_CONNECTIONS, args.wrk_seconds),
+              "rounds": args.rounds, "pool": pool}
+
+    with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s:
+        result.update(end_to_end(s.port, args.reps))
+    try:
+        result.update(small_requests(build, server, bare, pool, log, args))
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        # the end-to-end figures stand on their own; say why these are missing
+        print("service_bench: small requests: %s" % e, file=sys.stderr)
+    print(json.dumps(result))
+
+
+def small_requests(build, server, bare, pool, log, args):
+    """Medians of wrk rounds against attn-server and bare_mhd, alternating."""
+    script = os.path.join(build, "bench", "scaled_dot.lua")
+    write_lua(script, small_body())
+    ours, base = [], []
+    with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s, \
+            Server(lambda p: bare + [str(p), str(pool)], log, "/") as b:
+        url_s = "http://127.0.0.1:%d/attention/scaled_dot" % s.port
+        url_b = "http://127.0.0.1:%d/attention/scaled_dot" % b.port
+        wrk(url_s, script, 1)  # warm-up both
+        wrk(url_b, script, 1)
+        for i in range(args.rounds):
+            # alternate which goes first, so neither always follows the other
+            order = [(url_s, ours), (url_b, base)]
+            if i % 2:
+                order.reverse()
+            for url, runs in order:
+                runs.append(wrk(url, script, args.wrk_seconds))
+    return {"small_rps": statistics.median(ours), "bare_rps": statistics.median(base),
+            "small_rps_runs": ours, "bare_rps_runs": base}
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        print("service_bench: %s" % e, file=sys.stderr)
+        sys.exit(1)
