@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    load0 = os.getloadavg()[0]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
                OPENBLAS_NUM_THREADS=str(args.threads), BENCH_THREADS=str(args.threads))
 
@@ -98,6 +99,9 @@ def main():
     print()
     print("Machine: %s, %d threads, kernels: %s. Medians of several runs; GFLOP/s, higher is better."
           % (cpu_name(), args.threads, ours.get("isa", "?")))
+    print("Load average (1 min) %.1f at the start, %.1f at the end on %d cores: above the core count, other "
+          "work shared the machine and every figure is lower than on a quiet one."
+          % (load0, os.getloadavg()[0], os.cpu_count() or 1))
     print()
     hdr = ("row", "L", "ours ms", "ours", "ORT", "torch", "BLAS", "vs ORT", "target", "met")
     rows = []

@@ -285,16 +285,26 @@ int srv_json_u64(json_t *j, uint64_t *out)
 
 int srv_json_too_deep(const char *body, size_t len, int max_depth)
 {
-    int depth = 0, in_str = 0;
+    int depth = 0;
     for (size_t i = 0; i < len; i++) {
         char c = body[i];
-        if (in_str) {
-            if (c == '\\')
-                i++; /* the escaped character cannot end the string */
-            else if (c == '"')
-                in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
+        if (c == '"') {
+            /* Jump to the closing quote with memchr: base64 tensors are
+             * megabytes of string, and a byte loop over them cost more than
+             * decoding them. A quote ends the string unless an odd run of
+             * backslashes precedes it (the opening quote bounds the run). */
+            size_t open = i;
+            for (;;) {
+                const char *q = memchr(body + i + 1, '"', len - i - 1);
+                if (!q)
+                    return 0; /* unterminated: the parser reports it */
+                i = (size_t)(q - body);
+                size_t bs = 0;
+                while (i - bs - 1 > open && body[i - bs - 1] == '\\')
+                    bs++;
+                if (bs % 2 == 0)
+                    break;
+            }
         } else if (c == '[' || c == '{') {
             if (++depth > max_depth)
                 return 1;
