@@ -81,7 +81,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
