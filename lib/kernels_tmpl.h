@@ -32,6 +32,11 @@
  * lk floats, within L2) rather than in the caller's buffer; see
  * sdpa_block_flash. */
 #define STAGE_LK 1024
+/* Rows of A from which gemm_nt packs B once per column panel (C stored
+ * as rows) rather than A once per row block (C stored transposed): below
+ * it, packing all of B costs more than the transposed stores save
+ * (measured on Zen 5 at k = 512: m = 128 favours A, m = 512 favours B). */
+#define GEMM_PACK_B (4 * QB)
 #define UNROLL _Pragma("GCC unroll 16")
 #define ALWAYS __attribute__((always_inline))
 
@@ -89,19 +94,51 @@ typedef struct {
     const float *b; int64_t ldb;
     const float *bias;
     float *c; int64_t ldc;
-    int64_t ncols;   /* gemm_rows_task: columns per task */
-    int64_t npanels; /* panels of QB columns */
-    int64_t rows;    /* rows of C per task (a multiple of KN) */
+    int64_t ncols;   /* gemm_rows_task, gemm_task_a: columns per task */
+    int64_t nctask;  /* gemm_task_a: column tasks per row block */
+    int64_t npanels; /* gemm_task_b: panels of QB columns */
+    int64_t rows;    /* gemm_task_b: rows of C per task (a multiple of KN) */
     float *scratch;  /* per worker: k x QB floats */
 } FN(gemm_args);
 
-/* One task: a panel of QB columns of C over a range of rows, in the
+/* One task for short A (m below GEMM_PACK_B rows): rows [i0, i0+QB) of A
+ * packed as A^T, against a range of columns of B read in place. C^T tiles
+ * come out of kq_tile (columns along rows, rows along lanes) and are
+ * stored transposed; with k in the hundreds that store is a few percent of
+ * the work, less than packing all of B would cost for so few rows. */
+static TGT void FN(gemm_task_a)(void *arg, int64_t task, int worker)
+{
+    const FN(gemm_args) *g = arg;
+    int64_t ib = task / g->nctask, jt = task % g->nctask;
+    int64_t i0 = ib * QB, nr = g->m - i0 < QB ? g->m - i0 : QB;
+    int64_t j0 = jt * g->ncols, j1 = j0 + g->ncols < g->n ? j0 + g->ncols : g->n;
+    float *at = g->scratch + (size_t)worker * (size_t)g->k * QB;
+    FN(pack_t)(g->a + i0 * g->lda, g->lda, g->k, nr, at);
+    float tile[KN * QB];
+    for (int64_t j = j0; j < j1; j += KN) {
+        int kn = j1 - j < KN ? (int)(j1 - j) : KN;
+        V acc[KN][QV];
+        if (kn == KN) FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, KN, 0, acc); /* unrolls fully */
+        else FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, kn, 0, acc);
+        for (int kk = 0; kk < kn; kk++) {
+            V bv = VSET1(g->bias ? g->bias[j + kk] : 0.0f);
+            UNROLL for (int v = 0; v < QV; v++)
+                VSTORE(tile + kk * QB + v * VW, VADD(acc[kk][v], bv));
+        }
+        for (int64_t r = 0; r < nr; r++) {
+            float *crow = g->c + (i0 + r) * g->ldc + j;
+            for (int kk = 0; kk < kn; kk++) crow[kk] = tile[kk * QB + r];
+        }
+    }
+}
+
+/* One task for long A: a panel of QB columns of C over a range of rows, in the
  * GotoBLAS arrangement (Goto & van de Geijn 2008): the panel of B is packed
  * once as B^T (k x QB, the layout of a query block's Q^T, so pack_t and
  * kq_tile serve both), then KN rows of A at a time are broadcast against it
  * in a KN x QB register tile that is already a block of C's rows: stored as
  * row vectors with the bias added, no transpose. */
-static TGT void FN(gemm_task)(void *arg, int64_t task, int worker)
+static TGT void FN(gemm_task_b)(void *arg, int64_t task, int worker)
 {
     const FN(gemm_args) *g = arg;
     int64_t jp = task % g->npanels, rc = task / g->npanels;
@@ -173,7 +210,7 @@ static TGT void FN(gemm_nt)(int64_t m, int64_t n, int64_t k,
                             float *c, int64_t ldc, int threads)
 {
     if (m <= 0 || n <= 0) return;
-    FN(gemm_args) g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, NULL};
+    FN(gemm_args) g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, 0, NULL};
     double flops = 2.0 * (double)m * (double)n * (double)k;
     if (flops < 4e5) threads = 1;
     if (m < QB / 4) {
@@ -183,23 +220,37 @@ static TGT void FN(gemm_nt)(int64_t m, int64_t n, int64_t k,
         attn_pool_run(threads, (n + g.ncols - 1) / g.ncols, FN(gemm_rows_task), &g);
         return;
     }
-    /* Whole column panels per task when there are enough of them for the
-     * threads to balance; otherwise row ranges too (each task then packs
-     * its panel again, which costs k x QB moves against rows x QB x k
-     * multiply-adds). */
-    g.npanels = (n + QB - 1) / QB;
-    int64_t chunks = 1;
-    while (g.npanels * chunks < 4 * threads && m / (chunks * 2) >= 8 * KN) chunks *= 2;
-    g.rows = (m + chunks - 1) / chunks;
-    g.rows = (g.rows + KN - 1) / KN * KN;
-    chunks = (m + g.rows - 1) / g.rows;
     int nt = threads < 1 ? 1 : threads;
     g.scratch = malloc((size_t)nt * (size_t)(k > 0 ? k : 1) * QB * sizeof(float));
     if (!g.scratch) { /* no memory for packing: the unpacked path needs none */
         FN(gemm_rows)(&g);
         return;
     }
-    attn_pool_run(threads, g.npanels * chunks, FN(gemm_task), &g);
+    int64_t ntasks;
+    if (m < GEMM_PACK_B) {
+        /* Enough tasks for the threads to balance, each wide enough (a
+         * multiple of KN) to amortise packing its row block. */
+        int64_t nb = (m + QB - 1) / QB, nct = 1;
+        while (nb * nct < 4 * threads && n / (nct * 2) >= 4 * KN) nct *= 2;
+        g.ncols = (n + nct - 1) / nct;
+        g.ncols = (g.ncols + KN - 1) / KN * KN;
+        g.nctask = (n + g.ncols - 1) / g.ncols;
+        ntasks = nb * g.nctask;
+        attn_pool_run(threads, ntasks, FN(gemm_task_a), &g);
+    } else {
+        /* Whole column panels per task when there are enough of them for
+         * the threads to balance; otherwise row ranges too (each task then
+         * packs its panel again, which costs k x QB moves against
+         * rows x QB x k multiply-adds). */
+        g.npanels = (n + QB - 1) / QB;
+        int64_t chunks = 1;
+        while (g.npanels * chunks < 4 * threads && m / (chunks * 2) >= 8 * KN) chunks *= 2;
+        g.rows = (m + chunks - 1) / chunks;
+        g.rows = (g.rows + KN - 1) / KN * KN;
+        chunks = (m + g.rows - 1) / g.rows;
+        ntasks = g.npanels * chunks;
+        attn_pool_run(threads, ntasks, FN(gemm_task_b), &g);
+    }
     free(g.scratch);
 }
 
