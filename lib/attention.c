@@ -189,12 +189,8 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     st = attn_check_options(&req->opt, d->B, 0, d->Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
     if (st != ATTN_OK)
         return st;
-    if (req->hidden_size < 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "hidden_size",
-                         "hidden_size must be >= 1, got %lld", (long long)req->hidden_size);
-    if (req->output_size < 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "output_size",
-                         "output_size must be >= 1, got %lld", (long long)req->output_size);
+    if ((st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
+        return st;
     pl->dh = req->hidden_size ? req->hidden_size : d->Dq;
     pl->dout = req->output_size ? req->output_size : d->Dq;
     if (req->n_params > 0) {
@@ -457,14 +453,10 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
             return st;
         }
     }
-    attn_ctx *own = NULL;
-    if (!ctx) {
-        own = attn_ctx_new(1);
-        if (!own) {
-            attn_param_set_free(seeded);
-            return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
-        }
-        ctx = own;
+    attn_ctx *own;
+    if (!(ctx = attn_ctx_for_call(ctx, &own))) {
+        attn_param_set_free(seeded);
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
     }
     st = compute_planned(ctx, req, &pl, output, weights, err);
     attn_ctx_free(own);

@@ -43,10 +43,10 @@ struct attn_ctx {
  * until the next call on ctx. NULL when out of memory. */
 void *attn_ctx_scratch(attn_ctx *ctx, size_t bytes);
 
-/* Runs fn(arg, begin, end) over [0, n) split into contiguous pieces on up
- * to `threads` threads (the caller's thread included). tid is 0..threads-1. */
-typedef void (*attn_range_fn)(void *arg, int tid, int64_t begin, int64_t end);
-void attn_parallel(int threads, int64_t n, attn_range_fn fn, void *arg);
+/* The context a public call runs with: ctx itself, or (ctx NULL) a new
+ * one-thread context also stored in *own, which the caller frees with
+ * attn_ctx_free. NULL when out of memory. */
+attn_ctx *attn_ctx_for_call(attn_ctx *ctx, attn_ctx **own);
 
 /* ---------------------------------------------------------- shape.c */
 
@@ -63,6 +63,9 @@ attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
 
 /* Masks, bias, window and hard against B, H (0 = not multi-head), Lq, Lk;
  * lk is the symbol for the key count in messages ("Lk", or "Lv"). */
+/* hidden_size and output_size: 0 (the default, Dq) or positive. */
+attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err);
+
 attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
 

@@ -567,14 +567,10 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
             return st;
         }
     }
-    attn_ctx *own = NULL;
-    if (!ctx) {
-        own = attn_ctx_new(1);
-        if (!own) {
-            attn_param_set_free(seeded);
-            return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
-        }
-        ctx = own;
+    attn_ctx *own;
+    if (!(ctx = attn_ctx_for_call(ctx, &own))) {
+        attn_param_set_free(seeded);
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
     }
     st = mha_run(ctx, req, &pl, output, weights, err);
     attn_ctx_free(own);

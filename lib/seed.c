@@ -104,12 +104,8 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
     attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, &d, err);
     if (st != ATTN_OK)
         return st;
-    if (req->hidden_size < 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "hidden_size",
-                         "hidden_size must be >= 1, got %lld", (long long)req->hidden_size);
-    if (req->output_size < 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "output_size",
-                         "output_size must be >= 1, got %lld", (long long)req->output_size);
+    if ((st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
+        return st;
     int64_t dh = req->hidden_size ? req->hidden_size : d.Dq;
     int64_t dout = req->output_size ? req->output_size : d.Dq;
     int64_t dqk = d.Dq + d.Dk, dqv = d.Dq + d.Dv; /* dims are bounded by attn_count */

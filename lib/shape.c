@@ -191,3 +191,14 @@ void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
     m->causal = o->causal != 0;
     m->window = o->has_window ? o->window : -1;
 }
+
+attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err)
+{
+    if (hidden_size < 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "hidden_size",
+                         "hidden_size must be >= 1, got %lld", (long long)hidden_size);
+    if (output_size < 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "output_size",
+                         "output_size must be >= 1, got %lld", (long long)output_size);
+    return ATTN_OK;
+}

@@ -22,6 +22,7 @@ typedef struct {
     unsigned max_connections;  /* ATTN_MAX_CONNECTIONS: open connections at once */
     unsigned max_per_ip;       /* ATTN_MAX_PER_IP: from one address; 0 = no limit */
     int max_depth;             /* ATTN_MAX_DEPTH: JSON nesting of a request body */
+    double max_work;           /* ATTN_MAX_WORK: estimated floating-point operations of one request */
     const char *token;         /* ATTN_TOKEN: compute routes need "Bearer <token>"; NULL = open */
     const char *cors_origins;  /* ATTN_CORS_ORIGINS: comma-separated allow-list; NULL = no CORS */
     int log_level;             /* 0 error, 1 warn, 2 info (access log), 3 debug */
@@ -171,12 +172,26 @@ void srv_encode_tensor(srv_buf *b, const float *data, int rank,
 
 /* ------------------------------------------------------------ requests */
 
+/* Seeded parameter sets shared across requests (seedcache.c): seeding is a
+ * pure function of the seed and a few sizes, so the last few sets are kept.
+ * Each call returns a new reference in *out, which the caller gives back
+ * with srv_seeded_release; the set is read-only while held. */
+typedef struct srv_seeded srv_seeded;
+attn_status srv_seed_attention(const attn_request *req, uint64_t seed, srv_seeded **out,
+                               attn_error *ae);
+attn_status srv_seed_multihead(const attn_mha_request *req, uint64_t seed, srv_seeded **out,
+                               attn_error *ae);
+/* The set a reference holds (borrowed: valid until the reference is released). */
+const attn_param_set *srv_seeded_set(const srv_seeded *s);
+void srv_seeded_release(srv_seeded *s); /* NULL is a no-op */
+void srv_seed_cache_clear(void);        /* at shutdown */
+
 /* Everything one POST needs: inputs it owns, timings, the response. */
 typedef struct {
     srv_arena arena;
     srv_scan_result scan;
     json_t *root;
-    attn_param_set *seeded; /* parameters made from the seed, if any */
+    srv_seeded *seeded;     /* parameters made from the seed, if any (a cache reference) */
     double t_parse, t_compute, t_encode; /* ms */
 } srv_call;
 
