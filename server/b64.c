@@ -6,6 +6,11 @@
 #include <pthread.h>
 #include <string.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+#endif
+
 static const char alpha[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -60,6 +65,52 @@ void srv_b64_encode(const uint8_t *in, size_t n, char *out)
     }
 }
 
+#ifdef HAVE_AVX2_PATH
+/* 32 characters to 24 bytes per step, after Muła and Lemire, "Faster Base64
+ * Encoding and Decoding Using AVX2 Instructions" (ACM TWEB 2018), as in
+ * aklomp/base64's AVX2 decoder: nibble lookups validate and translate,
+ * multiply-adds merge the 6-bit fields. Stops at the first block holding
+ * anything but the 64 letters (padding, or an invalid byte) and leaves the
+ * rest to the scalar loop, which also finds the error. Each store writes 32
+ * bytes of which 24 count, so the caller leaves 48 input bytes unread. */
+__attribute__((target("avx2")))
+static size_t decode_avx2(const unsigned char *in, size_t len, uint8_t *out)
+{
+    const __m256i lut_lo = _mm256_setr_epi8(
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
+    const __m256i lut_hi = _mm256_setr_epi8(
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
+    const __m256i lut_roll = _mm256_setr_epi8(
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i mask_2f = _mm256_set1_epi8(0x2f);
+    const __m256i pack = _mm256_setr_epi8(
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 4, 5, 6, -1, -1);
+    size_t done = 0;
+    while (len - done >= 48) {
+        __m256i s = _mm256_loadu_si256((const __m256i *)(const void *)(in + done));
+        __m256i hi_n = _mm256_and_si256(_mm256_srli_epi32(s, 4), mask_2f);
+        __m256i lo_n = _mm256_and_si256(s, mask_2f);
+        __m256i hi = _mm256_shuffle_epi8(lut_hi, hi_n);
+        __m256i lo = _mm256_shuffle_epi8(lut_lo, lo_n);
+        if (!_mm256_testz_si256(lo, hi))
+            break;
+        __m256i roll = _mm256_shuffle_epi8(lut_roll, _mm256_add_epi8(_mm256_cmpeq_epi8(s, mask_2f), hi_n));
+        s = _mm256_add_epi8(s, roll);
+        s = _mm256_maddubs_epi16(s, _mm256_set1_epi32(0x01400140));
+        s = _mm256_madd_epi16(s, _mm256_set1_epi32(0x00011000));
+        s = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(s, pack), lanes);
+        _mm256_storeu_si256((__m256i *)(void *)(out + done / 4 * 3), s);
+        done += 32;
+    }
+    return done;
+}
+#endif
+
 int64_t srv_b64_decode(const char *in, size_t len, uint8_t *out)
 {
     pthread_once(&once, init_tables);
@@ -68,8 +119,15 @@ int64_t srv_b64_decode(const char *in, size_t len, uint8_t *out)
     if (len == 0)
         return 0;
     const unsigned char *p = (const unsigned char *)in;
-    size_t quads = len / 4 - 1; /* the last quad may carry padding */
     uint8_t *o = out;
+#ifdef HAVE_AVX2_PATH
+    if (len >= 256 && __builtin_cpu_supports("avx2")) {
+        size_t done = decode_avx2(p, len, out);
+        p += done;
+        o += done / 4 * 3;
+    }
+#endif
+    size_t quads = (len - (size_t)((const char *)p - in)) / 4 - 1; /* the last quad may carry padding */
     for (size_t q = 0; q < quads; q++, p += 4) {
         uint32_t v = dec[0][p[0]] | dec[1][p[1]] | dec[2][p[2]] | dec[3][p[3]];
         if (v & BAD)

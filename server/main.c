@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +37,9 @@ static const char usage[] =
     "                                         on accept (1000, or the fd limit - 64 if lower)\n"
     "  --max-per-ip N       ATTN_MAX_PER_IP   connections from one address (0: no limit)\n"
     "  --max-depth N        ATTN_MAX_DEPTH    JSON nesting of a request body (32)\n"
+    "  --max-work FLOPS     ATTN_MAX_WORK     estimated floating-point operations of one\n"
+    "                                         request, e.g. 2e11 (the default); more is\n"
+    "                                         refused with 413 too_large before computing\n"
     "  --token TOKEN        ATTN_TOKEN        compute routes require Authorization: Bearer\n"
     "                                         TOKEN (401 otherwise); health, metrics, rules and\n"
     "                                         the demo stay open. Prefer the environment: flags\n"
@@ -77,6 +81,17 @@ static uint64_t parse_size(const char *what, const char *s, uint64_t max)
     if (*end || (shift && v > (max >> shift)) || (v << shift) > max)
         die(what, s);
     return v << shift;
+}
+
+/* A positive number of floating-point operations: "2e11", "500000000". */
+static double parse_work(const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 1.0) || v > 1e30)
+        die("max work (a number of floating-point operations, e.g. 2e11)", s);
+    return v;
 }
 
 static int parse_level(const char *s)
@@ -152,11 +167,27 @@ static void find_files(const char *static_opt, const char *openapi_opt)
     srv_cfg.openapi_path = openapi_buf;
 }
 
+/* glibc's allocator, tuned once before any thread: at most 2 arenas a core
+ * (by default each thread may get its own, and resident memory grew with
+ * them under load), and the large blocks of a request (bodies, decoded
+ * tensors, results: up to 32 MiB each) reused from the heap rather than
+ * mmap'd fresh and page-faulted in on every request. The freed memory kept
+ * for reuse is bounded by the trim threshold per arena. */
+static void tune_malloc(long cores)
+{
+    mallopt(M_ARENA_MAX, (int)(cores * 2));
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
+
 int main(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
+    if (cores > 512)
+        cores = 512;
+    tune_malloc(cores);
     srv_cfg.bind = "127.0.0.1";
     srv_cfg.port = 8080;
     srv_cfg.threads = cores * 2 > 4 ? (int)cores * 2 : 4;
@@ -175,6 +206,7 @@ int main(int argc, char **argv)
         srv_cfg.max_connections = nofile.rlim_cur > 96 ? (unsigned)nofile.rlim_cur - 64 : 32;
     srv_cfg.max_per_ip = 0;
     srv_cfg.max_depth = 32;
+    srv_cfg.max_work = 2e11; /* ~1 s of the kernels on two cores */
     srv_cfg.log_level = SRV_LOG_INFO;
 
     /* Environment first, then flags over it. Each name maps to one flag. */
@@ -186,7 +218,8 @@ int main(int argc, char **argv)
         {"--log-level", "ATTN_LOG_LEVEL"}, {"--static-dir", "ATTN_STATIC_DIR"},
         {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
         {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
-        {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"}};
+        {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
+        {"--max-work", "ATTN_MAX_WORK"}};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     const char *val[NKEYS];
     for (int k = 0; k < NKEYS; k++) {
@@ -230,6 +263,7 @@ int main(int argc, char **argv)
     if (val[14]) srv_cfg.max_depth = (int)parse_size("max depth", val[14], 2048);
     srv_cfg.token = val[15];
     srv_cfg.cors_origins = val[16];
+    if (val[17]) srv_cfg.max_work = parse_work(val[17]);
     if (srv_cfg.max_connections < 1)
         die("max connections", val[12]);
     if (srv_cfg.max_depth < 6)
@@ -279,6 +313,7 @@ int main(int argc, char **argv)
     }
     srv_http_stop();
     srv_ctx_shutdown();
+    srv_seed_cache_clear();
     srv_log(SRV_LOG_WARN, "stopped");
     srv_log_flush();
     return 0;

@@ -21,7 +21,7 @@ void srv_call_free(srv_call *call)
 {
     json_decref(call->root);
     call->root = NULL;
-    attn_param_set_free(call->seeded);
+    srv_seeded_release(call->seeded);
     call->seeded = NULL;
     srv_arena_free(&call->arena);
 }
@@ -250,9 +250,24 @@ static attn_status run_multihead(attn_ctx *c, const void *r, float *o, float *w,
     return attn_mha_compute(c, r, o, w, ae);
 }
 
+/* Refuses a request whose estimated work is over ATTN_MAX_WORK before any
+ * of it is done: a 2 KB body of base64 shapes can ask for hours. */
+static int check_work(double flops, srv_err *e)
+{
+    if (flops <= srv_cfg.max_work)
+        return 0;
+    return srv_fail(e, 413, "too_large", "",
+                    "the request would take about %.3g floating-point operations; this server "
+                    "computes at most %.3g per request (ATTN_MAX_WORK): send shorter sequences, "
+                    "fewer heads or a smaller batch, or split the request",
+                    flops, srv_cfg.max_work);
+}
+
 static int compute(srv_call *call, compute_fn fn, const void *req, const attn_shapes *sh,
                    double flops, float **out, float **w, srv_err *e)
 {
+    if (check_work(flops, e))
+        return -1;
     size_t ob = (size_t)sh->out_count * sizeof(float), wb = (size_t)sh->w_count * sizeof(float);
     *out = srv_arena_alloc(&call->arena, ob);
     *w = sh->w_count ? srv_arena_alloc(&call->arena, wb) : NULL;
@@ -352,10 +367,10 @@ int srv_run_attention(srv_call *call, attn_request *req, uint64_t seed, double t
         if (check_seed_size(rows * (dq + dk + 2.0), "hidden_size", e) ||
             check_seed_size((lv + 1.0) * (dq + dk + 1.0) + dout * (dq + dv + 1.0), "output_size", e))
             return -1;
-        if ((st = attn_seed_params(req, seed, &call->seeded, &ae)) != ATTN_OK)
+        if ((st = srv_seed_attention(req, seed, &call->seeded, &ae)) != ATTN_OK)
             return srv_fail_lib(e, st, &ae);
-        req->params = call->seeded->items;
-        req->n_params = call->seeded->n;
+        req->params = srv_seeded_set(call->seeded)->items;
+        req->n_params = srv_seeded_set(call->seeded)->n;
     }
     if ((st = attn_plan(req, sh, &ae)) != ATTN_OK)
         return srv_fail_lib(e, st, &ae);
@@ -365,9 +380,12 @@ int srv_run_attention(srv_call *call, attn_request *req, uint64_t seed, double t
 
     int64_t batch = req->query.rank == 3 ? req->query.shape[0] : 1;
     int r = req->query.rank;
-    double flops = 2.0 * (double)batch * (double)req->query.shape[r - 2] *
-                   (double)req->key.shape[req->key.rank - 2] *
-                   (double)(req->query.shape[r - 1] + req->value.shape[req->value.rank - 1]);
+    double pairs = (double)batch * (double)req->query.shape[r - 2] *
+                   (double)req->key.shape[req->key.rank - 2];
+    double flops = 2.0 * pairs * (double)(req->query.shape[r - 1] + req->value.shape[req->value.rank - 1]);
+    if (req->rule == ATTN_RULE_ADDITIVE || req->rule == ATTN_RULE_CONCAT_TANH)
+        /* a tanh and a multiply-add per (query, key, hidden unit) */
+        flops += 3.0 * pairs * (req->hidden_size > 0 ? (double)req->hidden_size : last_dim(&req->query));
     return compute(call, run_attention, req, sh, flops, o, w, e);
 }
 
@@ -383,10 +401,10 @@ int srv_run_multihead(srv_call *call, attn_mha_request *req, uint64_t seed, doub
         double vd = req->value.rank ? last_dim(&req->value) : em;
         if (check_seed_size(em * (2.0 * em + kd + vd + 8.0), "query", e))
             return -1;
-        if ((st = attn_mha_seed_params(req, seed, &call->seeded, &ae)) != ATTN_OK)
+        if ((st = srv_seed_multihead(req, seed, &call->seeded, &ae)) != ATTN_OK)
             return srv_fail_lib(e, st, &ae);
-        req->params = call->seeded->items;
-        req->n_params = call->seeded->n;
+        req->params = srv_seeded_set(call->seeded)->items;
+        req->n_params = srv_seeded_set(call->seeded)->n;
     }
     if ((st = attn_mha_plan(req, sh, &ae)) != ATTN_OK)
         return srv_fail_lib(e, st, &ae);

@@ -6,7 +6,8 @@
  * Three server instances are started, each on its own free port, all
  * logging to the --log file:
  *   main   the defaults
- *   small  ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096, for 413
+ *   small  ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096 and
+ *          ATTN_MAX_WORK=10000, for 413
  *   busy   ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
  * Cases come from two places: the .case files in tests/http (requests and the checks on
  * their responses, as data; the format is in tests/http/README.md) and the
@@ -1889,7 +1890,8 @@ int main(int argc, char **argv)
 
     double t0 = now_ms();
     static const char *const env_small[] = {"ATTN_MAX_BODY=4096", "ATTN_MAX_ELEMENTS=4096",
-                                              "ATTN_MAX_WEIGHTS=4096", NULL};
+                                              "ATTN_MAX_WEIGHTS=4096", "ATTN_MAX_WORK=10000",
+                                              NULL};
     static const char *const env_busy[] = {"ATTN_MAX_INFLIGHT=1", "ATTN_THREADS=4", NULL};
     int up_main = check(server_start(&srv_main, "main", NULL) == 0, "server starts",
                         "%s did not answer /healthz (see %s)", server_path, log_path);

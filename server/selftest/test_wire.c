@@ -146,6 +146,31 @@ static void test_b64(void)
     srv_b64_encode(a, n, t);
     int64_t k = srv_b64_decode(t, srv_b64_encoded_len(n), b);
     check(k == (int64_t)n && memcmp(a, b, n) == 0, "b64 round trip of 100003 bytes", "");
+    /* Every length to 700 bytes (the vector decoder's block edges and its
+     * 48-byte tail), and a bad byte at every position of a 400-byte text:
+     * the output must hold exactly decoded_max bytes (writes past it are
+     * caught by ASan and valgrind). */
+    int lens_ok = 1, bad_ok = 1;
+    for (size_t len = 0; len <= 700; len++) {
+        size_t el = srv_b64_encoded_len(len);
+        uint8_t *d = malloc(srv_b64_decoded_max(el));
+        srv_b64_encode(a, len, t);
+        lens_ok &= srv_b64_decode(t, el, d) == (int64_t)len && memcmp(a, d, len) == 0;
+        free(d);
+    }
+    check(lens_ok, "b64 round trip of every length 0..700", "");
+    srv_b64_encode(a, 300, t);
+    uint8_t *d400 = malloc(srv_b64_decoded_max(400));
+    const char bads[] = {'*', '=', '\x80', '\n', ' ', '\0', '-', '_'};
+    for (size_t pos = 0; pos < 396; pos++)
+        for (size_t j = 0; j < sizeof bads; j++) {
+            char keep = t[pos];
+            t[pos] = bads[j];
+            bad_ok &= srv_b64_decode(t, 400, d400) == -1;
+            t[pos] = keep;
+        }
+    check(bad_ok, "b64 rejects a bad byte at every position of 400 characters", "");
+    free(d400);
     free(a);
     free(b);
     free(t);
