@@ -116,7 +116,8 @@ static void test_parse(long n)
     }
     float g;
     int fin = 1;
-    srv_parse_float("1e39", "1e39" + 4, &g, &fin);
+    const char big[] = "1e39";
+    srv_parse_float(big, big + 4, &g, &fin);
     check(!fin, "1e39 overflows float32", "");
 }
 
