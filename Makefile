@@ -162,9 +162,14 @@ test-replicas: $(SERVER)
 test-metrics: $(SERVER)
 	tests/metrics.sh $(SERVER) $(BUILD)
 
-# The Python, JavaScript (Node) and curl clients in examples/.
-test-examples: $(SERVER)
+# The Python, JavaScript (Node) and curl clients in examples/, and the
+# README's library example checked against PyTorch.
+$(BUILD)/lib_example: $(BUILD)/examples/lib_example.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-examples: $(SERVER) $(BUILD)/lib_example
 	tests/examples.sh $(SERVER) $(BUILD)
+	$(BUILD)/lib_example | $(PYTHON) examples/lib_example_check.py
 
 # ------------------------------------------------------------------ bench
 

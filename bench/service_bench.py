@@ -7,6 +7,8 @@ in the same run. Both servers listen on free 127.0.0.1 ports and are stopped
 before it returns. Prints one JSON object for bench/run.py.
 
 Usage: /usr/bin/python3 bench/service_bench.py --build DIR [--wrk-seconds S] [--rounds N]
+                                               [--small-only]
+(--small-only skips the multi-head request: just the wrk rows, quickly.)
 """
 import argparse
 import base64
@@ -177,6 +179,8 @@ def main():
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--wrk-seconds", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--small-only", action="store_true",
+                    help="only the wrk rows (attn-server vs bare_mhd)")
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     os.makedirs(os.path.join(build, "bench"), exist_ok=True)
@@ -189,8 +193,9 @@ def main():
     result = {"wrk": "-t%d -c%d -d%ds" % (WRK_THREADS, WRK_CONNECTIONS, args.wrk_seconds),
               "rounds": args.rounds, "pool": pool}
 
-    with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s:
-        result.update(end_to_end(s.port, args.reps))
+    if not args.small_only:
+        with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s:
+            result.update(end_to_end(s.port, args.reps))
     try:
         result.update(small_requests(build, server, bare, pool, log, args))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:

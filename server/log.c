@@ -39,14 +39,23 @@ void srv_log(int level, const char *fmt, ...)
         return;
     if ((size_t)n > sizeof line - 2)
         n = (int)sizeof line - 2;
-    line[n++] = '\n';
+    srv_log_line(level, line, (size_t)n);
+}
+
+void srv_log_line(int level, const char *line, size_t n)
+{
+    if (level > srv_cfg.log_level)
+        return;
+    if (n > 1022)
+        n = 1022; /* as srv_log's line buffer */
     pthread_mutex_lock(&mu);
-    if (used + (size_t)n > sizeof pending) {
+    if (used + n + 1 > sizeof pending) {
         write_all(pending, used);
         used = 0;
     }
-    memcpy(pending + used, line, (size_t)n);
-    used += (size_t)n;
+    memcpy(pending + used, line, n);
+    used += n;
+    pending[used++] = '\n';
     if (level <= SRV_LOG_WARN) {
         write_all(pending, used);
         used = 0;

@@ -93,11 +93,62 @@ size_t srv_fmt_float(float f, char *out)
     uint32_t n;
     int x;
     digits9(d, &n, &x);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* The last 8 digits as 8 bytes of one register, first digit in the
+     * low byte (SWAR halving: 4+4, 2+2, 1+1 digits per lane), so they are
+     * stored once, never written piecewise and read back whole (a
+     * store-forwarding stall per float). */
+    uint64_t r = n % 100000000u;
+    uint64_t v = r / 10000 | (r % 10000) << 32;
+    uint64_t q = (v * 10486) >> 20 & 0x0000007f0000007full; /* /100 per lane */
+    v = q | (v - q * 100) << 16;
+    q = (v * 103) >> 10 & 0x000f000f000f000full;            /* /10 per lane */
+    v = q | (v - q * 10) << 8;
+    /* Trailing zeros are dropped, as %g does: the high zero bytes. */
+    int nd = v ? 9 - (__builtin_clzll(v) >> 3) : 1;
+    char d0 = (char)('0' + n / 100000000u);
+    v |= 0x3030303030303030ull;
+    /* Stores of 8 bytes past the text are overwritten or left past the
+     * returned length: out has 24 bytes, and no form writes past its 18th
+     * (the text is at most 15). */
+    if (x < -4 || x >= 9) {
+        *p++ = d0;
+        if (nd > 1) {
+            *p++ = '.';
+            memcpy(p, &v, 8);
+            p += nd - 1;
+        }
+        *p++ = 'e';
+        *p++ = x < 0 ? '-' : '+';
+        int ax = x < 0 ? -x : x;
+        p[0] = (char)('0' + ax / 10);
+        p[1] = (char)('0' + ax % 10);
+        p += 2;
+    } else if (x >= 0) {
+        p[0] = d0;
+        memcpy(p + 1, &v, 8);
+        if (nd > x + 1) { /* x <= 7 here */
+            p[x + 1] = '.';
+            uint64_t rest = v >> (8 * x);
+            memcpy(p + x + 2, &rest, 8);
+            p += nd + 1;
+        } else {
+            p += x + 1;
+        }
+    } else {
+        memcpy(p, "0.0000", 6); /* "0." and up to 3 zeros: x is -1 .. -4 */
+        p += 1 - x;
+        p[0] = d0;
+        memcpy(p + 1, &v, 8);
+        p += nd;
+    }
+    return (size_t)(p - out);
+#else
     static const char pairs[] =
         "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
         "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
         "8081828384858687888990919293949596979899";
-    char dg[9];
+    char dg[17]; /* 9 digits, then room for the fixed-size copies below */
     uint32_t hi = n / 10000, lo = n % 10000; /* 5 + 4 digits */
     memcpy(dg + 7, pairs + 2 * (lo % 100), 2);
     memcpy(dg + 5, pairs + 2 * (lo / 100), 2);
@@ -107,11 +158,15 @@ size_t srv_fmt_float(float f, char *out)
     int nd = 9; /* trailing zeros are dropped, as %g does */
     while (nd > 1 && dg[nd - 1] == '0')
         nd--;
+    /* The digits are copied 8 or 9 bytes at a time and p advanced by the
+     * count wanted (a variable-length memcpy is a library call): out has
+     * 24 bytes, and no form writes past its 18th (the text is <= 15). */
+    memset(dg + 9, '0', sizeof dg - 9);
     if (x < -4 || x >= 9) {
         *p++ = dg[0];
         if (nd > 1) {
             *p++ = '.';
-            memcpy(p, dg + 1, (size_t)nd - 1);
+            memcpy(p, dg + 1, 8);
             p += nd - 1;
         }
         *p++ = 'e';
@@ -125,22 +180,48 @@ size_t srv_fmt_float(float f, char *out)
             *p++ = (char)('0' + ax);
         }
     } else if (x >= 0) {
-        memcpy(p, dg, (size_t)x + 1);
+        memcpy(p, dg, 9);
         p += x + 1;
         if (nd > x + 1) {
             *p++ = '.';
-            memcpy(p, dg + x + 1, (size_t)(nd - x - 1));
+            memcpy(p, dg + x + 1, 8);
             p += nd - x - 1;
         }
     } else {
-        *p++ = '0';
-        *p++ = '.';
-        for (int i = 0; i < -x - 1; i++)
-            *p++ = '0';
-        memcpy(p, dg, (size_t)nd);
+        memcpy(p, "0.0000", 6); /* "0." and up to 3 zeros: x is -1 .. -4 */
+        p += 1 - x;
+        memcpy(p, dg, 9);
         p += nd;
     }
     return (size_t)(p - out);
+#endif
+}
+
+size_t srv_fmt_u64(uint64_t v, char *out)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    for (size_t i = 0; i < n; i++)
+        out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t srv_fmt_ms(double ms, char *out)
+{
+    if (!(ms >= 0.0 && ms < 1e12)) /* also NaN */
+        return (size_t)snprintf(out, 32, "%.3f", ms);
+    uint64_t u = (uint64_t)(ms * 1000.0 + 0.5);
+    size_t n = srv_fmt_u64(u / 1000, out);
+    uint32_t f = (uint32_t)(u % 1000);
+    out[n++] = '.';
+    out[n++] = (char)('0' + f / 100);
+    out[n++] = (char)('0' + f / 10 % 10);
+    out[n++] = (char)('0' + f % 10);
+    return n;
 }
 
 /* ------------------------------------------------------------ parsing */
@@ -218,6 +299,58 @@ static const char *digit_run(const char *p, const char *end, uint64_t *m, int *s
     return p;
 }
 
+/* The common short decimal, -?d+(.d+)? with at most 7 digits in all and
+ * no exponent: m < 2^24 and 10^frac are exact floats, so one division is
+ * correctly rounded (the general path's first case, reached without its
+ * bookkeeping). Returns the end, or NULL for anything else. */
+static const char *parse_short(const char *p, const char *end, int neg, float *out)
+{
+    uint32_t m = 0;
+    int nd = 0, frac = 0;
+    while (p < end && (unsigned)(*p - '0') <= 9 && nd < 8) {
+        m = m * 10 + (uint32_t)(*p++ - '0');
+        nd++;
+    }
+    if (nd == 0 || (nd > 1 && m < p10f[nd - 1]) || nd > 7)
+        return NULL; /* a leading zero, or long: the general path */
+    if (p < end && *p == '.') {
+        p++;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (end - p >= 8) {
+            /* all the fraction's digits at once (SWAR, as in digit_run) */
+            uint64_t x;
+            memcpy(&x, p, 8);
+            uint64_t d = x ^ 0x3030303030303030ull;
+            uint64_t nondig = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
+                              0x8080808080808080ull;
+            frac = nondig ? __builtin_ctzll(nondig) >> 3 : 8;
+            if (frac == 0 || nd + frac > 7)
+                return NULL;
+            static const uint32_t p10u[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+            uint64_t v = d << (8 * (8 - frac)); /* the digits, high-aligned */
+            v = v * 10 + (v >> 8);
+            v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+                 (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+            m = m * p10u[frac] + (uint32_t)v;
+            p += frac;
+        } else
+#endif
+        {
+            while (p < end && (unsigned)(*p - '0') <= 9 && nd + frac < 8) {
+                m = m * 10 + (uint32_t)(*p++ - '0');
+                frac++;
+            }
+            if (frac == 0 || nd + frac > 7)
+                return NULL;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E' || (unsigned)(*p - '0') <= 9))
+        return NULL;
+    float f = (float)m / p10f[frac]; /* m == 0 gives +0 */
+    *out = neg ? -f : f;
+    return p;
+}
+
 const char *srv_parse_float(const char *p, const char *end, float *out, int *finite)
 {
     const char *start = p;
@@ -225,6 +358,11 @@ const char *srv_parse_float(const char *p, const char *end, float *out, int *fin
     if (p < end && *p == '-') {
         neg = 1;
         p++;
+    }
+    const char *q = parse_short(p, end, neg, out);
+    if (q) {
+        *finite = 1;
+        return q;
     }
     if (p >= end || (unsigned)(*p - '0') > 9)
         return NULL;

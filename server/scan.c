@@ -33,6 +33,19 @@ static srv_blob *blob_push(blob_vec *bv)
     return b;
 }
 
+/* Writes {"\u0001k":i}, the placeholder of blob i (k: 't' or 's'). */
+static char *put_placeholder(char *o, char k, size_t i)
+{
+    memcpy(o, "{\"\\u0001", 8);
+    o[8] = k;
+    o[9] = '"';
+    o[10] = ':';
+    o += 11;
+    o += srv_fmt_u64(i, o);
+    *o++ = '}';
+    return o;
+}
+
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 /* Parses the regular nested array at p ('[') into b, growing b->data
@@ -178,7 +191,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
                 b->is_string = 1;
                 b->str = p + 1;
                 b->len = slen;
-                o += sprintf(o, "{\"\\u0001s\":%zu}", bv.n - 1);
+                o = put_placeholder(o, 's', bv.n - 1);
             } else {
                 memcpy(o, p, slen + 2);
                 o += slen + 2;
@@ -197,7 +210,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
                     free(b->data);
                     goto oom;
                 }
-                o += sprintf(o, "{\"\\u0001t\":%zu}", bv.n - 1);
+                o = put_placeholder(o, 't', bv.n - 1);
                 p = stop;
                 after_colon = 0;
                 continue;
@@ -283,10 +296,41 @@ int srv_json_u64(json_t *j, uint64_t *out)
     return 0;
 }
 
+/* Bytes of x equal to the byte in every lane of pat get their high bit
+ * set; the lowest set one is exact (a borrow may flag bytes above it). */
+static uint64_t bytes_eq(uint64_t x, uint64_t pat)
+{
+    uint64_t v = x ^ pat;
+    return (v - 0x0101010101010101ull) & ~v & 0x8080808080808080ull;
+}
+
+/* Offset of the first byte in body[i..len) that matters to the depth
+ * count ('"', '[', ']', '{', '}'), eight bytes a step: a body is mostly
+ * digits, and a byte loop over them cost as much as parsing them. */
+static size_t next_structural(const char *body, size_t i, size_t len)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (len - i >= 8) {
+        uint64_t x;
+        memcpy(&x, body + i, 8);
+        uint64_t lo = x | 0x2020202020202020ull; /* '[' -> '{', ']' -> '}' */
+        uint64_t hit = bytes_eq(lo, 0x7b7b7b7b7b7b7b7bull) | bytes_eq(lo, 0x7d7d7d7d7d7d7d7dull) |
+                       bytes_eq(x, 0x2222222222222222ull);
+        if (hit)
+            return i + (size_t)(__builtin_ctzll(hit) >> 3);
+        i += 8;
+    }
+#endif
+    return i;
+}
+
 int srv_json_too_deep(const char *body, size_t len, int max_depth)
 {
     int depth = 0;
     for (size_t i = 0; i < len; i++) {
+        i = next_structural(body, i, len);
+        if (i >= len)
+            break;
         char c = body[i];
         if (c == '"') {
             /* Jump to the closing quote with memchr: base64 tensors are

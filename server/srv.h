@@ -37,6 +37,9 @@ enum { SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
 /* printf-style line to stderr when level <= srv_cfg.log_level. */
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* srv_log for a line already formatted (n bytes, no newline). */
+void srv_log_line(int level, const char *line, size_t n);
+
 /* Writes out the info lines srv_log has batched (main calls it often). */
 void srv_log_flush(void);
 
@@ -77,6 +80,13 @@ void  srv_arena_free(srv_arena *a);
  * float32 round trip) into out (>= 24 bytes); returns the length. Non-finite
  * values are written as 0 (the library never produces them). */
 size_t srv_fmt_float(float f, char *out);
+
+/* Writes v in decimal into out (>= 20 bytes); returns the length. */
+size_t srv_fmt_u64(uint64_t v, char *out);
+
+/* Writes ms as printf's "%.3f" would (to the nearest thousandth) into out
+ * (>= 32 bytes); returns the length. For timings: no printf per request. */
+size_t srv_fmt_ms(double ms, char *out);
 
 /* Parses one JSON number at p (not past end). On success returns the
  * position after it and sets *out to the float32 nearest the decimal;
