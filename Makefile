@@ -333,4 +333,6 @@ install: all
 	install -m 644 lib/attn.h $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(SERVER) $(DESTDIR)$(PREFIX)/bin
 
--include $(wildcard $(BUILD)/*/*.d $(BUILD)/tests/*/*.d)
+# Only our object folders: build/ also holds a Debian root file system
+# (test-docker), whose rc?.d folders a wider pattern would include.
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/server/*/*.d $(BUILD)/tests/*/*.d)

@@ -351,18 +351,16 @@ static const char *parse_short(const char *p, const char *end, int neg, float *o
     return p;
 }
 
-const char *srv_parse_float(const char *p, const char *end, float *out, int *finite)
+/* Everything parse_short does not take; kept out of line so the short
+ * path does not pay this function's register saves. */
+__attribute__((noinline))
+static const char *parse_general(const char *p, const char *end, float *out, int *finite)
 {
     const char *start = p;
     int neg = 0;
     if (p < end && *p == '-') {
         neg = 1;
         p++;
-    }
-    const char *q = parse_short(p, end, neg, out);
-    if (q) {
-        *finite = 1;
-        return q;
     }
     if (p >= end || (unsigned)(*p - '0') > 9)
         return NULL;
@@ -450,4 +448,15 @@ const char *srv_parse_float(const char *p, const char *end, float *out, int *fin
         }
     }
     return parse_slow(start, p, out, finite);
+}
+
+const char *srv_parse_float(const char *p, const char *end, float *out, int *finite)
+{
+    int neg = p < end && *p == '-';
+    const char *q = parse_short(p + neg, end, neg, out);
+    if (q) {
+        *finite = 1;
+        return q;
+    }
+    return parse_general(p, end, out, finite);
 }

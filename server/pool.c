@@ -1,6 +1,7 @@
 /* pool.c - compute contexts (scratch memory and a thread budget) kept
  * across requests, so large requests reuse their threads and scratch
- * instead of building them per call. */
+ * instead of building them per call, and small ones reuse a one-thread
+ * context of their HTTP thread. */
 #include "srv.h"
 
 #include <pthread.h>
@@ -12,10 +13,34 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static attn_ctx *free_ctx[POOL_MAX];
 static int n_free;
 
+/* Each thread's one-thread context for small computations: what the
+ * library would build and free per call (a calloc and a scratch block),
+ * kept instead. Freed when its thread exits. */
+static pthread_key_t small_key;
+static pthread_once_t small_once = PTHREAD_ONCE_INIT;
+static int small_ok;
+
+static void small_free(void *p) { attn_ctx_free(p); }
+
+static void small_init(void) { small_ok = pthread_key_create(&small_key, small_free) == 0; }
+
+static attn_ctx *small_ctx(void)
+{
+    pthread_once(&small_once, small_init);
+    if (!small_ok)
+        return NULL;
+    attn_ctx *c = pthread_getspecific(small_key);
+    if (!c && (c = attn_ctx_new(1)) && pthread_setspecific(small_key, c) != 0) {
+        attn_ctx_free(c);
+        c = NULL;
+    }
+    return c; /* NULL: the library's own one-thread path */
+}
+
 attn_ctx *srv_ctx_acquire(double flops)
 {
     if (flops < SMALL_FLOPS)
-        return NULL; /* the library's one-thread path with private scratch */
+        return small_ctx();
     attn_ctx *c = NULL;
     pthread_mutex_lock(&mu);
     if (n_free > 0)
@@ -28,8 +53,8 @@ attn_ctx *srv_ctx_acquire(double flops)
 
 void srv_ctx_release(attn_ctx *ctx)
 {
-    if (!ctx)
-        return;
+    if (!ctx || (small_ok && ctx == pthread_getspecific(small_key)))
+        return; /* none, or the thread's own: it stays with the thread */
     pthread_mutex_lock(&mu);
     if (n_free < POOL_MAX) {
         free_ctx[n_free++] = ctx;

@@ -30,13 +30,14 @@ void srv_call_free(srv_call *call)
 static int parse_root(const char *body, size_t len, srv_call *call,
                       const char *const *allowed, srv_err *e)
 {
-    /* Before any parser: Jansson recurses once per level (up to 2048). */
-    if (srv_json_too_deep(body, len, srv_cfg.max_depth))
+    if (srv_scan(body, len, &call->arena, &call->scan))
+        return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
+    /* Before Jansson, which recurses once per level (up to 2048); the
+     * scanner counted the depth in the same pass (srv_json_too_deep's). */
+    if (call->scan.depth > srv_cfg.max_depth)
         return srv_fail(e, 400, "invalid_json", "",
                         "the body nests arrays or objects more than %d deep (ATTN_MAX_DEPTH)",
                         srv_cfg.max_depth);
-    if (srv_scan(body, len, &call->arena, &call->scan))
-        return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
     json_error_t jerr;
     call->root = json_loadb(call->scan.envelope, call->scan.envelope_len,
                             JSON_REJECT_DUPLICATES, &jerr);

@@ -21,7 +21,9 @@ typedef struct {
 static srv_blob *blob_push(blob_vec *bv)
 {
     if (bv->n == bv->cap) {
-        size_t cap = bv->cap ? bv->cap * 2 : 16;
+        /* from 4: a small body has a few, and 4 stay under malloc's
+         * per-thread cache limit (16 did not, costing a consolidation) */
+        size_t cap = bv->cap ? bv->cap * 2 : 4;
         srv_blob *p = realloc(bv->v, cap * sizeof *p);
         if (!p)
             return NULL;
@@ -160,6 +162,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     char *o = env;
     blob_vec bv = {0};
     int after_colon = 0;
+    int depth = 0, deepest = 0; /* counted as srv_json_too_deep does */
     while (p < end) {
         char c = *p;
         if (c == '"') {
@@ -206,6 +209,8 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
                 goto oom;
             const char *stop = parse_array(p, end, b);
             if (stop && stop - p >= MIN_ARRAY_TEXT) {
+                if (depth + b->rank > deepest) /* its brackets nest rank deep */
+                    deepest = depth + b->rank;
                 if (srv_arena_adopt(a, b->data) != 0) {
                     free(b->data);
                     goto oom;
@@ -234,12 +239,19 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
                 continue;
             }
         }
+        if (c == '[' || c == '{') {
+            if (++depth > deepest)
+                deepest = depth;
+        } else if (c == ']' || c == '}') {
+            depth--;
+        }
         if (!is_ws(c))
             after_colon = c == ':';
         *o++ = c;
         p++;
     }
     *o = '\0';
+    out->depth = deepest;
     out->envelope = env;
     out->envelope_len = (size_t)(o - env);
     if (bv.n) {

@@ -64,9 +64,18 @@ void srv_buf_printf(srv_buf *b, const char *fmt, ...) __attribute__((format(prin
 void srv_buf_json_str(srv_buf *b, const char *s);
 void srv_buf_free(srv_buf *b);
 
-/* A per-request arena: every allocation is freed at once by srv_arena_free. */
+/* A per-request arena: every allocation is freed at once by srv_arena_free.
+ * Zero-initialise it ({0}) before the first use. Small allocations are cut
+ * from a chunk the calling thread keeps across requests (so a small
+ * request mallocs next to nothing); an arena is used and freed by one
+ * thread. */
 typedef struct srv_arena_blk srv_arena_blk;
-typedef struct { srv_arena_blk *head; } srv_arena;
+typedef struct {
+    srv_arena_blk *head;    /* blocks of their own, and adopted blocks */
+    srv_arena_blk *carved;  /* adopted blocks whose records are in the chunk */
+    unsigned char *chunk;   /* the thread's chunk while this arena holds it */
+    size_t used;            /* bytes of chunk handed out */
+} srv_arena;
 /* Returns NULL when out of memory or when n overflows. */
 void *srv_arena_alloc(srv_arena *a, size_t n);
 /* Hands a malloc'd block to the arena, which frees it with the rest.
@@ -145,10 +154,14 @@ typedef struct {
     size_t envelope_len;
     srv_blob *blobs;  /* arena-owned */
     size_t n_blobs;
+    int depth;        /* deepest nesting of arrays and objects outside strings,
+                       * as srv_json_too_deep counts it */
 } srv_scan_result;
 
 /* Scans body[0..len) (body[len] must be NUL). Returns 0, or -1 when out of
- * memory. Text it does not understand is copied as is for Jansson to judge. */
+ * memory. Text it does not understand is copied as is for Jansson to judge.
+ * Linear, no recursion: out->depth may be checked before any parser runs
+ * (srv_json_too_deep(body, len, m) is out->depth > m). */
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out);
 
 /* A non-negative integer up to 2^64 - 1 (beyond int64 the scanner passes
