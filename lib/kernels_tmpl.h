@@ -8,7 +8,8 @@
  * suffix), and VLOAD, VSTORE, VLOADM, VSTOREM, VTAILMASK, VSET1, VZERO,
  * VFMA, VMUL, VADD, VSUB, VMAX, VDIV, VEXP, VHSUM, VLANES(lo,hi) (lanes
  * lo..hi set), VSEL(m,a,b) (m ? a : b), VTRANSPOSE(r) (in-place VW x VW),
- * VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0), VSTREAM(p,v)
+ * VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0), VANYGT(a,b)
+ * (nonzero when a lane of a exceeds b's), VSTREAM(p,v)
  * (non-temporal store, p aligned to a vector), VSFENCE().
  * VTAILMASK(n) is the first n lanes, or every lane when n is 0.
  *
@@ -38,6 +39,12 @@
  * (measured on Zen 5 at k = 512: m = 128 favours A, m = 512 favours B). */
 #define GEMM_PACK_B (4 * QB)
 #define UNROLL _Pragma("GCC unroll 16")
+/* e^x for x <= 88 or -inf, all the flash loop needs (scores minus a
+ * reference max, at most LAZY_MAX above it): an includer may define a
+ * cheaper VEXPN than its general VEXP. */
+#ifndef VEXPN
+#define VEXPN(x) VEXP(x)
+#endif
 #define ALWAYS __attribute__((always_inline))
 
 /* ------------------------------------------------------------ tiles */
@@ -283,16 +290,12 @@ static void FN(key_range)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     *hi = b;
 }
 
-/* Scores of one tile: S^T[kk][lanes] for keys jb..jb+kn-1 and query rows
- * i0.. (QB of them; qt holds them already scaled), with causal/window/
- * key_mask applied, folded into the running maxima bm while still in
- * registers; then the explicit mask and bias (row-major in memory, so a
- * scalar pass, after which the caller takes the maxima again). */
-static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float *qt,
-                                             int64_t i0, int64_t nr, int64_t jb, int kn,
-                                             float *st, V bm[QV])
+/* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
+ * jb..jb+kn-1 and query rows i0.. (QB of them; qt holds them already
+ * scaled), with causal/window/key_mask applied. */
+static inline ALWAYS TGT void FN(score_regs)(const attn_sdpa_job *j, const float *qt,
+                                             int64_t i0, int64_t jb, int kn, V acc[KN][QV])
 {
-    V acc[KN][QV];
     const float *kr = j->k + jb * j->k_stride;
     /* causal: query vector v sees none of keys jb.. when jb >= i0 + (v+1) VW */
     int v0 = j->causal && jb - i0 >= VW ? (int)((jb - i0) / VW) : 0;
@@ -331,10 +334,26 @@ static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float
                     s = VSEL(VLANES(l, h), s, ninf);
                 }
             }
-            bm[v] = VMAX(bm[v], s);
-            VSTORE(st + kk * QB + v * VW, s);
+            acc[kk][v] = s;
         }
     }
+}
+
+/* Scores of one tile into st, folded into the running maxima bm while
+ * still in registers; then the explicit mask and bias (row-major in
+ * memory, so a scalar pass, after which the caller takes the maxima
+ * again). */
+static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float *qt,
+                                             int64_t i0, int64_t nr, int64_t jb, int kn,
+                                             float *st, V bm[QV])
+{
+    V acc[KN][QV];
+    FN(score_regs)(j, qt, i0, jb, kn, acc);
+    for (int kk = 0; kk < kn; kk++)
+        UNROLL for (int v = 0; v < QV; v++) {
+            bm[v] = VMAX(bm[v], acc[kk][v]);
+            VSTORE(st + kk * QB + v * VW, acc[kk][v]);
+        }
     if (j->mask || j->bias) {
         for (int64_t r = 0; r < nr; r++) {
             int64_t i = i0 + r;
@@ -347,6 +366,54 @@ static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float
             }
         }
     }
+}
+
+/* Scores above the reference max by at most this much are exponentiated
+ * against it as they are (P up to e^8, harmless in float); only a tile
+ * that goes further raises the reference. */
+#define LAZY_MAX 8.0f
+
+/* One tile of P^T straight from the scores in registers (no mask or bias,
+ * which arrive in memory later): P = e^(S - m) against the reference max m
+ * (per lane), raised only when the tile's max exceeds it by LAZY_MAX, in
+ * the manner of FlashAttention-3's lazy rescaling (Shah et al. 2024). On a
+ * raise, the block's earlier P rows, its partial sums and its alpha (the
+ * factor for O^T and l, e^(m before the block - m now)) are scaled by
+ * e^(m old - m new). kk is the tile's first row in st. Returns the number
+ * of vectors raised. */
+static inline ALWAYS TGT int FN(lazy_tile)(const attn_sdpa_job *j, const float *qt, int64_t i0,
+                                            int64_t jb, int kk, int kn, float *st, V m[QV],
+                                            V mu[QV], V alpha[QV], V sum[QV])
+{
+    V acc[KN][QV];
+    FN(score_regs)(j, qt, i0, jb + kk, kn, acc);
+    int raised = 0;
+    UNROLL for (int v = 0; v < QV; v++) {
+        V tmax = acc[0][v];
+        UNROLL for (int t = 1; t < KN; t++)
+            if (t < kn) tmax = VMAX(tmax, acc[t][v]);
+        if (VANYGT(tmax, VADD(m[v], VSET1(LAZY_MAX)))) {
+            /* a lane with nothing allowed keeps -inf and subtracts 0; its
+             * P so far is 0, and c is 0 from an old max of -inf */
+            V mn = VMAX(m[v], tmax);
+            mu[v] = VSEL(VISNINF(mn), VZERO(), mn);
+            V c = VEXPN(VSUB(m[v], mu[v]));
+            for (int t = 0; t < kk; t++)
+                VSTORE(st + t * QB + v * VW, VMUL(VLOAD(st + t * QB + v * VW), c));
+            sum[v] = VMUL(sum[v], c);
+            alpha[v] = VMUL(alpha[v], c);
+            m[v] = mn;
+            raised++;
+        }
+    }
+    UNROLL for (int t = 0; t < KN; t++)
+        if (t < kn)
+            UNROLL for (int v = 0; v < QV; v++) {
+                V p = VEXPN(VSUB(acc[t][v], mu[v]));
+                sum[v] = VADD(sum[v], p);
+                VSTORE(st + (kk + t) * QB + v * VW, p);
+            }
+    return raised;
 }
 
 /* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
@@ -460,34 +527,55 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
     int staged = j->w && j->lk <= STAGE_LK;
     float *wdst = staged ? pb : j->w ? j->w + i0 * j->w_stride : NULL;
     int64_t wds = staged ? j->lk : j->w_stride;
+    /* the first block takes its exact max (two passes over its scores);
+     * later ones exponentiate against it lazily, unless the last raised */
+    int lazy = 0;
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        V bm[QV], alpha[QV], mu[QV];
-        UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-        for (int kk = 0; kk < nk; kk += KN) {
-            int kn = nk - kk < KN ? nk - kk : KN;
-            FN(score_tile)(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
-        }
-        if (j->mask || j->bias) { /* they changed scores after the tiles' maxima */
+        V alpha[QV], mu[QV], sum[QV];
+        UNROLL for (int q = 0; q < QV; q++) sum[q] = VZERO();
+        if (lazy) {
+            /* exponentiate each tile while still in registers (lazy_tile) */
+            UNROLL for (int q = 0; q < QV; q++) {
+                mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
+                alpha[q] = VSET1(1.0f);
+            }
+            int kk = 0, raised = 0;
+            for (; kk + KN <= nk; kk += KN)
+                raised += FN(lazy_tile)(j, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
+            if (kk < nk) raised += FN(lazy_tile)(j, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
+            /* a raise costs a pass over the block so far: where the row
+             * maxima still climb (widely spread scores), the two-pass form
+             * of the next block is cheaper */
+            lazy = raised == 0;
+        } else {
+            /* two passes: the block's exact max, then the exponentials (the
+             * only way with a mask or bias, which change scores after the
+             * tiles' maxima) */
+            V bm[QV];
+            UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+            for (int kk = 0; kk < nk; kk += KN) {
+                int kn = nk - kk < KN ? nk - kk : KN;
+                FN(score_tile)(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+            }
             UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
             for (int kk = 0; kk < nk; kk++)
                 UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
-        }
-        UNROLL for (int q = 0; q < QV; q++) {
-            /* a row with nothing allowed yet keeps max -inf: subtract 0
-             * instead, so exp gives 0 rather than NaN */
-            mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
-            alpha[q] = VEXP(VSUB(m[q], mu[q]));
-            m[q] = bm[q];
-        }
-        V sum[QV];
-        UNROLL for (int q = 0; q < QV; q++) sum[q] = VZERO();
-        for (int kk = 0; kk < nk; kk++)
             UNROLL for (int q = 0; q < QV; q++) {
-                V p = VEXP(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
-                sum[q] = VADD(sum[q], p);
-                VSTORE(st + kk * QB + q * VW, p);
+                /* a row with nothing allowed yet keeps max -inf: subtract 0
+                 * instead, so exp gives 0 rather than NaN */
+                mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
+                alpha[q] = VEXPN(VSUB(m[q], mu[q]));
+                m[q] = bm[q];
             }
+            for (int kk = 0; kk < nk; kk++)
+                UNROLL for (int q = 0; q < QV; q++) {
+                    V p = VEXPN(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
+                    sum[q] = VADD(sum[q], p);
+                    VSTORE(st + kk * QB + q * VW, p);
+                }
+            lazy = !j->mask && !j->bias;
+        }
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
             int64_t blk = (jb - klo) / BK;
@@ -535,7 +623,7 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
         for (int64_t b = 0; b < nblk; b++) {
             /* a block seen while the row had no allowed key holds only zeros */
             V mbv = VLOAD(mb + b * QB + q * VW);
-            V f = VSEL(VISNINF(mbv), VZERO(), VMUL(VEXP(VSUB(mbv, mf)), iv));
+            V f = VSEL(VISNINF(mbv), VZERO(), VMUL(VEXPN(VSUB(mbv, mf)), iv));
             VSTORE(mb + b * QB + q * VW, f);
         }
     }
