@@ -113,6 +113,23 @@ static const attn_rowsimd rowsimd_generic = {"generic", tanh_generic, tanh_score
 
 #define T512 __attribute__((target("avx512f,fma")))
 
+/* e^x, Cephes expf: x = n ln2 + r, a degree-5 polynomial in r, then a
+ * scale by 2^n. No clamping: callers bound x. */
+static inline ALWAYS T512 __m512 exp_v16(__m512 x)
+{
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EX_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_C1), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_C2), r);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(EX_Q0), r, _mm512_set1_ps(EX_Q1));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q2));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q3));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q4));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q5));
+    __m512 e = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(e, n); /* e * 2^n */
+}
+
 static inline ALWAYS T512 __m512 tanh_v16(__m512 x)
 {
     __m512 ax = _mm512_abs_ps(x);
@@ -126,17 +143,7 @@ static inline ALWAYS T512 __m512 tanh_v16(__m512 x)
     /* large |x|: e^{2t}; min() returns its second operand for NaN */
     __m512 t = _mm512_min_ps(ax, _mm512_set1_ps(TH_CLAMP));
     t = _mm512_add_ps(t, t);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(EX_LOG2E)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_C1), t);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_C2), r);
-    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(EX_Q0), r, _mm512_set1_ps(EX_Q1));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q2));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q3));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q4));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q5));
-    __m512 e = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    e = _mm512_scalef_ps(e, n); /* e * 2^n */
+    __m512 e = exp_v16(t);
     __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
                                _mm512_div_ps(_mm512_set1_ps(2.0f),
                                              _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
@@ -241,22 +248,10 @@ static T512 void weighted_sum_avx512(const float *w, int64_t lk, const float *v,
     }
 }
 
-/* e^x for x <= 0 (Cephes expf as in tanh_v16); below -104 the scalef
- * underflows to 0, and -inf gives 0. */
+/* e^x for x <= 0; below -104 the scalef underflows to 0, and -inf gives 0. */
 static inline ALWAYS T512 __m512 exp_neg_v16(__m512 x)
 {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(EX_LOG2E)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_C1), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EX_C2), r);
-    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(EX_Q0), r, _mm512_set1_ps(EX_Q1));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q2));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q3));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q4));
-    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(EX_Q5));
-    __m512 e = _mm512_add_ps(_mm512_fmadd_ps(q, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(e, n);
+    return exp_v16(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)));
 }
 
 static T512 void softmax_avx512(const float *s, int64_t n, float *w)
@@ -285,6 +280,24 @@ static const attn_rowsimd rowsimd_avx512 = {"avx512", tanh_avx512, tanh_scores_a
 
 #define T256 __attribute__((target("avx2,fma")))
 
+/* e^x, Cephes expf as exp_v16; 2^n is built in the exponent bits, so
+ * callers keep x within the normal range (about -87.3 to 88). */
+static inline ALWAYS T256 __m256 exp_v8(__m256 x)
+{
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EX_LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EX_C1), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EX_C2), r);
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(EX_Q0), r, _mm256_set1_ps(EX_Q1));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q2));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q3));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q4));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q5));
+    __m256 e = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(e, _mm256_castsi256_ps(k));
+}
+
 static inline ALWAYS T256 __m256 tanh_v8(__m256 x)
 {
     const __m256 sgn = _mm256_set1_ps(-0.0f);
@@ -297,18 +310,7 @@ static inline ALWAYS T256 __m256 tanh_v8(__m256 x)
     __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
     __m256 t = _mm256_min_ps(ax, _mm256_set1_ps(TH_CLAMP));
     t = _mm256_add_ps(t, t);
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(EX_LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EX_C1), t);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EX_C2), r);
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(EX_Q0), r, _mm256_set1_ps(EX_Q1));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q2));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q3));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q4));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q5));
-    __m256 e = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    e = _mm256_mul_ps(e, _mm256_castsi256_ps(k));
+    __m256 e = exp_v8(t);
     __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
                                _mm256_div_ps(_mm256_set1_ps(2.0f),
                                              _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
@@ -399,23 +401,11 @@ static T256 void weighted_sum_avx2(const float *w, int64_t lk, const float *v, i
     }
 }
 
-/* e^x for x <= 0, Cephes expf; x is clamped at -87.3 so 2^n stays a
- * normal float (e^-87.3 ~ 1e-38 stands in for smaller results). */
+/* e^x for x <= 0; x is clamped at -87.3 so 2^n stays a normal float
+ * (e^-87.3 ~ 1e-38 stands in for smaller results). */
 static inline ALWAYS T256 __m256 exp_neg_v8(__m256 x)
 {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(EX_LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EX_C1), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(EX_C2), r);
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(EX_Q0), r, _mm256_set1_ps(EX_Q1));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q2));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q3));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q4));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(EX_Q5));
-    __m256 e = _mm256_add_ps(_mm256_fmadd_ps(q, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i k = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(e, _mm256_castsi256_ps(k));
+    return exp_v8(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)));
 }
 
 static inline ALWAYS T256 float hsum_v8(__m256 v)
