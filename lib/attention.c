@@ -1,6 +1,7 @@
-/* attention.c - POST /attention/{rule}: validation (attn_plan) and the six
- * rules (attn_compute), built from the projection GEMM, the scaled-dot
- * kernel and the row-by-row driver. */
+/* attention.c - POST /attention/{rule}: the rules' front end of the
+ * pipeline (exec.c). Validation (attn_plan), and what is each rule's own:
+ * its parameters, projections, scores and cost; the pipeline does the
+ * rest (workspace, seeding, heads, kernels, threads). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,14 +27,23 @@ attn_request attn_request_default(attn_rule rule)
 #define MAX_PARAMS 4
 
 /* A validated request: sizes, and the rule's parameters in the order of
- * attn_rule_describe (NULL for an optional one left out). */
+ * attn_rule_describe (NULL for an optional one left out); then the
+ * workspace pieces rule_lay_out took. */
 typedef struct {
+    attn_request req; /* a copy; its params may be the pipeline's seeded set */
     attn_dims d;
     int64_t lkeys; /* keys each query row attends over: Lk, or Lv for concat */
     int64_t dh, dout;
     const attn_tensor *p[MAX_PARAMS];
     attn_shapes shapes;
+    float *qp;   /* projected queries, or concat's scores */
+    float *kp;   /* projected keys, or the key half of concat's scores */
+    float *ctxv; /* concat: the context vectors (attention's output) */
+    float *out2; /* concat: the context's half of the output */
+    attn_heads heads;
 } plan;
+
+static const attn_front rule_front;
 
 /* Matches the given parameters against the rule's table: unknown names,
  * duplicates and missing required ones are ATTN_ERR_PARAM. */
@@ -141,46 +151,9 @@ static attn_status check_param_shapes(const attn_request *req, const attn_rule_i
     return ATTN_OK;
 }
 
-/* Floats of the scratch pieces compute_planned carves, in order: s1 the
- * projected queries (or concat's scores), s2 the projected keys (or the
- * key half of concat's scores), s3 concat's context vectors, s4 the second
- * half of concat's output. */
-static void rule_scratch(attn_rule rule, const plan *pl, double f[4])
-{
-    const attn_dims *d = &pl->d;
-    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
-    f[0] = f[1] = f[2] = f[3] = 0.0;
-    switch (rule) {
-    case ATTN_RULE_GENERAL:
-        f[1] = bk * (double)d->Dq;
-        break;
-    case ATTN_RULE_ADDITIVE:
-    case ATTN_RULE_CONCAT_TANH:
-        f[0] = bq * (double)pl->dh;
-        f[1] = bk * (double)pl->dh;
-        break;
-    case ATTN_RULE_CONCAT:
-        f[0] = f[1] = bq * (double)pl->lkeys;
-        f[2] = bq * (double)d->Dv;
-        f[3] = bq * (double)pl->dout;
-        break;
-    default: break;
-    }
-}
-
-/* Workspace bytes of the pieces f and the per-batch job arrays. */
-static double scratch_total(const plan *pl, const double f[4])
-{
-    double bytes = 0.0;
-    for (int i = 0; i < 4; i++)
-        bytes += attn_ws_bytes(f[i], sizeof(float));
-    return bytes + attn_ws_bytes((double)pl->d.B, sizeof(attn_sdpa_job)) +
-           attn_ws_bytes((double)pl->d.B, sizeof(attn_row_job));
-}
-
-/* Floating-point operations of compute_planned for rule (2 per
- * multiply-add): the projections, the scores (a tanh score counts 3 per
- * hidden unit), and the weighted sum of values. */
+/* Floating-point operations of the rule (2 per multiply-add): the
+ * projections, the scores (a tanh score counts 3 per hidden unit), and the
+ * weighted sum of values. */
 static double rule_flops(attn_rule rule, const plan *pl)
 {
     const attn_dims *d = &pl->d;
@@ -205,27 +178,28 @@ static double rule_flops(attn_rule rule, const plan *pl)
     }
 }
 
-/* Floats of the bound parameters (the seeded set's when none are given). */
-static double param_floats(const attn_request *req, const plan *pl)
+static size_t rule_seed_specs(const void *p, attn_seed_spec *specs)
 {
-    if (req->n_params == 0)
-        return attn_rule_seed_floats(req->rule, &pl->d, pl->dh, pl->dout);
+    const plan *pl = p;
+    int n = attn_rule_seed_specs(pl->req.rule, &pl->d, pl->dh, pl->dout, specs);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* Floats of the bound parameters (the seeded set's when none are given). */
+static double param_floats(const plan *pl)
+{
+    attn_seed_spec specs[ATTN_SEED_MAX];
+    if (pl->req.n_params == 0)
+        return attn_seed_floats(specs, rule_seed_specs(pl, specs));
     return attn_tensors_floats(pl->p, MAX_PARAMS);
 }
 
-static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
+/* Sizes the rule needs: Dk = Dq for the dot rules, Lk = Lq for concat,
+ * Lv = Lk for the others. */
+static attn_status check_rule_dims(const attn_rule_info *info, attn_rule rule,
+                                   const attn_dims *d, attn_error *err)
 {
-    memset(pl, 0, sizeof *pl);
-    if (!req)
-        return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
-    const attn_rule_info *info = attn_rule_describe(req->rule);
-    if (!info)
-        return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
-    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, &pl->d, err);
-    if (st != ATTN_OK)
-        return st;
-    attn_dims *d = &pl->d;
-    int concat = req->rule == ATTN_RULE_CONCAT;
+    int concat = rule == ATTN_RULE_CONCAT;
     if (info->needs_same_dim && d->Dk != d->Dq)
         return attn_fail(err, ATTN_ERR_SHAPE, "key",
                          "key has %lld features but query has %lld; rule %s needs Dk = Dq",
@@ -240,6 +214,14 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
                          "value has %lld rows but key has %lld; rule %s needs one value row "
                          "per key (Lv = Lk)",
                          (long long)d->Lv, (long long)d->Lk, info->name);
+    return ATTN_OK;
+}
+
+/* scale only for scaled_dot and finite; concat's weights are over value
+ * positions, so the key-side options do not apply to it. */
+static attn_status check_rule_options(const attn_rule_info *info, const attn_request *req,
+                                      attn_error *err)
+{
     if (req->has_scale) {
         if (req->rule != ATTN_RULE_SCALED_DOT)
             return attn_fail(err, ATTN_ERR_PARAM, "scale",
@@ -247,7 +229,7 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         if (!isfinite(req->scale))
             return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
     }
-    if (concat) {
+    if (req->rule == ATTN_RULE_CONCAT) {
         const attn_options *o = &req->opt;
         const char *bad = o->key_mask.rank ? "key_mask" : o->causal ? "causal"
                         : o->has_window ? "window" : o->bias.rank ? "bias" : NULL;
@@ -257,26 +239,13 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
                              "value positions); use mask (Lq, Lv)",
                              bad);
     }
-    pl->lkeys = concat ? d->Lv : d->Lk;
-    st = attn_check_options(&req->opt, d->B, 0, d->Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
-    if (st != ATTN_OK)
-        return st;
-    if ((st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
-        return st;
-    pl->dh = req->hidden_size ? req->hidden_size : d->Dq;
-    pl->dout = req->output_size ? req->output_size : d->Dq;
-    if (req->n_params > 0) {
-        if (!req->params)
-            return attn_fail(err, ATTN_ERR_ARG, "params", "n_params > 0 but params is NULL");
-        if ((st = bind_params(info, req->params, req->n_params, pl, err)) != ATTN_OK)
-            return st;
-        if (info->n_params && (st = check_param_shapes(req, info, pl, err)) != ATTN_OK)
-            return st;
-    }
-    double params = param_floats(req, pl); /* before dout becomes Dv */
-    if (!concat)
-        pl->dout = d->Dv;
+    return ATTN_OK;
+}
 
+/* The result shapes and the cost, once everything is validated. */
+static attn_status fill_shapes(plan *pl, attn_error *err)
+{
+    const attn_dims *d = &pl->d;
     attn_shapes *sh = &pl->shapes;
     int o = d->batched;
     sh->out_rank = 2 + o;
@@ -291,13 +260,44 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     if (!attn_count(sh->out_rank, sh->out_shape, &sh->out_count) ||
         !attn_count(sh->w_rank, sh->w_shape, &wc))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
-    sh->w_count = req->opt.need_weights ? wc : 0;
-    sh->param_floats = params;
-    sh->flops = rule_flops(req->rule, pl);
-    double f[4];
-    rule_scratch(req->rule, pl, f);
-    sh->scratch_bytes = scratch_total(pl, f);
+    sh->w_count = pl->req.opt.need_weights ? wc : 0;
+    sh->flops = rule_flops(pl->req.rule, pl);
+    sh->scratch_bytes = attn_front_scratch(&rule_front, pl, pl->req.n_params);
     return ATTN_OK;
+}
+
+static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
+{
+    memset(pl, 0, sizeof *pl);
+    if (!req)
+        return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
+    pl->req = *req;
+    const attn_rule_info *info = attn_rule_describe(req->rule);
+    if (!info)
+        return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
+    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, &pl->d, err);
+    if (st != ATTN_OK || (st = check_rule_dims(info, req->rule, &pl->d, err)) != ATTN_OK ||
+        (st = check_rule_options(info, req, err)) != ATTN_OK)
+        return st;
+    int concat = req->rule == ATTN_RULE_CONCAT;
+    pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
+    st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
+    if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
+        return st;
+    pl->dh = req->hidden_size ? req->hidden_size : pl->d.Dq;
+    pl->dout = req->output_size ? req->output_size : pl->d.Dq;
+    if (req->n_params > 0) {
+        if (!req->params)
+            return attn_fail(err, ATTN_ERR_ARG, "params", "n_params > 0 but params is NULL");
+        if ((st = bind_params(info, req->params, req->n_params, pl, err)) != ATTN_OK)
+            return st;
+        if (info->n_params && (st = check_param_shapes(req, info, pl, err)) != ATTN_OK)
+            return st;
+    }
+    pl->shapes.param_floats = param_floats(pl); /* before dout becomes Dv */
+    if (!concat)
+        pl->dout = pl->d.Dv;
+    return fill_shapes(pl, err);
 }
 
 attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *err)
@@ -309,146 +309,144 @@ attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *
     return st;
 }
 
-static attn_status compute_planned(attn_ctx *ctx, const attn_request *req, const plan *pl,
-                                   float *output, float *weights, attn_error *err)
+/* ------------------------------------------------ the pipeline's stages */
+
+static attn_status rule_bind(void *p, const attn_named *params, size_t n, attn_error *err)
 {
+    plan *pl = p;
+    attn_request r = pl->req;
+    r.params = params;
+    r.n_params = n;
+    return make_plan(&r, pl, err);
+}
+
+/* The rule's pieces: qp, kp, ctxv, out2 (each only where the rule has it),
+ * then one head job per batch row. */
+static void rule_lay_out(void *p, attn_ws *ws)
+{
+    plan *pl = p;
     const attn_dims *d = &pl->d;
-    const attn_options *opt = &req->opt;
-    int threads = ctx->threads;
-    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, Dv = d->Dv;
-    int64_t lkeys = pl->lkeys, dh = pl->dh, dout = pl->dout;
-    int hard = opt->hard != ATTN_HARD_NONE;
-    const float *Q = req->query.data, *K = req->key.data, *V = req->value.data;
-    attn_rule rule = req->rule;
-    int64_t dqk = Dq + Dk, dqv = Dq + Dv;
-
-    double f[4];
-    rule_scratch(rule, pl, f);
-    char *at;
-    attn_status st = attn_ws_get(ctx, scratch_total(pl, f), &at, err);
-    if (st != ATTN_OK)
-        return st;
-    float *s1 = attn_ws_take(&at, (int64_t)f[0], sizeof(float));
-    float *s2 = attn_ws_take(&at, (int64_t)f[1], sizeof(float));
-    float *s3 = attn_ws_take(&at, (int64_t)f[2], sizeof(float));
-    float *s4 = attn_ws_take(&at, (int64_t)f[3], sizeof(float));
-    attn_sdpa_job *sj = attn_ws_take(&at, B, sizeof(attn_sdpa_job));
-    attn_row_job *rj = attn_ws_take(&at, B, sizeof(attn_row_job));
-
-    /* The keys each rule's score compares against, per batch row. */
-    const float *keys = K;
-    int64_t key_dim = Dk;
-    float scale = 1.0f;
-    switch (rule) {
-    case ATTN_RULE_SCALED_DOT:
-        scale = req->has_scale ? req->scale : (float)(1.0 / sqrt((double)Dk));
-        break;
-    case ATTN_RULE_GENERAL: /* q . (W k + b) = q . k' with k' = k W^T + b */
-        attn_gemm_nt(B * Lk, Dq, Dk, K, Dk, pl->p[0]->data, Dk,
-                     pl->p[1] ? pl->p[1]->data : NULL, s2, Dq, threads);
-        keys = s2;
-        key_dim = Dq;
+    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
+    double f[4] = {0.0, 0.0, 0.0, 0.0};
+    switch (pl->req.rule) {
+    case ATTN_RULE_GENERAL:
+        f[1] = bk * (double)d->Dq;
         break;
     case ATTN_RULE_ADDITIVE:
-        attn_gemm_nt(B * Lq, dh, Dq, Q, Dq, pl->p[0]->data, Dq, NULL, s1, dh, threads);
-        attn_gemm_nt(B * Lk, dh, Dk, K, Dk, pl->p[1]->data, Dk,
-                     pl->p[2] ? pl->p[2]->data : NULL, s2, dh, threads);
+    case ATTN_RULE_CONCAT_TANH:
+        f[0] = bq * (double)pl->dh;
+        f[1] = bk * (double)pl->dh;
         break;
-    case ATTN_RULE_CONCAT_TANH: /* W [q; k] = Wq q + Wk k, W split by columns */
-        attn_gemm_nt(B * Lq, dh, Dq, Q, Dq, pl->p[0]->data, dqk, NULL, s1, dh, threads);
-        attn_gemm_nt(B * Lk, dh, Dk, K, Dk, pl->p[0]->data + Dq, dqk,
-                     pl->p[1] ? pl->p[1]->data : NULL, s2, dh, threads);
+    case ATTN_RULE_CONCAT:
+        f[0] = f[1] = bq * (double)pl->lkeys;
+        f[2] = bq * (double)d->Dv;
+        f[3] = bq * (double)pl->dout;
+        break;
+    default: break;
+    }
+    pl->qp = attn_ws_take(ws, f[0], sizeof(float));
+    pl->kp = attn_ws_take(ws, f[1], sizeof(float));
+    pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
+    pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
+    attn_heads_take(ws, d->B, &pl->heads);
+}
+
+static const float *pdata(const plan *pl, int i)
+{
+    return pl->p[i] ? pl->p[i]->data : NULL;
+}
+
+/* The rule's projections: general's keys k' = k W^T + b (so q . (W k + b)
+ * = q . k'); additive's and concat_tanh's Wq q and Wk k + b (concat_tanh's
+ * W [q; k] split by columns); concat's scores W [q; k] + b, whole. */
+static void rule_project(const attn_exec *ex, plan *pl)
+{
+    const attn_dims *d = &pl->d;
+    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
+    int64_t dqk = Dq + Dk, lkeys = pl->lkeys;
+    const float *Q = pl->req.query.data, *K = pl->req.key.data;
+    switch (pl->req.rule) {
+    case ATTN_RULE_GENERAL:
+        attn_exec_gemm(ex, B * Lk, Dq, Dk, K, Dk, pdata(pl, 0), Dk, pdata(pl, 1), pl->kp, Dq);
+        break;
+    case ATTN_RULE_ADDITIVE:
+        attn_exec_gemm(ex, B * Lq, dh, Dq, Q, Dq, pdata(pl, 0), Dq, NULL, pl->qp, dh);
+        attn_exec_gemm(ex, B * Lk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
+        break;
+    case ATTN_RULE_CONCAT_TANH:
+        attn_exec_gemm(ex, B * Lq, dh, Dq, Q, Dq, pdata(pl, 0), dqk, NULL, pl->qp, dh);
+        attn_exec_gemm(ex, B * Lk, dh, Dk, K, Dk, pdata(pl, 0) + Dq, dqk, pdata(pl, 1), pl->kp, dh);
         break;
     case ATTN_RULE_CONCAT: {
-        attn_gemm_nt(B * Lq, lkeys, Dq, Q, Dq, pl->p[0]->data, dqk,
-                     pl->p[1] ? pl->p[1]->data : NULL, s1, lkeys, threads);
-        attn_gemm_nt(B * Lq, lkeys, Dk, K, Dk, pl->p[0]->data + Dq, dqk, NULL, s2, lkeys,
-                     threads);
+        attn_exec_gemm(ex, B * Lq, lkeys, Dq, Q, Dq, pdata(pl, 0), dqk, pdata(pl, 1), pl->qp, lkeys);
+        attn_exec_gemm(ex, B * Lq, lkeys, Dk, K, Dk, pdata(pl, 0) + Dq, dqk, NULL, pl->kp, lkeys);
         int64_t n = B * Lq * lkeys;
         for (int64_t e = 0; e < n; e++)
-            s1[e] += s2[e];
+            pl->qp[e] += pl->kp[e];
         break;
     }
     default: break;
     }
+}
 
-    int sdpa = !hard && (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT ||
-                         rule == ATTN_RULE_GENERAL);
-    float *attn_out = rule == ATTN_RULE_CONCAT ? s3 : output;
-    int64_t ao_dim = Dv;
-    for (int64_t b = 0; b < B; b++) {
-        attn_row_masks m;
-        attn_masks_at(opt, b, 0, 1, Lq, lkeys, &m);
-        float *w = opt->need_weights ? weights + b * Lq * lkeys : NULL;
-        const float *vb = V + b * d->Lv * Dv;
-        float *ob = attn_out + b * Lq * ao_dim;
-        if (sdpa) {
-            attn_sdpa_job *j = &sj[b];
-            memset(j, 0, sizeof *j);
-            j->lq = Lq; j->lk = Lk; j->d = key_dim; j->dv = Dv;
-            j->q = Q + b * Lq * Dq; j->q_stride = Dq;
-            j->k = keys + b * Lk * key_dim; j->k_stride = key_dim;
-            j->v = vb; j->v_stride = Dv;
-            j->o = ob; j->o_stride = Dv;
-            j->w = w; j->w_stride = lkeys;
-            j->scale = scale;
-            j->mask = m.mask; j->mask_stride = m.mask_stride;
-            j->key_mask = m.key_mask;
-            j->bias = m.bias; j->bias_stride = m.bias_stride;
-            j->causal = m.causal;
-            j->window = m.window;
-            continue;
-        }
-        attn_row_job *j = &rj[b];
-        memset(j, 0, sizeof *j);
-        j->lq = Lq; j->lk = lkeys; j->dv = Dv;
-        j->v = vb; j->v_stride = Dv;
-        j->o = ob; j->o_stride = ao_dim;
-        j->w = w; j->w_stride = lkeys;
-        j->m = m;
-        j->hard = opt->hard;
-        j->top_k = opt->top_k;
-        switch (rule) {
-        case ATTN_RULE_DOT:
-        case ATTN_RULE_SCALED_DOT:
-        case ATTN_RULE_GENERAL:
-            j->kind = ATTN_SCORE_DOT;
-            j->d = key_dim;
-            j->a = Q + b * Lq * Dq; j->a_stride = Dq;
-            j->b = keys + b * Lk * key_dim; j->b_stride = key_dim;
-            j->scale = scale;
-            break;
-        case ATTN_RULE_ADDITIVE:
-        case ATTN_RULE_CONCAT_TANH:
-            j->kind = ATTN_SCORE_TANH;
-            j->d = dh;
-            j->a = s1 + b * Lq * dh; j->a_stride = dh;
-            j->b = s2 + b * Lk * dh; j->b_stride = dh;
-            j->vw = rule == ATTN_RULE_ADDITIVE ? pl->p[3]->data : NULL;
-            break;
-        default: /* concat */
-            j->kind = ATTN_SCORE_GIVEN;
-            j->a = s1 + b * Lq * lkeys; j->a_stride = lkeys;
-            break;
-        }
+/* Batch row b's head: the rule's score and where its output goes. */
+static void rule_head(const plan *pl, int64_t b, float *out, float *w)
+{
+    const attn_dims *d = &pl->d;
+    int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, dh = pl->dh;
+    attn_rule rule = pl->req.rule;
+    attn_head_job *j = &pl->heads.jobs[b];
+    attn_head_init(j, &pl->req.opt, b, 0, 1, Lq, lkeys, w ? w + b * Lq * lkeys : NULL);
+    j->dv = Dv;
+    j->v = pl->req.value.data + b * d->Lv * Dv;
+    j->v_stride = Dv;
+    j->o = (rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
+    j->o_stride = Dv;
+    if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_GENERAL) {
+        int64_t kd = rule == ATTN_RULE_GENERAL ? Dq : d->Dk;
+        j->kind = ATTN_SCORE_DOT;
+        j->d = kd;
+        j->a = pl->req.query.data + b * Lq * Dq; j->a_stride = Dq;
+        j->b = (rule == ATTN_RULE_GENERAL ? pl->kp : pl->req.key.data) + b * Lk * kd;
+        j->b_stride = kd;
+        j->scale = rule != ATTN_RULE_SCALED_DOT ? 1.0f
+                 : pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d->Dk));
+    } else if (rule == ATTN_RULE_CONCAT) {
+        j->kind = ATTN_SCORE_GIVEN;
+        j->a = pl->qp + b * Lq * lkeys; j->a_stride = lkeys;
+    } else {
+        j->kind = ATTN_SCORE_TANH;
+        j->d = dh;
+        j->a = pl->qp + b * Lq * dh; j->a_stride = dh;
+        j->b = pl->kp + b * Lk * dh; j->b_stride = dh;
+        j->vw = rule == ATTN_RULE_ADDITIVE ? pdata(pl, 3) : NULL;
     }
-    if (sdpa) {
-        if (attn_sdpa_run(sj, (size_t)B, threads) != 0)
-            return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
-    } else if ((st = attn_rows_run(rj, (size_t)B, threads, err)) != ATTN_OK) {
+}
+
+static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
+{
+    plan *pl = p;
+    const attn_dims *d = &pl->d;
+    rule_project(ex, pl);
+    for (int64_t b = 0; b < d->B; b++)
+        rule_head(pl, b, out, pl->req.opt.need_weights ? w : NULL);
+    attn_status st = attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
+    if (st != ATTN_OK || pl->req.rule != ATTN_RULE_CONCAT)
         return st;
-    }
-    if (rule == ATTN_RULE_CONCAT) { /* o = out([q; c]) = Wo_q q + Wo_c c + b */
-        const float *ow = pl->p[2]->data;
-        attn_gemm_nt(B * Lq, dout, Dq, Q, Dq, ow, dqv, pl->p[3] ? pl->p[3]->data : NULL,
-                     output, dout, threads);
-        attn_gemm_nt(B * Lq, dout, Dv, s3, Dv, ow + Dq, dqv, NULL, s4, dout, threads);
-        int64_t n = B * Lq * dout;
-        for (int64_t e = 0; e < n; e++)
-            output[e] += s4[e];
-    }
+    /* concat's o = out([q; c]) = Wo_q q + Wo_c c + b */
+    int64_t B = d->B, Lq = d->Lq, Dq = d->Dq, Dv = d->Dv, dout = pl->dout, dqv = Dq + Dv;
+    const float *ow = pdata(pl, 2);
+    attn_exec_gemm(ex, B * Lq, dout, Dq, pl->req.query.data, Dq, ow, dqv, pdata(pl, 3), out, dout);
+    attn_exec_gemm(ex, B * Lq, dout, Dv, pl->ctxv, Dv, ow + Dq, dqv, NULL, pl->out2, dout);
+    int64_t n = B * Lq * dout;
+    for (int64_t e = 0; e < n; e++)
+        out[e] += pl->out2[e];
     return ATTN_OK;
 }
+
+static const attn_front rule_front = {
+    "attn_compute", rule_seed_specs, rule_bind, rule_lay_out, rule_run,
+};
 
 attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
                          float *output, float *weights, attn_error *err)
@@ -457,29 +455,6 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
     attn_status st = make_plan(req, &pl, err);
     if (st != ATTN_OK)
         return st;
-    if (!output || (req->opt.need_weights && !weights))
-        return attn_fail(err, ATTN_ERR_ARG, "", "attn_compute: NULL output or weights buffer");
-    attn_param_set *seeded = NULL;
-    const attn_rule_info *info = attn_rule_describe(req->rule);
-    if (req->n_params == 0 && info->n_params > 0) {
-        /* A bare request runs with the parameters seed 0 would give. */
-        if ((st = attn_seed_params(req, 0, &seeded, err)) != ATTN_OK)
-            return st;
-        attn_request r2 = *req;
-        r2.params = seeded->items;
-        r2.n_params = seeded->n;
-        if ((st = make_plan(&r2, &pl, err)) != ATTN_OK) {
-            attn_param_set_free(seeded);
-            return st;
-        }
-    }
-    attn_ctx *own;
-    if (!(ctx = attn_ctx_for_call(ctx, &own))) {
-        attn_param_set_free(seeded);
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
-    }
-    st = compute_planned(ctx, req, &pl, output, weights, err);
-    attn_ctx_free(own);
-    attn_param_set_free(seeded);
-    return st;
+    return attn_execute(ctx, &rule_front, &pl, req->n_params, req->opt.need_weights, output,
+                        weights, err);
 }

@@ -1,8 +1,12 @@
-/* ctx.c - the per-worker context: a grow-only scratch arena and a thread
- * budget. */
+/* ctx.c - the context: a thread pool of its own and a grow-only, 64-byte
+ * aligned workspace in two regions, the call's pieces (planned exactly
+ * before the call, see exec.c) and the kernels' scratch (taken by each
+ * kernel in turn). Both only grow, so once a context has run a shape, the
+ * same shape again allocates nothing. */
 #include <math.h>
 #include <stdlib.h>
 #include "internal.h"
+#include "pool.h"
 
 attn_ctx *attn_ctx_new(int threads)
 {
@@ -12,6 +16,10 @@ attn_ctx *attn_ctx_new(int threads)
     ctx->threads = threads > 0 ? threads : attn_cpu_count();
     if (ctx->threads < 1)
         ctx->threads = 1;
+    if (ctx->threads > 1 && !(ctx->pool = attn_pool_new(ctx->threads))) {
+        free(ctx);
+        return NULL;
+    }
     return ctx;
 }
 
@@ -19,15 +27,18 @@ void attn_ctx_free(attn_ctx *ctx)
 {
     if (!ctx)
         return;
-    free(ctx->arena);
+    attn_pool_free(ctx->pool);
+    for (int r = 0; r < ATTN_REGIONS; r++)
+        free(ctx->region[r].mem);
     free(ctx);
 }
 
-void *attn_ctx_scratch(attn_ctx *ctx, size_t bytes)
+void *attn_ctx_region(attn_ctx *ctx, int r, size_t bytes)
 {
+    attn_region *g = &ctx->region[r];
     if (bytes == 0)
         bytes = 64;
-    if (bytes > ctx->cap) {
+    if (bytes > g->cap) {
         /* Grow by half again so a slowly growing workload does not
          * reallocate every call. */
         size_t want = bytes + bytes / 2;
@@ -39,38 +50,11 @@ void *attn_ctx_scratch(attn_ctx *ctx, size_t bytes)
         void *p = NULL;
         if (posix_memalign(&p, 64, want) != 0)
             return NULL;
-        free(ctx->arena);
-        ctx->arena = p;
-        ctx->cap = want;
+        free(g->mem);
+        g->mem = p;
+        g->cap = want;
     }
-    return ctx->arena;
-}
-
-double attn_ws_bytes(double n, size_t each)
-{
-    return ceil(n * (double)each / 64.0) * 64.0;
-}
-
-/* 2^52: every sum of pieces below it is exact in double, and fits size_t
- * on 64-bit targets. */
-#define WS_MAX 4503599627370496.0
-
-attn_status attn_ws_get(attn_ctx *ctx, double bytes, char **at, attn_error *err)
-{
-    if (!(bytes <= WS_MAX) || bytes > (double)(SIZE_MAX / 2))
-        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-    *at = attn_ctx_scratch(ctx, (size_t)bytes);
-    if (!*at)
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %.0f bytes of scratch",
-                         bytes);
-    return ATTN_OK;
-}
-
-void *attn_ws_take(char **at, int64_t n, size_t each)
-{
-    void *p = *at;
-    *at += (((size_t)n * each) + 63) & ~(size_t)63;
-    return p;
+    return g->mem;
 }
 
 attn_ctx *attn_ctx_for_call(attn_ctx *ctx, attn_ctx **own)

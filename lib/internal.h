@@ -24,6 +24,11 @@
 attn_status attn_fail(attn_error *err, attn_status st, const char *field,
                       const char *fmt, ...) ATTN_PRINTF(4, 5);
 
+/* "params.<name>" in buf (64 bytes), returned: the field of a parameter
+ * for attn_fail. ATTN_PARAM_FIELD gives it a buffer of its own. */
+const char *attn_param_field(char *buf, const char *name);
+#define ATTN_PARAM_FIELD(name) attn_param_field((char[64]){0}, (name))
+
 /* Writes "(2, 3, 4)" into buf. */
 void attn_fmt_shape(char *buf, size_t n, int rank, const int64_t *shape);
 
@@ -33,28 +38,27 @@ int attn_count(int rank, const int64_t *shape, int64_t *out);
 
 /* ----------------------------------------------------------- ctx.c */
 
+/* The two regions of a context's workspace: the pieces a call lays out
+ * (exec.c) and the kernels' scratch. */
+enum { ATTN_WS_PIECES, ATTN_WS_KERNELS, ATTN_REGIONS };
+
+typedef struct {
+    void *mem;  /* 64-byte aligned */
+    size_t cap; /* bytes */
+} attn_region;
+
+struct attn_pool;
+
 struct attn_ctx {
     int threads;
-    void *arena;     /* grow-only scratch */
-    size_t cap;
+    struct attn_pool *pool; /* its workers; NULL for one thread */
+    attn_region region[ATTN_REGIONS];
 };
 
-/* Scratch of at least bytes from ctx's arena (64-byte aligned), valid
- * until the next call on ctx. NULL when out of memory. */
-void *attn_ctx_scratch(attn_ctx *ctx, size_t bytes);
-
-/* Bytes that n items of `each` bytes take in a workspace: rounded up to
- * 64, in double so that no product of sizes can overflow. */
-double attn_ws_bytes(double n, size_t each);
-
-/* A workspace of `bytes` (a sum of attn_ws_bytes) from ctx into *at:
- * ATTN_ERR_TOO_LARGE past what a size_t can hold exactly, ATTN_ERR_NOMEM
- * when it cannot be allocated. */
-attn_status attn_ws_get(attn_ctx *ctx, double bytes, char **at, attn_error *err);
-
-/* The next piece of n items of `each` bytes from a workspace cursor, as
- * planned with attn_ws_bytes (the cursor moves past it). */
-void *attn_ws_take(char **at, int64_t n, size_t each);
+/* At least bytes of region r of ctx, 64-byte aligned, valid until the
+ * region next grows (a growth does not keep the contents). NULL when out
+ * of memory. */
+void *attn_ctx_region(attn_ctx *ctx, int r, size_t bytes);
 
 /* The context a public call runs with: ctx itself, or (ctx NULL) a new
  * one-thread context also stored in *own, which the caller frees with
@@ -116,21 +120,38 @@ void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
 void attn_row_softmax(float *s, int64_t i, int64_t lk, const attn_row_masks *m,
                       attn_hard hard, int64_t top_k, float *w, float *tmp);
 
-/* ------------------------------------------------------------ rows.c */
+/* ------------------------------------------------------------ exec.c */
 
-/* One slice (batch or batch x head) of attention computed row by row, for
- * rules whose scores are not a plain dot product (or with hard attention). */
+/* A workspace cursor: with base NULL it only measures (used counts the
+ * bytes), with base set it also hands out the pieces. A layout is one
+ * function run twice, measuring and then carving, so both agree. */
+typedef struct {
+    char *base;
+    double used; /* bytes, in double so that no product of sizes overflows */
+} attn_ws;
+
+/* Bytes that n items of `each` bytes take: rounded up to 64. */
+double attn_ws_bytes(double n, size_t each);
+
+/* The next piece of n items of `each` bytes (NULL when measuring). */
+void *attn_ws_take(attn_ws *ws, double n, size_t each);
+
+/* What a head's scores are made of. */
 typedef enum {
     ATTN_SCORE_DOT,     /* scale * a_i . b_j over d */
     ATTN_SCORE_TANH,    /* sum_h vw[h] * tanh(a_i[h] + b_j[h]) over d (vw NULL: ones) */
     ATTN_SCORE_GIVEN    /* a_i is the row of scores itself */
 } attn_score_kind;
 
-typedef struct {
+/* One head of attention over one (batch, head) slice: the one job type
+ * every rule and multi-head fill. The pipeline runs a plain scaled dot
+ * product (kind DOT, no hard attention) on the flash kernel and every
+ * other head on the row driver (rows.c). */
+typedef struct attn_head_job {
     attn_score_kind kind;
     int64_t lq, lk, d, dv;
-    const float *a; int64_t a_stride;
-    const float *b; int64_t b_stride;
+    const float *a; int64_t a_stride; /* queries (or the scores) */
+    const float *b; int64_t b_stride; /* keys */
     const float *vw;
     float scale;
     const float *v; int64_t v_stride;
@@ -139,7 +160,68 @@ typedef struct {
     attn_row_masks m;
     attn_hard hard;
     int64_t top_k;
-} attn_row_job;
+} attn_head_job;
+
+/* n head jobs and room to run them on either kernel. */
+typedef struct {
+    attn_head_job *jobs;
+    attn_sdpa_job *flash;
+} attn_heads;
+
+void attn_heads_take(attn_ws *ws, int64_t n, attn_heads *h);
+
+/* Starts job j for slice (b, h) of H heads (H = 1 for the rules): sizes,
+ * masks, hard attention and the weights (w NULL: not kept), the rest zero
+ * for the caller to fill (kind, d, dv, a, b, v, o, scale, vw). */
+void attn_head_init(attn_head_job *j, const attn_options *o, int64_t b, int64_t h, int64_t H,
+                    int64_t lq, int64_t lk, float *w);
+
+/* One computation in progress. */
+typedef struct {
+    attn_ctx *ctx;
+    int threads;
+} attn_exec;
+
+/* attn_gemm_nt on the call's threads. */
+void attn_exec_gemm(const attn_exec *ex, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const float *b, int64_t ldb, const float *bias, float *c,
+                    int64_t ldc);
+
+/* Runs the n jobs of h (all alike: same kind, sizes and hard attention) on
+ * the kernel that fits them: the one place that chooses. */
+attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, attn_error *err);
+
+struct attn_seed_spec; /* seed.c, below */
+
+/* What a front end (attention.c for the rules, multihead.c) gives the
+ * pipeline; plan is its own validated plan, which holds the request. */
+typedef struct {
+    const char *who; /* the public function, for messages */
+    /* The specs of the parameters a call without any would be seeded with
+     * (into room for ATTN_SEED_MAX), in drawing order; how many. */
+    size_t (*seed_specs)(const void *plan, struct attn_seed_spec *specs);
+    /* Plans again with params bound (the seeded set). */
+    attn_status (*bind)(void *plan, const attn_named *params, size_t n, attn_error *err);
+    /* Takes the pieces the computation uses from ws, keeping them in plan. */
+    void (*lay_out)(void *plan, attn_ws *ws);
+    /* Computes into out and w, from the pieces lay_out took. */
+    attn_status (*run)(const attn_exec *ex, void *plan, float *out, float *w, attn_error *err);
+} attn_front;
+
+/* The workspace a call of the plan takes (seeded parameters included
+ * when n_params is 0). */
+double attn_front_scratch(const attn_front *f, void *plan, size_t n_params);
+
+/* A public compute call: checks the buffers, takes the workspace from ctx
+ * (NULL: a one-thread context of its own), seeds parameters from seed 0
+ * into it when n_params is 0, and runs on ctx's threads. */
+attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
+                         int need_weights, float *out, float *w, attn_error *err);
+
+/* ------------------------------------------------------------ rows.c */
+
+/* The row driver's name for a head job. */
+typedef attn_head_job attn_row_job;
 
 /* Runs n jobs (all with the same lq and lk) on up to threads threads. */
 attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads,
@@ -154,7 +236,7 @@ float attn_seed_uniform(uint64_t *state, float bound);
  * 1/sqrtf(fan_in)) or a LayerNorm weight (ones) / bias (zeros). */
 typedef enum { ATTN_INIT_UNIFORM, ATTN_INIT_ONES, ATTN_INIT_ZEROS } attn_init;
 
-typedef struct {
+typedef struct attn_seed_spec {
     const char *name; /* static string */
     int rank;
     int64_t shape[2];
@@ -167,12 +249,24 @@ typedef struct {
 /* Floats of the specs' tensors, summed in double (no overflow). */
 double attn_seed_floats(const attn_seed_spec *specs, size_t n);
 
-/* Floats attn_seed_params makes for rule at sizes d, hidden size dh and
- * output size dout (0 for an unknown rule); allocates nothing. */
-double attn_rule_seed_floats(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout);
+/* The parameters attn_seed_params draws for rule at sizes d, hidden size
+ * dh and output size dout, in drawing order, into specs (room for
+ * ATTN_SEED_MAX); returns how many, or -1 for an unknown rule. */
+int attn_rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout,
+                         attn_seed_spec *specs);
 
-/* Draws the specs in order from one SplitMix64 stream into a new set (one
- * allocation). */
+/* Checks that every spec's size can be had; *total gets the floats of
+ * all of them. ATTN_ERR_TOO_LARGE naming the one that cannot. */
+attn_status attn_seed_size(const attn_seed_spec *specs, size_t n, int64_t *total,
+                           attn_error *err);
+
+/* Draws the specs in order from one SplitMix64 stream: items[i] gets
+ * spec i's name, shape and data, which lies in data (room for
+ * attn_seed_floats floats). */
+void attn_seed_fill(const attn_seed_spec *specs, size_t n, uint64_t seed, attn_named *items,
+                    float *data);
+
+/* attn_seed_fill into a new set (one allocation). */
 attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed,
                             attn_param_set **out, attn_error *err);
 

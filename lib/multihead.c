@@ -1,6 +1,8 @@
 /* multihead.c - POST /multihead: torch.nn.MultiheadAttention semantics with
  * grouped/multi-query heads, sinusoidal positional encoding and an
- * optional residual + LayerNorm. */
+ * optional residual + LayerNorm. Multi-head's front end of the pipeline
+ * (exec.c): validation (attn_mha_plan), its parameters, projections, heads
+ * and cost; the pipeline does the rest. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,33 +32,32 @@ static const char *const pnames[P_COUNT] = {
     "norm.weight", "norm.bias",
 };
 
+/* The field of the parameter in slot i, for attn_fail. */
+#define PFIELD(i) ATTN_PARAM_FIELD(pnames[i])
+
+/* A validated request, then the workspace pieces mha_lay_out took. */
 typedef struct {
+    attn_mha_request req; /* a copy; its params may be the pipeline's seeded set */
     attn_dims d;      /* Dq = E, Dk = kdim, Dv = vdim */
     int64_t H, Hkv, hd, ekv, E3;
     const attn_tensor *p[P_COUNT];
     /* Resolved projections (biases NULL when zero). */
     const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *nw, *nb;
     attn_shapes shapes;
+    int pe, avg, fused;
+    int64_t qw;       /* floats per row of the q projection (3E when fused) */
+    int64_t ks;       /* row stride of the k and v projections */
+    int64_t jobs_n;   /* head jobs per kernel run */
+    float *enc[3];    /* query, key, value with the positional encoding */
+    float *qp, *kp, *vp, *ao, *hw; /* projections, heads' output, per-head weights */
+    attn_heads heads;
 } mplan;
 
-static attn_status pfail(attn_error *err, attn_status st, int slot, const char *fmt, ...)
-    ATTN_PRINTF(4, 5);
+static const attn_front mha_front;
 
-static attn_status pfail(attn_error *err, attn_status st, int slot, const char *fmt, ...)
-{
-    char field[64];
-    snprintf(field, sizeof field, "params.%s", pnames[slot]);
-    if (err) {
-        snprintf(err->field, sizeof err->field, "%s", field);
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof err->message, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
-static attn_status bind_mha_params(const attn_mha_request *req, mplan *pl, attn_error *err)
+/* Each given parameter into its slot: unknown names and duplicates are
+ * ATTN_ERR_PARAM. */
+static attn_status bind_names(const attn_mha_request *req, mplan *pl, attn_error *err)
 {
     for (size_t g = 0; g < req->n_params; g++) {
         const char *name = req->params[g].name ? req->params[g].name : "";
@@ -64,70 +65,84 @@ static attn_status bind_mha_params(const attn_mha_request *req, mplan *pl, attn_
         for (int i = 0; i < P_COUNT; i++)
             if (strcmp(name, pnames[i]) == 0)
                 at = i;
-        if (at < 0) {
-            char field[64];
-            snprintf(field, sizeof field, "params.%s", name);
-            return attn_fail(err, ATTN_ERR_PARAM, field,
+        if (at < 0)
+            return attn_fail(err, ATTN_ERR_PARAM, ATTN_PARAM_FIELD(name),
                              "unknown parameter %s; multi-head takes in_proj_weight, "
                              "in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight, "
                              "out_proj.weight, out_proj.bias, or W_q/W_k/W_v/W_o .weight and "
                              ".bias, and norm.weight, norm.bias",
                              name);
-        }
         if (pl->p[at])
-            return pfail(err, ATTN_ERR_PARAM, at, "parameter %s is given twice", name);
+            return attn_fail(err, ATTN_ERR_PARAM, PFIELD(at), "parameter %s is given twice",
+                             name);
         pl->p[at] = &req->params[g].t;
     }
-    int torch = 0, wset = 0, first_w = -1, first_t = -1;
+    return ATTN_OK;
+}
+
+/* One naming scheme, norm.* only with residual_norm; *wset tells whether
+ * the W_* names are used. */
+static attn_status check_naming(const attn_mha_request *req, const mplan *pl, int *wset,
+                                attn_error *err)
+{
+    int torch = 0, first_w = -1, first_t = -1;
+    *wset = 0;
     for (int i = P_IN_W; i <= P_OUT_B; i++)
         if (pl->p[i]) { torch = 1; if (first_t < 0) first_t = i; }
     for (int i = P_WQ_W; i <= P_WO_B; i++)
-        if (pl->p[i]) { wset = 1; if (first_w < 0) first_w = i; }
-    if (torch && wset)
-        return pfail(err, ATTN_ERR_PARAM, first_w,
-                     "%s cannot be mixed with %s; use either PyTorch's in_proj/out_proj "
-                     "names or the W_q/W_k/W_v/W_o names",
-                     pnames[first_w], pnames[first_t]);
+        if (pl->p[i]) { *wset = 1; if (first_w < 0) first_w = i; }
+    if (torch && *wset)
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(first_w),
+                         "%s cannot be mixed with %s; use either PyTorch's in_proj/out_proj "
+                         "names or the W_q/W_k/W_v/W_o names",
+                         pnames[first_w], pnames[first_t]);
     if (!req->residual_norm)
         for (int i = P_NORM_W; i <= P_NORM_B; i++)
             if (pl->p[i])
-                return pfail(err, ATTN_ERR_PARAM, i,
-                             "%s is used only when residual_norm is true", pnames[i]);
-    if (wset) {
+                return attn_fail(err, ATTN_ERR_PARAM, PFIELD(i),
+                                 "%s is used only when residual_norm is true", pnames[i]);
+    if (*wset) {
         static const int req_w[4] = {P_WQ_W, P_WK_W, P_WV_W, P_WO_W};
         static const char *const shp[4] = {"(E, E)", "(Hkv*E/H, kdim)", "(Hkv*E/H, vdim)",
                                            "(E, E)"};
         for (int i = 0; i < 4; i++)
             if (!pl->p[req_w[i]])
-                return pfail(err, ATTN_ERR_PARAM, req_w[i],
-                             "params.%s is missing; multi-head with the W_* names needs "
-                             "W_q.weight, W_k.weight, W_v.weight, W_o.weight (here %s) "
-                             "(params are all or none)",
-                             pnames[req_w[i]], shp[i]);
-        return ATTN_OK;
+                return attn_fail(err, ATTN_ERR_PARAM, PFIELD(req_w[i]),
+                                 "params.%s is missing; multi-head with the W_* names needs "
+                                 "W_q.weight, W_k.weight, W_v.weight, W_o.weight (here %s) "
+                                 "(params are all or none)",
+                                 pnames[req_w[i]], shp[i]);
     }
+    return ATTN_OK;
+}
+
+/* PyTorch's names: in_proj_weight or all of q/k/v_proj_weight, and
+ * out_proj.weight; one key head per query head; in_proj_weight only with
+ * kdim = vdim = E. */
+static attn_status check_torch_names(const mplan *pl, attn_error *err)
+{
     int split = pl->p[P_QW] || pl->p[P_KW] || pl->p[P_VW];
     if (split && pl->p[P_IN_W])
-        return pfail(err, ATTN_ERR_PARAM, P_QW,
-                     "give either in_proj_weight or q_proj_weight, k_proj_weight and "
-                     "v_proj_weight, not both");
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(P_QW),
+                         "give either in_proj_weight or q_proj_weight, k_proj_weight and "
+                         "v_proj_weight, not both");
     if (split) {
         for (int i = P_QW; i <= P_VW; i++)
             if (!pl->p[i])
-                return pfail(err, ATTN_ERR_PARAM, i,
-                             "params.%s is missing; q_proj_weight, k_proj_weight and "
-                             "v_proj_weight go together (params are all or none)",
-                             pnames[i]);
+                return attn_fail(err, ATTN_ERR_PARAM, PFIELD(i),
+                                 "params.%s is missing; q_proj_weight, k_proj_weight and "
+                                 "v_proj_weight go together (params are all or none)",
+                                 pnames[i]);
     } else if (!pl->p[P_IN_W]) {
-        return pfail(err, ATTN_ERR_PARAM, P_IN_W,
-                     "params.in_proj_weight is missing; multi-head needs in_proj_weight "
-                     "(3E, E) or q_proj_weight, k_proj_weight, v_proj_weight "
-                     "(params are all or none)");
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(P_IN_W),
+                         "params.in_proj_weight is missing; multi-head needs in_proj_weight "
+                         "(3E, E) or q_proj_weight, k_proj_weight, v_proj_weight "
+                         "(params are all or none)");
     }
     if (!pl->p[P_OUT_W])
-        return pfail(err, ATTN_ERR_PARAM, P_OUT_W,
-                     "params.out_proj.weight is missing; multi-head needs out_proj.weight "
-                     "(E, E) (params are all or none)");
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(P_OUT_W),
+                         "params.out_proj.weight is missing; multi-head needs out_proj.weight "
+                         "(E, E) (params are all or none)");
     if (pl->Hkv != pl->H)
         return attn_fail(err, ATTN_ERR_PARAM, "num_kv_heads",
                          "num_kv_heads (%lld) < num_heads (%lld) needs the W_q/W_k/W_v/W_o "
@@ -135,12 +150,21 @@ static attn_status bind_mha_params(const attn_mha_request *req, mplan *pl, attn_
                          "query head)",
                          (long long)pl->Hkv, (long long)pl->H);
     if (pl->p[P_IN_W] && (pl->d.Dk != pl->d.Dq || pl->d.Dv != pl->d.Dq))
-        return pfail(err, ATTN_ERR_SHAPE, P_IN_W,
-                     "in_proj_weight needs kdim = vdim = E, but key has %lld features, "
-                     "value %lld and query %lld; give q_proj_weight, k_proj_weight and "
-                     "v_proj_weight instead",
-                     (long long)pl->d.Dk, (long long)pl->d.Dv, (long long)pl->d.Dq);
+        return attn_fail(err, ATTN_ERR_SHAPE, PFIELD(P_IN_W),
+                         "in_proj_weight needs kdim = vdim = E, but key has %lld features, "
+                         "value %lld and query %lld; give q_proj_weight, k_proj_weight and "
+                         "v_proj_weight instead",
+                         (long long)pl->d.Dk, (long long)pl->d.Dv, (long long)pl->d.Dq);
     return ATTN_OK;
+}
+
+static attn_status bind_mha_params(const attn_mha_request *req, mplan *pl, attn_error *err)
+{
+    int wset;
+    attn_status st = bind_names(req, pl, err);
+    if (st != ATTN_OK || (st = check_naming(req, pl, &wset, err)) != ATTN_OK)
+        return st;
+    return wset ? ATTN_OK : check_torch_names(pl, err);
 }
 
 static attn_status check_mha_shapes(mplan *pl, attn_error *err)
@@ -174,6 +198,7 @@ static const float *pdata(const mplan *pl, int slot)
     return pl->p[slot] ? pl->p[slot]->data : NULL;
 }
 
+/* The projections' weights and biases from whichever names were given. */
 static void resolve(mplan *pl)
 {
     int64_t E = pl->d.Dq;
@@ -200,8 +225,9 @@ static void resolve(mplan *pl)
 /* The parameters attn_mha_seed_params draws for the planned sizes, in
  * drawing order, into s (room for ATTN_SEED_MAX); returns how many. The
  * one table both seeding and the plan's cost read. */
-static size_t mha_seed_specs(const mplan *pl, int residual_norm, attn_seed_spec *s)
+static size_t mha_seed_specs(const void *p, attn_seed_spec *s)
 {
+    const mplan *pl = p;
     int64_t E = pl->d.Dq, kd = pl->d.Dk, vd = pl->d.Dv, ekv = pl->ekv, E3 = pl->E3;
     size_t n = 0;
 #define SPEC(nm, r, a, b, fan) s[n++] = (attn_seed_spec){nm, r, {a, b}, fan, ATTN_INIT_UNIFORM}
@@ -228,30 +254,21 @@ static size_t mha_seed_specs(const mplan *pl, int residual_norm, attn_seed_spec 
         SPEC("W_o.bias", 1, E, 0, E);
     }
 #undef SPEC
-    if (residual_norm) {
+    if (pl->req.residual_norm) {
         s[n++] = (attn_seed_spec){"norm.weight", 1, {E, 0}, E, ATTN_INIT_ONES};
         s[n++] = (attn_seed_spec){"norm.bias", 1, {E, 0}, E, ATTN_INIT_ZEROS};
     }
     return n;
 }
 
-/* How mha_run lays its work out: the flags it runs with and the floats of
- * each scratch piece, in carving order. */
-typedef struct {
-    int pe, has_k, has_v, avg, fused;
-    int64_t qw;     /* floats per row of the q projection (3E when fused) */
-    int64_t jobs_n; /* head jobs per kernel run */
-    double f[8];    /* encoded q, k, v; projected q, k, v; heads' output; per-head weights */
-} mha_layout;
-
 /* Self-attention whose q/k/v weights (and biases) lie back to back, as
  * in_proj_weight does (and the seeded set does): one GEMM of 3E outputs
  * packs each input row block once instead of three times, and the heads
  * read q, k and v straight out of its (L, 3E) rows. */
-static int is_fused(const attn_mha_request *req, const mplan *pl)
+static int is_fused(const mplan *pl)
 {
     int64_t E = pl->d.Dq;
-    if (req->key.rank || req->value.rank || pl->Hkv != pl->H)
+    if (pl->req.key.rank || pl->req.value.rank || pl->Hkv != pl->H)
         return 0;
     if (!pl->wq) /* planned without parameters: the seeded in_proj_* */
         return 1;
@@ -260,38 +277,8 @@ static int is_fused(const attn_mha_request *req, const mplan *pl)
             (pl->bq && pl->bk == pl->bq + E && pl->bv == pl->bk + E));
 }
 
-static void mha_lay_out(const attn_mha_request *req, const mplan *pl, mha_layout *ly)
-{
-    const attn_dims *d = &pl->d;
-    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
-    ly->pe = req->positional_encoding == ATTN_PE_SINUSOIDAL;
-    ly->has_k = req->key.rank != 0;
-    ly->has_v = req->value.rank != 0;
-    ly->avg = req->opt.need_weights && req->average_weights;
-    ly->fused = is_fused(req, pl);
-    ly->qw = ly->fused ? pl->E3 : d->Dq;
-    ly->jobs_n = ly->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
-    ly->f[0] = ly->pe ? bq * (double)d->Dq : 0.0;
-    ly->f[1] = ly->pe && ly->has_k ? bk * (double)d->Dk : 0.0;
-    ly->f[2] = ly->pe && ly->has_v ? bk * (double)d->Dv : 0.0;
-    ly->f[3] = bq * (double)ly->qw;
-    ly->f[4] = ly->f[5] = ly->fused ? 0.0 : bk * (double)pl->ekv;
-    ly->f[6] = bq * (double)d->Dq;
-    ly->f[7] = ly->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0;
-}
-
-/* Workspace bytes of a layout: its float pieces and the job arrays. */
-static double mha_scratch(const mha_layout *ly)
-{
-    double bytes = 0.0;
-    for (int i = 0; i < 8; i++)
-        bytes += attn_ws_bytes(ly->f[i], sizeof(float));
-    return bytes + attn_ws_bytes((double)ly->jobs_n, sizeof(attn_sdpa_job)) +
-           attn_ws_bytes((double)ly->jobs_n, sizeof(attn_row_job));
-}
-
-/* Floating-point operations of mha_run (2 per multiply-add): the q, k, v
- * and output projections, and per head the scores and the weighted sum. */
+/* Floating-point operations of multi-head (2 per multiply-add): the q, k,
+ * v and output projections, and per head the scores and the weighted sum. */
 static double mha_flops(const mplan *pl)
 {
     const attn_dims *d = &pl->d;
@@ -301,34 +288,18 @@ static double mha_flops(const mplan *pl)
 }
 
 /* Floats of the bound parameters, or of the seeded set when none are. */
-static double mha_param_floats(const attn_mha_request *req, const mplan *pl)
+static double mha_param_floats(const mplan *pl)
 {
-    if (req->n_params == 0) {
-        attn_seed_spec s[ATTN_SEED_MAX];
-        return attn_seed_floats(s, mha_seed_specs(pl, req->residual_norm, s));
-    }
+    attn_seed_spec s[ATTN_SEED_MAX];
+    if (pl->req.n_params == 0)
+        return attn_seed_floats(s, mha_seed_specs(pl, s));
     return attn_tensors_floats(pl->p, P_COUNT);
 }
 
-/* Validates everything but the parameters when with_params is 0. */
-static attn_status make_mplan(const attn_mha_request *req, int with_params, mplan *pl,
-                              attn_error *err)
+/* num_heads, num_kv_heads and positional_encoding; the head sizes. */
+static attn_status check_heads(const attn_mha_request *req, mplan *pl, attn_error *err)
 {
-    memset(pl, 0, sizeof *pl);
-    if (!req)
-        return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
-    const attn_tensor *k = req->key.rank ? &req->key : &req->query;
-    const attn_tensor *v = req->value.rank ? &req->value : &req->query;
-    attn_status st = attn_check_qkv(&req->query, k, v, &pl->d, err);
-    if (st != ATTN_OK)
-        return st;
-    attn_dims *d = &pl->d;
-    if (d->Lv != d->Lk)
-        return attn_fail(err, ATTN_ERR_SHAPE, "value",
-                         "value has %lld rows but key has %lld; multi-head needs one value "
-                         "row per key (Lv = Lk)",
-                         (long long)d->Lv, (long long)d->Lk);
-    int64_t E = d->Dq;
+    int64_t E = pl->d.Dq;
     pl->H = req->num_heads;
     if (pl->H < 1)
         return attn_fail(err, ATTN_ERR_PARAM, "num_heads",
@@ -351,7 +322,59 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
         req->positional_encoding != ATTN_PE_SINUSOIDAL)
         return attn_fail(err, ATTN_ERR_PARAM, "positional_encoding",
                          "positional_encoding must be \"sinusoidal\" or absent");
-    if ((st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err)) != ATTN_OK)
+    return ATTN_OK;
+}
+
+/* The result shapes and the cost, once everything is validated. */
+static attn_status fill_shapes(mplan *pl, attn_error *err)
+{
+    const attn_dims *d = &pl->d;
+    attn_shapes *sh = &pl->shapes;
+    int o = d->batched, r = 0;
+    sh->out_rank = 2 + o;
+    if (o)
+        sh->out_shape[0] = d->B;
+    sh->out_shape[o] = d->Lq;
+    sh->out_shape[o + 1] = d->Dq;
+    if (o)
+        sh->w_shape[r++] = d->B;
+    if (!pl->req.average_weights)
+        sh->w_shape[r++] = pl->H;
+    sh->w_shape[r++] = d->Lq;
+    sh->w_shape[r++] = d->Lk;
+    sh->w_rank = r;
+    int64_t wc;
+    if (!attn_count(sh->out_rank, sh->out_shape, &sh->out_count) ||
+        !attn_count(sh->w_rank, sh->w_shape, &wc))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
+    sh->w_count = pl->req.opt.need_weights ? wc : 0;
+    sh->param_floats = mha_param_floats(pl);
+    sh->flops = mha_flops(pl);
+    sh->scratch_bytes = attn_front_scratch(&mha_front, pl, pl->req.n_params);
+    return ATTN_OK;
+}
+
+/* Validates everything but the parameters when with_params is 0. */
+static attn_status make_mplan(const attn_mha_request *req, int with_params, mplan *pl,
+                              attn_error *err)
+{
+    memset(pl, 0, sizeof *pl);
+    if (!req)
+        return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
+    pl->req = *req;
+    const attn_tensor *k = req->key.rank ? &req->key : &req->query;
+    const attn_tensor *v = req->value.rank ? &req->value : &req->query;
+    attn_status st = attn_check_qkv(&req->query, k, v, &pl->d, err);
+    if (st != ATTN_OK)
+        return st;
+    attn_dims *d = &pl->d;
+    if (d->Lv != d->Lk)
+        return attn_fail(err, ATTN_ERR_SHAPE, "value",
+                         "value has %lld rows but key has %lld; multi-head needs one value "
+                         "row per key (Lv = Lk)",
+                         (long long)d->Lv, (long long)d->Lk);
+    if ((st = check_heads(req, pl, err)) != ATTN_OK ||
+        (st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err)) != ATTN_OK)
         return st;
     if (with_params && req->n_params > 0) {
         if (!req->params)
@@ -361,31 +384,7 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
             return st;
         resolve(pl);
     }
-    attn_shapes *sh = &pl->shapes;
-    int o = d->batched, r = 0;
-    sh->out_rank = 2 + o;
-    if (o)
-        sh->out_shape[0] = d->B;
-    sh->out_shape[o] = d->Lq;
-    sh->out_shape[o + 1] = E;
-    if (o)
-        sh->w_shape[r++] = d->B;
-    if (!req->average_weights)
-        sh->w_shape[r++] = pl->H;
-    sh->w_shape[r++] = d->Lq;
-    sh->w_shape[r++] = d->Lk;
-    sh->w_rank = r;
-    int64_t wc;
-    if (!attn_count(sh->out_rank, sh->out_shape, &sh->out_count) ||
-        !attn_count(sh->w_rank, sh->w_shape, &wc))
-        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
-    sh->w_count = req->opt.need_weights ? wc : 0;
-    mha_layout ly;
-    mha_lay_out(req, pl, &ly);
-    sh->param_floats = mha_param_floats(req, pl);
-    sh->flops = mha_flops(pl);
-    sh->scratch_bytes = mha_scratch(&ly);
-    return ATTN_OK;
+    return fill_shapes(pl, err);
 }
 
 attn_status attn_mha_plan(const attn_mha_request *req, attn_shapes *shapes, attn_error *err)
@@ -407,7 +406,7 @@ attn_status attn_mha_seed_params(const attn_mha_request *req, uint64_t seed,
     if (st != ATTN_OK)
         return st;
     attn_seed_spec s[ATTN_SEED_MAX];
-    size_t n = mha_seed_specs(&pl, req->residual_norm, s);
+    size_t n = mha_seed_specs(&pl, s);
     return attn_seed_build(s, n, seed, out, err);
 }
 
@@ -451,141 +450,152 @@ static void layer_norm(float *x, int64_t rows, int64_t E, const float *w, const 
     }
 }
 
-static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mplan *pl,
-                           float *output, float *weights, attn_error *err)
+/* ------------------------------------------------ the pipeline's stages */
+
+static attn_status mha_bind(void *p, const attn_named *params, size_t n, attn_error *err)
+{
+    mplan *pl = p;
+    attn_mha_request r = pl->req;
+    r.params = params;
+    r.n_params = n;
+    return make_mplan(&r, 1, pl, err);
+}
+
+/* The pieces: the encoded inputs (with positional encoding), the q (or
+ * fused q/k/v), k and v projections, the heads' output, the per-head
+ * weights when they are averaged, then the head jobs of one kernel run. */
+static void mha_lay_out(void *p, attn_ws *ws)
+{
+    mplan *pl = p;
+    const attn_dims *d = &pl->d;
+    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
+    int has_k = pl->req.key.rank != 0, has_v = pl->req.value.rank != 0;
+    pl->pe = pl->req.positional_encoding == ATTN_PE_SINUSOIDAL;
+    pl->avg = pl->req.opt.need_weights && pl->req.average_weights;
+    pl->fused = is_fused(pl);
+    pl->qw = pl->fused ? pl->E3 : d->Dq;
+    pl->ks = pl->fused ? pl->qw : pl->ekv;
+    pl->jobs_n = pl->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
+    pl->enc[0] = attn_ws_take(ws, pl->pe ? bq * (double)d->Dq : 0.0, sizeof(float));
+    pl->enc[1] = attn_ws_take(ws, pl->pe && has_k ? bk * (double)d->Dk : 0.0, sizeof(float));
+    pl->enc[2] = attn_ws_take(ws, pl->pe && has_v ? bk * (double)d->Dv : 0.0, sizeof(float));
+    pl->qp = attn_ws_take(ws, bq * (double)pl->qw, sizeof(float));
+    pl->kp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
+    pl->vp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
+    pl->ao = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
+    pl->hw = attn_ws_take(ws, pl->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0,
+                          sizeof(float));
+    attn_heads_take(ws, pl->jobs_n, &pl->heads);
+    if (pl->fused) {
+        pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
+        pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
+    }
+}
+
+/* The inputs the projections read, x[0..2] = query, key, value: with the
+ * positional encoding added when asked, and self-attention's key and value
+ * the (encoded) query. */
+static void mha_inputs(const mplan *pl, const float *x[3])
 {
     const attn_dims *d = &pl->d;
-    const attn_options *opt = &req->opt;
-    int threads = ctx->threads;
-    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, E = d->Dq, kd = d->Dk, vd = d->Dv;
-    int64_t H = pl->H, hd = pl->hd, ekv = pl->ekv, group = pl->H / pl->Hkv;
-    int hard = opt->hard != ATTN_HARD_NONE;
-    mha_layout ly;
-    mha_lay_out(req, pl, &ly);
-    int pe = ly.pe, avg = ly.avg, has_k = ly.has_k, has_v = ly.has_v, fused = ly.fused;
-    int64_t qw = ly.qw, jobs_n = ly.jobs_n;
-    char *at;
-    attn_status st = attn_ws_get(ctx, mha_scratch(&ly), &at, err);
-    if (st != ATTN_OK)
-        return st;
-    float *piece[8];
-    for (int i = 0; i < 8; i++)
-        piece[i] = attn_ws_take(&at, (int64_t)ly.f[i], sizeof(float));
-    attn_sdpa_job *sj = attn_ws_take(&at, jobs_n, sizeof(attn_sdpa_job));
-    attn_row_job *rj = attn_ws_take(&at, jobs_n, sizeof(attn_row_job));
-
-    const float *qx = req->query.data;
-    const float *kx = has_k ? req->key.data : NULL;
-    const float *vx = has_v ? req->value.data : NULL;
-    if (pe) {
-        add_posenc(qx, piece[0], B, Lq, E);
-        qx = piece[0];
-        if (has_k) {
-            add_posenc(kx, piece[1], B, Lk, kd);
-            kx = piece[1];
-        }
-        if (has_v) {
-            add_posenc(vx, piece[2], B, Lk, vd);
-            vx = piece[2];
-        }
+    const attn_mha_request *r = &pl->req;
+    x[0] = r->query.data;
+    x[1] = r->key.rank ? r->key.data : NULL;
+    x[2] = r->value.rank ? r->value.data : NULL;
+    if (pl->pe) {
+        int64_t L[3] = {d->Lq, d->Lk, d->Lk}, D[3] = {d->Dq, d->Dk, d->Dv};
+        for (int i = 0; i < 3; i++)
+            if (x[i]) {
+                add_posenc(x[i], pl->enc[i], d->B, L[i], D[i]);
+                x[i] = pl->enc[i];
+            }
     }
-    if (!kx) kx = qx; /* self-attention: the (encoded) query */
-    if (!vx) vx = qx;
-    float *qp = piece[3];
-    float *kp = piece[4], *vp = piece[5];
-    int64_t ks = ekv; /* row stride of the k and v projections */
-    if (fused) {
-        kp = qp + E;
-        vp = qp + 2 * E;
-        ks = qw;
-    }
-    float *ao = piece[6];
-    float *hw = piece[7];
+    if (!x[1]) x[1] = x[0];
+    if (!x[2]) x[2] = x[0];
+}
 
-    if (fused) {
-        attn_gemm_nt(B * Lq, qw, E, qx, E, pl->wq, E, pl->bq, qp, qw, threads);
-    } else {
-        attn_gemm_nt(B * Lq, E, E, qx, E, pl->wq, E, pl->bq, qp, E, threads);
-        attn_gemm_nt(B * Lk, ekv, kd, kx, kd, pl->wk, kd, pl->bk, kp, ekv, threads);
-        attn_gemm_nt(B * Lk, ekv, vd, vx, vd, pl->wv, vd, pl->bv, vp, ekv, threads);
+static void mha_project(const attn_exec *ex, const mplan *pl, const float *const x[3])
+{
+    const attn_dims *d = &pl->d;
+    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, E = d->Dq, kd = d->Dk, vd = d->Dv, ekv = pl->ekv;
+    if (pl->fused) {
+        attn_exec_gemm(ex, B * Lq, pl->qw, E, x[0], E, pl->wq, E, pl->bq, pl->qp, pl->qw);
+        return;
     }
+    attn_exec_gemm(ex, B * Lq, E, E, x[0], E, pl->wq, E, pl->bq, pl->qp, E);
+    attn_exec_gemm(ex, B * Lk, ekv, kd, x[1], kd, pl->wk, kd, pl->bk, pl->kp, ekv);
+    attn_exec_gemm(ex, B * Lk, ekv, vd, x[2], vd, pl->wv, vd, pl->bv, pl->vp, ekv);
+}
 
+/* The head jobs of batch rows [b0, b1), every head (a group of H/Hkv
+ * query heads shares one key/value head); returns how many. */
+static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
+{
+    const attn_dims *d = &pl->d;
+    int64_t Lq = d->Lq, Lk = d->Lk, E = d->Dq, H = pl->H, hd = pl->hd, ks = pl->ks;
+    int64_t group = pl->H / pl->Hkv, plane = Lq * Lk;
     float scale = (float)(1.0 / sqrt((double)hd));
-    int64_t plane = Lq * Lk;
-    for (int64_t b0 = 0; b0 < B; b0 += avg ? 1 : B) {
-        int64_t b1 = avg ? b0 + 1 : B;
-        size_t n = 0;
-        for (int64_t b = b0; b < b1; b++) {
-            for (int64_t h = 0; h < H; h++, n++) {
-                attn_row_masks m;
-                attn_masks_at(opt, b, h, H, Lq, Lk, &m);
-                int64_t g = h / group;
-                const float *q = qp + b * Lq * qw + h * hd;
-                const float *k = kp + b * Lk * ks + g * hd;
-                const float *v = vp + b * Lk * ks + g * hd;
-                float *o = ao + b * Lq * E + h * hd;
-                float *w = !opt->need_weights ? NULL
-                         : avg ? hw + h * plane
-                               : weights + (b * H + h) * plane;
-                if (!hard) {
-                    attn_sdpa_job *j = &sj[n];
-                    memset(j, 0, sizeof *j);
-                    j->lq = Lq; j->lk = Lk; j->d = hd; j->dv = hd;
-                    j->q = q; j->q_stride = qw;
-                    j->k = k; j->k_stride = ks;
-                    j->v = v; j->v_stride = ks;
-                    j->o = o; j->o_stride = E;
-                    j->w = w; j->w_stride = Lk;
-                    j->scale = scale;
-                    j->mask = m.mask; j->mask_stride = m.mask_stride;
-                    j->key_mask = m.key_mask;
-                    j->bias = m.bias; j->bias_stride = m.bias_stride;
-                    j->causal = m.causal;
-                    j->window = m.window;
-                } else {
-                    attn_row_job *j = &rj[n];
-                    memset(j, 0, sizeof *j);
-                    j->kind = ATTN_SCORE_DOT;
-                    j->lq = Lq; j->lk = Lk; j->d = hd; j->dv = hd;
-                    j->a = q; j->a_stride = qw;
-                    j->b = k; j->b_stride = ks;
-                    j->scale = scale;
-                    j->v = v; j->v_stride = ks;
-                    j->o = o; j->o_stride = E;
-                    j->w = w; j->w_stride = Lk;
-                    j->m = m;
-                    j->hard = opt->hard;
-                    j->top_k = opt->top_k;
-                }
-            }
+    size_t n = 0;
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t h = 0; h < H; h++, n++) {
+            int64_t g = h / group;
+            float *w = !pl->req.opt.need_weights ? NULL
+                     : pl->avg ? pl->hw + h * plane : weights + (b * H + h) * plane;
+            attn_head_job *j = &pl->heads.jobs[n];
+            attn_head_init(j, &pl->req.opt, b, h, H, Lq, Lk, w);
+            j->kind = ATTN_SCORE_DOT;
+            j->d = j->dv = hd;
+            j->scale = scale;
+            j->a = pl->qp + b * Lq * pl->qw + h * hd; j->a_stride = pl->qw;
+            j->b = pl->kp + b * Lk * ks + g * hd; j->b_stride = ks;
+            j->v = pl->vp + b * Lk * ks + g * hd; j->v_stride = ks;
+            j->o = pl->ao + b * Lq * E + h * hd; j->o_stride = E;
         }
-        if (!hard) {
-            if (attn_sdpa_run(sj, n, threads) != 0)
-                return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
-        } else {
-            if ((st = attn_rows_run(rj, n, threads, err)) != ATTN_OK)
-                return st;
-        }
-        if (avg) { /* torch averages the per-head softmax weights */
-            float *wb = weights + b0 * plane;
-            float inv = 1.0f / (float)H;
-            for (int64_t e = 0; e < plane; e++) {
-                float s = 0.0f;
-                for (int64_t h = 0; h < H; h++)
-                    s += hw[h * plane + e];
-                wb[e] = s * inv;
-            }
-        }
+    return n;
+}
+
+/* torch averages the per-head softmax weights: batch row b's into wb. */
+static void mha_average(const mplan *pl, float *wb)
+{
+    int64_t plane = pl->d.Lq * pl->d.Lk, H = pl->H;
+    float inv = 1.0f / (float)H;
+    for (int64_t e = 0; e < plane; e++) {
+        float s = 0.0f;
+        for (int64_t h = 0; h < H; h++)
+            s += pl->hw[h * plane + e];
+        wb[e] = s * inv;
     }
-    attn_gemm_nt(B * Lq, E, E, ao, E, pl->wo, E, pl->bo, output, E, threads);
-    if (req->residual_norm) {
-        int64_t n = B * Lq * E;
+}
+
+static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
+{
+    mplan *pl = p;
+    const attn_dims *d = &pl->d;
+    int64_t B = d->B, E = d->Dq;
+    const float *x[3];
+    mha_inputs(pl, x);
+    mha_project(ex, pl, x);
+    for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
+        size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
+        attn_status st = attn_exec_heads(ex, &pl->heads, n, err);
+        if (st != ATTN_OK)
+            return st;
+        if (pl->avg)
+            mha_average(pl, w + b0 * d->Lq * d->Lk);
+    }
+    attn_exec_gemm(ex, B * d->Lq, E, E, pl->ao, E, pl->wo, E, pl->bo, out, E);
+    if (pl->req.residual_norm) {
+        int64_t n = B * d->Lq * E;
         for (int64_t e = 0; e < n; e++)
-            output[e] += qx[e];
-        layer_norm(output, B * Lq, E, pl->nw, pl->nb);
+            out[e] += x[0][e];
+        layer_norm(out, B * d->Lq, E, pl->nw, pl->nb);
     }
     return ATTN_OK;
 }
+
+static const attn_front mha_front = {
+    "attn_mha_compute", mha_seed_specs, mha_bind, mha_lay_out, mha_run,
+};
 
 attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
                              float *output, float *weights, attn_error *err)
@@ -594,29 +604,6 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
     attn_status st = make_mplan(req, 1, &pl, err);
     if (st != ATTN_OK)
         return st;
-    if (!output || (req->opt.need_weights && !weights))
-        return attn_fail(err, ATTN_ERR_ARG, "",
-                         "attn_mha_compute: NULL output or weights buffer");
-    attn_param_set *seeded = NULL;
-    if (req->n_params == 0) {
-        /* A bare request runs with the parameters seed 0 would give. */
-        if ((st = attn_mha_seed_params(req, 0, &seeded, err)) != ATTN_OK)
-            return st;
-        attn_mha_request r2 = *req;
-        r2.params = seeded->items;
-        r2.n_params = seeded->n;
-        if ((st = make_mplan(&r2, 1, &pl, err)) != ATTN_OK) {
-            attn_param_set_free(seeded);
-            return st;
-        }
-    }
-    attn_ctx *own;
-    if (!(ctx = attn_ctx_for_call(ctx, &own))) {
-        attn_param_set_free(seeded);
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
-    }
-    st = mha_run(ctx, req, &pl, output, weights, err);
-    attn_ctx_free(own);
-    attn_param_set_free(seeded);
-    return st;
+    return attn_execute(ctx, &mha_front, &pl, req->n_params, req->opt.need_weights, output,
+                        weights, err);
 }

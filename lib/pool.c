@@ -1,14 +1,21 @@
-/* pool.c - the kernels' persistent thread pool: workers sleep on a
+/* pool.c - the kernels' persistent thread pools: workers sleep on a
  * condition variable between loops and pull task numbers from an atomic
  * counter while a loop runs (dynamic scheduling, so uneven tasks such as
  * causal query blocks balance themselves). A worker spins briefly before
  * sleeping, and so does the caller before waiting for the workers, because
  * a multi-head request runs several loops back to back and a condition
- * variable wake-up costs tens of microseconds. */
+ * variable wake-up costs tens of microseconds.
+ *
+ * Every context owns a pool (attn_pool_new); the thread that computes with
+ * a context makes its pool current (attn_pool_use) for the call, so two
+ * threads with two contexts run on disjoint workers. Code that calls the
+ * kernels without a context (tests, benches) gets the process-wide pool,
+ * which serves one loop at a time. */
 #include "pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define POOL_MAX 64
@@ -21,12 +28,22 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static struct {
+typedef struct {
+    attn_pool *pool;
+    int id;         /* 1..POOL_MAX */
+    pthread_t th;
+    uint64_t born;  /* the generation when it was created */
+} worker;
+
+struct attn_pool {
     pthread_mutex_t busy;   /* held by the caller that owns the pool for a loop */
     pthread_mutex_t lock;   /* guards the fields below */
-    pthread_cond_t wake;    /* a new loop (generation) started */
+    pthread_cond_t wake;    /* a new loop (generation) started, or quit */
     pthread_cond_t done;    /* a worker finished its part */
+    int max_workers;        /* threads - 1 of attn_pool_new, POOL_MAX for the process pool */
     int started;            /* worker threads created so far */
+    int quit;
+    unsigned forks;         /* fork_count when its locks and workers were made */
     uint64_t generation;
     int wanted;             /* workers 1..wanted take part in this loop */
     int finished;
@@ -34,117 +51,187 @@ static struct {
     void *arg;
     int64_t ntasks;
     _Atomic int64_t next;
-    uint64_t born[POOL_MAX + 1]; /* generation when each worker was created */
     _Atomic uint64_t gen_hint;    /* copies of generation and finished for */
     _Atomic int finished_hint;    /* spinning without the lock; the lock decides */
-} pool = {
+    worker w[POOL_MAX + 1];
+};
+
+static attn_pool process_pool = {
     .busy = PTHREAD_MUTEX_INITIALIZER,
     .lock = PTHREAD_MUTEX_INITIALIZER,
     .wake = PTHREAD_COND_INITIALIZER,
     .done = PTHREAD_COND_INITIALIZER,
+    .max_workers = POOL_MAX,
 };
 
-static void drain(attn_pool_fn fn, void *arg, int64_t ntasks, int worker)
+static _Thread_local attn_pool *current;
+
+/* Forks so far: a forked child has none of its parent's workers (and maybe
+ * a lock held by a thread that is gone), so a pool started before the
+ * fork starts over in the child. */
+static _Atomic unsigned fork_count;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void sync_init(attn_pool *p)
+{
+    pthread_mutex_init(&p->busy, NULL);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+}
+
+/* In a forked child, a pool of the parent starts over with new locks and
+ * no workers: the process pool at once, a context's at its next loop. */
+static void restart_after_fork(attn_pool *p, unsigned forks)
+{
+    sync_init(p);
+    p->started = 0;
+    p->forks = forks;
+}
+
+static void after_fork(void)
+{
+    restart_after_fork(&process_pool, atomic_fetch_add(&fork_count, 1) + 1);
+}
+
+static void register_fork(void) { pthread_atfork(NULL, NULL, after_fork); }
+
+attn_pool *attn_pool_new(int threads)
+{
+    pthread_once(&fork_once, register_fork);
+    attn_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    sync_init(p);
+    p->max_workers = threads - 1 < 0 ? 0 : threads - 1 > POOL_MAX ? POOL_MAX : threads - 1;
+    p->forks = atomic_load(&fork_count);
+    return p;
+}
+
+void attn_pool_free(attn_pool *p)
+{
+    if (!p)
+        return;
+    if (p->forks == atomic_load(&fork_count)) { /* its workers live in this process */
+        pthread_mutex_lock(&p->lock);
+        p->quit = 1;
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+        for (int i = 1; i <= p->started; i++)
+            pthread_join(p->w[i].th, NULL);
+    }
+    free(p);
+}
+
+attn_pool *attn_pool_use(attn_pool *p)
+{
+    attn_pool *prev = current;
+    current = p;
+    return prev;
+}
+
+static void drain(attn_pool *p, attn_pool_fn fn, void *arg, int64_t ntasks, int worker_id)
 {
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&pool.next, 1, memory_order_relaxed);
+        int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
         if (t >= ntasks) break;
-        fn(arg, t, worker);
+        fn(arg, t, worker_id);
     }
 }
 
-static void *worker_main(void *p)
+/* Waits, spinning first, for a generation after seen (or quit); the lock
+ * is held on entry and on return. */
+static void await_loop(attn_pool *p, uint64_t seen)
 {
-    int id = (int)(intptr_t)p;
-    pthread_mutex_lock(&pool.lock);
-    /* Not pool.generation now: the loop that created this worker may have
-     * started already, and it counts on this worker. */
-    uint64_t seen = pool.born[id];
-    for (;;) {
-        if (pool.generation == seen) {
-            pthread_mutex_unlock(&pool.lock);
-            for (int s = 0; s < SPIN && atomic_load_explicit(&pool.gen_hint, memory_order_acquire) == seen; s++)
-                cpu_relax();
-            pthread_mutex_lock(&pool.lock);
-        }
-        while (pool.generation == seen)
-            pthread_cond_wait(&pool.wake, &pool.lock);
-        seen = pool.generation;
-        if (id > pool.wanted) continue;
-        attn_pool_fn fn = pool.fn;
-        void *arg = pool.arg;
-        int64_t n = pool.ntasks;
-        pthread_mutex_unlock(&pool.lock);
-        drain(fn, arg, n, id);
-        pthread_mutex_lock(&pool.lock);
-        pool.finished++;
-        atomic_store_explicit(&pool.finished_hint, pool.finished, memory_order_release);
-        pthread_cond_signal(&pool.done);
+    if (p->generation == seen && !p->quit) {
+        pthread_mutex_unlock(&p->lock);
+        for (int s = 0; s < SPIN && atomic_load_explicit(&p->gen_hint, memory_order_acquire) == seen; s++)
+            cpu_relax();
+        pthread_mutex_lock(&p->lock);
     }
+    while (p->generation == seen && !p->quit)
+        pthread_cond_wait(&p->wake, &p->lock);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *self = arg;
+    attn_pool *p = self->pool;
+    pthread_mutex_lock(&p->lock);
+    /* Not p->generation now: the loop that created this worker may have
+     * started already, and it counts on this worker. */
+    uint64_t seen = self->born;
+    for (;;) {
+        await_loop(p, seen);
+        if (p->quit)
+            break;
+        seen = p->generation;
+        if (self->id > p->wanted) continue;
+        attn_pool_fn fn = p->fn;
+        void *a = p->arg;
+        int64_t n = p->ntasks;
+        pthread_mutex_unlock(&p->lock);
+        drain(p, fn, a, n, self->id);
+        pthread_mutex_lock(&p->lock);
+        p->finished++;
+        atomic_store_explicit(&p->finished_hint, p->finished, memory_order_release);
+        pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
-/* A forked child has none of the parent's workers (and maybe a lock held
- * by a thread that is gone): it starts over with an empty pool. */
-static void pool_after_fork(void)
+/* Starts workers up to `helpers` (the lock is held); returns how many
+ * there are. */
+static int start_workers(attn_pool *p, int helpers)
 {
-    pthread_mutex_init(&pool.busy, NULL);
-    pthread_mutex_init(&pool.lock, NULL);
-    pthread_cond_init(&pool.wake, NULL);
-    pthread_cond_init(&pool.done, NULL);
-    pool.started = 0;
-}
-
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void register_fork(void)
-{
-    pthread_atfork(NULL, NULL, pool_after_fork);
+    while (p->started < helpers) {
+        worker *w = &p->w[p->started + 1];
+        w->pool = p;
+        w->id = p->started + 1;
+        w->born = p->generation;
+        if (pthread_create(&w->th, NULL, worker_main, w) != 0)
+            break;
+        p->started++;
+    }
+    return p->started < helpers ? p->started : helpers;
 }
 
 int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
 {
-    if (threads > POOL_MAX) threads = POOL_MAX;
+    attn_pool *p = current ? current : &process_pool;
+    if (threads - 1 > p->max_workers) threads = p->max_workers + 1;
     if (threads > ntasks) threads = (int)ntasks;
-    if (threads <= 1 || pthread_mutex_trylock(&pool.busy) != 0) {
+    unsigned forks = atomic_load(&fork_count);
+    if (p->forks != forks)
+        restart_after_fork(p, forks);
+    if (threads <= 1 || pthread_mutex_trylock(&p->busy) != 0) {
         for (int64_t t = 0; t < ntasks; t++) fn(arg, t, 0);
         return 1;
     }
     pthread_once(&fork_once, register_fork);
-    pthread_mutex_lock(&pool.lock);
-    /* Workers are created on first need and then live for the process. */
-    while (pool.started < threads - 1) {
-        pthread_t th;
-        pthread_attr_t at;
-        pool.born[pool.started + 1] = pool.generation;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        int rc = pthread_create(&th, &at, worker_main, (void *)(intptr_t)(pool.started + 1));
-        pthread_attr_destroy(&at);
-        if (rc != 0) break;
-        pool.started++;
-    }
-    int helpers = pool.started < threads - 1 ? pool.started : threads - 1;
-    pool.fn = fn;
-    pool.arg = arg;
-    pool.ntasks = ntasks;
-    pool.wanted = helpers;
-    pool.finished = 0;
-    atomic_store(&pool.finished_hint, 0);
-    atomic_store(&pool.next, 0);
-    pool.generation++;
-    atomic_store_explicit(&pool.gen_hint, pool.generation, memory_order_release);
-    pthread_cond_broadcast(&pool.wake);
-    pthread_mutex_unlock(&pool.lock);
+    pthread_mutex_lock(&p->lock);
+    int helpers = start_workers(p, threads - 1);
+    p->fn = fn;
+    p->arg = arg;
+    p->ntasks = ntasks;
+    p->wanted = helpers;
+    p->finished = 0;
+    atomic_store(&p->finished_hint, 0);
+    atomic_store(&p->next, 0);
+    p->generation++;
+    atomic_store_explicit(&p->gen_hint, p->generation, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
 
-    drain(fn, arg, ntasks, 0);
+    drain(p, fn, arg, ntasks, 0);
 
-    for (int s = 0; s < SPIN && atomic_load_explicit(&pool.finished_hint, memory_order_acquire) < helpers; s++)
+    for (int s = 0; s < SPIN && atomic_load_explicit(&p->finished_hint, memory_order_acquire) < helpers; s++)
         cpu_relax();
-    pthread_mutex_lock(&pool.lock);
-    while (pool.finished < helpers)
-        pthread_cond_wait(&pool.done, &pool.lock);
-    pthread_mutex_unlock(&pool.lock);
-    pthread_mutex_unlock(&pool.busy);
+    pthread_mutex_lock(&p->lock);
+    while (p->finished < helpers)
+        pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->busy);
     return helpers + 1;
 }

@@ -1,19 +1,38 @@
-/* pool.h - internal: one persistent pthread pool that runs parallel-for
- * loops for the kernels (tasks handed out one at a time from a counter). */
+/* pool.h - internal: persistent pthread pools that run the kernels'
+ * parallel-for loops (tasks handed out one at a time from a counter). Each
+ * context owns one pool; the kernels reach the pool of the call in
+ * progress through attn_pool_use, so their signatures carry only a thread
+ * count. */
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
 
 #include <stdint.h>
 
+typedef struct attn_pool attn_pool;
+
 /* One task: task is in [0, ntasks); worker is in [0, threads) and is the
  * same for every task a thread runs, so it can index per-thread scratch. */
 typedef void (*attn_pool_fn)(void *arg, int64_t task, int worker);
 
-/* Runs fn for every task on up to `threads` threads (the caller is worker
- * 0) and returns when all are done. When the pool is already busy (another
- * thread's call) or threads <= 1, the caller runs every task itself, so
- * concurrent callers are safe and never wait on each other. Returns the
- * number of threads that took part (>= 1). */
+/* A pool of up to threads - 1 workers (the caller is the other one),
+ * started when a loop first needs them. NULL when out of memory. */
+attn_pool *attn_pool_new(int threads);
+
+/* Stops and joins the workers and frees the pool; NULL is a no-op. Not
+ * while a loop of the pool runs. */
+void attn_pool_free(attn_pool *pool);
+
+/* Makes pool the one attn_pool_run uses on the calling thread (NULL: the
+ * process-wide pool) and returns the one it replaces, to be restored. */
+attn_pool *attn_pool_use(attn_pool *pool);
+
+/* Runs fn for every task on up to `threads` threads of the calling
+ * thread's pool (the caller is worker 0) and returns when all are done.
+ * Pools are independent: loops of different pools run in parallel, each
+ * with its own workers. When the pool is already busy (a loop started
+ * from inside a task, or two threads sharing the process-wide pool) or
+ * threads <= 1, the caller runs every task itself. Returns the number of
+ * threads that took part (>= 1). */
 int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg);
 
 #endif /* ATTN_POOL_H */

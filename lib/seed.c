@@ -28,17 +28,27 @@ void attn_param_set_free(attn_param_set *set)
     free(set); /* items and data live in the same block */
 }
 
+attn_status attn_seed_size(const attn_seed_spec *specs, size_t n, int64_t *total,
+                           attn_error *err)
+{
+    *total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t c;
+        if (!attn_count(specs[i].rank, specs[i].shape, &c) || c > INT64_MAX - *total)
+            return attn_fail(err, ATTN_ERR_TOO_LARGE, "params",
+                             "the parameter %s would be too large", specs[i].name);
+        *total += c;
+    }
+    return ATTN_OK;
+}
+
 attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed,
                             attn_param_set **out, attn_error *err)
 {
-    int64_t total = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t c;
-        if (!attn_count(specs[i].rank, specs[i].shape, &c) || c > INT64_MAX - total)
-            return attn_fail(err, ATTN_ERR_TOO_LARGE, "params",
-                             "the parameter %s would be too large", specs[i].name);
-        total += c;
-    }
+    int64_t total;
+    attn_status st = attn_seed_size(specs, n, &total, err);
+    if (st != ATTN_OK)
+        return st;
     int64_t bytes_data;
     if (!attn_size_mul(total, (int64_t)sizeof(float), &bytes_data) ||
         (uint64_t)bytes_data > SIZE_MAX - sizeof(attn_param_set) - (n + 1) * sizeof(attn_named) - 64)
@@ -55,13 +65,20 @@ attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed
     attn_param_set *set = (attn_param_set *)(void *)block;
     set->n = n;
     set->items = (attn_named *)(void *)(block + sizeof(attn_param_set));
-    float *data = (float *)(void *)(block + head);
+    attn_seed_fill(specs, n, seed, set->items, (float *)(void *)(block + head));
+    *out = set;
+    return ATTN_OK;
+}
+
+void attn_seed_fill(const attn_seed_spec *specs, size_t n, uint64_t seed, attn_named *items,
+                    float *data)
+{
     uint64_t state = seed;
     for (size_t i = 0; i < n; i++) {
         const attn_seed_spec *sp = &specs[i];
         int64_t c = 1;
         attn_count(sp->rank, sp->shape, &c);
-        attn_named *it = &set->items[i];
+        attn_named *it = &items[i];
         it->name = sp->name;
         memset(&it->t, 0, sizeof it->t);
         it->t.rank = sp->rank;
@@ -79,8 +96,6 @@ attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed
         }
         data += c;
     }
-    *out = set;
-    return ATTN_OK;
 }
 
 static attn_seed_spec spec1(const char *name, int64_t n0, int64_t fan_in)
@@ -95,12 +110,10 @@ static attn_seed_spec spec2(const char *name, int64_t n0, int64_t n1, int64_t fa
     return s;
 }
 
-/* The parameters attn_seed_params draws for rule at sizes d (dh, dout:
- * the hidden and output sizes), in drawing order, into specs (room for
- * ATTN_SEED_MAX); returns how many, or -1 for an unknown rule. The one
- * table both seeding and the plan's cost (attn_rule_seed_floats) read. */
-static int rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout,
-                           attn_seed_spec *specs)
+/* The one table of the rules' seeded parameters, which seeding, the
+ * pipeline and the plan's cost all read. */
+int attn_rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout,
+                         attn_seed_spec *specs)
 {
     int64_t dqk = d->Dq + d->Dk, dqv = d->Dq + d->Dv; /* dims are bounded by attn_count */
     int n = 0;
@@ -146,13 +159,6 @@ double attn_seed_floats(const attn_seed_spec *specs, size_t n)
     return total;
 }
 
-double attn_rule_seed_floats(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout)
-{
-    attn_seed_spec specs[ATTN_SEED_MAX];
-    int n = rule_seed_specs(rule, d, dh, dout, specs);
-    return n < 0 ? 0.0 : attn_seed_floats(specs, (size_t)n);
-}
-
 attn_status attn_seed_params(const attn_request *req, uint64_t seed,
                              attn_param_set **out, attn_error *err)
 {
@@ -167,7 +173,7 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
     int64_t dh = req->hidden_size ? req->hidden_size : d.Dq;
     int64_t dout = req->output_size ? req->output_size : d.Dq;
     attn_seed_spec specs[ATTN_SEED_MAX];
-    int n = rule_seed_specs(req->rule, &d, dh, dout, specs);
+    int n = attn_rule_seed_specs(req->rule, &d, dh, dout, specs);
     if (n < 0)
         return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
     return attn_seed_build(specs, (size_t)n, seed, out, err);

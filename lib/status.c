@@ -53,6 +53,12 @@ attn_status attn_fail(attn_error *err, attn_status st, const char *field,
     return st;
 }
 
+const char *attn_param_field(char *buf, const char *name)
+{
+    snprintf(buf, 64, "params.%s", name ? name : "");
+    return buf;
+}
+
 void attn_fmt_shape(char *buf, size_t n, int rank, const int64_t *shape)
 {
     size_t used = 0;

@@ -1,0 +1,181 @@
+/* exec.c - the one execution pipeline every rule and multi-head run
+ * through: the workspace planner (a layout measured, then carved from the
+ * context), the head jobs and the one place that picks their kernel (the
+ * flash core or the row driver), and the public-call driver that checks
+ * the buffers, seeds missing parameters into the workspace and runs the
+ * front end on the context's own threads. */
+#include <math.h>
+#include <string.h>
+#include "internal.h"
+#include "pool.h"
+
+/* ---------------------------------------------------------- workspace */
+
+double attn_ws_bytes(double n, size_t each)
+{
+    return ceil(n * (double)each / 64.0) * 64.0;
+}
+
+void *attn_ws_take(attn_ws *ws, double n, size_t each)
+{
+    void *p = ws->base ? ws->base + (size_t)ws->used : NULL;
+    ws->used += attn_ws_bytes(n, each);
+    return p;
+}
+
+/* 2^52: every sum of pieces below it is exact in double, and fits size_t
+ * on 64-bit targets. */
+#define WS_MAX 4503599627370496.0
+
+/* bytes of region r of ctx into *base. A failure with seeded parameters
+ * (seed_bytes of the whole) that are most of it is theirs, as when they
+ * were allocated on their own: the request's sizes are too large. */
+static attn_status ws_region(attn_ctx *ctx, int r, double bytes, double seed_bytes,
+                             char **base, attn_error *err)
+{
+    if (!(bytes <= WS_MAX) || bytes > (double)(SIZE_MAX / 2))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
+    if ((*base = attn_ctx_region(ctx, r, (size_t)bytes)))
+        return ATTN_OK;
+    if (seed_bytes * 2.0 >= bytes)
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "params",
+                         "the parameters (%.0f floats) are too large to allocate",
+                         seed_bytes / sizeof(float));
+    return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %.0f bytes of scratch", bytes);
+}
+
+/* ---------------------------------------------------------- head jobs */
+
+void attn_heads_take(attn_ws *ws, int64_t n, attn_heads *h)
+{
+    h->jobs = attn_ws_take(ws, (double)n, sizeof(attn_head_job));
+    h->flash = attn_ws_take(ws, (double)n, sizeof(attn_sdpa_job));
+}
+
+void attn_head_init(attn_head_job *j, const attn_options *o, int64_t b, int64_t h, int64_t H,
+                    int64_t lq, int64_t lk, float *w)
+{
+    memset(j, 0, sizeof *j);
+    j->lq = lq;
+    j->lk = lk;
+    attn_masks_at(o, b, h, H, lq, lk, &j->m);
+    j->hard = o->hard;
+    j->top_k = o->top_k;
+    j->w = w;
+    j->w_stride = lk;
+}
+
+/* The flash kernel's form of a plain scaled-dot head. */
+static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
+{
+    memset(f, 0, sizeof *f);
+    f->lq = j->lq; f->lk = j->lk; f->d = j->d; f->dv = j->dv;
+    f->q = j->a; f->q_stride = j->a_stride;
+    f->k = j->b; f->k_stride = j->b_stride;
+    f->v = j->v; f->v_stride = j->v_stride;
+    f->o = j->o; f->o_stride = j->o_stride;
+    f->w = j->w; f->w_stride = j->w_stride;
+    f->scale = j->scale;
+    f->mask = j->m.mask; f->mask_stride = j->m.mask_stride;
+    f->key_mask = j->m.key_mask;
+    f->bias = j->m.bias; f->bias_stride = j->m.bias_stride;
+    f->causal = j->m.causal;
+    f->window = j->m.window;
+}
+
+attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, attn_error *err)
+{
+    if (n == 0)
+        return ATTN_OK;
+    if (h->jobs[0].kind != ATTN_SCORE_DOT || h->jobs[0].hard != ATTN_HARD_NONE)
+        return attn_rows_run(h->jobs, n, ex->threads, err);
+    for (size_t i = 0; i < n; i++)
+        to_flash(&h->jobs[i], &h->flash[i]);
+    if (attn_sdpa_run(h->flash, n, ex->threads) != 0)
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
+    return ATTN_OK;
+}
+
+void attn_exec_gemm(const attn_exec *ex, int64_t m, int64_t n, int64_t k, const float *a,
+                    int64_t lda, const float *b, int64_t ldb, const float *bias, float *c,
+                    int64_t ldc)
+{
+    attn_gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, ex->threads);
+}
+
+/* ------------------------------------------------------------ driver */
+
+/* The seeded parameters of a call without any: their specs (ns of them,
+ * nfloats floats), and the pieces that hold them. */
+typedef struct {
+    attn_seed_spec specs[ATTN_SEED_MAX];
+    size_t ns;
+    double nfloats;
+    attn_named *items;
+    float *data;
+} seeded;
+
+/* The whole layout of a call: its seeded parameters (drawn and bound to
+ * the plan when carving), then the front end's pieces. */
+static attn_status lay_out_call(const attn_front *f, void *plan, seeded *s, attn_ws *ws,
+                                attn_error *err)
+{
+    s->items = attn_ws_take(ws, (double)s->ns, sizeof(attn_named));
+    s->data = attn_ws_take(ws, s->nfloats, sizeof(float));
+    if (ws->base && s->ns) {
+        attn_seed_fill(s->specs, s->ns, 0, s->items, s->data);
+        attn_status st = f->bind(plan, s->items, s->ns, err);
+        if (st != ATTN_OK)
+            return st;
+    }
+    f->lay_out(plan, ws);
+    return ATTN_OK;
+}
+
+double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
+{
+    seeded s;
+    attn_ws ws = {NULL, 0.0};
+    s.ns = n_params == 0 ? f->seed_specs(plan, s.specs) : 0;
+    s.nfloats = attn_seed_floats(s.specs, s.ns);
+    lay_out_call(f, plan, &s, &ws, NULL);
+    return ws.used;
+}
+
+static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
+                              float *out, float *w, attn_error *err)
+{
+    seeded s;
+    int64_t nfloats = 0;
+    s.ns = n_params == 0 ? f->seed_specs(plan, s.specs) : 0;
+    attn_status st = attn_seed_size(s.specs, s.ns, &nfloats, err);
+    if (st != ATTN_OK)
+        return st;
+    s.nfloats = (double)nfloats;
+    attn_ws ws = {NULL, 0.0};
+    lay_out_call(f, plan, &s, &ws, err);
+    double seed_bytes = attn_ws_bytes(s.nfloats, sizeof(float));
+    if ((st = ws_region(ctx, ATTN_WS_PIECES, ws.used, seed_bytes, &ws.base, err)) != ATTN_OK)
+        return st;
+    ws.used = 0.0;
+    if ((st = lay_out_call(f, plan, &s, &ws, err)) != ATTN_OK)
+        return st;
+    attn_exec ex = {ctx, ctx->threads};
+    struct attn_pool *prev = attn_pool_use(ctx->pool);
+    st = f->run(&ex, plan, out, w, err);
+    attn_pool_use(prev);
+    return st;
+}
+
+attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
+                         int need_weights, float *out, float *w, attn_error *err)
+{
+    if (!out || (need_weights && !w))
+        return attn_fail(err, ATTN_ERR_ARG, "", "%s: NULL output or weights buffer", f->who);
+    attn_ctx *own;
+    if (!(ctx = attn_ctx_for_call(ctx, &own)))
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
+    attn_status st = execute_in(ctx, f, plan, n_params, out, w, err);
+    attn_ctx_free(own);
+    return st;
+}
