@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "pool.h"
 #include "ref.h"
 
 /* ------------------------------------------------ allocation counting */
@@ -303,6 +304,287 @@ static void test_hostile_cost(void)
           st, n, sh.param_floats, want);
 }
 
+/* ---------------------------------------------------- one request */
+
+/* A request of either kind, with its buffers. */
+typedef struct {
+    const char *name;
+    attn_request r;      /* when mha is 0 */
+    attn_mha_request m;  /* when mha is 1 */
+    int mha;
+    attn_shapes sh;
+    float *out, *w;
+} job;
+
+static attn_status job_plan(job *j)
+{
+    attn_error e;
+    attn_status st = j->mha ? attn_mha_plan(&j->m, &j->sh, &e) : attn_plan(&j->r, &j->sh, &e);
+    if (st != ATTN_OK) {
+        check(0, j->name, "plan: %s", e.message);
+        return st;
+    }
+    j->out = malloc(sizeof(float) * (size_t)j->sh.out_count);
+    j->w = j->sh.w_count ? malloc(sizeof(float) * (size_t)j->sh.w_count) : NULL;
+    return ATTN_OK;
+}
+
+static attn_status job_run(job *j, attn_ctx *ctx, float *out, float *w)
+{
+    attn_error e;
+    attn_status st = j->mha ? attn_mha_compute(ctx, &j->m, out, w, &e)
+                            : attn_compute(ctx, &j->r, out, w, &e);
+    if (st != ATTN_OK)
+        printf("     %s: %s\n", j->name, e.message);
+    return st;
+}
+
+static void job_free(job *j)
+{
+    free(j->out);
+    free(j->w);
+}
+
+/* Elementwise |got - want| <= 1e-5 + 1e-4 |want| (test_lib's tolerance). */
+static int close_to(const float *got, const double *want, int64_t n, int64_t *bad)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - want[i]) <= 1e-5 + 1e-4 * fabs(want[i]))) {
+            *bad = i;
+            return 0;
+        }
+    return 1;
+}
+
+/* The job's result against the double-precision reference (tests/ref.c),
+ * which needs the parameters: the seeded set when the job has none. */
+static int job_matches_ref(job *j, const float *out, const float *w)
+{
+    attn_param_set *set = NULL;
+    attn_error e;
+    attn_request r = j->r;
+    attn_mha_request m = j->m;
+    size_t n_params = j->mha ? m.n_params : r.n_params;
+    if (n_params == 0 &&
+        (j->mha ? attn_mha_seed_params(&m, 0, &set, &e) : attn_seed_params(&r, 0, &set, &e)) ==
+            ATTN_OK) {
+        r.params = m.params = set->items;
+        r.n_params = m.n_params = set->n;
+    }
+    double *ro = malloc(sizeof(double) * (size_t)j->sh.out_count);
+    double *rw = malloc(sizeof(double) * (size_t)(j->sh.w_count ? j->sh.w_count : 1));
+    double gap = INFINITY, gain = 0.0;
+    int rc = j->mha ? ref_mha(&m, ro, w ? rw : NULL, &gain) : ref_attention(&r, ro, w ? rw : NULL, &gap);
+    int64_t bad = -1;
+    int ok = rc == 0 && close_to(out, ro, j->sh.out_count, &bad) &&
+             (!w || close_to(w, rw, j->sh.w_count, &bad));
+    if (!ok)
+        printf("     %s: differs from the reference at [%lld] (rc %d)\n", j->name,
+               (long long)bad, rc);
+    free(ro);
+    free(rw);
+    attn_param_set_free(set);
+    return ok;
+}
+
+static float rnd[1 << 17];
+
+static attn_tensor R(int rank, int64_t a, int64_t b, int64_t c, int64_t offset)
+{
+    attn_tensor t = {.rank = rank, .shape = {a, b, c, 0}, .data = rnd + offset};
+    return t;
+}
+
+/* The requests the allocation and thread tests run: every rule (with and
+ * without parameters, with hard attention), multi-head fused, with kdim /
+ * vdim, GQA, positional encoding, averaged weights and LayerNorm. */
+static size_t make_jobs(job *jobs, attn_param_set **sets)
+{
+    size_t n = 0;
+    int64_t B = 2, L = 48, D = 32;
+    for (int rule = 0; rule < ATTN_RULE_COUNT; rule++)
+        for (int given = 0; given < 2; given++) {
+            job *j = &jobs[n++];
+            memset(j, 0, sizeof *j);
+            j->r = attn_request_default((attn_rule)rule);
+            j->r.query = R(3, B, L, D, 0);
+            j->r.key = R(3, B, L, rule <= ATTN_RULE_SCALED_DOT ? D : D / 2, 5000);
+            j->r.value = R(3, B, rule == ATTN_RULE_CONCAT ? 40 : L, 24, 10000);
+            j->r.hidden_size = 20;
+            j->r.opt.causal = rule != ATTN_RULE_CONCAT && given;
+            if (rule == ATTN_RULE_SCALED_DOT && given) {
+                j->r.opt.hard = ATTN_HARD_TOPK;
+                j->r.opt.top_k = 3;
+            }
+            static char names[2 * ATTN_RULE_COUNT][48];
+            snprintf(names[n - 1], sizeof names[0], "%s%s", attn_rule_name((attn_rule)rule),
+                     given ? " (params given)" : "");
+            j->name = names[n - 1];
+            if (given && attn_seed_params(&j->r, 7, &sets[n - 1], NULL) == ATTN_OK) {
+                j->r.params = sets[n - 1]->items;
+                j->r.n_params = sets[n - 1]->n;
+            }
+        }
+    static const struct { const char *name; int64_t kd, vd, H, Hkv; int pe, avg, norm, need; } mh[] = {
+        {"multihead self (fused)", 0, 0, 4, 0, 0, 0, 0, 1},
+        {"multihead kdim/vdim, averaged, LayerNorm", 24, 16, 4, 0, 0, 1, 1, 1},
+        {"multihead GQA, positional encoding, no weights", 24, 16, 4, 2, 1, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof mh / sizeof mh[0]; i++) {
+        job *j = &jobs[n++];
+        memset(j, 0, sizeof *j);
+        j->mha = 1;
+        j->name = mh[i].name;
+        j->m = attn_mha_request_default();
+        j->m.query = R(3, B, L, D, 20000);
+        if (mh[i].kd) {
+            j->m.key = R(3, B, 40, mh[i].kd, 30000);
+            j->m.value = R(3, B, 40, mh[i].vd, 40000);
+        }
+        j->m.num_heads = mh[i].H;
+        j->m.num_kv_heads = mh[i].Hkv;
+        j->m.positional_encoding = mh[i].pe ? ATTN_PE_SINUSOIDAL : ATTN_PE_NONE;
+        j->m.average_weights = mh[i].avg;
+        j->m.residual_norm = mh[i].norm;
+        j->m.opt.need_weights = mh[i].need;
+        j->m.opt.causal = !mh[i].kd;
+    }
+    return n;
+}
+
+/* ------------------------------------------------------- allocations */
+
+/* Each request twice on a fresh context of `threads` threads: the first
+ * call may grow the workspace (and start the workers), the second, of the
+ * same shape, must not allocate at all; both must match the reference. */
+static void test_allocations(job *jobs, size_t n, int threads)
+{
+    printf("heap allocations, context of %d thread%s (first call / second call):\n", threads,
+           threads > 1 ? "s" : "");
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        attn_ctx *ctx = attn_ctx_new(threads);
+        long a0 = allocs();
+        attn_status st1 = job_run(j, ctx, j->out, j->w);
+        long a1 = allocs();
+        attn_status st2 = job_run(j, ctx, j->out, j->w);
+        long a2 = allocs();
+        printf("  %-48s %4ld / %ld\n", j->name, a1 - a0, a2 - a1);
+        char what[128];
+        snprintf(what, sizeof what, "%s, %d threads: no allocation on the second call", j->name,
+                 threads);
+        check(st1 == ATTN_OK && st2 == ATTN_OK && a2 == a1, what,
+              "status %d/%d, %ld allocations", st1, st2, a2 - a1);
+        snprintf(what, sizeof what, "%s, %d threads: result", j->name, threads);
+        check(st2 == ATTN_OK && job_matches_ref(j, j->out, j->w), what, "see above");
+        attn_ctx_free(ctx);
+    }
+}
+
+/* ----------------------------------------------------------- threads */
+
+/* Four tasks of two loops that can only finish together: each waits (up
+ * to 10 s) until all four have started. Two callers with pools of two
+ * threads each get there only if both loops run at once, each on its own
+ * two threads. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived;
+} bar = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+
+static void rendezvous(void *arg, int64_t task, int worker)
+{
+    (void)task;
+    (void)worker;
+    int *met = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&bar.mu);
+    bar.arrived++;
+    pthread_cond_broadcast(&bar.cv);
+    while (bar.arrived < 4 && pthread_cond_timedwait(&bar.cv, &bar.mu, &until) == 0)
+        ;
+    if (bar.arrived >= 4)
+        atomic_fetch_add((_Atomic int *)met, 1);
+    pthread_mutex_unlock(&bar.mu);
+}
+
+static _Atomic int met;
+
+static void *rendezvous_caller(void *arg)
+{
+    attn_ctx *ctx = arg;
+    (void)ctx;
+    attn_pool *pool = attn_pool_new(2);
+    attn_pool *prev = attn_pool_use(pool);
+    attn_pool_run(2, 2, rendezvous, (void *)&met);
+    attn_pool_use(prev);
+    attn_pool_free(pool);
+    return NULL;
+}
+
+static void test_parallel_pools(void)
+{
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, rendezvous_caller, NULL);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    check(atomic_load(&met) == 4, "two pools of two threads run their loops at once",
+          "%d of 4 tasks saw all four running", atomic_load(&met));
+}
+
+/* Each thread runs every job `rounds` times on a context of its own (two
+ * threads) and compares each result with the one-thread result, bit for
+ * bit (every kernel task computes whole rows, whoever runs it). */
+typedef struct {
+    job *jobs;
+    size_t n;
+    int rounds;
+    int bad; /* results that differed */
+    int failed; /* calls that failed */
+} worker_arg;
+
+static void *compute_worker(void *p)
+{
+    worker_arg *a = p;
+    attn_ctx *ctx = attn_ctx_new(2);
+    for (int r = 0; r < a->rounds; r++)
+        for (size_t i = 0; i < a->n; i++) {
+            job *j = &a->jobs[i];
+            float *out = malloc(sizeof(float) * (size_t)j->sh.out_count);
+            float *w = j->w ? malloc(sizeof(float) * (size_t)j->sh.w_count) : NULL;
+            if (job_run(j, ctx, out, w) != ATTN_OK)
+                a->failed++;
+            else if (memcmp(out, j->out, sizeof(float) * (size_t)j->sh.out_count) != 0 ||
+                     (w && memcmp(w, j->w, sizeof(float) * (size_t)j->sh.w_count) != 0))
+                a->bad++;
+            free(out);
+            free(w);
+        }
+    attn_ctx_free(ctx);
+    return NULL;
+}
+
+static void test_concurrent_contexts(job *jobs, size_t n)
+{
+    attn_ctx *one = attn_ctx_new(1);
+    for (size_t i = 0; i < n; i++)
+        job_run(&jobs[i], one, jobs[i].out, jobs[i].w);
+    attn_ctx_free(one);
+    worker_arg a[2] = {{jobs, n, 5, 0, 0}, {jobs, n, 5, 0, 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, compute_worker, &a[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++)
+        check(a[i].bad == 0 && a[i].failed == 0, "two threads, a context each: the same results",
+              "thread %d: %d results differ, %d calls failed", i, a[i].bad, a[i].failed);
+}
+
 /* ------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -328,6 +610,25 @@ int main(int argc, char **argv)
     test_mha_cost(6, 7, 4, 0, 0);
     test_mha_cost(6, 7, 4, 2, 1);
     test_hostile_cost();
+
+    for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++)
+        rnd[i] = (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
+    job jobs[2 * ATTN_RULE_COUNT + 3];
+    attn_param_set *sets[2 * ATTN_RULE_COUNT + 3] = {0};
+    size_t n = make_jobs(jobs, sets);
+    int planned = 1;
+    for (size_t i = 0; i < n; i++)
+        planned &= job_plan(&jobs[i]) == ATTN_OK;
+    if (planned) {
+        test_allocations(jobs, n, 1);
+        test_allocations(jobs, n, 2);
+        test_concurrent_contexts(jobs, n);
+    }
+    test_parallel_pools();
+    for (size_t i = 0; i < n; i++) {
+        job_free(&jobs[i]);
+        attn_param_set_free(sets[i]);
+    }
 
     printf("%d passed, %d failed\n", n_passed, n_failed);
     return n_failed ? 1 : 0;
