@@ -43,6 +43,7 @@ Checks the generator makes on itself (an assertion stops it):
     size, sample draws > 1e-5 of the row's total from a boundary), so a
     float32 implementation must choose the same keys.
 """
+import json
 import math
 import os
 import sys
@@ -63,14 +64,98 @@ EPS_LINEAR = 1e-6
 NEAR_TIE = 1e-5
 
 
+def nested(a, kind=float):
+    """A numpy array as nested lists: floats as the shortest decimal that
+    round-trips float32 (so 0.3, not 0.300000012), or booleans."""
+    a = np.asarray(a)
+    if a.ndim == 0:
+        return float(str(np.float32(a))) if kind is float else bool(a)
+    return [nested(x, kind) for x in a]
+
+
 class Case(GoldenCase):
     """gen_golden's writer, with golden.c's limits on option lines checked
-    (key < 32 characters, value < 64) so nothing is silently truncated."""
+    (key < 32 characters, value < 64) so nothing is silently truncated.
+
+    Each case is also written as an HTTP case (tests/http/README.md format)
+    into <outdir>/http_cases/modern_ok_<name>.case: the same request as a
+    JSON body (the option lines translated by opt(), the tensors and
+    parameters by tensor(), mask() and param()) and its expected output,
+    weights and layout."""
+
+    def __init__(self, name, rule, note):
+        super().__init__(name, rule, note)
+        self.note = note
+        self.route = "/multihead" if rule == "multihead" else "/attention/" + rule
+        self.body = {}
+        self.checks = []
 
     def opt(self, key, *vals):
         v = " ".join(str(x) for x in vals)
         assert len(key) < 32 and len(v) < 64, (self.name, key, v)
         super().opt(key, *vals)
+        b = self.body
+        num = lambda x: int(x) if float(x).is_integer() and "." not in str(x) else float(x)
+        if key in ("causal", "alibi", "return_layout", "average_weights", "residual_norm"):
+            b[key] = True
+        elif key == "need_weights":
+            b[key] = False
+        elif key in ("align", "feature_map", "attention", "positional_encoding"):
+            b[key] = vals[0]
+        elif key in ("seed", "num_heads", "num_kv_heads", "hidden_size", "output_size"):
+            b[key] = int(vals[0])
+        elif key in ("scale", "softcap"):
+            b[key] = float(vals[0])
+        elif key == "window":
+            w = [None if x == "null" else int(x) for x in vals]
+            b[key] = w[0] if len(w) == 1 else w
+        elif key == "rope":
+            b[key] = {}
+        elif key.startswith("rope."):
+            b["rope"][key[5:]] = vals[0] if key == "rope.style" else num(vals[0])
+        elif key == "hard":
+            if vals[0] == "argmax":
+                b[key] = "argmax"
+            elif vals[0] == "top_k":
+                b[key] = {"top_k": int(vals[1])}
+            else:
+                b[key] = {"sample": {"temperature": float(vals[1])} if len(vals) > 1 else {}}
+        elif key == "sparsity":
+            b[key] = {"pattern": vals[0]}
+        elif key == "sparsity.global":
+            b["sparsity"]["global"] = [int(x) for x in vals]
+        elif key.startswith("sparsity."):
+            b["sparsity"][key[9:]] = int(vals[0])
+        else:
+            raise ValueError("no JSON for option " + key)
+
+    def tensor(self, name, t):
+        super().tensor(name, t)
+        a = np.asarray(t, dtype=np.float32)
+        self.body[name] = nested(a)
+
+    def mask(self, name, m):
+        super().mask(name, m)
+        if name == "sparsity.layout":
+            self.body["sparsity"]["layout"] = nested(np.asarray(m, bool), bool)
+        else:
+            self.body[name] = nested(np.asarray(m, bool), bool)
+
+    def param(self, name, t):
+        super().param(name, t)
+        self.body.setdefault("params", {})[name] = nested(np.asarray(t, dtype=np.float32))
+
+    def save(self, outdir):
+        super().save(outdir)
+        hdir = os.path.join(outdir, "http_cases")
+        os.makedirs(hdir, exist_ok=True)
+        lines = ["# " + self.note, "# (from tests/golden_modern/%s.txt)" % self.name,
+                 "request: POST " + self.route, "status: 200"] + self.checks
+        if self.body.get("need_weights") is False:
+            lines.append("absent: weights")
+        lines += ["--- body", json.dumps(self.body, separators=(",", ":"))]
+        with open(os.path.join(hdir, "modern_ok_%s.case" % self.name), "w") as f:
+            f.write("\n".join(lines) + "\n")
 
     def expect(self, name, t):
         """Expected values with 17 significant digits (doubles round-trip, so
@@ -85,6 +170,11 @@ class Case(GoldenCase):
         flat = t.reshape(-1)
         for i in range(0, flat.size, 6):
             self.lines.append(" ".join(digits % float(v) for v in flat[i:i + 6]))
+        if name in ("output", "weights"):
+            self.checks.append("tensor: %s = %s" % (name, json.dumps(nested(t), separators=(",", ":"))))
+        elif name == "layout":
+            self.checks.append("json: layout = %s" % json.dumps(nested(t != 0, bool),
+                                                                separators=(",", ":")))
 
 
 # ------------------------------------------------------------- the PRNG draws
@@ -795,12 +885,37 @@ def mha(outdir, name, note, B, Lq, Lk, E, H, o=None, *, Hkv=None, self_attn=Fals
         s = qp @ kp.transpose(-1, -2) / math.sqrt(hd)
         oh, w, layout = softmax_heads(s, vp, o, H, Lq, Lk, name)
     out = F.linear(oh.transpose(1, 2).reshape(Bn, Lq, E), Wo, bo)
+    if (not use_w and attention == "softmax" and o.get("softcap") is None
+            and o.get("rope") is None and o.get("hard") is None and o.get("sinks") is None):
+        torch_mha_check(name, xq, xk, xv, p, o, H, Lq, Lk, out, w)
     if residual_norm:
         out = F.layer_norm(xq + out, (E,), p["norm.weight"], p["norm.bias"], eps=1e-5)
     if average:
         w = w.mean(1)
     finish(c, o, out, w, layout, B is None)
     c.save(outdir)
+
+
+def torch_mha_check(name, xq, xk, xv, p, o, H, Lq, Lk, out, w):
+    """The same through torch's own nn.MultiheadAttention, where the options
+    are an additive float mask (bias, ALiBi, -inf where not allowed): rows
+    with nothing to attend are NaN there; everywhere else the two agree."""
+    B, E = xq.shape[0], xq.shape[-1]
+    m = torch.nn.MultiheadAttention(E, H, batch_first=True).double()
+    m.load_state_dict({"in_proj_weight": p["in_proj_weight"], "in_proj_bias": p["in_proj_bias"],
+                       "out_proj.weight": p["out_proj.weight"],
+                       "out_proj.bias": p["out_proj.bias"]})
+    sp = o.get("sparsity")
+    off = offset(o, Lq, Lk)
+    sp_mask = None if sp is None else sparsity_mask(sp, Lq, Lk, off, o.get("seed", 0))[0]
+    allowed = allowed_mask(o, B, H, Lq, Lk, sp_mask)
+    add = final_scores(torch.zeros(B, H, Lq, Lk, dtype=F64), o, H, Lq, Lk)
+    fm = add.masked_fill(~allowed, float("-inf")).reshape(B * H, Lq, Lk)
+    t_out, t_w = m(xq, xk, xv, attn_mask=fm, need_weights=True, average_attn_weights=False)
+    ok = ~torch.isnan(t_out)
+    assert torch.allclose(t_out[ok], out[ok], rtol=1e-10, atol=1e-13), name
+    okw = ~torch.isnan(t_w)
+    assert torch.allclose(t_w[okw], w[okw], rtol=1e-10, atol=1e-13), name
 
 
 # --------------------------------------------------------------- the cases
@@ -943,10 +1058,10 @@ def all_cases(d):
     att(d, "lg_window0_noglobal", "scaled_dot", "local_global window 0, global []",
         1, 5, 5, 3, 2, {"sparsity": {"pattern": "local_global", "window": 0, "global": []}})
     att(d, "bigbird_defaults", "scaled_dot", "bigbird block 2, defaults (window 3, global 2, "
-        "random 3), seed 0, Lq = Lk = 16", 1, 16, 16, 3, 2,
+        "random 3), seed 0, Lq = Lk = 24 (12 blocks)", 1, 24, 24, 3, 2,
         {"sparsity": {"pattern": "bigbird", "block": 2}, "return_layout": True})
-    att(d, "bigbird_ragged", "dot", "bigbird block 3, Lq 11, Lk 14 (last blocks short), "
-        "global 1, random 2, seed 42", 2, 11, 14, 3, 2,
+    att(d, "bigbird_ragged", "dot", "bigbird block 3, Lq 16, Lk 29 (last blocks short), "
+        "global 1, random 2, seed 42", 2, 16, 29, 3, 2,
         {"sparsity": {"pattern": "bigbird", "block": 3, "window_blocks": 3,
                       "global_blocks": 1, "random_blocks": 2}, "seed": 42,
          "return_layout": True})
@@ -965,8 +1080,8 @@ def all_cases(d):
                       "global_blocks": 1, "random_blocks": 1}, "seed": 1234,
          "causal": True, "sinks": 0.0, "return_layout": True})
     att(d, "bigbird_sample", "scaled_dot", "bigbird and hard sample share the seed (separate "
-        "streams)", 1, 8, 8, 3, 2,
-        {"sparsity": {"pattern": "bigbird", "block": 2, "global_blocks": 1, "random_blocks": 1},
+        "streams)", 1, 10, 10, 3, 2,
+        {"sparsity": {"pattern": "bigbird", "block": 1, "global_blocks": 1, "random_blocks": 1},
          "seed": 11, "hard": ("sample", None), "return_layout": True})
     att(d, "blocks_layout", "scaled_dot", "blocks: block 2, layout (3, 4), Lq 6, Lk 7",
         2, 6, 7, 3, 2, {"sparsity": {"pattern": "blocks", "block": 2,
@@ -1047,9 +1162,10 @@ def all_cases(d):
         1, 3, 4, 8, 2, {"mask": mhm, "sinks": [0.5, 0.5]})
     mha(d, "mha_lg", "local_global window 1, global [0, 3], 2 heads", 2, 6, 6, 8, 2,
         {"sparsity": {"pattern": "local_global", "window": 1, "global": [0, 3]}})
-    mha(d, "mha_bigbird", "bigbird block 2 (defaults but global 1), seed 5, GQA, one layout "
-        "for every batch element and head", 2, 10, 10, 8, 4,
-        {"sparsity": {"pattern": "bigbird", "block": 2, "global_blocks": 1}, "seed": 5,
+    mha(d, "mha_bigbird", "bigbird block 2, global 1, random 1, seed 5, GQA, one layout "
+        "for every batch element and head", 2, 16, 16, 8, 4,
+        {"sparsity": {"pattern": "bigbird", "block": 2, "global_blocks": 1,
+                      "random_blocks": 1}, "seed": 5,
          "return_layout": True}, Hkv=2)
     mha(d, "mha_blocks", "blocks layout (2, 3), causal, rope", 1, 4, 6, 8, 2,
         {"sparsity": {"pattern": "blocks", "block": 2, "layout": [[1, 1, 0], [0, 1, 1]]},
@@ -1104,6 +1220,11 @@ def main():
     for f in os.listdir(outdir):
         if f.endswith(".txt"):
             os.remove(os.path.join(outdir, f))
+    hdir = os.path.join(outdir, "http_cases")
+    if os.path.isdir(hdir):
+        for f in os.listdir(hdir):
+            if f.startswith("modern_ok_"):  # the modern_err* cases are written by hand
+                os.remove(os.path.join(hdir, f))
     all_cases(outdir)
     n = len([f for f in os.listdir(outdir) if f.endswith(".txt")])
     size = sum(os.path.getsize(os.path.join(outdir, f)) for f in os.listdir(outdir)
