@@ -660,7 +660,7 @@ def finish(c, o, out, w, layout, unbatched, need_weights=True):
         c.expect("layout", layout.astype(np.float64))
 
 
-def softmax_heads(s, v, o, H, Lq, Lk, name):
+def softmax_heads(s, v, o, H, Lq, Lk):
     """Steps 2-7 for scores s (B,H,Lq,Lk) and values v (B,H,Lk,Dv). Returns
     (out (B,H,Lq,Dv), weights, layout)."""
     B = s.shape[0]
@@ -730,7 +730,7 @@ def att(outdir, name, rule, note, B, Lq, Lk, D, Dv, o=None, *, Dk=None, dh=None,
                          else 1.0 / math.sqrt(Dk))
         else:
             s = module(qb, kb)
-        out, w, layout = softmax_heads(s.reshape(Bn, 1, Lq, Lk), to4(vb, Bn), o, 1, Lq, Lk, name)
+        out, w, layout = softmax_heads(s.reshape(Bn, 1, Lq, Lk), to4(vb, Bn), o, 1, Lq, Lk)
     finish(c, o, out[:, 0], w[:, 0], layout, B is None)
     c.save(outdir)
 
@@ -883,7 +883,7 @@ def mha(outdir, name, note, B, Lq, Lk, E, H, o=None, *, Hkv=None, self_attn=Fals
         oh, w = linear_attention(qp, kp, vp, o, keys, Lq, Lk)
     else:
         s = qp @ kp.transpose(-1, -2) / math.sqrt(hd)
-        oh, w, layout = softmax_heads(s, vp, o, H, Lq, Lk, name)
+        oh, w, layout = softmax_heads(s, vp, o, H, Lq, Lk)
     out = F.linear(oh.transpose(1, 2).reshape(Bn, Lq, E), Wo, bo)
     if (not use_w and attention == "softmax" and o.get("softcap") is None
             and o.get("rope") is None and o.get("hard") is None and o.get("sinks") is None):
