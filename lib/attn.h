@@ -1,9 +1,25 @@
-/* attn.h - the attention kernel library: every rule of the service contract,
- * float32, batched or not, with masks, hard attention and multi-head.
+/* attn.h - the attention kernel library: six attention rules (dot,
+ * scaled_dot, general, additive, concat_tanh, concat) and multi-head
+ * attention with grouped/multi-query heads, float32, batched or not, with
+ * masks, hard attention and seeded parameters.
  *
- * This is the library's only public header. It knows nothing of HTTP or
- * JSON. The semantics are those of ../shared/contract.md (the service
- * contract); PyTorch's are followed where the contract is silent.
+ * This is the library's only public header; it knows nothing of HTTP or
+ * JSON. Each rule's formula is given below (attn_rule_describe returns it
+ * as text too); masks and options are described with attn_options;
+ * multi-head follows torch.nn.MultiheadAttention(batch_first=True), and
+ * PyTorch's semantics are followed wherever this header is silent. The
+ * project's README.md (section "The library") shows the calls in use, and
+ * openapi.yaml describes the HTTP service built on them field by field.
+ *
+ * How a call runs:
+ *   1. Fill an attn_request (or attn_mha_request) with borrowed tensors.
+ *   2. attn_plan (attn_mha_plan) validates it and gives the result shapes
+ *      and the call's cost (parameter floats, FLOPs, workspace bytes), so
+ *      a caller can refuse a request before any work or allocation.
+ *   3. The caller allocates the output (and weights) buffers.
+ *   4. attn_compute (attn_mha_compute) computes with an attn_ctx: the
+ *      context owns the workspace the computation carves its scratch from
+ *      and the threads it runs on.
  *
  * Conventions for every call below:
  *   - Tensors are dense, row-major float32. The library never frees or keeps
@@ -15,6 +31,7 @@
  *     NULL, fills err->field (the offending request field, e.g. "key" or
  *     "params.attn.weight") and err->message (what was wrong and what was
  *     expected), worded for an API user so a server can pass them on as is.
+ *     Nothing aborts; every product of sizes is overflow-checked.
  *   - Calls are thread-safe except that one attn_ctx must not be used by two
  *     threads at once.
  */
@@ -89,6 +106,22 @@ void attn_param_set_free(attn_param_set *set);
 
 /* ----------------------------------------------------------------- rules */
 
+/* The rules. Each scores query row i against key row j (per batch row),
+ * the weights are a softmax over j of the scores after masking (see
+ * attn_options), and output row i is sum_j w[i][j] v_j; concat differs as
+ * noted. Parameter names are those of the PyTorch modules the rules come
+ * from (their state_dict keys), with the shapes of attn_rule_describe:
+ *   dot          S = q_i . k_j                          (Dk = Dq)
+ *   scaled_dot   S = (q_i . k_j) * scale, default 1/sqrt(Dk) (Dk = Dq)
+ *   general      S = q_i . (W k_j + b)                  attn.weight (Dq,Dk), attn.bias (Dq)
+ *   additive     S = v . tanh(Wq q_i + Wk k_j + bk)     query_proj.weight (Dh,Dq),
+ *                    key_proj.weight (Dh,Dk), key_proj.bias (Dh), v.weight (1,Dh)
+ *   concat_tanh  S = sum_h tanh(W [q_i; k_j] + b)_h      attn.weight (Dh,Dq+Dk), attn.bias (Dh)
+ *   concat       one decoder step per query row: w_i = softmax(att_weight([q_i; k_i]))
+ *                over the Lv value rows (Lk = Lq), c_i = sum_j w_i[j] v_j,
+ *                output o_i = out([q_i; c_i])           att_weight.weight (Lv,Dq+Dk),
+ *                    att_weight.bias (Lv), out.weight (Dout,Dq+Dv), out.bias (Dout)
+ * Biases are optional (zero when absent); weights are all or none. */
 typedef enum {
     ATTN_RULE_DOT = 0,
     ATTN_RULE_SCALED_DOT,
@@ -152,12 +185,29 @@ attn_options attn_options_default(void);
 
 /* ------------------------------------------------------------ a context */
 
-/* Scratch memory and a thread budget, reused across calls. Not shareable by
- * two threads at once; make one per worker. */
+/* What a computation runs with, reused across calls; make one per thread
+ * that computes (it must not be used by two threads at once).
+ *
+ * Workspace: every piece of scratch a call needs (projections, head jobs,
+ * seeded parameters, the kernels' panels and rows) is carved from one
+ * 64-byte aligned workspace the context owns. It only grows, to the
+ * largest call so far, and is freed by attn_ctx_free: once a context has
+ * computed a request of some shape, computing one of the same shape (or
+ * smaller) makes no heap allocation. attn_shapes.scratch_bytes says what a
+ * request will take.
+ *
+ * Threads: a context made with threads = N runs each call on the calling
+ * thread and up to N - 1 worker threads of its own, started at the first
+ * call that needs them, kept asleep between calls, and joined by
+ * attn_ctx_free. Contexts share no threads or memory, so calls on
+ * different contexts from different threads run in parallel, each with
+ * its own thread count. Small computations use fewer threads than N when
+ * waking workers would cost more than it saves. */
 typedef struct attn_ctx attn_ctx;
 
-/* New context; threads <= 0 means "as many as the machine has". Returns
- * NULL when out of memory. Free with attn_ctx_free. */
+/* New context; threads <= 0 means "as many as this process may run on"
+ * (its CPU affinity). Returns NULL when out of memory. Free with
+ * attn_ctx_free (NULL is a no-op). */
 attn_ctx *attn_ctx_new(int threads);
 void attn_ctx_free(attn_ctx *ctx);
 
@@ -189,7 +239,9 @@ typedef struct {
     /* The request's cost, as the computation will incur it: what a caller
      * compares against its limits before calling attn_compute. Doubles, so
      * hostile sizes cannot overflow; attn_plan computes them without
-     * allocating, also when n_params == 0. */
+     * allocating, also when n_params == 0 (where scratch_bytes includes
+     * the seeded parameters, which the computation draws into the
+     * workspace). */
     double param_floats;  /* floats of the parameters the call uses; when n_params == 0, what attn_seed_params / attn_mha_seed_params would make */
     double flops;         /* floating-point operations of the computation (2 per multiply-add), an estimate */
     double scratch_bytes; /* workspace the computation takes from the context */
@@ -213,8 +265,9 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
 
 /* Computes the request. output must hold shapes.out_count floats; weights
  * shapes.w_count floats, or may be NULL when opt.need_weights is 0.
- * Validates as attn_plan does. ctx may be NULL (one thread, private
- * scratch). */
+ * Validates as attn_plan does. A request without parameters (n_params 0)
+ * runs with those attn_seed_params makes from seed 0. ctx may be NULL: the
+ * call then makes a one-thread context of its own and frees it. */
 attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
                          float *output, float *weights, attn_error *err);
 
