@@ -320,8 +320,85 @@ static attn_status rule_bind(void *p, const attn_named *params, size_t n, attn_e
     return make_plan(&r, pl, err);
 }
 
+static const float *pdata(const plan *pl, int i)
+{
+    return pl->p[i] ? pl->p[i]->data : NULL;
+}
+
+static attn_gemm_call gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                           const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc)
+{
+    attn_gemm_call g = {m, n, k, a, b, bias, c, lda, ldb, ldc};
+    return g;
+}
+
+/* The rule's projections into g; how many. General's keys k' = k W^T + b
+ * (so q . (W k + b) = q . k'); additive's and concat_tanh's Wq q and
+ * Wk k + b (concat_tanh's W [q; k] split by columns); concat's scores
+ * W [q; k] + b as its two halves, which rule_run adds. */
+static int rule_gemms(const plan *pl, attn_gemm_call *g)
+{
+    const attn_dims *d = &pl->d;
+    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
+    int64_t dqk = Dq + Dk, lkeys = pl->lkeys;
+    const float *Q = pl->req.query.data, *K = pl->req.key.data, *w0 = pdata(pl, 0);
+    switch (pl->req.rule) {
+    case ATTN_RULE_GENERAL:
+        g[0] = gemm(B * Lk, Dq, Dk, K, Dk, w0, Dk, pdata(pl, 1), pl->kp, Dq);
+        return 1;
+    case ATTN_RULE_ADDITIVE:
+        g[0] = gemm(B * Lq, dh, Dq, Q, Dq, w0, Dq, NULL, pl->qp, dh);
+        g[1] = gemm(B * Lk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
+        return 2;
+    case ATTN_RULE_CONCAT_TANH:
+        g[0] = gemm(B * Lq, dh, Dq, Q, Dq, w0, dqk, NULL, pl->qp, dh);
+        g[1] = gemm(B * Lk, dh, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, pdata(pl, 1), pl->kp, dh);
+        return 2;
+    case ATTN_RULE_CONCAT:
+        g[0] = gemm(B * Lq, lkeys, Dq, Q, Dq, w0, dqk, pdata(pl, 1), pl->qp, lkeys);
+        g[1] = gemm(B * Lq, lkeys, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, NULL, pl->kp, lkeys);
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+/* concat's o = out([q; c]) = Wo_q q + b (into out) and Wo_c c (into
+ * out2), which rule_run adds; the other rules have none. */
+static int rule_out_gemms(const plan *pl, float *out, attn_gemm_call *g)
+{
+    const attn_dims *d = &pl->d;
+    int64_t BL = d->B * d->Lq, Dq = d->Dq, Dv = d->Dv, dout = pl->dout, dqv = Dq + Dv;
+    const float *ow = pdata(pl, 2);
+    if (pl->req.rule != ATTN_RULE_CONCAT)
+        return 0;
+    g[0] = gemm(BL, dout, Dq, pl->req.query.data, Dq, ow, dqv, pdata(pl, 3), out, dout);
+    g[1] = gemm(BL, dout, Dv, pl->ctxv, Dv, ow ? ow + Dq : NULL, dqv, NULL, pl->out2, dout);
+    return 2;
+}
+
+/* The kind and width of the rule's scores. */
+static attn_score_kind rule_kind(const plan *pl, int64_t *width)
+{
+    switch (pl->req.rule) {
+    case ATTN_RULE_GENERAL:
+        *width = pl->d.Dq; /* the projected keys */
+        return ATTN_SCORE_DOT;
+    case ATTN_RULE_DOT:
+    case ATTN_RULE_SCALED_DOT:
+        *width = pl->d.Dk;
+        return ATTN_SCORE_DOT;
+    case ATTN_RULE_CONCAT:
+        *width = 0;
+        return ATTN_SCORE_GIVEN;
+    default:
+        *width = pl->dh;
+        return ATTN_SCORE_TANH;
+    }
+}
+
 /* The rule's pieces: qp, kp, ctxv, out2 (each only where the rule has it),
- * then one head job per batch row. */
+ * then one head job per batch row; and what its kernels will ask. */
 static void rule_lay_out(void *p, attn_ws *ws)
 {
     plan *pl = p;
@@ -348,99 +425,68 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
-    attn_heads_take(ws, d->B, &pl->heads);
-}
-
-static const float *pdata(const plan *pl, int i)
-{
-    return pl->p[i] ? pl->p[i]->data : NULL;
-}
-
-/* The rule's projections: general's keys k' = k W^T + b (so q . (W k + b)
- * = q . k'); additive's and concat_tanh's Wq q and Wk k + b (concat_tanh's
- * W [q; k] split by columns); concat's scores W [q; k] + b, whole. */
-static void rule_project(const attn_exec *ex, plan *pl)
-{
-    const attn_dims *d = &pl->d;
-    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
-    int64_t dqk = Dq + Dk, lkeys = pl->lkeys;
-    const float *Q = pl->req.query.data, *K = pl->req.key.data;
-    switch (pl->req.rule) {
-    case ATTN_RULE_GENERAL:
-        attn_exec_gemm(ex, B * Lk, Dq, Dk, K, Dk, pdata(pl, 0), Dk, pdata(pl, 1), pl->kp, Dq);
-        break;
-    case ATTN_RULE_ADDITIVE:
-        attn_exec_gemm(ex, B * Lq, dh, Dq, Q, Dq, pdata(pl, 0), Dq, NULL, pl->qp, dh);
-        attn_exec_gemm(ex, B * Lk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
-        break;
-    case ATTN_RULE_CONCAT_TANH:
-        attn_exec_gemm(ex, B * Lq, dh, Dq, Q, Dq, pdata(pl, 0), dqk, NULL, pl->qp, dh);
-        attn_exec_gemm(ex, B * Lk, dh, Dk, K, Dk, pdata(pl, 0) + Dq, dqk, pdata(pl, 1), pl->kp, dh);
-        break;
-    case ATTN_RULE_CONCAT: {
-        attn_exec_gemm(ex, B * Lq, lkeys, Dq, Q, Dq, pdata(pl, 0), dqk, pdata(pl, 1), pl->qp, lkeys);
-        attn_exec_gemm(ex, B * Lq, lkeys, Dk, K, Dk, pdata(pl, 0) + Dq, dqk, NULL, pl->kp, lkeys);
-        int64_t n = B * Lq * lkeys;
-        for (int64_t e = 0; e < n; e++)
-            pl->qp[e] += pl->kp[e];
-        break;
-    }
-    default: break;
-    }
+    attn_gemm_call g[2];
+    attn_ws_gemms(ws, g, rule_gemms(pl, g));
+    attn_ws_gemms(ws, g, rule_out_gemms(pl, NULL, g));
+    attn_head_job model;
+    attn_head_init(&model, &pl->req.opt, 0, 0, 1, d->Lq, pl->lkeys,
+                   attn_model_weights(pl->req.opt.need_weights));
+    model.kind = rule_kind(pl, &model.d);
+    model.dv = d->Dv;
+    attn_heads_take(ws, d->B, &model, &pl->heads);
 }
 
 /* Batch row b's head: the rule's score and where its output goes. */
 static void rule_head(const plan *pl, int64_t b, float *out, float *w)
 {
     const attn_dims *d = &pl->d;
-    int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, dh = pl->dh;
-    attn_rule rule = pl->req.rule;
+    int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
     attn_head_job *j = &pl->heads.jobs[b];
     attn_head_init(j, &pl->req.opt, b, 0, 1, Lq, lkeys, w ? w + b * Lq * lkeys : NULL);
+    j->kind = rule_kind(pl, &kd);
+    j->d = kd;
     j->dv = Dv;
     j->v = pl->req.value.data + b * d->Lv * Dv;
     j->v_stride = Dv;
-    j->o = (rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
+    j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
     j->o_stride = Dv;
-    if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_GENERAL) {
-        int64_t kd = rule == ATTN_RULE_GENERAL ? Dq : d->Dk;
-        j->kind = ATTN_SCORE_DOT;
-        j->d = kd;
+    if (j->kind == ATTN_SCORE_DOT) {
         j->a = pl->req.query.data + b * Lq * Dq; j->a_stride = Dq;
-        j->b = (rule == ATTN_RULE_GENERAL ? pl->kp : pl->req.key.data) + b * Lk * kd;
+        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : pl->req.key.data) + b * Lk * kd;
         j->b_stride = kd;
-        j->scale = rule != ATTN_RULE_SCALED_DOT ? 1.0f
+        j->scale = pl->req.rule != ATTN_RULE_SCALED_DOT ? 1.0f
                  : pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d->Dk));
-    } else if (rule == ATTN_RULE_CONCAT) {
-        j->kind = ATTN_SCORE_GIVEN;
+    } else if (j->kind == ATTN_SCORE_GIVEN) {
         j->a = pl->qp + b * Lq * lkeys; j->a_stride = lkeys;
     } else {
-        j->kind = ATTN_SCORE_TANH;
-        j->d = dh;
-        j->a = pl->qp + b * Lq * dh; j->a_stride = dh;
-        j->b = pl->kp + b * Lk * dh; j->b_stride = dh;
-        j->vw = rule == ATTN_RULE_ADDITIVE ? pdata(pl, 3) : NULL;
+        j->a = pl->qp + b * Lq * kd; j->a_stride = kd;
+        j->b = pl->kp + b * Lk * kd; j->b_stride = kd;
+        j->vw = pl->req.rule == ATTN_RULE_ADDITIVE ? pdata(pl, 3) : NULL;
     }
+}
+
+/* a[e] += b[e] for e < n: the two halves of a split projection. */
+static void add_into(float *a, const float *b, int64_t n)
+{
+    for (int64_t e = 0; e < n; e++)
+        a[e] += b[e];
 }
 
 static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
 {
     plan *pl = p;
     const attn_dims *d = &pl->d;
-    rule_project(ex, pl);
+    attn_gemm_call g[2];
+    attn_exec_gemms(ex, g, rule_gemms(pl, g));
+    if (pl->req.rule == ATTN_RULE_CONCAT)
+        add_into(pl->qp, pl->kp, d->B * d->Lq * pl->lkeys);
     for (int64_t b = 0; b < d->B; b++)
         rule_head(pl, b, out, pl->req.opt.need_weights ? w : NULL);
     attn_status st = attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
     if (st != ATTN_OK || pl->req.rule != ATTN_RULE_CONCAT)
         return st;
-    /* concat's o = out([q; c]) = Wo_q q + Wo_c c + b */
-    int64_t B = d->B, Lq = d->Lq, Dq = d->Dq, Dv = d->Dv, dout = pl->dout, dqv = Dq + Dv;
-    const float *ow = pdata(pl, 2);
-    attn_exec_gemm(ex, B * Lq, dout, Dq, pl->req.query.data, Dq, ow, dqv, pdata(pl, 3), out, dout);
-    attn_exec_gemm(ex, B * Lq, dout, Dv, pl->ctxv, Dv, ow + Dq, dqv, NULL, pl->out2, dout);
-    int64_t n = B * Lq * dout;
-    for (int64_t e = 0; e < n; e++)
-        out[e] += pl->out2[e];
+    attn_exec_gemms(ex, g, rule_out_gemms(pl, out, g));
+    add_into(out, pl->out2, d->B * d->Lq * pl->dout);
     return ATTN_OK;
 }
 

@@ -46,10 +46,33 @@ static attn_status ws_region(attn_ctx *ctx, int r, double bytes, double seed_byt
 
 /* ---------------------------------------------------------- head jobs */
 
-void attn_heads_take(attn_ws *ws, int64_t n, attn_heads *h)
+/* The flash kernel takes the heads: a plain scaled dot product. */
+static int flash_fits(const attn_head_job *j)
+{
+    return j->kind == ATTN_SCORE_DOT && j->hard == ATTN_HARD_NONE;
+}
+
+/* Scratch the kernel of n jobs like model asks on `threads` threads, an
+ * upper bound. */
+static double heads_scratch(const attn_head_job *model, int64_t n, int threads)
+{
+    (void)model;
+    (void)n;
+    (void)threads;
+    return 0.0;
+}
+
+void attn_heads_take(attn_ws *ws, int64_t n, const attn_head_job *model, attn_heads *h)
 {
     h->jobs = attn_ws_take(ws, (double)n, sizeof(attn_head_job));
     h->flash = attn_ws_take(ws, (double)n, sizeof(attn_sdpa_job));
+    ws->kernels = fmax(ws->kernels, heads_scratch(model, n, ws->threads));
+}
+
+float *attn_model_weights(int kept)
+{
+    static float some;
+    return kept ? &some : NULL;
 }
 
 void attn_head_init(attn_head_job *j, const attn_options *o, int64_t b, int64_t h, int64_t H,
@@ -87,7 +110,7 @@ attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, 
 {
     if (n == 0)
         return ATTN_OK;
-    if (h->jobs[0].kind != ATTN_SCORE_DOT || h->jobs[0].hard != ATTN_HARD_NONE)
+    if (!flash_fits(&h->jobs[0]))
         return attn_rows_run(h->jobs, n, ex->threads, err);
     for (size_t i = 0; i < n; i++)
         to_flash(&h->jobs[i], &h->flash[i]);
@@ -96,11 +119,18 @@ attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, 
     return ATTN_OK;
 }
 
-void attn_exec_gemm(const attn_exec *ex, int64_t m, int64_t n, int64_t k, const float *a,
-                    int64_t lda, const float *b, int64_t ldb, const float *bias, float *c,
-                    int64_t ldc)
+void attn_ws_gemms(attn_ws *ws, const attn_gemm_call *g, int n)
 {
-    attn_gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, ex->threads);
+    (void)ws;
+    (void)g;
+    (void)n;
+}
+
+void attn_exec_gemms(const attn_exec *ex, const attn_gemm_call *g, int n)
+{
+    for (int i = 0; i < n; i++)
+        attn_gemm_nt(g[i].m, g[i].n, g[i].k, g[i].a, g[i].lda, g[i].b, g[i].ldb, g[i].bias,
+                     g[i].c, g[i].ldc, ex->threads);
 }
 
 /* ------------------------------------------------------------ driver */
@@ -135,11 +165,11 @@ static attn_status lay_out_call(const attn_front *f, void *plan, seeded *s, attn
 double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
 {
     seeded s;
-    attn_ws ws = {NULL, 0.0};
+    attn_ws ws = {NULL, 0.0, attn_cpu_count(), 0.0};
     s.ns = n_params == 0 ? f->seed_specs(plan, s.specs) : 0;
     s.nfloats = attn_seed_floats(s.specs, s.ns);
     lay_out_call(f, plan, &s, &ws, NULL);
-    return ws.used;
+    return ws.used + ws.kernels;
 }
 
 static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
@@ -152,12 +182,14 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
     if (st != ATTN_OK)
         return st;
     s.nfloats = (double)nfloats;
-    attn_ws ws = {NULL, 0.0};
+    attn_ws ws = {NULL, 0.0, ctx->threads, 0.0};
     lay_out_call(f, plan, &s, &ws, err);
     double seed_bytes = attn_ws_bytes(s.nfloats, sizeof(float));
-    if ((st = ws_region(ctx, ATTN_WS_PIECES, ws.used, seed_bytes, &ws.base, err)) != ATTN_OK)
+    char *kernels;
+    if ((st = ws_region(ctx, ATTN_WS_PIECES, ws.used, seed_bytes, &ws.base, err)) != ATTN_OK ||
+        (st = ws_region(ctx, ATTN_WS_KERNELS, ws.kernels, 0.0, &kernels, err)) != ATTN_OK)
         return st;
-    ws.used = 0.0;
+    ws.used = ws.kernels = 0.0;
     if ((st = lay_out_call(f, plan, &s, &ws, err)) != ATTN_OK)
         return st;
     attn_exec ex = {ctx, ctx->threads};

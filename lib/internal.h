@@ -127,7 +127,9 @@ void attn_row_softmax(float *s, int64_t i, int64_t lk, const attn_row_masks *m,
  * function run twice, measuring and then carving, so both agree. */
 typedef struct {
     char *base;
-    double used; /* bytes, in double so that no product of sizes overflows */
+    double used;    /* bytes, in double so that no product of sizes overflows */
+    int threads;    /* the thread count the kernels' scratch is sized for */
+    double kernels; /* the most scratch one kernel call of the layout asks */
 } attn_ws;
 
 /* Bytes that n items of `each` bytes take: rounded up to 64. */
@@ -168,7 +170,25 @@ typedef struct {
     attn_sdpa_job *flash;
 } attn_heads;
 
-void attn_heads_take(attn_ws *ws, int64_t n, attn_heads *h);
+/* Takes room for n head jobs like model (its kind, sizes, hard attention
+ * and whether w is NULL are what counts) and notes the scratch their
+ * kernel will ask. */
+void attn_heads_take(attn_ws *ws, int64_t n, const attn_head_job *model, attn_heads *h);
+
+/* A weights pointer for a model job: not NULL when weights are kept. */
+float *attn_model_weights(int kept);
+
+/* One projection for attn_gemm_nt: C[m,n] = A[m,k] B[n,k]^T (+ bias). */
+typedef struct {
+    int64_t m, n, k;
+    const float *a, *b, *bias;
+    float *c;
+    int64_t lda, ldb, ldc; /* row strides in floats */
+} attn_gemm_call;
+
+/* Notes the scratch the n projections g will ask (their sizes count, the
+ * pointers may be NULL while measuring). */
+void attn_ws_gemms(attn_ws *ws, const attn_gemm_call *g, int n);
 
 /* Starts job j for slice (b, h) of H heads (H = 1 for the rules): sizes,
  * masks, hard attention and the weights (w NULL: not kept), the rest zero
@@ -182,10 +202,8 @@ typedef struct {
     int threads;
 } attn_exec;
 
-/* attn_gemm_nt on the call's threads. */
-void attn_exec_gemm(const attn_exec *ex, int64_t m, int64_t n, int64_t k, const float *a,
-                    int64_t lda, const float *b, int64_t ldb, const float *bias, float *c,
-                    int64_t ldc);
+/* The n projections g, in order, on the call's threads. */
+void attn_exec_gemms(const attn_exec *ex, const attn_gemm_call *g, int n);
 
 /* Runs the n jobs of h (all alike: same kind, sizes and hard attention) on
  * the kernel that fits them: the one place that chooses. */

@@ -461,37 +461,6 @@ static attn_status mha_bind(void *p, const attn_named *params, size_t n, attn_er
     return make_mplan(&r, 1, pl, err);
 }
 
-/* The pieces: the encoded inputs (with positional encoding), the q (or
- * fused q/k/v), k and v projections, the heads' output, the per-head
- * weights when they are averaged, then the head jobs of one kernel run. */
-static void mha_lay_out(void *p, attn_ws *ws)
-{
-    mplan *pl = p;
-    const attn_dims *d = &pl->d;
-    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
-    int has_k = pl->req.key.rank != 0, has_v = pl->req.value.rank != 0;
-    pl->pe = pl->req.positional_encoding == ATTN_PE_SINUSOIDAL;
-    pl->avg = pl->req.opt.need_weights && pl->req.average_weights;
-    pl->fused = is_fused(pl);
-    pl->qw = pl->fused ? pl->E3 : d->Dq;
-    pl->ks = pl->fused ? pl->qw : pl->ekv;
-    pl->jobs_n = pl->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
-    pl->enc[0] = attn_ws_take(ws, pl->pe ? bq * (double)d->Dq : 0.0, sizeof(float));
-    pl->enc[1] = attn_ws_take(ws, pl->pe && has_k ? bk * (double)d->Dk : 0.0, sizeof(float));
-    pl->enc[2] = attn_ws_take(ws, pl->pe && has_v ? bk * (double)d->Dv : 0.0, sizeof(float));
-    pl->qp = attn_ws_take(ws, bq * (double)pl->qw, sizeof(float));
-    pl->kp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
-    pl->vp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
-    pl->ao = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
-    pl->hw = attn_ws_take(ws, pl->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0,
-                          sizeof(float));
-    attn_heads_take(ws, pl->jobs_n, &pl->heads);
-    if (pl->fused) {
-        pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
-        pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
-    }
-}
-
 /* The inputs the projections read, x[0..2] = query, key, value: with the
  * positional encoding added when asked, and self-attention's key and value
  * the (encoded) query. */
@@ -514,17 +483,70 @@ static void mha_inputs(const mplan *pl, const float *x[3])
     if (!x[2]) x[2] = x[0];
 }
 
-static void mha_project(const attn_exec *ex, const mplan *pl, const float *const x[3])
+/* The q, k and v projections into g (one GEMM of 3E outputs when fused);
+ * how many. x: the inputs, NULL while measuring. */
+static int mha_gemms(const mplan *pl, const float *const x[3], attn_gemm_call *g)
 {
     const attn_dims *d = &pl->d;
-    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, E = d->Dq, kd = d->Dk, vd = d->Dv, ekv = pl->ekv;
+    int64_t BQ = d->B * d->Lq, BK = d->B * d->Lk, E = d->Dq, kd = d->Dk, vd = d->Dv;
+    int64_t ekv = pl->ekv;
+    const float *in[3] = {x ? x[0] : NULL, x ? x[1] : NULL, x ? x[2] : NULL};
     if (pl->fused) {
-        attn_exec_gemm(ex, B * Lq, pl->qw, E, x[0], E, pl->wq, E, pl->bq, pl->qp, pl->qw);
-        return;
+        g[0] = (attn_gemm_call){BQ, pl->qw, E, in[0], pl->wq, pl->bq, pl->qp, E, E, pl->qw};
+        return 1;
     }
-    attn_exec_gemm(ex, B * Lq, E, E, x[0], E, pl->wq, E, pl->bq, pl->qp, E);
-    attn_exec_gemm(ex, B * Lk, ekv, kd, x[1], kd, pl->wk, kd, pl->bk, pl->kp, ekv);
-    attn_exec_gemm(ex, B * Lk, ekv, vd, x[2], vd, pl->wv, vd, pl->bv, pl->vp, ekv);
+    g[0] = (attn_gemm_call){BQ, E, E, in[0], pl->wq, pl->bq, pl->qp, E, E, E};
+    g[1] = (attn_gemm_call){BK, ekv, kd, in[1], pl->wk, pl->bk, pl->kp, kd, kd, ekv};
+    g[2] = (attn_gemm_call){BK, ekv, vd, in[2], pl->wv, pl->bv, pl->vp, vd, vd, ekv};
+    return 3;
+}
+
+/* The output projection of the heads' concatenated outputs. */
+static attn_gemm_call mha_out_gemm(const mplan *pl, float *out)
+{
+    int64_t E = pl->d.Dq;
+    return (attn_gemm_call){pl->d.B * pl->d.Lq, E, E, pl->ao, pl->wo, pl->bo, out, E, E, E};
+}
+
+/* The pieces: the encoded inputs (with positional encoding), the q (or
+ * fused q/k/v), k and v projections, the heads' output, the per-head
+ * weights when they are averaged, then the head jobs of one kernel run;
+ * and what the kernels will ask. */
+static void mha_lay_out(void *p, attn_ws *ws)
+{
+    mplan *pl = p;
+    const attn_dims *d = &pl->d;
+    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
+    int has_k = pl->req.key.rank != 0, has_v = pl->req.value.rank != 0;
+    pl->pe = pl->req.positional_encoding == ATTN_PE_SINUSOIDAL;
+    pl->avg = pl->req.opt.need_weights && pl->req.average_weights;
+    pl->fused = is_fused(pl);
+    pl->qw = pl->fused ? pl->E3 : d->Dq;
+    pl->ks = pl->fused ? pl->qw : pl->ekv;
+    pl->jobs_n = pl->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
+    pl->enc[0] = attn_ws_take(ws, pl->pe ? bq * (double)d->Dq : 0.0, sizeof(float));
+    pl->enc[1] = attn_ws_take(ws, pl->pe && has_k ? bk * (double)d->Dk : 0.0, sizeof(float));
+    pl->enc[2] = attn_ws_take(ws, pl->pe && has_v ? bk * (double)d->Dv : 0.0, sizeof(float));
+    pl->qp = attn_ws_take(ws, bq * (double)pl->qw, sizeof(float));
+    pl->kp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
+    pl->vp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
+    pl->ao = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
+    pl->hw = attn_ws_take(ws, pl->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0,
+                          sizeof(float));
+    if (pl->fused) {
+        pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
+        pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
+    }
+    attn_head_job model;
+    attn_head_init(&model, &pl->req.opt, 0, 0, pl->H, d->Lq, d->Lk,
+                   attn_model_weights(pl->req.opt.need_weights));
+    model.kind = ATTN_SCORE_DOT;
+    model.d = model.dv = pl->hd;
+    attn_heads_take(ws, pl->jobs_n, &model, &pl->heads);
+    attn_gemm_call g[3];
+    attn_ws_gemms(ws, g, mha_gemms(pl, NULL, g));
+    g[0] = mha_out_gemm(pl, NULL);
+    attn_ws_gemms(ws, g, 1);
 }
 
 /* The head jobs of batch rows [b0, b1), every head (a group of H/Hkv
@@ -573,8 +595,9 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     const attn_dims *d = &pl->d;
     int64_t B = d->B, E = d->Dq;
     const float *x[3];
+    attn_gemm_call g[3];
     mha_inputs(pl, x);
-    mha_project(ex, pl, x);
+    attn_exec_gemms(ex, g, mha_gemms(pl, x, g));
     for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
         size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
         attn_status st = attn_exec_heads(ex, &pl->heads, n, err);
@@ -583,7 +606,8 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
         if (pl->avg)
             mha_average(pl, w + b0 * d->Lq * d->Lk);
     }
-    attn_exec_gemm(ex, B * d->Lq, E, E, pl->ao, E, pl->wo, E, pl->bo, out, E);
+    g[0] = mha_out_gemm(pl, out);
+    attn_exec_gemms(ex, g, 1);
     if (pl->req.residual_norm) {
         int64_t n = B * d->Lq * E;
         for (int64_t e = 0; e < n; e++)
