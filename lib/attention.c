@@ -490,17 +490,16 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
     return ATTN_OK;
 }
 
-static const attn_front rule_front = {
-    "attn_compute", rule_seed_specs, rule_bind, rule_lay_out, rule_run,
-};
-
 attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
                          float *output, float *weights, attn_error *err)
 {
     plan pl;
     attn_status st = make_plan(req, &pl, err);
-    if (st != ATTN_OK)
-        return st;
-    return attn_execute(ctx, &rule_front, &pl, req->n_params, req->opt.need_weights, output,
-                        weights, err);
+    return st != ATTN_OK ? st
+                         : attn_execute(ctx, &rule_front, &pl, req->n_params, req->opt.need_weights,
+                                        output, weights, err);
 }
+
+static const attn_front rule_front = {
+    "attn_compute", rule_seed_specs, rule_bind, rule_lay_out, rule_run,
+};

@@ -617,17 +617,16 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     return ATTN_OK;
 }
 
-static const attn_front mha_front = {
-    "attn_mha_compute", mha_seed_specs, mha_bind, mha_lay_out, mha_run,
-};
-
 attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
                              float *output, float *weights, attn_error *err)
 {
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
-    if (st != ATTN_OK)
-        return st;
-    return attn_execute(ctx, &mha_front, &pl, req->n_params, req->opt.need_weights, output,
-                        weights, err);
+    return st != ATTN_OK ? st
+                         : attn_execute(ctx, &mha_front, &pl, req->n_params, req->opt.need_weights,
+                                        output, weights, err);
 }
+
+static const attn_front mha_front = {
+    "attn_mha_compute", mha_seed_specs, mha_bind, mha_lay_out, mha_run,
+};
