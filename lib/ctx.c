@@ -36,6 +36,8 @@ void attn_ctx_free(attn_ctx *ctx)
 void *attn_ctx_region(attn_ctx *ctx, int r, size_t bytes)
 {
     attn_region *g = &ctx->region[r];
+    if (bytes > g->peak)
+        g->peak = bytes;
     if (bytes == 0)
         bytes = 64;
     if (bytes > g->cap) {

@@ -43,8 +43,9 @@ int attn_count(int rank, const int64_t *shape, int64_t *out);
 enum { ATTN_WS_PIECES, ATTN_WS_KERNELS, ATTN_REGIONS };
 
 typedef struct {
-    void *mem;  /* 64-byte aligned */
-    size_t cap; /* bytes */
+    void *mem;   /* 64-byte aligned */
+    size_t cap;  /* bytes */
+    size_t peak; /* the most bytes asked so far (what attn_shapes.scratch_bytes foretells) */
 } attn_region;
 
 struct attn_pool;

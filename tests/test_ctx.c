@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "attn.h"
+#include "internal.h" /* the context's regions, for the workspace check */
 #include "pool.h"
 #include "ref.h"
 
@@ -481,6 +482,24 @@ static void test_allocations(job *jobs, size_t n, int threads)
     }
 }
 
+/* What a call takes from a context of attn_ctx_new(0)'s threads is at
+ * most what the plan said it would (scratch_bytes), and not wildly less. */
+static void test_scratch_foretold(job *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        job *j = &jobs[i];
+        attn_ctx *ctx = attn_ctx_new(0);
+        attn_status st = job_run(j, ctx, j->out, j->w);
+        double used = (double)ctx->region[ATTN_WS_PIECES].peak +
+                      (double)ctx->region[ATTN_WS_KERNELS].peak;
+        char what[128];
+        snprintf(what, sizeof what, "%s: workspace within scratch_bytes", j->name);
+        check(st == ATTN_OK && used <= j->sh.scratch_bytes && j->sh.scratch_bytes <= 4 * used + 65536,
+              what, "took %.0f bytes, the plan said %.0f", used, j->sh.scratch_bytes);
+        attn_ctx_free(ctx);
+    }
+}
+
 /* ----------------------------------------------------------- threads */
 
 /* Four tasks of two loops that can only finish together: each waits (up
@@ -622,6 +641,7 @@ int main(int argc, char **argv)
     if (planned) {
         test_allocations(jobs, n, 1);
         test_allocations(jobs, n, 2);
+        test_scratch_foretold(jobs, n);
         test_concurrent_contexts(jobs, n);
     }
     test_parallel_pools();
