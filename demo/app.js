@@ -346,8 +346,8 @@ function describeOptions(req, rule) {
 
 // The line every exported picture carries: what the numbers are and how they are coloured.
 function captionLine(source) {
-  const what = source === 'sentences' ? 'vectors hashed from letters, not learned' : 'pasted tensors';
-  return `colour: ${SCALES[S.scale].label} · ${what}`;
+  const what = source === 'sentences' ? 'hashed vectors, not learned' : source === 'paste' ? 'pasted tensors' : 'saved response';
+  return `${SCALES[S.scale].short} · ${what}`;
 }
 
 function detailMatrix() {
@@ -368,11 +368,13 @@ function render() {
   writeHash();
 }
 
-// A cell size that fits the matrix in the space the view has, within
-// readable bounds; past that the figure scrolls with its labels kept in view.
-function cellSize(Lq, Lk, avail, labelW) {
-  const fit = Math.floor((avail - labelW - 16) / Math.max(1, Lk));
-  return Math.max(14, Math.min(36, fit, Math.floor(560 / Math.max(1, Lq)) || 36));
+// A cell size that fits the matrix in the space the view has (its width, and
+// the screen's height below the figure's top), within readable bounds; past
+// that the figure scrolls with its labels kept in view.
+function cellSize(Lq, Lk, avail, labelW, availH) {
+  const fitW = Math.floor((avail - labelW - 16) / Math.max(1, Lk));
+  const fitH = Math.floor(availH / Math.max(1, Lq));
+  return Math.max(14, Math.min(36, fitW, fitH));
 }
 
 function renderHeatmapView() {
@@ -404,7 +406,8 @@ function renderHeatmapView() {
   const fig = $('heatmap');
   const avail = fig.clientWidth || 500;
   const labelW = Math.min(140, 12 + 8 * Math.max(...c.rows.map(r => String(r).length)));
-  const cell = cellSize(matrix.length, matrix[0].length, avail, labelW);
+  const availH = Math.max(200, window.innerHeight - (fig.getBoundingClientRect().top + window.scrollY) - 120);
+  const cell = cellSize(matrix.length, matrix[0].length, avail, labelW, availH);
   const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption: captionLine(c.source), scale: S.scale,
     kind: c.kind, cell, legend: false });
   svg.setAttribute('tabindex', '0');

@@ -191,7 +191,7 @@ export function heatmap(matrix, opts = {}) {
       g += `<rect x="${left + j * cell}" y="${y}" width="${cell}" height="${cell}" fill="${fill}" stroke="#ffffff" stroke-width="${sw}" ` +
         `class="cell" data-row="${i}" data-col="${j}" data-weight="${w}"${k ? ` data-mask="${k}"` : ''}>` +
         (big ? '' : `<title>${esc(rows[i])} → ${esc(cols[j])}: ${fmt(w)}${k === 'pad' ? ' (padding key)' : k === 'mask' ? ' (masked)' : ''}</title>`) + '</rect>';
-      if (showValues && w >= 0.0005) {
+      if (showValues && w >= 0.1) {
         g += `<text x="${left + j * cell + cell / 2}" y="${y + cell / 2 + 4}" font-size="${Math.min(11, cell * 0.32)}" text-anchor="middle" ` +
           `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
       }
@@ -279,22 +279,22 @@ export function markPin(svg, pin) {
 /* A horizontal colour bar for views whose panels share one scale. */
 export function legendBar(mode = 'abs') {
   const id = 'lg' + (++uid);
-  const width = 420, height = 44;
+  const width = 246, height = 62;
   const m = SCALES[mode] ? mode : 'abs';
   const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'legend-bar', role: 'img',
     'aria-label': SCALES[m].label, 'font-family': FONT, 'data-scale': m });
-  const x0 = 8, w = 240;
+  const x0 = 8, w = 226;
   let s = `<defs>${patterns(id)}<linearGradient id="${id}-grad" x1="0" y1="0" x2="1" y2="0">` +
     Array.from({ length: 21 }, (_, k) => `<stop offset="${k / 20}" stop-color="${colour(k / 20)}"/>`).join('') + '</linearGradient></defs>';
   s += `<rect width="${width}" height="${height}" fill="#ffffff"/>`;
-  s += `<text x="${x0}" y="11" font-size="11" fill="#555">${esc(SCALES[m].label)}</text>`;
+  s += `<text x="${x0}" y="11" font-size="11" fill="#555">${esc(SCALES[m].short === 'absolute 0–1' ? 'weight, absolute scale 0–1' : m === 'row' ? 'weight ÷ its row’s largest' : 'weight, log scale')}</text>`;
   s += `<rect x="${x0}" y="16" width="${w}" height="10" fill="url(#${id}-grad)" stroke="#999" stroke-width="0.5"/>`;
   for (const [f, lab] of SCALES[m].ticks) {
     s += `<line x1="${x0 + f * w}" x2="${x0 + f * w}" y1="26" y2="29" stroke="#666"/>` +
-      `<text x="${x0 + f * w}" y="40" font-size="10" fill="#333" text-anchor="${f === 0 ? 'start' : f === 1 ? 'end' : 'middle'}">${esc(lab)}</text>`;
+      `<text x="${x0 + f * w}" y="40" font-size="11" fill="#333" text-anchor="${f === 0 ? 'start' : f === 1 ? 'end' : 'middle'}">${esc(lab)}</text>`;
   }
-  s += `<rect x="${x0 + w + 16}" y="16" width="10" height="10" fill="url(#${id}-pad)" stroke="#999" stroke-width="0.5"/><text x="${x0 + w + 30}" y="25" font-size="10" fill="#333">padding</text>`;
-  s += `<rect x="${x0 + w + 84}" y="16" width="10" height="10" fill="url(#${id}-mask)" stroke="#999" stroke-width="0.5"/><text x="${x0 + w + 98}" y="25" font-size="10" fill="#333">masked</text>`;
+  s += `<rect x="${x0}" y="48" width="10" height="10" fill="url(#${id}-pad)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 14}" y="57" font-size="11" fill="#333">padding key</text>`;
+  s += `<rect x="${x0 + 90}" y="48" width="10" height="10" fill="url(#${id}-mask)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 104}" y="57" font-size="11" fill="#333">masked (not allowed)</text>`;
   svg.innerHTML = s;
   return svg;
 }
