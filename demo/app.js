@@ -317,7 +317,10 @@ function show(rule, request, response, rows, cols, source) {
   if (!cols || cols.length !== Lk) cols = Array.from({ length: Lk }, (_, j) => (rule === 'concat' ? 'v' : 'k') + j);
   const prevHeads = S.cur ? S.cur.mats.length : 0;
   S.cur = { rule, request, response, mats, rows, cols, note, source, kind: maskKinds(rule, request, Lq, Lk) };
-  if (mats.length !== prevHeads && !S.restoring) { S.head = 0; S.hiddenHeads.clear(); }
+  // A new head count resets the head choices, except right after a link or
+  // an export set them.
+  if (mats.length !== prevHeads && !S.restoring && !S.keepHeads) { S.head = 0; S.hiddenHeads.clear(); }
+  S.keepHeads = false;
   if (S.head >= mats.length) S.head = 0;
   if (S.pin && (S.pin.side === 'q' ? S.pin.index >= Lq : S.pin.index >= Lk)) S.pin = null;
   render();
@@ -561,8 +564,16 @@ function lineReadout(heads, side, idx) {
   s += '</tr></thead><tbody>';
   // Per-row scale here: the largest weight of this token (per head) is darkest.
   const mx = heads.map(h => { let m = 0; for (let t = 0; t < other.length; t++) m = Math.max(m, at(h.matrix, t)); return m; });
-  for (let t = 0; t < other.length; t++) {
-    s += `<tr><td>${esc(other[t])}</td>`;
+  // Long sentences: the tokens with the largest weights (any head shown), so
+  // the table stays short to read and quick to draw.
+  let order = other.map((_, t) => t);
+  const TOP = 16;
+  if (other.length > 24) {
+    const best = t => Math.max(...heads.map(h => at(h.matrix, t)));
+    order = order.sort((a, b) => best(b) - best(a)).slice(0, TOP);
+  }
+  for (const t of order) {
+    s += `<tr><td>${esc(other[t])}${order.length < other.length ? ` <span class="idx">#${t}</span>` : ''}</td>`;
     heads.forEach((h, hi) => {
       const w = at(h.matrix, t);
       const tt = scaleT(S.scale, w, mx[hi]);
@@ -570,7 +581,9 @@ function lineReadout(heads, side, idx) {
     });
     s += '</tr>';
   }
-  box.innerHTML = s + '</tbody></table>';
+  s += '</tbody>';
+  if (order.length < other.length) s += `<tfoot><tr><td colspan="${heads.length + 1}">the ${order.length} largest of ${other.length}; hover or pin another token for its own</td></tr></tfoot>`;
+  box.innerHTML = s + '</table>';
 }
 
 function esc(s) {
@@ -671,7 +684,9 @@ function renderCompare(cmp) {
     try { return decodeTensor(r.response.weights).shape.slice(-2); } catch { return [1, 1]; }
   });
   const n = Math.max(1, ...dims.map(d => Math.max(...d)));
-  const cell = Math.max(8, Math.min(24, Math.floor(190 / n)));
+  // Past ~48 tokens the panels are overviews: no labels, one pixel block per weight.
+  const labels = n <= 48;
+  const cell = labels ? Math.max(8, Math.min(24, Math.floor(190 / n))) : Math.max(2, Math.floor(256 / n));
   const legend = document.createElement('div');
   legend.className = 'compare-legend';
   // One colour scale for every panel (and the same as the heatmap's), so a
@@ -697,7 +712,7 @@ function renderCompare(cmp) {
       const foot = rule === 'concat' && cmp.source === 'sentences' ? 'rows: target as query and key; columns: source as values' : undefined;
       const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;
       const cols = cmp.cols && cmp.cols.length === m[0].length ? cmp.cols : undefined;
-      const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11,
+      const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11, labels,
         kind: maskKinds(rule, request, m.length, m[0].length) });
       markPin(svg, S.pin);
       fig.append(svg);
@@ -829,6 +844,7 @@ function readHash() {
     S.hiddenHeads = new Set((p.get('hide') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
     S.scale = SCALES[p.get('cs')] ? p.get('cs') : 'abs';
     $('colour-scale').value = S.scale;
+    S.keepHeads = true;
     const pin = /^([qk])(\d+)$/.exec(p.get('pin') || '');
     S.pin = pin ? { side: pin[1], index: Number(pin[2]) } : null;
   } finally {

@@ -180,8 +180,12 @@ export function heatmap(matrix, opts = {}) {
 
   const showValues = labels && cell >= 30;
   const sw = labels && cell >= 10 ? 1 : 0.5;
-  let g = '<g class="cells">';
-  for (let i = 0; i < Lq; i++) {
+  // Thumbnails and overview panels of large matrices: one pixel per weight in
+  // an embedded image instead of thousands of elements (exports keep it).
+  const raster = opts.raster ?? (!labels && Lq * Lk > 1600);
+  let g = raster ? `<image class="cells-raster" x="${left}" y="${top}" width="${gridW}" height="${gridH}" preserveAspectRatio="none" ` +
+    `image-rendering="pixelated" style="image-rendering:pixelated" href="${rasterURL(matrix, mode, rmax, kind)}"/><g class="cells">` : '<g class="cells">';
+  for (let i = 0; i < Lq && !raster; i++) {
     const y = top + i * cell;
     for (let j = 0; j < Lk; j++) {
       const w = matrix[i][j];
@@ -196,6 +200,9 @@ export function heatmap(matrix, opts = {}) {
           `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
       }
     }
+  }
+  for (let i = 0; i < Lq; i++) {
+    const y = top + i * cell;
     if (stats[i].masked) {
       g += `<rect x="${left}" y="${y}" width="${gridW}" height="${cell}" fill="url(#${id}-row)" class="masked-row" data-row="${i}" pointer-events="none"/>`;
       if (labels) g += `<text x="${left + gridW + 6}" y="${y + cell / 2 + 4}" font-size="11" fill="#b42318">masked</text>`;
@@ -230,6 +237,27 @@ export function heatmap(matrix, opts = {}) {
   svg.innerHTML = parts.join('');
   svg._geom = { left, top, cell, Lq, Lk, gridW, gridH };
   return svg;
+}
+
+// The matrix as a PNG data URL, one pixel per weight (padding and masked cells
+// in the greys of their hatching).
+function rasterURL(matrix, mode, rmax, kind) {
+  const Lq = matrix.length, Lk = matrix[0].length;
+  const c = document.createElement('canvas');
+  c.width = Lk; c.height = Lq;
+  const g = c.getContext('2d');
+  const img = g.createImageData(Lk, Lq);
+  for (let i = 0; i < Lq; i++) {
+    for (let j = 0; j < Lk; j++) {
+      const w = matrix[i][j];
+      const k = w === 0 ? kind(i, j) : '';
+      const rgb = k === 'pad' ? [190, 195, 203] : k === 'mask' ? [232, 234, 238] : colourRGB(scaleT(mode, w, rmax[i]));
+      const o = 4 * (i * Lk + j);
+      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
+    }
+  }
+  g.putImageData(img, 0, 0);
+  return c.toDataURL('image/png');
 }
 
 // Cached lookups for a heatmap's labels and overlays, so hover is O(1).
