@@ -430,10 +430,12 @@ function stickLabels() {
   const svg = fig.querySelector('svg');
   if (!svg) return;
   const sx = fig.scrollLeft, sy = fig.scrollTop;
-  const rl = svg.querySelector('.row-labels'), cl = svg.querySelector('.col-labels');
-  if (rl) { if (sx) rl.setAttribute('transform', `translate(${sx} 0)`); else rl.removeAttribute('transform'); }
-  if (cl) { if (sy) cl.setAttribute('transform', `translate(0 ${sy})`); else cl.removeAttribute('transform'); }
-  svg.classList.toggle('scrolled', !!(sx || sy));
+  const set = (sel, tr) => { const g = svg.querySelector(sel); if (g) { if (tr) g.setAttribute('transform', tr); else g.removeAttribute('transform'); } };
+  set('.row-band', sx ? `translate(${sx} 0)` : '');
+  set('.col-band', sy ? `translate(0 ${sy})` : '');
+  set('.corner', sx || sy ? `translate(${sx} ${sy})` : '');
+  const corner = svg.querySelector('.corner');
+  if (corner) corner.setAttribute('visibility', sx || sy ? 'visible' : 'hidden');
 }
 
 function renderStats(matrix) {
@@ -1073,6 +1075,7 @@ function wire() {
   const fold = $('controls-fold');
   const setFold = () => { fold.open = !NARROW.matches; };
   setFold();
+  $('to-controls').addEventListener('click', () => { fold.open = true; fold.scrollIntoView({ behavior: 'smooth' }); $('source').focus({ preventScroll: true }); });
   NARROW.addEventListener('change', () => { setFold(); if (S.cur) renderHeatmapView(); });
   window.addEventListener('hashchange', () => { if (readHash()) { syncControls(); renderTokenChips(); setView(S.view); run(); } });
 }

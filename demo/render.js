@@ -164,19 +164,6 @@ export function heatmap(matrix, opts = {}) {
   parts.push(`<defs>${patterns(id)}<linearGradient id="${id}-grad" x1="0" y1="1" x2="0" y2="0">` +
     Array.from({ length: 21 }, (_, k) => `<stop offset="${k / 20}" stop-color="${colour(k / 20)}"/>`).join('') + '</linearGradient></defs>');
   parts.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`);
-  if (opts.title) parts.push(`<text class="title" x="4" y="16" font-size="14" font-weight="600" fill="#1d2433">${esc(opts.title)}</text>`);
-  if (opts.caption) parts.push(`<text class="caption" x="4" y="${titleH + 12}" font-size="11" fill="#5b6475">${esc(opts.caption)}</text>`);
-
-  if (labels) {
-    let s = `<g class="col-labels" font-size="${fs}" fill="#333">`;
-    cols.forEach((c, j) => {
-      const x = left + j * cell + cell / 2 + fs * 0.3, y = top - 5;
-      s += `<text x="${x}" y="${y}" transform="rotate(-45 ${x} ${y})" class="col-label" data-col="${j}">${esc(c)}</text>`;
-    });
-    s += `</g><g class="row-labels" font-size="${fs}" fill="#333" text-anchor="end">`;
-    rows.forEach((r, i) => { s += `<text x="${left - 6}" y="${top + i * cell + cell / 2 + fs * 0.35}" class="row-label" data-row="${i}">${esc(r)}</text>`; });
-    parts.push(s + '</g>');
-  }
 
   const showValues = labels && cell >= 30;
   const sw = labels && cell >= 10 ? 1 : 0.5;
@@ -212,6 +199,22 @@ export function heatmap(matrix, opts = {}) {
   // Overlays: the pinned row/column and the hovered cell (moved, never rebuilt).
   parts.push(`<g class="overlay" pointer-events="none"><rect class="pin-box" fill="none" stroke="#e8590c" stroke-width="${labels ? 2.5 : 1.5}" visibility="hidden"/>` +
     `<rect class="hover-box" fill="none" stroke="#ffb020" stroke-width="3" visibility="hidden"/></g>`);
+  // The label bands come after the cells, on white, so that when a large
+  // heatmap scrolls they can be moved to stay in view over the cells
+  // (the page sets their transforms; exports drop them).
+  const titles = (opts.title ? `<text class="title" x="4" y="16" font-size="14" font-weight="600" fill="#1d2433">${esc(opts.title)}</text>` : '') +
+    (opts.caption ? `<text class="caption" x="4" y="${titleH + 12}" font-size="11" fill="#5b6475">${esc(opts.caption)}</text>` : '');
+  if (labels) {
+    let s = `<g class="row-band"><rect x="0" y="${top}" width="${left}" height="${gridH}" fill="#ffffff"/><g class="row-labels" font-size="${fs}" fill="#333" text-anchor="end">`;
+    rows.forEach((r, i) => { s += `<text x="${left - 6}" y="${top + i * cell + cell / 2 + fs * 0.35}" class="row-label" data-row="${i}">${esc(r)}</text>`; });
+    s += `</g></g><g class="col-band"><rect x="0" y="0" width="${left + gridW}" height="${top}" fill="#ffffff"/>${titles}<g class="col-labels" font-size="${fs}" fill="#333">`;
+    cols.forEach((c, j) => {
+      const x = left + j * cell + cell / 2 + fs * 0.3, y = top - 5;
+      s += `<text x="${x}" y="${y}" transform="rotate(-45 ${x} ${y})" class="col-label" data-col="${j}">${esc(c)}</text>`;
+    });
+    s += `</g></g><rect class="corner" x="0" y="0" width="${left}" height="${top}" fill="#ffffff" visibility="hidden"/>`;
+    parts.push(s);
+  } else if (titles) parts.push(titles);
   if (opts.foot) parts.push(`<text class="foot" x="4" y="${top + gridH + 14}" font-size="11" fill="#5b6475">${esc(opts.foot)}</text>`);
 
   if (legend) {

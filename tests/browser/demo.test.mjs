@@ -745,8 +745,15 @@ try {
     const fs0 = await page.$eval('#heatmap .row-labels', g => Number(g.getAttribute('font-size')));
     assert(fs0 >= 11, `labels at ${fs0}px`);
     await page.$eval('#heatmap', f => { f.scrollTop = 600; f.scrollLeft = 400; f.dispatchEvent(new Event('scroll')); });
-    const tr = await page.$eval('#heatmap .col-labels', g => g.getAttribute('transform'));
+    const tr = await page.$eval('#heatmap .col-band', g => g.getAttribute('transform'));
     assert(tr && tr.includes('600'), `column labels do not follow the scroll (${tr})`);
+    // ...and are drawn on top: the element at a row label's place is the label, not a cell.
+    const onTop = await page.evaluate(() => {
+      const l = document.querySelector('#heatmap .row-label[data-row="60"]').getBoundingClientRect();
+      const e = document.elementFromPoint(l.left + l.width / 2, l.top + l.height / 2);
+      return e && (e.classList.contains('row-label') ? 'label' : e.getAttribute('class'));
+    });
+    assert(onTop === 'label', `a scrolled row label is hidden under "${onTop}"`);
     await shot('13-long-128', false);
     const t = await page.evaluate(() => {
       const fig = document.querySelector('#heatmap');
