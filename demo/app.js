@@ -782,14 +782,20 @@ function loadExport(obj) {
 
 /* ------------------------------------------------------------ URL state */
 
-// The whole view in the URL's fragment, so a link reopens the same picture.
-// Only the sentences mode is kept (pasted tensors can be large: export JSON).
+// The whole view in the URL's fragment, so a link reopens the same picture:
+// the sentences (or a pasted request up to 4000 characters; larger ones are
+// shared as a JSON export), the rule and options, and the view state.
+const MAX_PASTE_IN_URL = 4000;
 function stateParams() {
   const p = new URLSearchParams();
+  const o = readOptions();
   if (S.mode === 'sentences') {
-    const o = readOptions();
     p.set('s', $('source').value);
     if (!$('self').checked) p.set('t', $('target').value);
+  } else if (S.mode === 'paste' && $('paste').value.length <= MAX_PASTE_IN_URL) {
+    p.set('paste', $('paste').value);
+  }
+  if (p.has('s') || p.has('paste')) {
     p.set('r', o.rule);
     if (o.rule === 'multihead') { p.set('h', String(o.heads)); if (o.proj !== 'identity') p.set('proj', o.proj); }
     if (o.causal) p.set('causal', '1');
@@ -799,7 +805,7 @@ function stateParams() {
     if (o.scale !== null) p.set('scale', String(o.scale));
     if (o.seed) p.set('seed', String(o.seed));
     if (o.posWeight !== 0.5) p.set('pw', String(o.posWeight));
-    if (S.padding.size) p.set('pad', [...S.padding].sort((a, b) => a - b).join(','));
+    if (S.padding.size && p.has('s')) p.set('pad', [...S.padding].sort((a, b) => a - b).join(','));
   }
   if (S.view !== 'heatmap') p.set('v', S.view);
   if (S.head !== 0) p.set('head', String(S.head));
@@ -822,12 +828,16 @@ function readHash() {
   const p = new URLSearchParams(raw);
   S.restoring = true;
   try {
-    if (p.has('s')) {
-      S.mode = 'sentences';
-      document.querySelector('input[name="mode"][value="sentences"]').checked = true;
-      $('source').value = p.get('s');
-      $('self').checked = !p.has('t');
-      $('target').value = p.get('t') || '';
+    if (p.has('s') || p.has('paste')) {
+      S.mode = p.has('s') ? 'sentences' : 'paste';
+      document.querySelector(`input[name="mode"][value="${S.mode}"]`).checked = true;
+      if (p.has('s')) {
+        $('source').value = p.get('s');
+        $('self').checked = !p.has('t');
+        $('target').value = p.get('t') || '';
+      } else {
+        $('paste').value = p.get('paste');
+      }
       if (ALL_RULES.includes(p.get('r'))) $('rule').value = p.get('r');
       if (p.has('h') && [...$('heads').options].some(x => x.value === p.get('h'))) $('heads').value = p.get('h');
       $('proj').value = p.get('proj') === 'seeded' ? 'seeded' : 'identity';

@@ -655,6 +655,28 @@ try {
     }
   });
 
+  await test('a pasted request is kept in the URL too', async () => {
+    await fresh();
+    await setMode('paste');
+    await page.click('#paste-example');
+    await setRule('dot');
+    await page.click('#paste-run');
+    const ex = JSON.parse(await page.inputValue('#paste'));
+    const w = await weightsOf('/attention/dot', { ...ex, seed: 0 });
+    await expectHeatmap(page, w, 'pasted dot');
+    await page.click('#heatmap .cell[data-row="2"][data-col="0"]');
+    const other = await context.newPage();
+    try {
+      await other.goto(page.url());
+      await other.waitForSelector('#heatmap .cell', { timeout: 5000 });
+      await expectHeatmap(other, w, 'reopened paste');
+      assert(await other.isChecked('input[name="mode"][value="paste"]'), 'the reopened page is not in paste mode');
+      assert(await other.$eval('#heatmap svg', s => s.dataset.pin) === 'q2', 'the pin of a pasted view is lost');
+    } finally {
+      await other.close();
+    }
+  });
+
   await test('exports reload to the same picture (JSON in, PNG pixels compared)', async () => {
     await fresh();
     const save = async (p, id) => {
