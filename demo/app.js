@@ -562,7 +562,7 @@ function lineReadout(heads, side, idx) {
   const at = (m, t) => (side === 'q' ? m[idx][t] : m[t][idx]);
   let s = `<table class="line-table"><caption>${side === 'q' ? 'query' : 'key'} “${esc(side === 'q' ? c.rows[idx] : c.cols[idx])}”: ` +
     `${side === 'q' ? 'its weight on each key' : 'the weight each query puts on it'}</caption><thead><tr><th scope="col">${side === 'q' ? 'key' : 'query'}</th>`;
-  for (const h of heads) s += `<th scope="col"><span class="swatch" style="background:${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"></span>${heads.length > 1 || c.mats.length > 1 ? 'head ' + h.index : 'weight'}</th>`;
+  for (const h of heads) s += `<th scope="col"><span class="swatch" style="background:${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"></span>${heads.length > 1 || c.mats.length > 1 ? (heads.length > 4 ? 'h' : 'head ') + h.index : 'weight'}</th>`;
   s += '</tr></thead><tbody>';
   // Per-row scale here: the largest weight of this token (per head) is darkest.
   const mx = heads.map(h => { let m = 0; for (let t = 0; t < other.length; t++) m = Math.max(m, at(h.matrix, t)); return m; });

@@ -344,7 +344,7 @@ export function lineView(heads, opts = {}) {
   const n = Math.max(Lq, Lk);
   const fs = n > 60 ? 11 : 13, rowH = n > 60 ? 15 : n > 30 ? 19 : 24;
   const labelW = Math.min(140, 16 + Math.max(40, ...rows.map(r => textWidth(r, fs)), ...cols.map(c => textWidth(c, fs))));
-  const gap = opts.gap || 280;
+  const gap = opts.gap || (n > 60 ? 200 : 280);
   const top = 44;
   const pad = heads.length === 1 ? 48 : 6; // room for the weight notes (one head; several heads: the table below)
   const qx = pad + labelW, kx = pad + labelW + gap;
@@ -379,9 +379,29 @@ export function lineView(heads, opts = {}) {
         s += `<line x1="${qx + 6}" y1="${yq(i)}" x2="${kx - 6}" y2="${yq(j)}" stroke="${c}" stroke-opacity="${Math.min(1, w).toFixed(4)}" ` +
           `stroke-width="2.5" class="attn-line" data-q="${i}" data-k="${j}" data-head="${h.index}" data-weight="${w}"/>`;
       };
+      if (focusOnly) {
+        // Past the threshold one token has up to heads x L lines; they are
+        // drawn as one path per head and opacity step of 1/50 (a few dozen
+        // elements instead of a thousand), so hovering stays fast. The exact
+        // numbers are in the page's table.
+        if (side === null) continue;
+        const paths = new Map();
+        const n = side === 'q' ? Lk : Lq;
+        for (let t = 0; t < n; t++) {
+          const [i, j] = side === 'q' ? [idx, t] : [t, idx];
+          const w = m[i][j];
+          if (!(w > 0)) continue;
+          const b = Math.max(1, Math.round(Math.min(1, w) * 50));
+          paths.set(b, (paths.get(b) || '') + `M${qx + 6} ${yq(i)}L${kx - 6} ${yq(j)}`);
+        }
+        for (const [b, d] of paths) {
+          s += `<path d="${d}" stroke="${c}" stroke-opacity="${b / 50}" stroke-width="2.5" fill="none" class="attn-path" data-head="${h.index}" data-${side}="${idx}"/>`;
+        }
+        continue;
+      }
       if (side === 'q') for (let j = 0; j < Lk; j++) one(idx, j);
       else if (side === 'k') for (let i = 0; i < Lq; i++) one(i, idx);
-      else if (!focusOnly) for (let i = 0; i < Lq; i++) for (let j = 0; j < Lk; j++) one(i, j);
+      else for (let i = 0; i < Lq; i++) for (let j = 0; j < Lk; j++) one(i, j);
     }
     lines.innerHTML = s;
   };

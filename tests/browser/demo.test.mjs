@@ -804,7 +804,7 @@ try {
     await page.waitForFunction(() => document.querySelectorAll('#lines .tok[data-side="q"]').length === 128 &&
       document.querySelectorAll('#head-toggles .head-toggle').length === 8, null, { timeout: 8000 });
     assert(await page.$eval('#lines svg', s => s.dataset.focusOnly) === '1', 'line view is not in focus-only mode');
-    assert(await page.$$eval('#lines .attn-line', e => e.length) === 0, 'lines drawn with nothing focused');
+    assert(await page.$$eval('#lines .attn-line, #lines .attn-path', e => e.length) === 0, 'lines drawn with nothing focused');
     const lt = await page.evaluate(() => {
       const toks = document.querySelectorAll('#lines .tok[data-side="q"]');
       const times = [];
@@ -821,8 +821,14 @@ try {
     });
     console.log(`  hover timing, lines 128 tokens x 8 heads: median ${lt.median.toFixed(2)} ms, max ${lt.max.toFixed(2)} ms`);
     await page.hover('#lines .tok[data-side="q"][data-index="3"]');
-    const n = await page.$$eval('#lines .attn-line', e => e.length);
-    assert(n > 0 && n <= 8 * 128, `${n} lines for one hovered token`);
+    const drawn = await page.$$eval('#lines .attn-path', e => e.map(p => [p.dataset.head, p.dataset.q, (p.getAttribute('d').match(/M/g) || []).length]));
+    const heads8 = new Set(drawn.map(d => d[0]));
+    assert(heads8.size === 8 && drawn.every(d => d[1] === '3'), `paths drawn for the hovered token: ${drawn.length}, heads ${[...heads8]}`);
+    const segs = drawn.reduce((a, d) => a + d[2], 0);
+    const w8 = await weightsOf('/multihead', sentenceBody(long, { num_heads: 8, params: identityParams(32) }));
+    const want = w8.reduce((a, h) => a + h[3].filter(x => x > 0).length, 0);
+    assert(segs === want, `${segs} line segments for ${want} nonzero weights of query 3`);
+    await shot('14-lines-128x8-hover', false);
     // Hover numbers: one column per head.
     const heads = await page.$$eval('#line-readout tbody tr:first-child td[data-head]', e => e.length);
     assert(heads === 8, `line readout has ${heads} head columns`);
