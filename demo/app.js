@@ -1005,7 +1005,8 @@ function wire() {
     });
   }
   $('controls').addEventListener('submit', e => { e.preventDefault(); run(); });
-  for (const id of ['source', 'target']) $(id).addEventListener('input', () => { renderTokenChips(); syncExampleMenu(); schedule(); });
+  // New words: a pinned index would now point at another word, so let go.
+  for (const id of ['source', 'target']) $(id).addEventListener('input', () => { S.pin = null; renderTokenChips(); syncExampleMenu(); schedule(); });
   $('self').addEventListener('change', () => { syncControls(); renderTokenChips(); schedule(); });
   for (const id of ['rule', 'heads', 'proj', 'causal', 'window', 'hard', 'topk', 'scale', 'seed', 'pos-weight']) {
     $(id).addEventListener('change', () => { syncControls(); if (S.mode !== 'load') schedule(); });
