@@ -242,7 +242,8 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
     return ATTN_OK;
 }
 
-/* The result shapes and the cost, once everything is validated. */
+/* The result shapes and the cost but for the workspace (attn_plan's),
+ * once everything is validated. */
 static attn_status fill_shapes(plan *pl, attn_error *err)
 {
     const attn_dims *d = &pl->d;
@@ -262,7 +263,6 @@ static attn_status fill_shapes(plan *pl, attn_error *err)
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
     sh->flops = rule_flops(pl->req.rule, pl);
-    sh->scratch_bytes = attn_front_scratch(&rule_front, pl, pl->req.n_params);
     return ATTN_OK;
 }
 
@@ -304,8 +304,10 @@ attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *
 {
     plan pl;
     attn_status st = make_plan(req, &pl, err);
-    if (st == ATTN_OK && shapes)
+    if (st == ATTN_OK && shapes) {
+        pl.shapes.scratch_bytes = attn_front_scratch(&rule_front, &pl, req->n_params);
         *shapes = pl.shapes;
+    }
     return st;
 }
 
@@ -425,7 +427,11 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
-    attn_gemm_call g[2];
+    if (ws->base) {
+        attn_heads_take(ws, d->B, NULL, &pl->heads);
+        return;
+    }
+    attn_gemm_call g[2]; /* measuring: what the kernels will ask */
     attn_ws_gemms(ws, g, rule_gemms(pl, g));
     attn_ws_gemms(ws, g, rule_out_gemms(pl, NULL, g));
     attn_head_job model;

@@ -11,18 +11,6 @@
 
 /* ---------------------------------------------------------- workspace */
 
-double attn_ws_bytes(double n, size_t each)
-{
-    return ceil(n * (double)each / 64.0) * 64.0;
-}
-
-void *attn_ws_take(attn_ws *ws, double n, size_t each)
-{
-    void *p = ws->base ? ws->base + (size_t)ws->used : NULL;
-    ws->used += attn_ws_bytes(n, each);
-    return p;
-}
-
 /* 2^52: every sum of pieces below it is exact in double, and fits size_t
  * on 64-bit targets. */
 #define WS_MAX 4503599627370496.0
@@ -66,7 +54,8 @@ void attn_heads_take(attn_ws *ws, int64_t n, const attn_head_job *model, attn_he
 {
     h->jobs = attn_ws_take(ws, (double)n, sizeof(attn_head_job));
     h->flash = attn_ws_take(ws, (double)n, sizeof(attn_sdpa_job));
-    ws->kernels = fmax(ws->kernels, heads_scratch(model, n, ws->threads));
+    if (!ws->base) /* measuring */
+        ws->kernels = fmax(ws->kernels, heads_scratch(model, n, ws->threads));
 }
 
 float *attn_model_weights(int kept)
@@ -162,10 +151,20 @@ static attn_status lay_out_call(const attn_front *f, void *plan, seeded *s, attn
     return ATTN_OK;
 }
 
+/* The thread count of attn_ctx_new(0), asked of the system once. */
+static int default_threads(void)
+{
+    static _Atomic int n;
+    int t = n;
+    if (t == 0)
+        n = t = attn_cpu_count();
+    return t;
+}
+
 double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
 {
     seeded s;
-    attn_ws ws = {NULL, 0.0, attn_cpu_count(), 0.0};
+    attn_ws ws = {NULL, 0.0, default_threads(), 0.0};
     s.ns = n_params == 0 ? f->seed_specs(plan, s.specs) : 0;
     s.nfloats = attn_seed_floats(s.specs, s.ns);
     lay_out_call(f, plan, &s, &ws, NULL);

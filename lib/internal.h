@@ -3,6 +3,7 @@
 #ifndef ATTN_INTERNAL_H
 #define ATTN_INTERNAL_H
 
+#include <math.h>
 #include <stdarg.h>
 #include "attn.h"
 /* kernels.h has a slash-star inside its opening comment,
@@ -134,10 +135,21 @@ typedef struct {
 } attn_ws;
 
 /* Bytes that n items of `each` bytes take: rounded up to 64. */
-double attn_ws_bytes(double n, size_t each);
+static inline double attn_ws_bytes(double n, size_t each)
+{
+    double b = n * (double)each;
+    if (b < 0x1p62) /* the common case, exactly in integers */
+        return (double)(((uint64_t)b + 63) & ~(uint64_t)63);
+    return ceil(b / 64.0) * 64.0;
+}
 
 /* The next piece of n items of `each` bytes (NULL when measuring). */
-void *attn_ws_take(attn_ws *ws, double n, size_t each);
+static inline void *attn_ws_take(attn_ws *ws, double n, size_t each)
+{
+    void *p = ws->base ? ws->base + (size_t)ws->used : NULL;
+    ws->used += attn_ws_bytes(n, each);
+    return p;
+}
 
 /* What a head's scores are made of. */
 typedef enum {
@@ -172,8 +184,8 @@ typedef struct {
 } attn_heads;
 
 /* Takes room for n head jobs like model (its kind, sizes, hard attention
- * and whether w is NULL are what counts) and notes the scratch their
- * kernel will ask. */
+ * and whether w is NULL are what counts) and, while measuring, notes the
+ * scratch their kernel will ask (model may be NULL when carving). */
 void attn_heads_take(attn_ws *ws, int64_t n, const attn_head_job *model, attn_heads *h);
 
 /* A weights pointer for a model job: not NULL when weights are kept. */
@@ -187,8 +199,8 @@ typedef struct {
     int64_t lda, ldb, ldc; /* row strides in floats */
 } attn_gemm_call;
 
-/* Notes the scratch the n projections g will ask (their sizes count, the
- * pointers may be NULL while measuring). */
+/* While measuring, notes the scratch the n projections g will ask (their
+ * sizes count, the pointers may be NULL). */
 void attn_ws_gemms(attn_ws *ws, const attn_gemm_call *g, int n);
 
 /* Starts job j for slice (b, h) of H heads (H = 1 for the rules): sizes,

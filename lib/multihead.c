@@ -325,7 +325,8 @@ static attn_status check_heads(const attn_mha_request *req, mplan *pl, attn_erro
     return ATTN_OK;
 }
 
-/* The result shapes and the cost, once everything is validated. */
+/* The result shapes and the cost but for the workspace (attn_mha_plan's),
+ * once everything is validated. */
 static attn_status fill_shapes(mplan *pl, attn_error *err)
 {
     const attn_dims *d = &pl->d;
@@ -350,7 +351,6 @@ static attn_status fill_shapes(mplan *pl, attn_error *err)
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
     sh->param_floats = mha_param_floats(pl);
     sh->flops = mha_flops(pl);
-    sh->scratch_bytes = attn_front_scratch(&mha_front, pl, pl->req.n_params);
     return ATTN_OK;
 }
 
@@ -391,8 +391,10 @@ attn_status attn_mha_plan(const attn_mha_request *req, attn_shapes *shapes, attn
 {
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
-    if (st == ATTN_OK && shapes)
+    if (st == ATTN_OK && shapes) {
+        pl.shapes.scratch_bytes = attn_front_scratch(&mha_front, &pl, req->n_params);
         *shapes = pl.shapes;
+    }
     return st;
 }
 
@@ -537,7 +539,11 @@ static void mha_lay_out(void *p, attn_ws *ws)
         pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
         pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
     }
-    attn_head_job model;
+    if (ws->base) {
+        attn_heads_take(ws, pl->jobs_n, NULL, &pl->heads);
+        return;
+    }
+    attn_head_job model; /* measuring: what the kernels will ask */
     attn_head_init(&model, &pl->req.opt, 0, 0, pl->H, d->Lq, d->Lk,
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = ATTN_SCORE_DOT;
