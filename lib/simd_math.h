@@ -4,10 +4,11 @@
  * one uses libm's expf).
  *
  * exp follows Cephes expf (S. L. Moshier, Cephes Math Library 2.x): x = n
- * ln2 + r with |r| <= ln2/2 by a two-part ln2, e^r as one Horner chain of
- * fused multiply-adds 1 + r (1 + r (1/2 + ...)) over Cephes' degree-7
- * coefficients, then 2^n by VPOW2N. Checked on every float in [-87, 0]:
- * within 0.87 ulp of exp in double.
+ * ln2 + r with |r| <= ln2/2 by a two-part ln2, e^r = 1 + r + r^2 P(r) with
+ * Cephes' degree-5 P, then 2^n by VPOW2N; within 1-2 ulp of exp over the
+ * float range. (A single Horner chain 1 + r (1 + r P(r)) saves one
+ * operation but costs tanh accuracy: 1.47e-7 relative against 1.42e-7 over
+ * every float in [0.5, 20].)
  *
  * tanh follows Cephes tanhf:
  *   |x| <  0.625: tanh x = x + x z P(z), z = x^2, P the Cephes degree-4
@@ -28,13 +29,14 @@
 #define TH_SMALL 0.625f
 #define TH_CLAMP 9.1f
 
+#define exp_cephes ISA_NAME(exp_cephes)
+#define tanh_cephes ISA_NAME(tanh_cephes)
+
 #ifndef VEXP
-/* e^x for x <= 88.7 or -inf (no upper clamp: every caller's argument is a
- * difference from a maximum, or at most 2 * TH_CLAMP). Below -104 the
- * result underflows to 0, so -inf gives 0. */
-static inline __attribute__((always_inline)) TGT V ISA_NAME(exp_cephes)(V x)
+/* e^x for x in [-104, 88.7] (no clamps: the arguments of VEXP below, and
+ * of tanh, 2|x| <= 2 * TH_CLAMP, stay there). */
+static inline __attribute__((always_inline)) TGT V exp_cephes(V x)
 {
-    x = VMAX(x, VSET1(-104.0f));
     V n = VROUND(VMUL(x, VSET1(1.44269504088896341f)));
     V r = VFNMA(n, VSET1(0.693359375f), x);
     r = VFNMA(n, VSET1(-2.12194440e-4f), r);
@@ -44,14 +46,18 @@ static inline __attribute__((always_inline)) TGT V ISA_NAME(exp_cephes)(V x)
     p = VFMA(p, r, VSET1(4.1665795894e-2f));
     p = VFMA(p, r, VSET1(1.6666665459e-1f));
     p = VFMA(p, r, VSET1(5.0000001201e-1f));
-    p = VFMA(p, r, VSET1(1.0f));
-    return VPOW2N(VFMA(p, r, VSET1(1.0f)), n);
+    return VPOW2N(VADD(VFMA(p, VMUL(r, r), r), VSET1(1.0f)), n);
 }
-#define VEXP(x) ISA_NAME(exp_cephes)(x)
+/* e^x for x <= 88.7 or -inf: e^-104 is below the least subnormal float, so
+ * anything under it (-inf included) gives 0. */
+#define VEXP(x) exp_cephes(VMAX(x, VSET1(-104.0f)))
+#define VEXP_FINITE(x) exp_cephes(x)
+#else
+#define VEXP_FINITE(x) VEXP(x)
 #endif
 
 /* tanh x for any x, NaN and +-inf included, in [-1, 1]. */
-static inline __attribute__((always_inline)) TGT V ISA_NAME(tanh_cephes)(V x)
+static inline __attribute__((always_inline)) TGT V tanh_cephes(V x)
 {
     V ax = VABS(x), z = VMUL(x, x);
     V p = VFMA(VSET1(TH_P0), z, VSET1(TH_P1));
@@ -60,10 +66,10 @@ static inline __attribute__((always_inline)) TGT V ISA_NAME(tanh_cephes)(V x)
     p = VFMA(p, z, VSET1(TH_P4));
     V small = VFMA(VMUL(p, z), ax, ax);
     V t = VMIN(ax, VSET1(TH_CLAMP)); /* NaN: the clamp */
-    V e = VEXP(VADD(t, t));
+    V e = VEXP_FINITE(VADD(t, t));
     V big = VSUB(VSET1(1.0f), VDIV(VSET1(2.0f), VADD(e, VSET1(1.0f))));
     return VCOPYSIGN(VSEL(VCMPLT(ax, VSET1(TH_SMALL)), small, big), x);
 }
-#define VTANH(x) ISA_NAME(tanh_cephes)(x)
+#define VTANH(x) tanh_cephes(x)
 
 #endif /* ATTN_SIMD_MATH_H */
