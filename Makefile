@@ -336,3 +336,22 @@ install: all
 # Only our object folders: build/ also holds a Debian root file system
 # (test-docker), whose rc?.d folders a wider pattern would include.
 -include $(wildcard $(BUILD)/*/*.d $(BUILD)/server/*/*.d $(BUILD)/tests/*/*.d)
+
+# ------------------------------------------------------------------ modern attention
+# The double-precision C reference of the modern options (tests/ref_modern.c:
+# softcap, ALiBi, sinks, alignment, window pairs, rope, hard sampling, sparse
+# patterns, learned positions, linear attention) against the PyTorch vectors
+# in tests/golden_modern/, which `make golden-modern` regenerates. Not in
+# TEST_SUITES until lib/ implements the options.
+TEST_MODERN_REF = $(BUILD)/test_modern_ref
+
+$(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
+	$(CC) -o $@ $^ $(LDFLAGS) -lm
+
+.PHONY: test-modern-ref golden-modern
+
+test-modern-ref: $(TEST_MODERN_REF)
+	$(TEST_MODERN_REF) tests/golden_modern
+
+golden-modern:
+	$(PYTHON) tests/gen_modern.py tests/golden_modern
