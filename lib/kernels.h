@@ -57,7 +57,8 @@ void attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scrat
 
 /* Bytes of scratch attn_sdpa_run needs for these jobs on up to `threads`
  * threads: per worker O(d + dv + lk) rows of a query block, never
- * Lq x Lk; depends on lq, lk, d, dv and whether weights are wanted. */
+ * Lq x Lk. Reads only each job's lq, lk, d, dv and whether w is set, so a
+ * planner may ask with jobs that hold just those. */
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads);
 
 /* The two above with their scratch from the heap, for callers that hold
