@@ -35,7 +35,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-deps test-rows test-kernels test-lib test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-deps test-rows test-kernels test-lib test-ctx test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -81,7 +81,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -104,6 +104,17 @@ test-rows: $(TEST_ROWS)
 
 test-lib: $(TEST_LIB)
 	$(TEST_LIB) tests/golden
+
+# The execution contract (tests/test_ctx.c): the cost the plans report, no
+# heap allocation after a context's first call of a shape (malloc and
+# friends interposed and counted), concurrent contexts on threads.
+TEST_CTX = $(BUILD)/test_ctx
+
+$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-ctx: $(TEST_CTX)
+	$(TEST_CTX)
 
 # The HTTP tests start the server themselves on free loopback ports; then,
 # when Node is installed, every example in openapi.yaml is posted and each
