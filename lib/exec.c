@@ -40,14 +40,44 @@ static int flash_fits(const attn_head_job *j)
     return j->kind == ATTN_SCORE_DOT && j->hard == ATTN_HARD_NONE;
 }
 
-/* Scratch the kernel of n jobs like model asks on `threads` threads, an
- * upper bound. */
+/* The flash kernel's form of a plain scaled-dot head. */
+static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
+{
+    memset(f, 0, sizeof *f);
+    f->lq = j->lq; f->lk = j->lk; f->d = j->d; f->dv = j->dv;
+    f->q = j->a; f->q_stride = j->a_stride;
+    f->k = j->b; f->k_stride = j->b_stride;
+    f->v = j->v; f->v_stride = j->v_stride;
+    f->o = j->o; f->o_stride = j->o_stride;
+    f->w = j->w; f->w_stride = j->w_stride;
+    f->scale = j->scale;
+    f->mask = j->m.mask; f->mask_stride = j->m.mask_stride;
+    f->key_mask = j->m.key_mask;
+    f->bias = j->m.bias; f->bias_stride = j->m.bias_stride;
+    f->causal = j->m.causal;
+    f->window = j->m.window;
+}
+
+/* Scratch the kernel of n jobs like model asks on `threads` threads. Both
+ * kernels ask a part per thread and a part per job (the flash kernel's
+ * task index, the row driver's key panels): measured from one job on one
+ * and on two threads, then scaled. */
 static double heads_scratch(const attn_head_job *model, int64_t n, int threads)
 {
-    (void)model;
-    (void)n;
-    (void)threads;
-    return 0.0;
+    double one, two;
+    if (flash_fits(model)) {
+        attn_sdpa_job f;
+        to_flash(model, &f);
+        one = (double)attn_sdpa_scratch_bytes(&f, 1, 1);
+        two = (double)attn_sdpa_scratch_bytes(&f, 1, 2);
+        return (two - one) * threads + attn_ws_bytes((double)n + 1.0, sizeof(int64_t)) + 64.0;
+    }
+    size_t a = attn_rows_scratch_bytes(model, 1, 1), b = attn_rows_scratch_bytes(model, 1, 2);
+    if (a == SIZE_MAX || b == SIZE_MAX)
+        return INFINITY;
+    one = (double)a;
+    two = (double)b;
+    return (two - one) * threads + (2.0 * one - two) * (double)n;
 }
 
 void attn_heads_take(attn_ws *ws, int64_t n, const attn_head_job *model, attn_heads *h)
@@ -77,49 +107,50 @@ void attn_head_init(attn_head_job *j, const attn_options *o, int64_t b, int64_t 
     j->w_stride = lk;
 }
 
-/* The flash kernel's form of a plain scaled-dot head. */
-static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
+/* bytes of the context's kernel region for one kernel call (NULL for
+ * none, or when out of memory). */
+static void *kernel_scratch(const attn_exec *ex, size_t bytes)
 {
-    memset(f, 0, sizeof *f);
-    f->lq = j->lq; f->lk = j->lk; f->d = j->d; f->dv = j->dv;
-    f->q = j->a; f->q_stride = j->a_stride;
-    f->k = j->b; f->k_stride = j->b_stride;
-    f->v = j->v; f->v_stride = j->v_stride;
-    f->o = j->o; f->o_stride = j->o_stride;
-    f->w = j->w; f->w_stride = j->w_stride;
-    f->scale = j->scale;
-    f->mask = j->m.mask; f->mask_stride = j->m.mask_stride;
-    f->key_mask = j->m.key_mask;
-    f->bias = j->m.bias; f->bias_stride = j->m.bias_stride;
-    f->causal = j->m.causal;
-    f->window = j->m.window;
+    return bytes ? attn_ctx_region(ex->ctx, ATTN_WS_KERNELS, bytes) : NULL;
 }
 
 attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, attn_error *err)
 {
     if (n == 0)
         return ATTN_OK;
-    if (!flash_fits(&h->jobs[0]))
-        return attn_rows_run(h->jobs, n, ex->threads, err);
+    if (!flash_fits(&h->jobs[0])) {
+        size_t bytes = attn_rows_scratch_bytes(h->jobs, n, ex->threads);
+        if (bytes == SIZE_MAX)
+            return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
+        void *s = kernel_scratch(ex, bytes);
+        if (!s && bytes)
+            return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for scratch space");
+        return attn_rows_run(h->jobs, n, ex->threads, s, err);
+    }
     for (size_t i = 0; i < n; i++)
         to_flash(&h->jobs[i], &h->flash[i]);
-    if (attn_sdpa_run(h->flash, n, ex->threads) != 0)
+    void *s = kernel_scratch(ex, attn_sdpa_scratch_bytes(h->flash, n, ex->threads));
+    if (!s)
         return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
+    attn_sdpa_run(h->flash, n, ex->threads, s);
     return ATTN_OK;
 }
 
 void attn_ws_gemms(attn_ws *ws, const attn_gemm_call *g, int n)
 {
-    (void)ws;
-    (void)g;
-    (void)n;
+    for (int i = 0; i < n; i++)
+        ws->kernels = fmax(ws->kernels,
+                           (double)attn_gemm_scratch_bytes(g[i].m, g[i].n, g[i].k, ws->threads));
 }
 
 void attn_exec_gemms(const attn_exec *ex, const attn_gemm_call *g, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        /* without the memory to pack, the kernel's unpacked path runs */
+        void *s = kernel_scratch(ex, attn_gemm_scratch_bytes(g[i].m, g[i].n, g[i].k, ex->threads));
         attn_gemm_nt(g[i].m, g[i].n, g[i].k, g[i].a, g[i].lda, g[i].b, g[i].ldb, g[i].bias,
-                     g[i].c, g[i].ldc, ex->threads);
+                     g[i].c, g[i].ldc, ex->threads, s);
+    }
 }
 
 /* ------------------------------------------------------------ driver */
