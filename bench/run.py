@@ -295,6 +295,11 @@ def print_header(r, n):
               pt.get("torch_version", "n/a"), pt.get("torch_blas_info", "?"), pt.get("torch_blas_lib", "?"),
               pt.get("torch_openblas_corename", "n/a"), pt.get("torch_mkldnn", "?"), pt.get("torch_mkl", "?"),
               pt.get("torch_cpu_capability", "?"), pt.get("torch_threads", "?"), pt.get("torch_min_samples", "?")))
+    share = pk.get("fp32_nt_cpu_share")
+    if share is not None and share < 0.9:
+        print("WARNING: the %d-thread float32 peak ran with only %.0f%% of its CPU time (other work preempted it), "
+              "so it understates the machine and the %% peak column overstates every row; rerun on a quiet "
+              "machine." % (n, 100 * share))
     print("Medians of several runs (ours and ORT: the better of two alternating rounds). GFLOP/s, higher is better.")
     print()
 
