@@ -105,15 +105,16 @@ def fmt(x, f="%.0f"):
 
 
 def ort_best(ort, row, l):
-    """The fastest ONNX Runtime form of a row: (seconds, form, failed
-    checks). Forms: core MultiHeadAttention (mha) or Attention-23 (sdpa);
+    """The fastest ONNX Runtime form of a row whose output matched ours:
+    (seconds, form, failed checks). Forms: core MultiHeadAttention (mha) or Attention-23 (sdpa);
     multi-head the plain graph or the fused Attention op."""
     forms = ("graph", "fused") if row == "mha" else ("mha", "sdpa")
     best, form, bad = None, None, []
     for f in forms:
         key = "%s_%s_%d" % (row, f, l)
-        if ort.get("ok_" + key) == 0:
+        if ort.get("ok_" + key) == 0:  # a failed form's time is never the peer's figure
             bad.append("%s off by %.1e" % (f, ort.get("diff_" + key, float("nan"))))
+            continue
         t = ort.get(key)
         if isinstance(t, (int, float)) and (best is None or t < best):
             best, form = t, f
