@@ -100,8 +100,11 @@ def gf(flops, t):
     return flops / t / 1e9 if t else None
 
 
-def fmt(x, f="%.0f"):
-    return f % x if x is not None else "n/a"
+def fmt(x, f=None):
+    """x with format f; by default whole numbers, one decimal below 10."""
+    if x is None:
+        return "n/a"
+    return (f or ("%.1f" if abs(x) < 10 else "%.0f")) % x
 
 
 def ort_best(ort, row, l):
@@ -254,7 +257,7 @@ def print_notes(r, n, peak):
     if checks:
         bad = [k for k in checks if not ort["ok_" + k]]
         worst = max(ort.get("diff_" + k, 0) for k in checks)
-        print("ORT check: %d outputs (every model, length and run) compared with ours on the same inputs: %s; "
+        print("ORT check: %d outputs (every model and length, in both rounds) compared with ours on the same inputs: %s; "
               "largest difference %.1e of the output's magnitude (limit %.0e)."
               % (len(checks), "all within the limit" if not bad else "FAILED: " + ", ".join(bad), worst, CHECK_LIMIT))
     for k, v in sorted(ort.items()):
