@@ -14,6 +14,7 @@ Usage: /usr/bin/python3 bench/torch_bench.py [threads]
 import ctypes
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -62,7 +63,7 @@ def blas_info():
             path = line.split()[-1]
             if re.search(r"/lib(open)?blas[^/]*\.so", path):
                 libs.add(path)
-    info["torch_blas_lib"] = " ".join(sorted(libs)) or "none mapped"
+    info["torch_blas_lib"] = " ".join(sorted(os.path.basename(x) for x in libs)) or "none mapped"
     for path in sorted(libs):
         try:
             fn = ctypes.CDLL(path).openblas_get_corename
