@@ -14,7 +14,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <cpuid.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
@@ -23,6 +22,7 @@
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define PEAK_X86 1
 #endif
