@@ -226,8 +226,8 @@ $(BARE_MHD): $(BUILD)/bench/bare_mhd.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
 bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(SERVER) $(BENCH_NPM)
-	@$(PYTHON) -c 'import onnx' 2>/dev/null || { echo "make bench: needs Debian's python3-onnx (apt-get install python3-onnx)"; exit 1; }
-	$(PYTHON) bench/models.py $(BUILD)/bench
+	@mkdir -p $(BUILD)/bench
+	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
 
 # ------------------------------------------------------------------ run
