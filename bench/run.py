@@ -128,7 +128,7 @@ def vs_ort(t, o, flops, peak):
     """A miss of the 1.2x-ORT target, with what explains it: where ORT
     itself runs against the peak, and what 1.2x of it would need."""
     if o is None:
-        return "no ONNX Runtime figure"
+        return "no ONNX Runtime figure (skipped: see the ORT lines under the table)"
     if o / t >= 1.2:
         return None
     if not peak:
