@@ -248,6 +248,29 @@ static const char *parse_slow(const char *start, const char *stop,
     return stop;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* SWAR: the 8 bytes at p less '0' in *d, and how many of them, from the
+ * first, are digits. */
+static inline int swar_digits(const char *p, uint64_t *d)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    *d = x ^ 0x3030303030303030ull;
+    uint64_t nd = (((*d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | *d) &
+                  0x8080808080808080ull;
+    return nd ? __builtin_ctzll(nd) >> 3 : 8;
+}
+
+/* The number the first cnt (1..8) digits of d spell. */
+static inline uint64_t swar_value(uint64_t d, int cnt)
+{
+    uint64_t v = cnt == 8 ? d : d << (8 * (8 - cnt)); /* the digits, high-aligned */
+    v = v * 10 + (v >> 8);
+    return (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+            (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+}
+#endif
+
 /* Consumes a run of digits at p into m (at most 19 significant digits):
  * *kept counts digits taken into m, *extra those past the 19th and
  * *extra_nz whether any of those was not '0'. Eight digits at a time
@@ -260,23 +283,15 @@ static const char *digit_run(const char *p, const char *end, uint64_t *m, int *s
     static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
                                      10000000, 100000000};
     while (end - p >= 8) {
-        uint64_t x;
-        memcpy(&x, p, 8);
-        uint64_t d = x ^ 0x3030303030303030ull;
-        uint64_t nd = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
-                      0x8080808080808080ull;
-        int cnt = nd ? __builtin_ctzll(nd) >> 3 : 8;
+        uint64_t d;
+        int cnt = swar_digits(p, &d);
         if (cnt == 0)
             return p;
         uint64_t dm = cnt == 8 ? d : d & ((1ull << (8 * cnt)) - 1);
         int lz = *m ? 0 : (dm ? __builtin_ctzll(dm) >> 3 : cnt);
         if (*sig + cnt - lz > 19)
             break; /* the scalar loop below handles the 19-digit edge */
-        uint64_t v = cnt == 8 ? d : d << (8 * (8 - cnt));
-        v = v * 10 + (v >> 8);
-        v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-             (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
-        *m = *m * p10u[cnt] + v;
+        *m = *m * p10u[cnt] + swar_value(d, cnt);
         *sig += cnt - lz;
         *kept += cnt;
         p += cnt;
@@ -318,20 +333,12 @@ static const char *parse_short(const char *p, const char *end, int neg, float *o
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         if (end - p >= 8) {
             /* all the fraction's digits at once (SWAR, as in digit_run) */
-            uint64_t x;
-            memcpy(&x, p, 8);
-            uint64_t d = x ^ 0x3030303030303030ull;
-            uint64_t nondig = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
-                              0x8080808080808080ull;
-            frac = nondig ? __builtin_ctzll(nondig) >> 3 : 8;
+            uint64_t d;
+            frac = swar_digits(p, &d);
             if (frac == 0 || nd + frac > 7)
                 return NULL;
             static const uint32_t p10u[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
-            uint64_t v = d << (8 * (8 - frac)); /* the digits, high-aligned */
-            v = v * 10 + (v >> 8);
-            v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-                 (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
-            m = m * p10u[frac] + (uint32_t)v;
+            m = m * p10u[frac] + (uint32_t)swar_value(d, frac);
             p += frac;
         } else
 #endif
