@@ -1,5 +1,6 @@
-/* job.c - the job runner both front ends share: seed what is missing, plan,
- * check the caps, compute into arena buffers. */
+/* job.c - the job runner both front ends share: plan, check the caps
+ * against the plan's sizes and cost, seed what is missing, compute into
+ * arena buffers. */
 #include "srv.h"
 
 #include <string.h>
@@ -54,8 +55,9 @@ static int check_result(const attn_shapes *sh, srv_err *e)
     return 0;
 }
 
-/* Refuses a request whose estimated work is over ATTN_MAX_WORK before any
- * of it is done: a 2 KB body of base64 shapes can ask for hours. */
+/* Refuses a request whose work (the library's estimate) is over
+ * ATTN_MAX_WORK before any of it is done: a 2 KB body of base64 shapes can
+ * ask for hours. */
 static int check_work(double flops, srv_err *e)
 {
     if (flops <= srv_cfg.max_work)
@@ -65,6 +67,26 @@ static int check_work(double flops, srv_err *e)
                     "computes at most %.3g per request (ATTN_MAX_WORK): send shorter sequences, "
                     "fewer heads or a smaller batch, or split the request",
                     flops, srv_cfg.max_work);
+}
+
+/* Seeded parameters are allocated and filled before the computation:
+ * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
+ * gigabytes. floats is what the library's plan says seeding would make. */
+static int check_seed_size(const srv_job *j, srv_err *e)
+{
+    size_t n;
+    srv_job_params(j, &n);
+    if (n > 0 || j->sh.param_floats <= (double)srv_cfg.max_elements)
+        return 0;
+    attn_rule rule = j->u.att.rule;
+    const char *field = j->kind == SRV_JOB_MULTIHEAD ? "query"
+                      : rule == ATTN_RULE_CONCAT ? "output_size"
+                      : rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH ? "hidden_size"
+                      : "query";
+    return srv_fail(e, 413, "too_large", field,
+                    "seeding the parameters would take about %.0f floats; this server builds at most "
+                    "%lld (use a smaller %s, smaller inputs, or send params)",
+                    j->sh.param_floats, (long long)srv_cfg.max_elements, field);
 }
 
 /* ------------------------------------------------------------ running */
@@ -96,10 +118,10 @@ static int seed(srv_call *call, srv_job *j, srv_err *e)
     return 0;
 }
 
-static int compute(srv_job *j, double flops, srv_err *e)
+static int compute(srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
-    attn_ctx *ctx = srv_ctx_acquire(flops);
+    attn_ctx *ctx = srv_ctx_acquire(j->sh.flops);
     attn_status st = j->kind == SRV_JOB_MULTIHEAD
                          ? attn_mha_compute(ctx, &j->u.mha, j->out, j->weights, &ae)
                          : attn_compute(ctx, &j->u.att, j->out, j->weights, &ae);
@@ -109,19 +131,20 @@ static int compute(srv_job *j, double flops, srv_err *e)
 
 int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
 {
-    if (srv_cost_check_seed(j, e) || seed(call, j, e) || plan(j, e) || check_result(&j->sh, e))
+    /* Planned before seeding: the plan of a job without parameters says
+     * what seeding would make, so every cap is checked before any of the
+     * job's memory is taken. */
+    if (plan(j, e) || check_result(&j->sh, e) || check_seed_size(j, e) ||
+        check_work(j->sh.flops, e) || seed(call, j, e))
         return -1;
     call->t_parse = srv_now_ms() - call->t0;
-    double flops = srv_cost_flops(j);
-    if (check_work(flops, e))
-        return -1;
     size_t ob = (size_t)j->sh.out_count * sizeof(float), wb = (size_t)j->sh.w_count * sizeof(float);
     j->out = srv_arena_alloc(&call->arena, ob);
     j->weights = j->sh.w_count ? srv_arena_alloc(&call->arena, wb) : NULL;
     if (!j->out || (j->sh.w_count && !j->weights))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
     double t0 = srv_now_ms();
-    int rc = compute(j, flops, e);
+    int rc = compute(j, e);
     call->t_compute = srv_now_ms() - t0;
     return rc;
 }

@@ -251,16 +251,11 @@ void srv_job_set_params(srv_job *j, const attn_named *items, size_t n);
 const attn_named *srv_job_params(const srv_job *j, size_t *n);
 int srv_job_need_weights(const srv_job *j);
 
-/* Seeds the parameters when the job has none (kept in call->seeded), plans,
- * checks the caps (ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS, ATTN_MAX_WORK) and
+/* Plans, checks the caps against the plan (ATTN_MAX_ELEMENTS for the
+ * output and for seeded parameters, ATTN_MAX_WEIGHTS, ATTN_MAX_WORK),
+ * seeds the parameters when the job has none (kept in call->seeded) and
  * computes into j->out and j->weights. Returns 0, or -1 with e filled. */
 int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
-
-/* What a job costs (cost.c): refuses seeding more floats than
- * ATTN_MAX_ELEMENTS (0, or -1 with e filled), and estimates the
- * floating-point operations of a planned job. */
-int srv_cost_check_seed(const srv_job *j, srv_err *e);
-double srv_cost_flops(const srv_job *j);
 
 /* ------------------------------------------------------------ the field table (fields.c) */
 
