@@ -108,9 +108,7 @@ static int seed(srv_call *call, srv_job *j, srv_err *e)
     if (n > 0)
         return 0;
     attn_error ae = {{0}, {0}};
-    attn_status st = j->kind == SRV_JOB_MULTIHEAD
-                         ? srv_seed_multihead(&j->u.mha, j->seed, &call->seeded, &ae)
-                         : srv_seed_attention(&j->u.att, j->seed, &call->seeded, &ae);
+    attn_status st = srv_seed_job(j, &call->seeded, &ae);
     if (st != ATTN_OK)
         return srv_fail_lib(e, st, &ae);
     const attn_param_set *set = srv_seeded_set(call->seeded);

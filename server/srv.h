@@ -195,21 +195,9 @@ void srv_encode_tensor(srv_buf *b, const float *data, int rank,
 
 /* ------------------------------------------------------------ requests */
 
-/* Seeded parameter sets shared across requests (seedcache.c): seeding is a
- * pure function of the seed and a few sizes, so the last few sets are kept.
- * Each call returns a new reference in *out, which the caller gives back
- * with srv_seeded_release; the set is read-only while held. */
-typedef struct srv_seeded srv_seeded;
-attn_status srv_seed_attention(const attn_request *req, uint64_t seed, srv_seeded **out,
-                               attn_error *ae);
-attn_status srv_seed_multihead(const attn_mha_request *req, uint64_t seed, srv_seeded **out,
-                               attn_error *ae);
-/* The set a reference holds (borrowed: valid until the reference is released). */
-const attn_param_set *srv_seeded_set(const srv_seeded *s);
-void srv_seeded_release(srv_seeded *s); /* NULL is a no-op */
-void srv_seed_cache_clear(void);        /* at shutdown */
-
 /* Everything one POST needs: inputs it owns, timings, the response. */
+typedef struct srv_seeded srv_seeded;
+
 typedef struct {
     srv_arena arena;
     srv_scan_result scan;
@@ -247,6 +235,17 @@ typedef struct {
 } srv_job;
 
 void srv_job_init(srv_job *j, srv_job_kind kind, attn_rule rule);
+
+/* Seeded parameter sets shared across requests (seedcache.c): seeding is a
+ * pure function of the seed and a few sizes, so the last few sets are kept.
+ * srv_seed_job returns a new reference to the set for j's seed and shapes
+ * in *out, which the caller gives back with srv_seeded_release; the set is
+ * read-only while held. */
+attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae);
+/* The set a reference holds (borrowed: valid until the reference is released). */
+const attn_param_set *srv_seeded_set(const srv_seeded *s);
+void srv_seeded_release(srv_seeded *s); /* NULL is a no-op */
+void srv_seed_cache_clear(void);        /* at shutdown */
 void srv_job_set_params(srv_job *j, const attn_named *items, size_t n);
 const attn_named *srv_job_params(const srv_job *j, size_t *n);
 int srv_job_need_weights(const srv_job *j);
