@@ -136,33 +136,16 @@ static enum MHD_Result send_or_defer(struct MHD_Connection *conn, req_state *rs,
     return MHD_YES;
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+/* An error in the form of the request's front end (native before routing). */
+static void reply_error(const req_state *rs, srv_reply *r, const srv_err *e)
 {
-    struct MHD_Response *resp;
-    if (r->fd >= 0) {
-        resp = MHD_create_response_from_fd64(r->fd_size, r->fd);
-        rs->bytes_out = r->fd_size;
-    } else {
-        if (r->body.failed) {
-            srv_err e;
-            srv_fail(&e, 413, "too_large", "", "the response is too large to build");
-            srv_buf_free(&r->body);
-            srv_reply_error(r, &e);
-        }
-        rs->bytes_out = r->body.len;
-        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
-                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-        if (resp)
-            r->body.data = NULL; /* MHD frees it now */
-    }
-    if (!resp) {
-        if (r->fd >= 0)
-            close(r->fd);
-        srv_buf_free(&r->body);
-        return MHD_NO;
-    }
-    /* "parse;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f", without printf */
-    char timing[160];
+    (rs->target.row ? rs->target.row->front->error : srv_reply_error)(r, e);
+}
+
+/* Server-Timing: "parse;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+ * without printf. */
+static void server_timing(const srv_reply *r, char timing[160])
+{
     size_t tn = 0;
     memcpy(timing, "parse;dur=", 10);
     tn = 10 + srv_fmt_ms(r->t_parse, timing + 10);
@@ -173,6 +156,13 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
     tn += 13;
     tn += srv_fmt_ms(r->t_encode, timing + tn);
     timing[tn] = '\0';
+}
+
+/* The headers every reply carries, and those its route or CORS add. */
+static void add_headers(struct MHD_Response *resp, const req_state *rs, const srv_reply *r)
+{
+    char timing[160];
+    server_timing(r, timing);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype);
     MHD_add_response_header(resp, "Server-Timing", timing);
     if (r->allow)
@@ -200,6 +190,34 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
                                 "Authorization, Content-Type, Inference-Header-Content-Length");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+{
+    struct MHD_Response *resp;
+    if (r->fd >= 0) {
+        resp = MHD_create_response_from_fd64(r->fd_size, r->fd);
+        rs->bytes_out = r->fd_size;
+    } else {
+        if (r->body.failed) {
+            srv_err e;
+            srv_fail(&e, 413, "too_large", "", "the response is too large to build");
+            srv_buf_free(&r->body);
+            reply_error(rs, r, &e);
+        }
+        rs->bytes_out = r->body.len;
+        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
+                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            r->body.data = NULL; /* MHD frees it now */
+    }
+    if (!resp) {
+        if (r->fd >= 0)
+            close(r->fd);
+        srv_buf_free(&r->body);
+        return MHD_NO;
+    }
+    add_headers(resp, rs, r);
     if (r->fd < 0 && r->status < 300 && strncmp(r->ctype, "text/html", 9) != 0)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     rs->status = r->status;
@@ -215,7 +233,7 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, req_state *rs, in
     srv_err e;
     srv_reply_init(&r);
     srv_fail(&e, status, code, "", "%s", msg);
-    (rs->target.row ? rs->target.row->front->error : srv_reply_error)(&r, &e);
+    reply_error(rs, &r, &e);
     return send_reply(conn, rs, &r);
 }
 

@@ -78,22 +78,11 @@ static void digits9(double d, uint32_t *n, int *k)
     digits_slow(d, n, k);
 }
 
-size_t srv_fmt_float(float f, char *out)
-{
-    char *p = out;
-    if (!isfinite(f))
-        f = 0.0f;
-    if (signbit(f))
-        *p++ = '-';
-    double d = fabs((double)f);
-    if (d == 0.0) {
-        *p++ = '0';
-        return (size_t)(p - out);
-    }
-    uint32_t n;
-    int x;
-    digits9(d, &n, &x);
+/* Writes the 9 digits n with decimal exponent x as %.9g does, at p;
+ * returns the end. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline char *put_digits(char *p, uint32_t n, int x)
+{
     /* The last 8 digits as 8 bytes of one register, first digit in the
      * low byte (SWAR halving: 4+4, 2+2, 1+1 digits per lane), so they are
      * stored once, never written piecewise and read back whole (a
@@ -142,8 +131,11 @@ size_t srv_fmt_float(float f, char *out)
         memcpy(p + 1, &v, 8);
         p += nd;
     }
-    return (size_t)(p - out);
+    return p;
+}
 #else
+static inline char *put_digits(char *p, uint32_t n, int x)
+{
     static const char pairs[] =
         "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
         "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
@@ -193,8 +185,26 @@ size_t srv_fmt_float(float f, char *out)
         memcpy(p, dg, 9);
         p += nd;
     }
-    return (size_t)(p - out);
+    return p;
+}
 #endif
+
+size_t srv_fmt_float(float f, char *out)
+{
+    char *p = out;
+    if (!isfinite(f))
+        f = 0.0f;
+    if (signbit(f))
+        *p++ = '-';
+    double d = fabs((double)f);
+    if (d == 0.0) {
+        *p++ = '0';
+        return (size_t)(p - out);
+    }
+    uint32_t n;
+    int x;
+    digits9(d, &n, &x);
+    return (size_t)(put_digits(p, n, x) - out);
 }
 
 size_t srv_fmt_u64(uint64_t v, char *out)
