@@ -115,9 +115,11 @@ void srv_name_list(char *out, size_t n, const char *name)
         snprintf(out + k, n - k, "%s%s", k ? ", " : "", name);
 }
 
+#define LIST_MAX 400
+
 static void list_one(void *ud, const srv_field *f)
 {
-    srv_name_list(ud, 400, f->name);
+    srv_name_list(ud, LIST_MAX, f->name);
 }
 
 /* Every key of obj must be a field of `where`; what names them in errors. */
@@ -128,7 +130,7 @@ static int only_fields(json_t *obj, unsigned where, const char *what, srv_err *e
     json_object_foreach(obj, key, v) {
         if (srv_field_find(key, where))
             continue;
-        char list[400] = "";
+        char list[LIST_MAX] = "";
         srv_fields_each(where, list_one, list);
         return srv_fail(e, 400, "unknown_field", key, "unknown %s \"%.60s\"; the %ss are: %s",
                         what, key, what, list);
