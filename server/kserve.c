@@ -83,6 +83,9 @@ int srv_kserve_model(const char *name, size_t n, int *model, srv_err *e)
             *model = m;
             return 0;
         }
+    }
+    for (int m = 0; m < KS_N_MODELS; m++) {
+        srv_kserve_model_name(m, buf, sizeof buf);
         srv_name_list(list, sizeof list, buf);
     }
     return srv_fail(e, 404, "not_found", "", "no model named \"%.*s\"; the models are: %s",

@@ -40,15 +40,16 @@ static int only_keys(json_t *obj, const char *const *allowed, const char *what, 
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
+        int i = 0;
+        while (allowed[i] && strcmp(key, allowed[i]))
+            i++;
+        if (allowed[i])
+            continue;
         char list[300] = "";
-        int ok = 0;
-        for (int i = 0; allowed[i]; i++) {
-            ok |= !strcmp(key, allowed[i]);
+        for (i = 0; allowed[i]; i++)
             srv_name_list(list, sizeof list, allowed[i]);
-        }
-        if (!ok)
-            return srv_fail(e, 400, "unknown_field", key, "unknown %s \"%.60s\"; expected one of: %s",
-                            what, key, list);
+        return srv_fail(e, 400, "unknown_field", key, "unknown %s \"%.60s\"; expected one of: %s",
+                        what, key, list);
     }
     return 0;
 }

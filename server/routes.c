@@ -175,13 +175,19 @@ static void rule_list(char *out, size_t n)
         srv_name_list(out, n, attn_rule_name((attn_rule)i));
 }
 
-/* Checks the text s[0..n) a placeholder matched and records it in t.
- * Returns 1 when it fits, 0 when the row does not match after all (no
- * such file), -1 with e filled when the path names what does not exist. */
-static int capture(const char *name, const char *s, size_t n, srv_target *t, srv_err *e)
+static int is(const char *ph, const char *name)
+{
+    return strncmp(ph, name, strlen(name)) == 0;
+}
+
+/* Checks the text s[0..n) the placeholder ph ("{rule}...") took and
+ * records it in t. Returns 1 when it fits, 0 when the row does not match
+ * after all (no such file), -1 with e filled when the path names what does
+ * not exist. */
+static int capture(const char *ph, const char *s, size_t n, srv_target *t, srv_err *e)
 {
     char list[300];
-    if (!strcmp(name, "rule")) {
+    if (is(ph, "{rule}")) {
         char word[64];
         snprintf(word, sizeof word, "%.*s", n < 63 ? (int)n : 63, s);
         if (n < 63 && attn_rule_from_name(word, &t->rule)) {
@@ -192,9 +198,9 @@ static int capture(const char *name, const char *s, size_t n, srv_target *t, srv
         return srv_fail(e, 404, "unknown_rule", "", "no rule named \"%.60s\"; the rules are: %s",
                         word, list);
     }
-    if (!strcmp(name, "model"))
+    if (is(ph, "{model}"))
         return srv_kserve_model(s, n, &t->model, e) == 0 ? 1 : -1;
-    if (!strcmp(name, "version"))
+    if (is(ph, "{version}"))
         return srv_kserve_version(s, n, t->model, e) == 0 ? 1 : -1;
     /* {file}: a file of the demo's folder. */
     const char *ctype;
@@ -207,29 +213,51 @@ static int capture(const char *name, const char *s, size_t n, srv_target *t, srv
     return 1;
 }
 
-/* Whether path fits pattern; placeholders are captured into t on the way. */
+/* How much of the path at s the placeholder ph takes: one segment, or the
+ * rest of the path for {rule} ("/attention/a/b" names no rule) and for a
+ * {file} that ends the pattern. */
+static size_t span(const char *ph, const char *after, const char *s)
+{
+    return is(ph, "{rule}") || (is(ph, "{file}") && !*after) ? strlen(s) : strcspn(s, "/");
+}
+
+/* Whether path has the pattern's shape: its literal text, and some text
+ * where a placeholder stands. */
+static int fits(const char *p, const char *s)
+{
+    while (*p) {
+        if (*p == '{') {
+            const char *after = strchr(p, '}') + 1;
+            s += span(p, after, s);
+            p = after;
+        } else if (*p++ != *s++) {
+            return 0;
+        }
+    }
+    return *s == '\0';
+}
+
+/* Whether path matches pattern, its placeholders checked and captured
+ * into t: 1, 0, or -1 with e filled (see capture). */
 static int match(const char *pattern, const char *path, srv_target *t, srv_err *e)
 {
+    if (!fits(pattern, path))
+        return 0;
     const char *p = pattern, *s = path;
     while (*p) {
         if (*p != '{') {
-            if (*p++ != *s++)
-                return 0;
+            p++, s++;
             continue;
         }
-        const char *close_ = strchr(p, '}');
-        char name[16];
-        snprintf(name, sizeof name, "%.*s", (int)(close_ - p - 1), p + 1);
-        p = close_ + 1;
-        size_t n = *p || strcmp(name, "file") ? strcspn(s, "/") : strlen(s);
-        if (!strcmp(name, "rule"))
-            n = strlen(s); /* "/attention/a/b" names no rule */
-        int rc = capture(name, s, n, t, e);
+        const char *after = strchr(p, '}') + 1;
+        size_t n = span(p, after, s);
+        int rc = capture(p, s, n, t, e);
         if (rc <= 0)
             return rc;
         s += n;
+        p = after;
     }
-    return *s == '\0';
+    return 1;
 }
 
 static int method_fits(const char *row, const char *method)
