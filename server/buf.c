@@ -46,25 +46,24 @@ void srv_buf_putc(srv_buf *b, char c)
         b->data[b->len++] = c;
 }
 
+/* Formats straight into the spare room; grows once when it is short. */
 void srv_buf_printf(srv_buf *b, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    char tmp[512];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof tmp) {
-        srv_buf_put(b, tmp, (size_t)n);
-        return;
+    for (int pass = 0; pass < 2 && !b->failed; pass++) {
+        size_t room = b->cap - b->len;
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(room ? b->data + b->len : NULL, room, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if ((size_t)n < room) {
+            b->len += (size_t)n;
+            return;
+        }
+        if (pass > 0 || srv_buf_reserve(b, (size_t)n + 1) != 0)
+            return;
     }
-    if (srv_buf_reserve(b, (size_t)n + 1) != 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
 }
 
 /* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong

@@ -324,30 +324,39 @@ static int decode_any(srv_codec *c, json_t *j, const char *field, int kind,
                     field, kind_name(kind));
 }
 
-int srv_decode_tensor(srv_codec *c, json_t *j, const char *field,
-                      attn_tensor *out, srv_err *e)
+/* decode_any into a view's rank and shape, and at least one dimension. */
+static int decode_view(srv_codec *c, json_t *j, const char *field, int kind, attn_tensor *view,
+                       void **d, srv_err *e)
 {
-    void *d;
-    memset(out, 0, sizeof *out);
-    if (decode_any(c, j, field, K_FLOAT, &out->rank, out->shape, &d, e))
+    *d = NULL;
+    memset(view, 0, sizeof *view);
+    if (decode_any(c, j, field, kind, &view->rank, view->shape, d, e))
         return -1;
-    out->data = d;
-    if (out->rank == 0)
+    if (view->rank == 0)
         return srv_fail(e, 400, "invalid_tensor", field, "%s must have at least one dimension", field);
     return 0;
 }
 
+int srv_decode_tensor(srv_codec *c, json_t *j, const char *field,
+                      attn_tensor *out, srv_err *e)
+{
+    void *d;
+    int rc = decode_view(c, j, field, K_FLOAT, out, &d, e);
+    out->data = d;
+    return rc;
+}
+
+/* A mask's rank and shape are laid out as a tensor's. */
 int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
                     attn_mask *out, srv_err *e)
 {
+    attn_tensor view;
     void *d;
-    memset(out, 0, sizeof *out);
-    if (decode_any(c, j, field, K_BOOL, &out->rank, out->shape, &d, e))
-        return -1;
+    int rc = decode_view(c, j, field, K_BOOL, &view, &d, e);
+    out->rank = view.rank;
+    memcpy(out->shape, view.shape, sizeof out->shape);
     out->data = d;
-    if (out->rank == 0)
-        return srv_fail(e, 400, "invalid_tensor", field, "%s must have at least one dimension", field);
-    return 0;
+    return rc;
 }
 
 /* ------------------------------------------------------------ output */

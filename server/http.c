@@ -136,49 +136,16 @@ static enum MHD_Result send_or_defer(struct MHD_Connection *conn, req_state *rs,
     return MHD_YES;
 }
 
-static int json_content_type(const char *ct)
+/* An error in the form of the request's front end (native before routing). */
+static void reply_error(const req_state *rs, srv_reply *r, const srv_err *e)
 {
-    /* application/json, optionally followed by parameters (charset). */
-    static const char want[] = "application/json";
-    if (!ct)
-        return 1; /* no claim at all: read it as JSON */
-    while (*ct == ' ')
-        ct++;
-    if (strncasecmp(ct, want, sizeof want - 1) != 0)
-        return 0;
-    ct += sizeof want - 1;
-    while (*ct == ' ')
-        ct++;
-    return *ct == '\0' || *ct == ';';
+    (rs->target.row ? rs->target.row->front->error : srv_reply_error)(r, e);
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+/* Server-Timing: "parse;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+ * without printf. */
+static void server_timing(const srv_reply *r, char timing[160])
 {
-    struct MHD_Response *resp;
-    if (r->fd >= 0) {
-        resp = MHD_create_response_from_fd64(r->fd_size, r->fd);
-        rs->bytes_out = r->fd_size;
-    } else {
-        if (r->body.failed) {
-            srv_err e;
-            srv_fail(&e, 413, "too_large", "", "the response is too large to build");
-            srv_buf_free(&r->body);
-            srv_reply_error(r, &e);
-        }
-        rs->bytes_out = r->body.len;
-        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
-                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-        if (resp)
-            r->body.data = NULL; /* MHD frees it now */
-    }
-    if (!resp) {
-        if (r->fd >= 0)
-            close(r->fd);
-        srv_buf_free(&r->body);
-        return MHD_NO;
-    }
-    /* "parse;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f", without printf */
-    char timing[160];
     size_t tn = 0;
     memcpy(timing, "parse;dur=", 10);
     tn = 10 + srv_fmt_ms(r->t_parse, timing + 10);
@@ -189,6 +156,13 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
     tn += 13;
     tn += srv_fmt_ms(r->t_encode, timing + tn);
     timing[tn] = '\0';
+}
+
+/* The headers every reply carries, and those its route or CORS add. */
+static void add_headers(struct MHD_Response *resp, const req_state *rs, const srv_reply *r)
+{
+    char timing[160];
+    server_timing(r, timing);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype);
     MHD_add_response_header(resp, "Server-Timing", timing);
     if (r->allow)
@@ -216,6 +190,34 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
                                 "Authorization, Content-Type, Inference-Header-Content-Length");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
+}
+
+static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+{
+    struct MHD_Response *resp;
+    if (r->fd >= 0) {
+        resp = MHD_create_response_from_fd64(r->fd_size, r->fd);
+        rs->bytes_out = r->fd_size;
+    } else {
+        if (r->body.failed) {
+            srv_err e;
+            srv_fail(&e, 413, "too_large", "", "the response is too large to build");
+            srv_buf_free(&r->body);
+            reply_error(rs, r, &e);
+        }
+        rs->bytes_out = r->body.len;
+        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
+                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (resp)
+            r->body.data = NULL; /* MHD frees it now */
+    }
+    if (!resp) {
+        if (r->fd >= 0)
+            close(r->fd);
+        srv_buf_free(&r->body);
+        return MHD_NO;
+    }
+    add_headers(resp, rs, r);
     if (r->fd < 0 && r->status < 300 && strncmp(r->ctype, "text/html", 9) != 0)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     rs->status = r->status;
@@ -231,10 +233,130 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, req_state *rs, in
     srv_err e;
     srv_reply_init(&r);
     srv_fail(&e, status, code, "", "%s", msg);
-    if (rs->target.route == SRV_R_KSERVE_INFER)
-        srv_kserve_error(&r, &e); /* the protocol's {"error": "..."} */
-    else
-        srv_reply_error(&r, &e);
+    reply_error(rs, &r, &e);
+    return send_reply(conn, rs, &r);
+}
+
+/* The request's first call: its route, then, for a POST, whether its
+ * headers let the body be read (all decided before a byte of it is). */
+static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
+                                     const char *url, const char *method)
+{
+    srv_reply r;
+    srv_reply_init(&r);
+    if (srv_cfg.cors_origins && strcmp(method, "OPTIONS") == 0) {
+        /* A CORS preflight: 204 for any route that exists, whatever its
+         * method; the browser then sends the real request. */
+        if (srv_route_resolve("GET", url, &rs->target, &r) != 0 && r.status == 404)
+            return send_or_defer(conn, rs, &r);
+        srv_buf_free(&r.body);
+        srv_reply_init(&r);
+        r.status = 204;
+        rs->preflight = 1;
+        return send_or_defer(conn, rs, &r);
+    }
+    if (srv_route_resolve(method, url, &rs->target, &r) != 0)
+        return send_or_defer(conn, rs, &r);
+    if (!rs->target.wants_body) {
+        srv_route_serve(&rs->target, NULL, 0, &r);
+        return send_or_defer(conn, rs, &r);
+    }
+    srv_buf_free(&r.body);
+    if (!authorized(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
+        /* Before the body is read: an unauthorised client costs no memory. */
+        return send_error(conn, rs, 401, "unauthorized", "this route needs Authorization: Bearer "
+                          "<token> (the server's ATTN_TOKEN)");
+    const srv_front *front = rs->target.row->front;
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *endp;
+        unsigned long long n = strtoull(cl, &endp, 10);
+        if (endp == cl || n > srv_cfg.max_body) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "the body is %.40s bytes; this server accepts at most %zu",
+                     cl, srv_cfg.max_body);
+            return send_error(conn, rs, 413, "body_too_large", msg);
+        }
+        rs->expect = (size_t)n;
+    }
+    if (front->length_header)
+        srv_target_length(&rs->target, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                   front->length_header));
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!front->content_ok(ct)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
+        return send_error(conn, rs, 415, "unsupported_media_type", msg);
+    }
+    return MHD_YES;
+}
+
+/* A piece of the body: kept while under the cap. */
+static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
+                                    const char *upload, size_t n)
+{
+    rs->bytes_in += n;
+    if (rs->body_over) /* discarding; a sender that never stops is cut off */
+        return rs->bytes_in - srv_cfg.max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
+    if (n > srv_cfg.max_body - rs->len) {
+        /* A chunked body that grew past the cap: answer now if MHD lets
+         * us, else drop the rest and answer at its end. */
+        rs->body_over = 1;
+        free(rs->body);
+        rs->body = NULL;
+        rs->len = 0;
+        char msg[120];
+        snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
+        if (send_error(conn, rs, 413, "body_too_large", msg) == MHD_YES)
+            return MHD_YES;
+        rs->status = 0;
+        return MHD_YES;
+    }
+    size_t need = rs->len + n + 1; /* <= max_body + 1: checked above */
+    if (need > rs->alloc) {
+        size_t cap = rs->alloc ? rs->alloc * 2 : rs->expect ? rs->expect + 1 : 65536;
+        if (cap < need)
+            cap = need;
+        if (cap > srv_cfg.max_body + 1)
+            cap = srv_cfg.max_body + 1;
+        char *p = realloc(rs->body, cap);
+        if (!p)
+            return MHD_NO;
+        rs->body = p;
+        rs->alloc = cap;
+    }
+    memcpy(rs->body + rs->len, upload, n);
+    rs->len += n;
+    return MHD_YES;
+}
+
+/* The whole body is in: serve it here, or on a thread of its own when it
+ * is large. */
+static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
+{
+    if (!rs->body && !(rs->body = malloc(1)))
+        return MHD_NO;
+    rs->body[rs->len] = '\0';
+    if (rs->len >= HEAVY_BODY) {
+        /* With a thread per connection the computation already has its own
+         * thread (and MHD allows no suspending there): count it only. */
+        int counted = srv_cfg.threads == 0 && srv_compute_enter() == 0;
+        if (!counted && srv_cfg.threads > 0 && offload(conn, rs) == 0)
+            return MHD_YES;
+        if (!counted) {
+            char msg[120];
+            snprintf(msg, sizeof msg, "the server is busy with %d large requests; retry shortly",
+                     srv_cfg.max_inflight);
+            return send_error(conn, rs, 503, "overloaded", msg);
+        }
+    }
+    srv_reply r;
+    srv_reply_init(&r);
+    srv_route_serve(&rs->target, rs->body, rs->len, &r);
+    if (rs->len >= HEAVY_BODY)
+        srv_compute_leave();
+    free(rs->body);
+    rs->body = NULL;
     return send_reply(conn, rs, &r);
 }
 
@@ -246,8 +368,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     req_state *rs = *con_cls;
     if (!rs) {
-        rs = calloc(1, sizeof *rs);
-        if (!rs)
+        if (!(rs = calloc(1, sizeof *rs)))
             return MHD_NO;
         *con_cls = rs;
         rs->t0 = srv_now_ms();
@@ -258,101 +379,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
         if (cors_allowed(origin))
             snprintf(rs->origin, sizeof rs->origin, "%s", origin);
-
-        srv_reply r;
-        srv_reply_init(&r);
-        if (srv_cfg.cors_origins && strcmp(method, "OPTIONS") == 0) {
-            /* A CORS preflight: 204 for any route that exists, whatever
-             * its method; the browser then sends the real request. */
-            if (srv_route_resolve("GET", url, &rs->target, &r) != 0 && r.status == 404)
-                return send_or_defer(conn, rs, &r);
-            srv_buf_free(&r.body);
-            srv_reply_init(&r);
-            r.status = 204;
-            rs->preflight = 1;
-            return send_or_defer(conn, rs, &r);
-        }
-        if (srv_route_resolve(method, url, &rs->target, &r) != 0)
-            return send_or_defer(conn, rs, &r);
-        if (rs->target.wants_body &&
-            !authorized(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION))) {
-            /* Before the body is read: an unauthorised client costs no memory. */
-            srv_buf_free(&r.body);
-            srv_err e;
-            srv_fail(&e, 401, "unauthorized", "", "this route needs Authorization: Bearer <token> "
-                     "(the server's ATTN_TOKEN)");
-            srv_reply_error(&r, &e);
-            return send_or_defer(conn, rs, &r);
-        }
-        if (!rs->target.wants_body) {
-            srv_route_serve(&rs->target, NULL, 0, &r);
-            return send_or_defer(conn, rs, &r);
-        }
-        srv_buf_free(&r.body);
-        /* Decided before a byte of the body is read. */
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *endp;
-            unsigned long long n = strtoull(cl, &endp, 10);
-            if (endp == cl || n > srv_cfg.max_body) {
-                char msg[160];
-                snprintf(msg, sizeof msg, "the body is %.40s bytes; this server accepts at most %zu",
-                         cl, srv_cfg.max_body);
-                return send_error(conn, rs, 413, "body_too_large", msg);
-            }
-            rs->expect = (size_t)n;
-        }
-        const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-        int kserve = rs->target.route == SRV_R_KSERVE_INFER; /* binary tensor data allowed */
-        if (kserve)
-            srv_kserve_header(&rs->target, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                                       "Inference-Header-Content-Length"));
-        if (kserve ? !srv_kserve_content_type(ct) : !json_content_type(ct)) {
-            char msg[200];
-            snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
-            return send_error(conn, rs, 415, "unsupported_media_type", msg);
-        }
-        return MHD_YES;
+        return begin_request(conn, rs, url, method);
     }
-
     if (*upload_size > 0) {
         size_t n = *upload_size;
         *upload_size = 0;
-        rs->bytes_in += n;
-        if (rs->body_over) /* discarding; a sender that never stops is cut off */
-            return rs->bytes_in - srv_cfg.max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
-        if (n > srv_cfg.max_body - rs->len) {
-            /* A chunked body that grew past the cap: answer now if MHD
-             * lets us, else drop the rest and answer at its end. */
-            rs->body_over = 1;
-            free(rs->body);
-            rs->body = NULL;
-            rs->len = 0;
-            char msg[120];
-            snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
-            if (send_error(conn, rs, 413, "body_too_large", msg) == MHD_YES)
-                return MHD_YES;
-            rs->status = 0;
-            return MHD_YES;
-        }
-        size_t need = rs->len + n + 1; /* <= max_body + 1: checked above */
-        if (need > rs->alloc) {
-            size_t cap = rs->alloc ? rs->alloc * 2 : rs->expect ? rs->expect + 1 : 65536;
-            if (cap < need)
-                cap = need;
-            if (cap > srv_cfg.max_body + 1)
-                cap = srv_cfg.max_body + 1;
-            char *p = realloc(rs->body, cap);
-            if (!p)
-                return MHD_NO;
-            rs->body = p;
-            rs->alloc = cap;
-        }
-        memcpy(rs->body + rs->len, upload, n);
-        rs->len += n;
-        return MHD_YES;
+        return receive_body(conn, rs, upload, n);
     }
-
     if (rs->has_pending) {
         rs->has_pending = 0;
         return send_reply(conn, rs, &rs->pending);
@@ -364,37 +397,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
         return send_error(conn, rs, 413, "body_too_large", msg);
     }
-    if (!rs->body) {
-        rs->body = malloc(1);
-        if (!rs->body)
-            return MHD_NO;
-    }
-    rs->body[rs->len] = '\0';
-    if (rs->len >= HEAVY_BODY) {
-        /* With a thread per connection the computation already has its own
-         * thread (and MHD allows no suspending there): count it only. */
-        if (srv_cfg.threads == 0 && srv_compute_enter() == 0) {
-            srv_reply r;
-            srv_reply_init(&r);
-            srv_route_serve(&rs->target, rs->body, rs->len, &r);
-            srv_compute_leave();
-            free(rs->body);
-            rs->body = NULL;
-            return send_reply(conn, rs, &r);
-        }
-        if (srv_cfg.threads > 0 && offload(conn, rs) == 0)
-            return MHD_YES;
-        char msg[120];
-        snprintf(msg, sizeof msg, "the server is busy with %d large requests; retry shortly",
-                 srv_cfg.max_inflight);
-        return send_error(conn, rs, 503, "overloaded", msg);
-    }
-    srv_reply r;
-    srv_reply_init(&r);
-    srv_route_serve(&rs->target, rs->body, rs->len, &r);
-    free(rs->body);
-    rs->body = NULL;
-    return send_reply(conn, rs, &r);
+    return serve_body(conn, rs);
 }
 
 static int hexval(char c)

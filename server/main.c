@@ -180,14 +180,9 @@ static void tune_malloc(long cores)
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
 }
 
-int main(int argc, char **argv)
+/* Defaults before the environment and the flags. */
+static void set_defaults(long cores)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1)
-        cores = 1;
-    if (cores > 512)
-        cores = 512;
-    tune_malloc(cores);
     srv_cfg.bind = "127.0.0.1";
     srv_cfg.port = 8080;
     srv_cfg.threads = cores * 2 > 4 ? (int)cores * 2 : 4;
@@ -208,20 +203,24 @@ int main(int argc, char **argv)
     srv_cfg.max_depth = 32;
     srv_cfg.max_work = 2e11; /* ~1 s of the kernels on two cores */
     srv_cfg.log_level = SRV_LOG_INFO;
+}
 
-    /* Environment first, then flags over it. Each name maps to one flag. */
-    static const char *const keys[][2] = {
-        {"--bind", "ATTN_BIND"}, {"--port", "ATTN_PORT"}, {"--threads", "ATTN_THREADS"},
-        {"--compute-threads", "ATTN_COMPUTE_THREADS"}, {"--max-inflight", "ATTN_MAX_INFLIGHT"},
-        {"--max-body", "ATTN_MAX_BODY"}, {"--max-elements", "ATTN_MAX_ELEMENTS"},
-        {"--max-weights", "ATTN_MAX_WEIGHTS"}, {"--timeout", "ATTN_TIMEOUT"},
-        {"--log-level", "ATTN_LOG_LEVEL"}, {"--static-dir", "ATTN_STATIC_DIR"},
-        {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
-        {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
-        {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
-        {"--max-work", "ATTN_MAX_WORK"}};
-    enum { NKEYS = sizeof keys / sizeof keys[0] };
-    const char *val[NKEYS];
+/* Environment first, then flags over it. Each name maps to one flag. */
+static const char *const keys[][2] = {
+    {"--bind", "ATTN_BIND"}, {"--port", "ATTN_PORT"}, {"--threads", "ATTN_THREADS"},
+    {"--compute-threads", "ATTN_COMPUTE_THREADS"}, {"--max-inflight", "ATTN_MAX_INFLIGHT"},
+    {"--max-body", "ATTN_MAX_BODY"}, {"--max-elements", "ATTN_MAX_ELEMENTS"},
+    {"--max-weights", "ATTN_MAX_WEIGHTS"}, {"--timeout", "ATTN_TIMEOUT"},
+    {"--log-level", "ATTN_LOG_LEVEL"}, {"--static-dir", "ATTN_STATIC_DIR"},
+    {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
+    {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
+    {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
+    {"--max-work", "ATTN_MAX_WORK"}};
+enum { NKEYS = sizeof keys / sizeof keys[0] };
+
+/* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
+static void read_options(int argc, char **argv, const char *val[NKEYS])
+{
     for (int k = 0; k < NKEYS; k++) {
         val[k] = getenv(keys[k][1]);
         if (val[k] && !*val[k])
@@ -230,7 +229,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
-            return 0;
+            exit(0);
         }
         int k = 0;
         size_t fl = 0;
@@ -248,6 +247,10 @@ int main(int argc, char **argv)
         else
             die("option (needs a value)", argv[i]);
     }
+}
+
+static void apply_options(const char *val[NKEYS])
+{
     if (val[0]) srv_cfg.bind = val[0];
     if (val[1]) srv_cfg.port = (int)parse_size("port", val[1], 65535);
     if (val[2]) srv_cfg.threads = (int)parse_size("threads", val[2], 1024);
@@ -271,29 +274,24 @@ int main(int argc, char **argv)
     if (srv_cfg.max_inflight < 1)
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[10], val[11]);
+}
 
-    /* Block the stop signals before any thread exists, so they arrive here
-     * in sigwait and nowhere else; a closed client must not kill us. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+/* SIGTERM and SIGINT, blocked before any thread exists so they arrive in
+ * sigwait and nowhere else; a closed client must not kill us. */
+static void block_stop_signals(sigset_t *stop)
+{
+    static const int sigs[] = {SIGTERM, SIGINT};
+    sigemptyset(stop);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        sigaddset(stop, sigs[i]);
+    pthread_sigmask(SIG_BLOCK, stop, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    srv_metrics_init();
-    if (srv_http_start() != 0)
-        return 1;
-    srv_log(SRV_LOG_WARN, "attn-server listening on http://%s:%d (threads %d, body cap %zu, demo %s)",
-            srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.max_body,
-            srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
-
-    int sig = 0;
-    while (sig <= 0) {
-        struct timespec tick = {0, 100 * 1000 * 1000};
-        sig = sigtimedwait(&stop, NULL, &tick);
-        srv_log_flush();
-    }
+/* After a stop signal: no new connections, up to 30 s for the requests in
+ * flight. Returns the exit status. */
+static int drain(int sig)
+{
     srv_log(SRV_LOG_WARN, "signal %d: draining (no new connections; finishing %d in flight)",
             sig, srv_inflight());
     srv_http_quiesce();
@@ -317,4 +315,34 @@ int main(int argc, char **argv)
     srv_log(SRV_LOG_WARN, "stopped");
     srv_log_flush();
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    if (cores > 512)
+        cores = 512;
+    tune_malloc(cores);
+    set_defaults(cores);
+    const char *val[NKEYS];
+    read_options(argc, argv, val);
+    apply_options(val);
+
+    sigset_t stop;
+    block_stop_signals(&stop);
+    srv_metrics_init();
+    if (srv_http_start() != 0)
+        return 1;
+    srv_log(SRV_LOG_WARN, "attn-server listening on http://%s:%d (threads %d, body cap %zu, demo %s)",
+            srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.max_body,
+            srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
+    int sig = 0;
+    while (sig <= 0) {
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        sig = sigtimedwait(&stop, NULL, &tick);
+        srv_log_flush();
+    }
+    return drain(sig);
 }

@@ -78,22 +78,11 @@ static void digits9(double d, uint32_t *n, int *k)
     digits_slow(d, n, k);
 }
 
-size_t srv_fmt_float(float f, char *out)
-{
-    char *p = out;
-    if (!isfinite(f))
-        f = 0.0f;
-    if (signbit(f))
-        *p++ = '-';
-    double d = fabs((double)f);
-    if (d == 0.0) {
-        *p++ = '0';
-        return (size_t)(p - out);
-    }
-    uint32_t n;
-    int x;
-    digits9(d, &n, &x);
+/* Writes the 9 digits n with decimal exponent x as %.9g does, at p;
+ * returns the end. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+static inline char *put_digits(char *p, uint32_t n, int x)
+{
     /* The last 8 digits as 8 bytes of one register, first digit in the
      * low byte (SWAR halving: 4+4, 2+2, 1+1 digits per lane), so they are
      * stored once, never written piecewise and read back whole (a
@@ -142,8 +131,11 @@ size_t srv_fmt_float(float f, char *out)
         memcpy(p + 1, &v, 8);
         p += nd;
     }
-    return (size_t)(p - out);
+    return p;
+}
 #else
+static inline char *put_digits(char *p, uint32_t n, int x)
+{
     static const char pairs[] =
         "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
         "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
@@ -193,8 +185,26 @@ size_t srv_fmt_float(float f, char *out)
         memcpy(p, dg, 9);
         p += nd;
     }
-    return (size_t)(p - out);
+    return p;
+}
 #endif
+
+size_t srv_fmt_float(float f, char *out)
+{
+    char *p = out;
+    if (!isfinite(f))
+        f = 0.0f;
+    if (signbit(f))
+        *p++ = '-';
+    double d = fabs((double)f);
+    if (d == 0.0) {
+        *p++ = '0';
+        return (size_t)(p - out);
+    }
+    uint32_t n;
+    int x;
+    digits9(d, &n, &x);
+    return (size_t)(put_digits(p, n, x) - out);
 }
 
 size_t srv_fmt_u64(uint64_t v, char *out)
@@ -248,6 +258,29 @@ static const char *parse_slow(const char *start, const char *stop,
     return stop;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* SWAR: the 8 bytes at p less '0' in *d, and how many of them, from the
+ * first, are digits. */
+static inline int swar_digits(const char *p, uint64_t *d)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    *d = x ^ 0x3030303030303030ull;
+    uint64_t nd = (((*d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | *d) &
+                  0x8080808080808080ull;
+    return nd ? __builtin_ctzll(nd) >> 3 : 8;
+}
+
+/* The number the first cnt (1..8) digits of d spell. */
+static inline uint64_t swar_value(uint64_t d, int cnt)
+{
+    uint64_t v = cnt == 8 ? d : d << (8 * (8 - cnt)); /* the digits, high-aligned */
+    v = v * 10 + (v >> 8);
+    return (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
+            (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+}
+#endif
+
 /* Consumes a run of digits at p into m (at most 19 significant digits):
  * *kept counts digits taken into m, *extra those past the 19th and
  * *extra_nz whether any of those was not '0'. Eight digits at a time
@@ -260,23 +293,15 @@ static const char *digit_run(const char *p, const char *end, uint64_t *m, int *s
     static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
                                      10000000, 100000000};
     while (end - p >= 8) {
-        uint64_t x;
-        memcpy(&x, p, 8);
-        uint64_t d = x ^ 0x3030303030303030ull;
-        uint64_t nd = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
-                      0x8080808080808080ull;
-        int cnt = nd ? __builtin_ctzll(nd) >> 3 : 8;
+        uint64_t d;
+        int cnt = swar_digits(p, &d);
         if (cnt == 0)
             return p;
         uint64_t dm = cnt == 8 ? d : d & ((1ull << (8 * cnt)) - 1);
         int lz = *m ? 0 : (dm ? __builtin_ctzll(dm) >> 3 : cnt);
         if (*sig + cnt - lz > 19)
             break; /* the scalar loop below handles the 19-digit edge */
-        uint64_t v = cnt == 8 ? d : d << (8 * (8 - cnt));
-        v = v * 10 + (v >> 8);
-        v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-             (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
-        *m = *m * p10u[cnt] + v;
+        *m = *m * p10u[cnt] + swar_value(d, cnt);
         *sig += cnt - lz;
         *kept += cnt;
         p += cnt;
@@ -318,20 +343,12 @@ static const char *parse_short(const char *p, const char *end, int neg, float *o
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
         if (end - p >= 8) {
             /* all the fraction's digits at once (SWAR, as in digit_run) */
-            uint64_t x;
-            memcpy(&x, p, 8);
-            uint64_t d = x ^ 0x3030303030303030ull;
-            uint64_t nondig = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
-                              0x8080808080808080ull;
-            frac = nondig ? __builtin_ctzll(nondig) >> 3 : 8;
+            uint64_t d;
+            frac = swar_digits(p, &d);
             if (frac == 0 || nd + frac > 7)
                 return NULL;
             static const uint32_t p10u[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
-            uint64_t v = d << (8 * (8 - frac)); /* the digits, high-aligned */
-            v = v * 10 + (v >> 8);
-            v = (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-                 (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
-            m = m * p10u[frac] + (uint32_t)v;
+            m = m * p10u[frac] + (uint32_t)swar_value(d, frac);
             p += frac;
         } else
 #endif

@@ -1,15 +1,14 @@
-/* routes.c - dispatch: which handler serves a method and path, and the
- * small GET routes themselves. Knows nothing of libmicrohttpd. */
+/* routes.c - the route table (method, path pattern, handler), how a method
+ * and path find their row, and the small GET pages. Knows nothing of
+ * libmicrohttpd. */
 #include "srv.h"
 
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define ALLOW_GET "GET, HEAD"
-#define ALLOW_POST "POST"
 
 static const char builtin_index[] =
     "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -48,77 +47,6 @@ static int fail_reply(srv_reply *r, int status, const char *code, const char *fm
     return -1;
 }
 
-static void rule_list(char *out, size_t n)
-{
-    size_t k = 0;
-    out[0] = '\0';
-    for (int i = 0; i < ATTN_RULE_COUNT && k < n; i++)
-        k += (size_t)snprintf(out + k, n - k, "%s%s", i ? ", " : "", attn_rule_name((attn_rule)i));
-}
-
-int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r)
-{
-    memset(t, 0, sizeof *t);
-    int is_get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-    int is_post = strcmp(method, "POST") == 0;
-    const char *allow = ALLOW_GET;
-
-    if (strncmp(path, "/v2", 3) == 0 && (path[3] == '\0' || path[3] == '/'))
-        return srv_kserve_resolve(method, path, t, r); /* KServe v2, kserve.c */
-    if (strncmp(path, "/attention/", 11) == 0 || strcmp(path, "/attention") == 0) {
-        attn_rule rule;
-        const char *name = path[10] ? path + 11 : "";
-        if (!attn_rule_from_name(name, &rule)) {
-            char list[200], msg[300];
-            rule_list(list, sizeof list);
-            snprintf(msg, sizeof msg, "no rule named \"%.60s\"; the rules are: %s", name, list);
-            return fail_reply(r, 404, "unknown_rule", "%s", msg);
-        }
-        t->route = (int)rule;
-        t->wants_body = 1;
-        allow = ALLOW_POST;
-    } else if (strcmp(path, "/multihead") == 0) {
-        t->route = SRV_R_MULTIHEAD;
-        t->wants_body = 1;
-        allow = ALLOW_POST;
-    } else if (strcmp(path, "/healthz") == 0) {
-        t->route = SRV_R_HEALTHZ;
-    } else if (strcmp(path, "/readyz") == 0) {
-        t->route = SRV_R_READYZ;
-    } else if (strcmp(path, "/metrics") == 0) {
-        t->route = SRV_R_METRICS;
-    } else if (strcmp(path, "/rules") == 0) {
-        t->route = SRV_R_RULES;
-    } else if (strcmp(path, "/openapi.yaml") == 0) {
-        t->route = SRV_R_OPENAPI;
-    } else if (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0 ||
-               strcmp(path, "/demo") == 0 || strcmp(path, "/demo/") == 0) {
-        t->route = SRV_R_ROOT;
-        snprintf(t->rel, sizeof t->rel, "index.html");
-    } else {
-        /* /demo/<file>, or a file beside the demo's index.html. */
-        const char *rel = strncmp(path, "/demo/", 6) == 0 ? path + 6 : path + 1;
-        const char *ctype;
-        uint64_t size;
-        int fd = -1;
-        if (strlen(rel) < sizeof t->rel && (fd = srv_static_open(rel, &ctype, &size)) >= 0) {
-            close(fd);
-            t->route = SRV_R_STATIC;
-            snprintf(t->rel, sizeof t->rel, "%s", rel);
-        } else {
-            t->route = SRV_R_OTHER;
-            return fail_reply(r, 404, "not_found",
-                              "no route %.200s; see /openapi.yaml for the routes", path);
-        }
-    }
-    if (t->wants_body ? is_post : is_get)
-        return 0;
-    r->allow = allow;
-    char msg[120];
-    snprintf(msg, sizeof msg, "%.16s is not allowed here; use %s", method, allow);
-    return fail_reply(r, 405, "method_not_allowed", "%s", msg);
-}
-
 static void serve_file(srv_reply *r, const char *path, const char *ctype)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -134,75 +62,325 @@ static void serve_file(srv_reply *r, const char *path, const char *ctype)
     r->ctype = ctype;
 }
 
-static void serve_post(const srv_target *t, const char *body, size_t len, srv_reply *r)
+/* ------------------------------------------------------------ GET pages */
+
+static void serve_healthz(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
+    (void)t, (void)body, (void)len;
+    srv_buf_puts(&r->body, "{\"status\":\"ok\"}\n");
+}
+
+static void serve_readyz(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)t, (void)body, (void)len;
+    if (!srv_draining) {
+        srv_buf_puts(&r->body, "{\"status\":\"ready\"}\n");
+        return;
+    }
     srv_err e;
-    srv_call call;
-    memset(&call, 0, sizeof call);
-    int rc = t->route == SRV_R_MULTIHEAD
-                 ? srv_handle_multihead(body, len, &call, &r->body, &e)
-                 : srv_handle_attention((attn_rule)t->route, body, len, &call, &r->body, &e);
-    r->t_parse = call.t_parse;
-    r->t_compute = call.t_compute;
-    r->t_encode = call.t_encode;
-    srv_call_free(&call);
-    if (rc != 0)
-        srv_reply_error(r, &e);
+    srv_fail(&e, 503, "overloaded", "", "the server is shutting down");
+    srv_reply_error(r, &e);
+}
+
+static void serve_metrics(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)t, (void)body, (void)len;
+    r->ctype = "text/plain; version=0.0.4; charset=utf-8";
+    srv_metrics_text(&r->body);
+}
+
+static void serve_rules(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)t, (void)body, (void)len;
+    srv_rules_json(&r->body);
+}
+
+static void serve_openapi(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)t, (void)body, (void)len;
+    if (!srv_cfg.openapi_path)
+        fail_reply(r, 404, "not_found", "%s", "openapi.yaml is not installed on this server");
+    else
+        serve_file(r, srv_cfg.openapi_path, "application/yaml");
+}
+
+/* The demo's files; its index.html, or a built-in page, at the root. */
+static void serve_static(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)body, (void)len;
+    const char *rel = t->route == SRV_R_ROOT ? "index.html" : t->rel, *ctype;
+    uint64_t size;
+    int fd = srv_static_open(rel, &ctype, &size);
+    if (fd >= 0) {
+        r->fd = fd;
+        r->fd_size = size;
+        r->ctype = ctype;
+    } else if (t->route == SRV_R_ROOT) {
+        r->ctype = "text/html; charset=utf-8";
+        srv_buf_put(&r->body, builtin_index, sizeof builtin_index - 1);
+    } else {
+        fail_reply(r, 404, "not_found", "%s is gone", t->rel);
+    }
+}
+
+/* ------------------------------------------------------------ the table */
+
+/* {rule}, {model} and {version} are one path segment, {file} the rest of
+ * the path; each is checked as it is matched (see capture). GET rows
+ * answer HEAD too. First match wins; a path that matches rows of other
+ * methods only is a 405 whose Allow lists them. */
+static const srv_route routes[] = {
+    {"POST", "/attention/{rule}", SRV_R_ATTENTION, srv_serve_attention, &srv_native_front},
+    {"POST", "/multihead", SRV_R_MULTIHEAD, srv_serve_multihead, &srv_native_front},
+    {"GET", "/healthz", SRV_R_HEALTHZ, serve_healthz, &srv_native_front},
+    {"GET", "/readyz", SRV_R_READYZ, serve_readyz, &srv_native_front},
+    {"GET", "/metrics", SRV_R_METRICS, serve_metrics, &srv_native_front},
+    {"GET", "/rules", SRV_R_RULES, serve_rules, &srv_native_front},
+    {"GET", "/openapi.yaml", SRV_R_OPENAPI, serve_openapi, &srv_native_front},
+    {"GET", "/", SRV_R_ROOT, serve_static, &srv_native_front},
+    {"GET", "/index.html", SRV_R_ROOT, serve_static, &srv_native_front},
+    {"GET", "/demo", SRV_R_ROOT, serve_static, &srv_native_front},
+    {"GET", "/demo/", SRV_R_ROOT, serve_static, &srv_native_front},
+    {"GET", "/v2", SRV_R_KSERVE, srv_serve_v2_server, &srv_kserve_front},
+    {"GET", "/v2/", SRV_R_KSERVE, srv_serve_v2_server, &srv_kserve_front},
+    {"GET", "/v2/health/live", SRV_R_KSERVE, srv_serve_v2_live, &srv_kserve_front},
+    {"GET", "/v2/health/ready", SRV_R_KSERVE, srv_serve_v2_ready, &srv_kserve_front},
+    {"GET", "/v2/models/{model}", SRV_R_KSERVE, srv_serve_v2_model, &srv_kserve_front},
+    {"GET", "/v2/models/{model}/versions/{version}", SRV_R_KSERVE, srv_serve_v2_model,
+     &srv_kserve_front},
+    {"GET", "/v2/models/{model}/ready", SRV_R_KSERVE, srv_serve_v2_model_ready, &srv_kserve_front},
+    {"GET", "/v2/models/{model}/versions/{version}/ready", SRV_R_KSERVE, srv_serve_v2_model_ready,
+     &srv_kserve_front},
+    {"POST", "/v2/models/{model}/infer", SRV_R_KSERVE_INFER, srv_serve_v2_infer, &srv_kserve_front},
+    {"POST", "/v2/models/{model}/versions/{version}/infer", SRV_R_KSERVE_INFER, srv_serve_v2_infer,
+     &srv_kserve_front},
+    {"GET", "/demo/{file}", SRV_R_STATIC, serve_static, &srv_native_front},
+    {"GET", "/{file}", SRV_R_STATIC, serve_static, &srv_native_front},
+};
+#define N_ROUTES (sizeof routes / sizeof routes[0])
+
+void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud)
+{
+    for (size_t i = 0; i < N_ROUTES; i++)
+        if (routes[i].front == front)
+            fn(ud, &routes[i]);
+}
+
+/* ------------------------------------------------------------ matching */
+
+static void rule_list(char *out, size_t n)
+{
+    out[0] = '\0';
+    for (int i = 0; i < ATTN_RULE_COUNT; i++)
+        srv_name_list(out, n, attn_rule_name((attn_rule)i));
+}
+
+static int is(const char *ph, const char *name)
+{
+    return strncmp(ph, name, strlen(name)) == 0;
+}
+
+/* Checks the text s[0..n) the placeholder ph ("{rule}...") took and
+ * records it in t. Returns 1 when it fits, 0 when the row does not match
+ * after all (no such file), -1 with e filled when the path names what does
+ * not exist. */
+static int capture(const char *ph, const char *s, size_t n, srv_target *t, srv_err *e)
+{
+    char list[300];
+    if (is(ph, "{rule}")) {
+        char word[64];
+        snprintf(word, sizeof word, "%.*s", n < 63 ? (int)n : 63, s);
+        if (n < 63 && attn_rule_from_name(word, &t->rule)) {
+            t->route = SRV_R_ATTENTION + (int)t->rule;
+            return 1;
+        }
+        rule_list(list, sizeof list);
+        return srv_fail(e, 404, "unknown_rule", "", "no rule named \"%.60s\"; the rules are: %s",
+                        word, list);
+    }
+    if (is(ph, "{model}"))
+        return srv_kserve_model(s, n, &t->model, e) == 0 ? 1 : -1;
+    if (is(ph, "{version}"))
+        return srv_kserve_version(s, n, t->model, e) == 0 ? 1 : -1;
+    /* {file}: a file of the demo's folder. */
+    const char *ctype;
+    uint64_t size;
+    int fd = -1;
+    if (n >= sizeof t->rel || (fd = srv_static_open(s, &ctype, &size)) < 0)
+        return 0;
+    close(fd);
+    memcpy(t->rel, s, n + 1);
+    return 1;
+}
+
+/* How much of the path at s the placeholder ph takes: one segment, or the
+ * rest of the path for {rule} ("/attention/a/b" names no rule) and for a
+ * {file} that ends the pattern. */
+static size_t span(const char *ph, const char *after, const char *s)
+{
+    return is(ph, "{rule}") || (is(ph, "{file}") && !*after) ? strlen(s) : strcspn(s, "/");
+}
+
+/* Whether path has the pattern's shape: its literal text, and some text
+ * where a placeholder stands. */
+static int fits(const char *p, const char *s)
+{
+    while (*p) {
+        if (*p == '{') {
+            const char *after = strchr(p, '}') + 1;
+            s += span(p, after, s);
+            p = after;
+        } else if (*p++ != *s++) {
+            return 0;
+        }
+    }
+    return *s == '\0';
+}
+
+/* Whether path matches pattern, its placeholders checked and captured
+ * into t: 1, 0, or -1 with e filled (see capture). */
+static int match(const char *pattern, const char *path, srv_target *t, srv_err *e)
+{
+    if (!fits(pattern, path))
+        return 0;
+    const char *p = pattern, *s = path;
+    while (*p) {
+        if (*p != '{') {
+            p++, s++;
+            continue;
+        }
+        const char *after = strchr(p, '}') + 1;
+        size_t n = span(p, after, s);
+        int rc = capture(p, s, n, t, e);
+        if (rc <= 0)
+            return rc;
+        s += n;
+        p = after;
+    }
+    return 1;
+}
+
+static int method_fits(const char *row, const char *method)
+{
+    return !strcmp(row, method) || (!strcmp(row, "GET") && !strcmp(method, "HEAD"));
+}
+
+/* The front end of an unmatched path: that of the rows under the same
+ * first segment ("/v2/..."), else the native one. */
+static const srv_front *front_of(const char *path)
+{
+    size_t n = strcspn(path + 1, "/") + 1;
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const char *pat = routes[i].pattern;
+        if (strcspn(pat + 1, "/") + 1 == n && !strncmp(pat, path, n) && !strchr(pat, '{'))
+            return routes[i].front;
+    }
+    return &srv_native_front;
+}
+
+static int fail_with(const srv_front *front, srv_reply *r, srv_err *e)
+{
+    front->error(r, e);
+    return -1;
+}
+
+int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r)
+{
+    unsigned allow = 0; /* 1 GET, 2 POST */
+    const srv_route *other = NULL;
+    srv_err e;
+    memset(t, 0, sizeof *t);
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        const srv_route *row = &routes[i];
+        srv_target cand;
+        memset(&cand, 0, sizeof cand);
+        cand.route = row->route;
+        int m = match(row->pattern, path, &cand, &e);
+        if (m < 0) {
+            t->route = row->route == SRV_R_ATTENTION ? SRV_R_OTHER : row->route;
+            return fail_with(row->front, r, &e);
+        }
+        if (!m)
+            continue;
+        if (method_fits(row->method, method)) {
+            *t = cand;
+            t->row = row;
+            t->wants_body = !strcmp(row->method, "POST");
+            return 0;
+        }
+        allow |= !strcmp(row->method, "POST") ? 2u : 1u;
+        if (!other) {
+            other = row;
+            *t = cand;
+        }
+    }
+    const srv_front *front = other ? other->front : front_of(path);
+    if (!other) {
+        t->route = front->unmatched_route;
+        front->not_found(path, &e);
+        return fail_with(front, r, &e);
+    }
+    r->allow = allow == 3 ? "GET, HEAD, POST" : allow == 2 ? "POST" : "GET, HEAD";
+    srv_fail(&e, 405, "method_not_allowed", "", "%.16s is not allowed here; use %s", method, r->allow);
+    return fail_with(front, r, &e);
 }
 
 void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
-    if (t->route == SRV_R_KSERVE || t->route == SRV_R_KSERVE_INFER) {
-        srv_kserve_serve(t, body, len, r);
-        return;
-    }
-    if (t->wants_body) {
-        serve_post(t, body, len, r);
-        return;
-    }
-    const char *ctype;
-    uint64_t size;
-    int fd;
-    switch (t->route) {
-    case SRV_R_HEALTHZ:
-        srv_buf_puts(&r->body, "{\"status\":\"ok\"}\n");
-        break;
-    case SRV_R_READYZ:
-        if (srv_draining) {
-            srv_err e;
-            srv_fail(&e, 503, "overloaded", "", "the server is shutting down");
-            srv_reply_error(r, &e);
-        } else {
-            srv_buf_puts(&r->body, "{\"status\":\"ready\"}\n");
-        }
-        break;
-    case SRV_R_METRICS:
-        r->ctype = "text/plain; version=0.0.4; charset=utf-8";
-        srv_metrics_text(&r->body);
-        break;
-    case SRV_R_RULES:
-        srv_rules_json(&r->body);
-        break;
-    case SRV_R_OPENAPI:
-        if (!srv_cfg.openapi_path)
-            fail_reply(r, 404, "not_found", "%s", "openapi.yaml is not installed on this server");
-        else
-            serve_file(r, srv_cfg.openapi_path, "application/yaml");
-        break;
-    case SRV_R_ROOT:
-    case SRV_R_STATIC:
-        if ((fd = srv_static_open(t->rel, &ctype, &size)) >= 0) {
-            r->fd = fd;
-            r->fd_size = size;
-            r->ctype = ctype;
-        } else if (t->route == SRV_R_ROOT) {
-            r->ctype = "text/html; charset=utf-8";
-            srv_buf_put(&r->body, builtin_index, sizeof builtin_index - 1);
-        } else {
-            fail_reply(r, 404, "not_found", "%s is gone", t->rel);
-        }
-        break;
-    default:
+    if (!t->row) {
         fail_reply(r, 404, "not_found", "%s", "no such route");
+        return;
     }
+    t->row->serve(t, body, len, r);
+}
+
+/* ------------------------------------------------------------ the native front end */
+
+static int json_content_type(const char *ct)
+{
+    /* application/json, optionally followed by parameters (charset). */
+    static const char want[] = "application/json";
+    if (!ct)
+        return 1; /* no claim at all: read it as JSON */
+    while (*ct == ' ')
+        ct++;
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return 0;
+    ct += sizeof want - 1;
+    while (*ct == ' ')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static void native_not_found(const char *path, srv_err *e)
+{
+    srv_fail(e, 404, "not_found", "", "no route %.200s; see /openapi.yaml for the routes", path);
+}
+
+const srv_front srv_native_front = {srv_reply_error, json_content_type, NULL, native_not_found,
+                                    SRV_R_OTHER};
+
+void srv_reply_timings(srv_reply *r, const srv_call *call)
+{
+    r->t_parse = call->t_parse;
+    r->t_compute = call->t_compute;
+    r->t_encode = call->t_encode;
+}
+
+void srv_target_length(srv_target *t, const char *value)
+{
+    t->len_hdr = 0;
+    if (!value)
+        return;
+    /* Digits only (no sign, no spaces): a length from the network. */
+    uint64_t n = 0;
+    const char *p = value;
+    t->len_hdr = *p ? 1 : -1;
+    for (; *p && t->len_hdr > 0; p++) {
+        if (*p < '0' || *p > '9' || n > (UINT64_MAX - 9) / 10)
+            t->len_hdr = -1;
+        else
+            n = n * 10 + (uint64_t)(*p - '0');
+    }
+    t->len_hdr_value = n;
 }

@@ -147,6 +147,50 @@ bail:
     return NULL;
 }
 
+/* The string at *p: a long one after a colon becomes a placeholder, any
+ * other is copied. Returns 0 (*p past it), 1 when unterminated (copied to
+ * the end for Jansson to refuse), -1 when out of memory. */
+static inline int scan_string(const char **pp, const char *end, char **op, blob_vec *bv,
+                              int after_colon)
+{
+    const char *p = *pp;
+    /* memchr runs at memory speed over megabytes of base64; only a string
+     * with a backslash needs the careful walk. */
+    const char *s = memchr(p + 1, '"', (size_t)(end - p - 1));
+    int esc = 0;
+    if (!s)
+        s = end;
+    if (memchr(p + 1, '\\', (size_t)(s - p - 1))) {
+        esc = 1;
+        s = p + 1;
+        while (s < end && *s != '"') {
+            if (*s == '\\')
+                s++;
+            s++;
+        }
+    }
+    if (s >= end) {
+        memcpy(*op, p, (size_t)(end - p));
+        *op += end - p;
+        return 1;
+    }
+    size_t slen = (size_t)(s - p - 1);
+    if (after_colon && !esc && slen >= MIN_STRING_TEXT) {
+        srv_blob *b = blob_push(bv);
+        if (!b)
+            return -1;
+        b->is_string = 1;
+        b->str = p + 1;
+        b->len = slen;
+        *op = put_placeholder(*op, 's', bv->n - 1);
+    } else {
+        memcpy(*op, p, slen + 2);
+        *op += slen + 2;
+    }
+    *pp = s + 1;
+    return 0;
+}
+
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
 {
     const char *p = body, *end = body + len;
@@ -166,40 +210,11 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     while (p < end) {
         char c = *p;
         if (c == '"') {
-            /* memchr runs at memory speed over megabytes of base64; only a
-             * string with a backslash needs the careful walk. */
-            const char *s = memchr(p + 1, '"', (size_t)(end - p - 1));
-            int esc = 0;
-            if (!s)
-                s = end;
-            if (memchr(p + 1, '\\', (size_t)(s - p - 1))) {
-                esc = 1;
-                s = p + 1;
-                while (s < end && *s != '"') {
-                    if (*s == '\\')
-                        s++;
-                    s++;
-                }
-            }
-            if (s >= end) { /* unterminated: Jansson will say so */
-                memcpy(o, p, (size_t)(end - p));
-                o += end - p;
+            int rc = scan_string(&p, end, &o, &bv, after_colon);
+            if (rc < 0)
+                goto oom;
+            if (rc > 0)
                 break;
-            }
-            size_t slen = (size_t)(s - p - 1);
-            if (after_colon && !esc && slen >= MIN_STRING_TEXT) {
-                srv_blob *b = blob_push(&bv);
-                if (!b)
-                    goto oom;
-                b->is_string = 1;
-                b->str = p + 1;
-                b->len = slen;
-                o = put_placeholder(o, 's', bv.n - 1);
-            } else {
-                memcpy(o, p, slen + 2);
-                o += slen + 2;
-            }
-            p = s + 1;
             after_colon = 0;
             continue;
         }

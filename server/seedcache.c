@@ -62,45 +62,62 @@ static void drop(srv_seeded *s) /* with mu held */
     }
 }
 
-/* Finds key in the cache (a new reference) or makes the set with make. */
-static attn_status lookup(const seed_key *key, attn_status (*make)(const void *, uint64_t,
-                          attn_param_set **, attn_error *), const void *req,
-                          srv_seeded **out, attn_error *ae)
+/* What the job's seeded set depends on: the rule, Dq, Dk, Dv, Lv, Dh and
+ * Dout, or E, kdim, vdim, H, Hkv and residual_norm; ranks too (a superset
+ * of the inputs). */
+static void job_key(const srv_job *j, seed_key *k)
 {
+    memset(k, 0, sizeof *k);
+    k->seed = j->seed;
+    if (j->kind == SRV_JOB_MULTIHEAD) {
+        const attn_mha_request *r = &j->u.mha;
+        k->kind = 1;
+        k->dims[0] = last(&r->query, 1);
+        k->dims[1] = last(&r->key, 1);
+        k->dims[2] = last(&r->value, 1);
+        k->dims[3] = r->num_heads;
+        k->dims[4] = r->num_kv_heads;
+        k->dims[5] = r->residual_norm;
+        k->dims[6] = (int64_t)r->query.rank << 16 | (int64_t)r->key.rank << 8 | r->value.rank;
+        return;
+    }
+    const attn_request *r = &j->u.att;
+    k->rule = (int)r->rule;
+    k->dims[0] = last(&r->query, 1);
+    k->dims[1] = last(&r->key, 1);
+    k->dims[2] = last(&r->value, 1);
+    k->dims[3] = last(&r->value, 2);
+    k->dims[4] = r->hidden_size;
+    k->dims[5] = r->output_size;
+    k->dims[6] = (int64_t)r->query.rank << 16 | (int64_t)r->key.rank << 8 | r->value.rank;
+}
+
+/* The cached set for key, as a new reference, or NULL. */
+static srv_seeded *find(const seed_key *key)
+{
+    srv_seeded *s = NULL;
     pthread_mutex_lock(&mu);
-    for (int i = 0; i < CACHE_SLOTS; i++)
+    for (int i = 0; i < CACHE_SLOTS && !s; i++)
         if (slots[i] && memcmp(&slots[i]->key, key, sizeof *key) == 0) {
-            slots[i]->refs++;
-            slots[i]->used = ++clock_;
-            *out = slots[i];
-            pthread_mutex_unlock(&mu);
-            return ATTN_OK;
+            s = slots[i];
+            s->refs++;
+            s->used = ++clock_;
         }
     pthread_mutex_unlock(&mu);
+    return s;
+}
 
-    srv_seeded *s = calloc(1, sizeof *s);
-    if (!s) {
-        snprintf(ae->field, sizeof ae->field, "params");
-        snprintf(ae->message, sizeof ae->message, "out of memory seeding the parameters");
-        return ATTN_ERR_TOO_LARGE;
-    }
-    attn_status st = make(req, key->seed, &s->set, ae);
-    if (st != ATTN_OK) {
-        free(s);
-        return st;
-    }
-    s->key = *key;
-    s->refs = 1;
-    s->floats = set_floats(s->set);
-    *out = s;
+/* Puts s in the cache, in place of the least recently used set. */
+static void keep(srv_seeded *s)
+{
     if (s->floats > CACHE_MAX_FLOATS)
-        return ATTN_OK;
+        return;
     pthread_mutex_lock(&mu);
     int victim = -1;
     for (int i = 0; i < CACHE_SLOTS && victim < 0; i++)
         if (!slots[i])
             victim = i;
-        else if (memcmp(&slots[i]->key, key, sizeof *key) == 0)
+        else if (memcmp(&slots[i]->key, &s->key, sizeof s->key) == 0)
             victim = -2; /* another thread made it meanwhile: keep theirs */
     if (victim == -1) {
         victim = 0;
@@ -116,54 +133,33 @@ static attn_status lookup(const seed_key *key, attn_status (*make)(const void *,
         slots[victim] = s;
     }
     pthread_mutex_unlock(&mu);
+}
+
+attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae)
+{
+    seed_key key;
+    job_key(j, &key);
+    if ((*out = find(&key)))
+        return ATTN_OK;
+    srv_seeded *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(ae->field, sizeof ae->field, "params");
+        snprintf(ae->message, sizeof ae->message, "out of memory seeding the parameters");
+        return ATTN_ERR_TOO_LARGE;
+    }
+    attn_status st = j->kind == SRV_JOB_MULTIHEAD
+                         ? attn_mha_seed_params(&j->u.mha, j->seed, &s->set, ae)
+                         : attn_seed_params(&j->u.att, j->seed, &s->set, ae);
+    if (st != ATTN_OK) {
+        free(s);
+        return st;
+    }
+    s->key = key;
+    s->refs = 1;
+    s->floats = set_floats(s->set);
+    *out = s;
+    keep(s);
     return ATTN_OK;
-}
-
-static attn_status make_attention(const void *req, uint64_t seed, attn_param_set **out, attn_error *ae)
-{
-    return attn_seed_params(req, seed, out, ae);
-}
-
-static attn_status make_multihead(const void *req, uint64_t seed, attn_param_set **out, attn_error *ae)
-{
-    return attn_mha_seed_params(req, seed, out, ae);
-}
-
-attn_status srv_seed_attention(const attn_request *req, uint64_t seed, srv_seeded **out,
-                               attn_error *ae)
-{
-    /* rule, Dq, Dk, Dv, Lv, Dh, Dout (ranks too: a superset of the inputs) */
-    seed_key k;
-    memset(&k, 0, sizeof k);
-    k.kind = 0;
-    k.rule = (int)req->rule;
-    k.seed = seed;
-    k.dims[0] = last(&req->query, 1);
-    k.dims[1] = last(&req->key, 1);
-    k.dims[2] = last(&req->value, 1);
-    k.dims[3] = last(&req->value, 2);
-    k.dims[4] = req->hidden_size;
-    k.dims[5] = req->output_size;
-    k.dims[6] = (int64_t)req->query.rank << 16 | (int64_t)req->key.rank << 8 | req->value.rank;
-    return lookup(&k, make_attention, req, out, ae);
-}
-
-attn_status srv_seed_multihead(const attn_mha_request *req, uint64_t seed, srv_seeded **out,
-                               attn_error *ae)
-{
-    /* E, kdim, vdim, H, Hkv and residual_norm (ranks too) */
-    seed_key k;
-    memset(&k, 0, sizeof k);
-    k.kind = 1;
-    k.seed = seed;
-    k.dims[0] = last(&req->query, 1);
-    k.dims[1] = last(&req->key, 1);
-    k.dims[2] = last(&req->value, 1);
-    k.dims[3] = req->num_heads;
-    k.dims[4] = req->num_kv_heads;
-    k.dims[5] = req->residual_norm;
-    k.dims[6] = (int64_t)req->query.rank << 16 | (int64_t)req->key.rank << 8 | req->value.rank;
-    return lookup(&k, make_multihead, req, out, ae);
 }
 
 const attn_param_set *srv_seeded_set(const srv_seeded *s) { return s->set; }

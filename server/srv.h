@@ -195,36 +195,124 @@ void srv_encode_tensor(srv_buf *b, const float *data, int rank,
 
 /* ------------------------------------------------------------ requests */
 
-/* Seeded parameter sets shared across requests (seedcache.c): seeding is a
- * pure function of the seed and a few sizes, so the last few sets are kept.
- * Each call returns a new reference in *out, which the caller gives back
- * with srv_seeded_release; the set is read-only while held. */
-typedef struct srv_seeded srv_seeded;
-attn_status srv_seed_attention(const attn_request *req, uint64_t seed, srv_seeded **out,
-                               attn_error *ae);
-attn_status srv_seed_multihead(const attn_mha_request *req, uint64_t seed, srv_seeded **out,
-                               attn_error *ae);
-/* The set a reference holds (borrowed: valid until the reference is released). */
-const attn_param_set *srv_seeded_set(const srv_seeded *s);
-void srv_seeded_release(srv_seeded *s); /* NULL is a no-op */
-void srv_seed_cache_clear(void);        /* at shutdown */
-
 /* Everything one POST needs: inputs it owns, timings, the response. */
+typedef struct srv_seeded srv_seeded;
+
 typedef struct {
     srv_arena arena;
     srv_scan_result scan;
     json_t *root;
     srv_seeded *seeded;     /* parameters made from the seed, if any (a cache reference) */
+    double t0;              /* when decoding began */
     double t_parse, t_compute, t_encode; /* ms */
 } srv_call;
 
-/* Handle POST /attention/{rule} and POST /multihead. body is NUL-terminated.
- * On success *out holds the 200 JSON; on failure e is filled. Return 0/-1. */
-int srv_handle_attention(attn_rule rule, const char *body, size_t len,
-                         srv_call *call, srv_buf *out, srv_err *e);
-int srv_handle_multihead(const char *body, size_t len,
-                         srv_call *call, srv_buf *out, srv_err *e);
+/* Scans and parses text[0..len) (text[len] must be NUL) into call->root, a
+ * JSON object; what names the text in errors ("the body"). 0, or -1. */
+int srv_call_parse(srv_call *call, const char *text, size_t len, const char *what, srv_err *e);
 void srv_call_free(srv_call *call);
+
+/* ------------------------------------------------------------ the job */
+
+/* One computation, whichever front end decoded it: an attention request
+ * or a multi-head request (the tag says which member of u), the seed for
+ * the parameters not sent, and how the result is wanted. */
+typedef enum { SRV_JOB_ATTENTION = 0, SRV_JOB_MULTIHEAD } srv_job_kind;
+
+typedef struct {
+    srv_job_kind kind;
+    union {
+        attn_request att;     /* SRV_JOB_ATTENTION */
+        attn_mha_request mha; /* SRV_JOB_MULTIHEAD */
+    } u;
+    uint64_t seed;
+    int return_params;       /* native: echo the parameters used */
+    int b64;                 /* native: output_format "b64" */
+    int binary_output;       /* KServe: binary_data_output */
+    /* filled by srv_job_run: */
+    attn_shapes sh;
+    float *out, *weights;    /* arena-owned; weights NULL when not wanted */
+} srv_job;
+
+void srv_job_init(srv_job *j, srv_job_kind kind, attn_rule rule);
+
+/* Seeded parameter sets shared across requests (seedcache.c): seeding is a
+ * pure function of the seed and a few sizes, so the last few sets are kept.
+ * srv_seed_job returns a new reference to the set for j's seed and shapes
+ * in *out, which the caller gives back with srv_seeded_release; the set is
+ * read-only while held. */
+attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae);
+/* The set a reference holds (borrowed: valid until the reference is released). */
+const attn_param_set *srv_seeded_set(const srv_seeded *s);
+void srv_seeded_release(srv_seeded *s); /* NULL is a no-op */
+void srv_seed_cache_clear(void);        /* at shutdown */
+void srv_job_set_params(srv_job *j, const attn_named *items, size_t n);
+const attn_named *srv_job_params(const srv_job *j, size_t *n);
+int srv_job_need_weights(const srv_job *j);
+
+/* Plans, checks the caps against the plan (ATTN_MAX_ELEMENTS for the
+ * output and for seeded parameters, ATTN_MAX_WEIGHTS, ATTN_MAX_WORK),
+ * seeds the parameters when the job has none (kept in call->seeded) and
+ * computes into j->out and j->weights. Returns 0, or -1 with e filled. */
+int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
+
+/* ------------------------------------------------------------ the field table (fields.c) */
+
+typedef enum {
+    SRV_FT_TENSOR, SRV_FT_MASK, SRV_FT_PARAMS, SRV_FT_BOOL, SRV_FT_INT, SRV_FT_NUMBER,
+    SRV_FT_HARD, SRV_FT_SEED, SRV_FT_FORMAT, SRV_FT_POSENC
+} srv_ftype;
+
+/* Where a field is taken: the job kinds, then the places. */
+enum {
+    SRV_F_ATT = 1 << 0,       /* /attention/{rule} and the attention-* models */
+    SRV_F_MHA = 1 << 1,       /* /multihead and the multihead model */
+    SRV_F_BODY = 1 << 2,      /* a member of the native JSON body */
+    SRV_F_KS_PARAM = 1 << 3,  /* a KServe request parameter */
+    SRV_F_KS_INPUT = 1 << 4,  /* a KServe input tensor */
+    SRV_F_REQ_ATT = 1 << 5,   /* required by attention */
+    SRV_F_REQ_MHA = 1 << 6,   /* required by multi-head */
+    SRV_F_NO_CONCAT = 1 << 7, /* not a KServe input of the concat rule */
+    SRV_F_CONCAT = 1 << 8     /* in a query: the job is the concat rule */
+};
+
+/* Where in a job a field lands. */
+enum {
+    SRV_SLOT_QUERY, SRV_SLOT_KEY, SRV_SLOT_VALUE, SRV_SLOT_MASK, SRV_SLOT_KEY_MASK, SRV_SLOT_BIAS,
+    SRV_SLOT_CAUSAL, SRV_SLOT_WINDOW, SRV_SLOT_NEED_WEIGHTS, SRV_SLOT_HARD, SRV_SLOT_SEED,
+    SRV_SLOT_RETURN_PARAMS, SRV_SLOT_OUTPUT_FORMAT, SRV_SLOT_BINARY_OUTPUT, SRV_SLOT_NUM_HEADS,
+    SRV_SLOT_NUM_KV_HEADS, SRV_SLOT_AVERAGE_WEIGHTS, SRV_SLOT_POSENC, SRV_SLOT_RESIDUAL_NORM,
+    SRV_SLOT_PARAMS, SRV_SLOT_HIDDEN_SIZE, SRV_SLOT_OUTPUT_SIZE, SRV_SLOT_SCALE,
+    SRV_SLOT_LEARNED /* a KServe input that is a learned parameter */
+};
+
+typedef struct {
+    const char *name;
+    srv_ftype type;
+    int slot;
+    unsigned where;          /* SRV_F_* */
+    int64_t min;             /* integers: the least value (INT64_MIN: any) */
+    const char *shape;       /* tensors: the shape for attention (KServe metadata) */
+    const char *mha_shape;   /* and for multi-head */
+    const char *desc;        /* one line, for /rules and error messages */
+} srv_field;
+
+/* The field named so among those accepted `where` (a job kind and a place). */
+const srv_field *srv_field_find(const char *name, unsigned where);
+void srv_fields_each(unsigned where, void (*fn)(void *, const srv_field *), void *ud);
+const char *srv_field_type(const srv_field *f);
+/* The where-bit of the job's kind (SRV_F_ATT or SRV_F_MHA). */
+unsigned srv_job_where(const srv_job *j);
+/* Reads every field of obj taken at `place` (SRV_F_BODY, SRV_F_KS_PARAM)
+ * into j: unknown keys ("unknown <what>"), types, ranges and required
+ * fields checked. Returns 0, or -1 with e filled. */
+int srv_fields_read(json_t *obj, unsigned place, const char *what, srv_codec *c, srv_job *j,
+                    srv_err *e);
+/* Where a tensor or mask slot is in j (NULL for other slots). */
+attn_tensor *srv_job_tensor(srv_job *j, int slot);
+attn_mask *srv_job_mask(srv_job *j, int slot);
+/* Appends name to the comma-separated list in out (n bytes, NUL-terminated). */
+void srv_name_list(char *out, size_t n, const char *name);
 
 /* Compute contexts, reused across requests: borrow one for a computation
  * of about `flops` work, give it back after. NULL means "use no context". */
@@ -258,22 +346,77 @@ typedef struct {
     uint64_t infer_header_len; /* KServe binary reply: Inference-Header-Content-Length; 0 = none */
 } srv_reply;
 
-/* Where a method and path lead. */
+typedef struct srv_route srv_route;
+
+/* Where a method and path lead: the route table's row and what its
+ * placeholders named. */
 typedef struct {
-    int route;             /* SRV_R_* (attention routes: the rule) */
-    int wants_body;        /* POST routes: read a JSON body, then serve */
-    char rel[520];         /* static file path for SRV_R_STATIC / SRV_R_ROOT */
-    int ks_op, ks_model;   /* KServe routes: which endpoint, which model (kserve.c) */
-    int ks_hdr;            /* Inference-Header-Content-Length: 0 absent, 1 given, -1 malformed */
-    uint64_t ks_hdr_len;
+    const srv_route *row;  /* NULL when nothing matched */
+    int route;             /* SRV_R_* (attention routes: + the rule) */
+    int wants_body;        /* POST routes: read a body, then serve */
+    attn_rule rule;        /* {rule} */
+    int model;             /* {model}: a rule, or SRV_MODEL_MULTIHEAD */
+    char rel[520];         /* {file}: a path under the static folder */
+    int len_hdr;           /* the front end's length header: 0 absent, 1 given, -1 malformed */
+    uint64_t len_hdr_value;
 } srv_target;
+
+#define SRV_MODEL_MULTIHEAD ATTN_RULE_COUNT
+
+typedef void (*srv_handler)(const srv_target *t, const char *body, size_t len, srv_reply *r);
+
+/* What differs between the native routes and KServe's, for http.c. */
+typedef struct {
+    void (*error)(srv_reply *r, const srv_err *e); /* writes an error reply */
+    int (*content_ok)(const char *ctype);          /* a POST body's Content-Type (NULL: none) */
+    const char *length_header;  /* a request header that sizes part of the body, or NULL */
+    void (*not_found)(const char *path, srv_err *e);
+    int unmatched_route;        /* SRV_R_* of a path no row matches */
+} srv_front;
+
+extern const srv_front srv_native_front, srv_kserve_front;
+
+struct srv_route {
+    const char *method;    /* "GET" (and HEAD) or "POST" */
+    const char *pattern;   /* "/v2/models/{model}/infer" */
+    int route;             /* SRV_R_* */
+    srv_handler serve;
+    const srv_front *front;
+};
 
 void srv_reply_init(srv_reply *r);
 void srv_reply_error(srv_reply *r, const srv_err *e);
+/* Copies a call's timings into the reply (Server-Timing). */
+void srv_reply_timings(srv_reply *r, const srv_call *call);
 /* Resolves method + path. Returns 0, or -1 with r filled (404, 405). */
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
 /* Serves a resolved target; body is NULL for GET routes. */
 void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Calls fn for every row of the route table that front serves. */
+void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud);
+/* Records the value of the front end's length header (NULL: absent): a
+ * decimal byte count, or malformed. */
+void srv_target_length(srv_target *t, const char *value);
+
+/* The handlers of the route table's POST rows (native.c, kserve.c). */
+void srv_serve_attention(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_multihead(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_v2_server(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_v2_live(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_v2_ready(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_v2_model_ready(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_reply *r);
+
+#define SRV_KS_MODEL_VERSION "1"
+/* "attention-<rule>" or "multihead". */
+void srv_kserve_model_name(int model, char *out, size_t n);
+/* The field-table where-bits of a model's jobs, with place (kserve.c). */
+unsigned srv_kserve_where(int model, unsigned place);
+/* KServe's {model} and {version} path segments (kserve.c): 0, or -1 with
+ * e filled (404). */
+int srv_kserve_model(const char *name, size_t n, int *model, srv_err *e);
+int srv_kserve_version(const char *v, size_t n, int model, srv_err *e);
 
 /* Writes GET /rules' JSON. */
 void srv_rules_json(srv_buf *b);
@@ -301,43 +444,5 @@ int  srv_http_start(void);     /* 0 ok, -1 failed (logged) */
 void srv_http_quiesce(void);   /* stop accepting */
 void srv_http_stop(void);      /* close everything */
 extern volatile int srv_draining;
-
-/* ------------------------------------------------------------ shared request pieces */
-
-/* Options read from a JSON object (the native body, or KServe's
- * "parameters"); each returns 0, or -1 with e filled. Fields absent from obj
- * keep their value. */
-/* causal, window, need_weights, hard */
-int srv_get_scalar_options(json_t *obj, attn_options *opt, srv_err *e);
-/* hidden_size, output_size, scale */
-int srv_get_attention_options(json_t *obj, attn_request *req, srv_err *e);
-/* num_heads (required), num_kv_heads, average_weights, residual_norm, positional_encoding */
-int srv_get_multihead_options(json_t *obj, attn_mha_request *req, srv_err *e);
-int srv_get_seed(json_t *obj, uint64_t *seed, srv_err *e);
-
-/* Seeds parameters when req has none (kept in call->seeded), plans, caps
- * the result sizes and computes into arena buffers *o and *w (*w NULL when
- * weights are not wanted), whose shapes land in *sh. t0 is when parsing
- * began (for Server-Timing). Returns 0, or -1 with e filled. */
-int srv_run_attention(srv_call *call, attn_request *req, uint64_t seed, double t0,
-                      attn_shapes *sh, float **o, float **w, srv_err *e);
-int srv_run_multihead(srv_call *call, attn_mha_request *req, uint64_t seed, double t0,
-                      attn_shapes *sh, float **o, float **w, srv_err *e);
-
-/* ------------------------------------------------------------ KServe v2 (kserve.c) */
-
-/* Resolves a path under /v2 (the Open Inference Protocol). Returns 0, or -1
- * with r filled ({"error": "..."}: 404 unknown model or path, 405). */
-int srv_kserve_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
-/* Records the request's Inference-Header-Content-Length value (NULL when
- * absent) in t for srv_kserve_serve to check. */
-void srv_kserve_header(srv_target *t, const char *value);
-/* Whether an infer request may carry this Content-Type (JSON, or binary
- * tensor data as application/octet-stream or application/vnd.*). */
-int srv_kserve_content_type(const char *ct);
-/* Fills r with e as the protocol's {"error": "message"} (422 becomes 400). */
-void srv_kserve_error(srv_reply *r, const srv_err *e);
-/* Serves a resolved /v2 target; body is NULL for GET routes. */
-void srv_kserve_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
 
 #endif /* SRV_H */

@@ -1,0 +1,181 @@
+/* job.c - the job runner both front ends share: plan, check the caps
+ * against the plan's sizes and cost, seed what is missing, compute into
+ * arena buffers. */
+#include "srv.h"
+
+#include <string.h>
+
+void srv_job_init(srv_job *j, srv_job_kind kind, attn_rule rule)
+{
+    memset(j, 0, sizeof *j);
+    j->kind = kind;
+    if (kind == SRV_JOB_MULTIHEAD)
+        j->u.mha = attn_mha_request_default();
+    else
+        j->u.att = attn_request_default(rule);
+}
+
+void srv_job_set_params(srv_job *j, const attn_named *items, size_t n)
+{
+    if (j->kind == SRV_JOB_MULTIHEAD) {
+        j->u.mha.params = items;
+        j->u.mha.n_params = n;
+    } else {
+        j->u.att.params = items;
+        j->u.att.n_params = n;
+    }
+}
+
+const attn_named *srv_job_params(const srv_job *j, size_t *n)
+{
+    *n = j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.n_params : j->u.att.n_params;
+    return j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.params : j->u.att.params;
+}
+
+int srv_job_need_weights(const srv_job *j)
+{
+    return j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.opt.need_weights : j->u.att.opt.need_weights;
+}
+
+/* ------------------------------------------------------------ caps */
+
+/* Refuses what would exhaust memory before any of it is allocated. */
+static int check_result(const attn_shapes *sh, srv_err *e)
+{
+    if (sh->out_count > srv_cfg.max_elements)
+        return srv_fail(e, 413, "too_large", "",
+                        "the output would have %lld elements; this server builds at most %lld "
+                        "(ATTN_MAX_ELEMENTS): send smaller inputs or split the batch",
+                        (long long)sh->out_count, (long long)srv_cfg.max_elements);
+    if (sh->w_count > srv_cfg.max_weights)
+        return srv_fail(e, 413, "too_large", "need_weights",
+                        "the weights would have %lld elements; this server returns at most %lld "
+                        "(set need_weights to false)",
+                        (long long)sh->w_count, (long long)srv_cfg.max_weights);
+    return 0;
+}
+
+/* Refuses a request whose work (the library's estimate) is over
+ * ATTN_MAX_WORK before any of it is done: a 2 KB body of base64 shapes can
+ * ask for hours. */
+static int check_work(double flops, srv_err *e)
+{
+    if (flops <= srv_cfg.max_work)
+        return 0;
+    return srv_fail(e, 413, "too_large", "",
+                    "the request would take about %.3g floating-point operations; this server "
+                    "computes at most %.3g per request (ATTN_MAX_WORK): send shorter sequences, "
+                    "fewer heads or a smaller batch, or split the request",
+                    flops, srv_cfg.max_work);
+}
+
+/* Seeded parameters are allocated and filled before the computation:
+ * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
+ * gigabytes. floats is what the library's plan says seeding would make. */
+static int check_seed_size(const srv_job *j, srv_err *e)
+{
+    size_t n;
+    srv_job_params(j, &n);
+    if (n > 0 || j->sh.param_floats <= (double)srv_cfg.max_elements)
+        return 0;
+    attn_rule rule = j->u.att.rule;
+    const char *field = j->kind == SRV_JOB_MULTIHEAD ? "query"
+                      : rule == ATTN_RULE_CONCAT ? "output_size"
+                      : rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH ? "hidden_size"
+                      : "query";
+    return srv_fail(e, 413, "too_large", field,
+                    "seeding the parameters would take about %.0f floats; this server builds at most "
+                    "%lld (use a smaller %s, smaller inputs, or send params)",
+                    j->sh.param_floats, (long long)srv_cfg.max_elements, field);
+}
+
+/* ------------------------------------------------------------ running */
+
+static int plan(srv_job *j, srv_err *e)
+{
+    attn_error ae = {{0}, {0}};
+    attn_status st = j->kind == SRV_JOB_MULTIHEAD ? attn_mha_plan(&j->u.mha, &j->sh, &ae)
+                                                  : attn_plan(&j->u.att, &j->sh, &ae);
+    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+}
+
+/* Parameters from the seed when the request sent none (a cache reference
+ * kept in call->seeded). */
+static int seed(srv_call *call, srv_job *j, srv_err *e)
+{
+    size_t n;
+    srv_job_params(j, &n);
+    if (n > 0)
+        return 0;
+    attn_error ae = {{0}, {0}};
+    attn_status st = srv_seed_job(j, &call->seeded, &ae);
+    if (st != ATTN_OK)
+        return srv_fail_lib(e, st, &ae);
+    const attn_param_set *set = srv_seeded_set(call->seeded);
+    srv_job_set_params(j, set->items, set->n);
+    return 0;
+}
+
+static int compute(srv_job *j, srv_err *e)
+{
+    attn_error ae = {{0}, {0}};
+    attn_ctx *ctx = srv_ctx_acquire(j->sh.flops);
+    attn_status st = j->kind == SRV_JOB_MULTIHEAD
+                         ? attn_mha_compute(ctx, &j->u.mha, j->out, j->weights, &ae)
+                         : attn_compute(ctx, &j->u.att, j->out, j->weights, &ae);
+    srv_ctx_release(ctx);
+    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+}
+
+int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
+{
+    /* Planned before seeding: the plan of a job without parameters says
+     * what seeding would make, so every cap is checked before any of the
+     * job's memory is taken. */
+    if (plan(j, e) || check_result(&j->sh, e) || check_seed_size(j, e) ||
+        check_work(j->sh.flops, e) || seed(call, j, e))
+        return -1;
+    call->t_parse = srv_now_ms() - call->t0;
+    size_t ob = (size_t)j->sh.out_count * sizeof(float), wb = (size_t)j->sh.w_count * sizeof(float);
+    j->out = srv_arena_alloc(&call->arena, ob);
+    j->weights = j->sh.w_count ? srv_arena_alloc(&call->arena, wb) : NULL;
+    if (!j->out || (j->sh.w_count && !j->weights))
+        return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
+    double t0 = srv_now_ms();
+    int rc = compute(j, e);
+    call->t_compute = srv_now_ms() - t0;
+    return rc;
+}
+
+/* ------------------------------------------------------------ the call */
+
+void srv_call_free(srv_call *call)
+{
+    json_decref(call->root);
+    call->root = NULL;
+    srv_seeded_release(call->seeded);
+    call->seeded = NULL;
+    srv_arena_free(&call->arena);
+}
+
+/* Text -> envelope (big arrays lifted out) -> Jansson, duplicates refused.
+ * what names the text in errors ("the body"). */
+int srv_call_parse(srv_call *call, const char *text, size_t len, const char *what, srv_err *e)
+{
+    if (srv_scan(text, len, &call->arena, &call->scan))
+        return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
+    /* Before Jansson, which recurses once per level; the scanner counted
+     * the depth in the same pass. */
+    if (call->scan.depth > srv_cfg.max_depth)
+        return srv_fail(e, 400, "invalid_json", "",
+                        "%s nests arrays or objects more than %d deep (ATTN_MAX_DEPTH)", what,
+                        srv_cfg.max_depth);
+    json_error_t jerr;
+    call->root = json_loadb(call->scan.envelope, call->scan.envelope_len,
+                            JSON_REJECT_DUPLICATES, &jerr);
+    if (!call->root)
+        return srv_fail(e, 400, "invalid_json", "", "%s is not valid JSON: %s", what, jerr.text);
+    if (!json_is_object(call->root))
+        return srv_fail(e, 400, "invalid_json", "", "%s must be a JSON object", what);
+    return 0;
+}

@@ -1,0 +1,532 @@
+/* kserve_infer.c - POST /v2/models/{name}/infer: the JSON header and its
+ * binary tensor data to a job, and the job to the protocol's response. */
+#include "srv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define KS_MAX_INPUTS 32 /* more than any model takes */
+
+/* One $request_input as read, before it lands in the job. */
+typedef struct {
+    const char *name;  /* borrowed from the parsed header */
+    int is_bool;
+    int rank;
+    int64_t shape[ATTN_MAX_RANK];
+    int64_t count;
+    float *f;          /* arena or codec owned */
+    uint8_t *m;
+} ks_input;
+
+/* The body: the JSON header, then binary tensor data from bin on. */
+typedef struct {
+    int model;
+    const char *bin;
+    uint64_t bin_len, off; /* bytes after the header; bytes the inputs took */
+} ks_body;
+
+static int host_is_le(void)
+{
+    const uint16_t one = 1;
+    uint8_t b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* Every key of obj must be one of allowed (NULL-terminated). */
+static int only_keys(json_t *obj, const char *const *allowed, const char *what, srv_err *e)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int i = 0;
+        while (allowed[i] && strcmp(key, allowed[i]))
+            i++;
+        if (allowed[i])
+            continue;
+        char list[300] = "";
+        for (i = 0; allowed[i]; i++)
+            srv_name_list(list, sizeof list, allowed[i]);
+        return srv_fail(e, 400, "unknown_field", key, "unknown %s \"%.60s\"; expected one of: %s",
+                        what, key, list);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the header */
+
+/* Splits off the JSON header (Inference-Header-Content-Length bytes, else
+ * all) and parses it into call->root. */
+static int parse_header(const srv_target *t, const char *body, size_t len, srv_call *call,
+                        ks_body *kb, srv_err *e)
+{
+    static const char hdr_name[] = "Inference-Header-Content-Length";
+    size_t hl = len;
+    if (t->len_hdr < 0)
+        return srv_fail(e, 400, "invalid_field", hdr_name, "%s must be a decimal byte count", hdr_name);
+    if (t->len_hdr > 0) {
+        if (t->len_hdr_value > len)
+            return srv_fail(e, 400, "invalid_field", hdr_name,
+                            "%s is %llu but the body has only %zu bytes", hdr_name,
+                            (unsigned long long)t->len_hdr_value, len);
+        hl = (size_t)t->len_hdr_value;
+    }
+    const char *hdr = body;
+    if (hl < len) {
+        /* The scanner wants a NUL after the JSON: copy the header alone. */
+        char *copy = srv_arena_alloc(&call->arena, hl + 1);
+        if (!copy)
+            return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
+        memcpy(copy, body, hl);
+        copy[hl] = '\0';
+        hdr = copy;
+    }
+    kb->bin = body + hl;
+    kb->bin_len = len - hl;
+    kb->off = 0;
+    return srv_call_parse(call, hdr, hl, "the JSON header", e);
+}
+
+/* id, model_name and parameters; the parameters into the job. */
+static int read_top(json_t *root, const ks_body *kb, srv_codec *c, srv_job *j, srv_err *e)
+{
+    static const char *const root_keys[] = {"id", "parameters", "inputs", "outputs",
+                                            "model_name", "model_version", NULL};
+    if (only_keys(root, root_keys, "field", e))
+        return -1;
+    json_t *id = json_object_get(root, "id");
+    if (id && !json_is_string(id))
+        return srv_fail(e, 400, "invalid_field", "id", "id must be a string");
+    char name[64];
+    srv_kserve_model_name(kb->model, name, sizeof name);
+    json_t *mn = json_object_get(root, "model_name");
+    if (mn && (!json_is_string(mn) || strcmp(json_string_value(mn), name)))
+        return srv_fail(e, 400, "invalid_field", "model_name",
+                        "model_name does not match the model in the path (%s)", name);
+    json_t *params = json_object_get(root, "parameters");
+    if (params && !json_is_object(params))
+        return srv_fail(e, 400, "invalid_field", "parameters", "parameters must be an object");
+    if (!params) {
+        params = json_object();
+        if (!params || json_object_set_new(root, "parameters", params))
+            return srv_fail(e, 503, "overloaded", "", "out of memory");
+    }
+    unsigned place = SRV_F_KS_PARAM | (kb->model == ATTN_RULE_CONCAT ? SRV_F_CONCAT : 0u);
+    return srv_fields_read(params, place, "parameter", c, j, e);
+}
+
+/* ---------------------------------------------------------------- outputs */
+
+typedef struct {
+    const char *name; /* "output" or "weights" */
+    int binary;
+} ks_output;
+
+typedef struct {
+    ks_output o[2];
+    int n;
+} ks_outputs;
+
+static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
+{
+    static const char *const out_keys[] = {"name", "parameters", NULL};
+    static const char *const out_param_keys[] = {"binary_data", NULL};
+    json_t *nm, *p, *bd;
+    if (!json_is_object(o) || !json_is_string(nm = json_object_get(o, "name")))
+        return srv_fail(e, 400, "invalid_field", "outputs", "each output must be {\"name\": ...}");
+    if (only_keys(o, out_keys, "output field", e))
+        return -1;
+    const char *s = json_string_value(nm);
+    if (strcmp(s, "output") && strcmp(s, "weights"))
+        return srv_fail(e, 400, "invalid_field", "outputs",
+                        "no output named \"%.60s\"; the outputs are output and weights", s);
+    if (outs->n == 1 && !strcmp(outs->o[0].name, s))
+        return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
+    int bin = bin_all;
+    if ((p = json_object_get(o, "parameters"))) {
+        if (!json_is_object(p))
+            return srv_fail(e, 400, "invalid_field", "outputs", "output %s: parameters must be an object", s);
+        if (only_keys(p, out_param_keys, "output parameter", e))
+            return -1;
+        if ((bd = json_object_get(p, "binary_data")) && !json_is_boolean(bd))
+            return srv_fail(e, 400, "invalid_field", "binary_data", "%s: binary_data must be true or false", s);
+        bin = bd ? json_is_true(bd) : bin_all;
+    }
+    outs->o[outs->n++] = (ks_output){s, bin};
+    return 0;
+}
+
+/* The request's "outputs" (or both, output first, when absent); weights
+ * not asked for are not built. */
+static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
+{
+    json_t *jo = json_object_get(root, "outputs");
+    int *nw = j->kind == SRV_JOB_MULTIHEAD ? &j->u.mha.opt.need_weights : &j->u.att.opt.need_weights;
+    outs->n = 0;
+    if (!jo) {
+        outs->o[outs->n++] = (ks_output){"output", j->binary_output};
+        if (*nw)
+            outs->o[outs->n++] = (ks_output){"weights", j->binary_output};
+        return 0;
+    }
+    if (!json_is_array(jo))
+        return srv_fail(e, 400, "invalid_field", "outputs", "outputs must be an array of {\"name\": ...}");
+    if (json_array_size(jo) > 2)
+        return srv_fail(e, 400, "invalid_field", "outputs",
+                        "outputs lists %zu tensors; the models have two: output and weights",
+                        json_array_size(jo));
+    int want_w = 0;
+    for (size_t i = 0; i < json_array_size(jo); i++) {
+        if (read_output(json_array_get(jo, i), j->binary_output, outs, e))
+            return -1;
+        want_w |= !strcmp(outs->o[outs->n - 1].name, "weights");
+    }
+    if (want_w && !*nw)
+        return srv_fail(e, 400, "invalid_field", "outputs",
+                        "outputs asks for weights but need_weights is false");
+    *nw = want_w;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+typedef struct {
+    char s[400];
+} name_list;
+
+static void list_field(void *ud, const srv_field *f)
+{
+    srv_name_list(((name_list *)ud)->s, sizeof ((name_list *)ud)->s, f->name);
+}
+
+/* Which of the model's inputs name is: a field of the table (*f), or a
+ * learned parameter of the rule (*f NULL). */
+static int find_input(const ks_body *kb, const char *name, const srv_field **f, srv_err *e)
+{
+    unsigned where = srv_kserve_where(kb->model, SRV_F_KS_INPUT);
+    const attn_rule_info *ri = kb->model == SRV_MODEL_MULTIHEAD ? NULL : attn_rule_describe((attn_rule)kb->model);
+    if ((*f = srv_field_find(name, where)))
+        return 0;
+    for (size_t i = 0; ri && i < ri->n_params; i++)
+        if (!strcmp(ri->params[i].name, name))
+            return 0;
+    name_list l = {""};
+    srv_fields_each(where, list_field, &l);
+    for (size_t i = 0; ri && i < ri->n_params; i++)
+        srv_name_list(l.s, sizeof l.s, ri->params[i].name);
+    return srv_fail(e, 400, "invalid_field", name, "model has no input \"%.60s\"; its inputs are: %s",
+                    name, l.s);
+}
+
+/* name, datatype and shape of one input, checked. */
+static int read_input_head(const ks_body *kb, json_t *j, ks_input *in, srv_err *e)
+{
+    static const char *const in_keys[] = {"name", "shape", "datatype", "parameters", "data", NULL};
+    const srv_field *f;
+    if (!json_is_object(j))
+        return srv_fail(e, 400, "invalid_field", "inputs", "each input must be an object");
+    if (only_keys(j, in_keys, "input field", e))
+        return -1;
+    json_t *jn = json_object_get(j, "name"), *dt = json_object_get(j, "datatype");
+    if (!json_is_string(jn))
+        return srv_fail(e, 400, "invalid_field", "inputs", "each input needs a \"name\" string");
+    const char *nm = in->name = json_string_value(jn);
+    if (find_input(kb, nm, &f, e))
+        return -1;
+    in->is_bool = f && f->type == SRV_FT_MASK;
+    const char *want = in->is_bool ? "BOOL" : "FP32";
+    if (!json_is_string(dt))
+        return srv_fail(e, 400, "invalid_field", nm, "input %s needs a \"datatype\" (%s)", nm, want);
+    if (strcmp(json_string_value(dt), want))
+        return srv_fail(e, 400, "invalid_field", nm, "input %s has datatype %.20s; this model takes it as %s",
+                        nm, json_string_value(dt), want);
+    json_t *sh = json_object_get(j, "shape");
+    if (!json_is_array(sh) || json_array_size(sh) < 1 || json_array_size(sh) > ATTN_MAX_RANK)
+        return srv_fail(e, 400, "invalid_field", nm,
+                        "input %s needs a \"shape\": an array of 1 to %d dimensions", nm, ATTN_MAX_RANK);
+    in->rank = (int)json_array_size(sh);
+    in->count = 1;
+    for (int d = 0; d < in->rank; d++) {
+        json_t *x = json_array_get(sh, (size_t)d);
+        if (!json_is_integer(x) || json_integer_value(x) < 1)
+            return srv_fail(e, 400, "invalid_field", nm,
+                            "input %s: every dimension of its shape must be an integer of at least 1", nm);
+        in->shape[d] = json_integer_value(x);
+        if (!attn_size_mul(in->count, in->shape[d], &in->count))
+            return srv_fail(e, 413, "too_large", nm, "input %s is too large: its size overflows", nm);
+    }
+    if (in->count > srv_cfg.max_elements)
+        return srv_fail(e, 413, "too_large", nm,
+                        "input %s has %lld elements; this server accepts at most %lld per tensor",
+                        nm, (long long)in->count, (long long)srv_cfg.max_elements);
+    return 0;
+}
+
+/* The input's values from the binary section: size bytes at kb->off. */
+static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, srv_err *e)
+{
+    const char *nm = in->name;
+    int64_t want, size = json_is_integer(bds) ? json_integer_value(bds) : -1;
+    if (size < 0)
+        return srv_fail(e, 400, "invalid_field", nm, "input %s: binary_data_size must be a byte count", nm);
+    if (!attn_size_mul(in->count, in->is_bool ? 1 : 4, &want) || size != want)
+        return srv_fail(e, 400, "invalid_field", nm,
+                        "input %s: binary_data_size is %lld but shape and datatype make %lld bytes",
+                        nm, (long long)size, (long long)want);
+    if ((uint64_t)size > kb->bin_len - kb->off)
+        return srv_fail(e, 400, "invalid_field", nm,
+                        "input %s: binary_data_size %lld reaches past the %llu bytes of binary "
+                        "data after the JSON header", nm, (long long)size, (unsigned long long)kb->bin_len);
+    const char *src = kb->bin + kb->off;
+    kb->off += (uint64_t)size;
+    void *dst = srv_arena_alloc(&call->arena, size ? (size_t)size : 1);
+    if (!dst)
+        return srv_fail(e, 503, "overloaded", nm, "out of memory reading %s", nm);
+    memcpy(dst, src, (size_t)size); /* the body gives no alignment */
+    in->m = in->is_bool ? dst : NULL;
+    in->f = in->is_bool ? NULL : dst;
+    int le = host_is_le();
+    for (int64_t i = 0; i < in->count; i++) {
+        if (in->is_bool && in->m[i] > 1)
+            return srv_fail(e, 400, "invalid_tensor", nm, "input %s: BOOL byte %lld is %u; it must be 0 or 1",
+                            nm, (long long)i, (unsigned)in->m[i]);
+        if (!in->is_bool && !le) {
+            uint8_t *p = (uint8_t *)&in->f[i], t0 = p[0], t1 = p[1];
+            p[0] = p[3]; p[3] = t0; p[1] = p[2]; p[2] = t1;
+        }
+        if (!in->is_bool && !isfinite(in->f[i]))
+            return srv_fail(e, 400, "invalid_tensor", nm,
+                            "input %s: element %lld is not a finite float32 value", nm, (long long)i);
+    }
+    return 0;
+}
+
+/* The input's values from "data": flat or nested, row-major; only its
+ * element count must agree with the declared shape. */
+static int read_data(srv_codec *c, json_t *data, ks_input *in, srv_err *e)
+{
+    const char *nm = in->name;
+    int rank;
+    const int64_t *dshape;
+    attn_mask mk;
+    attn_tensor tt;
+    if (in->is_bool) {
+        if (srv_decode_mask(c, data, nm, &mk, e))
+            return -1;
+        rank = mk.rank, dshape = mk.shape, in->m = (uint8_t *)mk.data;
+    } else {
+        if (srv_decode_tensor(c, data, nm, &tt, e))
+            return -1;
+        rank = tt.rank, dshape = tt.shape, in->f = (float *)tt.data;
+    }
+    int64_t dcount = 1;
+    for (int d = 0; d < rank; d++)
+        dcount *= dshape[d]; /* the codec checked this product */
+    if (dcount != in->count)
+        return srv_fail(e, 400, "invalid_tensor", nm, "input %s: its shape has %lld elements but its data has %lld",
+                        nm, (long long)in->count, (long long)dcount);
+    return 0;
+}
+
+/* Reads one $request_input: shape and datatype checked, its values taken
+ * from "data" or from the binary section. */
+static int read_input(srv_call *call, srv_codec *c, ks_body *kb, json_t *j, ks_input *in, srv_err *e)
+{
+    static const char *const in_param_keys[] = {"binary_data_size", NULL};
+    if (read_input_head(kb, j, in, e))
+        return -1;
+    const char *nm = in->name;
+    json_t *par = json_object_get(j, "parameters"), *bds = NULL, *data = json_object_get(j, "data");
+    if (par) {
+        if (!json_is_object(par))
+            return srv_fail(e, 400, "invalid_field", nm, "input %s: parameters must be an object", nm);
+        if (only_keys(par, in_param_keys, "input parameter", e))
+            return -1;
+        bds = json_object_get(par, "binary_data_size");
+    }
+    if (bds && data)
+        return srv_fail(e, 400, "invalid_field", nm, "input %s has both \"data\" and binary_data_size; give one", nm);
+    if (bds)
+        return read_binary(call, kb, bds, in, e);
+    if (!data)
+        return srv_fail(e, 400, "missing_field", nm, "input %s has no \"data\" and no binary_data_size parameter", nm);
+    return read_data(c, data, in, e);
+}
+
+/* One input into the job: a tensor or mask slot, or a learned parameter. */
+static void put_input(srv_job *j, const ks_body *kb, const ks_input *in, attn_named *pn, size_t *np)
+{
+    const srv_field *f = srv_field_find(in->name, srv_kserve_where(kb->model, SRV_F_KS_INPUT));
+    attn_mask *mk = f ? srv_job_mask(j, f->slot) : NULL;
+    attn_tensor *t = f ? srv_job_tensor(j, f->slot) : NULL;
+    if (mk) {
+        mk->rank = in->rank;
+        memcpy(mk->shape, in->shape, sizeof mk->shape);
+        mk->data = in->m;
+        return;
+    }
+    if (!t) /* a learned parameter, under its state_dict name */
+        t = &pn[(*np)++].t, pn[*np - 1].name = in->name;
+    t->rank = in->rank;
+    memcpy(t->shape, in->shape, sizeof t->shape);
+    t->data = in->f;
+}
+
+typedef struct {
+    srv_job *j;
+    const char *missing;
+} req_check;
+
+static void check_required(void *ud, const srv_field *f)
+{
+    req_check *rc = ud;
+    unsigned req = rc->j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA : SRV_F_REQ_ATT;
+    if (!rc->missing && (f->where & req) && !srv_job_tensor(rc->j, f->slot)->rank)
+        rc->missing = f->name;
+}
+
+static int read_inputs(srv_call *call, srv_codec *c, ks_body *kb, json_t *ji, srv_job *j, srv_err *e)
+{
+    if (!json_is_array(ji) || json_array_size(ji) == 0)
+        return srv_fail(e, 400, "missing_field", "inputs", "inputs must be a non-empty array");
+    size_t n = json_array_size(ji), np = 0;
+    if (n > KS_MAX_INPUTS)
+        return srv_fail(e, 400, "invalid_field", "inputs", "inputs has %zu tensors; at most %d", n, KS_MAX_INPUTS);
+    ks_input in[KS_MAX_INPUTS];
+    attn_named *pn = srv_arena_alloc(&call->arena, n * sizeof *pn);
+    if (!pn)
+        return srv_fail(e, 503, "overloaded", "", "out of memory");
+    memset(in, 0, sizeof in);
+    for (size_t i = 0; i < n; i++) {
+        if (read_input(call, c, kb, json_array_get(ji, i), &in[i], e))
+            return -1;
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(in[k].name, in[i].name))
+                return srv_fail(e, 400, "invalid_field", in[i].name, "input %s is given twice", in[i].name);
+        put_input(j, kb, &in[i], pn, &np);
+    }
+    if (kb->off != kb->bin_len)
+        return srv_fail(e, 400, "invalid_field", "binary_data_size",
+                        "the body has %llu bytes of binary data after the JSON header but the "
+                        "inputs' binary_data_size add up to %llu",
+                        (unsigned long long)kb->bin_len, (unsigned long long)kb->off);
+    srv_job_set_params(j, pn, np);
+    req_check rc = {j, NULL};
+    srv_fields_each(srv_kserve_where(kb->model, SRV_F_KS_INPUT), check_required, &rc);
+    if (rc.missing)
+        return srv_fail(e, 400, "missing_field", rc.missing, "input %s is required", rc.missing);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the response */
+
+static void put_output(srv_buf *b, const srv_job *j, const ks_output *o, int first)
+{
+    int is_w = !strcmp(o->name, "weights");
+    int rank = is_w ? j->sh.w_rank : j->sh.out_rank;
+    const int64_t *shape = is_w ? j->sh.w_shape : j->sh.out_shape;
+    int64_t count = is_w ? j->sh.w_count : j->sh.out_count;
+    srv_buf_puts(b, first ? "{\"name\":\"" : ",{\"name\":\"");
+    srv_buf_puts(b, o->name);
+    srv_buf_puts(b, "\",\"datatype\":\"FP32\",\"shape\":[");
+    for (int d = 0; d < rank; d++)
+        srv_buf_printf(b, "%s%lld", d ? "," : "", (long long)shape[d]);
+    srv_buf_putc(b, ']');
+    if (o->binary) {
+        /* count <= max_elements, so the product cannot overflow */
+        srv_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%lld}}", (long long)count * 4);
+        return;
+    }
+    int64_t flat[1] = {count};
+    srv_buf_puts(b, ",\"data\":");
+    srv_encode_tensor(b, is_w ? j->weights : j->out, 1, flat, 0);
+    srv_buf_putc(b, '}');
+}
+
+/* The binary outputs, in order, little-endian, after the JSON header. */
+static void put_binary(srv_buf *b, const srv_job *j, const ks_outputs *outs)
+{
+    int le = host_is_le();
+    for (int i = 0; i < outs->n; i++) {
+        if (!outs->o[i].binary)
+            continue;
+        int is_w = !strcmp(outs->o[i].name, "weights");
+        const float *src = is_w ? j->weights : j->out;
+        int64_t count = is_w ? j->sh.w_count : j->sh.out_count;
+        if (le) {
+            srv_buf_put(b, src, (size_t)count * 4);
+            continue;
+        }
+        for (int64_t k = 0; k < count; k++) {
+            uint8_t p[4], q[4];
+            memcpy(p, &src[k], 4);
+            q[0] = p[3], q[1] = p[2], q[2] = p[1], q[3] = p[0];
+            srv_buf_put(b, q, 4);
+        }
+    }
+}
+
+static int write_response(srv_call *call, srv_reply *r, const ks_body *kb, const srv_job *j,
+                          const ks_outputs *outs, srv_err *e)
+{
+    double t0 = srv_now_ms();
+    srv_buf *b = &r->body;
+    char name[64];
+    srv_kserve_model_name(kb->model, name, sizeof name);
+    double bytes = ((double)j->sh.out_count + (double)j->sh.w_count) * 16.0 + 512.0;
+    if (bytes < 1e12)
+        srv_buf_reserve(b, (size_t)bytes);
+    srv_buf_puts(b, "{\"model_name\":");
+    srv_buf_json_str(b, name);
+    srv_buf_puts(b, ",\"model_version\":\"" SRV_KS_MODEL_VERSION "\"");
+    json_t *id = json_object_get(call->root, "id");
+    if (id) {
+        srv_buf_puts(b, ",\"id\":");
+        srv_buf_json_str(b, json_string_value(id));
+    }
+    srv_buf_puts(b, ",\"outputs\":[");
+    int any_binary = 0;
+    for (int i = 0; i < outs->n; i++) {
+        put_output(b, j, &outs->o[i], i == 0);
+        any_binary |= outs->o[i].binary;
+    }
+    srv_buf_puts(b, "]}");
+    if (any_binary) {
+        r->infer_header_len = b->len;
+        r->ctype = "application/octet-stream";
+        put_binary(b, j, outs);
+    } else {
+        srv_buf_putc(b, '\n');
+    }
+    call->t_encode = srv_now_ms() - t0;
+    if (b->failed)
+        return srv_fail(e, 413, "too_large", "", "not enough memory to write the response");
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the route */
+
+void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    srv_err e;
+    srv_call call;
+    srv_job j;
+    ks_body kb = {t->model, NULL, 0, 0};
+    ks_outputs outs;
+    memset(&call, 0, sizeof call);
+    call.t0 = srv_now_ms();
+    srv_job_init(&j, t->model == SRV_MODEL_MULTIHEAD ? SRV_JOB_MULTIHEAD : SRV_JOB_ATTENTION,
+                 t->model == SRV_MODEL_MULTIHEAD ? ATTN_RULE_DOT : (attn_rule)t->model);
+    srv_codec c = {&call.arena, &call.scan, srv_cfg.max_elements};
+    int rc = parse_header(t, body ? body : "", body ? len : 0, &call, &kb, &e) ||
+             read_top(call.root, &kb, &c, &j, &e) ||
+             read_outputs(call.root, &j, &outs, &e) ||
+             read_inputs(&call, &c, &kb, json_object_get(call.root, "inputs"), &j, &e) ||
+             srv_job_run(&call, &j, &e) ||
+             write_response(&call, r, &kb, &j, &outs, &e);
+    srv_reply_timings(r, &call);
+    srv_call_free(&call);
+    if (rc)
+        srv_kserve_front.error(r, &e);
+}
