@@ -268,7 +268,7 @@ static void check_alive(const char *after)
 
 typedef struct {
     const char *model;
-    const char *params[24]; /* learned-parameter inputs, from shared/contract.md */
+    const char *params[24]; /* learned-parameter inputs, as openapi.yaml names them */
 } model_spec;
 
 static const model_spec models[] = {
