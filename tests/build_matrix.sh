@@ -23,13 +23,13 @@ for cc in $compilers; do
         log="build-matrix/$cc$lv.log"
         mkdir -p build-matrix
         t0=$(date +%s)
-        if $make_cmd --no-print-directory -j"$jobs" BUILD="$dir" CC="$cc" CFLAGS="$lv -g" WERROR=1 \
+        if $make_cmd --no-print-directory -k -j"$jobs" BUILD="$dir" CC="$cc" CFLAGS="$lv -g" WERROR=1 \
             test-bins >"$log" 2>&1; then
             echo "build $cc $lv: ok ($(( $(date +%s) - t0 )) s, no warnings)"
             pass=$((pass + 1))
         else
             echo "build $cc $lv: FAILED (log in $log)"
-            grep -E 'error|warning' "$log" | head -10 | sed 's/^/    /'
+            grep -E '(error|warning):' "$log" | head -10 | sed 's/^/    /'
             fail=$((fail + 1))
         fi
     done
