@@ -51,7 +51,7 @@ static int64_t pick_size(int64_t maxrand)
     return edge[rng() % (sizeof edge / sizeof edge[0])];
 }
 
-static int64_t n_pass, n_fail;
+static int64_t n_pass, n_fail, n_skip; /* n_skip: CPU variants not run */
 
 /* --ramp FILE: the climbing-score cases' inputs and outputs for
  * tests/ramp_torch.py, and their worst error here. */
@@ -420,6 +420,7 @@ int main(int argc, char **argv)
     for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
         if (attn_kernels_use(isas[v]) != 0) {
             printf("skip %s (not supported by this CPU)\n", isas[v]);
+            n_skip++;
             continue;
         }
         int64_t p0 = n_pass, f0 = n_fail;
@@ -435,6 +436,7 @@ int main(int argc, char **argv)
         ramp_cases = 0;
         ramp_worst = 0;
     }
-    printf("%lld passed, %lld failed\n", (long long)n_pass, (long long)n_fail);
+    printf("%lld passed, %lld failed, %lld skipped\n", (long long)n_pass, (long long)n_fail,
+           (long long)n_skip);
     return n_fail ? 1 : 0;
 }
