@@ -72,8 +72,10 @@ TEST_HTTP = $(BUILD)/test_http
 $(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/golden.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
-$(TEST_HTTP): $(BUILD)/tests/test_http.o $(BUILD)/tests/golden.o $(SERVER)
-	$(CC) -o $@ $(BUILD)/tests/test_http.o $(BUILD)/tests/golden.o $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+HARNESS_OBJ = $(BUILD)/tests/harness.o $(BUILD)/tests/golden.o
+
+$(TEST_HTTP): $(BUILD)/tests/test_http.o $(HARNESS_OBJ) $(SERVER)
+	$(CC) -o $@ $(BUILD)/tests/test_http.o $(HARNESS_OBJ) $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
 $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests
 
@@ -129,7 +131,7 @@ test-http: $(TEST_HTTP) $(SERVER)
 # (tests/kserve/).
 TEST_KSERVE = $(BUILD)/test_kserve
 
-$(TEST_KSERVE): $(BUILD)/tests/test_kserve.o $(BUILD)/tests/golden.o
+$(TEST_KSERVE): $(BUILD)/tests/test_kserve.o $(HARNESS_OBJ)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
 test-kserve: $(TEST_KSERVE) $(SERVER)
