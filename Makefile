@@ -135,7 +135,7 @@ $(TEST_KSERVE): $(BUILD)/tests/test_kserve.o $(HARNESS_OBJ)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
 test-kserve: $(TEST_KSERVE) $(SERVER)
-	$(TEST_KSERVE) --server $(SERVER) --golden tests/golden --examples tests/kserve \
+	$(TEST_KSERVE) --server $(SERVER) --golden tests/golden --cases tests/kserve --examples tests/kserve \
 	    --log $(BUILD)/test_kserve_server.log
 
 # Regenerates tests/golden/*.txt from PyTorch (Debian's python3-torch).
