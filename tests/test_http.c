@@ -3,18 +3,22 @@
  * Usage: test_http --server build/attn-server [--cases tests/http]
  *                  [--golden tests/golden] [--log build/test_http_server.log]
  *
- * Three server instances are started, each on its own free port, all
+ * Five server instances are started, each on its own free port, all
  * logging to the --log file:
- *   main   the defaults
- *   small  ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096 and
- *          ATTN_MAX_WORK=10000, for 413
- *   busy   ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
- * Cases come from two places: the .case files in tests/http (requests and the checks on
- * their responses, as data; the format is in tests/http/README.md) and the
- * C functions below for what data files cannot say (golden vectors, the
- * three tensor forms against a reference computed here, keep-alive, large
- * and chunked bodies, parallel clients). Every check counts as one test; the
- * run ends with "N passed, N failed" and exits 1 on any failure.
+ *   main    the defaults
+ *   small   ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096 and
+ *           ATTN_MAX_WORK=10000, for 413
+ *   busy    ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
+ *   guard   ATTN_TOKEN and ATTN_CORS_ORIGINS
+ *   limits  ATTN_MAX_CONNECTIONS=20, ATTN_MAX_PER_IP=10, ATTN_TIMEOUT=2
+ * Cases come from two places: the .case files in tests/http (requests and
+ * the checks on their responses, as data; the format is in
+ * tests/http/README.md, the reader in tests/harness.c) and the C functions
+ * below for what data files cannot say (every golden vector in each tensor
+ * form and output format, the forms against a reference computed here,
+ * keep-alive, large and chunked bodies, parallel clients, limits). Every
+ * check counts as one test; the run ends with "N passed, N failed,
+ * N skipped" and exits 1 on any failure.
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
