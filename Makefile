@@ -113,7 +113,7 @@ test-rows: $(TEST_ROWS)
 	$(TEST_ROWS) --step $(ROWS_STEP)
 
 test-lib: $(TEST_LIB)
-	$(TEST_LIB) tests/golden
+	$(TEST_LIB) tests/golden --bad tests/lib/bad_requests.txt
 
 # The execution contract (tests/test_ctx.c): the cost the plans report, no
 # heap allocation after a context's first call of a shape (malloc and
