@@ -1,6 +1,6 @@
 /* test_kserve.c - the KServe v2 / Open Inference Protocol routes against a
  * live server: metadata of every model, every golden vector (PyTorch) as an
- * infer request in each of four JSON and binary forms, the bad requests of
+ * infer request in every input and output form, the bad requests of
  * tests/kserve/ case files, and the README's examples.
  *
  *   test_kserve --server build/attn-server [--golden tests/golden]
@@ -207,10 +207,25 @@ static void test_metadata(void)
 
 /* ------------------------------------------------------------ golden infer */
 
-enum { MODE_JSON_FLAT, MODE_JSON_NESTED_BINOUT, MODE_BIN_MIXED, MODE_BIN_IN, N_MODES };
-static const char *const mode_names[] = {"JSON flat", "JSON nested data, binary_data_output",
-                                         "binary in, binary output + JSON weights",
-                                         "binary in, JSON out"};
+/* The ways one golden case is sent: every input form (flat or nested
+ * JSON data, binary tensor data) with every output form (JSON; binary via
+ * binary_data_output; binary output beside JSON weights via "outputs"). */
+enum { IN_FLAT, IN_NESTED, IN_BINARY };
+enum { OUT_JSON, OUT_BINARY, OUT_MIXED };
+typedef struct {
+    const char *name;
+    int in, out;
+} infer_mode;
+static const infer_mode modes[] = {
+    {"JSON flat in, JSON out", IN_FLAT, OUT_JSON},
+    {"JSON flat in, binary out", IN_FLAT, OUT_BINARY},
+    {"JSON nested in, JSON out", IN_NESTED, OUT_JSON},
+    {"JSON nested in, binary out", IN_NESTED, OUT_BINARY},
+    {"binary in, JSON out", IN_BINARY, OUT_JSON},
+    {"binary in, binary out", IN_BINARY, OUT_BINARY},
+    {"binary in, binary output and JSON weights", IN_BINARY, OUT_MIXED},
+};
+#define N_MODES (int)(sizeof modes / sizeof modes[0])
 
 static json_t *nested(const golden_tensor *t, int depth, int64_t *k)
 {
@@ -235,7 +250,7 @@ static json_t *make_input(const golden_tensor *t, int mode, buf *bin)
         json_array_append_new(shape, json_integer(t->shape[d]));
     json_t *in = json_pack("{s:s, s:o, s:s}", "name", t->name, "shape", shape, "datatype",
                            is_bool ? "BOOL" : "FP32");
-    if (mode == MODE_BIN_MIXED || mode == MODE_BIN_IN) {
+    if (modes[mode].in == IN_BINARY) {
         for (int64_t i = 0; i < t->count; i++) {
             if (is_bool) {
                 uint8_t b = t->m[i] ? 1 : 0;
@@ -246,7 +261,7 @@ static json_t *make_input(const golden_tensor *t, int mode, buf *bin)
         }
         json_object_set_new(in, "parameters",
                             json_pack("{s:I}", "binary_data_size", (json_int_t)(t->count * (is_bool ? 1 : 4))));
-    } else if (mode == MODE_JSON_NESTED_BINOUT) {
+    } else if (modes[mode].in == IN_NESTED) {
         int64_t k = 0;
         json_object_set_new(in, "data", nested(t, 0, &k));
     } else {
@@ -413,9 +428,9 @@ static char *golden_header(const golden_case *gc, const char *id, int mode, buf 
     }
     json_t *req = json_pack("{s:s, s:o, s:o}", "id", id, "inputs", inputs, "parameters",
                             make_parameters(gc));
-    if (mode == MODE_JSON_NESTED_BINOUT)
+    if (modes[mode].out == OUT_BINARY)
         json_object_set_new(json_object_get(req, "parameters"), "binary_data_output", json_true());
-    if (mode == MODE_BIN_MIXED) {
+    if (modes[mode].out == OUT_MIXED) {
         json_t *outs = json_pack("[{s:s, s:{s:b}}]", "name", "output", "parameters", "binary_data", 1);
         if (golden_opt_int(gc, "need_weights", 1) != 0)
             json_array_append_new(outs, json_pack("{s:s}", "name", "weights"));
@@ -448,7 +463,8 @@ static void golden_outputs(const golden_case *gc, const response *r, json_t *j, 
         out_tensor o;
         int ok = decode_output(r, j, hl, t->name, &o, why, sizeof why) == 0 &&
                  matches(&o, t, why, sizeof why);
-        int want_bin = mode == MODE_JSON_NESTED_BINOUT || (mode == MODE_BIN_MIXED && !strcmp(t->name, "output"));
+        int want_bin = modes[mode].out == OUT_BINARY ||
+                       (modes[mode].out == OUT_MIXED && !strcmp(t->name, "output"));
         if (ok && o.binary != want_bin) {
             ok = 0;
             snprintf(why, sizeof why, "returned %s, expected %s", o.binary ? "binary" : "JSON",
@@ -474,7 +490,7 @@ static void golden_infer_mode(const golden_case *gc, const char *file, int mode)
     snprintf(model, sizeof model, "%s%s", strcmp(gc->rule, "multihead") ? "attention-" : "", gc->rule);
     snprintf(id, sizeof id, "golden-%s", file);
     snprintf(url, sizeof url, "/v2/models/%s/infer", model);
-    snprintf(cname, sizeof cname, "kserve golden %s (%s)", file, mode_names[mode]);
+    snprintf(cname, sizeof cname, "kserve golden %s (%s)", file, modes[mode].name);
     buf bin = {0}, body = {0};
     char *hdr = golden_header(gc, id, mode, &bin);
     buf_put(&body, hdr, strlen(hdr));
@@ -483,7 +499,7 @@ static void golden_infer_mode(const golden_case *gc, const char *file, int mode)
     snprintf(ihl, sizeof ihl, "Inference-Header-Content-Length: %zu", strlen(hdr));
     const char *json_hdrs[] = {"Content-Type: application/json", NULL};
     const char *bin_hdrs[] = {"Content-Type: application/octet-stream", ihl, NULL};
-    int binary_in = mode == MODE_BIN_MIXED || mode == MODE_BIN_IN;
+    int binary_in = modes[mode].in == IN_BINARY;
     response r;
     kv_http("POST", url, body.data, body.len, binary_in ? bin_hdrs : json_hdrs, &r);
     snprintf(name, sizeof name, "%s: 200", cname);
@@ -495,7 +511,7 @@ static void golden_infer_mode(const golden_case *gc, const char *file, int mode)
         check(!strcmp(json_string_value(json_object_get(j, "model_name")) ?: "", model) &&
                   !strcmp(json_string_value(json_object_get(j, "id")) ?: "", id),
               name, "%s", short_body(&r));
-        int any_bin = mode == MODE_JSON_NESTED_BINOUT || mode == MODE_BIN_MIXED;
+        int any_bin = modes[mode].out != OUT_JSON;
         snprintf(name, sizeof name, "%s: Inference-Header-Content-Length %s", cname,
                  any_bin ? "present" : "absent");
         check(any_bin == (*header(&r, "Inference-Header-Content-Length") != 0), name, "header '%s'",
@@ -509,8 +525,7 @@ static void golden_infer_mode(const golden_case *gc, const char *file, int mode)
     buf_free(&bin);
 }
 
-/* One golden case in every mode: JSON flat, JSON nested with binary output,
- * binary in with mixed output, binary in with JSON output. */
+/* One golden case in every mode (modes[]). */
 static void golden_infer(const char *path)
 {
     golden_case gc;
