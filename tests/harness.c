@@ -998,14 +998,15 @@ static void case_send(CURL *h, case_file *c, server *s)
     int bad = r.status >= 400 || r.curl_err;
     for (int i = 0; i < c->nc; i++)
         case_check(c->name, c->checks[i][0], c->checks[i][1], &r);
-    char st[4096];
+    char st[4096], name[300];
+    snprintf(name, sizeof name, "%s: Server-Timing", c->name);
     /* every response carries Server-Timing, except the ones libmicrohttpd
      * itself sends before the service sees the request (URL or headers
      * over its memory limit) */
     if (r.status != 0 && r.status != 414 && r.status != 431)
         check(header_value(&r, "Server-Timing", st, sizeof st) == 0 && strstr(st, "parse;dur=") &&
                   strstr(st, "compute;dur=") && strstr(st, "encode;dur="),
-              c->name, "Server-Timing missing or incomplete; headers %s", r.headers.data);
+              name, "missing or incomplete; headers %s", r.headers.data);
     response_free(&r);
     if (bad)
         check_alive(h, s, c->name);

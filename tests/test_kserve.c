@@ -100,107 +100,62 @@ static json_t *find_named(json_t *arr, const char *name)
     return NULL;
 }
 
-static void test_server_routes(void)
+/* A model's inputs: query/key/value FP32, mask BOOL, its parameters FP32,
+ * every dimension -1 (variable) or a size. 1 when so, else why says. */
+static int metadata_inputs_ok(const model_spec *ms, json_t *ins, char *why, size_t wl)
 {
-    response r;
-    kv_http("GET", "/v2", NULL, 0, NULL, &r);
-    json_t *j = json_loads(r.body.data ? r.body.data : "", 0, NULL);
-    json_t *ext = json_object_get(j, "extensions");
-    int has_bin = 0;
-    size_t i;
-    json_t *v;
-    json_array_foreach(ext, i, v) has_bin |= !strcmp(json_string_value(v) ?: "", "binary_tensor_data");
-    check(r.status == 200 && json_is_string(json_object_get(j, "name")) &&
-              json_is_string(json_object_get(j, "version")) && has_bin,
-          "GET /v2: name, version, extensions with binary_tensor_data", "%ld %s", r.status, short_body(&r));
-    json_decref(j);
-    response_free(&r);
-    const char *paths[] = {"/v2/health/live", "/v2/health/ready"};
-    const char *keys[] = {"live", "ready"};
-    for (int k = 0; k < 2; k++) {
-        kv_http("GET", paths[k], NULL, 0, NULL, &r);
-        j = json_loads(r.body.data ? r.body.data : "", 0, NULL);
-        char name[80];
-        snprintf(name, sizeof name, "GET %s", paths[k]);
-        check(r.status == 200 && json_is_true(json_object_get(j, keys[k])), name, "%ld %s", r.status,
-              short_body(&r));
-        json_decref(j);
-        response_free(&r);
+    const char *fp[] = {"query", "key", "value"};
+    for (int k = 0; k < 3; k++) {
+        json_t *t = find_named(ins, fp[k]);
+        if (!t || strcmp(json_string_value(json_object_get(t, "datatype")) ?: "", "FP32"))
+            return snprintf(why, wl, "input %s missing or not FP32", fp[k]), 0;
     }
+    json_t *mk = find_named(ins, "mask");
+    if (!mk || strcmp(json_string_value(json_object_get(mk, "datatype")) ?: "", "BOOL"))
+        return snprintf(why, wl, "input mask missing or not BOOL"), 0;
+    for (int k = 0; ms->params[k]; k++) {
+        json_t *t = find_named(ins, ms->params[k]);
+        if (!t || strcmp(json_string_value(json_object_get(t, "datatype")) ?: "", "FP32"))
+            return snprintf(why, wl, "parameter input %s missing", ms->params[k]), 0;
+    }
+    size_t ii, d;
+    json_t *t, *x;
+    json_array_foreach(ins, ii, t) {
+        json_t *shp = json_object_get(t, "shape");
+        if (!json_is_array(shp) || json_array_size(shp) == 0)
+            return snprintf(why, wl, "input %zu has no shape", ii), 0;
+        json_array_foreach(shp, d, x) {
+            if (!json_is_integer(x) || (json_integer_value(x) != -1 && json_integer_value(x) < 1))
+                return snprintf(why, wl, "input %zu: dimension %zu is not -1 or a size", ii, d), 0;
+        }
+    }
+    return 1;
 }
 
+/* GET /v2/models/{model} for every model: name, platform, inputs, outputs. */
 static void test_metadata(void)
 {
     for (size_t m = 0; m < N_MODELS; m++) {
         const model_spec *ms = &models[m];
-        char path[128], name[200];
+        char path[128], name[200], why[200] = "";
         snprintf(path, sizeof path, "/v2/models/%s", ms->model);
         response r;
         kv_http("GET", path, NULL, 0, NULL, &r);
-        json_t *j = json_loads(r.body.data ? r.body.data : "", 0, NULL);
+        json_t *j = r.json;
         snprintf(name, sizeof name, "metadata %s: 200 with name and platform", ms->model);
-        if (!check(r.status == 200 && j && !strcmp(json_string_value(json_object_get(j, "name")) ?: "", ms->model) &&
-                       json_is_string(json_object_get(j, "platform")),
-                   name, "%ld %s", r.status, short_body(&r))) {
-            json_decref(j);
-            response_free(&r);
-            continue;
+        if (check(r.status == 200 && j && !strcmp(json_string_value(json_object_get(j, "name")) ?: "", ms->model) &&
+                      json_is_string(json_object_get(j, "platform")),
+                  name, "%ld %s", r.status, short_body(&r))) {
+            json_t *outs = json_object_get(j, "outputs");
+            snprintf(name, sizeof name, "metadata %s: inputs query/key/value FP32, mask BOOL, parameters", ms->model);
+            check(metadata_inputs_ok(ms, json_object_get(j, "inputs"), why, sizeof why), name, "%s", why);
+            json_t *o = find_named(outs, "output"), *w = find_named(outs, "weights");
+            snprintf(name, sizeof name, "metadata %s: outputs output and weights, FP32, shape -1", ms->model);
+            check(o && w && json_array_size(outs) == 2 &&
+                      json_integer_value(json_array_get(json_object_get(o, "shape"), 0)) == -1 &&
+                      !strcmp(json_string_value(json_object_get(w, "datatype")) ?: "", "FP32"),
+                  name, "%s", short_body(&r));
         }
-        json_t *ins = json_object_get(j, "inputs"), *outs = json_object_get(j, "outputs");
-        int ok = 1;
-        char why[200] = "";
-        const char *fp[] = {"query", "key", "value"};
-        for (int k = 0; k < 3; k++) {
-            json_t *t = find_named(ins, fp[k]);
-            if (!t || strcmp(json_string_value(json_object_get(t, "datatype")) ?: "", "FP32")) {
-                ok = 0;
-                snprintf(why, sizeof why, "input %s missing or not FP32", fp[k]);
-            }
-        }
-        json_t *mk = find_named(ins, "mask");
-        if (!mk || strcmp(json_string_value(json_object_get(mk, "datatype")) ?: "", "BOOL")) {
-            ok = 0;
-            snprintf(why, sizeof why, "input mask missing or not BOOL");
-        }
-        for (int k = 0; ms->params[k]; k++) {
-            json_t *t = find_named(ins, ms->params[k]);
-            if (!t || strcmp(json_string_value(json_object_get(t, "datatype")) ?: "", "FP32")) {
-                ok = 0;
-                snprintf(why, sizeof why, "parameter input %s missing", ms->params[k]);
-            }
-        }
-        /* Every dimension is -1 (variable) or a fixed positive size. */
-        size_t ii, d;
-        json_t *t, *x;
-        json_array_foreach(ins, ii, t) {
-            json_t *shp = json_object_get(t, "shape");
-            if (!json_is_array(shp) || json_array_size(shp) == 0) {
-                ok = 0;
-                snprintf(why, sizeof why, "input %zu has no shape", ii);
-            }
-            json_array_foreach(shp, d, x) if (!json_is_integer(x) ||
-                                              (json_integer_value(x) != -1 && json_integer_value(x) < 1)) {
-                ok = 0;
-                snprintf(why, sizeof why, "input %zu: dimension %zu is not -1 or a size", ii, d);
-            }
-        }
-        snprintf(name, sizeof name, "metadata %s: inputs query/key/value FP32, mask BOOL, parameters", ms->model);
-        check(ok, name, "%s", why);
-        json_t *o = find_named(outs, "output"), *w = find_named(outs, "weights");
-        snprintf(name, sizeof name, "metadata %s: outputs output and weights, FP32, shape -1", ms->model);
-        check(o && w && json_array_size(outs) == 2 &&
-                  json_integer_value(json_array_get(json_object_get(o, "shape"), 0)) == -1 &&
-                  !strcmp(json_string_value(json_object_get(w, "datatype")) ?: "", "FP32"),
-              name, "%s", short_body(&r));
-        json_decref(j);
-        response_free(&r);
-        snprintf(path, sizeof path, "/v2/models/%s/ready", ms->model);
-        kv_http("GET", path, NULL, 0, NULL, &r);
-        j = json_loads(r.body.data ? r.body.data : "", 0, NULL);
-        snprintf(name, sizeof name, "GET /v2/models/%s/ready", ms->model);
-        check(r.status == 200 && json_is_true(json_object_get(j, "ready")), name, "%ld %s", r.status,
-              short_body(&r));
-        json_decref(j);
         response_free(&r);
     }
 }
@@ -794,7 +749,6 @@ int main(int argc, char **argv)
         return 1;
     }
     curl = curl_easy_init();
-    test_server_routes();
     test_metadata();
     run_golden(golden);
     test_documented_binary();
