@@ -294,6 +294,10 @@ typedef struct {
 static void problem_make(problem *p, long b, long lq, long lk, long d, long dv,
                          uint64_t seed, int with_keep)
 {
+    if (b < 1 || lq < 1 || lk < 1 || d < 1 || dv < 1) {
+        fprintf(stderr, "test_http: problem_make with a size < 1\n");
+        exit(2);
+    }
     p->b = b; p->lq = lq; p->lk = lk; p->d = d; p->dv = dv;
     p->q = malloc(sizeof(float) * (size_t)(b * lq * d));
     p->k = malloc(sizeof(float) * (size_t)(b * lk * d));
