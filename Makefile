@@ -408,4 +408,4 @@ golden-modern:
 	$(PYTHON) tests/gen_modern.py tests/golden_modern
 
 # build-matrix also compiles these (defined above, after test-bins).
-test-bins: $(TEST_MODERN_REF) $(BENCH_KERNELS)
+test-bins: $(TEST_MODERN_REF) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
