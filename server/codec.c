@@ -127,7 +127,7 @@ static int from_nested(srv_codec *c, json_t *j, const char *field, int kind,
         shape[r++] = (int64_t)json_array_size(x);
         x = json_array_get(x, 0);
     }
-    int64_t count;
+    int64_t count = 0;
     if (shape_count(c, r, shape, field, &count, e))
         return -1;
     size_t esz = kind == K_BOOL ? 1 : sizeof(float);
@@ -162,7 +162,7 @@ static void index_path(char *out, size_t n, const char *field, int rank,
 static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kind,
                      int *rank, int64_t *shape, void **data, srv_err *e)
 {
-    int64_t count;
+    int64_t count = 0;
     if (shape_count(c, b->rank, b->shape, field, &count, e))
         return -1;
     char at[96];
@@ -235,7 +235,7 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
                             "%s must be an array of up to %d positive integers", sub, ATTN_MAX_RANK);
         shape[i] = json_integer_value(d);
     }
-    int64_t count;
+    int64_t count = 0;
     if (shape_count(c, r, shape, field, &count, e))
         return -1;
     if ((jd != NULL) == (jb != NULL))

@@ -236,8 +236,13 @@ int golden_load(const char *path, golden_case *out, char *err, size_t errlen)
                 out->options = o;
             }
             golden_option *o = &out->options[out->n_options++];
-            snprintf(o->key, sizeof o->key, "%s", line);
-            snprintf(o->value, sizeof o->value, "%s", rest);
+            size_t kl = strlen(line), vl = strlen(rest);
+            if (kl >= sizeof o->key || vl >= sizeof o->value) {
+                rc = fail(&r, "option %.40s: name or value too long", line);
+                break;
+            }
+            memcpy(o->key, line, kl + 1);
+            memcpy(o->value, rest, vl + 1);
             continue;
         }
         if (out->n_tensors == cap_t) {

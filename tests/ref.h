@@ -1,11 +1,12 @@
 /* ref.h - a plain reference implementation of every attention rule and of
  * multi-head attention: the tests' oracle for lib/.
  *
- * Written from ../shared/contract.md, not from lib/: it reads the public
- * request structs of attn.h but shares no code with the library. Every sum
- * is accumulated in double, loops are the formulas as written, nothing is
- * fused, blocked or vectorised. It trusts its input: call it only on a
- * request the library's attn_plan / attn_mha_plan accepted.
+ * Written from the rules as openapi.yaml and the README define them, not
+ * from lib/: it reads the public request structs of attn.h but shares no
+ * code with the library. Every sum is accumulated in double, loops are the
+ * formulas as written, nothing is fused, blocked or vectorised. It trusts
+ * its input: call it only on a request the library's attn_plan /
+ * attn_mha_plan accepted.
  */
 #ifndef REF_H
 #define REF_H

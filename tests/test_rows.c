@@ -7,10 +7,10 @@
  *   - tanh_scores, weighted_sum and softmax on random odd shapes and key ranges,
  *     against the same formulas summed in double with libm tanh().
  *
- * Build and run (not part of `make test`):
- *   make lib && cc -std=c11 -O2 -Ilib tests/test_rows.c build/libattn.a -lm -lpthread \
- *       -o build/test_rows && build/test_rows [--step N]
- * Exits 1 on any failure. */
+ * Usage: test_rows [--step N]   (make test-rows; ROWS_STEP=1 for every float)
+ * Three checks per variant (specials, random kernels, sweep); a variant the
+ * CPU lacks is skipped. Prints "N passed, N failed, N skipped"; exits 1 on
+ * any failure. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,7 +18,11 @@
 #include <string.h>
 #include "kernels_isa.h"
 
-#define TANH_REL_TOL 1e-6 /* about 8 ulp; Cephes tanhf itself is ~1-2 */
+/* The README's bound. Measured over every float in [0, 20] (--step 1, about
+ * 40 CPU-seconds per variant): max relative error 1.42e-7 (avx512, avx2) and
+ * 1.43e-7 (generic), max absolute 7.94e-8. make test checks every 97th
+ * float (--step 97) against the same bound. */
+#define TANH_REL_TOL 1.5e-7
 #define TANH_ABS_TOL 1e-7
 /* The fused sums: each tanh within TANH_REL_TOL, float accumulation. */
 #define SUM_TOL(mag, n) (1e-6 * (mag) + 1e-7 * (double)(n))
@@ -193,16 +197,28 @@ int main(int argc, char **argv)
     if (step < 1)
         step = 1;
     const char *isas[] = {"avx512", "avx2", "generic"};
+    int passed = 0, failed = 0, skipped = 0;
     for (int v = 0; v < 3; v++) {
         const attn_kernel_set *k = attn_kernels_find(isas[v]);
         if (!k) {
-            printf("[%s] not supported by this CPU: skipped\n", isas[v]);
+            printf("[%s] not supported by this CPU: 3 checks skipped\n", isas[v]);
+            skipped += 3;
             continue;
         }
-        specials(k);
-        kernels(k, 3000);
-        sweep(k, step);
+        for (int c = 0; c < 3; c++) {
+            int before = failures;
+            if (c == 0)
+                specials(k);
+            else if (c == 1)
+                kernels(k, 3000);
+            else
+                sweep(k, step);
+            if (failures == before)
+                passed++;
+            else
+                failed++;
+        }
     }
-    printf("%s\n", failures ? "FAILED" : "all passed");
-    return failures ? 1 : 0;
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
 }
