@@ -30,8 +30,8 @@ MAX_SRC = 48   # source tokens including <eos> (= Lv of the concat rule)
 MAX_TGT = 64   # target tokens including <eos>
 
 CONFIGS = {
-    "transformer": dict(arch="transformer", emb=256, heads=4, enc_layers=3, dec_layers=2, ffn=512,
-                        dropout=0.05, max_len=128, lr=1e-3, warmup=300, batch_tokens=1200,
+    "transformer": dict(arch="transformer", emb=192, heads=4, enc_layers=2, dec_layers=2, ffn=512,
+                        dropout=0.05, max_len=128, lr=1.5e-3, warmup=100, batch_tokens=1200,
                         label_smoothing=0.1, eval_every=150),
 }
 for _rule in ("concat", "additive", "general"):
