@@ -31,8 +31,8 @@ MAX_TGT = 64   # target tokens including <eos>
 
 CONFIGS = {
     "transformer": dict(arch="transformer", emb=192, heads=4, enc_layers=2, dec_layers=2, ffn=512,
-                        dropout=0.05, max_len=128, lr=1.5e-3, warmup=100, batch_tokens=1200,
-                        label_smoothing=0.1, eval_every=150),
+                        dropout=0.0, max_len=128, lr=1e-3, warmup=150, batch_tokens=600,
+                        label_smoothing=0.1, eval_every=250),
 }
 for _rule in ("concat", "additive", "general"):
     CONFIGS[_rule] = dict(arch="gru", rule=_rule, emb=128, hidden=128, max_src_len=MAX_SRC,

@@ -128,8 +128,13 @@ def beam(stepper, src_ids, K=4):
         scores = torch.tensor([s for _, s in live]).unsqueeze(1) + lp  # (N,V)
         V = scores.shape[1]
         flat = scores.reshape(-1)
-        # stable sort: descending score, ties keep (hyp index, id) order
-        order = torch.sort(-flat, stable=True).indices
+        # The first 2K entries of the stable sort (descending score, ties in
+        # (hyp index, id) order) are all we can need: take every candidate
+        # at least as large as the 2K-th largest, then sort those stably.
+        kk = min(2 * K, flat.numel())
+        thr = torch.topk(flat, kk).values[-1]
+        cand = torch.nonzero(flat >= thr).squeeze(1)
+        order = cand[torch.sort(-flat[cand], stable=True).indices]
         nxt, keep = [], []
         for rank, idx in enumerate(order.tolist()):
             hi, tok = divmod(idx, V)
