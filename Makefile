@@ -409,3 +409,26 @@ golden-modern:
 
 # build-matrix also compiles these (defined above, after test-bins).
 test-bins: $(TEST_MODERN_REF) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
+
+# ---- trained English->French attention models (see training/README.md) ----
+# Needs Debian's python3 with torch (not the pyenv one) and root for apt-get.
+# corpus -> tokenizer -> train (Transformer and the three GRUs in parallel,
+# one thread each, wall-clock budgets in minutes) -> evaluate.
+.PHONY: models models-smoke
+TORCH_PY ?= /usr/bin/python3
+TRANSFORMER_MINUTES ?= 92
+GRU_MINUTES ?= 30
+models:
+	$(TORCH_PY) training/corpus.py --install
+	$(TORCH_PY) training/tokenizer.py --vocab-size 3600
+	$(TORCH_PY) training/tokenizer.py --selftest
+	$(TORCH_PY) training/bleu.py --selftest
+	mkdir -p training/logs training/weights
+	$(TORCH_PY) training/train.py --model transformer --minutes $(TRANSFORMER_MINUTES) > training/logs/transformer.log 2>&1 & \
+	  training/run_gru.sh $(GRU_MINUTES); wait
+	$(TORCH_PY) training/evaluate.py
+
+models-smoke:
+	$(TORCH_PY) training/bleu.py --selftest
+	$(TORCH_PY) training/tokenizer.py --selftest
+	for m in transformer concat additive general; do $(TORCH_PY) training/train.py --model $$m --smoke || exit 1; done
