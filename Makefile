@@ -35,7 +35,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-deps test-rows test-kernels test-lib test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-deps test-rows test-kernels test-lib test-ctx test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -81,7 +81,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -104,6 +104,17 @@ test-rows: $(TEST_ROWS)
 
 test-lib: $(TEST_LIB)
 	$(TEST_LIB) tests/golden
+
+# The execution contract (tests/test_ctx.c): the cost the plans report, no
+# heap allocation after a context's first call of a shape (malloc and
+# friends interposed and counted), concurrent contexts on threads.
+TEST_CTX = $(BUILD)/test_ctx
+
+$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-ctx: $(TEST_CTX)
+	$(TEST_CTX)
 
 # The HTTP tests start the server themselves on free loopback ports; then,
 # when Node is installed, every example in openapi.yaml is posted and each
@@ -359,3 +370,22 @@ models-smoke:
 	$(TORCH_PY) training/bleu.py --selftest
 	$(TORCH_PY) training/tokenizer.py --selftest
 	for m in transformer concat additive general; do $(TORCH_PY) training/train.py --model $$m --smoke || exit 1; done
+
+# ------------------------------------------------------------------ modern attention
+# The double-precision C reference of the modern options (tests/ref_modern.c:
+# softcap, ALiBi, sinks, alignment, window pairs, rope, hard sampling, sparse
+# patterns, learned positions, linear attention) against the PyTorch vectors
+# in tests/golden_modern/, which `make golden-modern` regenerates. Not in
+# TEST_SUITES until lib/ implements the options.
+TEST_MODERN_REF = $(BUILD)/test_modern_ref
+
+$(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
+	$(CC) -o $@ $^ $(LDFLAGS) -lm
+
+.PHONY: test-modern-ref golden-modern
+
+test-modern-ref: $(TEST_MODERN_REF)
+	$(TEST_MODERN_REF) tests/golden_modern
+
+golden-modern:
+	$(PYTHON) tests/gen_modern.py tests/golden_modern

@@ -141,6 +141,78 @@ static attn_status check_param_shapes(const attn_request *req, const attn_rule_i
     return ATTN_OK;
 }
 
+/* Floats of the scratch pieces compute_planned carves, in order: s1 the
+ * projected queries (or concat's scores), s2 the projected keys (or the
+ * key half of concat's scores), s3 concat's context vectors, s4 the second
+ * half of concat's output. */
+static void rule_scratch(attn_rule rule, const plan *pl, double f[4])
+{
+    const attn_dims *d = &pl->d;
+    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
+    f[0] = f[1] = f[2] = f[3] = 0.0;
+    switch (rule) {
+    case ATTN_RULE_GENERAL:
+        f[1] = bk * (double)d->Dq;
+        break;
+    case ATTN_RULE_ADDITIVE:
+    case ATTN_RULE_CONCAT_TANH:
+        f[0] = bq * (double)pl->dh;
+        f[1] = bk * (double)pl->dh;
+        break;
+    case ATTN_RULE_CONCAT:
+        f[0] = f[1] = bq * (double)pl->lkeys;
+        f[2] = bq * (double)d->Dv;
+        f[3] = bq * (double)pl->dout;
+        break;
+    default: break;
+    }
+}
+
+/* Workspace bytes of the pieces f and the per-batch job arrays. */
+static double scratch_total(const plan *pl, const double f[4])
+{
+    double bytes = 0.0;
+    for (int i = 0; i < 4; i++)
+        bytes += attn_ws_bytes(f[i], sizeof(float));
+    return bytes + attn_ws_bytes((double)pl->d.B, sizeof(attn_sdpa_job)) +
+           attn_ws_bytes((double)pl->d.B, sizeof(attn_row_job));
+}
+
+/* Floating-point operations of compute_planned for rule (2 per
+ * multiply-add): the projections, the scores (a tanh score counts 3 per
+ * hidden unit), and the weighted sum of values. */
+static double rule_flops(attn_rule rule, const plan *pl)
+{
+    const attn_dims *d = &pl->d;
+    double B = (double)d->B, Lq = (double)d->Lq, Lk = (double)d->Lk;
+    double pairs = B * Lq * (double)pl->lkeys, dh = (double)pl->dh;
+    double f = 2.0 * pairs * (double)d->Dv;
+    switch (rule) {
+    case ATTN_RULE_GENERAL:
+        f += 2.0 * B * Lk * (double)d->Dk * (double)d->Dq;
+        /* fall through */
+    case ATTN_RULE_DOT:
+    case ATTN_RULE_SCALED_DOT:
+        return f + 2.0 * pairs * (double)d->Dq;
+    case ATTN_RULE_ADDITIVE:
+    case ATTN_RULE_CONCAT_TANH:
+        return f + 2.0 * B * (Lq * (double)d->Dq + Lk * (double)d->Dk) * dh + 3.0 * pairs * dh;
+    case ATTN_RULE_CONCAT:
+        return f + 2.0 * pairs * (double)(d->Dq + d->Dk) +
+               2.0 * B * Lq * (double)pl->dout * (double)(d->Dq + d->Dv);
+    default:
+        return f;
+    }
+}
+
+/* Floats of the bound parameters (the seeded set's when none are given). */
+static double param_floats(const attn_request *req, const plan *pl)
+{
+    if (req->n_params == 0)
+        return attn_rule_seed_floats(req->rule, &pl->d, pl->dh, pl->dout);
+    return attn_tensors_floats(pl->p, MAX_PARAMS);
+}
+
 static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
 {
     memset(pl, 0, sizeof *pl);
@@ -201,6 +273,7 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         if (info->n_params && (st = check_param_shapes(req, info, pl, err)) != ATTN_OK)
             return st;
     }
+    double params = param_floats(req, pl); /* before dout becomes Dv */
     if (!concat)
         pl->dout = d->Dv;
 
@@ -219,6 +292,11 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         !attn_count(sh->w_rank, sh->w_shape, &wc))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = req->opt.need_weights ? wc : 0;
+    sh->param_floats = params;
+    sh->flops = rule_flops(req->rule, pl);
+    double f[4];
+    rule_scratch(req->rule, pl, f);
+    sh->scratch_bytes = scratch_total(pl, f);
     return ATTN_OK;
 }
 
@@ -229,38 +307,6 @@ attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *
     if (st == ATTN_OK && shapes)
         *shapes = pl.shapes;
     return st;
-}
-
-/* Bytes for `floats` floats rounded up to 64, overflow-checked into *sum. */
-static int add_floats(size_t *sum, int64_t floats)
-{
-    int64_t b;
-    if (!attn_size_mul(floats, (int64_t)sizeof(float), &b) || (uint64_t)b > SIZE_MAX - 64)
-        return 0;
-    size_t r = ((size_t)b + 63) & ~(size_t)63;
-    if (*sum > SIZE_MAX - r)
-        return 0;
-    *sum += r;
-    return 1;
-}
-
-static int add_bytes(size_t *sum, int64_t n, size_t each)
-{
-    int64_t b;
-    if (!attn_size_mul(n, (int64_t)each, &b) || (uint64_t)b > SIZE_MAX - 64)
-        return 0;
-    size_t r = ((size_t)b + 63) & ~(size_t)63;
-    if (*sum > SIZE_MAX - r)
-        return 0;
-    *sum += r;
-    return 1;
-}
-
-static void *carve(char **at, int64_t n, size_t each)
-{
-    void *p = *at;
-    *at += (((size_t)n * each) + 63) & ~(size_t)63;
-    return p;
 }
 
 static attn_status compute_planned(attn_ctx *ctx, const attn_request *req, const plan *pl,
@@ -276,42 +322,18 @@ static attn_status compute_planned(attn_ctx *ctx, const attn_request *req, const
     attn_rule rule = req->rule;
     int64_t dqk = Dq + Dk, dqv = Dq + Dv;
 
-    /* Scratch: projected queries/keys (or the concat scores), then the job
-     * array. Every size here was bounded by the plan, but the sums are
-     * still checked. */
-    int64_t f1 = 0, f2 = 0, f3 = 0, f4 = 0;
-    switch (rule) {
-    case ATTN_RULE_GENERAL:
-        if (!attn_size_mul(B * Lk, Dq, &f2))
-            return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-        break;
-    case ATTN_RULE_ADDITIVE:
-    case ATTN_RULE_CONCAT_TANH:
-        if (!attn_size_mul(B * Lq, dh, &f1) || !attn_size_mul(B * Lk, dh, &f2))
-            return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the hidden size is too large");
-        break;
-    case ATTN_RULE_CONCAT:
-        if (!attn_size_mul(B * Lq, lkeys, &f1))
-            return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-        f2 = f1;
-        f4 = pl->shapes.out_count;
-        if (!attn_size_mul(B * Lq, Dv, &f3))
-            return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-        break;
-    default: break;
-    }
-    size_t bytes = 0;
-    if (!add_floats(&bytes, f1) || !add_floats(&bytes, f2) || !add_floats(&bytes, f3) ||
-        !add_floats(&bytes, f4) || !add_bytes(&bytes, B, sizeof(attn_sdpa_job)) ||
-        !add_bytes(&bytes, B, sizeof(attn_row_job)))
-        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-    char *at = attn_ctx_scratch(ctx, bytes);
-    if (!at)
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %zu bytes of scratch", bytes);
-    float *s1 = carve(&at, f1, sizeof(float)), *s2 = carve(&at, f2, sizeof(float));
-    float *s3 = carve(&at, f3, sizeof(float)), *s4 = carve(&at, f4, sizeof(float));
-    attn_sdpa_job *sj = carve(&at, B, sizeof(attn_sdpa_job));
-    attn_row_job *rj = carve(&at, B, sizeof(attn_row_job));
+    double f[4];
+    rule_scratch(rule, pl, f);
+    char *at;
+    attn_status st = attn_ws_get(ctx, scratch_total(pl, f), &at, err);
+    if (st != ATTN_OK)
+        return st;
+    float *s1 = attn_ws_take(&at, (int64_t)f[0], sizeof(float));
+    float *s2 = attn_ws_take(&at, (int64_t)f[1], sizeof(float));
+    float *s3 = attn_ws_take(&at, (int64_t)f[2], sizeof(float));
+    float *s4 = attn_ws_take(&at, (int64_t)f[3], sizeof(float));
+    attn_sdpa_job *sj = attn_ws_take(&at, B, sizeof(attn_sdpa_job));
+    attn_row_job *rj = attn_ws_take(&at, B, sizeof(attn_row_job));
 
     /* The keys each rule's score compares against, per batch row. */
     const float *keys = K;
@@ -413,10 +435,8 @@ static attn_status compute_planned(attn_ctx *ctx, const attn_request *req, const
     if (sdpa) {
         if (attn_sdpa_run(sj, (size_t)B, threads) != 0)
             return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
-    } else {
-        attn_status st = attn_rows_run(rj, (size_t)B, threads, err);
-        if (st != ATTN_OK)
-            return st;
+    } else if ((st = attn_rows_run(rj, (size_t)B, threads, err)) != ATTN_OK) {
+        return st;
     }
     if (rule == ATTN_RULE_CONCAT) { /* o = out([q; c]) = Wo_q q + Wo_c c + b */
         const float *ow = pl->p[2]->data;

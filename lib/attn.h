@@ -186,13 +186,22 @@ typedef struct {
     int64_t w_shape[ATTN_MAX_RANK];   /* (B,Lq,Lk), multi-head (B,H,Lq,Lk) */
     int64_t out_count;                /* floats the output buffer must hold */
     int64_t w_count;                  /* floats the weights buffer must hold (0 if not wanted) */
+    /* The request's cost, as the computation will incur it: what a caller
+     * compares against its limits before calling attn_compute. Doubles, so
+     * hostile sizes cannot overflow; attn_plan computes them without
+     * allocating, also when n_params == 0. */
+    double param_floats;  /* floats of the parameters the call uses; when n_params == 0, what attn_seed_params / attn_mha_seed_params would make */
+    double flops;         /* floating-point operations of the computation (2 per multiply-add), an estimate */
+    double scratch_bytes; /* workspace the computation takes from the context */
 } attn_shapes;
 
 /* Request with every field at its default for the given rule. */
 attn_request attn_request_default(attn_rule rule);
 
 /* Validates the whole request (shapes, options, parameters) and fills
- * *shapes. Does not compute. */
+ * *shapes, the cost included. Does not compute, and allocates nothing: a
+ * request without parameters is planned as it would run with seeded ones
+ * (their shapes are not checked, as they are made to fit). */
 attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *err);
 
 /* Makes the parameters the rule needs for the request's shapes, seeded

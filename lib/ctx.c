@@ -1,5 +1,6 @@
 /* ctx.c - the per-worker context: a grow-only scratch arena and a thread
  * budget. */
+#include <math.h>
 #include <stdlib.h>
 #include "internal.h"
 
@@ -43,6 +44,33 @@ void *attn_ctx_scratch(attn_ctx *ctx, size_t bytes)
         ctx->cap = want;
     }
     return ctx->arena;
+}
+
+double attn_ws_bytes(double n, size_t each)
+{
+    return ceil(n * (double)each / 64.0) * 64.0;
+}
+
+/* 2^52: every sum of pieces below it is exact in double, and fits size_t
+ * on 64-bit targets. */
+#define WS_MAX 4503599627370496.0
+
+attn_status attn_ws_get(attn_ctx *ctx, double bytes, char **at, attn_error *err)
+{
+    if (!(bytes <= WS_MAX) || bytes > (double)(SIZE_MAX / 2))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
+    *at = attn_ctx_scratch(ctx, (size_t)bytes);
+    if (!*at)
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %.0f bytes of scratch",
+                         bytes);
+    return ATTN_OK;
+}
+
+void *attn_ws_take(char **at, int64_t n, size_t each)
+{
+    void *p = *at;
+    *at += (((size_t)n * each) + 63) & ~(size_t)63;
+    return p;
 }
 
 attn_ctx *attn_ctx_for_call(attn_ctx *ctx, attn_ctx **own)

@@ -43,6 +43,19 @@ struct attn_ctx {
  * until the next call on ctx. NULL when out of memory. */
 void *attn_ctx_scratch(attn_ctx *ctx, size_t bytes);
 
+/* Bytes that n items of `each` bytes take in a workspace: rounded up to
+ * 64, in double so that no product of sizes can overflow. */
+double attn_ws_bytes(double n, size_t each);
+
+/* A workspace of `bytes` (a sum of attn_ws_bytes) from ctx into *at:
+ * ATTN_ERR_TOO_LARGE past what a size_t can hold exactly, ATTN_ERR_NOMEM
+ * when it cannot be allocated. */
+attn_status attn_ws_get(attn_ctx *ctx, double bytes, char **at, attn_error *err);
+
+/* The next piece of n items of `each` bytes from a workspace cursor, as
+ * planned with attn_ws_bytes (the cursor moves past it). */
+void *attn_ws_take(char **at, int64_t n, size_t each);
+
 /* The context a public call runs with: ctx itself, or (ctx NULL) a new
  * one-thread context also stored in *own, which the caller frees with
  * attn_ctx_free. NULL when out of memory. */
@@ -68,6 +81,9 @@ attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_erro
 
 attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
+
+/* Elements of the n tensors p[i] that are not NULL, summed in double. */
+double attn_tensors_floats(const attn_tensor *const *p, size_t n);
 
 /* A named parameter lookup: returns the tensor or NULL. */
 const attn_tensor *attn_find_param(const attn_named *p, size_t n, const char *name);
@@ -145,6 +161,15 @@ typedef struct {
     int64_t fan_in;
     attn_init init;
 } attn_seed_spec;
+
+#define ATTN_SEED_MAX 10 /* specs of the largest set (multi-head with norm) */
+
+/* Floats of the specs' tensors, summed in double (no overflow). */
+double attn_seed_floats(const attn_seed_spec *specs, size_t n);
+
+/* Floats attn_seed_params makes for rule at sizes d, hidden size dh and
+ * output size dout (0 for an unknown rule); allocates nothing. */
+double attn_rule_seed_floats(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout);
 
 /* Draws the specs in order from one SplitMix64 stream into a new set (one
  * allocation). */

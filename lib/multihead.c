@@ -32,7 +32,7 @@ static const char *const pnames[P_COUNT] = {
 
 typedef struct {
     attn_dims d;      /* Dq = E, Dk = kdim, Dv = vdim */
-    int64_t H, Hkv, hd, ekv;
+    int64_t H, Hkv, hd, ekv, E3;
     const attn_tensor *p[P_COUNT];
     /* Resolved projections (biases NULL when zero). */
     const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *nw, *nb;
@@ -145,9 +145,7 @@ static attn_status bind_mha_params(const attn_mha_request *req, mplan *pl, attn_
 
 static attn_status check_mha_shapes(mplan *pl, attn_error *err)
 {
-    int64_t E = pl->d.Dq, kd = pl->d.Dk, vd = pl->d.Dv, ekv = pl->ekv, E3;
-    if (!attn_size_mul(E, 3, &E3))
-        return attn_fail(err, ATTN_ERR_TOO_LARGE, "query", "E is too large");
+    int64_t E = pl->d.Dq, kd = pl->d.Dk, vd = pl->d.Dv, ekv = pl->ekv, E3 = pl->E3;
     struct { int rank; int64_t s0, s1; const char *sym; } want[P_COUNT] = {
         [P_IN_W] = {2, E3, E, "(3E, E)"},      [P_IN_B] = {1, E3, 0, "(3E)"},
         [P_QW] = {2, E, E, "(E, E)"},          [P_KW] = {2, E, kd, "(E, kdim)"},
@@ -199,6 +197,119 @@ static void resolve(mplan *pl)
     pl->nb = pdata(pl, P_NORM_B);
 }
 
+/* The parameters attn_mha_seed_params draws for the planned sizes, in
+ * drawing order, into s (room for ATTN_SEED_MAX); returns how many. The
+ * one table both seeding and the plan's cost read. */
+static size_t mha_seed_specs(const mplan *pl, int residual_norm, attn_seed_spec *s)
+{
+    int64_t E = pl->d.Dq, kd = pl->d.Dk, vd = pl->d.Dv, ekv = pl->ekv, E3 = pl->E3;
+    size_t n = 0;
+#define SPEC(nm, r, a, b, fan) s[n++] = (attn_seed_spec){nm, r, {a, b}, fan, ATTN_INIT_UNIFORM}
+    if (pl->Hkv == pl->H && kd == E && vd == E) {
+        SPEC("in_proj_weight", 2, E3, E, E);
+        SPEC("in_proj_bias", 1, E3, 0, E);
+        SPEC("out_proj.weight", 2, E, E, E);
+        SPEC("out_proj.bias", 1, E, 0, E);
+    } else if (pl->Hkv == pl->H) {
+        SPEC("q_proj_weight", 2, E, E, E);
+        SPEC("k_proj_weight", 2, E, kd, kd);
+        SPEC("v_proj_weight", 2, E, vd, vd);
+        SPEC("in_proj_bias", 1, E3, 0, E);
+        SPEC("out_proj.weight", 2, E, E, E);
+        SPEC("out_proj.bias", 1, E, 0, E);
+    } else {
+        SPEC("W_q.weight", 2, E, E, E);
+        SPEC("W_q.bias", 1, E, 0, E);
+        SPEC("W_k.weight", 2, ekv, kd, kd);
+        SPEC("W_k.bias", 1, ekv, 0, kd);
+        SPEC("W_v.weight", 2, ekv, vd, vd);
+        SPEC("W_v.bias", 1, ekv, 0, vd);
+        SPEC("W_o.weight", 2, E, E, E);
+        SPEC("W_o.bias", 1, E, 0, E);
+    }
+#undef SPEC
+    if (residual_norm) {
+        s[n++] = (attn_seed_spec){"norm.weight", 1, {E, 0}, E, ATTN_INIT_ONES};
+        s[n++] = (attn_seed_spec){"norm.bias", 1, {E, 0}, E, ATTN_INIT_ZEROS};
+    }
+    return n;
+}
+
+/* How mha_run lays its work out: the flags it runs with and the floats of
+ * each scratch piece, in carving order. */
+typedef struct {
+    int pe, has_k, has_v, avg, fused;
+    int64_t qw;     /* floats per row of the q projection (3E when fused) */
+    int64_t jobs_n; /* head jobs per kernel run */
+    double f[8];    /* encoded q, k, v; projected q, k, v; heads' output; per-head weights */
+} mha_layout;
+
+/* Self-attention whose q/k/v weights (and biases) lie back to back, as
+ * in_proj_weight does (and the seeded set does): one GEMM of 3E outputs
+ * packs each input row block once instead of three times, and the heads
+ * read q, k and v straight out of its (L, 3E) rows. */
+static int is_fused(const attn_mha_request *req, const mplan *pl)
+{
+    int64_t E = pl->d.Dq;
+    if (req->key.rank || req->value.rank || pl->Hkv != pl->H)
+        return 0;
+    if (!pl->wq) /* planned without parameters: the seeded in_proj_* */
+        return 1;
+    return pl->wk == pl->wq + E * E && pl->wv == pl->wk + E * E &&
+           ((!pl->bq && !pl->bk && !pl->bv) ||
+            (pl->bq && pl->bk == pl->bq + E && pl->bv == pl->bk + E));
+}
+
+static void mha_lay_out(const attn_mha_request *req, const mplan *pl, mha_layout *ly)
+{
+    const attn_dims *d = &pl->d;
+    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
+    ly->pe = req->positional_encoding == ATTN_PE_SINUSOIDAL;
+    ly->has_k = req->key.rank != 0;
+    ly->has_v = req->value.rank != 0;
+    ly->avg = req->opt.need_weights && req->average_weights;
+    ly->fused = is_fused(req, pl);
+    ly->qw = ly->fused ? pl->E3 : d->Dq;
+    ly->jobs_n = ly->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
+    ly->f[0] = ly->pe ? bq * (double)d->Dq : 0.0;
+    ly->f[1] = ly->pe && ly->has_k ? bk * (double)d->Dk : 0.0;
+    ly->f[2] = ly->pe && ly->has_v ? bk * (double)d->Dv : 0.0;
+    ly->f[3] = bq * (double)ly->qw;
+    ly->f[4] = ly->f[5] = ly->fused ? 0.0 : bk * (double)pl->ekv;
+    ly->f[6] = bq * (double)d->Dq;
+    ly->f[7] = ly->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0;
+}
+
+/* Workspace bytes of a layout: its float pieces and the job arrays. */
+static double mha_scratch(const mha_layout *ly)
+{
+    double bytes = 0.0;
+    for (int i = 0; i < 8; i++)
+        bytes += attn_ws_bytes(ly->f[i], sizeof(float));
+    return bytes + attn_ws_bytes((double)ly->jobs_n, sizeof(attn_sdpa_job)) +
+           attn_ws_bytes((double)ly->jobs_n, sizeof(attn_row_job));
+}
+
+/* Floating-point operations of mha_run (2 per multiply-add): the q, k, v
+ * and output projections, and per head the scores and the weighted sum. */
+static double mha_flops(const mplan *pl)
+{
+    const attn_dims *d = &pl->d;
+    double B = (double)d->B, Lq = (double)d->Lq, Lk = (double)d->Lk, E = (double)d->Dq;
+    double proj = 2.0 * Lq * E * E + Lk * (double)pl->ekv * (double)(d->Dk + d->Dv);
+    return 2.0 * B * (proj + 2.0 * Lq * Lk * E);
+}
+
+/* Floats of the bound parameters, or of the seeded set when none are. */
+static double mha_param_floats(const attn_mha_request *req, const mplan *pl)
+{
+    if (req->n_params == 0) {
+        attn_seed_spec s[ATTN_SEED_MAX];
+        return attn_seed_floats(s, mha_seed_specs(pl, req->residual_norm, s));
+    }
+    return attn_tensors_floats(pl->p, P_COUNT);
+}
+
 /* Validates everything but the parameters when with_params is 0. */
 static attn_status make_mplan(const attn_mha_request *req, int with_params, mplan *pl,
                               attn_error *err)
@@ -234,6 +345,8 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
                          (long long)pl->H, (long long)pl->Hkv);
     pl->hd = E / pl->H;
     pl->ekv = pl->Hkv * pl->hd;
+    if (!attn_size_mul(E, 3, &pl->E3))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "query", "E is too large");
     if (req->positional_encoding != ATTN_PE_NONE &&
         req->positional_encoding != ATTN_PE_SINUSOIDAL)
         return attn_fail(err, ATTN_ERR_PARAM, "positional_encoding",
@@ -267,6 +380,11 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
         !attn_count(sh->w_rank, sh->w_shape, &wc))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = req->opt.need_weights ? wc : 0;
+    mha_layout ly;
+    mha_lay_out(req, pl, &ly);
+    sh->param_floats = mha_param_floats(req, pl);
+    sh->flops = mha_flops(pl);
+    sh->scratch_bytes = mha_scratch(&ly);
     return ATTN_OK;
 }
 
@@ -288,37 +406,8 @@ attn_status attn_mha_seed_params(const attn_mha_request *req, uint64_t seed,
     attn_status st = make_mplan(req, 0, &pl, err);
     if (st != ATTN_OK)
         return st;
-    int64_t E = pl.d.Dq, kd = pl.d.Dk, vd = pl.d.Dv, ekv = pl.ekv;
-    attn_seed_spec s[10];
-    size_t n = 0;
-#define SPEC(nm, r, a, b, fan) s[n++] = (attn_seed_spec){nm, r, {a, b}, fan, ATTN_INIT_UNIFORM}
-    if (pl.Hkv == pl.H && kd == E && vd == E) {
-        SPEC("in_proj_weight", 2, 3 * E, E, E);
-        SPEC("in_proj_bias", 1, 3 * E, 0, E);
-        SPEC("out_proj.weight", 2, E, E, E);
-        SPEC("out_proj.bias", 1, E, 0, E);
-    } else if (pl.Hkv == pl.H) {
-        SPEC("q_proj_weight", 2, E, E, E);
-        SPEC("k_proj_weight", 2, E, kd, kd);
-        SPEC("v_proj_weight", 2, E, vd, vd);
-        SPEC("in_proj_bias", 1, 3 * E, 0, E);
-        SPEC("out_proj.weight", 2, E, E, E);
-        SPEC("out_proj.bias", 1, E, 0, E);
-    } else {
-        SPEC("W_q.weight", 2, E, E, E);
-        SPEC("W_q.bias", 1, E, 0, E);
-        SPEC("W_k.weight", 2, ekv, kd, kd);
-        SPEC("W_k.bias", 1, ekv, 0, kd);
-        SPEC("W_v.weight", 2, ekv, vd, vd);
-        SPEC("W_v.bias", 1, ekv, 0, vd);
-        SPEC("W_o.weight", 2, E, E, E);
-        SPEC("W_o.bias", 1, E, 0, E);
-    }
-#undef SPEC
-    if (req->residual_norm) {
-        s[n++] = (attn_seed_spec){"norm.weight", 1, {E, 0}, E, ATTN_INIT_ONES};
-        s[n++] = (attn_seed_spec){"norm.bias", 1, {E, 0}, E, ATTN_INIT_ZEROS};
-    }
+    attn_seed_spec s[ATTN_SEED_MAX];
+    size_t n = mha_seed_specs(&pl, req->residual_norm, s);
     return attn_seed_build(s, n, seed, out, err);
 }
 
@@ -362,29 +451,6 @@ static void layer_norm(float *x, int64_t rows, int64_t E, const float *w, const 
     }
 }
 
-/* Hands out consecutive 64-byte-aligned pieces of one scratch block. */
-typedef struct { char *at; } arena_cursor;
-
-static int sum_floats(size_t *sum, int64_t a, int64_t b)
-{
-    int64_t n, bytes;
-    if (!attn_size_mul(a, b, &n) || !attn_size_mul(n, (int64_t)sizeof(float), &bytes) ||
-        (uint64_t)bytes > SIZE_MAX / 2)
-        return 0;
-    size_t r = ((size_t)bytes + 63) & ~(size_t)63;
-    if (*sum > SIZE_MAX - r)
-        return 0;
-    *sum += r;
-    return 1;
-}
-
-static void *take(arena_cursor *c, int64_t a, int64_t b, size_t each)
-{
-    void *p = c->at;
-    c->at += (((size_t)a * (size_t)b * each) + 63) & ~(size_t)63;
-    return p;
-}
-
 static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mplan *pl,
                            float *output, float *weights, attn_error *err)
 {
@@ -393,70 +459,48 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
     int threads = ctx->threads;
     int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, E = d->Dq, kd = d->Dk, vd = d->Dv;
     int64_t H = pl->H, hd = pl->hd, ekv = pl->ekv, group = pl->H / pl->Hkv;
-    int pe = req->positional_encoding == ATTN_PE_SINUSOIDAL;
     int hard = opt->hard != ATTN_HARD_NONE;
-    int avg = opt->need_weights && req->average_weights;
-    int has_k = req->key.rank != 0, has_v = req->value.rank != 0;
-    int64_t jobs_n = avg ? H : B * H; /* averaging runs one batch row at a time */
-    /* Self-attention whose q/k/v weights (and biases) lie back to back, as
-     * in_proj_weight does: one GEMM of 3E outputs packs each input row block
-     * once instead of three times, and the heads read q, k and v straight
-     * out of its (L, 3E) rows. */
-    int fused = !has_k && !has_v && group == 1 && kd == E && vd == E &&
-                pl->wk == pl->wq + E * E && pl->wv == pl->wk + E * E &&
-                ((!pl->bq && !pl->bk && !pl->bv) ||
-                 (pl->bq && pl->bk == pl->bq + E && pl->bv == pl->bk + E));
-    int64_t qw = fused ? 3 * E : E; /* floats per row of the q projection */
-
-    size_t bytes = 0;
-    int ok = sum_floats(&bytes, B * Lq, pe ? E : 0) &&
-             sum_floats(&bytes, B * Lk, pe && has_k ? kd : 0) &&
-             sum_floats(&bytes, B * Lk, pe && has_v ? vd : 0) &&
-             sum_floats(&bytes, B * Lq, qw) && sum_floats(&bytes, B * Lk, fused ? 0 : ekv) &&
-             sum_floats(&bytes, B * Lk, fused ? 0 : ekv) && sum_floats(&bytes, B * Lq, E) &&
-             sum_floats(&bytes, avg ? H * Lq : 0, Lk) &&
-             sum_floats(&bytes, jobs_n, (int64_t)(sizeof(attn_sdpa_job) + sizeof(attn_row_job)));
-    if (!ok)
-        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-    arena_cursor c = {attn_ctx_scratch(ctx, bytes)};
-    if (!c.at)
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for %zu bytes of scratch", bytes);
+    mha_layout ly;
+    mha_lay_out(req, pl, &ly);
+    int pe = ly.pe, avg = ly.avg, has_k = ly.has_k, has_v = ly.has_v, fused = ly.fused;
+    int64_t qw = ly.qw, jobs_n = ly.jobs_n;
+    char *at;
+    attn_status st = attn_ws_get(ctx, mha_scratch(&ly), &at, err);
+    if (st != ATTN_OK)
+        return st;
+    float *piece[8];
+    for (int i = 0; i < 8; i++)
+        piece[i] = attn_ws_take(&at, (int64_t)ly.f[i], sizeof(float));
+    attn_sdpa_job *sj = attn_ws_take(&at, jobs_n, sizeof(attn_sdpa_job));
+    attn_row_job *rj = attn_ws_take(&at, jobs_n, sizeof(attn_row_job));
 
     const float *qx = req->query.data;
     const float *kx = has_k ? req->key.data : NULL;
     const float *vx = has_v ? req->value.data : NULL;
     if (pe) {
-        float *t = take(&c, B * Lq, E, sizeof(float));
-        add_posenc(qx, t, B, Lq, E);
-        qx = t;
+        add_posenc(qx, piece[0], B, Lq, E);
+        qx = piece[0];
         if (has_k) {
-            t = take(&c, B * Lk, kd, sizeof(float));
-            add_posenc(kx, t, B, Lk, kd);
-            kx = t;
+            add_posenc(kx, piece[1], B, Lk, kd);
+            kx = piece[1];
         }
         if (has_v) {
-            t = take(&c, B * Lk, vd, sizeof(float));
-            add_posenc(vx, t, B, Lk, vd);
-            vx = t;
+            add_posenc(vx, piece[2], B, Lk, vd);
+            vx = piece[2];
         }
     }
     if (!kx) kx = qx; /* self-attention: the (encoded) query */
     if (!vx) vx = qx;
-    float *qp = take(&c, B * Lq, qw, sizeof(float));
-    float *kp, *vp;
+    float *qp = piece[3];
+    float *kp = piece[4], *vp = piece[5];
     int64_t ks = ekv; /* row stride of the k and v projections */
     if (fused) {
         kp = qp + E;
         vp = qp + 2 * E;
         ks = qw;
-    } else {
-        kp = take(&c, B * Lk, ekv, sizeof(float));
-        vp = take(&c, B * Lk, ekv, sizeof(float));
     }
-    float *ao = take(&c, B * Lq, E, sizeof(float));
-    float *hw = avg ? take(&c, H * Lq, Lk, sizeof(float)) : NULL;
-    attn_sdpa_job *sj = take(&c, jobs_n, 1, sizeof(attn_sdpa_job));
-    attn_row_job *rj = take(&c, jobs_n, 1, sizeof(attn_row_job));
+    float *ao = piece[6];
+    float *hw = piece[7];
 
     if (fused) {
         attn_gemm_nt(B * Lq, qw, E, qx, E, pl->wq, E, pl->bq, qp, qw, threads);
@@ -519,8 +563,7 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
             if (attn_sdpa_run(sj, n, threads) != 0)
                 return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
         } else {
-            attn_status st = attn_rows_run(rj, n, threads, err);
-            if (st != ATTN_OK)
+            if ((st = attn_rows_run(rj, n, threads, err)) != ATTN_OK)
                 return st;
         }
         if (avg) { /* torch averages the per-head softmax weights */

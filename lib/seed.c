@@ -95,6 +95,64 @@ static attn_seed_spec spec2(const char *name, int64_t n0, int64_t n1, int64_t fa
     return s;
 }
 
+/* The parameters attn_seed_params draws for rule at sizes d (dh, dout:
+ * the hidden and output sizes), in drawing order, into specs (room for
+ * ATTN_SEED_MAX); returns how many, or -1 for an unknown rule. The one
+ * table both seeding and the plan's cost (attn_rule_seed_floats) read. */
+static int rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout,
+                           attn_seed_spec *specs)
+{
+    int64_t dqk = d->Dq + d->Dk, dqv = d->Dq + d->Dv; /* dims are bounded by attn_count */
+    int n = 0;
+    switch (rule) {
+    case ATTN_RULE_DOT:
+    case ATTN_RULE_SCALED_DOT:
+        break;
+    case ATTN_RULE_GENERAL:
+        specs[n++] = spec2("attn.weight", d->Dq, d->Dk, d->Dk);
+        specs[n++] = spec1("attn.bias", d->Dq, d->Dk);
+        break;
+    case ATTN_RULE_ADDITIVE:
+        specs[n++] = spec2("query_proj.weight", dh, d->Dq, d->Dq);
+        specs[n++] = spec2("key_proj.weight", dh, d->Dk, d->Dk);
+        specs[n++] = spec1("key_proj.bias", dh, d->Dk);
+        specs[n++] = spec2("v.weight", 1, dh, dh);
+        break;
+    case ATTN_RULE_CONCAT_TANH:
+        specs[n++] = spec2("attn.weight", dh, dqk, dqk);
+        specs[n++] = spec1("attn.bias", dh, dqk);
+        break;
+    case ATTN_RULE_CONCAT:
+        specs[n++] = spec2("att_weight.weight", d->Lv, dqk, dqk);
+        specs[n++] = spec1("att_weight.bias", d->Lv, dqk);
+        specs[n++] = spec2("out.weight", dout, dqv, dqv);
+        specs[n++] = spec1("out.bias", dout, dqv);
+        break;
+    default:
+        return -1;
+    }
+    return n;
+}
+
+double attn_seed_floats(const attn_seed_spec *specs, size_t n)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double c = 1.0;
+        for (int r = 0; r < specs[i].rank; r++)
+            c *= (double)specs[i].shape[r];
+        total += c;
+    }
+    return total;
+}
+
+double attn_rule_seed_floats(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout)
+{
+    attn_seed_spec specs[ATTN_SEED_MAX];
+    int n = rule_seed_specs(rule, d, dh, dout, specs);
+    return n < 0 ? 0.0 : attn_seed_floats(specs, (size_t)n);
+}
+
 attn_status attn_seed_params(const attn_request *req, uint64_t seed,
                              attn_param_set **out, attn_error *err)
 {
@@ -108,35 +166,9 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
         return st;
     int64_t dh = req->hidden_size ? req->hidden_size : d.Dq;
     int64_t dout = req->output_size ? req->output_size : d.Dq;
-    int64_t dqk = d.Dq + d.Dk, dqv = d.Dq + d.Dv; /* dims are bounded by attn_count */
-    attn_seed_spec specs[4];
-    size_t n = 0;
-    switch (req->rule) {
-    case ATTN_RULE_DOT:
-    case ATTN_RULE_SCALED_DOT:
-        break;
-    case ATTN_RULE_GENERAL:
-        specs[n++] = spec2("attn.weight", d.Dq, d.Dk, d.Dk);
-        specs[n++] = spec1("attn.bias", d.Dq, d.Dk);
-        break;
-    case ATTN_RULE_ADDITIVE:
-        specs[n++] = spec2("query_proj.weight", dh, d.Dq, d.Dq);
-        specs[n++] = spec2("key_proj.weight", dh, d.Dk, d.Dk);
-        specs[n++] = spec1("key_proj.bias", dh, d.Dk);
-        specs[n++] = spec2("v.weight", 1, dh, dh);
-        break;
-    case ATTN_RULE_CONCAT_TANH:
-        specs[n++] = spec2("attn.weight", dh, dqk, dqk);
-        specs[n++] = spec1("attn.bias", dh, dqk);
-        break;
-    case ATTN_RULE_CONCAT:
-        specs[n++] = spec2("att_weight.weight", d.Lv, dqk, dqk);
-        specs[n++] = spec1("att_weight.bias", d.Lv, dqk);
-        specs[n++] = spec2("out.weight", dout, dqv, dqv);
-        specs[n++] = spec1("out.bias", dout, dqv);
-        break;
-    default:
+    attn_seed_spec specs[ATTN_SEED_MAX];
+    int n = rule_seed_specs(req->rule, &d, dh, dout, specs);
+    if (n < 0)
         return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
-    }
-    return attn_seed_build(specs, n, seed, out, err);
+    return attn_seed_build(specs, (size_t)n, seed, out, err);
 }

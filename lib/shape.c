@@ -202,3 +202,17 @@ attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_erro
                          "output_size must be >= 1, got %lld", (long long)output_size);
     return ATTN_OK;
 }
+
+double attn_tensors_floats(const attn_tensor *const *p, size_t n)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (!p[i])
+            continue;
+        double c = 1.0;
+        for (int r = 0; r < p[i]->rank; r++)
+            c *= (double)p[i]->shape[r];
+        total += c;
+    }
+    return total;
+}
