@@ -389,3 +389,35 @@ test-modern-ref: $(TEST_MODERN_REF)
 
 golden-modern:
 	$(PYTHON) tests/gen_modern.py tests/golden_modern
+
+# ---- the trained models in C (models/, models/mdl.h) ----
+# test-models: the C models against PyTorch (tests/models_ref.py prepare
+# writes the tokenisation, teacher-forced attention and, without shipped
+# weights, random weights with a fresh token reference, in seconds), the
+# weight-file checks, and the HTTP routes. models-ref regenerates the
+# checked-in greedy/beam-4 token reference (tests/models_ref/) after new
+# weights land (minutes).
+MDL_SRC  = $(wildcard models/*.c)
+MDL_OBJ  = $(MDL_SRC:%.c=$(BUILD)/%.o)
+MDL_LIB  = $(BUILD)/libmdl.a
+TEST_MODELS = $(BUILD)/test_models
+MODELS_N ?= 2000
+MODELS_ATTN ?= 200
+
+$(BUILD)/models/%.o: ALL_CFLAGS += -O3
+$(BUILD)/tests/test_models.o $(BUILD)/bench/bench_models.o: ALL_CFLAGS += -Imodels
+
+$(MDL_LIB): $(MDL_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(TEST_MODELS): $(BUILD)/tests/test_models.o $(MDL_LIB) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+
+.PHONY: test-models models-ref bench-models
+test-models: $(TEST_MODELS) $(SERVER)
+	$(PYTHON) tests/models_ref.py prepare $(BUILD)/models_ref --n-attn $(MODELS_ATTN)
+	$(TEST_MODELS) --ref $(BUILD)/models_ref --n $(MODELS_N) --server $(SERVER) --log $(BUILD)/test_models_server.log
+
+models-ref:
+	$(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n $(MODELS_N)
