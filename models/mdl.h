@@ -104,6 +104,8 @@ typedef struct {
     int beam;       /* 1 = greedy, 2..MDL_MAX_BEAM = beam search */
     int max_len;    /* produced ids at most; 0 = min(max_tgt, 2 * n_src + 10) */
     int want_attention;
+    const int32_t *force; /* teacher forcing: produce exactly these n_force ids */
+    int n_force;          /* (1..max_tgt); the result's logp and score are theirs */
 } mdl_opts;
 
 /* One translation. Attention shapes (row-major, floats):
@@ -115,7 +117,8 @@ typedef struct {
     int32_t *src, *out; /* out ends with <eos> when the model produced it */
     float *cross, *dec, *enc;
     int64_t n_cross, n_dec, n_enc; /* float counts */
-    double score;       /* sum of log-probabilities of out (beam), 0 for greedy */
+    double score;       /* sum of log-probabilities of out (beam, forced), 0 for greedy */
+    float *logp;        /* forced: the log-probability of each produced id, else NULL */
 } mdl_result;
 
 /* Translates src ids (the source, <eos> included, 1..max_src of them).

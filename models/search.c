@@ -119,22 +119,30 @@ static int add_finished(search *s, const int32_t *prefix, int n, int32_t tail, f
     return 0;
 }
 
-static int greedy(search *s)
+/* Greedy, or teacher forcing along s->force (then logp gets each id's log-probability). */
+static int greedy(search *s, const int32_t *force, float *logp)
 {
     int32_t last = MDL_BOS, *out = s->live + 1;
     int n = 0;
+    float score = 0.0f;
     for (int t = 0; t < s->r.max_steps; t++) {
         if (step_all(s, 1, &last, t))
             return -1;
         int best = 0;
-        for (int v = 1; v < s->V; v++)
-            if (s->logits[v] > s->logits[best])
-                best = v;
+        if (force) {
+            best = force[t];
+            mdl_log_softmax(s->logits, s->V);
+            score += logp[t] = s->logits[best];
+        } else {
+            for (int v = 1; v < s->V; v++)
+                if (s->logits[v] > s->logits[best])
+                    best = v;
+        }
         out[n++] = last = best;
-        if (best == MDL_EOS)
+        if (best == MDL_EOS && !force)
             break;
     }
-    return add_finished(s, out, n, -1, 0.0f, n - 1, 0);
+    return add_finished(s, out, n, -1, score, n - 1, 0);
 }
 
 /* The first `want` candidates in (score descending, flat index ascending) order. */
@@ -288,6 +296,11 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
             return mdl_fail(err, errn, "source id %d is out of the vocabulary", (int)src[i]);
     if (o->beam < 1 || o->beam > MDL_MAX_BEAM || o->max_len < 0 || o->max_len > in->max_tgt)
         return mdl_fail(err, errn, "beam must be 1 to %d and max_len 0 to %d", MDL_MAX_BEAM, in->max_tgt);
+    if (o->force && (o->n_force < 1 || o->n_force > in->max_tgt))
+        return mdl_fail(err, errn, "forced ids must be 1 to %d", in->max_tgt);
+    for (int i = 0; o->force && i < o->n_force; i++)
+        if (o->force[i] < 0 || o->force[i] >= in->vocab)
+            return mdl_fail(err, errn, "forced id %d is out of the vocabulary", (int)o->force[i]);
     search s;
     memset(&s, 0, sizeof s);
     mdl_run *r = &s.r;
@@ -295,8 +308,10 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
     r->ctx = ctx;
     r->src = src;
     r->n_src = n_src;
-    r->K = s.K = o->beam;
+    r->K = s.K = o->force ? 1 : o->beam;
     r->max_steps = o->max_len ? o->max_len : (2 * n_src + 10 < in->max_tgt ? 2 * n_src + 10 : in->max_tgt);
+    if (o->force)
+        r->max_steps = o->n_force;
     r->err = err;
     r->errn = errn;
     s.tf = in->kind == MDL_KIND_TRANSFORMER;
@@ -304,8 +319,10 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
     int rc = search_alloc(&s);
     if (!rc)
         rc = s.tf ? mdl_tfm_start(r) : mdl_gru_start(r);
+    if (!rc && o->force && !(res->logp = calloc((size_t)o->n_force, sizeof(float))))
+        rc = mdl_fail(err, errn, "out of memory");
     if (!rc)
-        rc = s.K == 1 ? greedy(&s) : beam(&s);
+        rc = s.K == 1 ? greedy(&s, o->force, res->logp) : beam(&s);
     if (!rc)
         rc = assemble(&s, best_hyp(&s), o->want_attention, res);
     search_free(&s);
@@ -321,6 +338,7 @@ void mdl_result_free(mdl_result *r)
     free(r->cross);
     free(r->dec);
     free(r->enc);
+    free(r->logp);
     memset(r, 0, sizeof *r);
 }
 

@@ -19,6 +19,7 @@ static int n_pass, n_fail;
 static const char *names[4] = {"concat", "additive", "general", "transformer"};
 static char weights_dir[1024], ref_dir[1024], out_dir[1024];
 static int attn_sentences = 0, max_sentences = 2000;
+static int trained; /* the shipped weights (else random ones: ties are more frequent, 2 allowed) */
 static mdl_tok *tok;
 
 static int check(int ok, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -154,7 +155,7 @@ static void read_split(void)
 }
 
 typedef struct {
-    int sentences, greedy_same, beam_same, attn_checked;
+    int sentences, greedy_same, beam_same, attn_checked, ties, real;
     double max_diff, ms_greedy, ms_beam;
 } model_stats;
 
@@ -175,11 +176,50 @@ static double attn_diff(FILE *f, const float *got, int64_t n)
     return mx;
 }
 
+/* C's teacher-forced log-probabilities of ids (n of them) into lp; returns their sum. */
+static double forced(const mdl_model *m, const int32_t *src, int ns, const int32_t *ids, int n, float *lp)
+{
+    mdl_opts o = {1, 0, 0, ids, n};
+    mdl_result r;
+    char err[MDL_ERR_LEN];
+    double sum = 0;
+    if (!check(mdl_translate(m, NULL, src, ns, &o, &r, err, sizeof err) == 0, "forced", "%s", err))
+        return 0;
+    for (int i = 0; i < n; i++)
+        sum += lp[i] = r.logp[i];
+    mdl_result_free(&r);
+    return sum;
+}
+
+/* Whether C's answer `got` and PyTorch's `want` differ by a float tie: at
+ * the first differing id, the two prefixes' log-probabilities (greedy: of
+ * that id; beam: summed) are within 1e-4 (greedy) / 1e-3 (beam sums), or
+ * the two answers' length-normalised scores are within 1e-4. */
+static int is_tie(const mdl_model *m, const int32_t *src, int ns, const int32_t *got, int ng,
+                  const int32_t *want, int nw, int beam)
+{
+    float lg[600], lw[600];
+    double sg = forced(m, src, ns, got, ng, lg), sw = forced(m, src, ns, want, nw, lw);
+    int p = 0;
+    while (p < ng && p < nw && got[p] == want[p])
+        p++;
+    if (p >= ng || p >= nw)
+        return 0;
+    if (!beam)
+        return fabs((double)lg[p] - lw[p]) <= 1e-4;
+    double pg = 0, pw = 0;
+    for (int i = 0; i <= p; i++) {
+        pg += lg[i];
+        pw += lw[i];
+    }
+    return fabs(pg - pw) <= 1e-3 || fabs(sg / ng - sw / nw) <= 1e-4;
+}
+
 /* Compares one decode against its reference ids and, when f, attention. */
 static int compare_one(const mdl_model *m, const int32_t *src, int ns, const int32_t *want, int nw, int beam,
                        FILE *f, model_stats *st, int idx)
 {
-    mdl_opts o = {beam, 0, f != NULL};
+    mdl_opts o = {beam, 0, f != NULL, NULL, 0};
     mdl_result r;
     char err[MDL_ERR_LEN];
     double t0 = now_ms();
@@ -187,9 +227,13 @@ static int compare_one(const mdl_model *m, const int32_t *src, int ns, const int
         return 0;
     *(beam > 1 ? &st->ms_beam : &st->ms_greedy) += now_ms() - t0;
     int same = r.n_out == nw && !memcmp(r.out, want, sizeof(int32_t) * (size_t)nw);
-    if (!same && st->greedy_same + st->beam_same < 2 * st->sentences + 3)
-        printf("%s: sentence %d %s: C gives %d ids, PyTorch %d (differ)\n", mdl_model_info(m)->name, idx,
-               beam > 1 ? "beam-4" : "greedy", r.n_out, nw);
+    if (!same) {
+        int tie = is_tie(m, src, ns, r.out, r.n_out, want, nw, beam > 1);
+        st->ties += tie;
+        st->real += !tie;
+        printf("%s: sentence %d %s: C's %d ids differ from PyTorch's %d: %s\n", mdl_model_info(m)->name, idx,
+               beam > 1 ? "beam-4" : "greedy", r.n_out, nw, tie ? "a float tie" : "NOT a tie");
+    }
     if (f) {
         const mdl_info *in = mdl_model_info(m);
         int64_t T = nw, n = ns, LH = (int64_t)in->dec_layers * in->heads;
@@ -249,12 +293,13 @@ static void test_model(const char *name, model_stats *st)
     free(all);
     mdl_free(m);
     int diff = 2 * st->sentences - st->greedy_same - st->beam_same;
-    check(st->sentences > 0 && diff * 200 < 2 * st->sentences, name,
+    check(st->sentences > 0 && (diff * 200 < 2 * st->sentences || (!trained && diff <= 2)), name,
           "%d of %d decodes differ from PyTorch (at most 0.5%% may, as float ties)", diff, 2 * st->sentences);
+    check(st->real == 0, name, "%d decodes differ from PyTorch by more than a float tie", st->real);
     check(st->max_diff <= 1e-4, name, "attention differs from PyTorch by %.3g", st->max_diff);
-    printf("%s: %d sentences: greedy identical %d, beam-4 identical %d (ties %d); attention of %d decodes "
+    printf("%s: %d sentences: greedy identical %d, beam-4 identical %d (differ %d: float ties %d); attention of %d decodes "
            "max |C - PyTorch| %.2e; C %.2f ms greedy, %.2f ms beam-4 per sentence\n",
-           name, st->sentences, st->greedy_same, st->beam_same, diff, st->attn_checked, st->max_diff,
+           name, st->sentences, st->greedy_same, st->beam_same, diff, st->ties, st->attn_checked, st->max_diff,
            st->ms_greedy / (st->sentences ? st->sentences : 1), st->ms_beam / (st->sentences ? st->sentences : 1));
 }
 
@@ -276,8 +321,10 @@ static void read_manifest(const char *dir)
             snprintf(ref_dir, sizeof ref_dir, "%s", line + 4);
         else if (!strncmp(line, "attn_sentences ", 15))
             attn_sentences = atoi(line + 15);
-        else if (!strncmp(line, "note ", 5))
+        else if (!strncmp(line, "note ", 5)) {
             printf("models: %s\n", line + 5);
+            trained = !strncmp(line + 5, "trained", 7);
+        }
     }
     fclose(f);
 }
