@@ -1,12 +1,15 @@
-// app.js - the demo's controller: reads the controls, builds API requests, and hands the weights to the renderers.
+// app.js - the demo's controller: reads the controls, builds API requests, hands the weights to the renderers,
+// and keeps the whole view (inputs, rule, options, view, head, scale, pinned token) in the URL.
 
-import { tokenize, embed, DEFAULT_DIM } from './embed.js';
+import { tokenize, tokenCount, embed, DEFAULT_DIM, MAX_TOKENS } from './embed.js';
 import { postJSON, getJSON, decodeTensor, toMatrices } from './api.js';
-import { heatmap, lineView, legendBar, rowStats, fmt, HEAD_COLOURS } from './render.js';
+import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, HEAD_COLOURS, SCALES, scaleT, colour } from './render.js';
 import { exportSVG, exportPNG, exportJSON } from './export.js';
+import { probeModels, initModelView } from './models.js';
 
 const RULES = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat'];
 const ALL_RULES = [...RULES, 'multihead'];
+const FORMAT = 'attention-demo/1';
 
 const EXAMPLES = [
   { name: 'Self-attention: repeated words', self: true, rule: 'scaled_dot',
@@ -44,19 +47,25 @@ const PASTE_EXAMPLE = {
 };
 
 const $ = id => document.getElementById(id);
+const NARROW = window.matchMedia('(max-width: 860px)');
 
 const S = {
   mode: 'sentences',
   padding: new Set(),   // indices of key tokens marked as padding
   rules: null,          // GET /rules, once loaded
-  cur: null,            // {rule, request, response, mats, rows, cols, note}
+  cur: null,            // {rule, request, response, mats, rows, cols, note, source}
   head: 0,              // selected head in the detail heatmap; -1 = mean over heads
   hiddenHeads: new Set(),
   view: 'heatmap',
+  scale: 'abs',         // colour scale: abs | row | log
+  pin: null,            // {side: 'q'|'k', index}: the pinned token, shared by every view
   seq: 0,
   compareSeq: 0,
+  compare: null,        // {rows, cols, results: [{rule, request, response | error}]}: the last comparison
+  compareSaved: null,   // a loaded comparison export, shown instead of re-running
   timer: 0,
   cursor: null,         // {i, j}: the heatmap cell last read out
+  restoring: false,     // true while the URL is being applied
 };
 
 /* ------------------------------------------------------------- controls */
@@ -87,7 +96,9 @@ function sentences() {
   const self = $('self').checked;
   const src = tokenize($('source').value);
   const tgt = self ? src : tokenize($('target').value);
-  return { self, src, tgt };
+  const cut = [['source', tokenCount($('source').value)], ...(self ? [] : [['target', tokenCount($('target').value)]])]
+    .filter(([, n]) => n > MAX_TOKENS);
+  return { self, src, tgt, cut };
 }
 
 // The option fields that apply to a rule; the others are left out because
@@ -189,21 +200,41 @@ function schedule() {
   S.timer = setTimeout(run, 120);
 }
 
+// Says, beside the sentence, how many tokens are used and when text was cut.
+function renderTokenNotice() {
+  const { src, tgt, cut, self } = sentences();
+  const box = $('token-notice');
+  if (cut.length) {
+    box.textContent = cut.map(([which, n]) => `The ${self ? 'sentence' : which} has ${n} tokens; only the first ${MAX_TOKENS} are used (the page’s limit), the rest is cut.`).join(' ');
+    box.classList.add('warn');
+  } else {
+    box.textContent = self ? `${src.length} token${src.length === 1 ? '' : 's'} (up to ${MAX_TOKENS})` :
+      `${tgt.length} query and ${src.length} key tokens (up to ${MAX_TOKENS} each)`;
+    box.classList.remove('warn');
+  }
+}
+
 async function run() {
   clearTimeout(S.timer);
   const o = readOptions();
   const rule = o.rule;
-  let request, rows, cols;
+  let request, rows, cols, cutNote = '';
   if (S.mode === 'sentences') {
     const sent = sentences();
     if (sent.src.length === 0 || sent.tgt.length === 0) {
       clearErrors();
       $(sent.src.length === 0 ? 'err-source' : 'err-target').textContent = 'Type at least one word.';
+      // The picture no longer matches the inputs: dim it, and say so.
+      if (S.cur) {
+        document.querySelector('.views').classList.add('stale');
+        setStatus(`Type at least one word in the ${sent.src.length === 0 ? 'sentence' : 'target sentence'}; the dimmed picture is the previous result.`, true);
+      }
       return;
     }
     request = sentenceRequest(rule, o, sent);
     rows = sent.tgt.slice();
     cols = sent.src.map((t, j) => (S.padding.has(j) ? t + ' (pad)' : t));
+    if (sent.cut.length) cutNote = `text cut to ${MAX_TOKENS} tokens`;
   } else if (S.mode === 'paste') {
     const text = $('paste').value;
     let user;
@@ -222,7 +253,7 @@ async function run() {
   clearErrors();
   if (!res.ok) { showError(res.error); return; }
   try {
-    show(rule, request, res.body, rows, cols);
+    show(rule, request, res.body, rows, cols, S.mode);
   } catch (e) {
     showError({ code: 'bad_response', message: e.message, field: '' });
     return;
@@ -232,13 +263,13 @@ async function run() {
   setStatus(`${rule}: ${c.mats[0].length} queries × ${c.mats[0][0]?.length ?? 0} keys` +
     (c.mats.length > 1 ? `, ${c.mats.length} heads` : '') +
     ` · round trip ${(performance.now() - t0).toFixed(0)} ms` + (compute ? ` · server compute ${compute[1]} ms` : '') +
-    (c.note ? ` · ${c.note}` : ''));
+    (c.note ? ` · ${c.note}` : '') + (cutNote ? ` · ${cutNote}` : ''), !!cutNote);
   if (S.view === 'compare') runCompare();
 }
 
 // Weights -> per-head matrices, dropping a batch dimension (first element shown).
 function weightMatrices(rule, response) {
-  if (!('weights' in response)) throw new Error('the response has no "weights" (was need_weights false?)');
+  if (!response || !('weights' in response)) throw new Error('the response has no "weights" (was need_weights false?)');
   const t = decodeTensor(response.weights, 'weights');
   const r = t.shape.length;
   let note = '';
@@ -255,15 +286,43 @@ function weightMatrices(rule, response) {
   return { mats, note };
 }
 
-function show(rule, request, response, rows, cols) {
+// Which cells the request did not allow, so they are drawn apart from a
+// computed zero: 'pad' for a key marked as padding (key_mask false, or a
+// column the concat mask closes in every row), 'mask' for causal, window or
+// mask. Only zero weights are ever marked, so a wrong guess cannot hide a value.
+function maskKinds(rule, req, Lq, Lk) {
+  if (!req || typeof req !== 'object') return () => '';
+  const km = Array.isArray(req.key_mask) && !Array.isArray(req.key_mask[0]) && req.key_mask.length === Lk ? req.key_mask : null;
+  const m = Array.isArray(req.mask) && Array.isArray(req.mask[0]) && req.mask.length === Lq && req.mask[0].length === Lk ? req.mask : null;
+  const padCol = new Array(Lk).fill(false);
+  for (let j = 0; j < Lk; j++) {
+    if (km && !km[j]) padCol[j] = true;
+    if (m && m.every(row => !row[j])) padCol[j] = true;
+  }
+  const causal = !!req.causal && rule !== 'concat';
+  const win = Number.isInteger(req.window) && rule !== 'concat' ? req.window : null;
+  return (i, j) => {
+    if (padCol[j]) return 'pad';
+    if (causal && j > i) return 'mask';
+    if (win !== null && Math.abs(i - j) > win) return 'mask';
+    if (m && !m[i][j]) return 'mask';
+    return '';
+  };
+}
+
+function show(rule, request, response, rows, cols, source) {
   const { mats, note } = weightMatrices(rule, response);
   const Lq = mats[0].length, Lk = mats[0][0].length;
   if (!rows || rows.length !== Lq) rows = Array.from({ length: Lq }, (_, i) => 'q' + i);
   if (!cols || cols.length !== Lk) cols = Array.from({ length: Lk }, (_, j) => (rule === 'concat' ? 'v' : 'k') + j);
   const prevHeads = S.cur ? S.cur.mats.length : 0;
-  S.cur = { rule, request, response, mats, rows, cols, note };
-  if (mats.length !== prevHeads) { S.head = 0; S.hiddenHeads.clear(); }
+  S.cur = { rule, request, response, mats, rows, cols, note, source, kind: maskKinds(rule, request, Lq, Lk) };
+  // A new head count resets the head choices, except right after a link or
+  // an export set them.
+  if (mats.length !== prevHeads && !S.restoring && !S.keepHeads) { S.head = 0; S.hiddenHeads.clear(); }
+  S.keepHeads = false;
   if (S.head >= mats.length) S.head = 0;
+  if (S.pin && (S.pin.side === 'q' ? S.pin.index >= Lq : S.pin.index >= Lk)) S.pin = null;
   render();
 }
 
@@ -274,7 +333,7 @@ function meanMatrix(mats) {
 }
 
 // The options a request carried, in words, so an exported picture says what it shows.
-function describeOptions(req) {
+function describeOptions(req, rule) {
   if (!req || typeof req !== 'object') return '';
   const parts = [];
   if (req.causal) parts.push('causal');
@@ -283,14 +342,20 @@ function describeOptions(req) {
   if (req.hard === 'argmax') parts.push('hard argmax');
   else if (req.hard && req.hard.top_k !== undefined) parts.push(`top-${req.hard.top_k}`);
   if (req.scale !== undefined) parts.push(`scale ${req.scale}`);
-  if (req.params && S.cur.rule === 'multihead') parts.push('identity projections');
-  else if (req.seed && !['dot', 'scaled_dot'].includes(S.cur.rule)) parts.push(`seed ${req.seed}`);
+  if (req.params && rule === 'multihead') parts.push('identity projections');
+  else if (req.seed && !['dot', 'scaled_dot'].includes(rule)) parts.push(`seed ${req.seed}`);
   return parts.join(' · ');
+}
+
+// The line every exported picture carries: what the numbers are and how they are coloured.
+function captionLine(source) {
+  const what = source === 'sentences' ? 'hashed vectors, not learned' : source === 'paste' ? 'pasted tensors' : 'saved response';
+  return `${SCALES[S.scale].short} · ${what}`;
 }
 
 function detailMatrix() {
   const m = S.cur.mats;
-  const opts = describeOptions(S.cur.request);
+  const opts = describeOptions(S.cur.request, S.cur.rule);
   const sfx = opts ? ` (${opts})` : '';
   if (m.length === 1) return { matrix: m[0], title: `${S.cur.rule}${sfx}` };
   if (S.head === -1) return { matrix: meanMatrix(m), title: `${S.cur.rule}: mean over ${m.length} heads${sfx}` };
@@ -302,40 +367,75 @@ function render() {
   if (!S.cur) return;
   renderHeatmapView();
   renderLinesView();
+  if (S.view === 'compare' && S.compareSaved) renderCompare(S.compareSaved);
+  writeHash();
+}
+
+// A cell size that fits the matrix in the space the view has (its width, and
+// the screen's height below the figure's top), within readable bounds; past
+// that the figure scrolls with its labels kept in view.
+function cellSize(Lq, Lk, avail, labelW, availH) {
+  const fitW = Math.floor((avail - labelW - 16) / Math.max(1, Lk));
+  const fitH = Math.floor(availH / Math.max(1, Lq));
+  return Math.max(14, Math.min(36, fitW, fitH));
 }
 
 function renderHeatmapView() {
   const c = S.cur;
+  const { matrix, title } = detailMatrix();
+  $('scale-legend').replaceChildren(legendBar(S.scale));
   const grid = $('heads-grid');
   grid.replaceChildren();
   grid.hidden = c.mats.length < 2;
   if (c.mats.length > 1) {
-    const addThumb = (idx, matrix, label) => {
+    const addThumb = (idx, m, label) => {
       const b = document.createElement('button');
       b.type = 'button';
       b.className = 'head-thumb';
       b.dataset.head = idx;
       b.setAttribute('aria-pressed', String(S.head === idx));
       b.setAttribute('aria-label', `Show ${label} in detail`);
-      const cell = Math.max(3, Math.min(12, Math.floor(110 / Math.max(matrix.length, matrix[0].length))));
-      b.append(heatmap(matrix, { labels: false, legend: false, cell }));
-      const cap = document.createElement('span');
-      cap.textContent = label;
-      b.append(cap);
-      b.addEventListener('click', () => { S.head = idx; renderHeatmapView(); });
+      if (idx >= 0) b.style.borderTopColor = HEAD_COLOURS[idx % HEAD_COLOURS.length];
+      const cell = Math.max(2, Math.min(10, Math.floor(96 / Math.max(m.length, m[0].length))));
+      const svg = heatmap(m, { labels: false, legend: false, cell, scale: S.scale, kind: c.kind, caption: label });
+      markPin(svg, S.pin);
+      b.append(svg);
+      b.addEventListener('click', () => { S.head = idx; renderHeatmapView(); writeHash(); });
       grid.append(b);
     };
     c.mats.forEach((m, h) => addThumb(h, m, `head ${h}`));
-    addThumb(-1, meanMatrix(c.mats), 'mean');
+    addThumb(-1, meanMatrix(c.mats), 'mean of heads');
   }
-  const { matrix, title } = detailMatrix();
   const fig = $('heatmap');
-  const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title });
+  const avail = fig.clientWidth || 500;
+  const labelW = Math.min(140, 12 + 8 * Math.max(...c.rows.map(r => String(r).length)));
+  const availH = Math.max(200, window.innerHeight - (fig.getBoundingClientRect().top + window.scrollY) - 120);
+  const cell = cellSize(matrix.length, matrix[0].length, avail, labelW, availH);
+  const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption: captionLine(c.source), scale: S.scale,
+    kind: c.kind, cell, legend: false });
   svg.setAttribute('tabindex', '0');
   svg.setAttribute('aria-describedby', 'readout');
   S.cursor = null;
   fig.replaceChildren(svg);
+  fig.scrollTop = 0; fig.scrollLeft = 0;
+  markPin(svg, S.pin);
+  $('readout').textContent = 'Hover a cell to read its weight; click to pin its query.';
   renderStats(matrix);
+  renderTokenText();
+}
+
+// Keeps the label bands of a large, scrolled heatmap in view (sticky labels).
+function stickLabels() {
+  const fig = $('heatmap');
+  const svg = fig.querySelector('svg');
+  if (!svg) return;
+  const sx = fig.scrollLeft, sy = fig.scrollTop;
+  const set = (sel, tr) => { const g = svg.querySelector(sel); if (g) { if (tr) g.setAttribute('transform', tr); else g.removeAttribute('transform'); } };
+  set('.row-band', sx ? `translate(${sx} 0)` : '');
+  set('.col-band', sy ? `translate(0 ${sy})` : '');
+  set('.corner', sx || sy ? `translate(${sx} ${sy})` : '');
+  const corner = svg.querySelector('.corner');
+  if (corner) corner.setAttribute('visibility', sx || sy ? 'visible' : 'hidden');
 }
 
 function renderStats(matrix) {
@@ -345,15 +445,15 @@ function renderStats(matrix) {
   const table = document.createElement('table');
   table.className = 'stats';
   table.innerHTML = `<caption>Per query: where it looks most, and how spread out its attention is
-    (entropy in bits: 0 = all on one key, ${fmt(Math.log2(Lk), 2)} = spread evenly over all ${Lk}).</caption>
+    (entropy in bits: 0 = all on one key, ${fmt(Math.log2(Lk))} = spread evenly over all ${Lk}).</caption>
     <thead><tr><th scope="col">#</th><th scope="col">query</th><th scope="col">argmax key</th>
     <th scope="col">weight</th><th scope="col">entropy (bits)</th><th scope="col"></th></tr></thead>`;
   const tb = document.createElement('tbody');
   stats.forEach((s, i) => {
     const tr = document.createElement('tr');
     if (s.masked) tr.className = 'masked';
-    const cells = [String(i), c.rows[i], s.masked ? '—' : c.cols[s.argmax], s.masked ? '—' : fmt(s.max, 3),
-      s.masked ? '—' : fmt(s.entropy, 2), s.masked ? 'fully masked' : ''];
+    const cells = [String(i), c.rows[i], s.masked ? '—' : c.cols[s.argmax], s.masked ? '—' : fmt(s.max),
+      s.masked ? '—' : fmt(s.entropy), s.masked ? 'fully masked' : ''];
     for (const v of cells) {
       const td = document.createElement('td');
       td.textContent = v;
@@ -367,6 +467,61 @@ function renderStats(matrix) {
   });
   table.append(tb);
   $('stats').replaceChildren(table);
+}
+
+// Attention on the text: the sentence coloured by the attention from the
+// pinned query (or, for a pinned key, how much each query takes from it).
+function renderTokenText() {
+  const c = S.cur;
+  const box = $('token-text');
+  if (!c) { box.replaceChildren(); return; }
+  const { matrix } = detailMatrix();
+  const self = c.rows.length === c.cols.length && c.rows.every((r, i) => r === c.cols[i].replace(/ \(pad\)$/, ''));
+  const head = document.createElement('p');
+  head.className = 'ctok-head';
+  const parts = [head];
+  const pin = S.pin;
+  const line = (label, toks, weights, side, marked) => {
+    const wrap = document.createElement('div');
+    wrap.className = 'ctok-line';
+    const l = document.createElement('span');
+    l.className = 'ctok-label';
+    l.textContent = label;
+    wrap.append(l, coloredTokens(toks, weights, { scale: S.scale, side, marked }));
+    parts.push(wrap);
+  };
+  if (!pin) {
+    head.textContent = 'Click a word (here, on a heatmap row or in the lines) to pin it: the text is then coloured by its attention.';
+    if (self) line('', c.rows, null, 'q', -1);
+    else { line('queries', c.rows, null, 'q', -1); line('keys', c.cols, null, 'k', -1); }
+  } else if (pin.side === 'q') {
+    const w = matrix[pin.index];
+    head.innerHTML = '';
+    head.append(`Attention from query “${c.rows[pin.index]}” (row ${pin.index}) to each key, ${SCALES[S.scale].short}; click it again to release.`);
+    if (self) line('', c.cols, w, 'q', pin.index);
+    else { line('queries', c.rows, null, 'q', pin.index); line('keys', c.cols, w, 'k', -1); }
+  } else {
+    const w = matrix.map(r => r[pin.index]);
+    head.textContent = `How much each query takes from key “${c.cols[pin.index]}” (column ${pin.index}), ${SCALES[S.scale].short}; click it again to release.`;
+    if (self) line('', c.rows, w, 'k', pin.index);
+    else { line('queries', c.rows, w, 'q', -1); line('keys', c.cols, null, 'k', pin.index); }
+  }
+  box.replaceChildren(...parts);
+}
+
+function setPin(side, index) {
+  if (S.pin && S.pin.side === side && S.pin.index === index) S.pin = null;
+  else S.pin = { side, index };
+  applyPin();
+  writeHash();
+}
+
+// Shows the pin in every view at once (no re-render of the heatmaps).
+function applyPin() {
+  for (const svg of document.querySelectorAll('#heatmap svg.heatmap, #heads-grid svg.heatmap, #compare-grid svg.heatmap')) markPin(svg, S.pin);
+  const lv = $('lines').querySelector('svg.lineview');
+  if (lv && lv._setPin) lv._setPin(S.pin);
+  renderTokenText();
 }
 
 function renderLinesView() {
@@ -384,15 +539,57 @@ function renderLinesView() {
       b.addEventListener('click', () => {
         if (S.hiddenHeads.has(h)) S.hiddenHeads.delete(h); else S.hiddenHeads.add(h);
         renderLinesView();
+        writeHash();
       });
       tog.append(b);
     });
   }
   const heads = c.mats.map((matrix, index) => ({ index, matrix })).filter(h => !S.hiddenHeads.has(h.index));
   const dual = c.rule !== 'concat' ? 'keys' : 'values';
+  $('line-readout').replaceChildren();
   $('lines').replaceChildren(heads.length
-    ? lineView(heads, { rows: c.rows, cols: c.cols, rowTitle: 'queries', colTitle: dual })
+    ? lineView(heads, { rows: c.rows, cols: c.cols, rowTitle: 'queries', colTitle: dual, pin: S.pin,
+      onPin: setPin, onFocus: (side, idx) => lineReadout(heads, side, idx) })
     : Object.assign(document.createElement('p'), { className: 'hint', textContent: 'All heads are hidden: press a head above to show it.' }));
+}
+
+// The numbers behind the lines of the focused token, one column per head shown.
+function lineReadout(heads, side, idx) {
+  const box = $('line-readout');
+  const c = S.cur;
+  if (side === null || !c) { box.innerHTML = '<p class="hint">Hover a token for its weights; click to pin it.</p>'; return; }
+  const other = side === 'q' ? c.cols : c.rows;
+  const at = (m, t) => (side === 'q' ? m[idx][t] : m[t][idx]);
+  let s = `<table class="line-table"><caption>${side === 'q' ? 'query' : 'key'} “${esc(side === 'q' ? c.rows[idx] : c.cols[idx])}”: ` +
+    `${side === 'q' ? 'its weight on each key' : 'the weight each query puts on it'}</caption><thead><tr><th scope="col">${side === 'q' ? 'key' : 'query'}</th>`;
+  for (const h of heads) s += `<th scope="col"><span class="swatch" style="background:${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"></span>${heads.length > 1 || c.mats.length > 1 ? (heads.length > 4 ? 'h' : 'head ') + h.index : 'weight'}</th>`;
+  s += '</tr></thead><tbody>';
+  // Per-row scale here: the largest weight of this token (per head) is darkest.
+  const mx = heads.map(h => { let m = 0; for (let t = 0; t < other.length; t++) m = Math.max(m, at(h.matrix, t)); return m; });
+  // Long sentences: the tokens with the largest weights (any head shown), so
+  // the table stays short to read and quick to draw.
+  let order = other.map((_, t) => t);
+  const TOP = 16;
+  if (other.length > 24) {
+    const best = t => Math.max(...heads.map(h => at(h.matrix, t)));
+    order = order.sort((a, b) => best(b) - best(a)).slice(0, TOP);
+  }
+  for (const t of order) {
+    s += `<tr><td>${esc(other[t])}${order.length < other.length ? ` <span class="idx">#${t}</span>` : ''}</td>`;
+    heads.forEach((h, hi) => {
+      const w = at(h.matrix, t);
+      const tt = scaleT(S.scale, w, mx[hi]);
+      s += `<td data-head="${h.index}" data-weight="${w}" style="background:${colour(tt)};color:${tt > 0.55 ? '#fff' : 'inherit'}">${fmt(w)}</td>`;
+    });
+    s += '</tr>';
+  }
+  s += '</tbody>';
+  if (order.length < other.length) s += `<tfoot><tr><td colspan="${heads.length + 1}">the ${order.length} largest of ${other.length}; hover or pin another token for its own</td></tr></tfoot>`;
+  box.innerHTML = s + '</table>';
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"]/g, ch => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[ch]));
 }
 
 function formulaOf(rule) {
@@ -452,14 +649,15 @@ async function runCompare() {
   const grid = $('compare-grid');
   const o = readOptions();
   if (S.mode === 'load') {
-    grid.replaceChildren(Object.assign(document.createElement('p'), { className: 'hint', textContent: 'A loaded response has no inputs to re-run: switch to Sentences or Paste tensors to compare rules.' }));
+    if (S.compareSaved) { renderCompare(S.compareSaved); return; }
+    grid.replaceChildren(Object.assign(document.createElement('p'), { className: 'hint', textContent: 'A loaded response has no inputs to re-run: switch to Sentences or Paste tensors to compare rules (or load a comparison export).' }));
     return;
   }
   let build, rows, cols;
   if (S.mode === 'sentences') {
     const sent = sentences();
     if (!sent.src.length || !sent.tgt.length) return;
-    build = rule => sentenceRequest(rule, { ...o, heads: o.heads }, sent);
+    build = rule => sentenceRequest(rule, o, sent);
     rows = sent.tgt;
     cols = sent.src.map((t, j) => (S.padding.has(j) ? t + ' (pad)' : t));
   } else {
@@ -472,45 +670,54 @@ async function runCompare() {
     build = rule => pasteRequest(rule, o, user);
   }
   const results = await Promise.all(ALL_RULES.map(async rule => {
-    const req = build(rule);
-    if (rule === 'multihead') req.average_weights = true;
-    return { rule, res: await postJSON(apiPath(rule), req) };
+    const request = build(rule);
+    if (rule === 'multihead') request.average_weights = true;
+    const res = await postJSON(apiPath(rule), request);
+    return res.ok ? { rule, request, response: res.body } : { rule, request, error: res.error };
   }));
   if (seq !== S.compareSeq) return;
-  const cells = Math.max(...results.filter(r => r.res.ok).map(r => {
-    try { return decodeTensor(r.res.body.weights).shape.slice(-2).reduce((a, b) => Math.max(a, b)); } catch { return 1; }
-  }), 1);
-  const cell = Math.max(10, Math.min(24, Math.floor(190 / cells)));
-  // One colour scale for every panel, so a flat rule looks flat next to a peaked one.
-  let max = 0;
-  for (const r of results) {
-    if (!r.res.ok) continue;
-    try { max = Math.max(max, ...decodeTensor(r.res.body.weights).data); } catch { /* shown per panel */ }
-  }
+  renderCompare({ rows, cols, source: S.mode, results });
+}
+
+function renderCompare(cmp) {
+  S.compare = cmp;
+  const grid = $('compare-grid');
+  const dims = cmp.results.filter(r => r.response).map(r => {
+    try { return decodeTensor(r.response.weights).shape.slice(-2); } catch { return [1, 1]; }
+  });
+  const n = Math.max(1, ...dims.map(d => Math.max(...d)));
+  // Past ~48 tokens the panels are overviews: no labels, one pixel block per weight.
+  const labels = n <= 48;
+  const cell = labels ? Math.max(8, Math.min(24, Math.floor(190 / n))) : Math.max(2, Math.floor(256 / n));
   const legend = document.createElement('div');
   legend.className = 'compare-legend';
-  legend.append(legendBar(max || 1, 'weight'));
-  grid.replaceChildren(legend, ...results.map(({ rule, res }) => {
+  // One colour scale for every panel (and the same as the heatmap's), so a
+  // flat rule looks flat next to a peaked one.
+  legend.append(legendBar(S.scale));
+  grid.replaceChildren(legend, ...cmp.results.map(({ rule, request, response, error }) => {
     const fig = document.createElement('figure');
     fig.className = 'compare-item';
     fig.dataset.rule = rule;
-    if (!res.ok) {
+    if (!response) {
       const cap = document.createElement('figcaption');
       cap.textContent = rule;
       const err = document.createElement('p');
       err.className = 'field-error';
-      err.textContent = res.error.message;
+      err.textContent = error ? error.message : 'no response';
       fig.append(cap, err);
       return fig;
     }
     try {
-      const { mats } = weightMatrices(rule, res.body);
-      const title = rule === 'multihead' ? `multihead (mean of ${o.heads})` : rule;
-      fig.append(heatmap(mats[0], { rows, cols, title, cell, max: max || 1, legend: false }));
-      if (rule === 'concat' && S.mode === 'sentences') {
-        fig.append(Object.assign(document.createElement('figcaption'), { className: 'hint',
-          textContent: 'rows: target as query and key (paired); columns: source as values' }));
-      }
+      const { mats } = weightMatrices(rule, response);
+      const m = mats[0];
+      const title = rule === 'multihead' ? `multihead (mean of ${request && request.num_heads || mats.length} heads)` : rule;
+      const foot = rule === 'concat' && cmp.source === 'sentences' ? 'rows: target as query and key; columns: source as values' : undefined;
+      const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;
+      const cols = cmp.cols && cmp.cols.length === m[0].length ? cmp.cols : undefined;
+      const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11, labels,
+        kind: maskKinds(rule, request, m.length, m[0].length) });
+      markPin(svg, S.pin);
+      fig.append(svg);
     } catch (e) {
       fig.append(Object.assign(document.createElement('p'), { className: 'field-error', textContent: `${rule}: ${e.message}` }));
     }
@@ -525,17 +732,137 @@ function loadResponse(text) {
   let obj;
   try { obj = JSON.parse(text); } catch (e) { $('err-load').textContent = 'Not valid JSON: ' + e.message; return; }
   if (obj && obj.error && obj.error.message) { $('err-load').textContent = 'This is an error response: ' + obj.error.message; return; }
-  if (!obj || typeof obj !== 'object' || !('weights' in obj)) {
-    $('err-load').textContent = 'Expected an API response with a "weights" field ({"rule": ..., "output": ..., "weights": ...}).';
-    return;
-  }
-  const rule = typeof obj.rule === 'string' ? obj.rule : 'multihead';
   try {
-    show(rule, null, obj, null, null);
-    setStatus(`Loaded a saved ${rule} response: ${S.cur.mats[0].length} queries × ${S.cur.mats[0][0].length} keys` + (S.cur.note ? ` · ${S.cur.note}` : ''));
+    if (obj && typeof obj.format === 'string' && obj.format.startsWith('attention-demo/')) {
+      loadExport(obj);
+      return;
+    }
+    if (!obj || typeof obj !== 'object' || !('weights' in obj)) {
+      throw new Error('Expected an API response with a "weights" field ({"rule": ..., "output": ..., "weights": ...}) or a JSON export of this page.');
+    }
+    const rule = typeof obj.rule === 'string' ? obj.rule : 'multihead';
+    S.compareSaved = null;
+    show(rule, null, obj, null, null, 'response');
+    setStatus(`Loaded a saved ${rule} response: ${S.cur.mats[0].length} queries × ${S.cur.mats[0][0].length} keys` +
+      ' · a bare response has no tokens, so rows and columns are numbered' + (S.cur.note ? ` · ${S.cur.note}` : ''));
   } catch (e) {
     $('err-load').textContent = e.message;
   }
+}
+
+// A JSON export of this page: the request, the tokens, the response(s) and the view.
+function loadExport(obj) {
+  const v = obj.view || {};
+  S.restoring = true;
+  try {
+    if (SCALES[v.scale]) { S.scale = v.scale; $('colour-scale').value = v.scale; }
+    S.pin = v.pin && (v.pin.side === 'q' || v.pin.side === 'k') && Number.isInteger(v.pin.index) ? { side: v.pin.side, index: v.pin.index } : null;
+    S.head = Number.isInteger(v.head) ? v.head : 0;
+    S.hiddenHeads = new Set(Array.isArray(v.hiddenHeads) ? v.hiddenHeads : []);
+    if (obj.kind === 'compare') {
+      if (!Array.isArray(obj.results)) throw new Error('a comparison export needs "results"');
+      S.compareSaved = { rows: obj.rows, cols: obj.cols, source: obj.source, results: obj.results };
+      const first = obj.results.find(r => r.rule === (obj.rule || 'scaled_dot') && r.response) || obj.results.find(r => r.response);
+      if (!first) throw new Error('the comparison holds no response');
+      show(first.rule, first.request, first.response, obj.rows, obj.cols, obj.source);
+      setView('compare');
+    } else {
+      if (!obj.response) throw new Error('the export has no "response"');
+      S.compareSaved = null;
+      show(obj.rule || 'multihead', obj.request || null, obj.response, obj.rows, obj.cols, obj.source);
+      if (['heatmap', 'lines'].includes(v.view)) setView(v.view);
+    }
+  } finally {
+    S.restoring = false;
+  }
+  render();
+  setStatus(`Loaded a saved ${obj.kind === 'compare' ? 'comparison of ' + obj.results.length + ' rules' : S.cur.rule + ' view'}: ` +
+    `${S.cur.mats[0].length} queries × ${S.cur.mats[0][0].length} keys, with its words` + (obj.saved ? ` (saved ${obj.saved})` : ''));
+}
+
+/* ------------------------------------------------------------ URL state */
+
+// The whole view in the URL's fragment, so a link reopens the same picture:
+// the sentences (or a pasted request up to 4000 characters; larger ones are
+// shared as a JSON export), the rule and options, and the view state.
+const MAX_PASTE_IN_URL = 4000;
+function stateParams() {
+  const p = new URLSearchParams();
+  const o = readOptions();
+  if (S.mode === 'sentences') {
+    p.set('s', $('source').value);
+    if (!$('self').checked) p.set('t', $('target').value);
+  } else if (S.mode === 'paste' && $('paste').value.length <= MAX_PASTE_IN_URL) {
+    p.set('paste', $('paste').value);
+  }
+  if (p.has('s') || p.has('paste')) {
+    p.set('r', o.rule);
+    if (o.rule === 'multihead') { p.set('h', String(o.heads)); if (o.proj !== 'identity') p.set('proj', o.proj); }
+    if (o.causal) p.set('causal', '1');
+    if (o.window !== null) p.set('win', String(o.window));
+    if (o.hard) p.set('hard', o.hard);
+    if (o.hard === 'top_k') p.set('k', String(o.k));
+    if (o.scale !== null) p.set('scale', String(o.scale));
+    if (o.seed) p.set('seed', String(o.seed));
+    if (o.posWeight !== 0.5) p.set('pw', String(o.posWeight));
+    if (S.padding.size && p.has('s')) p.set('pad', [...S.padding].sort((a, b) => a - b).join(','));
+  }
+  if (S.view !== 'heatmap') p.set('v', S.view);
+  if (S.head !== 0) p.set('head', String(S.head));
+  if (S.hiddenHeads.size) p.set('hide', [...S.hiddenHeads].sort((a, b) => a - b).join(','));
+  if (S.scale !== 'abs') p.set('cs', S.scale);
+  if (S.pin) p.set('pin', S.pin.side + S.pin.index);
+  return p;
+}
+
+function writeHash() {
+  if (S.restoring) return;
+  const h = '#' + stateParams().toString();
+  if (location.hash !== h) history.replaceState(null, '', h);
+}
+
+// Sets the controls from the fragment; returns false when there is none.
+function readHash() {
+  const raw = location.hash.slice(1);
+  if (!raw) return false;
+  const p = new URLSearchParams(raw);
+  S.restoring = true;
+  try {
+    if (p.has('s') || p.has('paste')) {
+      S.mode = p.has('s') ? 'sentences' : 'paste';
+      document.querySelector(`input[name="mode"][value="${S.mode}"]`).checked = true;
+      if (p.has('s')) {
+        $('source').value = p.get('s');
+        $('self').checked = !p.has('t');
+        $('target').value = p.get('t') || '';
+      } else {
+        $('paste').value = p.get('paste');
+      }
+      if (ALL_RULES.includes(p.get('r'))) $('rule').value = p.get('r');
+      if (p.has('h') && [...$('heads').options].some(x => x.value === p.get('h'))) $('heads').value = p.get('h');
+      $('proj').value = p.get('proj') === 'seeded' ? 'seeded' : 'identity';
+      $('causal').checked = p.get('causal') === '1';
+      $('window').value = p.get('win') || '';
+      $('hard').value = ['argmax', 'top_k'].includes(p.get('hard')) ? p.get('hard') : '';
+      $('topk').value = p.get('k') || '2';
+      $('scale').value = p.get('scale') || '';
+      $('seed').value = p.get('seed') || '0';
+      $('pos-weight').value = p.get('pw') || '0.5';
+      S.padding = new Set((p.get('pad') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
+    }
+    const v = p.get('v');
+    S.view = ['heatmap', 'lines', 'compare'].includes(v) ? v : 'heatmap';
+    S.head = /^-?\d+$/.test(p.get('head') || '') ? Number(p.get('head')) : 0;
+    S.hiddenHeads = new Set((p.get('hide') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
+    S.scale = SCALES[p.get('cs')] ? p.get('cs') : 'abs';
+    $('colour-scale').value = S.scale;
+    S.keepHeads = true;
+    const pin = /^([qk])(\d+)$/.exec(p.get('pin') || '');
+    S.pin = pin ? { side: pin[1], index: Number(pin[2]) } : null;
+  } finally {
+    S.restoring = false;
+  }
+  return true;
 }
 
 /* ------------------------------------------------------------ ui wiring */
@@ -559,6 +886,7 @@ function renderTokenChips() {
     });
     return b;
   }));
+  renderTokenNotice();
 }
 
 function syncControls() {
@@ -575,7 +903,18 @@ function syncControls() {
   dis('hard', o.rule === 'multihead');
   dis('topk', o.rule === 'multihead');
   for (const m of ['sentences', 'paste', 'load']) $('input-' + m).hidden = S.mode !== m;
+  syncExampleMenu();
   renderFormula();
+}
+
+// The Example menu names the example only while the inputs still are it.
+function syncExampleMenu() {
+  const sel = $('example');
+  const self = $('self').checked, rule = $('rule').value;
+  const idx = EXAMPLES.findIndex(ex => ex.self === self && ex.source === $('source').value &&
+    (self || (ex.target || '') === $('target').value) && (ex.rule || 'scaled_dot') === rule &&
+    (rule !== 'multihead' || String(ex.heads || 2) === $('heads').value) && !!ex.causal === $('causal').checked);
+  sel.value = idx >= 0 ? String(idx) : 'custom';
 }
 
 function setView(v) {
@@ -587,6 +926,8 @@ function setView(v) {
     $('view-' + name).hidden = name !== v;
   }
   if (v === 'compare') runCompare();
+  if (v === 'heatmap' && S.cur) renderHeatmapView();
+  writeHash();
 }
 
 function applyExample(ex) {
@@ -597,6 +938,7 @@ function applyExample(ex) {
   if (ex.heads) $('heads').value = String(ex.heads);
   $('causal').checked = !!ex.causal;
   S.padding.clear();
+  S.pin = null;
   syncControls();
   renderTokenChips();
 }
@@ -605,24 +947,54 @@ function currentViewContainer() {
   return S.view === 'heatmap' ? $('view-heatmap') : S.view === 'lines' ? $('lines') : $('compare-grid');
 }
 
+function viewState() {
+  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin };
+}
+
+// The JSON export: everything needed to redraw the picture with its words.
+function exportObject() {
+  if (!S.cur) throw new Error('no response yet');
+  const base = { format: FORMAT, saved: new Date().toISOString(), source: S.cur.source, rule: S.cur.rule, view: viewState() };
+  if (S.view === 'compare') {
+    if (!S.compare) throw new Error('the comparison is not ready yet');
+    return { ...base, kind: 'compare', rows: S.compare.rows || null, cols: S.compare.cols || null, source: S.compare.source,
+      results: S.compare.results };
+  }
+  return { ...base, kind: 'view', rows: S.cur.rows, cols: S.cur.cols, request: S.cur.request, response: S.cur.response };
+}
+
+function exportCaption() {
+  if (!S.cur) return '';
+  const src = S.view === 'compare' && S.compare ? S.compare.source : S.cur.source;
+  return `Attention demo · ${S.view === 'compare' ? 'all rules' : S.cur.rule} · ${captionLine(src)}`;
+}
+
 async function doExport(kind) {
   $('err-general').textContent = '';
+  const msg = $('export-msg');
+  msg.textContent = '';
+  msg.classList.remove('bad');
   try {
-    const name = `attention-${S.cur ? S.cur.rule : 'view'}-${S.view}`;
-    if (kind === 'json') {
-      if (!S.cur) throw new Error('no response yet');
-      exportJSON(S.cur.response, name + '.json');
-    } else if (kind === 'svg') exportSVG(currentViewContainer(), name + '.svg');
-    else await exportPNG(currentViewContainer(), name + '.png');
+    const name = `attention-${S.view === 'compare' ? 'compare' : S.cur ? S.cur.rule : 'view'}-${S.view}`;
+    let saved;
+    // Hover marks are not part of the picture.
+    for (const svg of document.querySelectorAll('svg.heatmap')) markHover(svg, null);
+    if (kind === 'json') saved = exportJSON(exportObject(), name + '.json');
+    else if (kind === 'svg') saved = exportSVG(currentViewContainer(), name + '.svg', exportCaption());
+    else saved = await exportPNG(currentViewContainer(), name + '.png', exportCaption());
+    msg.textContent = `Saved ${saved.filename} (${(saved.size / 1024).toFixed(1)} KB)` +
+      (kind === 'json' ? ' · reload it with “Load response”' : '') + '.';
   } catch (e) {
-    $('err-general').textContent = 'Export failed: ' + e.message;
+    msg.textContent = 'Export failed: ' + e.message;
+    msg.classList.add('bad');
   }
 }
 
 function wire() {
   const sel = $('example');
   EXAMPLES.forEach((ex, i) => sel.append(new Option(ex.name, String(i))));
-  sel.addEventListener('change', () => { applyExample(EXAMPLES[Number(sel.value)]); schedule(); });
+  sel.append(Object.assign(new Option('(your own text)', 'custom'), { disabled: true }));
+  sel.addEventListener('change', () => { if (sel.value !== 'custom') { applyExample(EXAMPLES[Number(sel.value)]); schedule(); } });
 
   for (const r of document.querySelectorAll('input[name="mode"]')) {
     r.addEventListener('change', () => {
@@ -633,12 +1005,18 @@ function wire() {
     });
   }
   $('controls').addEventListener('submit', e => { e.preventDefault(); run(); });
-  for (const id of ['source', 'target']) $(id).addEventListener('input', () => { renderTokenChips(); schedule(); });
+  // New words: a pinned index would now point at another word, so let go.
+  for (const id of ['source', 'target']) $(id).addEventListener('input', () => { S.pin = null; renderTokenChips(); syncExampleMenu(); schedule(); });
   $('self').addEventListener('change', () => { syncControls(); renderTokenChips(); schedule(); });
   for (const id of ['rule', 'heads', 'proj', 'causal', 'window', 'hard', 'topk', 'scale', 'seed', 'pos-weight']) {
     $(id).addEventListener('change', () => { syncControls(); if (S.mode !== 'load') schedule(); });
     if ($(id).type === 'number') $(id).addEventListener('input', () => { if (S.mode === 'sentences') schedule(); });
   }
+  $('colour-scale').addEventListener('change', () => {
+    S.scale = $('colour-scale').value;
+    if (S.cur) render();
+    if (S.view === 'compare' && S.compare) renderCompare(S.compare);
+  });
 
   $('paste-example').addEventListener('click', () => { $('paste').value = JSON.stringify(PASTE_EXAMPLE, null, 1); });
   $('paste-run').addEventListener('click', run);
@@ -670,47 +1048,63 @@ function wire() {
   $('export-svg').addEventListener('click', () => doExport('svg'));
   $('export-json').addEventListener('click', () => doExport('json'));
 
-  // Hover readout for the detail heatmap (the cell's <title> also shows it).
-  $('heatmap').addEventListener('mouseover', e => {
-    const cell = e.target.closest('.cell');
-    if (cell) readCell(Number(cell.dataset.row), Number(cell.dataset.col));
+  // Hover readout for the detail heatmap; the hovered cell is outlined.
+  const hm = $('heatmap');
+  hm.addEventListener('mouseover', e => {
+    const t = e.target;
+    if (t.classList && t.classList.contains('cell')) readCell(Number(t.dataset.row), Number(t.dataset.col));
   });
-  // Keyboard: the heatmap takes focus and the arrow keys walk its cells.
-  $('heatmap').addEventListener('keydown', e => {
+  hm.addEventListener('mouseleave', () => { const svg = hm.querySelector('svg'); if (svg) markHover(svg, null); });
+  hm.addEventListener('scroll', stickLabels, { passive: true });
+  // Click: a cell or a row label pins its query, a column label its key.
+  const pinFrom = e => {
+    const t = e.target.closest('.cell, .row-label, .col-label');
+    if (!t) return;
+    if (t.classList.contains('col-label')) setPin('k', Number(t.dataset.col));
+    else setPin('q', Number(t.dataset.row));
+  };
+  hm.addEventListener('click', pinFrom);
+  $('compare-grid').addEventListener('click', pinFrom);
+  $('token-text').addEventListener('click', e => {
+    const t = e.target.closest('.ctok');
+    if (t) setPin(t.dataset.side, Number(t.dataset.index));
+  });
+  // Keyboard: the heatmap takes focus and the arrow keys walk its cells; Enter pins.
+  hm.addEventListener('keydown', e => {
     const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if ((e.key === 'Enter' || e.key === ' ') && S.cursor) { e.preventDefault(); setPin('q', S.cursor.i); return; }
     if (!moves[e.key] || !S.cur) return;
     e.preventDefault();
-    const svg = $('heatmap').querySelector('svg');
+    const svg = hm.querySelector('svg');
     const R = Number(svg.dataset.rows), C = Number(svg.dataset.cols);
     const [di, dj] = moves[e.key];
     const c = S.cursor || { i: 0, j: -dj };
-    readCell(Math.max(0, Math.min(R - 1, c.i + di)), Math.max(0, Math.min(C - 1, c.j + dj)), true);
+    readCell(Math.max(0, Math.min(R - 1, c.i + di)), Math.max(0, Math.min(C - 1, c.j + dj)));
   });
+
+  // Phone: the results come first and the controls fold away.
+  const fold = $('controls-fold');
+  const setFold = () => { fold.open = !NARROW.matches; };
+  setFold();
+  $('to-controls').addEventListener('click', () => { fold.open = true; fold.scrollIntoView({ behavior: 'smooth' }); $('source').focus({ preventScroll: true }); });
+  NARROW.addEventListener('change', () => { setFold(); if (S.cur) renderHeatmapView(); });
+  window.addEventListener('hashchange', () => { if (readHash()) { syncControls(); renderTokenChips(); setView(S.view); run(); } });
 }
 
-// Shows one cell's weight under the heatmap and marks its row and column
-// labels; with mark, also outlines the cell (the keyboard cursor).
-function readCell(i, j, mark = false) {
-  const fig = $('heatmap');
-  const cell = fig.querySelector(`.cell[data-row="${i}"][data-col="${j}"]`);
-  if (!cell || !S.cur) return;
+// Shows one cell's weight beside the heatmap, outlines the cell and marks
+// its row and column labels. Touches a handful of elements whatever the size.
+function readCell(i, j) {
+  const svg = $('heatmap').querySelector('svg');
+  if (!svg || !S.cur) return;
+  const { matrix } = detailMatrix();
+  if (!matrix[i] || matrix[i][j] === undefined) return;
   S.cursor = { i, j };
-  $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${Number(cell.dataset.weight).toPrecision(6)}`;
-  for (const l of fig.querySelectorAll('.row-label, .col-label')) {
-    const on = l.dataset.row === String(i) || l.dataset.col === String(j);
-    l.setAttribute('font-weight', on ? 700 : 400);
-  }
-  for (const b of fig.querySelectorAll('.cursor-box')) b.remove();
-  if (mark) {
-    const box = document.createElementNS('http://www.w3.org/2000/svg', 'rect');
-    for (const a of ['x', 'y', 'width', 'height']) box.setAttribute(a, cell.getAttribute(a));
-    box.setAttribute('class', 'cursor-box');
-    box.setAttribute('fill', 'none');
-    box.setAttribute('stroke', '#ffb020');
-    box.setAttribute('stroke-width', 3);
-    box.setAttribute('pointer-events', 'none');
-    cell.ownerSVGElement.append(box);
-  }
+  const w = matrix[i][j];
+  const k = w === 0 ? S.cur.kind(i, j) : '';
+  $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${fmt(w)}` +
+    (k === 'pad' ? ' (padding key: not attended)' : k === 'mask' ? ' (masked by the options)' : '') +
+    ` · uniform would be ${fmt(1 / matrix[i].length)}`;
+  markHover(svg, i, j);
 }
 
 async function loadRules() {
@@ -720,9 +1114,16 @@ async function loadRules() {
 }
 
 wire();
-applyExample(EXAMPLES[0]);
+if (readHash()) {
+  syncControls();
+  renderTokenChips();
+  setView(S.view);
+} else {
+  applyExample(EXAMPLES[0]);
+}
 loadRules();
 run();
+probeModels(API_BASE, getJSON).then(models => initModelView({ tab: $('tab-model'), panel: $('view-model'), models })).catch(() => {});
 
-// For the browser tests and the curious: the current request and response.
-window.attnDemo = { get current() { return S.cur; }, run };
+// For the browser tests and the curious: the current state.
+window.attnDemo = { get current() { return S.cur; }, get state() { return S; }, run, fmt };

@@ -23,13 +23,19 @@
 
 export const DEFAULT_DIM = 32;
 export const DEFAULT_POS_WEIGHT = 0.5;
-export const MAX_TOKENS = 40;
+// The most tokens the page sends per sentence. Longer text is cut here, and
+// the page says so next to the sentence (tokenCount gives the full count).
+export const MAX_TOKENS = 128;
 
 // Words (letters, digits, apostrophes) and single punctuation marks.
 const TOKEN_RE = /[\p{L}\p{N}']+|[^\s\p{L}\p{N}]/gu;
 
 export function tokenize(text) {
   return (String(text).match(TOKEN_RE) || []).slice(0, MAX_TOKENS);
+}
+
+export function tokenCount(text) {
+  return (String(text).match(TOKEN_RE) || []).length;
 }
 
 // FNV-1a over the UTF-16 code units, 32-bit; Math.imul keeps it exact.

@@ -1,13 +1,21 @@
-// render.js - draws attention weights as SVG: heatmaps with labels and a colour legend, and a bertviz-style line view.
+// render.js - draws attention weights: SVG heatmaps with labels and a legend that states its scale, a head-coloured
+// line view, and the sentence coloured by the attention from one token.
 //
 // SVG rather than canvas: every cell and line is an element with its weight
 // in a data attribute (so tests and screen readers can read it), hovering
 // needs no hit-testing, and the same markup exports as SVG or, drawn onto a
 // canvas, as PNG. Colours and fonts are attributes, not CSS classes, so an
-// exported file looks the same outside the page.
+// exported file looks the same outside the page. Large matrices are built as
+// one markup string (16k cells in a few tens of ms) and hover touches only a
+// handful of elements, so a 128 x 128 heatmap still answers in a few ms.
+//
+// Extension point for the trained-model views (layers x heads, GRU seq2seq):
+// everything here takes plain number[][] matrices plus row/column labels, so a
+// "Model" view can call heatmap(), lineView() and coloredTokens() per layer
+// and head without any change to this file.
 
 const NS = 'http://www.w3.org/2000/svg';
-const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif';
+export const FONT = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif';
 let uid = 0;
 
 export function el(name, attrs = {}, text) {
@@ -15,6 +23,10 @@ export function el(name, attrs = {}, text) {
   for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
   if (text !== undefined) e.textContent = text;
   return e;
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"]/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
 }
 
 // A light-to-dark sequential scale (ColorBrewer "Blues" end points, extended
@@ -27,36 +39,60 @@ const STOPS = [
   [1.00, [8, 37, 103]],
 ];
 
-export function colour(t) {
+export function colourRGB(t) {
   t = Math.max(0, Math.min(1, Number.isFinite(t) ? t : 0));
   for (let i = 1; i < STOPS.length; i++) {
     const [t1, c1] = STOPS[i];
     const [t0, c0] = STOPS[i - 1];
     if (t <= t1) {
       const f = (t - t0) / (t1 - t0);
-      const c = c0.map((x, k) => Math.round(x + f * (c1[k] - x)));
-      return `rgb(${c[0]},${c[1]},${c[2]})`;
+      return c0.map((x, k) => Math.round(x + f * (c1[k] - x)));
     }
   }
-  return 'rgb(8,37,103)';
+  return [8, 37, 103];
+}
+export function colour(t) {
+  const c = colourRGB(t);
+  return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
 
-// Colours for heads in the line view, chosen to stay apart for 8+ heads.
+// Colours for heads, chosen to stay apart for 8+ heads.
 export const HEAD_COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#e377c2', '#8c564b',
   '#7f7f7f', '#bcbd22', '#393b79', '#637939', '#843c39', '#7b4173', '#3182bd', '#e6550d'];
 
-export function fmt(w, digits = 3) {
+// One number rule for the whole page: three significant digits; below 0.001
+// the same three digits in e-notation (0.00400, 0.0600, 0.123, 1.00, 6.00e-4).
+export function fmt(w) {
+  w = Number(w);
   if (w === 0) return '0';
-  if (Math.abs(w) < 0.001) return w.toExponential(1);
-  return w.toFixed(digits);
+  if (!Number.isFinite(w)) return String(w);
+  if (Math.abs(w) < 0.001) return w.toExponential(2);
+  return w.toPrecision(3);
 }
 
 function textWidth(s, px) { return Math.ceil(String(s).length * px * 0.6); }
 
-export function rowMax(matrix) {
-  let m = 0;
-  for (const r of matrix) for (const w of r) if (w > m) m = w;
-  return m;
+/* ------------------------------------------------------------ colour scales
+ * abs: the weight itself, 0 = white, 1 = darkest (the default everywhere, so
+ *      near-uniform attention is pale and panels compare).
+ * row: each row's own maximum is darkest (shows the shape of flat rows).
+ * log: log10 from 1e-4 to 1 (shows the tail of small weights). */
+export const SCALES = {
+  abs: { label: 'absolute scale: 0 = white, 1 = darkest', short: 'absolute 0–1',
+    ticks: [[0, '0'], [0.25, '0.25'], [0.5, '0.5'], [0.75, '0.75'], [1, '1']] },
+  row: { label: 'per-row scale: each row’s largest weight is darkest', short: 'per row (÷ row max)',
+    ticks: [[0, '0'], [0.5, '½ row max'], [1, 'row max']] },
+  log: { label: 'log scale: 10⁻⁴ (white) to 1 (darkest)', short: 'log 10⁻⁴–1',
+    ticks: [[0, '≤1e-4'], [0.25, '0.001'], [0.5, '0.01'], [0.75, '0.1'], [1, '1']] },
+};
+export function scaleT(mode, w, rowMax) {
+  if (!(w > 0)) return 0;
+  if (mode === 'row') return rowMax > 0 ? w / rowMax : 0;
+  if (mode === 'log') return Math.max(0, Math.min(1, (Math.log10(w) + 4) / 4));
+  return Math.min(1, w);
+}
+export function rowMaxes(matrix) {
+  return matrix.map(r => { let m = 0; for (const w of r) if (w > m) m = w; return m; });
 }
 
 // Per-row statistics: entropy (bits) over the row's weights, argmax (lowest
@@ -76,9 +112,23 @@ export function rowStats(matrix) {
   });
 }
 
+function patterns(id) {
+  // pad: a key marked as padding; mask: a cell the options forbid (causal,
+  // window, mask). Both differ from a learned zero, which is plain white.
+  return `<pattern id="${id}-pad" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
+    `<rect width="6" height="6" fill="#e4e6ea"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9aa1ad" stroke-width="2"/></pattern>` +
+    `<pattern id="${id}-mask" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)">` +
+    `<rect width="6" height="6" fill="#f1f2f4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#c9cdd4" stroke-width="1.5"/></pattern>` +
+    `<pattern id="${id}-row" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
+    `<rect width="6" height="6" fill="#fff5f5" fill-opacity="0.6"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e0a0a0" stroke-width="2"/></pattern>`;
+}
+
 /* Heatmap of one Lq x Lk matrix.
- * opts: rows, cols (labels), title, cell (px), labels (false for thumbnails),
- * max (top of the colour scale; default the largest weight), legend (bool). */
+ * opts: rows, cols (labels); title; caption (a line under the title);
+ *   cell (px); labels (false for thumbnails); legend (bool); scale ('abs',
+ *   'row', 'log'); kind(i, j) -> '' | 'pad' | 'mask' (cells the request did
+ *   not allow); foot (text under the grid, kept in exports);
+ *   fontSize (label px, at least 11 when labels are drawn). */
 export function heatmap(matrix, opts = {}) {
   const id = 'hm' + (++uid);
   const Lq = matrix.length, Lk = Lq ? matrix[0].length : 0;
@@ -86,191 +136,367 @@ export function heatmap(matrix, opts = {}) {
   const cols = opts.cols || (matrix[0] || []).map((_, j) => 'k' + j);
   const labels = opts.labels !== false;
   const legend = opts.legend !== false;
-  const cell = opts.cell || Math.max(14, Math.min(44, Math.floor(520 / Math.max(1, Lq, Lk))));
-  const fs = labels ? Math.min(13, Math.max(10, cell * 0.45)) : 0;
-  const max = opts.max || rowMax(matrix) || 1;
+  const mode = SCALES[opts.scale] ? opts.scale : 'abs';
+  const cell = opts.cell || Math.max(14, Math.min(36, Math.floor(480 / Math.max(1, Lq, Lk))));
+  const fs = labels ? (opts.fontSize || Math.min(13, Math.max(11, cell * 0.5))) : 0;
+  const kind = opts.kind || (() => '');
   const stats = rowStats(matrix);
+  const rmax = rowMaxes(matrix);
   const anyMasked = stats.some(s => s.masked);
+  const big = Lq * Lk > 2500;
 
-  const titleH = opts.title ? 24 : 0;
-  const left = labels ? Math.min(130, 10 + Math.max(0, ...rows.map(r => textWidth(r, fs)))) : 4;
-  const colLabelH = labels ? Math.min(110, 10 + 0.72 * Math.max(0, ...cols.map(c => textWidth(c, fs)))) : 4;
-  const top = titleH + colLabelH;
+  const titleH = opts.title ? 22 : 0;
+  const capH = opts.caption ? 16 : 0;
+  const left = labels ? Math.min(140, 12 + Math.max(0, ...rows.map(r => textWidth(r, fs)))) : 2;
+  // Rotated column labels need their length times sin 45 plus the font's height.
+  const colLabelH = labels ? Math.min(120, Math.ceil(0.72 * Math.max(0, ...cols.map(c => textWidth(c, fs))) + fs * 1.4 + 8)) : 2;
+  const top = titleH + capH + colLabelH;
   const gridW = Lk * cell, gridH = Lq * cell;
-  const maskW = anyMasked && labels ? 64 : 0;
-  const legendW = legend ? 70 : 0;
-  const width = Math.ceil(left + gridW + maskW + legendW + 8);
-  const height = Math.ceil(top + Math.max(gridH, legend ? 120 : 0) + 10);
+  const maskW = anyMasked && labels ? 58 : 0;
+  const legendW = legend ? 118 : 0;
+  const footH = opts.foot ? 18 : 0;
+  const legendH = legend ? 210 : 0;
+  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + 8, opts.title ? textWidth(opts.title, 14) * 0.92 + 8 : 0,
+    opts.caption ? textWidth(opts.caption, 11) * 0.92 + 8 : 0, opts.foot ? textWidth(opts.foot, 11) * 0.95 + 8 : 0));
+  const height = Math.ceil(top + Math.max(gridH + footH, legendH) + 8);
 
-  const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'heatmap', role: 'img',
-    'aria-label': (opts.title ? opts.title + ': ' : '') + `attention weights, ${Lq} queries by ${Lk} keys`,
-    'font-family': FONT, 'data-rows': Lq, 'data-cols': Lk });
-  const defs = el('defs');
-  const grad = el('linearGradient', { id: id + '-grad', x1: 0, y1: 1, x2: 0, y2: 0 });
-  for (const [t] of STOPS) grad.append(el('stop', { offset: t, 'stop-color': colour(t) }));
-  const hatch = el('pattern', { id: id + '-hatch', width: 6, height: 6, patternUnits: 'userSpaceOnUse', patternTransform: 'rotate(45)' });
-  hatch.append(el('rect', { width: 6, height: 6, fill: '#fff5f5' }), el('line', { x1: 0, y1: 0, x2: 0, y2: 6, stroke: '#e0a0a0', 'stroke-width': 2 }));
-  defs.append(grad, hatch);
-  svg.append(defs, el('rect', { width, height, fill: '#ffffff' }));
+  const parts = [];
+  parts.push(`<defs>${patterns(id)}<linearGradient id="${id}-grad" x1="0" y1="1" x2="0" y2="0">` +
+    Array.from({ length: 21 }, (_, k) => `<stop offset="${k / 20}" stop-color="${colour(k / 20)}"/>`).join('') + '</linearGradient></defs>');
+  parts.push(`<rect width="${width}" height="${height}" fill="#ffffff"/>`);
 
-  if (opts.title) svg.append(el('text', { x: 4, y: 16, 'font-size': 14, 'font-weight': 600, fill: '#1d2433' }, opts.title));
-
-  if (labels) {
-    const gc = el('g', { class: 'col-labels', 'font-size': fs, fill: '#333' });
-    cols.forEach((c, j) => {
-      const x = left + j * cell + cell / 2, y = top - 6;
-      gc.append(el('text', { x, y, transform: `rotate(-45 ${x} ${y})`, class: 'col-label', 'data-col': j }, c));
-    });
-    const gr = el('g', { class: 'row-labels', 'font-size': fs, fill: '#333', 'text-anchor': 'end' });
-    rows.forEach((r, i) => gr.append(el('text', { x: left - 6, y: top + i * cell + cell / 2 + fs * 0.35, class: 'row-label', 'data-row': i }, r)));
-    svg.append(gc, gr);
-  }
-
-  const g = el('g', { class: 'cells' });
   const showValues = labels && cell >= 30;
-  for (let i = 0; i < Lq; i++) {
+  const sw = labels && cell >= 10 ? 1 : 0.5;
+  // Thumbnails and overview panels of large matrices: one pixel per weight in
+  // an embedded image instead of thousands of elements (exports keep it).
+  const raster = opts.raster ?? (!labels && Lq * Lk > 1600);
+  let g = raster ? `<image class="cells-raster" x="${left}" y="${top}" width="${gridW}" height="${gridH}" preserveAspectRatio="none" ` +
+    `image-rendering="pixelated" style="image-rendering:pixelated" href="${rasterURL(matrix, mode, rmax, kind)}"/><g class="cells">` : '<g class="cells">';
+  for (let i = 0; i < Lq && !raster; i++) {
+    const y = top + i * cell;
     for (let j = 0; j < Lk; j++) {
       const w = matrix[i][j];
-      const r = el('rect', { x: left + j * cell, y: top + i * cell, width: cell, height: cell,
-        fill: colour(w / max), stroke: '#ffffff', 'stroke-width': labels ? 1 : 0.5,
-        class: 'cell', 'data-row': i, 'data-col': j, 'data-weight': String(w) });
-      r.append(el('title', {}, `${rows[i]} → ${cols[j]}: ${fmt(w, 4)}`));
-      g.append(r);
-      if (showValues && w >= 0.005) {
-        g.append(el('text', { x: left + j * cell + cell / 2, y: top + i * cell + cell / 2 + 4, 'font-size': Math.min(11, cell * 0.32),
-          'text-anchor': 'middle', fill: w / max > 0.55 ? '#ffffff' : '#1d2433', 'pointer-events': 'none' }, fmt(w, 2).replace(/^0\./, '.')));
+      const k = w === 0 ? kind(i, j) : '';
+      const t = scaleT(mode, w, rmax[i]);
+      const fill = k ? `url(#${id}-${k})` : colour(t);
+      g += `<rect x="${left + j * cell}" y="${y}" width="${cell}" height="${cell}" fill="${fill}" stroke="#ffffff" stroke-width="${sw}" ` +
+        `class="cell" data-row="${i}" data-col="${j}" data-weight="${w}"${k ? ` data-mask="${k}"` : ''}>` +
+        (big ? '' : `<title>${esc(rows[i])} → ${esc(cols[j])}: ${fmt(w)}${k === 'pad' ? ' (padding key)' : k === 'mask' ? ' (masked)' : ''}</title>`) + '</rect>';
+      if (showValues && w >= 0.1) {
+        g += `<text x="${left + j * cell + cell / 2}" y="${y + cell / 2 + 4}" font-size="${Math.min(11, cell * 0.32)}" text-anchor="middle" ` +
+          `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
       }
     }
+  }
+  for (let i = 0; i < Lq; i++) {
+    const y = top + i * cell;
     if (stats[i].masked) {
-      g.append(el('rect', { x: left, y: top + i * cell, width: gridW, height: cell, fill: `url(#${id}-hatch)`,
-        class: 'masked-row', 'data-row': i, 'pointer-events': 'none' }));
-      if (labels) g.append(el('text', { x: left + gridW + 6, y: top + i * cell + cell / 2 + 4, 'font-size': 11, fill: '#b42318' }, 'masked'));
+      g += `<rect x="${left}" y="${y}" width="${gridW}" height="${cell}" fill="url(#${id}-row)" class="masked-row" data-row="${i}" pointer-events="none"/>`;
+      if (labels) g += `<text x="${left + gridW + 6}" y="${y + cell / 2 + 4}" font-size="11" fill="#b42318">masked</text>`;
     }
   }
-  svg.append(g);
+  parts.push(g + '</g>');
+  // Overlays: the pinned row/column and the hovered cell (moved, never rebuilt).
+  parts.push(`<g class="overlay" pointer-events="none"><rect class="pin-box" fill="none" stroke="#e8590c" stroke-width="${labels ? 2.5 : 1.5}" visibility="hidden"/>` +
+    `<rect class="hover-box" fill="none" stroke="#ffb020" stroke-width="3" visibility="hidden"/></g>`);
+  // The label bands come after the cells, on white, so that when a large
+  // heatmap scrolls they can be moved to stay in view over the cells
+  // (the page sets their transforms; exports drop them).
+  const titles = (opts.title ? `<text class="title" x="4" y="16" font-size="14" font-weight="600" fill="#1d2433">${esc(opts.title)}</text>` : '') +
+    (opts.caption ? `<text class="caption" x="4" y="${titleH + 12}" font-size="11" fill="#5b6475">${esc(opts.caption)}</text>` : '');
+  if (labels) {
+    let s = `<g class="row-band"><rect x="0" y="${top}" width="${left}" height="${gridH}" fill="#ffffff"/><g class="row-labels" font-size="${fs}" fill="#333" text-anchor="end">`;
+    rows.forEach((r, i) => { s += `<text x="${left - 6}" y="${top + i * cell + cell / 2 + fs * 0.35}" class="row-label" data-row="${i}">${esc(r)}</text>`; });
+    s += `</g></g><g class="col-band"><rect x="0" y="0" width="${left + gridW}" height="${top}" fill="#ffffff"/>${titles}<g class="col-labels" font-size="${fs}" fill="#333">`;
+    cols.forEach((c, j) => {
+      const x = left + j * cell + cell / 2 + fs * 0.3, y = top - 5;
+      s += `<text x="${x}" y="${y}" transform="rotate(-45 ${x} ${y})" class="col-label" data-col="${j}">${esc(c)}</text>`;
+    });
+    s += `</g></g><rect class="corner" x="0" y="0" width="${left}" height="${top}" fill="#ffffff" visibility="hidden"/>`;
+    parts.push(s);
+  } else if (titles) parts.push(titles);
+  if (opts.foot) parts.push(`<text class="foot" x="4" y="${top + gridH + 14}" font-size="11" fill="#5b6475">${esc(opts.foot)}</text>`);
 
   if (legend) {
-    const lx = left + gridW + maskW + 14, ly = top, lh = Math.max(100, Math.min(gridH, 220));
-    const lg = el('g', { class: 'legend', 'font-size': 10, fill: '#333' });
-    lg.append(el('rect', { x: lx, y: ly, width: 12, height: lh, fill: `url(#${id}-grad)`, stroke: '#999', 'stroke-width': 0.5 }));
-    for (const f of [0, 0.5, 1]) {
+    const lx = left + gridW + maskW + 14, ly = top, lh = 120;
+    let s = `<g class="legend" font-size="11" fill="#333" data-scale="${mode}">`;
+    s += `<text x="${lx - 2}" y="${ly - 8}" font-size="11" fill="#555">${mode === 'abs' ? 'weight' : mode === 'row' ? 'weight ÷ row max' : 'weight (log)'}</text>`;
+    s += `<rect x="${lx}" y="${ly}" width="12" height="${lh}" fill="url(#${id}-grad)" stroke="#999" stroke-width="0.5"/>`;
+    for (const [f, lab] of SCALES[mode].ticks) {
       const y = ly + lh - f * lh;
-      lg.append(el('line', { x1: lx + 12, x2: lx + 16, y1: y, y2: y, stroke: '#666' }));
-      lg.append(el('text', { x: lx + 18, y: y + 3.5 }, fmt(f * max, 2)));
+      s += `<line x1="${lx + 12}" x2="${lx + 16}" y1="${y}" y2="${y}" stroke="#666"/><text x="${lx + 18}" y="${y + 3.5}">${esc(lab)}</text>`;
     }
-    lg.append(el('text', { x: lx - 2, y: ly - 8, 'font-size': 10, fill: '#555' }, 'weight'));
-    svg.append(lg);
+    let sy = ly + lh + 22;
+    const sw2 = (pat, lab) => { s += `<rect x="${lx}" y="${sy - 9}" width="12" height="12" fill="url(#${id}-${pat})" stroke="#999" stroke-width="0.5"/><text x="${lx + 18}" y="${sy + 1}">${lab}</text>`; sy += 18; };
+    s += `<rect x="${lx}" y="${sy - 9}" width="12" height="12" fill="${colour(0)}" stroke="#999" stroke-width="0.5"/><text x="${lx + 18}" y="${sy + 1}">0 (computed)</text>`; sy += 18;
+    sw2('pad', 'padding key');
+    sw2('mask', 'masked');
+    parts.push(s + '</g>');
   }
+
+  const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'heatmap', role: 'img',
+    'aria-label': (opts.title ? opts.title + ': ' : '') + `attention weights, ${Lq} queries by ${Lk} keys, ${SCALES[mode].label}`,
+    'font-family': FONT, 'data-rows': Lq, 'data-cols': Lk, 'data-scale': mode, 'data-cell': cell });
+  svg.innerHTML = parts.join('');
+  svg._geom = { left, top, cell, Lq, Lk, gridW, gridH };
   return svg;
 }
 
-/* A horizontal colour bar from 0 to max, for views whose panels share one scale. */
-export function legendBar(max, label = 'weight') {
-  const id = 'lg' + (++uid);
-  const width = 300, height = 40;
-  const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'legend-bar', role: 'img',
-    'aria-label': `colour scale from 0 to ${fmt(max, 2)}`, 'font-family': FONT });
-  const grad = el('linearGradient', { id: id + '-grad', x1: 0, y1: 0, x2: 1, y2: 0 });
-  for (const [t] of STOPS) grad.append(el('stop', { offset: t, 'stop-color': colour(t) }));
-  const defs = el('defs');
-  defs.append(grad);
-  svg.append(defs, el('rect', { width, height, fill: '#ffffff' }));
-  svg.append(el('text', { x: 4, y: 22, 'font-size': 11, fill: '#555' }, label));
-  const x0 = 56, w = 220;
-  svg.append(el('rect', { x: x0, y: 12, width: w, height: 12, fill: `url(#${id}-grad)`, stroke: '#999', 'stroke-width': 0.5 }));
-  for (const f of [0, 0.5, 1]) {
-    svg.append(el('line', { x1: x0 + f * w, x2: x0 + f * w, y1: 24, y2: 28, stroke: '#666' }));
-    svg.append(el('text', { x: x0 + f * w, y: 38, 'font-size': 10, fill: '#333', 'text-anchor': 'middle' }, fmt(f * max, 2)));
+// The matrix as a PNG data URL, one pixel per weight (padding and masked cells
+// in the greys of their hatching).
+function rasterURL(matrix, mode, rmax, kind) {
+  const Lq = matrix.length, Lk = matrix[0].length;
+  const c = document.createElement('canvas');
+  c.width = Lk; c.height = Lq;
+  const g = c.getContext('2d');
+  const img = g.createImageData(Lk, Lq);
+  for (let i = 0; i < Lq; i++) {
+    for (let j = 0; j < Lk; j++) {
+      const w = matrix[i][j];
+      const k = w === 0 ? kind(i, j) : '';
+      const rgb = k === 'pad' ? [190, 195, 203] : k === 'mask' ? [232, 234, 238] : colourRGB(scaleT(mode, w, rmax[i]));
+      const o = 4 * (i * Lk + j);
+      img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
+    }
   }
+  g.putImageData(img, 0, 0);
+  return c.toDataURL('image/png');
+}
+
+// Cached lookups for a heatmap's labels and overlays, so hover is O(1).
+function parts(svg) {
+  if (!svg._parts) {
+    svg._parts = {
+      rowLabels: [...svg.querySelectorAll('.row-label')],
+      colLabels: [...svg.querySelectorAll('.col-label')],
+      pinBox: svg.querySelector('.pin-box'),
+      hoverBox: svg.querySelector('.hover-box'),
+      bold: [],
+    };
+  }
+  return svg._parts;
+}
+
+// Outlines the hovered cell and bolds its row and column labels.
+export function markHover(svg, i, j) {
+  const p = parts(svg), g = svg._geom;
+  for (const l of p.bold) l.removeAttribute('font-weight');
+  p.bold = [];
+  if (i === null || i === undefined) { p.hoverBox.setAttribute('visibility', 'hidden'); return; }
+  for (const l of [p.rowLabels[i], p.colLabels[j]]) if (l) { l.setAttribute('font-weight', 700); p.bold.push(l); }
+  const b = p.hoverBox;
+  b.setAttribute('x', g.left + j * g.cell); b.setAttribute('y', g.top + i * g.cell);
+  b.setAttribute('width', g.cell); b.setAttribute('height', g.cell);
+  b.setAttribute('visibility', 'visible');
+}
+
+// Outlines the pinned query row or key column (pin = {side: 'q'|'k', index} or null).
+export function markPin(svg, pin) {
+  const p = parts(svg), g = svg._geom;
+  const b = p.pinBox;
+  for (const l of [...p.rowLabels, ...p.colLabels]) l.removeAttribute('fill');
+  if (!pin || (pin.side === 'q' ? pin.index >= g.Lq : pin.index >= g.Lk)) { b.setAttribute('visibility', 'hidden'); svg.dataset.pin = ''; return; }
+  if (pin.side === 'q') {
+    b.setAttribute('x', g.left); b.setAttribute('y', g.top + pin.index * g.cell); b.setAttribute('width', g.gridW); b.setAttribute('height', g.cell);
+    if (p.rowLabels[pin.index]) p.rowLabels[pin.index].setAttribute('fill', '#e8590c');
+  } else {
+    b.setAttribute('x', g.left + pin.index * g.cell); b.setAttribute('y', g.top); b.setAttribute('width', g.cell); b.setAttribute('height', g.gridH);
+    if (p.colLabels[pin.index]) p.colLabels[pin.index].setAttribute('fill', '#e8590c');
+  }
+  b.setAttribute('visibility', 'visible');
+  svg.dataset.pin = pin.side + pin.index;
+}
+
+/* A horizontal colour bar for views whose panels share one scale. */
+export function legendBar(mode = 'abs') {
+  const id = 'lg' + (++uid);
+  const width = 246, height = 62;
+  const m = SCALES[mode] ? mode : 'abs';
+  const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'legend-bar', role: 'img',
+    'aria-label': SCALES[m].label, 'font-family': FONT, 'data-scale': m });
+  const x0 = 8, w = 226;
+  let s = `<defs>${patterns(id)}<linearGradient id="${id}-grad" x1="0" y1="0" x2="1" y2="0">` +
+    Array.from({ length: 21 }, (_, k) => `<stop offset="${k / 20}" stop-color="${colour(k / 20)}"/>`).join('') + '</linearGradient></defs>';
+  s += `<rect width="${width}" height="${height}" fill="#ffffff"/>`;
+  s += `<text x="${x0}" y="11" font-size="11" fill="#555">${esc(SCALES[m].short === 'absolute 0–1' ? 'weight, absolute scale 0–1' : m === 'row' ? 'weight ÷ its row’s largest' : 'weight, log scale')}</text>`;
+  s += `<rect x="${x0}" y="16" width="${w}" height="10" fill="url(#${id}-grad)" stroke="#999" stroke-width="0.5"/>`;
+  for (const [f, lab] of SCALES[m].ticks) {
+    s += `<line x1="${x0 + f * w}" x2="${x0 + f * w}" y1="26" y2="29" stroke="#666"/>` +
+      `<text x="${x0 + f * w}" y="40" font-size="11" fill="#333" text-anchor="${f === 0 ? 'start' : f === 1 ? 'end' : 'middle'}">${esc(lab)}</text>`;
+  }
+  s += `<rect x="${x0}" y="48" width="10" height="10" fill="url(#${id}-pad)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 14}" y="57" font-size="11" fill="#333">padding key</text>`;
+  s += `<rect x="${x0 + 90}" y="48" width="10" height="10" fill="url(#${id}-mask)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 104}" y="57" font-size="11" fill="#333">masked (not allowed)</text>`;
+  svg.innerHTML = s;
   return svg;
 }
 
 /* Line view after bertviz (Vig 2019): queries on the left, keys on the right,
- * one line per (query, key, head) whose opacity is the weight. heads is a
- * list of {index, matrix}; hidden heads are left out by the caller. */
+ * one line per (query, key, head) in the head's colour, opacity = weight.
+ * heads: [{index, matrix}] (hidden heads left out by the caller).
+ * opts: rows, cols, rowTitle, colTitle, pin, maxLines (past it only the
+ * focused token's lines are drawn), onPin(side, index), onFocus(side, index)
+ * (side null when nothing is focused). */
 export function lineView(heads, opts = {}) {
   const first = heads[0] ? heads[0].matrix : [];
   const Lq = first.length, Lk = Lq ? first[0].length : 0;
   const rows = opts.rows || first.map((_, i) => 'q' + i);
   const cols = opts.cols || (first[0] || []).map((_, j) => 'k' + j);
-  const fs = 13, rowH = 24;
+  const n = Math.max(Lq, Lk);
+  const fs = n > 60 ? 11 : 13, rowH = n > 60 ? 15 : n > 30 ? 19 : 24;
   const labelW = Math.min(140, 16 + Math.max(40, ...rows.map(r => textWidth(r, fs)), ...cols.map(c => textWidth(c, fs))));
-  const gap = opts.gap || 300;
+  const gap = opts.gap || (n > 60 ? 200 : 280);
   const top = 44;
-  const pad = 48; // room outside the labels for the weight notes
+  const pad = heads.length === 1 ? 48 : 6; // room for the weight notes (one head; several heads: the table below)
   const qx = pad + labelW, kx = pad + labelW + gap;
   const width = 2 * pad + 2 * labelW + gap;
-  const height = top + Math.max(Lq, Lk) * rowH + 12;
+  const height = top + n * rowH + 12;
+  const total = heads.length * Lq * Lk;
+  const maxLines = opts.maxLines ?? 2000;
+  const focusOnly = total > maxLines;
+
   const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'lineview', role: 'group',
-    'aria-label': 'attention lines: hover or focus a token to show only its lines', 'font-family': FONT });
+    'aria-label': 'attention lines: hover or focus a token to show only its lines, click to pin it', 'font-family': FONT,
+    'data-focus-only': focusOnly ? '1' : '0' });
   svg.append(el('rect', { width, height, fill: '#ffffff' }));
   svg.append(el('text', { x: qx, y: 18, 'text-anchor': 'end', 'font-size': 12, fill: '#555', 'font-weight': 600 }, opts.rowTitle || 'queries'));
   svg.append(el('text', { x: kx, y: 18, 'font-size': 12, fill: '#555', 'font-weight': 600 }, opts.colTitle || 'keys'));
+  if (focusOnly) {
+    svg.append(el('text', { x: width / 2, y: 34, 'text-anchor': 'middle', 'font-size': 11, fill: '#8a5a00', class: 'focus-only-note' },
+      `${total.toLocaleString('en')} lines: only the hovered or pinned token’s are drawn`));
+  }
 
   const yq = i => top + i * rowH + rowH / 2;
   const lines = el('g', { class: 'lines' });
-  for (const h of heads) {
-    const colourH = HEAD_COLOURS[h.index % HEAD_COLOURS.length];
-    h.matrix.forEach((row, i) => row.forEach((w, j) => {
-      if (!(w > 0)) return;
-      lines.append(el('line', { x1: qx + 6, y1: yq(i), x2: kx - 6, y2: yq(j), stroke: colourH,
-        'stroke-opacity': Math.min(1, w).toFixed(4), 'stroke-width': 2.5, class: 'attn-line',
-        'data-q': i, 'data-k': j, 'data-head': h.index, 'data-weight': String(w) }));
-    }));
-  }
   svg.append(lines);
+  const drawLines = (side, idx) => {
+    let s = '';
+    for (const h of heads) {
+      const c = HEAD_COLOURS[h.index % HEAD_COLOURS.length];
+      const m = h.matrix;
+      const one = (i, j) => {
+        const w = m[i][j];
+        if (!(w > 0)) return;
+        s += `<line x1="${qx + 6}" y1="${yq(i)}" x2="${kx - 6}" y2="${yq(j)}" stroke="${c}" stroke-opacity="${Math.min(1, w).toFixed(4)}" ` +
+          `stroke-width="2.5" class="attn-line" data-q="${i}" data-k="${j}" data-head="${h.index}" data-weight="${w}"/>`;
+      };
+      if (focusOnly) {
+        // Past the threshold one token has up to heads x L lines; they are
+        // drawn as one path per head and opacity step of 1/50 (a few dozen
+        // elements instead of a thousand), so hovering stays fast. The exact
+        // numbers are in the page's table.
+        if (side === null) continue;
+        const paths = new Map();
+        const n = side === 'q' ? Lk : Lq;
+        for (let t = 0; t < n; t++) {
+          const [i, j] = side === 'q' ? [idx, t] : [t, idx];
+          const w = m[i][j];
+          if (!(w > 0)) continue;
+          const b = Math.max(1, Math.round(Math.min(1, w) * 50));
+          paths.set(b, (paths.get(b) || '') + `M${qx + 6} ${yq(i)}L${kx - 6} ${yq(j)}`);
+        }
+        for (const [b, d] of paths) {
+          s += `<path d="${d}" stroke="${c}" stroke-opacity="${b / 50}" stroke-width="2.5" fill="none" class="attn-path" data-head="${h.index}" data-${side}="${idx}"/>`;
+        }
+        continue;
+      }
+      if (side === 'q') for (let j = 0; j < Lk; j++) one(idx, j);
+      else if (side === 'k') for (let i = 0; i < Lq; i++) one(i, idx);
+      else for (let i = 0; i < Lq; i++) for (let j = 0; j < Lk; j++) one(i, j);
+    }
+    lines.innerHTML = s;
+  };
 
   const tokens = el('g', { class: 'tokens', 'font-size': fs });
   const addTok = (side, i, label) => {
     const x = side === 'q' ? qx : kx;
     const g = el('g', { class: 'tok', tabindex: 0, role: 'button', 'data-side': side, 'data-index': i,
-      'aria-label': `${side === 'q' ? 'query' : 'key'} ${i}: ${label}; show only its lines` });
-    g.append(el('rect', { x: side === 'q' ? x - labelW + 4 : x, y: yq(i) - rowH / 2 + 2, width: labelW - 4, height: rowH - 4, rx: 4,
+      'aria-label': `${side === 'q' ? 'query' : 'key'} ${i}: ${label}; show only its lines, press to pin` });
+    g.append(el('rect', { x: side === 'q' ? x - labelW + 4 : x, y: yq(i) - rowH / 2 + 1, width: labelW - 4, height: rowH - 2, rx: 4,
       fill: '#ffffff', 'fill-opacity': 0, class: 'tok-bg' }));
-    g.append(el('text', { x: side === 'q' ? x - 4 : x + 4, y: yq(i) + 4.5, 'text-anchor': side === 'q' ? 'end' : 'start', fill: '#1d2433' }, label));
+    g.append(el('text', { x: side === 'q' ? x - 4 : x + 4, y: yq(i) + fs * 0.35, 'text-anchor': side === 'q' ? 'end' : 'start', fill: '#1d2433' }, label));
     tokens.append(g);
   };
   rows.forEach((r, i) => addTok('q', i, r));
   cols.forEach((c, j) => addTok('k', j, c));
   svg.append(tokens);
+  const toks = { q: [...tokens.children].filter(t => t.dataset.side === 'q'), k: [...tokens.children].filter(t => t.dataset.side === 'k') };
 
   // With one head drawn, focusing a token also writes the weights beside the
-  // tokens on the other side, so the numbers behind the lines can be read.
+  // tokens on the other side (several heads: the page's table does it).
   const notes = el('g', { class: 'weight-notes', 'font-size': 11, fill: '#8a5a00' });
   svg.append(notes);
   const annotate = (side, idx) => {
-    notes.replaceChildren();
-    if (side === null || heads.length !== 1) return;
+    if (side === null || heads.length !== 1) { notes.replaceChildren(); return; }
     const m = heads[0].matrix;
-    const n = side === 'q' ? Lk : Lq;
-    for (let t = 0; t < n; t++) {
+    const cnt = side === 'q' ? Lk : Lq;
+    let s = '';
+    for (let t = 0; t < cnt; t++) {
       const w = side === 'q' ? m[idx][t] : m[t][idx];
-      const x = side === 'q' ? width - 4 : 4;
-      notes.append(el('text', { x, y: yq(t) + 4, 'text-anchor': side === 'q' ? 'end' : 'start', class: 'weight-note' }, fmt(w, 2)));
+      s += `<text x="${side === 'q' ? width - 4 : 4}" y="${yq(t) + 4}" text-anchor="${side === 'q' ? 'end' : 'start'}" class="weight-note">${fmt(w)}</text>`;
     }
+    notes.innerHTML = s;
   };
 
-  // Hover or keyboard focus on a token keeps only the lines that touch it.
+  let pin = opts.pin && (opts.pin.side === 'q' ? opts.pin.index < Lq : opts.pin.index < Lk) ? opts.pin : null;
+  let active = null;
   const focus = (side, idx) => {
-    for (const ln of lines.children) {
-      const keep = side === null || ln.getAttribute(side === 'q' ? 'data-q' : 'data-k') === String(idx);
-      ln.style.display = keep ? '' : 'none';
+    if (active) { active.classList.remove('active'); active.querySelector('rect').setAttribute('fill-opacity', 0); }
+    active = side === null ? null : toks[side][idx];
+    if (active) {
+      active.classList.add('active');
+      const r = active.querySelector('rect');
+      r.setAttribute('fill-opacity', 1);
+      r.setAttribute('fill', pin && pin.side === side && pin.index === idx ? '#ffd8a8' : '#fff1b8');
     }
-    for (const t of tokens.children) {
-      const on = side !== null && t.dataset.side === side && t.dataset.index === String(idx);
-      t.classList.toggle('active', on);
-      t.querySelector('rect').setAttribute('fill-opacity', on ? 1 : 0);
-      t.querySelector('rect').setAttribute('fill', on ? '#fff1b8' : '#ffffff');
-    }
+    drawLines(side, idx);
     annotate(side, idx);
     svg.dataset.focus = side === null ? '' : `${side}${idx}`;
+    if (opts.onFocus) opts.onFocus(side, idx);
   };
+  const rest = () => (pin ? focus(pin.side, pin.index) : focus(null));
+  svg._setPin = p => { pin = p && (p.side === 'q' ? p.index < Lq : p.index < Lk) ? p : null; svg.dataset.pin = pin ? pin.side + pin.index : ''; rest(); };
   for (const t of tokens.children) {
     const side = t.dataset.side, idx = Number(t.dataset.index);
     t.addEventListener('mouseenter', () => focus(side, idx));
     t.addEventListener('focus', () => focus(side, idx));
-    t.addEventListener('mouseleave', () => focus(null));
-    t.addEventListener('blur', () => focus(null));
+    t.addEventListener('mouseleave', rest);
+    t.addEventListener('blur', rest);
+    const press = () => { if (opts.onPin) opts.onPin(side, idx); };
+    t.addEventListener('click', press);
+    t.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); press(); } });
   }
+  svg.dataset.pin = pin ? pin.side + pin.index : '';
+  rest();
   return svg;
+}
+
+/* The sentence coloured by the attention from one token (after CircuitsVis
+ * colored_tokens): tokens = labels, weights = one per token (null: uncoloured),
+ * mode = the colour scale, marked = the index of the token the weights come from. */
+export function coloredTokens(tokens, weights, opts = {}) {
+  const box = document.createElement('div');
+  box.className = 'ctokens';
+  const mode = SCALES[opts.scale] ? opts.scale : 'abs';
+  let rmax = 0;
+  if (weights) for (const w of weights) if (w > rmax) rmax = w;
+  tokens.forEach((t, i) => {
+    const s = document.createElement('button');
+    s.type = 'button';
+    s.className = 'ctok';
+    s.dataset.index = i;
+    s.dataset.side = opts.side || 'q';
+    s.textContent = t;
+    if (weights && weights[i] !== null && weights[i] !== undefined) {
+      const w = weights[i];
+      const tt = scaleT(mode, w, rmax);
+      s.style.background = colour(tt);
+      s.style.color = tt > 0.55 ? '#ffffff' : '#1d2433';
+      s.dataset.weight = String(w);
+      s.title = `${fmt(w)}`;
+    }
+    if (opts.marked === i) s.classList.add('pinned');
+    s.setAttribute('aria-pressed', String(opts.marked === i));
+    box.append(s);
+  });
+  return box;
 }
