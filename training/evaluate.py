@@ -87,12 +87,32 @@ def alignment(model, cfg, bpe, rows):
     return res
 
 
+def merge(path, split, updates):
+    """Merges {key: value} into results[split] (a model's dict is merged one
+    level deeper), re-reading the file first so parallel runs do not lose
+    each other's results."""
+    res = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            res = json.load(f)
+    sp = res.setdefault(split, {})
+    for k, v in updates.items():
+        if isinstance(v, dict) and isinstance(sp.get(k), dict):
+            sp[k].update(v)
+        else:
+            sp[k] = v
+    tmp = path + ".tmp%d" % os.getpid()
+    with open(tmp, "w") as f:
+        json.dump(res, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", nargs="*", default=["concat", "additive", "general", "transformer"])
+    ap.add_argument("--modes", nargs="*", default=["greedy", "beam4", "align"])
     ap.add_argument("--split", default="test")
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--no-beam", action="store_true")
     ap.add_argument("--weights", default=os.path.join(HERE, "weights"))
     ap.add_argument("--results", default=os.path.join(HERE, "results.json"))
     args = ap.parse_args()
@@ -102,14 +122,9 @@ def main():
     if args.limit:
         rows = rows[:args.limit]
     refs = [[fr for _, fr in rows]]
-    res = {}
-    if os.path.exists(args.results):
-        with open(args.results) as f:
-            res = json.load(f)
-    split_res = res.setdefault(args.split, {})
     floor = bleu.corpus_bleu([en for en, _ in rows], refs)
-    split_res["sentences"] = len(rows)
-    split_res["unchanged_english"] = {"bleu": round(floor["score"], 2), "detail": bleu.fmt(floor)}
+    merge(args.results, args.split, {"sentences": len(rows), "unchanged_english": {
+        "bleu": round(floor["score"], 2), "detail": bleu.fmt(floor)}})
     print("unchanged English:", bleu.fmt(floor), flush=True)
     os.makedirs(os.path.join(HERE, "outputs"), exist_ok=True)
     for name in args.models:
@@ -119,35 +134,27 @@ def main():
         t0 = time.time()
         model, cfg = T.load_model(name, args.weights)
         stp = T.Stepper(model, cfg)
-        r = {"params": sum(p.numel() for p in model.state_dict().values()),
-             "train_steps": cfg.get("train_steps"), "train_seconds": cfg.get("train_seconds"),
-             "best_valid_nll": cfg.get("best_valid_nll")}
-        modes = ["greedy"] if args.no_beam else ["greedy", "beam4"]
-        for mode in modes:
+        merge(args.results, args.split, {name: {
+            "params": sum(p.numel() for p in model.state_dict().values()),
+            "train_steps": cfg.get("train_steps"), "train_seconds": cfg.get("train_seconds"),
+            "best_step": cfg.get("best_step"), "best_valid_nll": cfg.get("best_valid_nll")}})
+        for mode in args.modes:
+            if mode == "align":
+                a = alignment(model, cfg, bpe, rows)
+                merge(args.results, args.split, {name: {"alignment": a}})
+                print("%s alignment: %s (%.0fs)" % (name, json.dumps(a), time.time() - t0), flush=True)
+                continue
             hyps = []
             for en, _ in rows:
                 src = T.prepare_src(bpe, cfg, en)
                 ids = T.greedy(stp, src)[0] if mode == "greedy" else T.beam(stp, src, 4)
                 hyps.append(bpe.decode(T.strip_eos(ids)))
             b = bleu.corpus_bleu(hyps, refs)
-            r[mode] = {"bleu": round(b["score"], 2), "detail": bleu.fmt(b)}
+            merge(args.results, args.split, {name: {mode: {"bleu": round(b["score"], 2), "detail": bleu.fmt(b)}}})
             with open(os.path.join(HERE, "outputs", "%s.%s.%s.txt" % (args.split, name, mode)), "w",
                       encoding="utf-8") as f:
                 f.write("\n".join(hyps) + "\n")
             print("%s %s: %s (%.0fs)" % (name, mode, bleu.fmt(b), time.time() - t0), flush=True)
-        r["alignment"] = alignment(model, cfg, bpe, rows)
-        print("%s alignment: %s (%.0fs)" % (name, json.dumps(r["alignment"]), time.time() - t0), flush=True)
-        split_res[name] = r
-        if os.path.exists(args.results):
-            with open(args.results) as f:
-                cur = json.load(f)
-            cur.setdefault(args.split, {}).update({k: v for k, v in split_res.items()})
-            res = cur
-            split_res = res[args.split]
-        with open(args.results, "w") as f:
-            json.dump(res, f, indent=1, sort_keys=True)
-    with open(args.results, "w") as f:
-        json.dump(res, f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":
