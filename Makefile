@@ -54,7 +54,7 @@ $(STATIC): $(LIB_OBJ)
 $(SHARED): $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
-$(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(STATIC)
+$(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
 # ------------------------------------------------------------------ tests
@@ -405,7 +405,7 @@ MODELS_N ?= 2000
 MODELS_ATTN ?= 200
 
 $(BUILD)/models/%.o: ALL_CFLAGS += -O3
-$(BUILD)/tests/test_models.o $(BUILD)/bench/bench_models.o: ALL_CFLAGS += -Imodels
+$(BUILD)/tests/test_models.o $(BUILD)/bench/bench_models.o $(BUILD)/server/models_routes.o: ALL_CFLAGS += -Imodels
 
 $(MDL_LIB): $(MDL_OBJ)
 	@rm -f $@

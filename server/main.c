@@ -49,6 +49,10 @@ static const char usage[] =
     "  --log-level LEVEL    ATTN_LOG_LEVEL    error, warn, info (access log) or debug (info)\n"
     "  --static-dir DIR     ATTN_STATIC_DIR   the demo's files (demo/ beside the binary or in .)\n"
     "  --openapi FILE       ATTN_OPENAPI      served at /openapi.yaml (./openapi.yaml)\n"
+    "  --models-dir DIR     ATTN_MODELS_DIR   trained models' weights (./training/weights, else\n"
+    "                                         beside the binary); a file that does not load is\n"
+    "                                         logged and listed as unavailable in GET /models\n"
+    "  --models-strict B    ATTN_MODELS_STRICT 1: refuse to start when a model does not load\n"
     "  --help               this text\n";
 
 static void die(const char *what, const char *val)
@@ -219,7 +223,8 @@ int main(int argc, char **argv)
         {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
         {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
         {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
-        {"--max-work", "ATTN_MAX_WORK"}};
+        {"--max-work", "ATTN_MAX_WORK"}, {"--models-dir", "ATTN_MODELS_DIR"},
+        {"--models-strict", "ATTN_MODELS_STRICT"}};
     enum { NKEYS = sizeof keys / sizeof keys[0] };
     const char *val[NKEYS];
     for (int k = 0; k < NKEYS; k++) {
@@ -282,6 +287,11 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     srv_metrics_init();
+    if (srv_models_start(val[18], val[19] && strcmp(val[19], "0") != 0) != 0) {
+        srv_log(SRV_LOG_ERROR, "a model did not load and ATTN_MODELS_STRICT is set: not starting");
+        srv_log_flush();
+        return 1;
+    }
     if (srv_http_start() != 0)
         return 1;
     srv_log(SRV_LOG_WARN, "attn-server listening on http://%s:%d (threads %d, body cap %zu, demo %s)",
@@ -314,6 +324,7 @@ int main(int argc, char **argv)
     srv_http_stop();
     srv_ctx_shutdown();
     srv_seed_cache_clear();
+    srv_models_stop();
     srv_log(SRV_LOG_WARN, "stopped");
     srv_log_flush();
     return 0;

@@ -17,6 +17,7 @@ static const char builtin_index[] =
     "<h1>attention service</h1>\n<p>The demo is not installed (set ATTN_STATIC_DIR). Routes:</p>\n<ul>\n"
     "<li>POST /attention/{rule}: <a href=\"/rules\">/rules</a> lists the rules</li>\n"
     "<li>POST /multihead</li>\n"
+    "<li><a href=\"/models\">/models</a>: POST /models/{name}/translate</li>\n"
     "<li><a href=\"/healthz\">/healthz</a>, <a href=\"/readyz\">/readyz</a>, "
     "<a href=\"/metrics\">/metrics</a></li>\n"
     "<li><a href=\"/openapi.yaml\">/openapi.yaml</a></li>\n</ul>\n</body></html>\n";
@@ -77,6 +78,16 @@ int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_r
         t->route = (int)rule;
         t->wants_body = 1;
         allow = ALLOW_POST;
+    } else if (strcmp(path, "/models") == 0 || strncmp(path, "/models/", 8) == 0) {
+        srv_err e;
+        int post;
+        if (srv_models_route(path, &t->model, &post, &e) != 0) {
+            srv_reply_error(r, &e);
+            return -1;
+        }
+        t->route = post ? SRV_R_MODELS_TRANSLATE : SRV_R_MODELS;
+        t->wants_body = post;
+        allow = post ? ALLOW_POST : ALLOW_GET;
     } else if (strcmp(path, "/multihead") == 0) {
         t->route = SRV_R_MULTIHEAD;
         t->wants_body = 1;
@@ -139,7 +150,8 @@ static void serve_post(const srv_target *t, const char *body, size_t len, srv_re
     srv_err e;
     srv_call call;
     memset(&call, 0, sizeof call);
-    int rc = t->route == SRV_R_MULTIHEAD
+    int rc = t->route == SRV_R_MODELS_TRANSLATE ? srv_models_translate(t->model, body, len, &r->body, &e)
+             : t->route == SRV_R_MULTIHEAD
                  ? srv_handle_multihead(body, len, &call, &r->body, &e)
                  : srv_handle_attention((attn_rule)t->route, body, len, &call, &r->body, &e);
     r->t_parse = call.t_parse;
@@ -182,6 +194,9 @@ void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_repl
         break;
     case SRV_R_RULES:
         srv_rules_json(&r->body);
+        break;
+    case SRV_R_MODELS:
+        srv_models_list(&r->body);
         break;
     case SRV_R_OPENAPI:
         if (!srv_cfg.openapi_path)

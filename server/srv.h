@@ -241,6 +241,7 @@ enum {
     SRV_R_HEALTHZ, SRV_R_READYZ, SRV_R_METRICS, SRV_R_RULES, SRV_R_OPENAPI,
     SRV_R_ROOT, SRV_R_STATIC, SRV_R_OTHER,
     SRV_R_KSERVE, SRV_R_KSERVE_INFER, /* /v2/... (kserve.c) */
+    SRV_R_MODELS, SRV_R_MODELS_TRANSLATE, /* /models... (models_routes.c) */
     SRV_R_COUNT
 };
 const char *srv_route_label(int route);
@@ -266,6 +267,7 @@ typedef struct {
     int ks_op, ks_model;   /* KServe routes: which endpoint, which model (kserve.c) */
     int ks_hdr;            /* Inference-Header-Content-Length: 0 absent, 1 given, -1 malformed */
     uint64_t ks_hdr_len;
+    int model;             /* POST /models/{name}/translate: the model's index */
 } srv_target;
 
 void srv_reply_init(srv_reply *r);
@@ -339,5 +341,20 @@ int srv_kserve_content_type(const char *ct);
 void srv_kserve_error(srv_reply *r, const srv_err *e);
 /* Serves a resolved /v2 target; body is NULL for GET routes. */
 void srv_kserve_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
+
+/* ------------------------------------------------------------ trained models (models_routes.c) */
+
+/* Loads every NAME.safetensors + NAME.json of the weights directory (dir, or
+ * ATTN_MODELS_DIR's default search: ./training/weights, then beside the
+ * binary). A file that does not load is logged and listed under
+ * "unavailable" in GET /models; with strict, start-up fails instead.
+ * Returns 0, or -1 (strict only). */
+int  srv_models_start(const char *dir, int strict);
+void srv_models_stop(void);
+/* Resolves /models and /models/{name}/translate: 0 with *model (-1 = the
+ * list) and *post, or -1 with e filled (404 unknown_model / not_found). */
+int  srv_models_route(const char *path, int *model, int *post, srv_err *e);
+void srv_models_list(srv_buf *b);
+int  srv_models_translate(int model, const char *body, size_t len, srv_buf *out, srv_err *e);
 
 #endif /* SRV_H */
