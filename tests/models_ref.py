@@ -66,6 +66,8 @@ def cmd_random(out):
         torch.manual_seed(100 + i)
         m = models.build(cfg)
         train.export(m, cfg, os.path.join(out, name), dict(train_steps=0, note="random init"))
+    import shutil
+    shutil.copy(os.path.join(TRAINING, "bpe.json"), os.path.join(out, "bpe.json"))
 
 
 def decode(weights, out, n, names):

@@ -68,7 +68,7 @@ static char *read_all(const char *path, size_t *len)
     return b;
 }
 
-__attribute__((unused)) static int write_all(const char *path, const void *p, size_t n)
+static int write_all(const char *path, const void *p, size_t n)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
@@ -303,6 +303,189 @@ static void test_model(const char *name, model_stats *st)
            st->ms_greedy / (st->sentences ? st->sentences : 1), st->ms_beam / (st->sentences ? st->sentences : 1));
 }
 
+/* ------------------------------------------------------------ weight files */
+
+static char bad_dir[1100];
+
+/* Copies weights_dir/NAME.{json,safetensors} to bad_dir as NAME2, letting
+ * edit() change the header JSON (may be NULL) and poke() the bytes. */
+static int make_bad(const char *name, const char *name2, void (*edit)(json_t *), size_t cut,
+                    void (*poke)(unsigned char *, size_t, json_t *, size_t), void (*cfg)(json_t *))
+{
+    char path[1300];
+    size_t len;
+    snprintf(path, sizeof path, "%s/%s.safetensors", weights_dir, name);
+    unsigned char *b = (unsigned char *)read_all(path, &len);
+    if (!b)
+        return -1;
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | b[i];
+    json_t *h = json_loadb((const char *)b + 8, hl, 0, NULL);
+    if (edit)
+        edit(h);
+    char *hs = json_dumps(h, JSON_COMPACT);
+    size_t hn = strlen(hs), pad = (8 - hn % 8) % 8, dl = len - 8 - hl;
+    size_t total = 8 + hn + pad + dl;
+    unsigned char *o = malloc(total);
+    for (int i = 0; i < 8; i++)
+        o[i] = (unsigned char)((hn + pad) >> (8 * i));
+    memcpy(o + 8, hs, hn);
+    memset(o + 8 + hn, ' ', pad);
+    memcpy(o + 8 + hn + pad, b + 8 + hl, dl);
+    if (poke)
+        poke(o, total, h, 8 + hn + pad);
+    snprintf(path, sizeof path, "%s/%s.safetensors", bad_dir, name2);
+    int rc = write_all(path, o, cut ? cut : total);
+    snprintf(path, sizeof path, "%s/%s.json", weights_dir, name);
+    json_t *c = json_load_file(path, 0, NULL);
+    if (cfg)
+        cfg(c);
+    snprintf(path, sizeof path, "%s/%s.json", bad_dir, name2);
+    rc |= json_dump_file(c, path, 0);
+    json_decref(c);
+    json_decref(h);
+    free(hs);
+    free(o);
+    free(b);
+    return rc;
+}
+
+static void ed_rename(json_t *h)
+{
+    json_t *v = json_object_get(h, "decoder.attention.attn.weight");
+    json_object_set(h, "decoder.attention.attn.weigth", v);
+    json_object_del(h, "decoder.attention.attn.weight");
+}
+
+static void ed_shape(json_t *h)
+{ /* a consistent header whose shape is not the model's: (128, 128) -> (64, 256) */
+    json_t *v = json_object_get(json_object_get(h, "decoder.combine.bias"), "shape");
+    json_array_set_new(v, 0, json_integer(64));
+    json_array_append_new(v, json_integer(2));
+}
+
+static void ed_overlap(json_t *h)
+{
+    json_t *a = json_object_get(json_object_get(h, "decoder.gru.bias_hh"), "data_offsets");
+    json_t *b = json_object_get(json_object_get(h, "decoder.gru.bias_ih"), "data_offsets");
+    json_array_set(b, 0, json_array_get(a, 0));
+    json_array_set(b, 1, json_array_get(a, 1));
+}
+
+static void ed_dtype(json_t *h)
+{
+    json_object_set_new(json_object_get(h, "encoder.bias_hh_l0"), "dtype", json_string("F16"));
+}
+
+static void ed_meta(json_t *h)
+{
+    json_object_set_new(h, "__metadata__", json_pack("{s:s}", "model", "concat"));
+}
+
+static void ed_nometa(json_t *h) { json_object_del(h, "__metadata__"); }
+
+static void pk_nan(unsigned char *o, size_t n, json_t *h, size_t data0)
+{
+    json_t *off = json_object_get(json_object_get(h, "decoder.gru.bias_hh"), "data_offsets");
+    size_t at = data0 + (size_t)json_integer_value(json_array_get(off, 0)) + 8;
+    static const unsigned char nan[4] = {0, 0, 0xc0, 0x7f};
+    if (at + 4 <= n)
+        memcpy(o + at, nan, 4);
+}
+
+static void pk_json(unsigned char *o, size_t n, json_t *h, size_t data0)
+{
+    (void)n; (void)h; (void)data0;
+    o[8] = '#';
+}
+
+static void pk_hlen(unsigned char *o, size_t n, json_t *h, size_t data0)
+{
+    (void)h; (void)data0; (void)n;
+    o[5] = 0x7f; /* a header length beyond the file */
+}
+
+static void cf_emb(json_t *c)
+{
+    json_object_set_new(c, "emb", json_integer(64));
+    json_object_set_new(c, "hidden", json_integer(64));
+}
+
+static void cf_vocab(json_t *c) { json_object_set_new(c, "vocab_size", json_integer(3000)); }
+
+/* Each bad file must fail to load with a message containing `want` (and `want2`). */
+static void bad_case(const char *label, void (*edit)(json_t *), double cut_frac,
+                     void (*poke)(unsigned char *, size_t, json_t *, size_t), void (*cfg)(json_t *),
+                     const char *want, const char *want2)
+{
+    char path[1300], err[MDL_ERR_LEN] = "";
+    size_t len = 0, cut = 0;
+    snprintf(path, sizeof path, "%s/general.safetensors", weights_dir);
+    free(read_all(path, &len));
+    if (cut_frac > 0)
+        cut = (size_t)(len * cut_frac);
+    if (!check(make_bad("general", "general", edit, cut, poke, cfg) == 0, label, "cannot write the bad file"))
+        return;
+    mdl_model *m = mdl_load(bad_dir, "general", tok, err, sizeof err);
+    check(m == NULL && strstr(err, want) && (!want2 || strstr(err, want2)), label,
+          "loaded=%d, error \"%s\" (wanted \"%s\"%s%s)", m != NULL, err, want, want2 ? " and " : "", want2 ? want2 : "");
+    if (!m)
+        printf("weights %-16s -> %s\n", label, err);
+    mdl_free(m);
+}
+
+static void test_weight_files(void)
+{
+    snprintf(bad_dir, sizeof bad_dir, "%s/bad", out_dir);
+    mkdir(bad_dir, 0755);
+    bad_case("truncated", NULL, 0.7, NULL, NULL, "truncated", "tensor \"");
+    bad_case("truncated-header", NULL, 0.0001, NULL, NULL, "does not fit", NULL);
+    bad_case("header-length", NULL, 0, pk_hlen, NULL, "header length", NULL);
+    bad_case("header-json", NULL, 0, pk_json, NULL, "not a JSON object", NULL);
+    bad_case("nan", NULL, 0, pk_nan, NULL, "\"decoder.gru.bias_hh\"", "not finite");
+    bad_case("missing-tensor", ed_rename, 0, NULL, NULL, "\"decoder.attention.attn.weight\" is missing", NULL);
+    bad_case("wrong-shape", ed_shape, 0, NULL, NULL, "\"decoder.combine.bias\" has shape (64, 2)", NULL);
+    bad_case("overlap", ed_overlap, 0, NULL, NULL, "overlaps", "decoder.gru.bias_");
+    bad_case("dtype", ed_dtype, 0, NULL, NULL, "\"encoder.bias_hh_l0\": dtype F16", NULL);
+    bad_case("other-model", ed_meta, 0, NULL, NULL, "says model \"concat\"", NULL);
+    bad_case("config-sizes", NULL, 0, NULL, cf_emb, "\"embedding.weight\" has shape (3600, 128)", NULL);
+    bad_case("config-vocab", NULL, 0, NULL, cf_vocab, "vocab_size 3000", NULL);
+    /* a weights file of another model under this name (no metadata check hit first) */
+    char path[1300], err[MDL_ERR_LEN] = "";
+    make_bad("concat", "general", ed_nometa, 0, NULL, NULL);
+    snprintf(path, sizeof path, "%s/general.json", weights_dir);
+    char *cfgs = read_all(path, NULL);
+    snprintf(path, sizeof path, "%s/general.json", bad_dir);
+    write_all(path, cfgs, strlen(cfgs));
+    free(cfgs);
+    mdl_model *m = mdl_load(bad_dir, "general", tok, err, sizeof err);
+    check(m == NULL && strstr(err, "tensor \""), "mismatched file", "loaded=%d: %s", m != NULL, err);
+    printf("weights %-16s -> %s\n", "concat-as-general", err);
+    mdl_free(m);
+    /* random bytes and every truncation length of a small prefix never crash */
+    snprintf(path, sizeof path, "%s/general.safetensors", weights_dir);
+    size_t len;
+    unsigned char *b = (unsigned char *)read_all(path, &len);
+    int crashed = 0;
+    uint64_t st = 12345;
+    for (int i = 0; b && i < 300; i++) {
+        mdl_st_file f;
+        size_t n = i < 150 ? (size_t)i * 37 % 4096 : len;
+        unsigned char *c = malloc(n + 1);
+        memcpy(c, b, n);
+        for (int k = 0; i >= 150 && k < 8; k++) { /* flip bytes in the header */
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            c[8 + (st >> 33) % 2000] ^= (unsigned char)(st >> 20);
+        }
+        if (mdl_st_parse("fuzz", c, n, &f, err, sizeof err) == 0)
+            mdl_st_free(&f);
+        free(c);
+    }
+    check(!crashed, "fuzzed weights", "crashed");
+    free(b);
+}
+
 /* ------------------------------------------------------------ main (first cut) */
 
 static void read_manifest(const char *dir)
@@ -345,6 +528,7 @@ int main(int argc, char **argv)
         return 1;
     read_split();
     test_tokenizer();
+    test_weight_files();
     for (int i = 0; i < 4; i++) {
         model_stats st;
         test_model(names[i], &st);
