@@ -486,6 +486,339 @@ static void test_weight_files(void)
     free(b);
 }
 
+/* ------------------------------------------------------------ HTTP */
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+static const char *server_path, *log_path = "build/test_models_server.log";
+
+typedef struct {
+    char *data;
+    size_t len;
+} rbuf;
+
+static size_t on_data(char *p, size_t size, size_t n, void *ud)
+{
+    rbuf *b = ud;
+    char *d = realloc(b->data, b->len + size * n + 1);
+    if (!d)
+        return 0;
+    memcpy(d + b->len, p, size * n);
+    b->data = d;
+    b->len += size * n;
+    d[b->len] = '\0';
+    return size * n;
+}
+
+/* method GET or POST (body != NULL); returns the status, *out the parsed body (or NULL). */
+static long http(const char *base, const char *path, const char *body, json_t **out)
+{
+    char url[300];
+    snprintf(url, sizeof url, "%s%s", base, path);
+    CURL *h = curl_easy_init();
+    rbuf b = {0};
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    if (body)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    long st = 0;
+    if (curl_easy_perform(h) == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &st);
+    if (out)
+        *out = b.data ? json_loads(b.data, 0, NULL) : NULL;
+    free(b.data);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    return st;
+}
+
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &al))
+        return 0;
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Starts the server on the models of dir (strict: ATTN_MODELS_STRICT=1);
+ * waits for /healthz. Returns the pid, 0 when it exited (status in *st). */
+static pid_t server_start(const char *dir, int strict, char *base, int *st)
+{
+    int port = free_port();
+    snprintf(base, 64, "http://127.0.0.1:%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char p[16];
+        snprintf(p, sizeof p, "%d", port);
+        setenv("ATTN_PORT", p, 1);
+        setenv("ATTN_BIND", "127.0.0.1", 1);
+        setenv("ATTN_LOG_LEVEL", "warn", 1);
+        setenv("ATTN_MODELS_DIR", dir, 1);
+        setenv("ATTN_MODELS_STRICT", strict ? "1" : "0", 1);
+        FILE *lf = fopen(log_path, "a");
+        if (lf) {
+            dup2(fileno(lf), 1);
+            dup2(fileno(lf), 2);
+        }
+        execl(server_path, server_path, (char *)NULL);
+        _exit(127);
+    }
+    double t0 = now_ms();
+    while (now_ms() - t0 < 20000) {
+        if (waitpid(pid, st, WNOHANG) == pid)
+            return 0;
+        if (http(base, "/healthz", NULL, NULL) == 200)
+            return pid;
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, st, 0);
+    return 0;
+}
+
+static void server_stop(pid_t pid)
+{
+    int st;
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    waitpid(pid, &st, 0);
+    check(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server stop", "exit status %d", st);
+}
+
+/* The status and error code of a POST. */
+static void expect_error(const char *base, const char *path, const char *body, long status, const char *code,
+                         const char *field)
+{
+    json_t *j = NULL;
+    long st = http(base, path, body, &j);
+    json_t *e = json_object_get(j, "error");
+    const char *c = json_string_value(json_object_get(e, "code")), *f = json_string_value(json_object_get(e, "field"));
+    check(st == status && c && !strcmp(c, code) && (!field || (f && !strcmp(f, field))) &&
+              json_is_string(json_object_get(e, "message")), "http error",
+          "%s %.80s: got %ld %s (field %s), wanted %ld %s", path, body ? body : "GET", st, c ? c : "-", f ? f : "-",
+          status, code);
+    json_decref(j);
+}
+
+/* A nested JSON array of floats against data with the given shape; returns max |diff| or -1 on a shape mismatch. */
+static double nested_diff(json_t *j, const float *d, int rank, const int64_t *shape, int64_t *k)
+{
+    if (rank == 0) {
+        if (!json_is_number(j))
+            return -1;
+        return fabs((double)(float)json_number_value(j) - d[(*k)++]); /* %.9g: the float's exact round trip */
+    }
+    if (!json_is_array(j) || (int64_t)json_array_size(j) != shape[0])
+        return -1;
+    double mx = 0;
+    for (size_t i = 0; i < json_array_size(j); i++) {
+        double x = nested_diff(json_array_get(j, i), d, rank - 1, shape + 1, k);
+        if (x < 0)
+            return -1;
+        mx = x > mx ? x : mx;
+    }
+    return mx;
+}
+
+/* The server's answer for text against the library's own result. */
+static int translate_matches(const char *base, const mdl_model *m, const char *text, int beam, int max_len, int quiet)
+{
+    const mdl_info *in = mdl_model_info(m);
+    int32_t ids[600];
+    int64_t n = mdl_tok_encode(tok, text, strlen(text), ids, 599);
+    ids[n] = MDL_EOS;
+    mdl_opts o = {beam, max_len, 1, NULL, 0};
+    mdl_result r;
+    char err[MDL_ERR_LEN], path[96], *body;
+    if (mdl_translate(m, NULL, ids, (int)n + 1, &o, &r, err, sizeof err) != 0)
+        return 0;
+    json_t *req = json_pack("{s:s,s:i}", "text", text, "beam", beam);
+    if (max_len)
+        json_object_set_new(req, "max_len", json_integer(max_len));
+    body = json_dumps(req, JSON_COMPACT);
+    snprintf(path, sizeof path, "/models/%s/translate", in->name);
+    json_t *j = NULL;
+    long st = http(base, path, body, &j);
+    char *want = mdl_tok_decode(tok, r.out, r.n_out);
+    const char *got = json_string_value(json_object_get(j, "translation"));
+    json_t *tt = json_object_get(j, "target_tokens"), *ss = json_object_get(j, "source_tokens");
+    int ok = st == 200 && got && !strcmp(got, want) && (int)json_array_size(tt) == r.n_out &&
+             (int)json_array_size(ss) == r.n_src;
+    for (int i = 0; ok && i < r.n_out; i++)
+        ok = !strcmp(json_string_value(json_array_get(tt, i)), mdl_tok_str(tok, r.out[i]));
+    for (int i = 0; ok && i < r.n_src; i++)
+        ok = !strcmp(json_string_value(json_array_get(ss, i)), mdl_tok_str(tok, r.src[i]));
+    json_t *a = json_object_get(j, "attention");
+    int64_t k = 0, L = in->dec_layers, H = in->heads, T = r.n_out, S = r.n_src;
+    if (ok && in->kind == MDL_KIND_TRANSFORMER) {
+        int64_t cs[4] = {L, H, T, S}, ds[4] = {L, H, T, T}, es[4] = {in->enc_layers, H, S, S};
+        ok = nested_diff(json_object_get(a, "cross"), r.cross, 4, cs, &k) == 0;
+        k = 0;
+        ok = ok && nested_diff(json_object_get(a, "decoder"), r.dec, 4, ds, &k) == 0;
+        k = 0;
+        ok = ok && nested_diff(json_object_get(a, "encoder"), r.enc, 4, es, &k) == 0;
+    } else if (ok) {
+        int64_t cs[2] = {T, S};
+        ok = nested_diff(json_object_get(a, "cross"), r.cross, 2, cs, &k) == 0 && json_object_size(a) == 1;
+    }
+    if (!quiet)
+        check(ok, "http translate", "%s beam %d \"%s\": status %ld, \"%s\" vs the library's \"%s\"", in->name, beam,
+              text, st, got ? got : "-", want);
+    free(want);
+    free(body);
+    json_decref(req);
+    json_decref(j);
+    mdl_result_free(&r);
+    return ok;
+}
+
+typedef struct {
+    const char *base;
+    mdl_model **models;
+    int id, bad;
+} worker;
+
+static void *worker_run(void *p)
+{
+    worker *w = p;
+    for (int i = 0; i < 6; i++) {
+        int s = (w->id * 7 + i * 13) % (split.n > 0 ? split.n : 1);
+        const char *text = split.n ? split.en[s] : "Open the file";
+        w->bad += !translate_matches(w->base, w->models[(w->id + i) % 4], text, 1 + (i % 2) * 3, 0, 1);
+    }
+    return NULL;
+}
+
+static void test_http_models(mdl_model **models)
+{
+    char base[64];
+    int st = 0;
+    pid_t pid = server_start(weights_dir, 1, base, &st);
+    if (!check(pid > 0, "server start", "the server did not start on %s (see %s)", weights_dir, log_path))
+        return;
+    json_t *j = NULL;
+    check(http(base, "/models", NULL, &j) == 200, "GET /models", "status");
+    json_t *list = json_object_get(j, "models");
+    check(json_array_size(list) == 4 && json_array_size(json_object_get(j, "unavailable")) == 0, "GET /models",
+          "%zu models", json_array_size(list));
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        const char *nm = json_string_value(json_object_get(e, "name")), *kind = json_string_value(json_object_get(e, "kind"));
+        const char *rule = json_string_value(json_object_get(e, "rule"));
+        int tf = nm && !strcmp(nm, "transformer");
+        check(nm && kind && rule && !strcmp(kind, tf ? "transformer" : "seq2seq") &&
+                  !strcmp(rule, tf ? "multihead" : nm) && json_is_integer(json_object_get(e, "params")) &&
+                  json_is_object(json_object_get(e, "sizes")) && json_object_get(e, "bleu") &&
+                  json_is_object(json_object_get(e, "trained_on")),
+              "GET /models entry", "%s", nm ? nm : "?");
+    }
+    json_decref(j);
+    for (int i = 0; i < 4; i++) {
+        translate_matches(base, models[i], "Open the file", 1, 0, 0);
+        translate_matches(base, models[i], "Save the document as a new file?", 4, 0, 0);
+        translate_matches(base, models[i], "Show hidden files", 2, 3, 0);
+    }
+    const char *p = "/models/general/translate";
+    char big[5000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    char *bigbody = malloc(6000), words[1000] = "";
+    snprintf(bigbody, 6000, "{\"text\":\"%s\"}", big);
+    for (int i = 0; i < 60; i++)
+        strcat(words, "word ");
+    char wbody[1100];
+    snprintf(wbody, sizeof wbody, "{\"text\":\"%s\"}", words);
+    expect_error(base, p, "{\"text\":\"\"}", 422, "invalid_param", "text");
+    expect_error(base, p, "{\"text\":\"    \"}", 422, "invalid_param", "text");
+    expect_error(base, p, wbody, 422, "invalid_param", "text");
+    expect_error(base, p, bigbody, 422, "invalid_param", "text");
+    expect_error(base, p, "{\"text\":5}", 400, "invalid_field", "text");
+    expect_error(base, p, "{\"text\":null}", 400, "invalid_field", "text");
+    expect_error(base, p, "{\"text\":[\"a\"]}", 400, "invalid_field", "text");
+    expect_error(base, p, "{}", 400, "missing_field", "text");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":0}", 422, "invalid_param", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":9}", 422, "invalid_param", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":-1}", 422, "invalid_param", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":99999999999999999}", 422, "invalid_param", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":\"2\"}", 400, "invalid_field", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":2.5}", 400, "invalid_field", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"beam\":true}", 400, "invalid_field", "beam");
+    expect_error(base, p, "{\"text\":\"a\",\"max_len\":0}", 422, "invalid_param", "max_len");
+    expect_error(base, p, "{\"text\":\"a\",\"max_len\":65}", 422, "invalid_param", "max_len");
+    expect_error(base, p, "{\"text\":\"a\",\"max_len\":\"x\"}", 400, "invalid_field", "max_len");
+    expect_error(base, p, "{\"text\":\"a\",\"temperature\":1}", 400, "unknown_field", "temperature");
+    expect_error(base, p, "{\"text\":\"a\"", 400, "invalid_json", NULL);
+    expect_error(base, p, "[\"a\"]", 400, "invalid_json", NULL);
+    expect_error(base, p, "{\"text\":\"a\",\"text\":\"b\"}", 400, "invalid_json", NULL);
+    expect_error(base, "/models/nope/translate", "{\"text\":\"a\"}", 404, "unknown_model", NULL);
+    expect_error(base, "/models/general/translat", "{\"text\":\"a\"}", 404, "not_found", NULL);
+    expect_error(base, "/models/general/translate", NULL, 405, "method_not_allowed", NULL);
+    free(bigbody);
+    /* concurrent translations stay correct: 8 threads x 6 requests, each checked against the library */
+    worker w[8];
+    pthread_t th[8];
+    double t0 = now_ms();
+    for (int i = 0; i < 8; i++) {
+        w[i] = (worker){base, models, i, 0};
+        pthread_create(&th[i], NULL, worker_run, &w[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        bad += w[i].bad;
+    }
+    check(bad == 0, "concurrent translations", "%d of 48 differ from the library", bad);
+    printf("http: 48 concurrent translations (8 threads) identical to the library, %.0f ms\n", now_ms() - t0);
+    check(http(base, "/healthz", NULL, NULL) == 200, "alive", "the server died");
+    server_stop(pid);
+    /* a directory with a broken model: served without it (listed as unavailable), strict refuses to start */
+    char path[1300];
+    for (int i = 0; i < 3; i++) {
+        make_bad(names[i], names[i], NULL, 0, NULL, NULL);
+    }
+    make_bad("general", "general", NULL, 0, pk_nan, NULL);
+    snprintf(path, sizeof path, "%s/bpe.json", bad_dir);
+    char *bpe = read_all("training/bpe.json", NULL);
+    write_all(path, bpe, strlen(bpe));
+    free(bpe);
+    pid = server_start(bad_dir, 0, base, &st);
+    if (check(pid > 0, "server with a broken model", "did not start")) {
+        j = NULL;
+        http(base, "/models", NULL, &j);
+        json_t *u = json_array_get(json_object_get(j, "unavailable"), 0);
+        const char *msg = json_string_value(json_object_get(u, "error"));
+        check(json_array_size(json_object_get(j, "models")) == 2 && msg && strstr(msg, "decoder.gru.bias_hh"),
+              "broken model listed", "%s", msg ? msg : "-");
+        json_decref(j);
+        expect_error(base, "/models/general/translate", "{\"text\":\"a\"}", 404, "unknown_model", NULL);
+        server_stop(pid);
+    }
+    pid = server_start(bad_dir, 1, base, &st);
+    check(pid == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "strict start", "started or crashed (%d)", st);
+    server_stop(pid);
+    /* an empty directory: no models, still serving */
+    snprintf(path, sizeof path, "%s/empty", out_dir);
+    mkdir(path, 0755);
+    pid = server_start(path, 0, base, &st);
+    if (check(pid > 0, "server without weights", "did not start")) {
+        j = NULL;
+        check(http(base, "/models", NULL, &j) == 200 && json_array_size(json_object_get(j, "models")) == 0,
+              "no models", "listed some");
+        json_decref(j);
+        server_stop(pid);
+    }
+}
+
 /* ------------------------------------------------------------ main (first cut) */
 
 static void read_manifest(const char *dir)
@@ -520,6 +853,10 @@ int main(int argc, char **argv)
             ref = argv[i + 1];
         else if (!strcmp(argv[i], "--n"))
             max_sentences = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--server"))
+            server_path = argv[i + 1];
+        else if (!strcmp(argv[i], "--log"))
+            log_path = argv[i + 1];
     }
     read_manifest(ref);
     char err[MDL_ERR_LEN];
@@ -532,6 +869,16 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++) {
         model_stats st;
         test_model(names[i], &st);
+    }
+    if (server_path) {
+        mdl_model *models[4];
+        int ok = 1;
+        for (int i = 0; i < 4; i++)
+            ok &= check((models[i] = mdl_load(weights_dir, names[i], tok, err, sizeof err)) != NULL, "load", "%s", err);
+        if (ok)
+            test_http_models(models);
+        for (int i = 0; i < 4; i++)
+            mdl_free(ok ? models[i] : NULL);
     }
     mdl_tok_free(tok);
     printf("%d passed, %d failed\n", n_pass, n_fail);
