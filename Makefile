@@ -414,10 +414,14 @@ $(MDL_LIB): $(MDL_OBJ)
 $(TEST_MODELS): $(BUILD)/tests/test_models.o $(MDL_LIB) $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
-.PHONY: test-models models-ref bench-models
+.PHONY: test-models models-ref bench-models test-models-smoke
 test-models: $(TEST_MODELS) $(SERVER)
 	$(PYTHON) tests/models_ref.py prepare $(BUILD)/models_ref --n-attn $(MODELS_ATTN)
 	$(TEST_MODELS) --ref $(BUILD)/models_ref --n $(MODELS_N) --server $(SERVER) --log $(BUILD)/test_models_server.log
 
 models-ref:
-	$(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n $(MODELS_N)
+	$(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n 2000
+
+# training/train.py --smoke for the four models (make models-smoke): ~40 s on
+# a loaded machine, so not in `make test`.
+test-models-smoke: models-smoke

@@ -328,8 +328,9 @@ static int tr_reply(const mdl_info *in, const mdl_result *r, int beam, srv_buf *
     return out->failed ? srv_fail(e, 503, "overloaded", "", "out of memory writing the response") : 0;
 }
 
-int srv_models_translate(int idx, const char *body, size_t len, srv_buf *out, srv_err *e)
+int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, srv_buf *out, srv_err *e)
 {
+    double t0 = srv_now_ms();
     if (idx < 0 || idx >= n_served)
         return srv_fail(e, 404, "unknown_model", "", "no such model");
     const mdl_model *m = served[idx].m;
@@ -343,8 +344,6 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_buf *out, sr
     tr_args a;
     int32_t ids[512 + 1];
     int n = 0, rc = tr_parse(root, in, &a, e);
-    if (!rc && in->max_src > 512)
-        rc = srv_fail(e, 500, "internal", "", "the model's source limit is too large");
     if (!rc)
         rc = tr_source(in, &a, ids, &n, e);
     if (!rc) {
@@ -352,12 +351,17 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_buf *out, sr
         mdl_result r;
         char err[MDL_ERR_LEN];
         attn_ctx *ctx = srv_ctx_acquire(0);
+        double t1 = srv_now_ms();
         rc = mdl_translate(m, ctx, ids, n, &o, &r, err, sizeof err);
+        double t2 = srv_now_ms();
         srv_ctx_release(ctx);
         if (rc)
             srv_fail(e, 503, "overloaded", "", "%s", err);
         else
             rc = tr_reply(in, &r, a.beam, out, e);
+        call->t_parse = t1 - t0;
+        call->t_compute = t2 - t1;
+        call->t_encode = srv_now_ms() - t2;
         mdl_result_free(&r);
     }
     json_decref(root);

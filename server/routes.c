@@ -150,7 +150,7 @@ static void serve_post(const srv_target *t, const char *body, size_t len, srv_re
     srv_err e;
     srv_call call;
     memset(&call, 0, sizeof call);
-    int rc = t->route == SRV_R_MODELS_TRANSLATE ? srv_models_translate(t->model, body, len, &r->body, &e)
+    int rc = t->route == SRV_R_MODELS_TRANSLATE ? srv_models_translate(t->model, body, len, &call, &r->body, &e)
              : t->route == SRV_R_MULTIHEAD
                  ? srv_handle_multihead(body, len, &call, &r->body, &e)
                  : srv_handle_attention((attn_rule)t->route, body, len, &call, &r->body, &e);

@@ -355,6 +355,6 @@ void srv_models_stop(void);
  * list) and *post, or -1 with e filled (404 unknown_model / not_found). */
 int  srv_models_route(const char *path, int *model, int *post, srv_err *e);
 void srv_models_list(srv_buf *b);
-int  srv_models_translate(int model, const char *body, size_t len, srv_buf *out, srv_err *e);
+int  srv_models_translate(int model, const char *body, size_t len, srv_call *call, srv_buf *out, srv_err *e);
 
 #endif /* SRV_H */
