@@ -419,6 +419,16 @@ test-models: $(TEST_MODELS) $(SERVER)
 	$(PYTHON) tests/models_ref.py prepare $(BUILD)/models_ref --n-attn $(MODELS_ATTN)
 	$(TEST_MODELS) --ref $(BUILD)/models_ref --n $(MODELS_N) --server $(SERVER) --log $(BUILD)/test_models_server.log
 
+# Greedy and beam-4 translation of a ~10-word sentence, C against the
+# PyTorch definition, one thread each (bench/translate_bench.py).
+BENCH_MODELS = $(BUILD)/bench_models
+
+$(BENCH_MODELS): $(BUILD)/bench/bench_models.o $(MDL_LIB) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
+
+bench-models: $(BENCH_MODELS)
+	$(PYTHON) bench/translate_bench.py $(BUILD) $(if $(MODELS_DIR),--weights $(MODELS_DIR))
+
 models-ref:
 	$(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n 2000
 
