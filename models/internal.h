@@ -42,7 +42,10 @@ typedef struct {
     float *mem;     /* encoder outputs (n_src or max_src rows, E) */
     float *enc_w;   /* transformer: encoder attention (L, H, n_src, n_src) */
     float *h, *h2;  /* GRU: (K, H) states and the reorder buffer */
-    float *cache, *cache2; /* transformer: (K, L, max_steps, E) layer inputs */
+    float *cache, *cache2; /* transformer, recompute: (K, L, max_steps, E) layer inputs */
+    float *kc, *vc, *kc2, *vc2; /* transformer, KV cache: (L, K, H, max_steps, d) projected keys, values */
+    float *xk, *xv;        /* transformer: (L, H, n_src, d) projected memory keys, values */
+    int recompute;         /* transformer: decoder through attn_mha_compute, no KV cache */
     float *work;    /* scratch */
     size_t work_n;
     char *err;
@@ -72,5 +75,9 @@ void mdl_gru_reorder(mdl_run *r, const int *parent, int N);
 int mdl_tfm_start(mdl_run *r);
 int mdl_tfm_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logits, float *rows);
 void mdl_tfm_reorder(mdl_run *r, const int *parent, int N, int t);
+/* The KV-cached decoder (tfm_kv.c): start after the encoder, step, reorder. */
+void mdl_kv_start(mdl_run *r);
+int mdl_kv_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logits, float *rows);
+void mdl_kv_reorder(mdl_run *r, const int *parent, int N, int t);
 
 #endif /* MDL_INTERNAL_H */

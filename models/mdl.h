@@ -106,6 +106,10 @@ typedef struct {
     int want_attention;
     const int32_t *force; /* teacher forcing: produce exactly these n_force ids */
     int n_force;          /* (1..max_tgt); the result's logp and score are theirs */
+    int recompute;        /* Transformer: each decoder attention one attn_mha_compute with
+                           * residual_norm over the cached layer inputs (keys and values
+                           * re-projected every step) instead of the default KV cache (the
+                           * projections cached, each head one attn_compute scaled_dot) */
 } mdl_opts;
 
 /* One translation. Attention shapes (row-major, floats):

@@ -39,6 +39,12 @@ static void search_free(search *s)
     free(r->h2);
     free(r->cache);
     free(r->cache2);
+    free(r->kc);
+    free(r->vc);
+    free(r->kc2);
+    free(r->vc2);
+    free(r->xk);
+    free(r->xv);
     free(r->work);
     free(s->logits);
     free(s->rows);
@@ -70,10 +76,21 @@ static int search_alloc(search *s)
     s->rowmax = (int)mdl_row_floats(r, r->max_steps - 1);
     if (s->tf) {
         size_t enc = n * E + n * (F + E), step = 2 * K * E + NH * K * (n > T ? n : T) + K * (F + E);
+        size_t kv = 6 * K * E + NH * K * (n + T) + K * (F + E);
         work = enc > step ? enc : step;
+        work = work > kv ? work : kv;
         r->enc_w = zalloc((size_t)in->enc_layers * NH * n * n, sizeof(float), &fail);
-        r->cache = zalloc(K * L * T * E, sizeof(float), &fail);
-        r->cache2 = zalloc(K * L * T * E, sizeof(float), &fail);
+        if (r->recompute) {
+            r->cache = zalloc(K * L * T * E, sizeof(float), &fail);
+            r->cache2 = zalloc(K * L * T * E, sizeof(float), &fail);
+        } else {
+            r->kc = zalloc(K * L * T * E, sizeof(float), &fail);
+            r->vc = zalloc(K * L * T * E, sizeof(float), &fail);
+            r->kc2 = zalloc(K * L * T * E, sizeof(float), &fail);
+            r->vc2 = zalloc(K * L * T * E, sizeof(float), &fail);
+            r->xk = zalloc(L * n * E, sizeof(float), &fail);
+            r->xv = zalloc(L * n * E, sizeof(float), &fail);
+        }
     } else {
         work = K * (2 * E + ms + 4 * H + 6 * H) + 6 * H;
         r->h = zalloc(K * H, sizeof(float), &fail);
@@ -93,8 +110,9 @@ static int search_alloc(search *s)
 static int step_all(search *s, int N, const int32_t *last, int t)
 {
     mdl_run *r = &s->r;
-    int rc = s->tf ? mdl_tfm_step_all(r, N, last, t, s->logits, s->rows)
-                   : mdl_gru_step_all(r, N, last, t, s->logits, s->rows);
+    int rc = !s->tf ? mdl_gru_step_all(r, N, last, t, s->logits, s->rows)
+             : r->recompute ? mdl_tfm_step_all(r, N, last, t, s->logits, s->rows)
+                            : mdl_kv_step_all(r, N, last, t, s->logits, s->rows);
     if (rc)
         return -1;
     int64_t row = mdl_row_floats(r, t);
@@ -201,8 +219,10 @@ static int beam_select(search *s, int N, int t, int *done)
     s->live = s->live2;
     s->live2 = tmp;
     memcpy(s->live_sc, s->live_sc2, sizeof(float) * (size_t)nxt);
-    if (s->tf)
+    if (s->tf && s->r.recompute)
         mdl_tfm_reorder(&s->r, keep, nxt, t);
+    else if (s->tf)
+        mdl_kv_reorder(&s->r, keep, nxt, t);
     else
         mdl_gru_reorder(&s->r, keep, nxt);
     return nxt;
@@ -314,11 +334,14 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
         r->max_steps = o->n_force;
     r->err = err;
     r->errn = errn;
+    r->recompute = o->recompute;
     s.tf = in->kind == MDL_KIND_TRANSFORMER;
     s.V = in->vocab;
     int rc = search_alloc(&s);
     if (!rc)
         rc = s.tf ? mdl_tfm_start(r) : mdl_gru_start(r);
+    if (!rc && s.tf && !r->recompute)
+        mdl_kv_start(r);
     if (!rc && o->force && !(res->logp = calloc((size_t)o->n_force, sizeof(float))))
         rc = mdl_fail(err, errn, "out of memory");
     if (!rc)

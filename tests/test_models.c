@@ -154,8 +154,10 @@ static void read_split(void)
     free(all);
 }
 
+#define RECOMPUTE_SENTENCES 50
+
 typedef struct {
-    int sentences, greedy_same, beam_same, attn_checked, ties, real;
+    int sentences, greedy_same, beam_same, attn_checked, ties, real, re_same, re_n;
     double max_diff, ms_greedy, ms_beam;
 } model_stats;
 
@@ -179,7 +181,7 @@ static double attn_diff(FILE *f, const float *got, int64_t n)
 /* C's teacher-forced log-probabilities of ids (n of them) into lp; returns their sum. */
 static double forced(const mdl_model *m, const int32_t *src, int ns, const int32_t *ids, int n, float *lp)
 {
-    mdl_opts o = {1, 0, 0, ids, n};
+    mdl_opts o = {.beam = 1, .force = ids, .n_force = n};
     mdl_result r;
     char err[MDL_ERR_LEN];
     double sum = 0;
@@ -217,9 +219,9 @@ static int is_tie(const mdl_model *m, const int32_t *src, int ns, const int32_t 
 
 /* Compares one decode against its reference ids and, when f, attention. */
 static int compare_one(const mdl_model *m, const int32_t *src, int ns, const int32_t *want, int nw, int beam,
-                       FILE *f, model_stats *st, int idx)
+                       FILE *f, model_stats *st, int idx, int recompute)
 {
-    mdl_opts o = {beam, 0, f != NULL, NULL, 0};
+    mdl_opts o = {.beam = beam, .want_attention = f != NULL, .recompute = recompute};
     mdl_result r;
     char err[MDL_ERR_LEN];
     double t0 = now_ms();
@@ -283,8 +285,16 @@ static void test_model(const char *name, model_stats *st)
                       "%s sentence %d", name, idx);
             }
             FILE *f = st->sentences < attn_sentences ? fa : NULL;
-            st->greedy_same += compare_one(m, src, ns, g, ng, 1, f, st, idx);
-            st->beam_same += compare_one(m, src, ns, b, nb, 4, f, st, idx);
+            long at = f ? ftell(f) : 0;
+            st->greedy_same += compare_one(m, src, ns, g, ng, 1, f, st, idx, 0);
+            st->beam_same += compare_one(m, src, ns, b, nb, 4, f, st, idx, 0);
+            if (f && mdl_model_info(m)->kind == MDL_KIND_TRANSFORMER && st->sentences < RECOMPUTE_SENTENCES) {
+                /* the decoder without KV cache (attn_mha_compute with residual_norm) on the same attention */
+                fseek(f, at, SEEK_SET);
+                st->re_same += compare_one(m, src, ns, g, ng, 1, f, st, idx, 1);
+                st->re_same += compare_one(m, src, ns, b, nb, 4, f, st, idx, 1);
+                st->re_n += 2;
+            }
             st->sentences++;
         }
     }
@@ -297,6 +307,10 @@ static void test_model(const char *name, model_stats *st)
           "%d of %d decodes differ from PyTorch (at most 0.5%% may, as float ties)", diff, 2 * st->sentences);
     check(st->real == 0, name, "%d decodes differ from PyTorch by more than a float tie", st->real);
     check(st->max_diff <= 1e-4, name, "attention differs from PyTorch by %.3g", st->max_diff);
+    check(st->re_same == st->re_n, name, "without the KV cache %d of %d decodes differ", st->re_n - st->re_same, st->re_n);
+    if (st->re_n)
+        printf("%s: decoder without KV cache (attn_mha_compute, residual_norm): %d of %d decodes identical, "
+               "attention within the max below\n", name, st->re_same, st->re_n);
     printf("%s: %d sentences: greedy identical %d, beam-4 identical %d (differ %d: float ties %d); attention of %d decodes "
            "max |C - PyTorch| %.2e; C %.2f ms greedy, %.2f ms beam-4 per sentence\n",
            name, st->sentences, st->greedy_same, st->beam_same, diff, st->ties, st->attn_checked, st->max_diff,
@@ -637,7 +651,7 @@ static int translate_matches(const char *base, const mdl_model *m, const char *t
     int32_t ids[600];
     int64_t n = mdl_tok_encode(tok, text, strlen(text), ids, 599);
     ids[n] = MDL_EOS;
-    mdl_opts o = {beam, max_len, 1, NULL, 0};
+    mdl_opts o = {.beam = beam, .max_len = max_len, .want_attention = 1};
     mdl_result r;
     char err[MDL_ERR_LEN], path[96], *body;
     if (mdl_translate(m, NULL, ids, (int)n + 1, &o, &r, err, sizeof err) != 0)
