@@ -5,10 +5,7 @@
  * Usage: bench_kernels [threads [L]]   (default 2 threads; with L, only
  * ours at that length, core rows and multi-head, for quick checks). BENCH_NO_MEMORY=1 skips the
  * L = 32768 memory row. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wcomment" /* kernels.h opening comment */
 #include "kernels.h"
-#pragma GCC diagnostic pop
 #include "kernels_isa.h"
 #include "attn.h"
 
@@ -115,7 +112,7 @@ static void core_setup(core_args *c)
 static void core_run(void *arg)
 {
     core_args *c = arg;
-    if (attn_sdpa_run(c->jobs, H, threads) != 0) { fprintf(stderr, "bench: sdpa failed\n"); exit(2); }
+    if (attn_sdpa_run_heap(c->jobs, H, threads) != 0) { fprintf(stderr, "bench: sdpa failed\n"); exit(2); }
 }
 
 /* The same flops through OpenBLAS: S = Q K^T, then O = S V, per head (no
@@ -153,7 +150,7 @@ typedef struct {
 static void mha_run(void *arg)
 {
     mha_args *m = arg;
-    attn_gemm_nt(m->l, 3 * E, E, m->x, E, m->win, E, m->bin, m->qkv, 3 * E, threads);
+    attn_gemm_nt_heap(m->l, 3 * E, E, m->x, E, m->win, E, m->bin, m->qkv, 3 * E, threads);
     for (int h = 0; h < H; h++) {
         attn_sdpa_job *j = &m->jobs[h];
         memset(j, 0, sizeof *j);
@@ -165,8 +162,8 @@ static void mha_run(void *arg)
         j->scale = 1.0f / sqrtf((float)DH);
         j->window = -1;
     }
-    if (attn_sdpa_run(m->jobs, H, threads) != 0) { fprintf(stderr, "bench: sdpa failed\n"); exit(2); }
-    attn_gemm_nt(m->l, E, E, m->att, E, m->wo, E, m->bo, m->out, E, threads);
+    if (attn_sdpa_run_heap(m->jobs, H, threads) != 0) { fprintf(stderr, "bench: sdpa failed\n"); exit(2); }
+    attn_gemm_nt_heap(m->l, E, E, m->att, E, m->wo, E, m->bo, m->out, E, threads);
 }
 
 /* The same module through the library's public call, as the service runs

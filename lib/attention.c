@@ -344,25 +344,25 @@ static attn_status compute_planned(attn_ctx *ctx, const attn_request *req, const
         scale = req->has_scale ? req->scale : (float)(1.0 / sqrt((double)Dk));
         break;
     case ATTN_RULE_GENERAL: /* q . (W k + b) = q . k' with k' = k W^T + b */
-        attn_gemm_nt(B * Lk, Dq, Dk, K, Dk, pl->p[0]->data, Dk,
+        attn_gemm_nt_heap(B * Lk, Dq, Dk, K, Dk, pl->p[0]->data, Dk,
                      pl->p[1] ? pl->p[1]->data : NULL, s2, Dq, threads);
         keys = s2;
         key_dim = Dq;
         break;
     case ATTN_RULE_ADDITIVE:
-        attn_gemm_nt(B * Lq, dh, Dq, Q, Dq, pl->p[0]->data, Dq, NULL, s1, dh, threads);
-        attn_gemm_nt(B * Lk, dh, Dk, K, Dk, pl->p[1]->data, Dk,
+        attn_gemm_nt_heap(B * Lq, dh, Dq, Q, Dq, pl->p[0]->data, Dq, NULL, s1, dh, threads);
+        attn_gemm_nt_heap(B * Lk, dh, Dk, K, Dk, pl->p[1]->data, Dk,
                      pl->p[2] ? pl->p[2]->data : NULL, s2, dh, threads);
         break;
     case ATTN_RULE_CONCAT_TANH: /* W [q; k] = Wq q + Wk k, W split by columns */
-        attn_gemm_nt(B * Lq, dh, Dq, Q, Dq, pl->p[0]->data, dqk, NULL, s1, dh, threads);
-        attn_gemm_nt(B * Lk, dh, Dk, K, Dk, pl->p[0]->data + Dq, dqk,
+        attn_gemm_nt_heap(B * Lq, dh, Dq, Q, Dq, pl->p[0]->data, dqk, NULL, s1, dh, threads);
+        attn_gemm_nt_heap(B * Lk, dh, Dk, K, Dk, pl->p[0]->data + Dq, dqk,
                      pl->p[1] ? pl->p[1]->data : NULL, s2, dh, threads);
         break;
     case ATTN_RULE_CONCAT: {
-        attn_gemm_nt(B * Lq, lkeys, Dq, Q, Dq, pl->p[0]->data, dqk,
+        attn_gemm_nt_heap(B * Lq, lkeys, Dq, Q, Dq, pl->p[0]->data, dqk,
                      pl->p[1] ? pl->p[1]->data : NULL, s1, lkeys, threads);
-        attn_gemm_nt(B * Lq, lkeys, Dk, K, Dk, pl->p[0]->data + Dq, dqk, NULL, s2, lkeys,
+        attn_gemm_nt_heap(B * Lq, lkeys, Dk, K, Dk, pl->p[0]->data + Dq, dqk, NULL, s2, lkeys,
                      threads);
         int64_t n = B * Lq * lkeys;
         for (int64_t e = 0; e < n; e++)
@@ -433,16 +433,16 @@ static attn_status compute_planned(attn_ctx *ctx, const attn_request *req, const
         }
     }
     if (sdpa) {
-        if (attn_sdpa_run(sj, (size_t)B, threads) != 0)
+        if (attn_sdpa_run_heap(sj, (size_t)B, threads) != 0)
             return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
-    } else if ((st = attn_rows_run(rj, (size_t)B, threads, err)) != ATTN_OK) {
+    } else if ((st = attn_rows_run_heap(rj, (size_t)B, threads, err)) != ATTN_OK) {
         return st;
     }
     if (rule == ATTN_RULE_CONCAT) { /* o = out([q; c]) = Wo_q q + Wo_c c + b */
         const float *ow = pl->p[2]->data;
-        attn_gemm_nt(B * Lq, dout, Dq, Q, Dq, ow, dqv, pl->p[3] ? pl->p[3]->data : NULL,
+        attn_gemm_nt_heap(B * Lq, dout, Dq, Q, Dq, ow, dqv, pl->p[3] ? pl->p[3]->data : NULL,
                      output, dout, threads);
-        attn_gemm_nt(B * Lq, dout, Dv, s3, Dv, ow + Dq, dqv, NULL, s4, dout, threads);
+        attn_gemm_nt_heap(B * Lq, dout, Dv, s3, Dv, ow + Dq, dqv, NULL, s4, dout, threads);
         int64_t n = B * Lq * dout;
         for (int64_t e = 0; e < n; e++)
             output[e] += s4[e];

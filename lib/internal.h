@@ -5,12 +5,7 @@
 
 #include <stdarg.h>
 #include "attn.h"
-/* kernels.h has a slash-star inside its opening comment,
- * which -Wcomment flags; the header is not ours to change. */
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wcomment"
 #include "kernels.h"
-#pragma GCC diagnostic pop
 
 #if defined(__GNUC__)
 #define ATTN_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -141,9 +136,18 @@ typedef struct {
     int64_t top_k;
 } attn_row_job;
 
-/* Runs n jobs (all with the same lq and lk) on up to threads threads. */
-attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads,
+/* Runs n jobs (all with the same lq and lk) on up to threads threads, in
+ * scratch of attn_rows_scratch_bytes(jobs, n, threads) bytes (64-byte
+ * aligned). */
+attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads, void *scratch,
                           attn_error *err);
+
+/* Bytes of scratch attn_rows_run needs; SIZE_MAX when that overflows. */
+size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads);
+
+/* attn_rows_run with its scratch from the heap (scratch_heap.c). */
+attn_status attn_rows_run_heap(const attn_row_job *jobs, size_t n, int threads,
+                               attn_error *err);
 
 /* ------------------------------------------------------------ seed.c */
 

@@ -1,6 +1,9 @@
 /* kernels.h - internal: the hot loops every rule is built from (projections
- * and the scaled-dot-product core), with run-time CPU dispatch behind them.
- * Not installed; only the library sources and the tests include it. */
+ * and the scaled-dot-product core), with run-time CPU dispatch behind them
+ * (kernels_isa.h). They never allocate: each takes its scratch from the
+ * caller, 64-byte aligned, of the size its _scratch_bytes function gives
+ * for the same shapes and thread count. Not installed; only the library
+ * sources and the tests include it. */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 
@@ -9,12 +12,18 @@
 
 /* C[m,n] = A[m,k] * B[n,k]^T (+ bias[n] when bias is not NULL), i.e. the
  * nn.Linear product x W^T + b with x = A, W = B. Row strides lda, ldb, ldc
- * in floats. C is overwritten. threads <= 1 runs on the calling thread. */
+ * in floats. C is overwritten. threads <= 1 runs on the calling thread.
+ * scratch: attn_gemm_scratch_bytes(m, n, k, threads) bytes (packing
+ * panels), or NULL, which runs an unpacked path (slower for many rows). */
 void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
                   const float *a, int64_t lda,
                   const float *b, int64_t ldb,
                   const float *bias,
-                  float *c, int64_t ldc, int threads);
+                  float *c, int64_t ldc, int threads, void *scratch);
+
+/* Bytes of scratch attn_gemm_nt needs for these shapes on up to `threads`
+ * threads (0 when it needs none). */
+size_t attn_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads);
 
 /* One head of scaled-dot-product attention:
  *   s[i][j] = scale * (q_i . k_j) + bias[i][j]     for allowed (i,j)
@@ -42,9 +51,25 @@ typedef struct {
 } attn_sdpa_job;
 
 /* Runs n independent head jobs (e.g. batch x heads), spreading the work
- * (jobs and query blocks) over up to `threads` threads. Returns 0, or -1
- * when scratch memory could not be had (outputs then undefined). */
-int attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads);
+ * (jobs and query blocks) over up to `threads` threads, in scratch of
+ * attn_sdpa_scratch_bytes(jobs, n, threads) bytes (never NULL for n > 0). */
+void attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch);
+
+/* Bytes of scratch attn_sdpa_run needs for these jobs on up to `threads`
+ * threads: per worker O(d + dv + lk) rows of a query block, never
+ * Lq x Lk. Reads only each job's lq, lk, d, dv and whether w is set, so a
+ * planner may ask with jobs that hold just those. */
+size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads);
+
+/* The two above with their scratch from the heap, for callers that hold
+ * no workspace yet (scratch_heap.c). attn_sdpa_run_heap returns 0, or -1
+ * when out of memory (outputs then undefined). */
+void attn_gemm_nt_heap(int64_t m, int64_t n, int64_t k,
+                       const float *a, int64_t lda,
+                       const float *b, int64_t ldb,
+                       const float *bias,
+                       float *c, int64_t ldc, int threads);
+int attn_sdpa_run_heap(const attn_sdpa_job *jobs, size_t n, int threads);
 
 /* Number of CPUs to use when a caller asks for "all" (>= 1). */
 int attn_cpu_count(void);

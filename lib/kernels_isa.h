@@ -1,32 +1,82 @@
-/* kernels_isa.h - internal: which instruction-set variant of the kernels in
- * kernels.h runs, so tests and benchmarks can check and time each one. */
+/* kernels_isa.h - internal: the instruction-set variants of the kernels
+ * (one table each, compiled from kernels_tmpl.h and rows_tmpl.h over the
+ * vocabulary in simd_<isa>.h), and which one runs.
+ *
+ * The variant is chosen once per process: the one named by the environment
+ * variable ATTN_ISA when the CPU supports it, else the best the CPU has.
+ * ATTN_ISA accepts exactly these names:
+ *   avx512   AVX-512 F/BW/DQ/VL with FMA (x86-64)
+ *   avx2     AVX2 with FMA (x86-64)
+ *   generic  portable C, any CPU
+ * Any other value, or a variant the CPU lacks, is ignored. */
 #ifndef ATTN_KERNELS_ISA_H
 #define ATTN_KERNELS_ISA_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "kernels.h"
 
-/* Name of the variant in use: "avx512", "avx2" or "generic". The first call
- * picks the best one the CPU supports (or the one named by the environment
- * variable ATTN_ISA, when the CPU supports it). */
-const char *attn_kernels_isa(void);
+/* Key rows are padded to a multiple of this many floats in the packed,
+ * transposed key panels tanh_scores reads (the widest vector). */
+#define ATTN_ROW_PAD 16
 
-/* Switches to the named variant. Returns 0, or -1 when the name is unknown
- * or the CPU lacks the instructions. Not thread-safe: call it while no
- * kernel runs. */
-int attn_kernels_use(const char *isa);
-
-/* One instruction-set variant of the kernels in kernels.h. */
+/* One instruction-set variant. The gemm and sdpa members are what
+ * attn_gemm_nt, attn_sdpa_run and their scratch-size functions (kernels.h)
+ * call; the row members serve the row-by-row driver (rows.c). */
 typedef struct {
-    const char *name;
+    const char *name; /* "avx512", "avx2" or "generic" */
+    size_t (*gemm_scratch_bytes)(int64_t m, int64_t n, int64_t k, int threads);
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, const float *bias,
-                    float *c, int64_t ldc, int threads);
-    int (*sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads);
+                    float *c, int64_t ldc, int threads, void *scratch);
+    size_t (*sdpa_scratch_bytes)(const attn_sdpa_job *jobs, size_t n, int threads);
+    void (*sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch);
+
+    /* y[e] = tanh(x[e]) for e < n, within a few ulp (simd_math.h); any
+     * input, NaN and +-inf included, gives a finite result in [-1, 1]. */
+    void (*tanh)(const float *x, float *y, int64_t n);
+
+    /* s[j] = sum_{h<d} vw[h] * tanh(a[h] + bt[h*ldb + j]) (vw NULL: ones)
+     * for at least every j in [j0, j1). bt is a key panel transposed
+     * (d rows of ldb floats, ldb a multiple of ATTN_ROW_PAD, padding
+     * finite); j1 <= ldb. Whole vectors are written, so s must hold ldb
+     * floats, and s[j] outside [j0, j1) may or may not be written. */
+    void (*tanh_scores)(const float *a, const float *bt, int64_t ldb, int64_t d,
+                        const float *vw, int64_t j0, int64_t j1, float *s);
+
+    /* o[c] = sum_{j<lk} w[j] * v[j*ldv + c] for c < dv (o is overwritten;
+     * rows with a zero weight may be skipped, so v must be finite). */
+    void (*weighted_sum)(const float *w, int64_t lk, const float *v, int64_t ldv,
+                         int64_t dv, float *o);
+
+    /* w = softmax(s) over all n >= 1 keys (max subtracted; s finite). */
+    void (*softmax)(const float *s, int64_t n, float *w);
 } attn_kernel_set;
+
+/* The table of the variant that includes this, from the names the
+ * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
+#define ATTN_KERNEL_SET(name)                                                   \
+    {name, gemm_scratch_bytes, gemm_nt, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
+     rows_tanh_scores, rows_weighted_sum, rows_softmax}
 
 /* Defined only on x86-64 builds (kernels_avx512.c, kernels_avx2.c). */
 extern const attn_kernel_set attn_kernels_avx512;
 extern const attn_kernel_set attn_kernels_avx2;
+extern const attn_kernel_set attn_kernels_generic;
+
+/* The variant in use (chosen on the first call; see above). Never NULL. */
+const attn_kernel_set *attn_kernels_active(void);
+
+/* The named variant, or NULL when the name is unknown or the CPU lacks its
+ * instructions. */
+const attn_kernel_set *attn_kernels_find(const char *isa);
+
+/* Name of the variant in use: "avx512", "avx2" or "generic". */
+const char *attn_kernels_isa(void);
+
+/* Switches to the named variant. Returns 0, or -1 when the name is unknown
+ * or the CPU lacks the instructions. Not thread-safe: call it while no
+ * kernel runs (scratch sizes differ between variants). */
+int attn_kernels_use(const char *isa);
 
 #endif /* ATTN_KERNELS_ISA_H */

@@ -1,17 +1,14 @@
-/* kernels_tmpl.h - the SIMD kernels written once over a small vector
- * vocabulary; kernels_avx512.c and kernels_avx2.c include it after
- * defining that vocabulary for their instruction set.
+/* kernels_tmpl.h - the projection GEMM and the scaled-dot-product core,
+ * written once over the vector vocabulary (simd_generic.h says what each
+ * word means); kernels_avx512.c, kernels_avx2.c and kernels_generic.c each
+ * include it after their vocabulary and simd_math.h.
  *
- * The includer defines: V (vector), VM (lane mask), VW (lanes), QV (query
- * vectors per block), KN (keys per score tile), CN (value columns per
- * output tile), TGT (the target attribute), FN(name) (name with the ISA
- * suffix), and VLOAD, VSTORE, VLOADM, VSTOREM, VTAILMASK, VSET1, VZERO,
- * VFMA, VMUL, VADD, VSUB, VMAX, VDIV, VEXP, VHSUM, VLANES(lo,hi) (lanes
- * lo..hi set), VSEL(m,a,b) (m ? a : b), VTRANSPOSE(r) (in-place VW x VW),
- * VISNINF(x) (lanes equal to -inf), VGTZERO(x) (lanes > 0), VANYGT(a,b)
- * (nonzero when a lane of a exceeds b's), VSTREAM(p,v)
- * (non-temporal store, p aligned to a vector), VSFENCE().
- * VTAILMASK(n) is the first n lanes, or every lane when n is 0.
+ * Every function is written under its base name (grep and ctags find
+ * `sdpa_block_flash`); the defines below make each one's symbol
+ * attn_<name>_<isa> (attn_sdpa_block_flash_avx512), so profiles and
+ * debuggers tell the variants apart. No function allocates: the entry
+ * points take their scratch from the caller, sized by gemm_scratch_bytes
+ * and sdpa_scratch_bytes.
  *
  * Scaled-dot attention is FlashAttention's loop (Dao et al. 2022, and the
  * online softmax of Milakov & Gimelshein 2018) arranged "transposed": a
@@ -24,8 +21,40 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
+
+#define kq_tile ISA_NAME(kq_tile)
+#define pack_t ISA_NAME(pack_t)
+#define gemm_task_a ISA_NAME(gemm_task_a)
+#define gemm_task_b ISA_NAME(gemm_task_b)
+#define gemm_rows ISA_NAME(gemm_rows)
+#define gemm_rows_task ISA_NAME(gemm_rows_task)
+#define gemm_split ISA_NAME(gemm_split)
+#define gemm_worker_floats ISA_NAME(gemm_worker_floats)
+#define gemm_scratch_bytes ISA_NAME(gemm_scratch_bytes)
+#define gemm_nt ISA_NAME(gemm_nt)
+#define key_range ISA_NAME(key_range)
+#define score_regs ISA_NAME(score_regs)
+#define score_tile ISA_NAME(score_tile)
+#define lazy_tile ISA_NAME(lazy_tile)
+#define pv_tile ISA_NAME(pv_tile)
+#define pv_cols ISA_NAME(pv_cols)
+#define store_t ISA_NAME(store_t)
+#define flash_pack_q ISA_NAME(flash_pack_q)
+#define flash_block_lazy ISA_NAME(flash_block_lazy)
+#define flash_block_exact ISA_NAME(flash_block_exact)
+#define flash_block_pv ISA_NAME(flash_block_pv)
+#define flash_store_o ISA_NAME(flash_store_o)
+#define flash_weight_row ISA_NAME(flash_weight_row)
+#define flash_weights ISA_NAME(flash_weights)
+#define sdpa_block_flash ISA_NAME(sdpa_block_flash)
+#define decode_scores ISA_NAME(decode_scores)
+#define decode_block ISA_NAME(decode_block)
+#define sdpa_rows ISA_NAME(sdpa_rows)
+#define sdpa_task ISA_NAME(sdpa_task)
+#define sdpa_plan ISA_NAME(sdpa_plan)
+#define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
+#define sdpa_run ISA_NAME(sdpa_run)
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
@@ -39,13 +68,10 @@
  * (measured on Zen 5 at k = 512: m = 128 favours A, m = 512 favours B). */
 #define GEMM_PACK_B (4 * QB)
 #define UNROLL _Pragma("GCC unroll 16")
-/* e^x for x <= 88 or -inf, all the flash loop needs (scores minus a
- * reference max, at most LAZY_MAX above it): an includer may define a
- * cheaper VEXPN than its general VEXP. */
-#ifndef VEXPN
-#define VEXPN(x) VEXP(x)
-#endif
 #define ALWAYS __attribute__((always_inline))
+/* Scratch is handed out in whole cache lines (64 bytes, 16 floats). */
+#define LINE_FLOATS 16
+#define LINES(nf) (((nf) + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS)
 
 /* ------------------------------------------------------------ tiles */
 
@@ -53,7 +79,7 @@
  * against one packed block qt (d x QB) of query rows. Vectors v < v0 are
  * left zero (causal tiles whose first rows see none of these keys); pass
  * constants for kn and v0 so the loops unroll without branches. */
-static inline ALWAYS TGT void FN(kq_tile)(const float *qt, int64_t d,
+static inline ALWAYS TGT void kq_tile(const float *qt, int64_t d,
                                           const float *k, int64_t ks,
                                           int kn, int v0, V acc[KN][QV])
 {
@@ -75,7 +101,7 @@ static inline ALWAYS TGT void FN(kq_tile)(const float *qt, int64_t d,
 /* Packs rows [i0, i0+n) of x (stride xs, width d) as x^T: d x QB, zero
  * rows past n, so every tile computes on full vectors. VW x VW blocks go
  * through a register transpose; partial blocks use masked loads. */
-static TGT void FN(pack_t)(const float *x, int64_t xs, int64_t d, int64_t n, float *xt)
+static TGT void pack_t(const float *x, int64_t xs, int64_t d, int64_t n, float *xt)
 {
     for (int64_t r0 = 0; r0 < QB; r0 += VW) {
         int64_t rows = n - r0 < 0 ? 0 : n - r0 > VW ? VW : n - r0;
@@ -105,28 +131,34 @@ typedef struct {
     int64_t nctask;  /* gemm_task_a: column tasks per row block */
     int64_t npanels; /* gemm_task_b: panels of QB columns */
     int64_t rows;    /* gemm_task_b: rows of C per task (a multiple of KN) */
-    float *scratch;  /* per worker: k x QB floats */
-} FN(gemm_args);
+    float *scratch;  /* per worker: gemm_worker_floats(k) */
+} gemm_args;
+
+/* Floats of packing space one worker needs: a k x QB panel. */
+static size_t gemm_worker_floats(int64_t k)
+{
+    return LINES((size_t)(k > 0 ? k : 1) * QB);
+}
 
 /* One task for short A (m below GEMM_PACK_B rows): rows [i0, i0+QB) of A
  * packed as A^T, against a range of columns of B read in place. C^T tiles
  * come out of kq_tile (columns along rows, rows along lanes) and are
  * stored transposed; with k in the hundreds that store is a few percent of
  * the work, less than packing all of B would cost for so few rows. */
-static TGT void FN(gemm_task_a)(void *arg, int64_t task, int worker)
+static TGT void gemm_task_a(void *arg, int64_t task, int worker)
 {
-    const FN(gemm_args) *g = arg;
+    const gemm_args *g = arg;
     int64_t ib = task / g->nctask, jt = task % g->nctask;
     int64_t i0 = ib * QB, nr = g->m - i0 < QB ? g->m - i0 : QB;
     int64_t j0 = jt * g->ncols, j1 = j0 + g->ncols < g->n ? j0 + g->ncols : g->n;
-    float *at = g->scratch + (size_t)worker * (size_t)g->k * QB;
-    FN(pack_t)(g->a + i0 * g->lda, g->lda, g->k, nr, at);
+    float *at = g->scratch + (size_t)worker * gemm_worker_floats(g->k);
+    pack_t(g->a + i0 * g->lda, g->lda, g->k, nr, at);
     float tile[KN * QB];
     for (int64_t j = j0; j < j1; j += KN) {
         int kn = j1 - j < KN ? (int)(j1 - j) : KN;
         V acc[KN][QV];
-        if (kn == KN) FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, KN, 0, acc); /* unrolls fully */
-        else FN(kq_tile)(at, g->k, g->b + j * g->ldb, g->ldb, kn, 0, acc);
+        if (kn == KN) kq_tile(at, g->k, g->b + j * g->ldb, g->ldb, KN, 0, acc); /* unrolls fully */
+        else kq_tile(at, g->k, g->b + j * g->ldb, g->ldb, kn, 0, acc);
         for (int kk = 0; kk < kn; kk++) {
             V bv = VSET1(g->bias ? g->bias[j + kk] : 0.0f);
             UNROLL for (int v = 0; v < QV; v++)
@@ -145,14 +177,14 @@ static TGT void FN(gemm_task_a)(void *arg, int64_t task, int worker)
  * kq_tile serve both), then KN rows of A at a time are broadcast against it
  * in a KN x QB register tile that is already a block of C's rows: stored as
  * row vectors with the bias added, no transpose. */
-static TGT void FN(gemm_task_b)(void *arg, int64_t task, int worker)
+static TGT void gemm_task_b(void *arg, int64_t task, int worker)
 {
-    const FN(gemm_args) *g = arg;
+    const gemm_args *g = arg;
     int64_t jp = task % g->npanels, rc = task / g->npanels;
     int64_t j0 = jp * QB, nc = g->n - j0 < QB ? g->n - j0 : QB;
     int64_t r0 = rc * g->rows, r1 = g->m - r0 < g->rows ? g->m : r0 + g->rows;
-    float *bt = g->scratch + (size_t)worker * (size_t)g->k * QB;
-    FN(pack_t)(g->b + j0 * g->ldb, g->ldb, g->k, nc, bt);
+    float *bt = g->scratch + (size_t)worker * gemm_worker_floats(g->k);
+    pack_t(g->b + j0 * g->ldb, g->ldb, g->k, nc, bt);
     V bias[QV];
     VM tm[QV];
     int lanes[QV];
@@ -167,8 +199,8 @@ static TGT void FN(gemm_task_b)(void *arg, int64_t task, int worker)
         int kn = r1 - i < KN ? (int)(r1 - i) : KN;
         V acc[KN][QV];
         const float *ar = g->a + i * g->lda;
-        if (kn == KN) FN(kq_tile)(bt, g->k, ar, g->lda, KN, 0, acc); /* constant: unrolls fully */
-        else FN(kq_tile)(bt, g->k, ar, g->lda, kn, 0, acc);
+        if (kn == KN) kq_tile(bt, g->k, ar, g->lda, KN, 0, acc); /* constant: unrolls fully */
+        else kq_tile(bt, g->k, ar, g->lda, kn, 0, acc);
         for (int r = 0; r < kn; r++) {
             float *crow = g->c + (i + r) * g->ldc + j0;
             if (nc == QB) {
@@ -182,7 +214,7 @@ static TGT void FN(gemm_task_b)(void *arg, int64_t task, int worker)
 }
 
 /* Rows one at a time for short A (decode steps): dot products along k. */
-static TGT void FN(gemm_rows)(const FN(gemm_args) *g)
+static TGT void gemm_rows(const gemm_args *g)
 {
     VM tm = VTAILMASK((int)(g->k % VW));
     int64_t kf = g->k - g->k % VW;
@@ -198,83 +230,81 @@ static TGT void FN(gemm_rows)(const FN(gemm_args) *g)
     }
 }
 
-static TGT void FN(gemm_rows_task)(void *arg, int64_t task, int worker)
+static TGT void gemm_rows_task(void *arg, int64_t task, int worker)
 {
     (void)worker;
-    FN(gemm_args) g = *(const FN(gemm_args) *)arg;
+    gemm_args g = *(const gemm_args *)arg;
     int64_t j0 = task * g.ncols;
     g.n = g.n - j0 < g.ncols ? g.n - j0 : g.ncols;
     g.b += j0 * g.ldb;
     g.c += j0;
     if (g.bias) g.bias += j0;
-    FN(gemm_rows)(&g);
+    gemm_rows(&g);
 }
 
-static TGT void FN(gemm_nt)(int64_t m, int64_t n, int64_t k,
-                            const float *a, int64_t lda,
-                            const float *b, int64_t ldb,
-                            const float *bias,
-                            float *c, int64_t ldc, int threads)
+/* Splits the rows of C among tasks for gemm_task_a (m below GEMM_PACK_B) or
+ * gemm_task_b, and returns the number of tasks. */
+static int64_t gemm_split(gemm_args *g, int threads)
 {
-    if (m <= 0 || n <= 0) return;
-    FN(gemm_args) g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, 0, NULL};
-    double flops = 2.0 * (double)m * (double)n * (double)k;
-    if (flops < 4e5) threads = 1;
-    if (m < QB / 4) {
-        /* Few rows: packing a panel of B would cost as much as using it. */
-        g.ncols = threads > 1 ? (n + threads * 4 - 1) / (threads * 4) : n;
-        if (g.ncols < 16) g.ncols = 16;
-        attn_pool_run(threads, (n + g.ncols - 1) / g.ncols, FN(gemm_rows_task), &g);
-        return;
-    }
-    int nt = threads < 1 ? 1 : threads;
-    g.scratch = malloc((size_t)nt * (size_t)(k > 0 ? k : 1) * QB * sizeof(float));
-    if (!g.scratch) { /* no memory for packing: the unpacked path needs none */
-        FN(gemm_rows)(&g);
-        return;
-    }
-    int64_t ntasks;
+    int64_t m = g->m, n = g->n;
     if (m < GEMM_PACK_B) {
         /* Enough tasks for the threads to balance, each wide enough (a
          * multiple of KN) to amortise packing its row block. */
         int64_t nb = (m + QB - 1) / QB, nct = 1;
         while (nb * nct < 4 * threads && n / (nct * 2) >= 4 * KN) nct *= 2;
-        g.ncols = (n + nct - 1) / nct;
-        g.ncols = (g.ncols + KN - 1) / KN * KN;
-        g.nctask = (n + g.ncols - 1) / g.ncols;
-        ntasks = nb * g.nctask;
-        attn_pool_run(threads, ntasks, FN(gemm_task_a), &g);
-    } else {
-        /* Whole column panels per task when there are enough of them for
-         * the threads to balance; otherwise row ranges too (each task then
-         * packs its panel again, which costs k x QB moves against
-         * rows x QB x k multiply-adds). */
-        g.npanels = (n + QB - 1) / QB;
-        int64_t chunks = 1;
-        while (g.npanels * chunks < 4 * threads && m / (chunks * 2) >= 8 * KN) chunks *= 2;
-        g.rows = (m + chunks - 1) / chunks;
-        g.rows = (g.rows + KN - 1) / KN * KN;
-        chunks = (m + g.rows - 1) / g.rows;
-        ntasks = g.npanels * chunks;
-        attn_pool_run(threads, ntasks, FN(gemm_task_b), &g);
+        g->ncols = (n + nct - 1) / nct;
+        g->ncols = (g->ncols + KN - 1) / KN * KN;
+        g->nctask = (n + g->ncols - 1) / g->ncols;
+        return nb * g->nctask;
     }
-    free(g.scratch);
+    /* Whole column panels per task when there are enough of them for the
+     * threads to balance; otherwise row ranges too (each task then packs
+     * its panel again, which costs k x QB moves against rows x QB x k
+     * multiply-adds). */
+    g->npanels = (n + QB - 1) / QB;
+    int64_t chunks = 1;
+    while (g->npanels * chunks < 4 * threads && m / (chunks * 2) >= 8 * KN) chunks *= 2;
+    g->rows = (m + chunks - 1) / chunks;
+    g->rows = (g->rows + KN - 1) / KN * KN;
+    chunks = (m + g->rows - 1) / g->rows;
+    return g->npanels * chunks;
+}
+
+/* Scratch gemm_nt needs for these shapes on up to `threads` threads: none
+ * for the few-row path, else one packing panel per worker. */
+static size_t gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads)
+{
+    if (m < QB / 4 || n <= 0) return 0;
+    return (size_t)(threads < 1 ? 1 : threads) * gemm_worker_floats(k) * sizeof(float);
+}
+
+/* C = A B^T (+ bias): see attn_gemm_nt. scratch: gemm_scratch_bytes, 64-byte
+ * aligned, or NULL for the unpacked path. */
+static TGT void gemm_nt(int64_t m, int64_t n, int64_t k,
+                        const float *a, int64_t lda,
+                        const float *b, int64_t ldb,
+                        const float *bias,
+                        float *c, int64_t ldc, int threads, void *scratch)
+{
+    if (m <= 0 || n <= 0) return;
+    gemm_args g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, 0, scratch};
+    double flops = 2.0 * (double)m * (double)n * (double)k;
+    if (flops < 4e5 || threads < 1) threads = 1;
+    if (m < QB / 4 || !scratch) {
+        /* Few rows: packing a panel of B would cost as much as using it. */
+        g.ncols = threads > 1 ? (n + threads * 4 - 1) / (threads * 4) : n;
+        if (g.ncols < 16) g.ncols = 16;
+        attn_pool_run(threads, (n + g.ncols - 1) / g.ncols, gemm_rows_task, &g);
+        return;
+    }
+    int64_t ntasks = gemm_split(&g, threads);
+    attn_pool_run(threads, ntasks, m < GEMM_PACK_B ? gemm_task_a : gemm_task_b, &g);
 }
 
 /* ------------------------------------------------------------- sdpa */
 
-typedef struct {
-    const attn_sdpa_job *jobs;
-    const int64_t *first; /* first task of each job; first[n] = total */
-    size_t n;
-    float *scratch;
-    size_t per_worker;    /* floats */
-    int64_t maxd;
-    int64_t maxblk;       /* key blocks of the longest row with weights */
-} FN(sdpa_args);
-
 /* Keys [lo, hi) that any row of [i0, i0+nr) may see under causal/window. */
-static void FN(key_range)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+static void key_range(const attn_sdpa_job *j, int64_t i0, int64_t nr,
                           int64_t *lo, int64_t *hi)
 {
     int64_t a = 0, b = j->lk;
@@ -293,7 +323,7 @@ static void FN(key_range)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
 /* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
  * jb..jb+kn-1 and query rows i0.. (QB of them; qt holds them already
  * scaled), with causal/window/key_mask applied. */
-static inline ALWAYS TGT void FN(score_regs)(const attn_sdpa_job *j, const float *qt,
+static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt,
                                              int64_t i0, int64_t jb, int kn, V acc[KN][QV])
 {
     const float *kr = j->k + jb * j->k_stride;
@@ -302,13 +332,13 @@ static inline ALWAYS TGT void FN(score_regs)(const attn_sdpa_job *j, const float
     if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
     if (kn == KN) {
         switch (v0) {
-        case 0: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 0, acc); break;
-        case 1: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 1, acc); break;
-        case 2: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 2, acc); break;
-        default: FN(kq_tile)(qt, j->d, kr, j->k_stride, KN, 3, acc); break;
+        case 0: kq_tile(qt, j->d, kr, j->k_stride, KN, 0, acc); break;
+        case 1: kq_tile(qt, j->d, kr, j->k_stride, KN, 1, acc); break;
+        case 2: kq_tile(qt, j->d, kr, j->k_stride, KN, 2, acc); break;
+        default: kq_tile(qt, j->d, kr, j->k_stride, KN, 3, acc); break;
         }
     } else {
-        FN(kq_tile)(qt, j->d, kr, j->k_stride, kn, v0, acc);
+        kq_tile(qt, j->d, kr, j->k_stride, kn, v0, acc);
     }
     V ninf = VSET1(-INFINITY);
     int structural = j->causal || j->window >= 0;
@@ -343,12 +373,12 @@ static inline ALWAYS TGT void FN(score_regs)(const attn_sdpa_job *j, const float
  * still in registers; then the explicit mask and bias (row-major in
  * memory, so a scalar pass, after which the caller takes the maxima
  * again). */
-static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float *qt,
+static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *qt,
                                              int64_t i0, int64_t nr, int64_t jb, int kn,
                                              float *st, V bm[QV])
 {
     V acc[KN][QV];
-    FN(score_regs)(j, qt, i0, jb, kn, acc);
+    score_regs(j, qt, i0, jb, kn, acc);
     for (int kk = 0; kk < kn; kk++)
         UNROLL for (int v = 0; v < QV; v++) {
             bm[v] = VMAX(bm[v], acc[kk][v]);
@@ -381,12 +411,12 @@ static inline ALWAYS TGT void FN(score_tile)(const attn_sdpa_job *j, const float
  * factor for O^T and l, e^(m before the block - m now)) are scaled by
  * e^(m old - m new). kk is the tile's first row in st. Returns the number
  * of vectors raised. */
-static inline ALWAYS TGT int FN(lazy_tile)(const attn_sdpa_job *j, const float *qt, int64_t i0,
+static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *qt, int64_t i0,
                                             int64_t jb, int kk, int kn, float *st, V m[QV],
                                             V mu[QV], V alpha[QV], V sum[QV])
 {
     V acc[KN][QV];
-    FN(score_regs)(j, qt, i0, jb + kk, kn, acc);
+    score_regs(j, qt, i0, jb + kk, kn, acc);
     int raised = 0;
     UNROLL for (int v = 0; v < QV; v++) {
         V tmax = acc[0][v];
@@ -397,7 +427,7 @@ static inline ALWAYS TGT int FN(lazy_tile)(const attn_sdpa_job *j, const float *
              * P so far is 0, and c is 0 from an old max of -inf */
             V mn = VMAX(m[v], tmax);
             mu[v] = VSEL(VISNINF(mn), VZERO(), mn);
-            V c = VEXPN(VSUB(m[v], mu[v]));
+            V c = VEXP(VSUB(m[v], mu[v]));
             for (int t = 0; t < kk; t++)
                 VSTORE(st + t * QB + v * VW, VMUL(VLOAD(st + t * QB + v * VW), c));
             sum[v] = VMUL(sum[v], c);
@@ -409,7 +439,7 @@ static inline ALWAYS TGT int FN(lazy_tile)(const attn_sdpa_job *j, const float *
     UNROLL for (int t = 0; t < KN; t++)
         if (t < kn)
             UNROLL for (int v = 0; v < QV; v++) {
-                V p = VEXPN(VSUB(acc[t][v], mu[v]));
+                V p = VEXP(VSUB(acc[t][v], mu[v]));
                 sum[v] = VADD(sum[v], p);
                 VSTORE(st + (kk + t) * QB + v * VW, p);
             }
@@ -418,7 +448,7 @@ static inline ALWAYS TGT int FN(lazy_tile)(const attn_sdpa_job *j, const float *
 
 /* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
  * cn value columns starting at c0. */
-static inline ALWAYS TGT void FN(pv_tile)(float *ot, const float *st, int nk,
+static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
                                           const float *v, int64_t vs, int cn,
                                           const V alpha[QV], int v0)
 {
@@ -445,15 +475,15 @@ static inline ALWAYS TGT void FN(pv_tile)(float *ot, const float *st, int nk,
 
 /* All dv value columns of O^T for nk keys of P^T (see pv_tile), query
  * vectors v0.. only: the others' P is zero there (causal). */
-static inline ALWAYS TGT void FN(pv_cols)(float *ot, const float *st, int nk, const float *v,
+static inline ALWAYS TGT void pv_cols(float *ot, const float *st, int nk, const float *v,
                                           int64_t vs, int64_t dv, const V alpha[QV], int v0)
 {
 #define PV_COLS(V0)                                                                        \
     do {                                                                                   \
         int64_t c0 = 0;                                                                    \
         for (; c0 + CN <= dv; c0 += CN)                                                    \
-            FN(pv_tile)(ot + c0 * QB, st, nk, v + c0, vs, CN, alpha, V0);                  \
-        if (c0 < dv) FN(pv_tile)(ot + c0 * QB, st, nk, v + c0, vs, (int)(dv - c0), alpha, V0); \
+            pv_tile(ot + c0 * QB, st, nk, v + c0, vs, CN, alpha, V0);                  \
+        if (c0 < dv) pv_tile(ot + c0 * QB, st, nk, v + c0, vs, (int)(dv - c0), alpha, V0); \
     } while (0)
     switch (v0) {
     case 0: PV_COLS(0); break;
@@ -470,7 +500,7 @@ static inline ALWAYS TGT void FN(pv_cols)(float *ot, const float *st, int nk, co
  * aligned full vectors bypass the cache (non-temporal): the weights of a
  * long row are far more than the caches hold, and a normal store would
  * first read each line from memory only to overwrite it. */
-static inline ALWAYS TGT void FN(store_t)(const float *st, int nk, float *w, int64_t ws, int64_t nr,
+static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t ws, int64_t nr,
                                           int stream)
 {
     for (int kk0 = 0; kk0 < nk; kk0 += VW) {
@@ -495,31 +525,188 @@ static inline ALWAYS TGT void FN(store_t)(const float *st, int nk, float *w, int
     }
 }
 
+/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale once here
+ * rather than every score of every key block. */
+static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt)
+{
+    pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+    V sc = VSET1(j->scale);
+    for (int64_t p = 0; p < j->d; p++)
+        UNROLL for (int q = 0; q < QV; q++)
+            VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), sc));
+}
+
+/* One key block exponentiated tile by tile while the scores are still in
+ * registers (lazy_tile), against the reference max m. Sets alpha (the
+ * factor for the block's earlier O^T and l) and sum (its P summed per
+ * lane). Returns whether the next block may go the same way: a raise
+ * costs a pass over the block so far, so where the row maxima still climb
+ * (widely spread scores) the two-pass form is cheaper. */
+static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const float *qt, int64_t i0,
+                                              int64_t jb, int nk, float *st, V m[QV],
+                                              V alpha[QV], V sum[QV])
+{
+    V mu[QV];
+    UNROLL for (int q = 0; q < QV; q++) {
+        mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
+        alpha[q] = VSET1(1.0f);
+        sum[q] = VZERO();
+    }
+    int kk = 0, raised = 0;
+    for (; kk + KN <= nk; kk += KN)
+        raised += lazy_tile(j, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
+    if (kk < nk) raised += lazy_tile(j, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
+    return raised == 0;
+}
+
+/* One key block in two passes: its exact max, then the exponentials (the
+ * only way with a mask or bias, which change scores after the tiles'
+ * maxima). Sets alpha and sum as flash_block_lazy does; returns whether
+ * the next block may go lazily. */
+static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *qt, int64_t i0,
+                                               int64_t nr, int64_t jb, int nk, float *st,
+                                               V m[QV], V alpha[QV], V sum[QV])
+{
+    V bm[QV], mu[QV];
+    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+    for (int kk = 0; kk < nk; kk += KN) {
+        int kn = nk - kk < KN ? nk - kk : KN;
+        score_tile(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+    }
+    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+    for (int kk = 0; kk < nk; kk++)
+        UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+    UNROLL for (int q = 0; q < QV; q++) {
+        /* a row with nothing allowed yet keeps max -inf: subtract 0
+         * instead, so exp gives 0 rather than NaN */
+        mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
+        alpha[q] = VEXP(VSUB(m[q], mu[q]));
+        m[q] = bm[q];
+        sum[q] = VZERO();
+    }
+    for (int kk = 0; kk < nk; kk++)
+        UNROLL for (int q = 0; q < QV; q++) {
+            V p = VEXP(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
+            sum[q] = VADD(sum[q], p);
+            VSTORE(st + kk * QB + q * VW, p);
+        }
+    return !j->mask && !j->bias;
+}
+
+/* O^T = O^T alpha + V^T P^T for one key block (nk keys from jb). Causal
+ * blocks on the diagonal go in runs of VW keys, each run skipping the query
+ * vectors that see none of it; alpha applies on the first run only. */
+static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, const float *st,
+                                             int64_t i0, int64_t jb, int nk, const V alpha[QV])
+{
+    const float *vb = j->v + jb * j->v_stride;
+    if (!j->causal || jb + nk <= i0 + VW) {
+        pv_cols(ot, st, nk, vb, j->v_stride, j->dv, alpha, 0);
+        return;
+    }
+    V one[QV];
+    UNROLL for (int q = 0; q < QV; q++) one[q] = VSET1(1.0f);
+    for (int s0 = 0; s0 < nk;) {
+        int64_t key = jb + s0;
+        int v0 = key - i0 < VW ? 0 : (int)((key - i0) / VW);
+        if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
+        int64_t e = i0 + (int64_t)(v0 + 1) * VW - jb;
+        int s1 = e > nk || v0 == QV - 1 ? nk : (int)e;
+        pv_cols(ot, st + s0 * QB, s1 - s0, vb + s0 * j->v_stride, j->v_stride, j->dv,
+                s0 == 0 ? alpha : one, v0);
+        s0 = s1;
+    }
+}
+
+/* O = O^T / l, transposed out to rows [i0, i0+nr); inv receives 1/l per
+ * lane (0 for a row with no allowed key, whose output is then zero). */
+static inline ALWAYS TGT void flash_store_o(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                            float *ot, const V l[QV], float inv[QB])
+{
+    UNROLL for (int q = 0; q < QV; q++) {
+        V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
+        VSTORE(inv + q * VW, VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO()));
+    }
+    /* O^T has the tile layout (columns x lanes): scale, then transpose out */
+    for (int64_t c = 0; c < j->dv; c++)
+        UNROLL for (int q = 0; q < QV; q++)
+            VSTORE(ot + c * QB + q * VW, VMUL(VLOAD(ot + c * QB + q * VW), VLOAD(inv + q * VW)));
+    for (int64_t c = 0; c < j->dv; c += BK) {
+        int n = j->dv - c < BK ? (int)(j->dv - c) : BK;
+        store_t(ot + c * QB, n, j->o + i0 * j->o_stride + c, j->o_stride, nr, 0);
+    }
+}
+
+/* One weight row's last pass: zeros outside [klo, khi), and each key
+ * block's P from src times its factor f[b * QB] (see flash_weights). With
+ * stream, whole aligned vectors go straight to memory. */
+static inline ALWAYS TGT void flash_weight_row(float *wr, const float *src, int64_t klo,
+                                               int64_t khi, int64_t lk, const float *f,
+                                               int stream)
+{
+    for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
+    for (int64_t t = khi; t < lk; t++) wr[t] = 0.0f;
+    for (int64_t b = 0; klo + b * BK < khi; b++) {
+        int64_t at = klo + b * BK;
+        int64_t n = khi - at < BK ? khi - at : BK;
+        float fs = f[b * QB];
+        V fv = VSET1(fs);
+        int64_t t = 0;
+        if (stream) {
+            /* unaligned head, then whole vectors straight to memory */
+            for (; t < n && ((uintptr_t)(wr + at + t) & (VW * sizeof(float) - 1)) != 0; t++)
+                wr[at + t] = src[at + t] * fs;
+            for (; t + VW <= n; t += VW) VSTREAM(wr + at + t, VMUL(VLOAD(src + at + t), fv));
+        } else {
+            for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(src + at + t), fv));
+        }
+        if (t < n) {
+            VM tm = VTAILMASK((int)(n - t));
+            VSTOREM(wr + at + t, tm, VMUL(VLOADM(src + at + t, tm), fv));
+        }
+    }
+}
+
+/* The weights' last pass: each key block's P was taken against the max at
+ * its time (kept in mb), so it is rescaled by exp(max then - final max) /
+ * sum, from the staged copy (src, stride ss) or in place. */
+static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                            int64_t klo, int64_t khi, const V m[QV],
+                                            const float inv[QB], float *mb, const float *src,
+                                            int64_t ss, int stream)
+{
+    int64_t nblk = (khi - klo + BK - 1) / BK;
+    UNROLL for (int q = 0; q < QV; q++) {
+        V mf = VSEL(VISNINF(m[q]), VZERO(), m[q]), iv = VLOAD(inv + q * VW);
+        for (int64_t b = 0; b < nblk; b++) {
+            /* a block seen while the row had no allowed key holds only zeros */
+            V mbv = VLOAD(mb + b * QB + q * VW);
+            V f = VSEL(VISNINF(mbv), VZERO(), VMUL(VEXP(VSUB(mbv, mf)), iv));
+            VSTORE(mb + b * QB + q * VW, f);
+        }
+    }
+    for (int64_t r = 0; r < nr; r++)
+        flash_weight_row(j->w + (i0 + r) * j->w_stride, src + r * ss, klo, khi, j->lk, mb + r,
+                         stream);
+}
+
 /* One query block: the online-softmax loop over key blocks. Scratch: qt
  * (d x QB), st (BK x QB), ot (dv x QB), and with weights mb (one QB row per
  * key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
  * block's P (relative to the running max then) goes to the weight rows, its
- * max to mb; one pass at the end rescales each block by
- * exp(max then - final max) / sum. For rows that fit, P is staged in pb and
- * that last pass writes the weights once from it (non-temporal): the
- * caller's buffer is touched once, not written, read back and written
- * again. */
-static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                     float *qt, float *st, float *ot, float *mb, float *pb)
+ * max to mb; flash_weights rescales them at the end. For rows that fit, P
+ * is staged in pb and that last pass writes the weights once from it
+ * (non-temporal): the caller's buffer is touched once, not written, read
+ * back and written again. */
+static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                 float *qt, float *st, float *ot, float *mb, float *pb)
 {
-    FN(pack_t)(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
-    {
-        /* scale q once here rather than every score of every key block */
-        V sc = VSET1(j->scale);
-        for (int64_t p = 0; p < j->d; p++)
-            UNROLL for (int q = 0; q < QV; q++)
-                VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), sc));
-    }
+    flash_pack_q(j, i0, nr, qt);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     V m[QV], l[QV];
     UNROLL for (int q = 0; q < QV; q++) { m[q] = VSET1(-INFINITY); l[q] = VZERO(); }
     int64_t klo, khi;
-    FN(key_range)(j, i0, nr, &klo, &khi);
+    key_range(j, i0, nr, &klo, &khi);
     /* stream the weights once rows are long enough that caching them
      * costs more (a line read before each overwrite) than it saves;
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
@@ -532,188 +719,99 @@ static TGT void FN(sdpa_block_flash)(const attn_sdpa_job *j, int64_t i0, int64_t
     int lazy = 0;
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        V alpha[QV], mu[QV], sum[QV];
-        UNROLL for (int q = 0; q < QV; q++) sum[q] = VZERO();
-        if (lazy) {
-            /* exponentiate each tile while still in registers (lazy_tile) */
-            UNROLL for (int q = 0; q < QV; q++) {
-                mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
-                alpha[q] = VSET1(1.0f);
-            }
-            int kk = 0, raised = 0;
-            for (; kk + KN <= nk; kk += KN)
-                raised += FN(lazy_tile)(j, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
-            if (kk < nk) raised += FN(lazy_tile)(j, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
-            /* a raise costs a pass over the block so far: where the row
-             * maxima still climb (widely spread scores), the two-pass form
-             * of the next block is cheaper */
-            lazy = raised == 0;
-        } else {
-            /* two passes: the block's exact max, then the exponentials (the
-             * only way with a mask or bias, which change scores after the
-             * tiles' maxima) */
-            V bm[QV];
-            UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-            for (int kk = 0; kk < nk; kk += KN) {
-                int kn = nk - kk < KN ? nk - kk : KN;
-                FN(score_tile)(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
-            }
-            UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-            for (int kk = 0; kk < nk; kk++)
-                UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
-            UNROLL for (int q = 0; q < QV; q++) {
-                /* a row with nothing allowed yet keeps max -inf: subtract 0
-                 * instead, so exp gives 0 rather than NaN */
-                mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
-                alpha[q] = VEXPN(VSUB(m[q], mu[q]));
-                m[q] = bm[q];
-            }
-            for (int kk = 0; kk < nk; kk++)
-                UNROLL for (int q = 0; q < QV; q++) {
-                    V p = VEXPN(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
-                    sum[q] = VADD(sum[q], p);
-                    VSTORE(st + kk * QB + q * VW, p);
-                }
-            lazy = !j->mask && !j->bias;
-        }
+        V alpha[QV], sum[QV];
+        if (lazy) lazy = flash_block_lazy(j, qt, i0, jb, nk, st, m, alpha, sum);
+        else lazy = flash_block_exact(j, qt, i0, nr, jb, nk, st, m, alpha, sum);
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
             int64_t blk = (jb - klo) / BK;
             UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
-            FN(store_t)(st, nk, wdst + jb, wds, nr, stream && !staged);
+            store_t(st, nk, wdst + jb, wds, nr, stream && !staged);
         }
-        const float *vb = j->v + jb * j->v_stride;
-        if (!j->causal || jb + nk <= i0 + VW) {
-            FN(pv_cols)(ot, st, nk, vb, j->v_stride, j->dv, alpha, 0);
-        } else {
-            /* keys on the diagonal: in runs of VW, each run skipping the
-             * query vectors that see none of it; alpha only on the first */
-            V one[QV];
-            UNROLL for (int q = 0; q < QV; q++) one[q] = VSET1(1.0f);
-            for (int s0 = 0; s0 < nk;) {
-                int64_t key = jb + s0;
-                int v0 = key - i0 < VW ? 0 : (int)((key - i0) / VW);
-                if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
-                int64_t e = i0 + (int64_t)(v0 + 1) * VW - jb;
-                int s1 = e > nk || v0 == QV - 1 ? nk : (int)e;
-                FN(pv_cols)(ot, st + s0 * QB, s1 - s0, vb + s0 * j->v_stride, j->v_stride, j->dv,
-                            s0 == 0 ? alpha : one, v0);
-                s0 = s1;
-            }
-        }
+        flash_block_pv(j, ot, st, i0, jb, nk, alpha);
     }
     float inv[QB];
-    UNROLL for (int q = 0; q < QV; q++) {
-        V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
-        VSTORE(inv + q * VW, VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO()));
-    }
-    /* O^T has the tile layout (columns x lanes): scale, then transpose out */
-    for (int64_t c = 0; c < j->dv; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            VSTORE(ot + c * QB + q * VW, VMUL(VLOAD(ot + c * QB + q * VW), VLOAD(inv + q * VW)));
-    for (int64_t c = 0; c < j->dv; c += BK) {
-        int n = j->dv - c < BK ? (int)(j->dv - c) : BK;
-        FN(store_t)(ot + c * QB, n, j->o + i0 * j->o_stride + c, j->o_stride, nr, 0);
-    }
+    flash_store_o(j, i0, nr, ot, l, inv);
     if (!j->w) return;
     if (stream && !staged) VSFENCE(); /* non-temporal stores are weakly ordered */
-    int64_t nblk = (khi - klo + BK - 1) / BK;
-    UNROLL for (int q = 0; q < QV; q++) {
-        V mf = VSEL(VISNINF(m[q]), VZERO(), m[q]), iv = VLOAD(inv + q * VW);
-        for (int64_t b = 0; b < nblk; b++) {
-            /* a block seen while the row had no allowed key holds only zeros */
-            V mbv = VLOAD(mb + b * QB + q * VW);
-            V f = VSEL(VISNINF(mbv), VZERO(), VMUL(VEXPN(VSUB(mbv, mf)), iv));
-            VSTORE(mb + b * QB + q * VW, f);
-        }
-    }
-    for (int64_t r = 0; r < nr; r++) {
-        float *wr = j->w + (i0 + r) * j->w_stride;
-        const float *src = wdst + r * wds;
-        for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
-        for (int64_t t = khi; t < j->lk; t++) wr[t] = 0.0f;
-        for (int64_t b = 0; b < nblk; b++) {
-            int64_t at = klo + b * BK;
-            int64_t n = khi - at < BK ? khi - at : BK;
-            V f = VSET1(mb[b * QB + r]);
-            int64_t t = 0;
-            if (staged && stream) {
-                /* unaligned head, then whole vectors straight to memory */
-                while (t < n && ((uintptr_t)(wr + at + t) & (VW * sizeof(float) - 1)) != 0) {
-                    wr[at + t] = src[at + t] * mb[b * QB + r];
-                    t++;
-                }
-                for (; t + VW <= n; t += VW) VSTREAM(wr + at + t, VMUL(VLOAD(src + at + t), f));
-            } else {
-                for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(src + at + t), f));
-            }
-            if (t < n) {
-                VM tm = VTAILMASK((int)(n - t));
-                VSTOREM(wr + at + t, tm, VMUL(VLOADM(src + at + t, tm), f));
-            }
-        }
-    }
+    flash_weights(j, i0, nr, klo, khi, m, inv, mb, wdst, wds, staged && stream);
     if (stream && staged) VSFENCE();
 }
 
-/* Decode-sized query blocks (a few rows): one row at a time along d and dv,
- * online softmax over key chunks of BK, no padding to QB rows. */
-static TGT void FN(sdpa_rows)(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc)
+/* Scores of query row i against keys [jb, jb+nk) into sc (-inf where not
+ * allowed); returns their max, or m when that is larger. */
+static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, int64_t jb, int nk,
+                                             float *sc, float m)
 {
-    VM dm = VTAILMASK((int)(j->d % VW)), vm = VTAILMASK((int)(j->dv % VW));
-    int64_t df = j->d - j->d % VW, vf = j->dv - j->dv % VW;
+    VM dm = VTAILMASK((int)(j->d % VW));
+    int64_t df = j->d - j->d % VW;
+    const float *q = j->q + i * j->q_stride;
+    for (int kk = 0; kk < nk; kk++) {
+        int64_t t = jb + kk;
+        if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
+            (j->window >= 0 && (t - i > j->window || i - t > j->window)) || (j->causal && t > i)) {
+            sc[kk] = -INFINITY;
+            continue;
+        }
+        const float *k = j->k + t * j->k_stride;
+        V s = VZERO();
+        for (int64_t p = 0; p < df; p += VW) s = VFMA(VLOAD(q + p), VLOAD(k + p), s);
+        if (df < j->d) s = VFMA(VLOADM(q + df, dm), VLOADM(k + df, dm), s);
+        float x = VHSUM(s) * j->scale;
+        if (j->bias) x += j->bias[i * j->bias_stride + t];
+        sc[kk] = x;
+        if (x > m) m = x;
+    }
+    return m;
+}
+
+/* One key block of a decode row: P = e^(sc - mu) in place, acc (vf + VW
+ * floats, the output so far) times alpha = e^(m - mu) plus P V. Returns
+ * the sum of P. */
+static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, int nk, float *sc,
+                                            float m, float mu, float *acc, float *alpha)
+{
+    VM vm = VTAILMASK((int)(j->dv % VW));
+    int64_t vf = j->dv - j->dv % VW;
+    float alpha_s[VW], psum = 0.0f;
+    VSTORE(alpha_s, VEXP(VSUB(VSET1(m), VSET1(mu))));
+    int kk = 0;
+    for (; kk + VW <= nk; kk += VW) VSTORE(sc + kk, VEXP(VSUB(VLOAD(sc + kk), VSET1(mu))));
+    if (kk < nk) {
+        VM km = VTAILMASK(nk - kk);
+        VSTOREM(sc + kk, km, VEXP(VSUB(VLOADM(sc + kk, km), VSET1(mu))));
+    }
+    for (kk = 0; kk < nk; kk++) psum += sc[kk];
+    V a = VSET1(alpha_s[0]);
+    for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), a));
+    for (kk = 0; kk < nk; kk++) {
+        if (sc[kk] == 0.0f) continue;
+        const float *vr = j->v + (jb + kk) * j->v_stride;
+        V p = VSET1(sc[kk]);
+        int64_t c = 0;
+        for (; c < vf; c += VW) VSTORE(acc + c, VFMA(p, VLOAD(vr + c), VLOAD(acc + c)));
+        if (vf < j->dv) VSTORE(acc + c, VFMA(p, VLOADM(vr + c, vm), VLOAD(acc + c)));
+    }
+    *alpha = alpha_s[0];
+    return psum;
+}
+
+/* Decode-sized query blocks (a few rows): one row at a time along d and dv,
+ * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
+ * (BK floats), acc (dv + VW floats). */
+static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc)
+{
+    int64_t vf = j->dv - j->dv % VW;
     for (int64_t i = i0; i < i0 + nr; i++) {
-        const float *q = j->q + i * j->q_stride;
         float m = -INFINITY, l = 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi;
-        FN(key_range)(j, i, 1, &klo, &khi);
+        key_range(j, i, 1, &klo, &khi);
         for (int64_t jb = klo; jb < khi; jb += BK) {
             int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-            float bm = m;
-            for (int kk = 0; kk < nk; kk++) {
-                int64_t t = jb + kk;
-                if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
-                    (j->window >= 0 && (t - i > j->window || i - t > j->window)) || (j->causal && t > i)) {
-                    sc[kk] = -INFINITY;
-                    continue;
-                }
-                const float *k = j->k + t * j->k_stride;
-                V s = VZERO();
-                for (int64_t p = 0; p < df; p += VW) s = VFMA(VLOAD(q + p), VLOAD(k + p), s);
-                if (df < j->d) s = VFMA(VLOADM(q + df, dm), VLOADM(k + df, dm), s);
-                float x = VHSUM(s) * j->scale;
-                if (j->bias) x += j->bias[i * j->bias_stride + t];
-                sc[kk] = x;
-                if (x > bm) bm = x;
-            }
-            float mu = bm == -INFINITY ? 0.0f : bm;
-            float alpha_s[VW], psum = 0.0f;
-            {
-                V e = VEXP(VSUB(VSET1(m), VSET1(mu)));
-                VSTORE(alpha_s, e);
-            }
-            int kk = 0;
-            for (; kk + VW <= nk; kk += VW) {
-                V p = VEXP(VSUB(VLOAD(sc + kk), VSET1(mu)));
-                VSTORE(sc + kk, p);
-            }
-            if (kk < nk) {
-                VM km = VTAILMASK(nk - kk);
-                VSTOREM(sc + kk, km, VEXP(VSUB(VLOADM(sc + kk, km), VSET1(mu))));
-            }
-            for (kk = 0; kk < nk; kk++) psum += sc[kk];
-            V alpha = VSET1(alpha_s[0]);
-            for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), alpha));
-            for (kk = 0; kk < nk; kk++) {
-                if (sc[kk] == 0.0f) continue;
-                const float *vr = j->v + (jb + kk) * j->v_stride;
-                V p = VSET1(sc[kk]);
-                int64_t c = 0;
-                for (; c < vf; c += VW) VSTORE(acc + c, VFMA(p, VLOAD(vr + c), VLOAD(acc + c)));
-                if (vf < j->dv) VSTORE(acc + c, VFMA(p, VLOADM(vr + c, vm), VLOAD(acc + c)));
-            }
-            l = l * alpha_s[0] + psum;
+            float bm = decode_scores(j, i, jb, nk, sc, m), alpha;
+            float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
+            l = l * alpha + psum;
             m = bm;
         }
         float inv = l > 0.0f ? 1.0f / l : 0.0f;
@@ -722,9 +820,20 @@ static TGT void FN(sdpa_rows)(const attn_sdpa_job *j, int64_t i0, int64_t nr, fl
     }
 }
 
-static TGT void FN(sdpa_task)(void *arg, int64_t task, int worker)
+/* Work shared by the tasks of one sdpa_run. */
+typedef struct {
+    const attn_sdpa_job *jobs;
+    const int64_t *first; /* first task of each job; first[n] = total */
+    size_t n;
+    float *scratch;
+    size_t per_worker;    /* floats */
+    int64_t maxd;
+    int64_t maxblk;       /* key blocks of the longest row with weights */
+} sdpa_args;
+
+static TGT void sdpa_task(void *arg, int64_t task, int worker)
 {
-    const FN(sdpa_args) *s = arg;
+    const sdpa_args *s = arg;
     size_t lo = 0, hi = s->n; /* the job whose task range holds task */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
@@ -738,44 +847,62 @@ static TGT void FN(sdpa_task)(void *arg, int64_t task, int worker)
     if (j->lq < QB / 4 && !j->w) {
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
-        FN(sdpa_rows)(j, i0, nr, scr, scr + BK);
+        sdpa_rows(j, i0, nr, scr, scr + BK);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
     float *mb = ot + (size_t)s->maxd * QB;
-    FN(sdpa_block_flash)(j, i0, nr, qt, st, ot, mb, mb + (size_t)(s->maxblk + 1) * QB);
+    sdpa_block_flash(j, i0, nr, qt, st, ot, mb, mb + (size_t)(s->maxblk + 1) * QB);
 }
 
-static TGT int FN(sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads)
+/* Sizes for n jobs: per-worker scratch in a (qt + st + ot, + mb + pb with
+ * weights; the row path needs less), and with first not NULL each job's
+ * first task (first[n] = all of them). Returns the work, for the thread
+ * count. The sizes are bounded by buffers the caller holds (and pb by
+ * STAGE_LK), so they fit. */
+static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int64_t *first, sdpa_args *a)
 {
-    if (n == 0) return 0;
-    int64_t *first = malloc((n + 1) * sizeof *first);
-    if (!first) return -1;
-    int64_t maxd = 1, maxblk = 0, maxstage = 0;
+    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0;
     double work = 0;
-    first[0] = 0;
     for (size_t i = 0; i < n; i++) {
         const attn_sdpa_job *j = &jobs[i];
         int64_t rows = j->lq < QB / 4 && !j->w ? QB / 4 : QB;
-        first[i + 1] = first[i] + (j->lq + rows - 1) / rows;
+        if (first) first[i] = tasks;
+        tasks += (j->lq + rows - 1) / rows;
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
         if (j->w && j->lk <= STAGE_LK && j->lk > maxstage) maxstage = j->lk;
         work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
     }
-    if (work < 2e5) threads = 1;
-    if (threads < 1) threads = 1;
-    FN(sdpa_args) a = {jobs, first, n, NULL, 0, maxd, maxblk};
-    /* qt + st + ot (+ mb + pb) per worker; the row path needs less than
-     * that. The sizes are bounded by buffers the caller holds (and pb by
-     * STAGE_LK), so they fit. Rounded to whole cache lines. */
-    a.per_worker = (size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB;
-    a.scratch = aligned_alloc(64, ((size_t)threads * a.per_worker * sizeof(float) + 63) / 64 * 64);
-    if (!a.scratch) { free(first); return -1; }
-    attn_pool_run(threads, first[n], FN(sdpa_task), &a);
-    free(a.scratch);
-    free(first);
-    return 0;
+    if (first) first[n] = tasks;
+    a->maxd = maxd;
+    a->maxblk = maxblk;
+    a->per_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB);
+    return work;
+}
+
+/* Scratch sdpa_run needs for these jobs on up to `threads` threads: the
+ * task index (n + 1 int64), then per_worker floats a worker. */
+static size_t sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads)
+{
+    if (n == 0) return 0;
+    sdpa_args a;
+    sdpa_plan(jobs, n, NULL, &a);
+    size_t index = LINES((n + 1) * 2) * sizeof(float);
+    return index + (size_t)(threads < 1 ? 1 : threads) * a.per_worker * sizeof(float);
+}
+
+/* The n jobs of attn_sdpa_run, in scratch of sdpa_scratch_bytes (64-byte
+ * aligned). */
+static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch)
+{
+    if (n == 0) return;
+    int64_t *first = scratch;
+    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0};
+    double work = sdpa_plan(jobs, n, first, &a);
+    a.scratch = (float *)scratch + LINES((n + 1) * 2);
+    if (work < 2e5 || threads < 1) threads = 1;
+    attn_pool_run(threads, first[n], sdpa_task, &a);
 }

@@ -503,11 +503,11 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
     float *hw = piece[7];
 
     if (fused) {
-        attn_gemm_nt(B * Lq, qw, E, qx, E, pl->wq, E, pl->bq, qp, qw, threads);
+        attn_gemm_nt_heap(B * Lq, qw, E, qx, E, pl->wq, E, pl->bq, qp, qw, threads);
     } else {
-        attn_gemm_nt(B * Lq, E, E, qx, E, pl->wq, E, pl->bq, qp, E, threads);
-        attn_gemm_nt(B * Lk, ekv, kd, kx, kd, pl->wk, kd, pl->bk, kp, ekv, threads);
-        attn_gemm_nt(B * Lk, ekv, vd, vx, vd, pl->wv, vd, pl->bv, vp, ekv, threads);
+        attn_gemm_nt_heap(B * Lq, E, E, qx, E, pl->wq, E, pl->bq, qp, E, threads);
+        attn_gemm_nt_heap(B * Lk, ekv, kd, kx, kd, pl->wk, kd, pl->bk, kp, ekv, threads);
+        attn_gemm_nt_heap(B * Lk, ekv, vd, vx, vd, pl->wv, vd, pl->bv, vp, ekv, threads);
     }
 
     float scale = (float)(1.0 / sqrt((double)hd));
@@ -560,10 +560,10 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
             }
         }
         if (!hard) {
-            if (attn_sdpa_run(sj, n, threads) != 0)
+            if (attn_sdpa_run_heap(sj, n, threads) != 0)
                 return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory in the attention kernel");
         } else {
-            if ((st = attn_rows_run(rj, n, threads, err)) != ATTN_OK)
+            if ((st = attn_rows_run_heap(rj, n, threads, err)) != ATTN_OK)
                 return st;
         }
         if (avg) { /* torch averages the per-head softmax weights */
@@ -577,7 +577,7 @@ static attn_status mha_run(attn_ctx *ctx, const attn_mha_request *req, const mpl
             }
         }
     }
-    attn_gemm_nt(B * Lq, E, E, ao, E, pl->wo, E, pl->bo, output, E, threads);
+    attn_gemm_nt_heap(B * Lq, E, E, ao, E, pl->wo, E, pl->bo, output, E, threads);
     if (req->residual_norm) {
         int64_t n = B * Lq * E;
         for (int64_t e = 0; e < n; e++)

@@ -1,26 +1,30 @@
 /* rows.c - attention computed one query row at a time (scores, softmax,
  * weighted sum of values), for the rules whose scores are not a plain
  * scaled dot product and for hard attention. Rows are tasks on the
- * kernels' thread pool; scratch is three rows of Lk floats per worker,
- * plus, for the tanh scores, each job's keys packed once as a transposed
- * panel the SIMD score kernel streams through (rowsimd.c). The Lq x Lk
- * matrix is only written when wanted. */
+ * kernels' thread pool; the caller's scratch (attn_rows_scratch_bytes)
+ * holds three rows of Lk floats per worker (and the dot scores' GEMM
+ * scratch), plus, for the tanh scores, each job's keys packed once as a
+ * transposed panel the SIMD score kernel streams through (rows_tmpl.h).
+ * The Lq x Lk matrix is only written when wanted. */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
+#include "kernels_isa.h"
 #include "pool.h"
-#include "rowsimd.h"
 
 /* Below this many multiply-adds (rough) a request runs on one thread:
  * waking the pool would cost more than it saves. */
 #define ROWS_SERIAL_WORK 200000.0
 
+/* Scratch is handed out in whole cache lines (64 bytes, 16 floats). */
+#define LINE_FLOATS 16
+
 typedef struct {
     const attn_row_job *jobs;
-    const attn_rowsimd *k;
-    int64_t lq, lk, ldb; /* ldb: lk rounded up to ATTN_ROWSIMD_PAD */
-    float *scratch;      /* 3 * ldb floats per worker */
+    const attn_kernel_set *k;
+    int64_t lq, lk, ldb; /* ldb: lk rounded up to ATTN_ROW_PAD */
+    float *scratch;      /* per_worker floats a worker: s, tmp, w rows, gemm */
+    int64_t per_worker;
     float *panels;       /* tanh jobs: d x ldb floats per job, else NULL */
     int64_t panel_floats;
 } rows_run;
@@ -48,7 +52,8 @@ static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
     const float *a = jb->a + i * jb->a_stride;
     switch (jb->kind) {
     case ATTN_SCORE_DOT:
-        attn_gemm_nt(1, jb->lk, jb->d, a, jb->a_stride, jb->b, jb->b_stride, NULL, s, jb->lk, 1);
+        attn_gemm_nt(1, jb->lk, jb->d, a, jb->a_stride, jb->b, jb->b_stride, NULL, s, jb->lk, 1,
+                     s + 3 * r->ldb);
         if (jb->scale != 1.0f)
             for (int64_t j = 0; j < jb->lk; j++)
                 s[j] *= jb->scale;
@@ -70,7 +75,7 @@ static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
 static void rows_task(void *arg, int64_t row, int worker)
 {
     rows_run *r = arg;
-    float *s = r->scratch + (size_t)worker * 3 * (size_t)r->ldb;
+    float *s = r->scratch + (size_t)worker * (size_t)r->per_worker;
     float *tmp = s + r->ldb;
     float *wrow = tmp + r->ldb;
     int64_t job = row / r->lq, i = row % r->lq;
@@ -110,40 +115,64 @@ static void pack_task(void *arg, int64_t t, int worker)
     }
 }
 
-attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads,
+/* Sizes of a run: ldb, the per-worker floats and the panel floats (total
+ * and per job). Returns 0 when they overflow. */
+static int rows_sizes(const attn_row_job *jobs, size_t n, int threads, int64_t *ldb,
+                      int64_t *per_worker, int64_t *panels, int64_t *panel_floats)
+{
+    int64_t lk = jobs[0].lk, d = jobs[0].d, gemm = 0, per;
+    *ldb = (lk + ATTN_ROW_PAD - 1) / ATTN_ROW_PAD * ATTN_ROW_PAD;
+    *panels = *panel_floats = 0;
+    if (jobs[0].kind == ATTN_SCORE_DOT)
+        gemm = (int64_t)(attn_gemm_scratch_bytes(1, lk, d, 1) / sizeof(float));
+    *per_worker = (3 * *ldb + gemm + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
+    if (!attn_size_mul(*per_worker, threads < 1 ? 1 : threads, &per) ||
+        (uint64_t)per > SIZE_MAX / sizeof(float))
+        return 0;
+    if (jobs[0].kind != ATTN_SCORE_TANH)
+        return 1;
+    return attn_size_mul(d, *ldb, panel_floats) &&
+           attn_size_mul((int64_t)n, *panel_floats, panels) &&
+           (uint64_t)*panels <= SIZE_MAX / sizeof(float) - (uint64_t)per;
+}
+
+size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads)
+{
+    int64_t ldb, per_worker, panels, panel_floats;
+    if (n == 0)
+        return 0;
+    if (!rows_sizes(jobs, n, threads, &ldb, &per_worker, &panels, &panel_floats))
+        return SIZE_MAX;
+    return ((size_t)per_worker * (size_t)(threads < 1 ? 1 : threads) + (size_t)panels) *
+           sizeof(float);
+}
+
+attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads, void *scratch,
                           attn_error *err)
 {
     if (n == 0)
         return ATTN_OK;
-    int64_t lq = jobs[0].lq, lk = jobs[0].lk, rows, per, panels = 0;
+    int64_t lq = jobs[0].lq, lk = jobs[0].lk, rows, ldb, per_worker, panels, panel_floats;
     int tanh = jobs[0].kind == ATTN_SCORE_TANH;
     int64_t d = jobs[0].d, dv = jobs[0].dv;
     if (threads < 1)
         threads = 1;
-    int64_t ldb = (lk + ATTN_ROWSIMD_PAD - 1) / ATTN_ROWSIMD_PAD * ATTN_ROWSIMD_PAD;
-    int64_t panel_floats = 0;
     for (size_t t = 1; t < n; t++)
         if (jobs[t].kind != jobs[0].kind || jobs[t].d != d)
             return attn_fail(err, ATTN_ERR_ARG, "", "attn_rows_run: jobs of different kinds");
-    if (!attn_size_mul((int64_t)n, lq, &rows) || !attn_size_mul(ldb, 3 * (int64_t)threads, &per) ||
-        (uint64_t)per > SIZE_MAX / sizeof(float) ||
-        (tanh && (!attn_size_mul(d, ldb, &panel_floats) ||
-                  !attn_size_mul((int64_t)n, panel_floats, &panels) ||
-                  (uint64_t)panels > SIZE_MAX / sizeof(float) - (uint64_t)per)))
+    if (!attn_size_mul((int64_t)n, lq, &rows) ||
+        !rows_sizes(jobs, n, threads, &ldb, &per_worker, &panels, &panel_floats))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
+    float *mem = scratch;
+    rows_run r = {jobs, attn_kernels_active(), lq, lk, ldb, mem, per_worker,
+                  tanh ? mem + per_worker * threads : NULL, panel_floats};
     double work = (double)rows * (double)lk * ((double)dv + (tanh ? 16.0 * (double)d : 1.0));
     if (work < ROWS_SERIAL_WORK)
         threads = 1;
     if (threads > rows)
         threads = (int)rows;
-    float *mem = malloc((size_t)(per + panels) * sizeof(float));
-    if (!mem)
-        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for scratch space");
-    rows_run r = {jobs, attn_rowsimd_get(), lq, lk, ldb, mem, tanh ? mem + per : NULL,
-                  panel_floats};
     if (tanh)
         attn_pool_run(threads, (int64_t)n, pack_task, &r);
     attn_pool_run(threads, rows, rows_task, &r);
-    free(mem);
     return ATTN_OK;
 }

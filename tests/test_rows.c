@@ -1,4 +1,4 @@
-/* test_rows.c - the row driver's SIMD kernels (lib/rowsimd.c) against
+/* test_rows.c - the row driver's SIMD kernels (lib/rows_tmpl.h) against
  * double-precision references, for every variant the CPU supports:
  *   - tanh over every float32 in [0, 20] (--step N: every Nth bit pattern;
  *     default 1), plus the specials (+-0, subnormals, +-inf, NaN, the
@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "rowsimd.h"
+#include "kernels_isa.h"
 
 #define TANH_REL_TOL 1e-6 /* about 8 ulp; Cephes tanhf itself is ~1-2 */
 #define TANH_ABS_TOL 1e-7
@@ -41,7 +41,7 @@ static float f_of(uint32_t u)
 }
 
 /* Every step-th float in [0, 20], in chunks through the variant's tanh. */
-static void sweep(const attn_rowsimd *k, uint32_t step)
+static void sweep(const attn_kernel_set *k, uint32_t step)
 {
     enum { CH = 4096 };
     static float x[CH], y[CH];
@@ -69,7 +69,7 @@ static void sweep(const attn_rowsimd *k, uint32_t step)
         fail("tanh: max rel %.3g, max abs %.3g (x=%.9g)", k->name, max_rel, max_abs, at_rel);
 }
 
-static void specials(const attn_rowsimd *k)
+static void specials(const attn_kernel_set *k)
 {
     const float in[] = {0.0f, -0.0f, 1e-45f, -1e-45f, 1e-38f, 3e-8f, -3e-8f, 0.6249999f,
                         0.625f, -0.625f, 9.0f, 9.1f, 9.2f, -9.2f, 88.0f, 3e38f, -3e38f,
@@ -109,11 +109,11 @@ static double uni(void) /* xorshift64, [0, 1) */
     return (double)(rng >> 11) * 0x1p-53;
 }
 
-static void kernels(const attn_rowsimd *k, int trials)
+static void kernels(const attn_kernel_set *k, int trials)
 {
     for (int t = 0; t < trials; t++) {
         int64_t lk = 1 + (int64_t)(uni() * 150), d = 1 + (int64_t)(uni() * 70);
-        int64_t ldb = (lk + ATTN_ROWSIMD_PAD - 1) / ATTN_ROWSIMD_PAD * ATTN_ROWSIMD_PAD;
+        int64_t ldb = (lk + ATTN_ROW_PAD - 1) / ATTN_ROW_PAD * ATTN_ROW_PAD;
         int64_t j0 = (int64_t)(uni() * (double)lk), j1 = j0 + 1 + (int64_t)(uni() * (double)(lk - j0));
         double spread = t % 3 == 0 ? 0.01 : t % 3 == 1 ? 2.0 : 12.0;
         float *a = malloc(sizeof(float) * (size_t)d), *vw = malloc(sizeof(float) * (size_t)d);
@@ -194,7 +194,7 @@ int main(int argc, char **argv)
         step = 1;
     const char *isas[] = {"avx512", "avx2", "generic"};
     for (int v = 0; v < 3; v++) {
-        const attn_rowsimd *k = attn_rowsimd_find(isas[v]);
+        const attn_kernel_set *k = attn_kernels_find(isas[v]);
         if (!k) {
             printf("[%s] not supported by this CPU: skipped\n", isas[v]);
             continue;

@@ -1,0 +1,113 @@
+/* simd_avx2.h - the vector vocabulary for AVX2 + FMA (8 float lanes, 16
+ * registers), the words kernels_tmpl.h and rows_tmpl.h are written in (see
+ * simd_generic.h for what each word means). Compiled through a function
+ * target attribute, so the build needs no -march flag; kernels.c calls
+ * these kernels only on CPUs that have the instructions. */
+#ifndef ATTN_SIMD_AVX2_H
+#define ATTN_SIMD_AVX2_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#define ISA_NAME(x) attn_##x##_avx2
+#define TGT __attribute__((target("avx2,fma")))
+#define V __m256
+#define VM __m256
+#define VW 8
+#define QV 2 /* 16 query rows per block */
+#define KN 6 /* score tile 6 x 2 vectors: 12 accumulators */
+#define CN 6
+#define RN 3 /* tanh score vectors per pass over h: three tanh chains */
+#define WN 4 /* weighted-sum column vectors per pass over the keys */
+
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VLOADM(p, m) _mm256_maskload_ps(p, _mm256_castps_si256(m))
+#define VSTOREM(p, m, v) _mm256_maskstore_ps(p, _mm256_castps_si256(m), v)
+#define VTAILMASK(n) attn_lanes_avx2(0, (n) ? (n) - 1 : 7)
+#define VLANES(l, h) attn_lanes_avx2(l, h)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VZERO() _mm256_setzero_ps()
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VFNMA(a, b, c) _mm256_fnmadd_ps(a, b, c)
+#define VMUL(a, b) _mm256_mul_ps(a, b)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VSUB(a, b) _mm256_sub_ps(a, b)
+#define VMAX(a, b) _mm256_max_ps(a, b)
+#define VMIN(a, b) _mm256_min_ps(a, b)
+#define VDIV(a, b) _mm256_div_ps(a, b)
+#define VABS(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)
+#define VCOPYSIGN(y, x) _mm256_or_ps(y, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
+#define VROUND(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VPOW2N(y, n) attn_pow2n_avx2(y, n)
+#define VSEL(m, a, b) _mm256_blendv_ps(b, a, m)
+#define VCMPLT(a, b) _mm256_cmp_ps(a, b, _CMP_LT_OQ)
+#define VISNINF(x) _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ)
+#define VGTZERO(x) _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)
+#define VANYGT(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ)) != 0)
+#define VHSUM(v) attn_hsum_avx2(v)
+#define VHMAX(v) attn_hmax_avx2(v)
+#define VSTREAM(p, v) _mm256_stream_ps(p, v)
+#define VSFENCE() _mm_sfence()
+#define VTRANSPOSE(r) attn_transpose_avx2(r)
+
+#define SIMD_INLINE static inline __attribute__((always_inline)) TGT
+
+/* In-place 8 x 8 transpose: unpack, shuffle, then swap 128-bit halves. */
+SIMD_INLINE void attn_transpose_avx2(__m256 r[8])
+{
+    __m256 t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
+        t[4 + k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);
+    }
+    for (int k = 0; k < 8; k++) r[k] = t[k];
+}
+
+/* Lanes l..h (inclusive) set, as a float mask. */
+SIMD_INLINE __m256 attn_lanes_avx2(int l, int h)
+{
+    __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i ge = _mm256_cmpgt_epi32(iota, _mm256_set1_epi32(l - 1));
+    __m256i le = _mm256_cmpgt_epi32(_mm256_set1_epi32(h + 1), iota);
+    return _mm256_castsi256_ps(_mm256_and_si256(ge, le));
+}
+
+SIMD_INLINE float attn_hsum_avx2(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+SIMD_INLINE float attn_hmax_avx2(__m256 v)
+{
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* y * 2^n for whole n <= 127, built in the exponent field; n below -126
+ * (a result under the least normal float, -inf's included) gives 0. */
+SIMD_INLINE __m256 attn_pow2n_avx2(__m256 y, __m256 n)
+{
+    __m256 tiny = _mm256_cmp_ps(n, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+#undef SIMD_INLINE
+#endif /* ATTN_SIMD_AVX2_H */

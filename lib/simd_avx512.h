@@ -1,0 +1,85 @@
+/* simd_avx512.h - the vector vocabulary for AVX-512 (16 float lanes, 32
+ * registers), the words kernels_tmpl.h and rows_tmpl.h are written in (see
+ * simd_generic.h for what each word means). Compiled through a function
+ * target attribute, so the build needs no -march flag; kernels.c calls
+ * these kernels only on CPUs that have the instructions. */
+#ifndef ATTN_SIMD_AVX512_H
+#define ATTN_SIMD_AVX512_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+
+#define ISA_NAME(x) attn_##x##_avx512
+#define TGT __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+#define V __m512
+#define VM __mmask16
+#define VW 16
+#define QV 4 /* 64 query rows per block */
+#define KN 6 /* score tile 6 x 4 vectors: 24 accumulators */
+#define CN 6
+#define RN 4 /* tanh score vectors per pass over h: four tanh chains */
+#define WN 4 /* weighted-sum column vectors per pass over the keys */
+
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VLOADM(p, m) _mm512_maskz_loadu_ps(m, p)
+#define VSTOREM(p, m, v) _mm512_mask_storeu_ps(p, m, v)
+#define VTAILMASK(n) ((__mmask16)((n) ? (1u << (n)) - 1u : 0xFFFFu))
+#define VLANES(l, h) ((__mmask16)(((1u << ((h) + 1)) - 1u) & ~((1u << (l)) - 1u)))
+#define VSET1(x) _mm512_set1_ps(x)
+#define VZERO() _mm512_setzero_ps()
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VFNMA(a, b, c) _mm512_fnmadd_ps(a, b, c)
+#define VMUL(a, b) _mm512_mul_ps(a, b)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VSUB(a, b) _mm512_sub_ps(a, b)
+#define VMAX(a, b) _mm512_max_ps(a, b)
+#define VMIN(a, b) _mm512_min_ps(a, b)
+#define VDIV(a, b) _mm512_div_ps(a, b)
+#define VABS(x) _mm512_abs_ps(x)
+#define VCOPYSIGN(y, x) _mm512_or_ps(y, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)))
+#define VROUND(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define VPOW2N(y, n) _mm512_scalef_ps(y, n) /* underflows to 0, -inf included */
+#define VSEL(m, a, b) _mm512_mask_blend_ps(m, b, a)
+#define VCMPLT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
+#define VISNINF(x) _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)
+#define VGTZERO(x) _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ)
+#define VANYGT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) != 0)
+#define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VHMAX(v) _mm512_reduce_max_ps(v)
+#define VSTREAM(p, v) _mm512_stream_ps(p, v)
+#define VSFENCE() _mm_sfence()
+#define VTRANSPOSE(r) attn_transpose_avx512(r)
+
+/* In-place 16 x 16 transpose: 2x2 blocks by unpack, 4x4 by shuffle, then
+ * the 128-bit lanes by two rounds of shuffle_f32x4. */
+static inline __attribute__((always_inline)) TGT void attn_transpose_avx512(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    /* r[4g+k], 128-bit lane L: column 4L+k of rows 4g..4g+3 */
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
+        t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
+        r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);
+        r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
+        r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
+    }
+}
+
+#endif /* ATTN_SIMD_AVX512_H */
