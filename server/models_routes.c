@@ -347,7 +347,7 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
     if (!rc)
         rc = tr_source(in, &a, ids, &n, e);
     if (!rc) {
-        mdl_opts o = {a.beam, a.max_len, 1, NULL, 0};
+        mdl_opts o = {.beam = a.beam, .max_len = a.max_len, .want_attention = 1};
         mdl_result r;
         char err[MDL_ERR_LEN];
         attn_ctx *ctx = srv_ctx_acquire(0);
