@@ -401,8 +401,9 @@ MDL_SRC  = $(wildcard models/*.c)
 MDL_OBJ  = $(MDL_SRC:%.c=$(BUILD)/%.o)
 MDL_LIB  = $(BUILD)/libmdl.a
 TEST_MODELS = $(BUILD)/test_models
-MODELS_N ?= 2000
-MODELS_ATTN ?= 200
+MODELS_N ?= 300
+MODELS_ATTN ?= 100
+MODELS_REF_N ?= 2000
 
 $(BUILD)/models/%.o: ALL_CFLAGS += -O3
 $(BUILD)/tests/test_models.o $(BUILD)/bench/bench_models.o $(BUILD)/server/models_routes.o: ALL_CFLAGS += -Imodels
@@ -414,10 +415,14 @@ $(MDL_LIB): $(MDL_OBJ)
 $(TEST_MODELS): $(BUILD)/tests/test_models.o $(MDL_LIB) $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
-.PHONY: test-models models-ref bench-models test-models-smoke
+.PHONY: test-models test-models-full models-ref bench-models test-models-smoke
 test-models: $(TEST_MODELS) $(SERVER)
 	$(PYTHON) tests/models_ref.py prepare $(BUILD)/models_ref --n-attn $(MODELS_ATTN)
 	$(TEST_MODELS) --ref $(BUILD)/models_ref --n $(MODELS_N) --server $(SERVER) --log $(BUILD)/test_models_server.log
+
+# Every sentence of the reference (MODELS_REF_N, up to the whole test split).
+test-models-full: $(TEST_MODELS) $(SERVER)
+	$(MAKE) --no-print-directory test-models MODELS_N=2000 MODELS_ATTN=2000
 
 # Greedy and beam-4 translation of a ~10-word sentence, C against the
 # PyTorch definition, one thread each (bench/translate_bench.py).
@@ -429,8 +434,11 @@ $(BENCH_MODELS): $(BUILD)/bench/bench_models.o $(MDL_LIB) $(STATIC)
 bench-models: $(BENCH_MODELS)
 	$(PYTHON) bench/translate_bench.py $(BUILD) $(if $(MODELS_DIR),--weights $(MODELS_DIR))
 
+# The four models in parallel processes (minutes for 2000 sentences).
 models-ref:
-	$(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n 2000
+	for m in concat additive general transformer; do \
+	  $(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n $(MODELS_REF_N) --models $$m & \
+	done; wait
 
 # training/train.py --smoke for the four models (make models-smoke): ~40 s on
 # a loaded machine, so not in `make test`.

@@ -21,6 +21,7 @@ static char weights_dir[1024], ref_dir[1024], out_dir[1024];
 static int attn_sentences = 0, max_sentences = 2000;
 static int trained; /* the shipped weights (else random ones: ties are more frequent, 2 allowed) */
 static mdl_tok *tok;
+static attn_ctx *ctx; /* one thread, reused by every decode of the main thread */
 
 static int check(int ok, const char *what, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int check(int ok, const char *what, const char *fmt, ...)
@@ -185,7 +186,7 @@ static double forced(const mdl_model *m, const int32_t *src, int ns, const int32
     mdl_result r;
     char err[MDL_ERR_LEN];
     double sum = 0;
-    if (!check(mdl_translate(m, NULL, src, ns, &o, &r, err, sizeof err) == 0, "forced", "%s", err))
+    if (!check(mdl_translate(m, ctx, src, ns, &o, &r, err, sizeof err) == 0, "forced", "%s", err))
         return 0;
     for (int i = 0; i < n; i++)
         sum += lp[i] = r.logp[i];
@@ -225,7 +226,7 @@ static int compare_one(const mdl_model *m, const int32_t *src, int ns, const int
     mdl_result r;
     char err[MDL_ERR_LEN];
     double t0 = now_ms();
-    if (!check(mdl_translate(m, NULL, src, ns, &o, &r, err, sizeof err) == 0, "translate", "%s", err))
+    if (!check(mdl_translate(m, ctx, src, ns, &o, &r, err, sizeof err) == 0, "translate", "%s", err))
         return 0;
     *(beam > 1 ? &st->ms_beam : &st->ms_greedy) += now_ms() - t0;
     int same = r.n_out == nw && !memcmp(r.out, want, sizeof(int32_t) * (size_t)nw);
@@ -878,6 +879,7 @@ int main(int argc, char **argv)
     if (!check(tok != NULL, "tokenizer load", "%s", err))
         return 1;
     read_split();
+    ctx = attn_ctx_new(1);
     test_tokenizer();
     test_weight_files();
     for (int i = 0; i < 4; i++) {
@@ -895,6 +897,7 @@ int main(int argc, char **argv)
             mdl_free(ok ? models[i] : NULL);
     }
     mdl_tok_free(tok);
+    attn_ctx_free(ctx);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail != 0;
 }
