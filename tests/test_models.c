@@ -158,7 +158,7 @@ static void read_split(void)
 #define RECOMPUTE_SENTENCES 50
 
 typedef struct {
-    int sentences, greedy_same, beam_same, attn_checked, ties, real, re_same, re_n;
+    int sentences, greedy_same, beam_same, attn_checked, ties, real, re_same, re_n, text_n, text_same;
     double max_diff, ms_greedy, ms_beam;
 } model_stats;
 
@@ -254,6 +254,72 @@ static int compare_one(const mdl_model *m, const int32_t *src, int ns, const int
     return same;
 }
 
+/* Line i of a file read whole (lines split in place), or NULL. */
+static char **read_lines(const char *path, int *n)
+{
+    char *all = read_all(path, NULL);
+    *n = 0;
+    if (!all)
+        return NULL;
+    char **l = calloc(4096, sizeof *l);
+    for (char *p = all; *p && *n < 4096;) {
+        l[(*n)++] = p;
+        char *e = strchr(p, '\n');
+        if (!e)
+            break;
+        *e = '\0';
+        p = e + 1;
+    }
+    return l;
+}
+
+/* Sentences past the id reference: the C translation's text against
+ * training/outputs/test.NAME.{greedy,beam4}.txt (evaluate.py, translate.py on
+ * the shipped weights). */
+static void test_outputs(const mdl_model *m, const char *name, model_stats *st)
+{
+    char path[1200];
+    int ng, nb;
+    snprintf(path, sizeof path, "training/outputs/test.%s.greedy.txt", name);
+    char **g = read_lines(path, &ng);
+    snprintf(path, sizeof path, "training/outputs/test.%s.beam4.txt", name);
+    char **b = read_lines(path, &nb);
+    for (int i = st->sentences; g && b && i < max_sentences && i < split.n && i < ng && i < nb; i++) {
+        int32_t ids[600];
+        int maxs = mdl_model_info(m)->max_src;
+        int64_t k = mdl_tok_encode(tok, split.en[i], strlen(split.en[i]), ids, 599);
+        k = k > maxs - 1 ? maxs - 1 : k;
+        ids[k] = MDL_EOS;
+        for (int beam = 1; beam <= 4; beam += 3) {
+            mdl_opts o = {.beam = beam};
+            mdl_result r;
+            char err[MDL_ERR_LEN];
+            if (!check(mdl_translate(m, ctx, ids, (int)k + 1, &o, &r, err, sizeof err) == 0, "translate", "%s", err))
+                continue;
+            char *t = mdl_tok_decode(tok, r.out, r.n_out);
+            int same = t && !strcmp(t, beam == 1 ? g[i] : b[i]);
+            st->text_same += same;
+            st->text_n++;
+            if (!same)
+                printf("%s: sentence %d %s: C \"%s\", evaluate.py \"%s\"\n", name, i, beam == 1 ? "greedy" : "beam-4",
+                       t ? t : "", beam == 1 ? g[i] : b[i]);
+            free(t);
+            mdl_result_free(&r);
+        }
+    }
+    if (st->text_n)
+        printf("%s: sentences %d-%d: C's text identical to training/outputs (evaluate.py) in %d of %d decodes\n",
+               name, st->sentences, st->sentences + st->text_n / 2 - 1, st->text_same, st->text_n);
+    check(st->text_n == 0 || (st->text_n - st->text_same) * 200 < st->text_n, name,
+          "%d of %d texts differ from training/outputs", st->text_n - st->text_same, st->text_n);
+    if (g)
+        free(g[0]);
+    if (b)
+        free(b[0]);
+    free(g);
+    free(b);
+}
+
 static void test_model(const char *name, model_stats *st)
 {
     char path[1200], err[MDL_ERR_LEN];
@@ -302,6 +368,8 @@ static void test_model(const char *name, model_stats *st)
     if (fa)
         fclose(fa);
     free(all);
+    if (trained)
+        test_outputs(m, name, st);
     mdl_free(m);
     int diff = 2 * st->sentences - st->greedy_same - st->beam_same;
     check(st->sentences > 0 && (diff * 200 < 2 * st->sentences || (!trained && diff <= 2)), name,
