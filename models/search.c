@@ -76,7 +76,7 @@ static int search_alloc(search *s)
     s->rowmax = (int)mdl_row_floats(r, r->max_steps - 1);
     if (s->tf) {
         size_t enc = n * E + n * (F + E), step = 2 * K * E + NH * K * (n > T ? n : T) + K * (F + E);
-        size_t kv = 6 * K * E + NH * K * (n + T) + K * (F + E);
+        size_t kv = 6 * K * E + NH * K * (n + T) + 2 * K * T * E + K * (F + E);
         work = enc > step ? enc : step;
         work = work > kv ? work : kv;
         r->enc_w = zalloc((size_t)in->enc_layers * NH * n * n, sizeof(float), &fail);

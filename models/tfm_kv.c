@@ -56,10 +56,9 @@ static int kv_self(mdl_run *r, int l, int N, int t, float *y, float *rows, int64
 {
     const mdl_model *m = r->m;
     const attn_named *p = m->dl[l].self;
-    int E = m->info.emb, H = m->info.heads, d = E / H, T = r->max_steps;
+    int E = m->info.emb, H = m->info.heads, d = E / H;
     int64_t cross_n = (int64_t)m->info.dec_layers * H * r->n_src;
     float *qkv = s, *q = qkv + (size_t)N * 3 * E, *a = q + (size_t)N * E, *w = a + (size_t)N * E;
-    uint8_t mask[512];
     mdl_linear(y, N, E, W_IN(p), B_IN(p), 3 * E, qkv);
     for (int k = 0; k < N; k++) {
         memcpy(q + (size_t)k * E, qkv + (size_t)k * 3 * E, sizeof(float) * (size_t)E);
@@ -68,14 +67,19 @@ static int kv_self(mdl_run *r, int l, int N, int t, float *y, float *rows, int64
             memcpy(r->vc + kv_at(r, l, k, h, t), qkv + (size_t)k * 3 * E + 2 * E + (size_t)h * d, sizeof(float) * (size_t)d);
         }
     }
-    for (int j = 0; j < T; j++)
-        mask[j] = j <= t;
-    if (sdpa(r, q, N * H, 1, r->kc + kv_at(r, l, 0, 0, 0), r->vc + kv_at(r, l, 0, 0, 0), T, d, mask, a, w,
-             "decoder self-attention"))
+    /* the N x H cached rows 0..t packed as (N H, t + 1, d): no masked keys */
+    float *kp = w + (size_t)N * H * (t + 1), *vp = kp + (size_t)N * H * (t + 1) * d;
+    for (int k = 0; k < N; k++)
+        for (int h = 0; h < H; h++) {
+            size_t o = ((size_t)k * H + h) * (t + 1) * d, bytes = sizeof(float) * (size_t)(t + 1) * d;
+            memcpy(kp + o, r->kc + kv_at(r, l, k, h, 0), bytes);
+            memcpy(vp + o, r->vc + kv_at(r, l, k, h, 0), bytes);
+        }
+    if (sdpa(r, q, N * H, 1, kp, vp, t + 1, d, NULL, a, w, "decoder self-attention"))
         return -1;
     for (int k = 0; k < N; k++)
         for (int h = 0; h < H; h++)
-            memcpy(rows + k * row + cross_n + ((int64_t)l * H + h) * (t + 1), w + ((size_t)k * H + h) * T,
+            memcpy(rows + k * row + cross_n + ((int64_t)l * H + h) * (t + 1), w + ((size_t)k * H + h) * (t + 1),
                    sizeof(float) * (size_t)(t + 1));
     mdl_linear(a, N, E, W_OUT(p), B_OUT(p), E, q);
     mdl_add_norm(y, q, N, E, N_W(p), N_B(p));
