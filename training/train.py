@@ -124,6 +124,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--smoke", action="store_true", help="a few steps of a tiny model on 64 pairs")
+    ap.add_argument("--init", help="continue from these weights (.pt or .safetensors); Adam starts afresh")
+    ap.add_argument("--start-step", type=int, default=0, help="step count to start from (learning-rate schedule)")
     ap.add_argument("--out", default=os.path.join(HERE, "weights"))
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     args = ap.parse_args()
@@ -154,10 +156,18 @@ def main():
     log(t0, "train pairs %d (of %d; longer ones dropped) valid %d" % (len(train), n0, len(valid)))
 
     model = models.build(cfg)
+    if args.init:
+        if args.init.endswith(".safetensors"):
+            sd = {k: torch.from_numpy(v) for k, v in st.load(args.init)[0].items()}
+        else:
+            sd = torch.load(args.init)
+        model.load_state_dict(sd)
+        cfg["init"] = os.path.basename(args.init)
+        log(t0, "initialised from %s, starting at step %d" % (args.init, args.start_step))
     log(t0, "parameters %d (%.2f MB float32)" % (n_params(model), n_params(model) * 4 / 1e6))
     opt = torch.optim.Adam(model.parameters(), lr=cfg["lr"], betas=(0.9, 0.98), eps=1e-9)
     rng = random.Random(args.seed)
-    step, epoch, best, best_step = 0, 0, float("inf"), 0
+    step, epoch, best, best_step = args.start_step, 0, float("inf"), 0
     base = os.path.join(args.out, args.model)
     deadline = t0 + args.minutes * 60
     done = False
