@@ -106,9 +106,13 @@ static char *entry_json(const mdl_model *m, json_t *results)
     return s;
 }
 
+/* Logged in full; listed for clients without the server's directory. */
 static void note_unavailable(const char *name, const char *err)
 {
+    size_t n = strlen(models_dir);
     srv_log(SRV_LOG_ERROR, "model %s not served: %s", name, err);
+    if (!strncmp(err, models_dir, n) && err[n] == '/')
+        err += n + 1;
     json_array_append_new(unavailable, json_pack("{s:s,s:s}", "name", name, "error", err));
 }
 
