@@ -258,14 +258,18 @@ FUZZ_BUILD   = build-fuzz
 FUZZ_TARGETS = tensor b64 request
 FUZZ_BINS    = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
-               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Ilib -Iserver
-FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Ilib -Iserver -Imodels
+FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) \
+               $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard models/*.c))
 
-$(FUZZ_BUILD)/lib/%.o $(FUZZ_BUILD)/server/%.o: FUZZ_CFLAGS += -fsanitize=fuzzer-no-link
+$(FUZZ_BUILD)/lib/%.o $(FUZZ_BUILD)/server/%.o $(FUZZ_BUILD)/models/%.o: FUZZ_CFLAGS += -fsanitize=fuzzer-no-link
 $(FUZZ_BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/server/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/models/%.o: models/%.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 

@@ -7,9 +7,9 @@
         training/translate.py (slow: minutes for 2000; the files are checked
         in under tests/models_ref/ for the shipped weights, `make models-ref`)
     models_ref.py prepare OUTDIR [--n-attn N]
-        what test_models needs at test time (seconds): the weights to test
-        (training/weights when every checked-in token file matches them,
-        else random weights and a fresh 40-sentence token reference), the
+        what test_models needs at test time (seconds): per model the weights
+        to test (training/weights when its checked-in token file matches
+        them, else random weights and a fresh 40-sentence token reference), the
         Python tokenisation of every test sentence, and PyTorch's
         teacher-forced attention along the reference paths of the first N
         sentences; OUTDIR/manifest.txt says which.
@@ -145,28 +145,30 @@ def attention(m, cfg, src, out_ids):
 
 
 def cmd_prepare(out, n_attn):
+    """Per model: the shipped weights when their checked-in reference matches
+    them (sha256), else random weights with a fresh 40-sentence reference."""
     torch.set_num_threads(1)
     os.makedirs(out, exist_ok=True)
-    weights = os.path.join(TRAINING, "weights")
-    refdir, note = REF_DIR, "trained weights (training/weights), checked-in token reference"
-    have = [n for n in NAMES if os.path.exists(os.path.join(weights, n + ".safetensors"))]
-    stale = [n for n in have if not os.path.exists(os.path.join(REF_DIR, n + ".tsv")) or
-             read_ref(os.path.join(REF_DIR, n + ".tsv"))[0] !=
-             sha256(os.path.join(weights, n + ".safetensors"))]
-    if len(have) < len(NAMES) or stale:
-        if have and stale:
-            print("models_ref: the checked-in reference does not match training/weights for %s: "
-                  "run `make models-ref`; testing random weights instead" % " ".join(stale))
-        weights = os.path.join(out, "random")
-        refdir = os.path.join(out, "random_ref")
-        note = "random weights (%s), fresh 40-sentence token reference" % (
-            "no trained weights" if not have else "stale reference")
-        if not all(os.path.exists(os.path.join(weights, n + ".safetensors")) for n in NAMES):
-            cmd_random(weights)
-        if not all(os.path.exists(os.path.join(refdir, n + ".tsv")) and
-                   read_ref(os.path.join(refdir, n + ".tsv"))[0] ==
-                   sha256(os.path.join(weights, n + ".safetensors")) for n in NAMES):
-            decode(weights, refdir, 40, NAMES)
+    trained = os.path.join(TRAINING, "weights")
+    rand, rand_ref = os.path.join(out, "random"), os.path.join(out, "random_ref")
+    choice = {}
+    for n in NAMES:
+        w = os.path.join(trained, n + ".safetensors")
+        ref = os.path.join(REF_DIR, n + ".tsv")
+        if os.path.exists(w) and os.path.exists(ref) and read_ref(ref)[0] == sha256(w):
+            choice[n] = (trained, REF_DIR, "trained")
+            continue
+        if os.path.exists(w):
+            print("models_ref: %s: no checked-in reference for training/weights/%s.safetensors "
+                  "(`make models-ref`); testing random weights for it" % (n, n))
+        choice[n] = (rand, rand_ref, "random")
+    if any(c[2] == "random" for c in choice.values()):
+        if not all(os.path.exists(os.path.join(rand, n + ".safetensors")) for n in NAMES):
+            cmd_random(rand)
+        if not all(os.path.exists(os.path.join(rand_ref, n + ".tsv")) and
+                   read_ref(os.path.join(rand_ref, n + ".tsv"))[0] ==
+                   sha256(os.path.join(rand, n + ".safetensors")) for n in NAMES):
+            decode(rand, rand_ref, 40, NAMES)
     bpe = BPE.load()
     texts = []
     for en, fr in read_tsv(os.path.join(TRAINING, "data", "test.tsv")):
@@ -177,6 +179,7 @@ def cmd_prepare(out, n_attn):
             ids = bpe.encode(t)
             f.write("%s\t%s\t%s\n" % (t, " ".join(map(str, ids)), bpe.decode(ids)))
     for name in NAMES:
+        weights, refdir, _ = choice[name]
         _, rows = read_ref(os.path.join(refdir, name + ".tsv"))
         m, cfg = T.load_model(name, weights)
         with open(os.path.join(out, name + ".attn"), "wb") as f:
@@ -184,9 +187,14 @@ def cmd_prepare(out, n_attn):
                 for path in (g, b):
                     for a in attention(m, cfg, src, path):
                         f.write(a.contiguous().numpy().astype("<f4").tobytes())
+    all_trained = all(c[2] == "trained" for c in choice.values())
     with open(os.path.join(out, "manifest.txt"), "w") as f:
-        f.write("weights %s\nref %s\nattn_sentences %d\nnote %s\n" % (weights, refdir, n_attn, note))
-    print("models_ref: %s; attention of %d sentences" % (note, n_attn))
+        f.write("attn_sentences %d\n" % n_attn)
+        for n in NAMES:
+            f.write("model %s %s %s %s\n" % (n, choice[n][2], choice[n][0], choice[n][1]))
+        f.write("http %s\n" % (trained if all_trained else rand))
+    print("models_ref: %s; attention of %d sentences" % (
+        ", ".join("%s %s" % (n, choice[n][2]) for n in NAMES), n_attn))
 
 
 def main():

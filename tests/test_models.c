@@ -18,6 +18,8 @@
 static int n_pass, n_fail;
 static const char *names[4] = {"concat", "additive", "general", "transformer"};
 static char weights_dir[1024], ref_dir[1024], out_dir[1024];
+static char model_dir[4][1024], model_ref[4][1024]; /* per model (manifest) */
+static int model_trained[4];
 static int attn_sentences = 0, max_sentences = 2000;
 static int trained; /* the shipped weights (else random ones: ties are more frequent, 2 allowed) */
 static mdl_tok *tok;
@@ -320,10 +322,15 @@ static void test_outputs(const mdl_model *m, const char *name, model_stats *st)
     free(b);
 }
 
-static void test_model(const char *name, model_stats *st)
+static void test_model(int mi, model_stats *st)
 {
+    const char *name = names[mi];
     char path[1200], err[MDL_ERR_LEN];
     memset(st, 0, sizeof *st);
+    snprintf(weights_dir, sizeof weights_dir, "%s", model_dir[mi]);
+    snprintf(ref_dir, sizeof ref_dir, "%s", model_ref[mi]);
+    trained = model_trained[mi];
+    printf("%s: %s weights (%s), reference %s\n", name, trained ? "trained" : "random-init", weights_dir, ref_dir);
     mdl_model *m = mdl_load(weights_dir, name, tok, err, sizeof err);
     if (!check(m != NULL, "load", "%s", err))
         return;
@@ -904,9 +911,11 @@ static void test_http_models(mdl_model **models)
 
 /* ------------------------------------------------------------ main (first cut) */
 
+static char http_dir[1024];
+
 static void read_manifest(const char *dir)
 {
-    char path[1200], line[1000];
+    char path[1200], line[3200];
     snprintf(out_dir, sizeof out_dir, "%s", dir);
     snprintf(path, sizeof path, "%s/manifest.txt", dir);
     FILE *f = fopen(path, "r");
@@ -914,18 +923,21 @@ static void read_manifest(const char *dir)
         return;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
-        if (!strncmp(line, "weights ", 8))
-            snprintf(weights_dir, sizeof weights_dir, "%s", line + 8);
-        else if (!strncmp(line, "ref ", 4))
-            snprintf(ref_dir, sizeof ref_dir, "%s", line + 4);
+        char nm[64], kind[64], w[1024], r[1024];
+        if (!strncmp(line, "http ", 5))
+            snprintf(http_dir, sizeof http_dir, "%.1000s", line + 5);
         else if (!strncmp(line, "attn_sentences ", 15))
             attn_sentences = atoi(line + 15);
-        else if (!strncmp(line, "note ", 5)) {
-            printf("models: %s\n", line + 5);
-            trained = !strncmp(line + 5, "trained", 7);
-        }
+        else if (sscanf(line, "model %63s %63s %1023s %1023s", nm, kind, w, r) == 4)
+            for (int i = 0; i < 4; i++)
+                if (!strcmp(nm, names[i])) {
+                    snprintf(model_dir[i], sizeof model_dir[i], "%s", w);
+                    snprintf(model_ref[i], sizeof model_ref[i], "%s", r);
+                    model_trained[i] = !strcmp(kind, "trained");
+                }
     }
     fclose(f);
+    snprintf(weights_dir, sizeof weights_dir, "%s", http_dir);
 }
 
 int main(int argc, char **argv)
@@ -952,8 +964,10 @@ int main(int argc, char **argv)
     test_weight_files();
     for (int i = 0; i < 4; i++) {
         model_stats st;
-        test_model(names[i], &st);
+        test_model(i, &st);
     }
+    snprintf(weights_dir, sizeof weights_dir, "%s", http_dir);
+    printf("http: the server on %s\n", http_dir);
     if (server_path) {
         mdl_model *models[4];
         int ok = 1;
