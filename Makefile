@@ -184,14 +184,27 @@ test-examples: $(SERVER) $(BUILD)/lib_example
 
 # ------------------------------------------------------------------ bench
 
-# One table: this project's kernels beside ONNX Runtime (npm onnxruntime-node,
-# its install script skipped: the CPU library ships in the package), PyTorch
-# (Debian python3-torch) and OpenBLAS sgemm (libopenblas-dev) as the ceiling.
+# One report: the machine's measured float32 FMA and bf16 peaks (bench/peak.c),
+# this library through its public calls (bench_kernels) beside ONNX Runtime
+# through its C API (bench/ort_capi.c, dlopen'ing the CPU library the npm
+# package onnxruntime-node ships; its install script is skipped), PyTorch
+# (Debian python3-torch) and OpenBLAS sgemm (libopenblas-dev), with the
+# issue's targets; bench/models.py writes ONNX Runtime's models (Debian
+# python3-onnx). bench/run.py says what each column and target means.
 BENCH_KERNELS = $(BUILD)/bench_kernels
+BENCH_PEAK    = $(BUILD)/peak
+BENCH_ORT     = $(BUILD)/ort_capi
+BENCH_OURS    = $(BUILD)/bench/ours.o
 BENCH_NPM = bench/node_modules/onnxruntime-node/package.json
 
-$(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(STATIC)
+$(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(BENCH_OURS) $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) -lopenblas $(LIBS_LIB)
+
+$(BENCH_PEAK): $(BUILD)/bench/peak.o
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+$(BENCH_ORT): $(BUILD)/bench/ort_capi.o $(BENCH_OURS) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) -ldl $(LIBS_LIB)
 
 $(BENCH_NPM): bench/package.json
 	cd bench && npm install --ignore-scripts --no-audit --no-fund --loglevel=error
@@ -212,8 +225,9 @@ $(BENCH_WIRE): $(BUILD)/bench/bench_wire.o $(BENCH_WIRE_OBJ) $(STATIC)
 $(BARE_MHD): $(BUILD)/bench/bare_mhd.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
-bench: $(BENCH_KERNELS) $(BENCH_WIRE) $(BARE_MHD) $(SERVER) $(BENCH_NPM)
-	$(PYTHON) bench/models.py $(BUILD)/bench
+bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(SERVER) $(BENCH_NPM)
+	@mkdir -p $(BUILD)/bench
+	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
 
 # ------------------------------------------------------------------ run

@@ -1,30 +1,40 @@
-"""run.py - runs the benchmarks of `make bench` (this project's kernels,
-ONNX Runtime, PyTorch, OpenBLAS; the service's wire codecs against Jansson;
-a live attn-server against its kernel and against a bare libmicrohttpd
-server) and prints them as one table, in two sections, with the issue's
-targets.
+"""run.py - runs every benchmark of `make bench` and prints one report: the machine's measured peaks, this library beside ONNX Runtime (C API), PyTorch and OpenBLAS with the issue's targets, then the wire and service rows.
 
-Every figure is a median of several timed runs after a warm-up (single
-runs only where PyTorch needs seconds per run); ours and ONNX Runtime run
-twice, alternating, and keep the better median. GFLOP/s count 4 L^2 E
-flops for the attention core (causal rows use the same nominal count, so
-their time ratio is what matters) and 4 L^2 E + 8 L E^2 for multi-head with
-its four projections. Wire rates are bytes of JSON text (nested arrays) or
-of float32 data (base64) per second; the service rows come from
-bench/service_bench.py.
+Order: the peak program (bench/peak.c), then ours (bench_kernels, public
+calls) and ONNX Runtime (bench/ort_capi.c) twice each, alternating, each
+figure the better of its two medians (a machine shared with other work then
+penalises neither side for when it ran), PyTorch, the wire and service
+rows, and the peak program again (the better of the two peak runs is used).
+
+GFLOP/s count 4 L^2 E flops for the attention core (QK^T and PV over all
+heads), 2 L (L+1) E for causal rows (only the L (L+1)/2 query-key pairs a
+causal attention computes), 4 Lk E for a decode step and 4 L^2 E + 8 L E^2
+for multi-head with its four projections. "% peak" is ours over the
+measured float32 FMA peak on the same number of threads.
+
+OpenBLAS 0.3.21's run-time CPU detection falls back to its SSE3 "Prescott"
+kernels on CPUs it does not know; unless OPENBLAS_CORETYPE is already set,
+it is set from the CPU's flags (Cooperlake for AVX-512 with BF16, SkylakeX
+for AVX-512, Haswell for AVX2), for the BLAS rows and for PyTorch, whose
+BLAS is the same library. The header says what OpenBLAS detected and what
+ran.
 
 Usage: /usr/bin/python3 bench/run.py [--build DIR] [--threads N]
 """
 import argparse
+import glob
 import json
 import os
 import platform
 import subprocess
 import sys
 
+from service_table import print_service, print_table, ratio
+
 E = 512
 LS = (128, 512, 1024, 2048, 4096)
 HERE = os.path.dirname(os.path.abspath(__file__))
+CHECK_LIMIT = 1e-4
 
 
 def run_json(cmd, what, env=None):
@@ -34,7 +44,7 @@ def run_json(cmd, what, env=None):
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if p.returncode:
-            print("note: %s failed (status %d): %s" % (what, p.returncode, p.stderr.strip()[-300:]),
+            print("note: %s failed (status %d): %s" % (what, p.returncode, p.stderr.strip()[-600:]),
                   file=sys.stderr)
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (OSError, ValueError, IndexError) as e:
@@ -43,31 +53,294 @@ def run_json(cmd, what, env=None):
 
 
 def best_of(a, b):
-    """Per key, the smaller time of two runs (the memory row is kept from a)."""
+    """Per key, the smaller time of two runs; a failed check (ok_ 0, the
+    larger diff_) in either run stays failed; labels and memory from a."""
     out = dict(a)
     for k, v in b.items():
-        if isinstance(v, (int, float)) and not k.startswith("mem_"):
-            out[k] = min(v, a[k]) if isinstance(a.get(k), (int, float)) else v
+        old = a.get(k)
+        if not isinstance(v, (int, float)) or not isinstance(old, (int, float)):
+            out.setdefault(k, v)
+        elif k.startswith("ok_"):
+            out[k] = min(v, old)
+        elif k.startswith("diff_") or k == "check_failures":
+            out[k] = max(v, old)
+        elif not k.startswith("mem_") and k not in ("threads", "ort_api_version"):
+            out[k] = min(v, old)
     return out
 
 
-def cpu_name():
+def cpu_info():
+    name, flags = platform.processor() or "unknown CPU", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    return name, flags
+
+
+def openblas_coretype(flags):
+    if "avx512f" in flags:
+        return "Cooperlake" if "avx512_bf16" in flags else "SkylakeX"
+    return "Haswell" if "avx2" in flags and "fma" in flags else None
+
+
+def ort_library():
+    arch = {"x86_64": "x64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    found = sorted(glob.glob(os.path.join(HERE, "node_modules", "onnxruntime-node", "bin", "napi-v*",
+                                          "linux", arch, "libonnxruntime.so*")))
+    return found[-1] if found else None
 
 
 def gf(flops, t):
-    return "%.0f" % (flops / t / 1e9) if t else "n/a"
+    return flops / t / 1e9 if t else None
 
 
-def ratio(a, b, fmt="%.2fx"):
-    return fmt % (a / b) if a and b else "n/a"
+def fmt(x, f=None):
+    """x with format f; by default whole numbers, one decimal below 10."""
+    if x is None:
+        return "n/a"
+    return (f or ("%.1f" if abs(x) < 10 else "%.0f")) % x
+
+
+def ort_best(ort, row, l):
+    """The fastest ONNX Runtime form of a row whose output matched ours:
+    (seconds, form, failed checks). Forms: core MultiHeadAttention (mha) or Attention-23 (sdpa);
+    multi-head the plain graph or the fused Attention op."""
+    forms = ("graph", "fused") if row == "mha" else ("mha", "sdpa")
+    best, form, bad = None, None, []
+    for f in forms:
+        key = "%s_%s_%d" % (row, f, l)
+        if ort.get("ok_" + key) == 0:  # a failed form's time is never the peer's figure
+            bad.append("%s off by %.1e" % (f, ort.get("diff_" + key, float("nan"))))
+            continue
+        t = ort.get(key)
+        if isinstance(t, (int, float)) and (best is None or t < best):
+            best, form = t, f
+    return best, form, bad
+
+
+def vs_ort(t, o, flops, peak):
+    """A miss of the 1.2x-ORT target, with what explains it: where ORT
+    itself runs against the peak, and what 1.2x of it would need."""
+    if o is None:
+        return "no ONNX Runtime figure (skipped: see the ORT lines under the table)"
+    if o / t >= 1.2:
+        return None
+    if not peak:
+        return "%.2fx ORT" % (o / t)
+    need = 1.2 * flops / o / 1e9 / peak
+    return "%.2fx ORT; ORT runs at %.0f%% of peak, so 1.2x ORT needs %.0f%%%s" % (
+        o / t, 100 * flops / o / 1e9 / peak, 100 * need, " (above the peak)" if need > 1 else "")
+
+
+def status(misses, bad=None, t=1):
+    if t is None:
+        return "skipped: no figure from bench_kernels"
+    if bad:
+        return "FAIL: ORT output differs from ours (%s)" % ", ".join(bad)
+    misses = [m for m in misses if m]
+    return "met" if not misses else "missed: " + "; ".join(misses)
+
+
+class Rows:
+    """The kernel table: one add() per row, GFLOP/s cells from seconds."""
+    HDR = ("row", "L", "ours ms", "ours GFLOP/s", "% peak", "ORT GFLOP/s", "torch", "BLAS", "vs ORT",
+           "target", "status")
+
+    def __init__(self, r, peak):
+        self.r, self.peak, self.rows = r, peak, []
+
+    def add(self, row, l, flops, t, o=None, form=None, torch_t=None, blas_t=None, target="", st=""):
+        g = gf(flops, t)
+        ort_cell = fmt(gf(flops, o)) + (" (%s)" % form if form else "") if o is not None else "-"
+        self.rows.append((row, str(l), fmt(t * 1e3 if t else None, "%.3f" if t and t < 1e-3 else "%.2f"),
+                          fmt(g), fmt(100 * g / self.peak if g and self.peak else None, "%.0f%%"), ort_cell,
+                          fmt(gf(flops, torch_t)), fmt(gf(flops, blas_t)) if blas_t else "-",
+                          ratio(o, t) if o is not None else "-", target, st))
+
+
+def core_rows(t, r, l):
+    ours, ort, pt, peak = r["ours"], r["ort"], r["torch"], t.peak
+    f = 4.0 * l * l * E
+    c = ours.get("core_%d" % l)
+    o, form, bad = ort_best(ort, "core", l)
+    share = gf(f, c) / peak if c and peak else None
+    misses = [vs_ort(c, o, f, peak) if c else None]
+    if l >= 1024:
+        misses.append("no measured peak" if share is None else
+                      "%.0f%% of peak" % (100 * share) if share < 0.85 else None)
+    t.add("core", l, f, c, o, form, pt.get("core_%d" % l), ours.get("blas_%d" % l),
+          ">=1.2x ORT" + (", >=85% peak" if l >= 1024 else ""), status(misses, bad, c))
+
+
+def weights_rows(t, r, l):
+    ours = r["ours"]
+    f = 4.0 * l * l * E
+    w, c = ours.get("weights_%d" % l), ours.get("core_%d" % l)
+    miss = None
+    if w and c and w / c > 1.25:
+        nbytes = 8.0 * l * l * 4
+        miss = "%.2fx core: the extra %.2f ms writes %.1f MB of weights (%.1f GB/s)" % (
+            w / c, (w - c) * 1e3, nbytes / 1e6, nbytes / (w - c) / 1e9)
+    t.add("weights", l, f, w, torch_t=r["torch"].get("weights_%d" % l),
+          target="<=1.25x core (%s)" % ratio(w, c), st=status([miss], None, w and c))
+
+
+def causal_rows(t, r, l):
+    ours, ort = r["ours"], r["ort"]
+    f = 2.0 * l * (l + 1) * E  # the L (L+1)/2 pairs computed
+    w, c = ours.get("causal_%d" % l), ours.get("core_%d" % l)
+    o, form, bad = ort_best(ort, "causal", l)
+    miss = None
+    if w and c and w / c > 0.55:
+        miss = "%.2fx core; the pairs computed are %.2fx of the core's, at %.0f GFLOP/s against the core's %.0f" % (
+            w / c, (l + 1) / (2.0 * l), gf(f, w), gf(4.0 * l * l * E, c))
+    t.add("causal", l, f, w, o, form, r["torch"].get("causal_%d" % l),
+          target="<=0.55x core (%s)" % ratio(w, c), st=status([miss], bad, w and c))
+
+
+def other_rows(t, r):
+    ours, ort = r["ours"], r["ort"]
+    f = 4.0 * 4096 * E
+    d = ours.get("decode_4096")
+    o, form, bad = ort_best(ort, "decode", 4096)
+    t.add("decode Lq=1", 4096, f, d, o, form, r["torch"].get("decode_4096"), target=">=1.2x ORT",
+          st=status([vs_ort(d, o, f, t.peak) if d else None], bad, d))
+    for l in LS:
+        f = 4.0 * l * l * E + 8.0 * l * E * E
+        m = ours.get("mha_%d" % l)
+        o, form, bad = ort_best(ort, "mha", l)
+        t.add("multi-head+proj", l, f, m, o, form, r["torch"].get("mha_%d" % l), target=">=1.2x ORT",
+              st=status([vs_ort(m, o, f, t.peak) if m else None], bad, m))
+    mem = ours.get("mem_32768_mib")
+    st = ("skipped: " + ours["mem_32768_skip"]) if "mem_32768_skip" in ours else status(
+        ["%.1f MiB" % mem if mem is not None and mem >= 100 else None], None, mem)
+    t.rows.append(("memory", "32768", fmt(ours["mem_32768_s"] * 1e3 if "mem_32768_s" in ours else None),
+                   "%.1f MiB extra" % mem if mem is not None else "n/a", "-", "-", "-", "-", "-",
+                   "<100 MiB extra", st))
+
+
+def print_kernels(r, n):
+    peak = r["peak"].get("fp32_nt")
+    t = Rows(r, peak)
+    for l in LS:
+        core_rows(t, r, l)
+    for l in LS:
+        weights_rows(t, r, l)
+    for l in LS:
+        causal_rows(t, r, l)
+    other_rows(t, r)
+    print_table(Rows.HDR, t.rows)
+    print()
+    print_notes(r, n, peak)
+
+
+def print_notes(r, n, peak):
+    ours, ort = r["ours"], r["ort"]
+    print("ours = attn_compute (scaled_dot, 8 heads of 64 as a batch, no weights unless the row says so) and "
+          "attn_mha_compute (nn.MultiheadAttention(512, 8), seeded parameters), each with one attn_ctx of %d threads. "
+          "ORT = the faster of two models per row, through the C API: core as com.microsoft MultiHeadAttention on "
+          "(1, L, 512) (mha) or ONNX Attention-23 on (1, 8, L, 64) (sdpa); multi-head as MatMul/Add projections "
+          "around MultiHeadAttention (graph) or the fused com.microsoft Attention op (fused). torch = bmm-softmax-bmm "
+          "and nn.MultiheadAttention. BLAS = OpenBLAS sgemm doing the core's two products per head, no softmax. "
+          "Causal GFLOP/s count only the L(L+1)/2 pairs computed (torch computes all L^2 and masks)." % n)
+    if ours.get("sgemm_2048"):
+        g = gf(2.0 * 2048 ** 3, ours["sgemm_2048"])
+        print("OpenBLAS sgemm 2048^3 on %d threads: %.0f GFLOP/s%s." % (
+            n, g, " (%.0f%% of the measured peak)" % (100 * g / peak) if peak else ""))
+    checks = sorted(k[3:] for k in ort if k.startswith("ok_"))
+    if checks:
+        bad = [k for k in checks if not ort["ok_" + k]]
+        worst = max(ort.get("diff_" + k, 0) for k in checks)
+        print("ORT check: %d outputs (every model and length, in both rounds) compared with ours on the same inputs: %s; "
+              "largest difference %.1e of the output's magnitude (limit %.0e)."
+              % (len(checks), "all within the limit" if not bad else "FAILED: " + ", ".join(bad), worst, CHECK_LIMIT))
+    for k, v in sorted(ort.items()):
+        if k.startswith("skip_"):
+            print("ORT model %s skipped: ONNX Runtime could not load it: %s" % (k[5:], v))
+    if not ort:
+        print("ORT rows skipped: %s" % ("bench/ort_capi did not run (see the note above)" if r.get("ort_lib") else
+                                         "no libonnxruntime.so in bench/node_modules (npm install failed?)"))
+
+
+def print_header(r, n):
+    ours, ort, pt, pk = r["ours"], r["ort"], r["torch"], r["peak"]
+    print()
+    print("Machine: %s, %d CPUs, %d threads. Load average (1 min) %.1f at the start, %.1f at the end: above the "
+          "CPU count, other work shared the machine and every figure here is lower than on a quiet one."
+          % (r["cpu"], os.cpu_count() or 1, n, r["load0"], r["load1"], ))
+
+    def pf(key):
+        if pk.get(key) is None:
+            return "n/a (%s)" % pk.get(key + "_why", "peak did not run")
+        return "%.0f GFLOP/s (CPU share %.2f)" % (pk[key], pk.get(key + "_cpu_share") or 0)
+    print("Measured peak (bench/peak.c, %s independent chains per thread, best of 2 x 7 runs): float32 FMA %s: "
+          "1 thread %s, %d threads %s; bf16 dot (vdpbf16ps): 1 thread %s, %d threads %s. A CPU share below ~0.95 "
+          "means other work preempted the peak's threads." % (pk.get("chains", "?"), pk.get("fp32_isa", "?"),
+                                                               pf("fp32_1t"), n, pf("fp32_nt"), pf("bf16_1t"), n,
+                                                               pf("bf16_nt")))
+    print("Kernels: %s. ONNX Runtime %s through its C API (API version %s, %s), %s intra-op threads, 1 inter-op, "
+          "sequential, ORT_ENABLE_ALL." % (ours.get("isa", "?"), ort.get("ort_version", "n/a"),
+                                           ort.get("ort_api_version", "?"),
+                                           os.path.relpath(r["ort_lib"], os.path.dirname(HERE)) if r.get("ort_lib")
+                                           else "library not found", ort.get("threads", "?")))
+    set_by = ("OPENBLAS_CORETYPE=%s set by the bench from the CPU flags" % r["coretype_env"]
+              if r["coretype_env"] and "OPENBLAS_CORETYPE" not in os.environ else
+              "OPENBLAS_CORETYPE=%s from the environment" % r["coretype_env"] if r["coretype_env"] else "detected")
+    print("OpenBLAS: %s; core %s (%s; on its own it detects %s)." % (
+        ours.get("openblas_config", "?"), ours.get("openblas_corename", "?"), set_by, r["openblas_detected"]))
+    print("PyTorch %s: BLAS_INFO=%s, running on %s (OpenBLAS core %s), MKL-DNN %s, MKL %s, ATen CPU capability %s, "
+          "%s threads, at least %s timed runs per figure after a warm-up at every size." % (
+              pt.get("torch_version", "n/a"), pt.get("torch_blas_info", "?"), pt.get("torch_blas_lib", "?"),
+              pt.get("torch_openblas_corename", "n/a"), pt.get("torch_mkldnn", "?"), pt.get("torch_mkl", "?"),
+              pt.get("torch_cpu_capability", "?"), pt.get("torch_threads", "?"), pt.get("torch_min_samples", "?")))
+    share = pk.get("fp32_nt_cpu_share")
+    if share is not None and share < 0.9:
+        print("WARNING: the %d-thread float32 peak ran with only %.0f%% of its CPU time (other work preempted it), "
+              "so it understates the machine and the %% peak column overstates every row; rerun on a quiet "
+              "machine." % (n, 100 * share))
+    print("Medians of several runs (ours and ORT: the better of two alternating rounds). GFLOP/s, higher is better.")
+    print()
+
+
+def run_all(args):
+    """Every harness, in the order the module docstring gives; returns
+    their JSON objects by name."""
+    b = args.build
+    name, flags = cpu_info()
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
+               BENCH_THREADS=str(args.threads))
+    detected = run_json([os.path.join(b, "bench_kernels"), "--labels"], "bench_kernels --labels", env)
+    if "OPENBLAS_CORETYPE" not in os.environ and openblas_coretype(flags):
+        env["OPENBLAS_CORETYPE"] = openblas_coretype(flags)
+    r = {"cpu": name, "flags": flags, "load0": os.getloadavg()[0],
+         "openblas_detected": detected.get("openblas_corename", "?"),
+         "coretype_env": env.get("OPENBLAS_CORETYPE")}
+    peak_cmd = [os.path.join(b, "peak"), str(args.threads)]
+    r["peak"] = run_json(peak_cmd, "peak", env)
+    ours_cmd = [os.path.join(b, "bench_kernels"), str(args.threads)]
+    lib = ort_library()
+    ort_cmd = [os.path.join(b, "ort_capi"), lib or "missing", os.path.join(b, "bench"), str(args.threads)]
+    r["ours"] = run_json(ours_cmd, "bench_kernels", env)
+    r["ort"] = run_json(ort_cmd, "ONNX Runtime (ort_capi)", env) if lib else {}
+    r["ours"] = best_of(r["ours"], run_json(ours_cmd, "bench_kernels", dict(env, BENCH_NO_MEMORY="1")))
+    if lib:
+        r["ort"] = best_of(r["ort"], run_json(ort_cmd, "ONNX Runtime (ort_capi)", env))
+    r["ort_lib"] = lib
+    r["torch"] = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
+    r["wire"] = run_json([os.path.join(b, "bench_wire"), "9"], "bench_wire", env)
+    r["svc"] = run_json([sys.executable, os.path.join(HERE, "service_bench.py"), "--build", b], "service_bench", env)
+    peak2 = run_json(peak_cmd, "peak", env)
+    for k, v in peak2.items():  # the better of the two peak runs, with its CPU share
+        if isinstance(v, float) and not k.endswith("_share") and v > (r["peak"].get(k) or 0):
+            r["peak"][k], r["peak"][k + "_cpu_share"] = v, peak2.get(k + "_cpu_share")
+    r["load1"] = os.getloadavg()[0]
+    return r
 
 
 def main():
@@ -75,205 +348,11 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    load0 = os.getloadavg()[0]
-    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads),
-               OPENBLAS_NUM_THREADS=str(args.threads), BENCH_THREADS=str(args.threads))
-
-    # Two rounds of ours and ONNX Runtime, alternating, each figure the
-    # better of its two medians: a machine shared with other work then
-    # penalises neither side for when it happened to run.
-    ours_cmd = [os.path.join(args.build, "bench_kernels"), str(args.threads)]
-    ort_cmd = ["node", os.path.join(HERE, "ort_bench.js"), os.path.join(args.build, "bench"), "9"]
-    ours = run_json(ours_cmd, "bench_kernels", env)
-    ort = run_json(ort_cmd, "ONNX Runtime", env)
-    ours = best_of(ours, run_json(ours_cmd, "bench_kernels", dict(env, BENCH_NO_MEMORY="1")))
-    ort = best_of(ort, run_json(ort_cmd, "ONNX Runtime", env))
-    pt = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
-    wire = run_json([os.path.join(args.build, "bench_wire"), "9"], "bench_wire", env)
-    svc = run_json([sys.executable, os.path.join(HERE, "service_bench.py"), "--build", args.build],
-                   "service_bench", env)
-
-    def g(d, key):
-        return d.get(key)
-
+    r = run_all(args)
+    print_header(r, args.threads)
+    print_kernels(r, args.threads)
     print()
-    print("Machine: %s, %d threads, kernels: %s. Medians of several runs; GFLOP/s, higher is better."
-          % (cpu_name(), args.threads, ours.get("isa", "?")))
-    print("Load average (1 min) %.1f at the start, %.1f at the end on %d cores: above the core count, other "
-          "work shared the machine and every figure is lower than on a quiet one."
-          % (load0, os.getloadavg()[0], os.cpu_count() or 1))
-    print()
-    hdr = ("row", "L", "ours ms", "ours", "ORT", "torch", "BLAS", "vs ORT", "target", "met")
-    rows = []
-
-    def add(*cells):
-        rows.append(tuple(str(c) for c in cells))
-
-    for l in LS:
-        f = 4.0 * l * l * E
-        t = g(ours, "core_%d" % l)
-        o = g(ort, "core_%d" % l)
-        want = 1.2
-        met = bool(t and o and o / t >= want and (l < 2048 or f / t / 1e9 >= 300))
-        add("core", l, "%.2f" % (t * 1e3) if t else "n/a", gf(f, t), gf(f, o), gf(f, g(pt, "core_%d" % l)),
-            gf(f, g(ours, "blas_%d" % l)), ratio(o, t),
-            ">=1.2x ORT" + (", >=300" if l >= 2048 else ""), "yes" if met else "NO")
-    for l in LS:
-        f = 4.0 * l * l * E
-        t, c = g(ours, "weights_%d" % l), g(ours, "core_%d" % l)
-        met = bool(t and c and t / c <= 1.3)
-        add("weights", l, "%.2f" % (t * 1e3) if t else "n/a", gf(f, t), "-", gf(f, g(pt, "weights_%d" % l)), "-",
-            "-", "<=1.3x core (%s)" % ratio(t, c), "yes" if met else "NO")
-    for l in LS:
-        f = 4.0 * l * l * E
-        t, c = g(ours, "causal_%d" % l), g(ours, "core_%d" % l)
-        met = bool(t and c and t / c <= 0.6)
-        add("causal", l, "%.2f" % (t * 1e3) if t else "n/a", gf(f, t), gf(f, g(ort, "causal_%d" % l)),
-            gf(f, g(pt, "causal_%d" % l)), "-", ratio(g(ort, "causal_%d" % l), t),
-            "<=0.6x core (%s)" % ratio(t, c), "yes" if met else "NO")
-    f = 4.0 * 4096 * E
-    t, o = g(ours, "decode_4096"), g(ort, "decode_4096")
-    add("decode Lq=1", 4096, "%.3f" % (t * 1e3) if t else "n/a", gf(f, t), gf(f, o), gf(f, g(pt, "decode_4096")),
-        "-", ratio(o, t), ">=1.2x ORT", "yes" if t and o and o / t >= 1.2 else "NO")
-    for l in LS:
-        f = 4.0 * l * l * E + 8.0 * l * E * E
-        t, o = g(ours, "mha_%d" % l), g(ort, "mha_%d" % l)
-        add("multi-head+proj", l, "%.2f" % (t * 1e3) if t else "n/a", gf(f, t), gf(f, o), gf(f, g(pt, "mha_%d" % l)),
-            "-", ratio(o, t), ">=1.2x ORT", "yes" if t and o and o / t >= 1.2 else "NO")
-    for l in LS:
-        f = 4.0 * l * l * E + 8.0 * l * E * E
-        t, o = g(ours, "api_%d" % l), g(ort, "mha_%d" % l)
-        add("attn_mha_compute", l, "%.2f" % (t * 1e3) if t else "n/a", gf(f, t), gf(f, o), gf(f, g(pt, "mha_%d" % l)),
-            "-", ratio(o, t), ">=1.2x ORT", "yes" if t and o and o / t >= 1.2 else "NO")
-    mem = ours.get("mem_32768_mib")
-    add("memory (MiB)", 32768, "%.0f" % (ours["mem_32768_s"] * 1e3) if mem is not None else "n/a",
-        "%.1f MiB" % mem if mem is not None else "n/a", "-", "-", "-", "-", "<100 MiB extra",
-        "yes" if mem is not None and mem < 100 else "NO")
-
-    print_table(hdr, rows)
-    print()
-    if ours.get("sgemm_2048"):
-        print("OpenBLAS sgemm 2048^3 on the same threads: %s GFLOP/s (the machine's practical ceiling)."
-              % gf(2.0 * 2048 ** 3, ours["sgemm_2048"]))
-    print("ours/ORT/torch/BLAS columns are GFLOP/s; ORT = onnxruntime-node %s com.microsoft.MultiHeadAttention "
-          "(causal: unidirectional=1); torch = %s bmm-softmax-bmm and nn.MultiheadAttention; BLAS = OpenBLAS "
-          "sgemm doing the same two products per head without softmax (the ceiling). multi-head+proj composes "
-          "the kernels (one packed q/k/v GEMM, the heads, the output GEMM); attn_mha_compute is the library's "
-          "public call as the service runs it."
-          % (ort_version(), torch_version()))
-    print()
-    print_service(wire, svc, ours)
-
-
-def print_table(hdr, rows):
-    widths = [max(len(r[i]) for r in rows + [hdr]) for i in range(len(hdr))]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(hdr, widths)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
-
-
-def print_service(wire, svc, ours):
-    """The wire and service section: the server's codecs against Jansson
-    on one million floats, a base64 multi-head request against the kernel's
-    own time, small requests against a bare libmicrohttpd server."""
-    hdr = ("row", "size", "ours ms", "ours", "peer", "peer ms", "peer rate", "vs peer", "target", "met")
-    rows = []
-
-    def add(*cells):
-        rows.append(tuple(str(c) for c in cells))
-
-    def ms(t):
-        return "%.2f" % (t * 1e3) if t else "n/a"
-
-    def rate(nbytes, t, unit):
-        scale = {"MB/s": 1e6, "GB/s": 1e9}[unit]
-        return ("%.0f %s" if unit == "MB/s" else "%.2f %s") % (nbytes / t / scale, unit) if t else "n/a"
-
-    n = wire.get("floats", 0)
-    size = "%d floats, %.1f MB" % (n, wire.get("read_bytes", 0) / 1e6)
-    for what, key, peer, nb, pnb in (
-            ("wire read, nested JSON", "read", "Jansson json_loads", "read_bytes", "read_bytes"),
-            ("wire write, nested JSON", "write", "Jansson json_dumps", "write_bytes_ours", "write_bytes_jansson")):
-        t, p = wire.get(key + "_ours"), wire.get(key + "_jansson")
-        exact = wire.get("exact_%s_ours" % key) == 1 and (key == "read" or wire.get("exact_roundtrip_ours") == 1)
-        mbs = wire.get(nb, 0) / t / 1e6 if t else 0
-        add(what, size, ms(t), rate(wire.get(nb, 0), t, "MB/s"), peer, ms(p), rate(wire.get(pnb, 0), p, "MB/s"),
-            ratio(p, t), ">=300 MB/s, exact f32 (%s)" % ("exact" if exact else "NOT exact" if wire else "n/a"),
-            "yes" if exact and mbs >= 300 else "NO")
-    nb = wire.get("b64_bytes", 0)
-    size = "%.0f MiB f32, %.1f MB text" % (nb / 2 ** 20, wire.get("b64_text_bytes", 0) / 1e6)
-    for what, key, peer in (("base64 decode", "decode", "Jansson string read"),
-                            ("base64 encode", "encode", "Jansson string write")):
-        t = wire.get("b64_" + key)
-        p = wire.get("b64_%s_jansson" % ("read" if key == "decode" else "write"))
-        exact = wire.get("exact_b64") == 1
-        add(what, size, ms(t), rate(nb, t, "GB/s"), peer, ms(p), rate(nb, p, "GB/s"), ratio(p, t),
-            ">=1 GB/s (%s)" % ("exact" if exact else "NOT exact" if wire else "n/a"),
-            "yes" if t and exact and nb / t >= 1e9 else "NO")
-
-    # the request's own computation through the library's public call
-    # (bench_kernels api_1024: same shapes, seeded parameters, no weights);
-    # the Server-Timing compute figure of the same responses when missing
-    # (the Server-Timing ratio, measured on the same requests, is shown too:
-    # it is immune to the machine's load changing between the two runs)
-    total = svc.get("e2e_total_s")
-    st = svc["e2e_compute_ms"] / 1e3 if svc.get("e2e_compute_ms") else None
-    kernel = ours.get("api_1024") or st
-    add("POST /multihead, b64", "L=1024 E=512 H=8", ms(total), "-", "attn_mha_compute", ms(kernel), "-", "-",
-        "<=1.5x kernel (%s; %s of Server-Timing compute)" % (ratio(total, kernel), ratio(total, st)),
-        "yes" if total and kernel and total / kernel <= 1.5 else "NO")
-    s, b = svc.get("small_rps"), svc.get("bare_rps")
-    add("small: scaled_dot", "L=8 D=16", "-", "%.0f req/s" % s if s else "n/a", "bare MHD, fixed 200", "-",
-        "%.0f req/s" % b if b else "n/a", ratio(s, b), ">=0.5x bare", "yes" if s and b and s / b >= 0.5 else "NO")
-
-    print("Wire and service. Medians of several runs; rates higher is better.")
-    print()
-    print_table(hdr, rows)
-    print()
-    print("Wire rows: one million float32 values (1024 x 1024) as {\"query\": [[...]]} printed by printf "
-          "\"%.9g\"; ours = the server's read path (depth check, server/scan.c, Jansson for the envelope, "
-          "the tensor decoder) and its printer (server/codec.c, numfmt.c), peers = Jansson on the same "
-          "text (json_dumps with 9 digits, tree built outside the timing); exact = every value back to the "
-          "same float32 bits, including the server reading its own output. base64 = server/b64.c; "
-          "rates in float32 bytes/s (the text is 4/3 larger); peers read and write the same base64 as one "
-          "JSON string.")
-    if svc.get("e2e_total_s"):
-        print("POST /multihead: query, key and value as base64, need_weights false, output_format b64 "
-              "(%.1f MB in, %.1f MB out), sent over one kept-alive loopback connection to build/attn-server "
-              "(default settings, access log on) by Python's http.client; ours = request sent to response "
-              "read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
-              "kernel = bench_kernels' attn_mha_compute of the same module and shapes."
-              % (svc["e2e_request_bytes"] / 1e6, svc["e2e_response_bytes"] / 1e6, svc["e2e_reps"],
-                 svc["e2e_parse_ms"], svc["e2e_compute_ms"], svc["e2e_encode_ms"]))
-    if svc.get("small_rps"):
-        print("Small requests: wrk %s with a Lua script POSTing the same %d x %d query/key/value JSON (weights "
-              "returned) to attn-server and to bench/bare_mhd.c (the same libmicrohttpd daemon flags and "
-              "%d-thread pool, reading the body and answering a fixed 200), alternating, %d rounds each; "
-              "runs ours %s, bare %s req/s. wrk, the server and its threads share the machine's %d cores, "
-              "so both figures are lower than on a separate client machine."
-              % (svc["wrk"], SMALL_L, SMALL_D, svc["pool"], svc["rounds"],
-                 "/".join("%.0f" % x for x in svc["small_rps_runs"]),
-                 "/".join("%.0f" % x for x in svc["bare_rps_runs"]), os.cpu_count() or 1))
-
-
-SMALL_L, SMALL_D = 8, 16
-
-
-def ort_version():
-    try:
-        with open(os.path.join(HERE, "node_modules", "onnxruntime-node", "package.json")) as f:
-            return json.load(f)["version"]
-    except (OSError, ValueError, KeyError):
-        return "?"
-
-
-def torch_version():
-    try:
-        import torch  # noqa: F401 (only for its version string)
-        return "PyTorch " + torch.__version__
-    except ImportError:
-        return "PyTorch (missing)"
+    print_service(r["wire"], r["svc"], r["ours"])
 
 
 if __name__ == "__main__":

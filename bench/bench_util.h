@@ -1,0 +1,87 @@
+/* bench_util.h - the timing, input and JSON-output helpers bench_kernels.c and ort_capi.c share, so both sides are timed alike. */
+#ifndef BENCH_UTIL_H
+#define BENCH_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static inline double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* n floats uniform in [-1, 1), 64-byte aligned (as a caller that cares for
+ * speed allocates), from a xorshift stream keyed by `key`: both programs
+ * make the same inputs for the same key. */
+static inline float *bench_randf(size_t n, uint64_t key)
+{
+    float *p = aligned_alloc(64, (n * sizeof *p + 63) / 64 * 64);
+    if (!p) { fprintf(stderr, "bench: out of memory\n"); exit(2); }
+    uint64_t s = 88172645463325252ull + key * 0x9e3779b97f4a7c15ull + n;
+    for (size_t i = 0; i < n; i++) {
+        s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+        p[i] = (float)((double)(s >> 40) * 0x1p-24 * 2.0 - 1.0);
+    }
+    return p;
+}
+
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of up to `reps` timed runs after one warm-up run, stopping early
+ * once `budget` seconds are spent (never fewer than three timed runs). */
+typedef void (*bench_fn)(void *);
+static inline double bench_median(bench_fn fn, void *arg, int reps, double budget)
+{
+    double t[64] = {0};
+    int n = 0;
+    fn(arg);
+    double start = bench_now();
+    while (n < reps && n < 64) {
+        double t0 = bench_now();
+        fn(arg);
+        t[n++] = bench_now() - t0;
+        if (bench_now() - start > budget && n >= 3) break;
+    }
+    qsort(t, (size_t)n, sizeof t[0], bench_cmp_double);
+    return t[n / 2];
+}
+
+/* Repetitions for a length: more for short runs. */
+static inline int bench_reps(int64_t l) { return l <= 1024 ? 15 : 7; }
+
+/* One JSON object on stdout, a field at a time (flushed, so a crash keeps
+ * what was measured). bench_open first, bench_close last. */
+static int bench_first_field = 1;
+static inline void bench_open(void) { printf("{"); bench_first_field = 1; }
+static inline void bench_close(void) { printf("}\n"); fflush(stdout); }
+static inline void bench_key(const char *key)
+{
+    printf("%s\"%s\": ", bench_first_field ? "" : ", ", key);
+    bench_first_field = 0;
+}
+static inline void bench_emit(const char *key, double v)
+{
+    bench_key(key);
+    printf("%.9g", v);
+    fflush(stdout);
+}
+/* A string value; quotes, backslashes and control characters become spaces. */
+static inline void bench_emit_str(const char *key, const char *v)
+{
+    bench_key(key);
+    putchar('"');
+    for (const char *c = v ? v : ""; *c; c++)
+        putchar(*c == '"' || *c == '\\' || (unsigned char)*c < 0x20 ? ' ' : *c);
+    putchar('"');
+    fflush(stdout);
+}
+
+#endif /* BENCH_UTIL_H */

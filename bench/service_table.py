@@ -1,0 +1,101 @@
+"""service_table.py - the wire and service section of `make bench` (the server's codecs against Jansson, a live attn-server against its kernel and a bare libmicrohttpd server), printed by bench/run.py."""
+import os
+
+SMALL_L, SMALL_D = 8, 16
+
+
+def ratio(a, b, fmt="%.2fx"):
+    return fmt % (a / b) if a and b else "n/a"
+
+
+def print_table(hdr, rows):
+    widths = [max(len(r[i]) for r in rows + [hdr]) for i in range(len(hdr))]
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(hdr, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in rows:
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+
+
+def print_service(wire, svc, ours):
+    """The wire and service section: the server's codecs against Jansson
+    on one million floats, a base64 multi-head request against the kernel's
+    own time, small requests against a bare libmicrohttpd server."""
+    hdr = ("row", "size", "ours ms", "ours", "peer", "peer ms", "peer rate", "vs peer", "target", "status")
+    rows = []
+
+    def add(*cells):
+        rows.append(tuple(str(c) for c in cells))
+
+    def ms(t):
+        return "%.2f" % (t * 1e3) if t else "n/a"
+
+    def rate(nbytes, t, unit):
+        scale = {"MB/s": 1e6, "GB/s": 1e9}[unit]
+        return ("%.0f %s" if unit == "MB/s" else "%.2f %s") % (nbytes / t / scale, unit) if t else "n/a"
+
+    n = wire.get("floats", 0)
+    size = "%d floats, %.1f MB" % (n, wire.get("read_bytes", 0) / 1e6)
+    for what, key, peer, nb, pnb in (
+            ("wire read, nested JSON", "read", "Jansson json_loads", "read_bytes", "read_bytes"),
+            ("wire write, nested JSON", "write", "Jansson json_dumps", "write_bytes_ours", "write_bytes_jansson")):
+        t, p = wire.get(key + "_ours"), wire.get(key + "_jansson")
+        exact = wire.get("exact_%s_ours" % key) == 1 and (key == "read" or wire.get("exact_roundtrip_ours") == 1)
+        mbs = wire.get(nb, 0) / t / 1e6 if t else 0
+        add(what, size, ms(t), rate(wire.get(nb, 0), t, "MB/s"), peer, ms(p), rate(wire.get(pnb, 0), p, "MB/s"),
+            ratio(p, t), ">=300 MB/s, exact f32 (%s)" % ("exact" if exact else "NOT exact" if wire else "n/a"),
+            "met" if exact and mbs >= 300 else "missed")
+    nb = wire.get("b64_bytes", 0)
+    size = "%.0f MiB f32, %.1f MB text" % (nb / 2 ** 20, wire.get("b64_text_bytes", 0) / 1e6)
+    for what, key, peer in (("base64 decode", "decode", "Jansson string read"),
+                            ("base64 encode", "encode", "Jansson string write")):
+        t = wire.get("b64_" + key)
+        p = wire.get("b64_%s_jansson" % ("read" if key == "decode" else "write"))
+        exact = wire.get("exact_b64") == 1
+        add(what, size, ms(t), rate(nb, t, "GB/s"), peer, ms(p), rate(nb, p, "GB/s"), ratio(p, t),
+            ">=1 GB/s (%s)" % ("exact" if exact else "NOT exact" if wire else "n/a"),
+            "met" if t and exact and nb / t >= 1e9 else "missed")
+
+    # the request's own computation through the library's public call
+    # (bench_kernels mha_1024: same shapes, seeded parameters, no weights);
+    # the Server-Timing compute figure of the same responses when missing
+    # (the Server-Timing ratio, measured on the same requests, is shown too:
+    # it is immune to the machine's load changing between the two runs)
+    total = svc.get("e2e_total_s")
+    st = svc["e2e_compute_ms"] / 1e3 if svc.get("e2e_compute_ms") else None
+    kernel = ours.get("mha_1024") or st
+    add("POST /multihead, b64", "L=1024 E=512 H=8", ms(total), "-", "attn_mha_compute", ms(kernel), "-", "-",
+        "<=1.5x kernel (%s; %s of Server-Timing compute)" % (ratio(total, kernel), ratio(total, st)),
+        "met" if total and kernel and total / kernel <= 1.5 else "missed")
+    s, b = svc.get("small_rps"), svc.get("bare_rps")
+    add("small: scaled_dot", "L=8 D=16", "-", "%.0f req/s" % s if s else "n/a", "bare MHD, fixed 200", "-",
+        "%.0f req/s" % b if b else "n/a", ratio(s, b), ">=0.5x bare", "met" if s and b and s / b >= 0.5 else "missed")
+
+    print("Wire and service. Medians of several runs; rates higher is better.")
+    print()
+    print_table(hdr, rows)
+    print()
+    print("Wire rows: one million float32 values (1024 x 1024) as {\"query\": [[...]]} printed by printf "
+          "\"%.9g\"; ours = the server's read path (depth check, server/scan.c, Jansson for the envelope, "
+          "the tensor decoder) and its printer (server/codec.c, numfmt.c), peers = Jansson on the same "
+          "text (json_dumps with 9 digits, tree built outside the timing); exact = every value back to the "
+          "same float32 bits, including the server reading its own output. base64 = server/b64.c; "
+          "rates in float32 bytes/s (the text is 4/3 larger); peers read and write the same base64 as one "
+          "JSON string.")
+    if svc.get("e2e_total_s"):
+        print("POST /multihead: query, key and value as base64, need_weights false, output_format b64 "
+              "(%.1f MB in, %.1f MB out), sent over one kept-alive loopback connection to build/attn-server "
+              "(default settings, access log on) by Python's http.client; ours = request sent to response "
+              "read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
+              "kernel = bench_kernels' attn_mha_compute of the same module and shapes."
+              % (svc["e2e_request_bytes"] / 1e6, svc["e2e_response_bytes"] / 1e6, svc["e2e_reps"],
+                 svc["e2e_parse_ms"], svc["e2e_compute_ms"], svc["e2e_encode_ms"]))
+    if svc.get("small_rps"):
+        print("Small requests: wrk %s with a Lua script POSTing the same %d x %d query/key/value JSON (weights "
+              "returned) to attn-server and to bench/bare_mhd.c (the same libmicrohttpd daemon flags and "
+              "%d-thread pool, reading the body and answering a fixed 200), alternating, %d rounds each; "
+              "runs ours %s, bare %s req/s. wrk, the server and its threads share the machine's %d cores, "
+              "so both figures are lower than on a separate client machine."
+              % (svc["wrk"], SMALL_L, SMALL_D, svc["pool"], svc["rounds"],
+                 "/".join("%.0f" % x for x in svc["small_rps_runs"]),
+                 "/".join("%.0f" % x for x in svc["bare_rps_runs"]), os.cpu_count() or 1))
+
