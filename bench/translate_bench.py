@@ -28,13 +28,15 @@ def torch_times(weights, name, reps):
     src = T.prepare_src(bpe, cfg, TEXT)
     out = {}
     for beam in (1, 4):
-        ts = []
+        ts, cs = [], []
         for _ in range(reps):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             ids = T.greedy(st, src)[0] if beam == 1 else T.beam(st, src, 4)
             ts.append((time.perf_counter() - t0) * 1e3)
+            cs.append((time.thread_time() - c0) * 1e3)
         ts.sort()
-        out[beam] = (ts[0], ts[len(ts) // 2], len(ids))
+        cs.sort()
+        out[beam] = (ts[0], ts[len(ts) // 2], len(ids), cs[0], cs[len(cs) // 2])
     return out
 
 
@@ -49,17 +51,19 @@ def main():
         return
     c = subprocess.run([os.path.join(a.build, "bench_models"), a.weights, os.path.join(ROOT, "training", "bpe.json"),
                         TEXT, str(a.reps)], check=True, capture_output=True, text=True).stdout
-    print('sentence: "%s"; one thread each; best / median of %d (ms)' % (TEXT, a.reps))
-    print("| model | decoding | tokens in/out | C | PyTorch | PyTorch / C |")
-    print("|---|---|---|---|---|---|")
+    print('sentence: "%s"; one thread each; best / median of %d (C), %d (PyTorch), ms;'
+          ' CPU = the thread\'s CPU time (fair on a loaded machine)' % (TEXT, a.reps, max(3, a.reps // 4)))
+    print("| model | decoding | tokens in/out | C wall | C CPU | PyTorch wall | PyTorch CPU | PyTorch / C (CPU) |")
+    print("|---|---|---|---|---|---|---|---|")
     for line in c.split("\n"):
         if not line.strip():
             continue
-        name, beam, n_src, n_out, best, med = line.split()
-        beam, best, med = int(beam), float(best), float(med)
+        name, beam, n_src, n_out, best, med, cbest, cmed = line.split()
+        beam, best, med, cbest, cmed = int(beam), float(best), float(med), float(cbest), float(cmed)
         pt = torch_times(a.weights, name, max(3, a.reps // 4))[beam]
-        print("| %s | %s | %s/%s | %.2f / %.2f | %.2f / %.2f | %.1fx |" % (
-            name, "greedy" if beam == 1 else "beam 4", n_src, n_out, best, med, pt[0], pt[1], pt[0] / best))
+        print("| %s | %s | %s/%s | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f | %.1fx |" % (
+            name, "greedy" if beam == 1 else "beam 4", n_src, n_out, best, med, cbest, cmed, pt[0], pt[1],
+            pt[3], pt[4], pt[3] / cbest))
 
 
 if __name__ == "__main__":
