@@ -61,7 +61,7 @@ $(STATIC): $(LIB_OBJ)
 $(SHARED): $(LIB_OBJ)
 	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
-$(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(STATIC)
+$(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
 # ------------------------------------------------------------------ tests
@@ -90,7 +90,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-ctx test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -283,14 +283,18 @@ FUZZ_BUILD   = build-fuzz
 FUZZ_TARGETS = tensor b64 request
 FUZZ_BINS    = $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
-               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Ilib -Iserver
-FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
+               -fsanitize=address,undefined -fno-sanitize-recover=undefined -Ilib -Iserver -Imodels
+FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) \
+               $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard models/*.c))
 
-$(FUZZ_BUILD)/lib/%.o $(FUZZ_BUILD)/server/%.o: FUZZ_CFLAGS += -fsanitize=fuzzer-no-link
+$(FUZZ_BUILD)/lib/%.o $(FUZZ_BUILD)/server/%.o $(FUZZ_BUILD)/models/%.o: FUZZ_CFLAGS += -fsanitize=fuzzer-no-link
 $(FUZZ_BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/server/%.o: server/%.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/models/%.o: models/%.c
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -432,3 +436,57 @@ models-smoke:
 	$(TORCH_PY) training/bleu.py --selftest
 	$(TORCH_PY) training/tokenizer.py --selftest
 	for m in transformer concat additive general; do $(TORCH_PY) training/train.py --model $$m --smoke || exit 1; done
+
+# ---- the trained models in C (models/, models/mdl.h) ----
+# test-models: the C models against PyTorch (tests/models_ref.py prepare
+# writes the tokenisation, teacher-forced attention and, without shipped
+# weights, random weights with a fresh token reference, in seconds), the
+# weight-file checks, and the HTTP routes. models-ref regenerates the
+# checked-in greedy/beam-4 token reference (tests/models_ref/) after new
+# weights land (minutes).
+MDL_SRC  = $(wildcard models/*.c)
+MDL_OBJ  = $(MDL_SRC:%.c=$(BUILD)/%.o)
+MDL_LIB  = $(BUILD)/libmdl.a
+TEST_MODELS = $(BUILD)/test_models
+MODELS_N ?= 300
+MODELS_ATTN ?= 100
+MODELS_REF_N ?= 2000
+
+$(BUILD)/models/%.o: ALL_CFLAGS += -O3
+$(BUILD)/tests/test_models.o $(BUILD)/bench/bench_models.o $(BUILD)/server/models_routes.o: ALL_CFLAGS += -Imodels
+
+$(MDL_LIB): $(MDL_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(TEST_MODELS): $(BUILD)/tests/test_models.o $(MDL_LIB) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+
+.PHONY: test-models test-models-full models-ref bench-models test-models-smoke
+test-models: $(TEST_MODELS) $(SERVER)
+	$(PYTHON) tests/models_ref.py prepare $(BUILD)/models_ref --n-attn $(MODELS_ATTN)
+	$(TEST_MODELS) --ref $(BUILD)/models_ref --n $(MODELS_N) --server $(SERVER) --log $(BUILD)/test_models_server.log
+
+# Every sentence of the reference (MODELS_REF_N, up to the whole test split).
+test-models-full: $(TEST_MODELS) $(SERVER)
+	$(MAKE) --no-print-directory test-models MODELS_N=2000 MODELS_ATTN=2000
+
+# Greedy and beam-4 translation of a ~10-word sentence, C against the
+# PyTorch definition, one thread each (bench/translate_bench.py).
+BENCH_MODELS = $(BUILD)/bench_models
+
+$(BENCH_MODELS): $(BUILD)/bench/bench_models.o $(MDL_LIB) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
+
+bench-models: $(BENCH_MODELS)
+	$(PYTHON) bench/translate_bench.py $(BUILD) $(if $(MODELS_DIR),--weights $(MODELS_DIR))
+
+# The four models in parallel processes (minutes for 2000 sentences).
+models-ref:
+	for m in concat additive general transformer; do \
+	  $(PYTHON) tests/models_ref.py decode training/weights tests/models_ref --n $(MODELS_REF_N) --models $$m & \
+	done; wait
+
+# training/train.py --smoke for the four models (make models-smoke): ~40 s on
+# a loaded machine, so not in `make test`.
+test-models-smoke: models-smoke

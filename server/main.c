@@ -49,6 +49,10 @@ static const char usage[] =
     "  --log-level LEVEL    ATTN_LOG_LEVEL    error, warn, info (access log) or debug (info)\n"
     "  --static-dir DIR     ATTN_STATIC_DIR   the demo's files (demo/ beside the binary or in .)\n"
     "  --openapi FILE       ATTN_OPENAPI      served at /openapi.yaml (./openapi.yaml)\n"
+    "  --models-dir DIR     ATTN_MODELS_DIR   trained models' weights (./training/weights, else\n"
+    "                                         beside the binary); a file that does not load is\n"
+    "                                         logged and listed as unavailable in GET /models\n"
+    "  --models-strict B    ATTN_MODELS_STRICT 1: refuse to start when a model does not load\n"
     "  --help               this text\n";
 
 static void die(const char *what, const char *val)
@@ -215,7 +219,8 @@ static const char *const keys[][2] = {
     {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
     {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
     {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
-    {"--max-work", "ATTN_MAX_WORK"}};
+    {"--max-work", "ATTN_MAX_WORK"}, {"--models-dir", "ATTN_MODELS_DIR"},
+    {"--models-strict", "ATTN_MODELS_STRICT"}};
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
 /* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
@@ -312,6 +317,7 @@ static int drain(int sig)
     srv_http_stop();
     srv_ctx_shutdown();
     srv_seed_cache_clear();
+    srv_models_stop();
     srv_log(SRV_LOG_WARN, "stopped");
     srv_log_flush();
     return 0;
@@ -333,6 +339,11 @@ int main(int argc, char **argv)
     sigset_t stop;
     block_stop_signals(&stop);
     srv_metrics_init();
+    if (srv_models_start(val[18], val[19] && strcmp(val[19], "0") != 0) != 0) {
+        srv_log(SRV_LOG_ERROR, "a model did not load and ATTN_MODELS_STRICT is set: not starting");
+        srv_log_flush();
+        return 1;
+    }
     if (srv_http_start() != 0)
         return 1;
     srv_log(SRV_LOG_WARN, "attn-server listening on http://%s:%d (threads %d, body cap %zu, demo %s)",

@@ -22,7 +22,8 @@ static const char *const route_labels[SRV_R_COUNT] = {
     [SRV_R_RULES] = "/rules",         [SRV_R_OPENAPI] = "/openapi.yaml",
     [SRV_R_ROOT] = "/",               [SRV_R_STATIC] = "static",
     [SRV_R_OTHER] = "other",          [SRV_R_KSERVE] = "/v2",
-    [SRV_R_KSERVE_INFER] = "/v2/models/{name}/infer"};
+    [SRV_R_KSERVE_INFER] = "/v2/models/{name}/infer", [SRV_R_MODELS] = "/models",
+    [SRV_R_MODELS_TRANSLATE] = "/models/{name}/translate"};
 static char attn_labels[ATTN_RULE_COUNT][48];
 
 void srv_metrics_init(void)

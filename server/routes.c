@@ -132,6 +132,8 @@ static void serve_static(const srv_target *t, const char *body, size_t len, srv_
 static const srv_route routes[] = {
     {"POST", "/attention/{rule}", SRV_R_ATTENTION, srv_serve_attention, &srv_native_front},
     {"POST", "/multihead", SRV_R_MULTIHEAD, srv_serve_multihead, &srv_native_front},
+    {"GET", "/models", SRV_R_MODELS, srv_serve_models, &srv_native_front},
+    {"POST", "/models/{name}/translate", SRV_R_MODELS_TRANSLATE, srv_serve_translate, &srv_native_front},
     {"GET", "/healthz", SRV_R_HEALTHZ, serve_healthz, &srv_native_front},
     {"GET", "/readyz", SRV_R_READYZ, serve_readyz, &srv_native_front},
     {"GET", "/metrics", SRV_R_METRICS, serve_metrics, &srv_native_front},
@@ -197,6 +199,10 @@ static int capture(const char *ph, const char *s, size_t n, srv_target *t, srv_e
         rule_list(list, sizeof list);
         return srv_fail(e, 404, "unknown_rule", "", "no rule named \"%.60s\"; the rules are: %s",
                         word, list);
+    }
+    if (is(ph, "{name}")) {
+        t->model = srv_models_find(s, n);
+        return t->model >= 0 ? 1 : srv_models_unknown(s, n, e);
     }
     if (is(ph, "{model}"))
         return srv_kserve_model(s, n, &t->model, e) == 0 ? 1 : -1;

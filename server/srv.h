@@ -329,6 +329,7 @@ enum {
     SRV_R_HEALTHZ, SRV_R_READYZ, SRV_R_METRICS, SRV_R_RULES, SRV_R_OPENAPI,
     SRV_R_ROOT, SRV_R_STATIC, SRV_R_OTHER,
     SRV_R_KSERVE, SRV_R_KSERVE_INFER, /* /v2/... (kserve.c) */
+    SRV_R_MODELS, SRV_R_MODELS_TRANSLATE, /* /models... (models_routes.c) */
     SRV_R_COUNT
 };
 const char *srv_route_label(int route);
@@ -444,5 +445,24 @@ int  srv_http_start(void);     /* 0 ok, -1 failed (logged) */
 void srv_http_quiesce(void);   /* stop accepting */
 void srv_http_stop(void);      /* close everything */
 extern volatile int srv_draining;
+
+/* ------------------------------------------------------------ trained models (models_routes.c) */
+
+/* Loads every NAME.safetensors + NAME.json of the weights directory (dir, or
+ * ATTN_MODELS_DIR's default search: ./training/weights, then beside the
+ * binary). A file that does not load is logged and listed under
+ * "unavailable" in GET /models; with strict, start-up fails instead.
+ * Returns 0, or -1 (strict only). */
+int  srv_models_start(const char *dir, int strict);
+void srv_models_stop(void);
+/* The index of the served model named name[0..len), or -1. */
+int  srv_models_find(const char *name, size_t len);
+/* 404 unknown_model for name[0..len), listing the served models. */
+int  srv_models_unknown(const char *name, size_t len, srv_err *e);
+void srv_models_list(srv_buf *b);
+int  srv_models_translate(int model, const char *body, size_t len, srv_call *call, srv_buf *out, srv_err *e);
+/* GET /models and POST /models/{name}/translate. */
+void srv_serve_models(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_translate(const srv_target *t, const char *body, size_t len, srv_reply *r);
 
 #endif /* SRV_H */

@@ -878,7 +878,10 @@ try {
     assert(!/which words each word looks at/.test(lead), 'the headline still promises meaning');
     assert(await page.isVisible('#caveat') && /hashed/.test(await page.textContent('#caveat')) && /trained/i.test(await page.textContent('#caveat')),
       'no plain caveat near the heatmap');
-    assert(await page.isHidden('#tab-model'), 'the Model tab shows without a model service');
+    // the Model tab shows exactly when the service lists trained models (GET /models)
+    const listed = ((await (await fetch(BASE + '/models')).json()).models ?? []).length > 0;
+    assert((await page.isHidden('#tab-model')) === !listed,
+      listed ? 'the Model tab is hidden although GET /models lists models' : 'the Model tab shows without a model service');
   });
 
   await test('the page also works at /demo/index.html', async () => {

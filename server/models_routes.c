@@ -1,0 +1,405 @@
+/* models_routes.c - GET /models and POST /models/{name}/translate: the trained models (models/mdl.h) served. */
+#include "srv.h"
+#include "mdl.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MODELS_MAX 16
+
+typedef struct {
+    mdl_model *m;
+    char *json; /* its GET /models entry */
+} served_model;
+
+static mdl_tok *tok;
+static served_model served[MODELS_MAX];
+static int n_served;
+static json_t *unavailable; /* [{"name", "error"}] of the files that did not load */
+static char models_dir[PATH_MAX];
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The weights directory: ATTN_MODELS_DIR, else training/weights in the
+ * working directory, else beside the binary (build/../training/weights). */
+static int find_dir(const char *opt, char *out, size_t n)
+{
+    char exe[PATH_MAX - 64], cand[PATH_MAX];
+    if (opt) {
+        snprintf(out, n, "%s", opt);
+        return is_dir(out) ? 0 : -1;
+    }
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[k > 0 ? k : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    const char *fmts[] = {"./training/weights", "%s/../training/weights", "%s/training/weights"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cand, sizeof cand, fmts[i], exe);
+        if (is_dir(cand) && realpath(cand, out))
+            return 0;
+    }
+    snprintf(out, n, "training/weights");
+    return -1;
+}
+
+/* A model name as a file stem: [a-z0-9_-], 1 to 31 characters. */
+static int good_name(const char *s, size_t n)
+{
+    if (n < 1 || n > 31)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* results.json's test BLEU of a model (greedy, beam4), or JSON null. */
+static json_t *bleu_of(json_t *results, const char *name)
+{
+    json_t *r = json_object_get(json_object_get(results, "test"), name);
+    if (!r)
+        return json_null();
+    return json_pack("{s:O?,s:O?,s:O?}", "greedy", json_object_get(json_object_get(r, "greedy"), "bleu"),
+                     "beam4", json_object_get(json_object_get(r, "beam4"), "bleu"), "sentences",
+                     json_object_get(json_object_get(results, "test"), "sentences"));
+}
+
+static char *entry_json(const mdl_model *m, json_t *results)
+{
+    const mdl_info *in = mdl_model_info(m);
+    json_t *cfg = json_loads(in->config_json, 0, NULL);
+    json_t *sizes = in->kind == MDL_KIND_TRANSFORMER
+        ? json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "vocab", in->vocab, "emb", in->emb, "heads", in->heads,
+                    "enc_layers", in->enc_layers, "dec_layers", in->dec_layers, "ffn", in->ffn,
+                    "max_src_tokens", in->max_src, "max_tgt_tokens", in->max_tgt)
+        : json_pack("{s:i,s:i,s:i,s:i,s:i}", "vocab", in->vocab, "emb", in->emb, "hidden", in->hidden,
+                    "max_src_tokens", in->max_src, "max_tgt_tokens", in->max_tgt);
+    json_t *o = json_pack(
+        "{s:s,s:s,s:s,s:o,s:I,s:o,s:{s:s,s:s,s:O?,s:O?,s:O?,s:O?,s:O?}}",
+        "name", in->name, "kind", in->kind == MDL_KIND_TRANSFORMER ? "transformer" : "seq2seq", "rule", in->rule,
+        "sizes", sizes, "params", (json_int_t)in->params, "bleu", bleu_of(results, in->name),
+        "trained_on", "corpus", "English->French UI strings from Debian 12's French message catalogs "
+        "(training/README.md)", "split", "training/data/train.tsv; BLEU on training/data/test.tsv",
+        "train_steps", json_object_get(cfg, "train_steps"), "train_epochs", json_object_get(cfg, "train_epochs"),
+        "best_step", json_object_get(cfg, "best_step"), "best_valid_nll", json_object_get(cfg, "best_valid_nll"),
+        "train_seconds", json_object_get(cfg, "train_seconds"));
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    json_decref(cfg);
+    return s;
+}
+
+/* Logged in full; listed for clients without the server's directory. */
+static void note_unavailable(const char *name, const char *err)
+{
+    size_t n = strlen(models_dir);
+    srv_log(SRV_LOG_ERROR, "model %s not served: %s", name, err);
+    if (!strncmp(err, models_dir, n) && err[n] == '/')
+        err += n + 1;
+    json_array_append_new(unavailable, json_pack("{s:s,s:s}", "name", name, "error", err));
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The NAME of every NAME.safetensors in dir, sorted (at most MODELS_MAX). */
+static int list_names(const char *dir, char names[][32])
+{
+    DIR *d = opendir(dir);
+    char *p[MODELS_MAX];
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors") && good_name(e->d_name, l - 12) && n < MODELS_MAX) {
+            snprintf(names[n], 32, "%.*s", (int)(l - 12), e->d_name);
+            p[n] = names[n];
+            n++;
+        }
+    }
+    if (d)
+        closedir(d);
+    qsort(p, (size_t)n, sizeof *p, name_cmp);
+    char tmp[MODELS_MAX][32];
+    for (int i = 0; i < n; i++)
+        snprintf(tmp[i], 32, "%s", p[i]);
+    memcpy(names, tmp, sizeof(tmp[0]) * (size_t)n);
+    return n;
+}
+
+int srv_models_start(const char *dir_opt, int strict)
+{
+    char err[MDL_ERR_LEN], path[PATH_MAX + 32], names[MODELS_MAX][32];
+    unavailable = json_array();
+    if (find_dir(dir_opt, models_dir, sizeof models_dir) != 0) {
+        srv_log(dir_opt ? SRV_LOG_ERROR : SRV_LOG_WARN, "models: no weights directory %s; GET /models lists none",
+                models_dir);
+        return dir_opt && strict ? -1 : 0;
+    }
+    snprintf(path, sizeof path, "%s/bpe.json", models_dir);
+    if (!is_file(path))
+        snprintf(path, sizeof path, "%s/../bpe.json", models_dir);
+    int n = list_names(models_dir, names);
+    if (n > 0 && !(tok = mdl_tok_load(path, err, sizeof err))) {
+        srv_log(SRV_LOG_ERROR, "models: tokenizer: %s; no model served", err);
+        return strict ? -1 : 0;
+    }
+    snprintf(path, sizeof path, "%s/../results.json", models_dir);
+    json_t *results = json_load_file(path, 0, NULL);
+    for (int i = 0; i < n; i++) {
+        mdl_model *m = mdl_load(models_dir, names[i], tok, err, sizeof err);
+        char *js = m ? entry_json(m, results) : NULL;
+        if (!m || !js) {
+            note_unavailable(names[i], m ? "out of memory" : err);
+            mdl_free(m);
+            if (strict) {
+                json_decref(results);
+                return -1;
+            }
+            continue;
+        }
+        served[n_served].m = m;
+        served[n_served++].json = js;
+        srv_log(SRV_LOG_WARN, "models: %s (%s, %lld parameters) from %s", names[i], mdl_model_info(m)->rule,
+                (long long)mdl_model_info(m)->params, models_dir);
+    }
+    json_decref(results);
+    return 0;
+}
+
+void srv_models_stop(void)
+{
+    for (int i = 0; i < n_served; i++) {
+        mdl_free(served[i].m);
+        free(served[i].json);
+    }
+    n_served = 0;
+    mdl_tok_free(tok);
+    tok = NULL;
+    json_decref(unavailable);
+    unavailable = NULL;
+}
+
+int srv_models_find(const char *name, size_t len)
+{
+    for (int i = 0; i < n_served; i++)
+        if (strlen(mdl_model_info(served[i].m)->name) == len && !memcmp(mdl_model_info(served[i].m)->name, name, len))
+            return i;
+    return -1;
+}
+
+void srv_models_list(srv_buf *b)
+{
+    srv_buf_puts(b, "{\"models\":[");
+    for (int i = 0; i < n_served; i++) {
+        srv_buf_puts(b, i ? "," : "");
+        srv_buf_puts(b, served[i].json);
+    }
+    srv_buf_puts(b, "],\"unavailable\":");
+    char *u = unavailable ? json_dumps(unavailable, JSON_COMPACT) : NULL;
+    srv_buf_puts(b, u ? u : "[]");
+    free(u);
+    srv_buf_puts(b, "}\n");
+}
+
+/* ------------------------------------------------------------ POST /models/{name}/translate */
+
+typedef struct {
+    const char *text;
+    size_t len;
+    int beam, max_len;
+} tr_args;
+
+/* An integer field in [lo, hi]: absent keeps *out; not an integer is 400, out of range 422. */
+static int int_field(json_t *root, const char *name, int lo, int hi, int *out, srv_err *e)
+{
+    json_t *v = json_object_get(root, name);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return srv_fail(e, 400, "invalid_field", name, "%s must be an integer", name);
+    if (json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return srv_fail(e, 422, "invalid_param", name, "%s must be %d to %d", name, lo, hi);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int tr_parse(json_t *root, const mdl_info *in, tr_args *a, srv_err *e)
+{
+    static const char *const fields[] = {"text", "beam", "max_len", NULL};
+    if (!json_is_object(root))
+        return srv_fail(e, 400, "invalid_json", "", "the body must be a JSON object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        int ok = 0;
+        for (int i = 0; fields[i]; i++)
+            ok |= !strcmp(key, fields[i]);
+        if (!ok)
+            return srv_fail(e, 400, "unknown_field", key, "unknown field \"%.60s\"; the fields are: text, beam, max_len",
+                            key);
+    }
+    json_t *t = json_object_get(root, "text");
+    if (!t)
+        return srv_fail(e, 400, "missing_field", "text", "text is required");
+    if (!json_is_string(t))
+        return srv_fail(e, 400, "invalid_field", "text", "text must be a string");
+    a->text = json_string_value(t);
+    a->len = json_string_length(t);
+    a->beam = 1;
+    a->max_len = 0;
+    if (int_field(root, "beam", 1, MDL_MAX_BEAM, &a->beam, e) ||
+        int_field(root, "max_len", 1, in->max_tgt, &a->max_len, e))
+        return -1;
+    if (a->len > MDL_MAX_TEXT_BYTES)
+        return srv_fail(e, 422, "invalid_param", "text", "text has %zu bytes; at most %d", a->len, MDL_MAX_TEXT_BYTES);
+    return 0;
+}
+
+/* Source ids of the text: 422 when it has no token or more than the model takes. */
+static int tr_source(const mdl_info *in, const tr_args *a, int32_t *ids, int *n, srv_err *e)
+{
+    int64_t k = mdl_tok_encode(tok, a->text, a->len, ids, in->max_src - 1);
+    if (k < 0)
+        return srv_fail(e, 400, "invalid_field", "text", "text is not valid UTF-8");
+    if (k == 0)
+        return srv_fail(e, 422, "invalid_param", "text", "text is empty (no token)");
+    if (k > in->max_src - 1)
+        return srv_fail(e, 422, "invalid_param", "text",
+                        "text has %lld tokens; model %s takes at most %d (plus <eos>)", (long long)k, in->name,
+                        in->max_src - 1);
+    ids[k] = MDL_EOS;
+    *n = (int)k + 1;
+    return 0;
+}
+
+static void put_tokens(srv_buf *b, const char *key, const int32_t *ids, int n)
+{
+    srv_buf_printf(b, ",\"%s\":[", key);
+    for (int i = 0; i < n; i++) {
+        srv_buf_puts(b, i ? "," : "");
+        srv_buf_json_str(b, mdl_tok_str(tok, ids[i]));
+    }
+    srv_buf_putc(b, ']');
+}
+
+static int tr_reply(const mdl_info *in, const mdl_result *r, int beam, srv_buf *out, srv_err *e)
+{
+    char *text = mdl_tok_decode(tok, r->out, r->n_out);
+    if (!text)
+        return srv_fail(e, 503, "overloaded", "", "out of memory");
+    srv_buf_puts(out, "{\"model\":");
+    srv_buf_json_str(out, in->name);
+    srv_buf_puts(out, ",\"translation\":");
+    srv_buf_json_str(out, text);
+    free(text);
+    srv_buf_printf(out, ",\"beam\":%d", beam);
+    put_tokens(out, "source_tokens", r->src, r->n_src);
+    put_tokens(out, "target_tokens", r->out, r->n_out);
+    int64_t L = in->dec_layers, H = in->heads, T = r->n_out, S = r->n_src;
+    srv_buf_puts(out, ",\"attention\":{\"cross\":");
+    if (in->kind == MDL_KIND_TRANSFORMER) {
+        int64_t cs[4] = {L, H, T, S}, ds[4] = {L, H, T, T}, es[4] = {in->enc_layers, H, S, S};
+        srv_encode_tensor(out, r->cross, 4, cs, 0);
+        srv_buf_puts(out, ",\"decoder\":");
+        srv_encode_tensor(out, r->dec, 4, ds, 0);
+        srv_buf_puts(out, ",\"encoder\":");
+        srv_encode_tensor(out, r->enc, 4, es, 0);
+    } else {
+        int64_t cs[2] = {T, S};
+        srv_encode_tensor(out, r->cross, 2, cs, 0);
+    }
+    srv_buf_puts(out, "}}\n");
+    return out->failed ? srv_fail(e, 503, "overloaded", "", "out of memory writing the response") : 0;
+}
+
+int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, srv_buf *out, srv_err *e)
+{
+    double t0 = srv_now_ms();
+    if (idx < 0 || idx >= n_served)
+        return srv_fail(e, 404, "unknown_model", "", "no such model");
+    const mdl_model *m = served[idx].m;
+    const mdl_info *in = mdl_model_info(m);
+    if (srv_json_too_deep(body, len, srv_cfg.max_depth))
+        return srv_fail(e, 400, "invalid_json", "", "the body nests more than %d deep", srv_cfg.max_depth);
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return srv_fail(e, 400, "invalid_json", "", "the body is not valid JSON: %s", je.text);
+    tr_args a;
+    int32_t ids[512 + 1];
+    int n = 0, rc = tr_parse(root, in, &a, e);
+    if (!rc)
+        rc = tr_source(in, &a, ids, &n, e);
+    if (!rc) {
+        mdl_opts o = {.beam = a.beam, .max_len = a.max_len, .want_attention = 1};
+        mdl_result r;
+        char err[MDL_ERR_LEN];
+        attn_ctx *ctx = srv_ctx_acquire(0);
+        double t1 = srv_now_ms();
+        rc = mdl_translate(m, ctx, ids, n, &o, &r, err, sizeof err);
+        double t2 = srv_now_ms();
+        srv_ctx_release(ctx);
+        if (rc)
+            srv_fail(e, 503, "overloaded", "", "%s", err);
+        else
+            rc = tr_reply(in, &r, a.beam, out, e);
+        call->t_parse = t1 - t0;
+        call->t_compute = t2 - t1;
+        call->t_encode = srv_now_ms() - t2;
+        mdl_result_free(&r);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* /models or /models/{name}/translate; the model index in *model (-1 for the list). */
+int srv_models_unknown(const char *name, size_t len, srv_err *e)
+{
+    char list[400] = "";
+    for (int i = 0; i < n_served; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                 mdl_model_info(served[i].m)->name);
+    srv_fail(e, 404, "unknown_model", "", "no model named \"%.*s\"; the models are: %s",
+             (int)(len > 60 ? 60 : len), name, n_served ? list : "(none loaded)");
+    return -1;
+}
+
+void srv_serve_models(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)t, (void)body, (void)len;
+    srv_models_list(&r->body);
+}
+
+void srv_serve_translate(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    srv_err e;
+    srv_call call;
+    memset(&call, 0, sizeof call);
+    int rc = srv_models_translate(t->model, body, len, &call, &r->body, &e);
+    r->t_parse = call.t_parse;
+    r->t_compute = call.t_compute;
+    r->t_encode = call.t_encode;
+    srv_call_free(&call);
+    if (rc != 0)
+        srv_reply_error(r, &e);
+}
