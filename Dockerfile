@@ -23,6 +23,7 @@ WORKDIR /src
 COPY Makefile ./
 COPY lib/ lib/
 COPY server/ server/
+COPY models/ models/
 # Kernels pick their instruction set at run time, so a generic -O2 build is
 # right for any x86-64 host the image lands on.
 RUN make -j"$(nproc)" server CFLAGS="-O2" && strip build/attn-server
@@ -39,6 +40,9 @@ RUN apt-get update \
 COPY --from=build /src/build/attn-server /usr/local/bin/attn-server
 COPY demo/ /usr/share/attn/demo/
 COPY openapi.yaml /usr/share/attn/openapi.yaml
+# The trained translation models (GET /models): weights, tokenizer, scores.
+COPY training/weights/ /usr/share/attn/models/weights/
+COPY training/bpe.json training/results.json /usr/share/attn/models/
 COPY docker/healthcheck.sh /usr/local/bin/attn-healthcheck
 
 # 0.0.0.0: inside a container loopback is unreachable from the host or the
@@ -46,7 +50,8 @@ COPY docker/healthcheck.sh /usr/local/bin/attn-healthcheck
 ENV ATTN_BIND=0.0.0.0 \
     ATTN_PORT=8080 \
     ATTN_STATIC_DIR=/usr/share/attn/demo \
-    ATTN_OPENAPI=/usr/share/attn/openapi.yaml
+    ATTN_OPENAPI=/usr/share/attn/openapi.yaml \
+    ATTN_MODELS_DIR=/usr/share/attn/models/weights
 
 # Numeric so Kubernetes' runAsNonRoot can verify it without reading /etc/passwd.
 USER 10001:10001
