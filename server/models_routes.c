@@ -100,7 +100,7 @@ static char *entry_json(const mdl_model *m, json_t *results)
         "train_steps", json_object_get(cfg, "train_steps"), "train_epochs", json_object_get(cfg, "train_epochs"),
         "best_step", json_object_get(cfg, "best_step"), "best_valid_nll", json_object_get(cfg, "best_valid_nll"),
         "train_seconds", json_object_get(cfg, "train_seconds"));
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(o);
     json_decref(cfg);
     return s;
