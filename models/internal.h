@@ -59,6 +59,8 @@ int mdl_lib_fail(mdl_run *r, const char *what, attn_status st, const attn_error 
 void mdl_linear(const float *X, int N, int in, const float *W, const float *b, int out, float *Y);
 /* x (N, E) = LayerNorm(x + d) with weight w, bias b, eps 1e-5, in place. */
 void mdl_add_norm(float *x, const float *d, int N, int E, const float *w, const float *b);
+/* x (N, E) = LayerNorm(x + linear2(relu(linear1(x)))) of layer y; scratch (N, F + E). */
+void mdl_ffn(const mdl_model *m, const mdl_layer *y, float *x, int N, float *scratch);
 /* One PyTorch GRU step for N rows: h (N, H) <- GRU(x (N, in), h). scratch: 6 N H floats. */
 void mdl_gru_step(const mdl_gru_w *g, const float *x, int N, int in, int H, float *h, float *scratch);
 /* log-softmax of a row of n floats, in place (float32, as torch.log_softmax). */

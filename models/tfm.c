@@ -26,7 +26,7 @@ static int mha(mdl_run *r, const attn_named *p, const float *q, int Lq, const fl
 }
 
 /* x (N, E) = LayerNorm(x + linear2(relu(linear1(x)))); scratch (N, F + E). */
-static void ffn(const mdl_model *m, const mdl_layer *y, float *x, int N, float *scratch)
+void mdl_ffn(const mdl_model *m, const mdl_layer *y, float *x, int N, float *scratch)
 {
     int E = m->info.emb, F = m->info.ffn;
     float *h = scratch, *o = scratch + (size_t)N * F;
@@ -60,7 +60,7 @@ int mdl_tfm_start(mdl_run *r)
         if (mha(r, m->el[l].self, x, n, NULL, 0, o, w, "encoder self-attention"))
             return -1;
         memcpy(x, o, sizeof(float) * (size_t)n * E);
-        ffn(m, &m->el[l], x, n, scratch);
+        mdl_ffn(m, &m->el[l], x, n, scratch);
     }
     return 0;
 }
@@ -97,7 +97,7 @@ int mdl_tfm_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logit
             for (int h = 0; h < H; h++)
                 memcpy(rows + k * row + ((int64_t)l * H + h) * n, w + ((size_t)h * N + k) * n,
                        sizeof(float) * (size_t)n);
-        ffn(m, ly, y, N, scratch);
+        mdl_ffn(m, ly, y, N, scratch);
     }
     mdl_linear(y, N, E, m->emb, NULL, m->info.vocab, logits);
     return 0;

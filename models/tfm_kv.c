@@ -110,18 +110,6 @@ static int kv_cross(mdl_run *r, int l, int N, float *y, float *rows, int64_t row
     return 0;
 }
 
-/* x (N, E) = LayerNorm(x + linear2(relu(linear1(x)))). */
-static void kv_ffn(const mdl_model *m, const mdl_layer *y, float *x, int N, float *s)
-{
-    int E = m->info.emb, F = m->info.ffn;
-    float *h = s, *o = s + (size_t)N * F;
-    mdl_linear(x, N, E, y->l1w, y->l1b, F, h);
-    for (int64_t i = 0; i < (int64_t)N * F; i++)
-        h[i] = h[i] > 0 ? h[i] : 0;
-    mdl_linear(h, N, F, y->l2w, y->l2b, E, o);
-    mdl_add_norm(x, o, N, E, y->nw, y->nb);
-}
-
 int mdl_kv_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logits, float *rows)
 {
     const mdl_model *m = r->m;
@@ -136,7 +124,7 @@ int mdl_kv_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logits
     for (int l = 0; l < m->info.dec_layers; l++) {
         if (kv_self(r, l, N, t, y, rows, row, s) || kv_cross(r, l, N, y, rows, row, s))
             return -1;
-        kv_ffn(m, &m->dl[l], y, N, s);
+        mdl_ffn(m, &m->dl[l], y, N, s);
     }
     mdl_linear(y, N, E, m->emb, NULL, m->info.vocab, logits);
     return 0;
