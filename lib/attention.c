@@ -12,6 +12,12 @@ attn_options attn_options_default(void)
     attn_options o;
     memset(&o, 0, sizeof o);
     o.need_weights = 1;
+    o.window_left = o.window_right = -1;
+    o.temperature = 1.0f;
+    o.rope.base = 10000.0f;
+    o.sparsity.window_blocks = 3;
+    o.sparsity.global_blocks = 2;
+    o.sparsity.random_blocks = 3;
     return o;
 }
 

@@ -162,23 +162,120 @@ const attn_rule_info *attn_rule_describe(attn_rule rule);
 typedef enum {
     ATTN_HARD_NONE = 0,
     ATTN_HARD_ARGMAX, /* one-hot at the row's largest weight, ties: lowest index */
-    ATTN_HARD_TOPK    /* keep the top_k largest, renormalise; ties: lowest index */
+    ATTN_HARD_TOPK,   /* keep the top_k largest, renormalise; ties: lowest index */
+    ATTN_HARD_SAMPLE  /* one key drawn per row from w^(1/temperature), see "Draws" */
 } attn_hard;
 
-/* What every rule shares after its scores are computed. Masks combine by
- * logical AND; a query row left with no key has all-zero weights and an
- * all-zero output row (never NaN). */
+/* Where the diagonal of causal, window and ALiBi sits: query row i is at
+ * position i' = i (top-left, the default) or i' = i + Lk - Lq (bottom-right,
+ * PyTorch's CausalVariant.LOWER_RIGHT and FlashAttention's convention; a
+ * decode step with Lq = 1 needs it). */
+typedef enum { ATTN_ALIGN_TOP_LEFT = 0, ATTN_ALIGN_BOTTOM_RIGHT } attn_align;
+
+/* Rotary position embedding (RoFormer) of query and key rows: for
+ * dot/scaled_dot on the raw rows, for multi-head after the projections, per
+ * head. With d = dims (0: the head dim; even, <= head dim), pair k < d/2
+ * turns by the angle pos * base^(-2k/d): (a, b) -> (a cos t - b sin t,
+ * a sin t + b cos t). HALF pairs features (k, k + d/2) (GPT-NeoX, Hugging
+ * Face Llama), INTERLEAVED pairs (2k, 2k+1) (GPT-J, Meta's Llama); features
+ * past d pass unchanged. Query row i is at position i' + offset, key row j
+ * at j + offset (align applies even without causal). */
+typedef enum { ATTN_ROPE_HALF = 0, ATTN_ROPE_INTERLEAVED } attn_rope_style;
+
+typedef struct {
+    int on;
+    float base;            /* > 0; 10000 by default */
+    attn_rope_style style;
+    int64_t dims;          /* 0: the head dim */
+    int64_t offset;        /* added to every position, >= 0 */
+} attn_rope;
+
+/* Sparse attention: a pattern that is exactly one more boolean mask AND-ed
+ * with the others, computed so that blocks with nothing allowed cost
+ * nothing. For dot, scaled_dot and multi-head. */
+typedef enum {
+    ATTN_SPARSE_NONE = 0,
+    ATTN_SPARSE_LOCAL_GLOBAL, /* Longformer: |i' - j| <= window, or query i or key j global */
+    ATTN_SPARSE_BIGBIRD,      /* BigBird ITC blocks: global, window and seeded random blocks */
+    ATTN_SPARSE_BLOCKS        /* a given block layout */
+} attn_pattern;
+
+typedef struct {
+    attn_pattern pattern;
+    int64_t window;          /* local_global: >= 0 */
+    const int64_t *global;   /* local_global: token indices (queries i and keys j), n_global of them */
+    size_t n_global;
+    int64_t block;           /* bigbird, blocks: block size b >= 1 (rows and columns) */
+    int64_t window_blocks;   /* bigbird: odd >= 1 (default 3) */
+    int64_t global_blocks;   /* bigbird: >= 0 (default 2) */
+    int64_t random_blocks;   /* bigbird: >= 0 (default 3) */
+    attn_mask layout;        /* blocks: (ceil(Lq/b), ceil(Lk/b)) */
+} attn_sparsity;
+
+/* Feature map of linear attention (Katharopoulos et al. 2020). */
+typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map;
+
+/* What every rule shares after its scores are computed: the score
+ * pipeline, for batch b, head h (h = 0 for the rules), query row i and key
+ * row j, in this order:
+ *   1. s = the rule's score (scale included for scaled_dot and multi-head)
+ *   2. softcap c > 0: s = c * tanh(s / c)
+ *   3. s += bias[i][j]; with ALiBi s -= m_h * |i' - j|
+ *   4. masks, all AND-ed: mask, key_mask, causal, window, sparsity
+ *   5. softmax over the allowed keys, with an optional sink logit z_h:
+ *      w_ij = exp(s_ij - M) / (sum_j exp(s_ij - M) + exp(z_h - M)),
+ *      M = max(max_j s_ij, z_h)
+ *   6. hard attention on w (argmax, top_k or sample; with a sink, on the
+ *      keys' weights only: argmax and top_k renormalise the kept keys)
+ *   7. output row i = sum_j w_ij v_j
+ * A query row left with no key has all-zero weights and an all-zero output
+ * row (never NaN), with a sink or not. */
 typedef struct {
     attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); multi-head also (B,H,Lq,Lk) */
     attn_mask key_mask; /* (Lk) or (B,Lk); false = padding key */
     attn_tensor bias;   /* float, same shapes as mask, added to the scores */
-    int causal;         /* query i sees key j only where j <= i */
-    int has_window;     /* when set, query i sees key j only where |i-j| <= window */
-    int64_t window;     /* must be >= 0 */
+    attn_align align;   /* where the diagonal of causal, window and ALiBi sits */
+    int causal;         /* query i sees key j only where j <= i' */
+    int has_window;     /* when set, query i sees key j only where i' - left <= j <= i' + right */
+    int64_t window_left;  /* >= 0, or -1 for an unbounded side */
+    int64_t window_right; /* >= 0, or -1 for an unbounded side */
+    float softcap;      /* > 0: step 2; 0: off */
+    int alibi;          /* step 3's ALiBi term */
+    const float *alibi_slopes; /* alibi: H slopes (1 for the rules), or NULL for the
+                                * ALiBi paper's slopes for H heads: 2^(-8h/H),
+                                * h = 1..H, for H a power of two; otherwise those
+                                * of n = 2^floor(log2 H), then the 1st, 3rd,
+                                * 5th... of 2n (H = 1: 2^-8) */
+    int64_t n_alibi_slopes;
+    const float *sinks; /* step 5: H sink logits (1 for the rules), or NULL */
+    int64_t n_sinks;
+    attn_rope rope;
+    attn_sparsity sparsity;
     attn_hard hard;
     int64_t top_k;      /* 1..Lk, for ATTN_HARD_TOPK */
+    float temperature;  /* > 0, for ATTN_HARD_SAMPLE (default 1) */
+    uint64_t seed;      /* the draws of ATTN_HARD_SAMPLE and of BigBird's random blocks */
+    attn_feature_map feature_map; /* linear attention */
     int need_weights;   /* 0: weights are not built; the weights buffer may be NULL */
 } attn_options;
+
+/* Draws from options.seed, the same on every platform. The generator is
+ * SplitMix64 (attn_splitmix64); its n-th output (n = 0, 1, ...) from seed s
+ * is the mix of s + (n + 1) * 0x9E3779B97F4A7C15. Sampling and BigBird each
+ * start their own stream at the seed.
+ *   Sampling: row n = (b * H + h) * Lq + i uses x = output n (whether or not
+ *   the row has a key to attend). u = (x >> 11) * 2^-53; m = the largest
+ *   final score over the row's allowed keys; e_j = exp((s_j - m) / T) for
+ *   allowed j, else 0; total = sum of e_j in index order, in double; the key
+ *   drawn is the first allowed j whose running sum exceeds u * total.
+ *   BigBird: one layout for the whole request, query block qb = 0, 1, ...
+ *   in order from one stream: qb < global_blocks sees every key block (no
+ *   draws); otherwise key blocks kb < global_blocks and those within
+ *   (window_blocks - 1) / 2 of qb (clipped, not moved by align), then of the
+ *   n blocks not yet allowed, in increasing order c[0..n-1], r =
+ *   min(random_blocks, n) are drawn by a partial Fisher-Yates shuffle: for
+ *   t = 0..r-1, x = next() >> 32, j = t + ((x * (n - t)) >> 32), swap c[t]
+ *   and c[j]; c[0..r-1] are allowed. */
 
 /* Options with every field at its default (nothing masked, weights wanted). */
 attn_options attn_options_default(void);
@@ -245,7 +342,20 @@ typedef struct {
     double param_floats;  /* floats of the parameters the call uses; when n_params == 0, what attn_seed_params / attn_mha_seed_params would make */
     double flops;         /* floating-point operations of the computation (2 per multiply-add), an estimate */
     double scratch_bytes; /* workspace the computation takes from the context */
+    /* The block layout of a sparsity pattern (0 when there is none): rows x
+     * cols blocks of block x block (query rows x key rows); see
+     * attn_sparsity_layout. */
+    int64_t layout_rows, layout_cols, layout_block;
 } attn_shapes;
+
+/* The block layout a sparsity pattern uses, for a response's "layout":
+ * layout_rows x layout_cols bytes (attn_shapes), 1 where a block holds an
+ * allowed pair. bigbird and blocks give their own layout; local_global is
+ * summarised in blocks of layout_block rows and columns chosen by the
+ * library. Lq, Lk are the request's query and key counts; the options must
+ * have passed attn_plan / attn_mha_plan. */
+attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
+                                 uint8_t *layout, attn_error *err);
 
 /* Request with every field at its default for the given rule. */
 attn_request attn_request_default(attn_rule rule);
@@ -275,7 +385,9 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
 
 typedef enum {
     ATTN_PE_NONE = 0,
-    ATTN_PE_SINUSOIDAL  /* PE[p,2i] = sin(p/10000^(2i/d)), PE[p,2i+1] = cos(same) */
+    ATTN_PE_SINUSOIDAL, /* PE[p,2i] = sin(p/10000^(2i/d)), PE[p,2i+1] = cos(same) */
+    ATTN_PE_LEARNED     /* rows of pos_embedding.weight (P,E), P >= max(Lq,Lk):
+                         * query rows use 0..Lq-1, key and value rows 0..Lk-1 */
 } attn_posenc;
 
 /* torch.nn.MultiheadAttention(E, H, batch_first=True) semantics.
@@ -296,6 +408,7 @@ typedef struct {
     int average_weights; /* weights (B,Lq,Lk) averaged over heads, else (B,H,Lq,Lk) */
     attn_posenc positional_encoding;
     int residual_norm;   /* output = LayerNorm(query' + attention), eps 1e-5 */
+    int linear;          /* linear attention per head (opt.feature_map) instead of softmax */
     attn_options opt;
 } attn_mha_request;
 

@@ -122,9 +122,19 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
         if (!km->data)
             return attn_fail(err, ATTN_ERR_ARG, "key_mask", "key_mask has no data");
     }
-    if (o->has_window && o->window < 0)
+    if (o->has_window && (o->window_left < -1 || o->window_right < -1))
         return attn_fail(err, ATTN_ERR_PARAM, "window",
-                         "window must be >= 0, got %lld", (long long)o->window);
+                         "window sides must be >= 0 (or null for unbounded), got [%lld, %lld]",
+                         (long long)o->window_left, (long long)o->window_right);
+    /* the score pipeline's newer options, not yet computed */
+    const char *later = o->align != ATTN_ALIGN_TOP_LEFT ? "align"
+                      : o->has_window && o->window_left != o->window_right ? "window"
+                      : o->softcap != 0.0f ? "softcap" : o->alibi ? "alibi"
+                      : o->sinks ? "sinks" : o->rope.on ? "rope"
+                      : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity"
+                      : o->hard == ATTN_HARD_SAMPLE ? "hard" : NULL;
+    if (later)
+        return attn_fail(err, ATTN_ERR_PARAM, later, "%s is not supported yet", later);
     switch (o->hard) {
     case ATTN_HARD_NONE:
     case ATTN_HARD_ARGMAX:
@@ -189,7 +199,7 @@ void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
     if (o->key_mask.rank)
         m->key_mask = o->key_mask.data + (o->key_mask.rank == 2 ? b * Lk : 0);
     m->causal = o->causal != 0;
-    m->window = o->has_window ? o->window : -1;
+    m->window = o->has_window ? o->window_left : -1;
 }
 
 attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err)

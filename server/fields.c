@@ -181,7 +181,7 @@ static int64_t *int_slot(srv_job *j, int slot, int **has)
 {
     *has = NULL;
     switch (slot) {
-    case SRV_SLOT_WINDOW:       *has = &job_opt(j)->has_window; return &job_opt(j)->window;
+    case SRV_SLOT_WINDOW:       *has = &job_opt(j)->has_window; return &job_opt(j)->window_left;
     case SRV_SLOT_NUM_HEADS:    return &j->u.mha.num_heads;
     case SRV_SLOT_NUM_KV_HEADS: return &j->u.mha.num_kv_heads;
     case SRV_SLOT_HIDDEN_SIZE:  return &j->u.att.hidden_size;
@@ -209,6 +209,8 @@ static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
     *dst = x;
     if (has)
         *has = 1;
+    if (f->slot == SRV_SLOT_WINDOW) /* an integer window is [w, w] */
+        job_opt(j)->window_right = x;
     return 0;
 }
 

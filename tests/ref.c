@@ -54,7 +54,7 @@ static int allowed(const attn_options *o, int64_t b, int64_t h, int64_t H,
         return 0;
     if (o->causal && j > i)
         return 0;
-    if (o->has_window && llabs(i - j) > o->window)
+    if (o->has_window && llabs(i - j) > o->window_left)
         return 0;
     return 1;
 }

@@ -168,7 +168,7 @@ static int read_options(const golden_case *c, attn_options *o, const char **bad)
     o->causal = (int)golden_opt_int(c, "causal", 0);
     if (golden_opt(c, "window")) {
         o->has_window = 1;
-        o->window = golden_opt_int(c, "window", 0);
+        o->window_left = o->window_right = golden_opt_int(c, "window", 0);
     }
     const char *hard = golden_opt(c, "hard");
     if (hard && strcmp(hard, "argmax") == 0) {
@@ -612,7 +612,7 @@ static int bad_option(bad_case *c, const char *key, const char *val)
         o->causal = atoi(val);
     } else if (!strcmp(key, "window")) {
         o->has_window = 1;
-        o->window = strtoll(val, NULL, 10);
+        o->window_left = o->window_right = strtoll(val, NULL, 10);
     } else if (!strcmp(key, "top_k")) {
         o->hard = ATTN_HARD_TOPK;
         o->top_k = strtoll(val, NULL, 10);
@@ -885,7 +885,7 @@ static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64
     o->causal = rnd_int(0, 3) == 0;
     if (rnd_int(0, 3) == 0) {
         o->has_window = 1;
-        o->window = rnd_int(0, 4);
+        o->window_left = o->window_right = rnd_int(0, 4);
     }
     if (allow_hard) {
         int h = (int)rnd_int(0, 5);
@@ -1242,7 +1242,7 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
              trial, attn_rule_name(rule), batched ? " " : " none/", (long long)B,
              (long long)Lq, (long long)Lk, (long long)Lv, (long long)Dq, (long long)Dk,
              (long long)Dv, (long long)Dh, r.opt.mask.rank, r.opt.key_mask.rank,
-             r.opt.bias.rank, r.opt.causal, r.opt.has_window ? (long long)r.opt.window : -1LL,
+             r.opt.bias.rank, r.opt.causal, r.opt.has_window ? (long long)r.opt.window_left : -1LL,
              (int)r.opt.hard, (long long)r.opt.top_k);
     attn_param_set *set = NULL;
     int ok = 1;
@@ -1380,7 +1380,7 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
              (long long)E, (long long)H, (long long)Hkv, (long long)kdim, (long long)vdim,
              family, bias, m.average_weights, (int)m.positional_encoding, m.residual_norm,
              m.opt.mask.rank, m.opt.key_mask.rank, m.opt.bias.rank, m.opt.causal,
-             m.opt.has_window ? (long long)m.opt.window : -1LL);
+             m.opt.has_window ? (long long)m.opt.window_left : -1LL);
     attn_param_set *set = NULL;
     int ok = 1;
     if (rnd_int(0, 3) == 0) {
