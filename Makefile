@@ -248,7 +248,12 @@ $(BENCH_WIRE): $(BUILD)/bench/bench_wire.o $(BENCH_WIRE_OBJ) $(STATIC)
 $(BARE_MHD): $(BUILD)/bench/bare_mhd.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
-bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(SERVER) $(BENCH_NPM)
+HTTP_BENCH = $(BUILD)/http_bench
+
+$(HTTP_BENCH): $(BUILD)/bench/http_bench.o
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL)
+
+bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM)
 	@mkdir -p $(BUILD)/bench
 	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
