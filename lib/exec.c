@@ -56,6 +56,7 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     f->bias = j->m.bias; f->bias_stride = j->m.bias_stride;
     f->causal = j->m.causal;
     f->window = j->m.window;
+    f->sparse = j->m.sparse;
 }
 
 /* Scratch the kernel of n jobs like model asks on `threads` threads. Both

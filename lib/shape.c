@@ -131,10 +131,11 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                       : o->has_window && o->window_left != o->window_right ? "window"
                       : o->softcap != 0.0f ? "softcap" : o->alibi ? "alibi"
                       : o->sinks ? "sinks" : o->rope.on ? "rope"
-                      : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity"
                       : o->hard == ATTN_HARD_SAMPLE ? "hard" : NULL;
     if (later)
         return attn_fail(err, ATTN_ERR_PARAM, later, "%s is not supported yet", later);
+    if ((st = attn_sparsity_check(o, Lq, Lk, err)) != ATTN_OK)
+        return st;
     switch (o->hard) {
     case ATTN_HARD_NONE:
     case ATTN_HARD_ARGMAX:

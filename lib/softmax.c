@@ -50,7 +50,8 @@ void attn_row_softmax(float *s, int64_t i, int64_t lk, const attn_row_masks *m,
     float mx = -INFINITY;
     for (int64_t j = 0; j < lk; j++) {
         int ok = (!mr || mr[j]) && (!km || km[j]) && (!m->causal || j <= i) &&
-                 (m->window < 0 || (j - i <= m->window && i - j <= m->window));
+                 (m->window < 0 || (j - i <= m->window && i - j <= m->window)) &&
+                 (!m->sparse || attn_sparse_allows(m->sparse, i, j));
         if (ok) {
             float x = br ? s[j] + br[j] : s[j];
             s[j] = x;
