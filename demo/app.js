@@ -985,6 +985,8 @@ function setView(v) {
     tab.tabIndex = name === v ? 0 : -1;
     $('view-' + name).hidden = name !== v;
   }
+  // A phone scrolls the tab row sideways: keep the chosen tab in sight.
+  if (NARROW.matches) { const t = $('tab-' + v), row = t.parentElement; row.scrollLeft = t.offsetLeft - row.offsetLeft - 8; }
   if (v === 'compare') runCompare();
   if (v === 'heatmap' && S.cur) renderHeatmapView();
   if (v === 'neuron') renderNeuronView();

@@ -86,6 +86,10 @@ function bleuOf(m) {
   if (!b) return null;
   return b.greedy ?? b.beam4 ?? null;
 }
+function fmtRange(xs) {
+  const lo = Math.min(...xs), hi = Math.max(...xs);
+  return lo === hi ? lo.toFixed(2) : `${lo.toFixed(2)}–${hi.toFixed(2)}`;
+}
 function bleuText(m) {
   const b = m && m.bleu;
   if (!b) return 'BLEU not reported';
@@ -328,11 +332,12 @@ export function createModelViews(ctx) {
     const gru = M.list.filter(m => m.kind === 'seq2seq' && bleuOf(m) !== null);
     const t = M.list.find(m => m.name === 'transformer');
     const note = h('p', { class: 'caveat m-honest' });
+    const gb = gru.map(bleuOf);
     note.innerHTML = '<strong>Read with care:</strong> ' +
-      (gru.length ? `the three GRU models are weak, short trainings (test BLEU ${gru.map(m => `${m.name} ${bleuText(m).replace('BLEU ', '')}`).join('; ')}), ` +
-        `below answering with the English unchanged (${COPY_FLOOR_BLEU}): their French is mostly wrong and their attention barely follows the words. ` : '') +
-      (t ? `The Transformer (${bleuText(t)}) translates, and its attention is the one worth reading. ` : '') +
-      'Rows are the French tokens each model wrote, columns the English tokens it read.';
+      (gru.length ? `the GRU models are weak short trainings: test BLEU ${fmtRange(gb)}, below the ${COPY_FLOOR_BLEU} of answering with the English unchanged; ` +
+        'their French is mostly wrong and their attention barely follows the words. ' : '') +
+      (t ? `The Transformer (${bleuText(t)}) is the one to read. ` : '') +
+      'Rows: the French tokens each model wrote; columns: the English tokens it read.';
     const narrow = window.matchMedia('(max-width: 860px)').matches;
     const figs = names.map(name => {
       const m = M.list.find(x => x.name === name) || { name };
