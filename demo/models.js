@@ -603,8 +603,10 @@ export function createModelViews(ctx) {
     if (M.pin) p.set('mpin', M.pin.lang + M.pin.index);
   }
   function restore(p) {
+    const was = [M.text, M.beam].join('\n');
     if (p.has('mt')) M.text = p.get('mt');
     M.beam = p.get('mb') === '4' ? 4 : 1;
+    if ([M.text, M.beam].join('\n') !== was) { M.results = new Map(); M.saved = null; } // a link to another sentence: translate it
     M.sub = SUBS.includes(p.get('ms')) ? p.get('ms') : 'translate';
     M.sel = { attn: ATTN[p.get('ma')] ? p.get('ma') : 'cross', layer: /^\d+$/.test(p.get('ml') || '') ? Number(p.get('ml')) : -1,
       head: /^\d+$/.test(p.get('mh') || '') ? Number(p.get('mh')) : -1 };
