@@ -628,7 +628,7 @@ void srv_serve_session_step(const srv_target *t, const char *body, size_t len, s
     memset(&so, 0, sizeof so);
     call.t0 = srv_now_ms();
     srv_session *s = NULL;
-    int rc = parse(&call, &j, SRV_F_SES_STEP, body, len, &e) || !(s = acquire(t->session, &e)) ||
+    int rc = !(s = acquire(t->session, &e)) || parse(&call, &j, SRV_F_SES_STEP, body, len, &e) ||
              check_step(s, &j, &e);
     call.t_parse = srv_now_ms() - call.t0;
     if (!rc)
@@ -650,7 +650,7 @@ void srv_serve_session_truncate(const srv_target *t, const char *body, size_t le
     memset(&call, 0, sizeof call);
     call.t0 = srv_now_ms();
     srv_session *s = NULL;
-    int rc = parse(&call, &j, SRV_F_SES_CUT, body, len, &e) || !(s = acquire(t->session, &e)) ||
+    int rc = !(s = acquire(t->session, &e)) || parse(&call, &j, SRV_F_SES_CUT, body, len, &e) ||
              turn_begin(s, &e);
     if (!rc) {
         pthread_mutex_lock(&s->mu);
