@@ -321,9 +321,10 @@ export function createModelViews(ctx) {
 
   // Cell size so that `count` panels fit side by side in the main column.
   function fitCell(Lq, Lk, count, labelW) {
-    const avail = ($('m-translate').parentElement.clientWidth || 900) / count - labelW - 28;
+    // Room for the panel's padding and the last rotated column label.
+    const avail = ($('m-translate').parentElement.clientWidth || 900) / count - labelW - 56;
     const availH = Math.max(160, window.innerHeight - 430);
-    return Math.max(11, Math.min(24, Math.floor(avail / Math.max(1, Lk)), Math.floor(availH / Math.max(1, Lq))));
+    return Math.max(11, Math.min(24, Math.floor(avail / Math.max(1, Lk)), Math.max(12, Math.floor(availH / Math.max(1, Lq)))));
   }
 
   function renderTranslate() {
@@ -359,7 +360,10 @@ export function createModelViews(ctx) {
       }
       mm.model = name;
       const labelW = Math.min(110, 12 + 7 * Math.max(...mm.rows.map(x => String(x).length)));
-      const cell = narrow ? Math.max(13, Math.min(22, Math.floor((window.innerWidth - 60 - labelW) / mm.cols.length))) : fitCell(mm.rows.length, mm.cols.length, names.length, labelW);
+      // All panels in one row when their cells stay 12 px or more, else two per row.
+      const across = fitCell(mm.rows.length, mm.cols.length, names.length, labelW) >= 12 ? names.length : 2;
+      const cell = narrow ? Math.max(13, Math.min(22, Math.floor((window.innerWidth - 60 - labelW) / mm.cols.length))) : fitCell(mm.rows.length, mm.cols.length, across, labelW);
+      fig.style.flexBasis = `calc(${100 / across}% - 10px)`;
       const which = ` (${mm.layer !== undefined ? `cross-attention, layer ${mm.layer}, ${mm.head < 0 ? 'mean of heads' : 'head ' + mm.head}; ` : ''}test BLEU with ${bleuSearch(m, M.beam)})`;
       const svg = heat(mm, { title: mm.title, caption: `→ ${r.response.translation}${which}`, cell, fontSize: 11,
         wrap: Math.max(170, Math.min(300, mm.cols.length * cell + labelW)) });
