@@ -321,8 +321,8 @@ export function createModelViews(ctx) {
 
   // Cell size so that `count` panels fit side by side in the main column.
   function fitCell(Lq, Lk, count, labelW) {
-    // Room for the panel's padding and the last rotated column label.
-    const avail = ($('m-translate').parentElement.clientWidth || 900) / count - labelW - 56;
+    // Room for the gap, the panel's padding and the last rotated column label.
+    const avail = ($('m-translate').parentElement.clientWidth || 900) / count - labelW - 44;
     const availH = Math.max(160, window.innerHeight - 430);
     return Math.max(11, Math.min(24, Math.floor(avail / Math.max(1, Lk)), Math.max(12, Math.floor(availH / Math.max(1, Lq)))));
   }
@@ -340,6 +340,10 @@ export function createModelViews(ctx) {
       (t ? `The Transformer (${bleuText(t)}) is the one to read. ` : '') +
       'Rows: the French tokens each model wrote; columns: the English tokens it read.';
     const narrow = window.matchMedia('(max-width: 860px)').matches;
+    // All panels in one row up to 10 English tokens (cells of 11 px and up
+    // then fit), else two per row. Every model reads the same tokens.
+    const first = names.map(n => M.results.get(n)).find(r => r && r.response);
+    const across = !first || first.response.source_tokens.length <= 10 ? names.length : Math.min(2, names.length);
     const figs = names.map(name => {
       const m = M.list.find(x => x.name === name) || { name };
       const r = M.results.get(name);
@@ -360,8 +364,6 @@ export function createModelViews(ctx) {
       }
       mm.model = name;
       const labelW = Math.min(110, 12 + 7 * Math.max(...mm.rows.map(x => String(x).length)));
-      // All panels in one row when their cells stay 12 px or more, else two per row.
-      const across = fitCell(mm.rows.length, mm.cols.length, names.length, labelW) >= 12 ? names.length : 2;
       const cell = narrow ? Math.max(13, Math.min(22, Math.floor((window.innerWidth - 60 - labelW) / mm.cols.length))) : fitCell(mm.rows.length, mm.cols.length, across, labelW);
       fig.style.flexBasis = `calc(${100 / across}% - 10px)`;
       const which = ` (${mm.layer !== undefined ? `cross-attention, layer ${mm.layer}, ${mm.head < 0 ? 'mean of heads' : 'head ' + mm.head}; ` : ''}test BLEU with ${bleuSearch(m, M.beam)})`;

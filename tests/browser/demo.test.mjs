@@ -6,7 +6,9 @@
 // pure function of the text) and posts it with fetch, so a page that sends
 // the wrong request, drops an option or draws a cell in the wrong place fails.
 // Prints "N passed, N failed" and exits nonzero on any failure. Screenshots
-// go to tests/browser/screenshots/ (git-ignored).
+// go to tests/browser/screenshots/ (git-ignored); those of the trained models' views
+// and the neuron view to build/screenshots/. Checks that cannot run (no models
+// served) are printed as "skip" and counted apart.
 
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
