@@ -220,6 +220,17 @@ $(BENCH_ORT): $(BUILD)/bench/ort_capi.o $(BENCH_OURS) $(STATIC)
 $(BENCH_NPM): bench/package.json
 	cd bench && npm install --ignore-scripts --no-audit --no-fund --loglevel=error
 
+# What the score pipeline's options (softcap, ALiBi, rope, sinks) cost on the
+# dense core and on a decode row, in CPU seconds (bench/modern.c).
+BENCH_MODERN = $(BUILD)/bench_modern
+
+$(BENCH_MODERN): $(BUILD)/bench/modern.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+.PHONY: bench-modern
+bench-modern: $(BENCH_MODERN)
+	$(BENCH_MODERN)
+
 # The wire and service rows: the server's codecs against Jansson on 1M floats
 # (bench_wire links the wire objects), a base64 multi-head request to a live
 # attn-server, and small requests by wrk against it and a bare libmicrohttpd
@@ -422,7 +433,7 @@ golden-modern:
 	$(PYTHON) tests/gen_modern.py tests/golden_modern
 
 # build-matrix also compiles these (defined above, after test-bins).
-test-bins: $(TEST_MODERN_REF) $(TEST_MODERN) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
+test-bins: $(TEST_MODERN_REF) $(TEST_MODERN) $(BENCH_MODERN) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
 
 # ---- trained English->French attention models (see training/README.md) ----
 # Needs Debian's python3 with torch (not the pyenv one) and root for apt-get.
