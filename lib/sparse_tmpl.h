@@ -249,8 +249,11 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
 {
     flash_pack_q(j, i0, nr, qt);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
-    V m[QV], l[QV];
-    UNROLL for (int q = 0; q < QV; q++) { m[q] = VSET1(-INFINITY); l[q] = VZERO(); }
+    V m[QV], l[QV]; /* a sink starts the softmax as in sdpa_block_flash */
+    UNROLL for (int q = 0; q < QV; q++) {
+        m[q] = VSET1(j->has_sink ? j->sink : -INFINITY);
+        l[q] = j->has_sink ? VSET1(1.0f) : VZERO();
+    }
     int64_t klo, khi, lo, hi;
     key_range(j, i0, nr, &klo, &khi);
     span_it it;
