@@ -814,18 +814,24 @@ def self_test():
     assert got == want, got
 
 
-def main():
-    outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/golden"
+def write_all(outdir, self_test, all_cases):
+    """A generator's run: its self-test, then every case written afresh into
+    outdir by all_cases(outdir) (the *.txt there removed first); prints how
+    many cases and bytes."""
     os.makedirs(outdir, exist_ok=True)
     self_test()
     torch.set_grad_enabled(False)
-    for f in os.listdir(outdir):
-        if f.endswith(".txt"):
-            os.remove(os.path.join(outdir, f))
+
+    def cases():
+        return [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".txt")]
+    for f in cases():
+        os.remove(f)
     all_cases(outdir)
-    n = len([f for f in os.listdir(outdir) if f.endswith(".txt")])
-    size = sum(os.path.getsize(os.path.join(outdir, f)) for f in os.listdir(outdir))
-    print("%d cases, %d bytes in %s" % (n, size, outdir))
+    print("%d cases, %d bytes in %s" % (len(cases()), sum(map(os.path.getsize, cases())), outdir))
+
+
+def main():
+    write_all(sys.argv[1] if len(sys.argv) > 1 else "tests/golden", self_test, all_cases)
 
 
 if __name__ == "__main__":

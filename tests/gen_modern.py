@@ -55,7 +55,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_golden import (Additive, Case as GoldenCase, ConcatTanh, Concat, General,  # noqa: E402
                         SplitMix64, fmt, init_params, rnd, randmask, seeded_set,
-                        sinusoidal, write_params)
+                        sinusoidal, write_all, write_params)
 
 F64 = torch.float64
 M64 = (1 << 64) - 1
@@ -1213,23 +1213,14 @@ def self_test():
 
 
 def main():
-    outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/golden_modern"
-    os.makedirs(outdir, exist_ok=True)
-    self_test()
-    torch.set_grad_enabled(False)
-    for f in os.listdir(outdir):
-        if f.endswith(".txt"):
-            os.remove(os.path.join(outdir, f))
-    hdir = os.path.join(outdir, "http_cases")
-    if os.path.isdir(hdir):
-        for f in os.listdir(hdir):
-            if f.startswith("modern_ok_"):  # the modern_err* cases are written by hand
-                os.remove(os.path.join(hdir, f))
-    all_cases(outdir)
-    n = len([f for f in os.listdir(outdir) if f.endswith(".txt")])
-    size = sum(os.path.getsize(os.path.join(outdir, f)) for f in os.listdir(outdir)
-               if f.endswith(".txt"))
-    print("%d cases, %d bytes in %s" % (n, size, outdir))
+    def cases(outdir):
+        hdir = os.path.join(outdir, "http_cases")
+        if os.path.isdir(hdir):
+            for f in os.listdir(hdir):
+                if f.startswith("modern_ok_"):  # the modern_err* cases are written by hand
+                    os.remove(os.path.join(hdir, f))
+        all_cases(outdir)
+    write_all(sys.argv[1] if len(sys.argv) > 1 else "tests/golden_modern", self_test, cases)
 
 
 if __name__ == "__main__":
