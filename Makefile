@@ -69,7 +69,7 @@ $(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 TEST_LIB  = $(BUILD)/test_lib
 TEST_HTTP = $(BUILD)/test_http
 
-$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/golden.o $(STATIC)
+$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 HARNESS_OBJ = $(BUILD)/tests/harness.o $(BUILD)/tests/golden.o
@@ -120,7 +120,7 @@ test-lib: $(TEST_LIB)
 # friends interposed and counted), concurrent contexts on threads.
 TEST_CTX = $(BUILD)/test_ctx
 
-$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(STATIC)
+$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 test-ctx: $(TEST_CTX)
