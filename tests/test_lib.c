@@ -601,7 +601,7 @@ static int bad_sparse_linear(bad_case *c, const char *key, const char *val)
         sp->global = c->globals;
     } else if (!strcmp(key, "sparsity.layout")) {
         int rank = read_shape(val, s);
-        sp->layout = M(rank, s[0], s[1], s[2], s[3]);
+        sp->layout = mask_of(rank, s, ones_u8);
     } else
         return 0;
     return 1;
