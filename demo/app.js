@@ -821,7 +821,8 @@ function loadExport(obj) {
       if (!obj.response) throw new Error('the export has no "response"');
       S.compareSaved = null;
       show(obj.rule || 'multihead', obj.request || null, obj.response, obj.rows, obj.cols, obj.source);
-      if (['heatmap', 'lines'].includes(v.view)) setView(v.view);
+      S.neuronKey = Number.isInteger(v.neuronKey) ? v.neuronKey : null;
+      if (['heatmap', 'lines', 'neuron'].includes(v.view)) setView(v.view);
     }
   } finally {
     S.restoring = false;
@@ -1012,7 +1013,7 @@ function currentViewContainer() {
 }
 
 function viewState() {
-  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin };
+  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin, neuronKey: S.neuronKey };
 }
 
 // The JSON export: everything needed to redraw the picture with its words.
