@@ -821,7 +821,8 @@ function loadExport(obj) {
       if (!obj.response) throw new Error('the export has no "response"');
       S.compareSaved = null;
       show(obj.rule || 'multihead', obj.request || null, obj.response, obj.rows, obj.cols, obj.source);
-      if (['heatmap', 'lines'].includes(v.view)) setView(v.view);
+      S.neuronKey = Number.isInteger(v.neuronKey) ? v.neuronKey : null;
+      if (['heatmap', 'lines', 'neuron'].includes(v.view)) setView(v.view);
     }
   } finally {
     S.restoring = false;
@@ -1012,7 +1013,7 @@ function currentViewContainer() {
 }
 
 function viewState() {
-  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin };
+  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin, neuronKey: S.neuronKey };
 }
 
 // The JSON export: everything needed to redraw the picture with its words.
@@ -1202,6 +1203,10 @@ loadRules();
 run();
 MV.init($('tab-model'), $('view-model')).then(ok => {
   if (!ok) { if (S.view === 'model') setView('heatmap'); return; }
+  // Where a newcomer looks first: the learned attention is one click away.
+  const a = Object.assign(document.createElement('a'), { href: '#v=model', id: 'lead-models', textContent: 'translate English to French with trained models' });
+  a.addEventListener('click', e => { e.preventDefault(); setView('model'); });
+  $('lead').append(' Or ', a, '.');
   if (S.modelParams) MV.restore(S.modelParams);
   if (S.wantModel) setView('model');
 }).catch(e => console.warn('models:', e));

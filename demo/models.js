@@ -223,7 +223,18 @@ export function createModelViews(ctx) {
     sel.addEventListener('change', () => { if (sel.value !== 'custom') { M.text = MODEL_EXAMPLES[Number(sel.value)]; input.value = M.text; M.pin = null; translate(); } });
     beam.addEventListener('change', () => { M.beam = Number(beam.value); translate(); });
     load.addEventListener('change', async () => { const f = load.files[0]; if (f) ctx.loadText(await f.text()); });
-    for (const b of panel.querySelectorAll('.m-subtabs button')) b.addEventListener('click', () => { M.sub = b.dataset.sub; render(); ctx.writeHash(); });
+    for (const b of panel.querySelectorAll('.m-subtabs button')) {
+      b.addEventListener('click', () => { M.sub = b.dataset.sub; render(); ctx.writeHash(); });
+      // Arrow keys move between the views, as in the WAI-ARIA tabs pattern.
+      b.addEventListener('keydown', e => {
+        const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
+        if (!d) return;
+        M.sub = SUBS[(SUBS.indexOf(b.dataset.sub) + d + SUBS.length) % SUBS.length];
+        render();
+        ctx.writeHash();
+        $('msub-' + M.sub).focus();
+      });
+    }
     wireHover();
   }
 
@@ -292,6 +303,8 @@ export function createModelViews(ctx) {
     for (const b of panel.querySelectorAll('.m-subtabs button')) {
       b.setAttribute('aria-selected', String(b.dataset.sub === M.sub));
       b.tabIndex = b.dataset.sub === M.sub ? 0 : -1;
+      // A phone scrolls the row sideways: keep the chosen view in sight.
+      if (b.dataset.sub === M.sub && b.parentElement.scrollWidth > b.parentElement.clientWidth) b.parentElement.scrollLeft = b.offsetLeft - b.parentElement.offsetLeft - 8;
     }
     for (const s of SUBS) $('m-' + s).hidden = s !== M.sub;
     $('m-text').value = M.text;

@@ -1297,6 +1297,43 @@ try {
     await setRule('scaled_dot');
   });
 
+  await test('neuron view: the URL and a JSON export reopen the same query, key and numbers', async () => {
+    await fresh();
+    await page.click('#heatmap .row-label[data-row="2"]');
+    await page.click('#tab-neuron');
+    await page.waitForSelector('#neuron .nkey');
+    await page.click('#neuron .nkey[data-key="5"]');
+    await page.waitForFunction(() => document.querySelector('#neuron-readout').dataset.key === '5', null, { timeout: 3000 });
+    const snap = p => p.evaluate(() => ({
+      sums: [...document.querySelectorAll('#neuron .n-sum')].map(x => x.dataset.value).join(),
+      q: document.querySelector('#neuron svg').dataset.query, key: document.querySelector('#neuron-readout').dataset.key,
+      terms: document.querySelector('#neuron-readout tbody').textContent }));
+    const a = await snap(page);
+    assert(a.q === '2' && /nk=5/.test(page.url()) && /v=neuron/.test(page.url()), `query ${a.q}, URL ${page.url()}`);
+    const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 5000 }), page.click('#export-json')]);
+    const file = path.join(SHOTS, 'export-neuron.json');
+    await dl.saveAs(file);
+    const other = await context.newPage();
+    try {
+      await other.goto(page.url());
+      await other.waitForSelector('#neuron .nkey', { timeout: 5000 });
+      await other.waitForFunction(() => document.querySelector('#neuron-readout').dataset.key === '5', null, { timeout: 3000 });
+      const b = await snap(other);
+      for (const k of Object.keys(a)) assert(a[k] === b[k], `${k} differs after reopening the URL`);
+      await other.goto('about:blank');
+      await other.goto(BASE + '/');
+      await other.waitForSelector('#heatmap .cell');
+      await other.click('label:has(input[name="mode"][value="load"])');
+      await other.setInputFiles('#load-file', file);
+      await other.waitForSelector('#view-neuron:not([hidden]) #neuron .nkey', { timeout: 5000 });
+      await other.waitForFunction(() => document.querySelector('#neuron-readout').dataset.key === '5', null, { timeout: 3000 });
+      const c = await snap(other);
+      for (const k of Object.keys(a)) assert(a[k] === c[k], `${k} differs after loading the export`);
+    } finally {
+      await other.close();
+    }
+  });
+
   await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
     assert(pageErrors.length === 0, pageErrors.join('; '));
     const foreign = requested.filter(u => !u.startsWith(BASE + '/') && !u.startsWith('data:') && !u.startsWith('blob:'));
