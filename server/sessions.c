@@ -373,7 +373,7 @@ static int insert(srv_session *s, const char *hdr, srv_err *e)
                         "or delete sessions you no longer use", srv_cfg.max_sessions);
     }
     int rc = 0;
-    if (trusted && !find(hdr) && !gone_why(hdr)) {
+    if (trusted && !find(hdr)) {
         memcpy(s->id, hdr, ID_HEX + 1);
     } else {
         do
