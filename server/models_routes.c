@@ -76,7 +76,11 @@ static json_t *bleu_of(json_t *results, const char *name)
     json_t *r = json_object_get(json_object_get(results, "test"), name);
     if (!r)
         return json_null();
-    return json_pack("{s:O?,s:O?,s:O?}", "greedy", json_object_get(json_object_get(r, "greedy"), "bleu"),
+    /* evaluate.py files the batched greedy decoder's score as "greedyb" */
+    json_t *greedy = json_object_get(r, "greedy");
+    if (!greedy)
+        greedy = json_object_get(r, "greedyb");
+    return json_pack("{s:O?,s:O?,s:O?}", "greedy", json_object_get(greedy, "bleu"),
                      "beam4", json_object_get(json_object_get(r, "beam4"), "bleu"), "sentences",
                      json_object_get(json_object_get(results, "test"), "sentences"));
 }
