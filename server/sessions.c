@@ -313,6 +313,8 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
                         "memory, %zu bytes (ATTN_SESSION_MEMORY)",
                         (long long)f->max_tokens, srv_cfg.session_memory);
     attn_request req = j->u.att;
+    req.opt.causal = 1;
+    req.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
     float *one = srv_arena_alloc(&call->arena, (size_t)f->head_dim * sizeof(float));
     if (!one)
         return srv_fail(e, 503, "overloaded", "", "out of memory");
@@ -354,6 +356,8 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     s->tmpl = j->u.att;
     s->tmpl.query = s->tmpl.key = s->tmpl.value = (attn_tensor){0, {0}, NULL};
     s->tmpl.opt.alibi_slopes = s->tmpl.opt.sinks = NULL; /* the body's: copied below when given */
+    s->tmpl.opt.causal = 1;
+    s->tmpl.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
     s->bytes = bytes;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -483,34 +487,17 @@ static void append(srv_session *s, const attn_tensor *k, const attn_tensor *v, i
 
 /* One query head over the first n rows of KV head g: q and o (Tq, d), w
  * (Tq, n) or NULL. Query row i sits at position n - Tq + i and sees the
- * keys up to it (causal, aligned bottom-right). */
+ * keys up to it: causal, aligned bottom-right, as the session's template
+ * says; the key and value tensors are views of the cache. */
 static attn_status head(const srv_session *s, attn_ctx *ctx, int64_t g, int64_t n, int64_t Tq,
                         const float *q, float *o, float *w, attn_error *ae)
 {
-    int64_t d = s->d;
-    for (int64_t i = 0; i < Tq; i++) {
-        /* Until the library aligns causal masks bottom-right: row i alone
-         * against the c keys it may see, which is the same computation. */
-        int64_t c = n - Tq + i + 1;
-        float *wi = w ? w + i * n : NULL;
-        if (c <= 0) {
-            memset(o + i * d, 0, (size_t)d * sizeof(float));
-            if (wi)
-                memset(wi, 0, (size_t)n * sizeof(float));
-            continue;
-        }
-        attn_request req = s->tmpl;
-        req.query = (attn_tensor){2, {1, d}, q + i * d};
-        req.key = (attn_tensor){2, {c, d}, s->k[g]};
-        req.value = (attn_tensor){2, {c, d}, s->v[g]};
-        req.opt.need_weights = wi != NULL;
-        attn_status st = attn_compute(ctx, &req, o + i * d, wi, ae);
-        if (st != ATTN_OK)
-            return st;
-        if (wi)
-            memset(wi + c, 0, (size_t)(n - c) * sizeof(float));
-    }
-    return ATTN_OK;
+    attn_request req = s->tmpl;
+    req.query = (attn_tensor){2, {Tq, s->d}, q};
+    req.key = (attn_tensor){2, {n, s->d}, s->k[g]};
+    req.value = (attn_tensor){2, {n, s->d}, s->v[g]};
+    req.opt.need_weights = w != NULL;
+    return attn_compute(ctx, &req, o, w, ae);
 }
 
 /* Every query head over the cache's first n rows: out (Tq, H, d), w (H,
