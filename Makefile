@@ -69,7 +69,7 @@ $(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 TEST_LIB  = $(BUILD)/test_lib
 TEST_HTTP = $(BUILD)/test_http
 
-$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/golden.o $(STATIC)
+$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 HARNESS_OBJ = $(BUILD)/tests/harness.o $(BUILD)/tests/golden.o

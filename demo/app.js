@@ -1203,6 +1203,10 @@ loadRules();
 run();
 MV.init($('tab-model'), $('view-model')).then(ok => {
   if (!ok) { if (S.view === 'model') setView('heatmap'); return; }
+  // Where a newcomer looks first: the learned attention is one click away.
+  const a = Object.assign(document.createElement('a'), { href: '#v=model', id: 'lead-models', textContent: 'translate English to French with trained models' });
+  a.addEventListener('click', e => { e.preventDefault(); setView('model'); });
+  $('lead').append(' Or ', a, '.');
   if (S.modelParams) MV.restore(S.modelParams);
   if (S.wantModel) setView('model');
 }).catch(e => console.warn('models:', e));
