@@ -200,9 +200,12 @@ test-docker:
 	tests/docker/test.sh $(BUILD)
 
 # Three replicas behind nginx; one SIGTERMed, one SIGKILLed under load; zero
-# failed client requests.
+# failed client requests. Then decode sessions through nginx and three
+# replicas: spread, pinned to their replica, 404 unknown_session after their
+# replica is SIGKILLed (tests/replicas/sessions.sh).
 test-replicas: $(SERVER)
 	tests/replicas/test.sh $(SERVER) $(BUILD)
+	tests/replicas/sessions.sh $(SERVER) $(BUILD)
 
 # promtool check metrics, counter values, and a real Prometheus scrape.
 test-metrics: $(SERVER)

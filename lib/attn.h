@@ -297,6 +297,11 @@ typedef struct {
 /* Options with every field at its default (nothing masked, weights wanted). */
 attn_options attn_options_default(void);
 
+/* The ALiBi paper's slope of head h (0-based) of H heads, the one
+ * attn_options.alibi uses when alibi_slopes is NULL: for a caller that
+ * computes heads one call at a time and passes each its own slope. */
+float attn_alibi_slope(int64_t H, int64_t h);
+
 /* ------------------------------------------------------------ a context */
 
 /* What a computation runs with, reused across calls; make one per thread

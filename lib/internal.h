@@ -118,9 +118,6 @@ typedef struct {
 void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
                    int64_t Lq, int64_t Lk, attn_row_masks *m);
 
-/* The ALiBi paper's slope of head h (0-based) of H (attn.h). */
-float attn_alibi_slope(int64_t H, int64_t h);
-
 /* rope for a head of hd features: the checks attn_check_options cannot
  * make without the head size (dims even and <= hd). */
 attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err);

@@ -496,6 +496,17 @@ def mha_inputs(c, B, Lq, Lk, E, kdim, vdim, H, Hkv, self_attn):
     return q, k, v
 
 
+def mha_flags(c, average, posenc, residual_norm):
+    """The multi-head options average_weights, positional_encoding (a name, or
+    None) and residual_norm, each when set."""
+    if average:
+        c.opt("average_weights", 1)
+    if posenc is not None:
+        c.opt("positional_encoding", posenc)
+    if residual_norm:
+        c.opt("residual_norm", 1)
+
+
 def run_mha(outdir, name, note, B, Lq, Lk, E, H, *, Hkv=None, kdim=None,
             vdim=None, self_attn=False, mask=None, key_mask=None, causal=False,
             window=None, bias=None, average=False, posenc=False,
@@ -512,12 +523,7 @@ def run_mha(outdir, name, note, B, Lq, Lk, E, H, *, Hkv=None, kdim=None,
         c.opt("causal", 1)
     if window is not None:
         c.opt("window", window)
-    if average:
-        c.opt("average_weights", 1)
-    if posenc:
-        c.opt("positional_encoding", "sinusoidal")
-    if residual_norm:
-        c.opt("residual_norm", 1)
+    mha_flags(c, average, "sinusoidal" if posenc else None, residual_norm)
     if not need_weights:
         c.opt("need_weights", 0)
     if seed is not None:

@@ -54,8 +54,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_golden import (Additive, Case as GoldenCase, ConcatTanh, Concat, General,  # noqa: E402
-                        SplitMix64, fmt, init_params, mha_inputs, rnd, randmask, seeded_set,
-                        sinusoidal, write_all, write_params)
+                        SplitMix64, fmt, init_params, mha_flags, mha_inputs, rnd, randmask,
+                        seeded_set, sinusoidal, write_all, write_params)
 
 F64 = torch.float64
 M64 = (1 << 64) - 1
@@ -781,12 +781,7 @@ def mha(outdir, name, note, B, Lq, Lk, E, H, o=None, *, Hkv=None, self_attn=Fals
     q, k, v = mha_inputs(c, B, Lq, Lk, E, E, E, H, Hkv, self_attn)
     if attention != "softmax":
         c.opt("attention", attention)
-    if average:
-        c.opt("average_weights", 1)
-    if posenc is not None:
-        c.opt("positional_encoding", posenc)
-    if residual_norm:
-        c.opt("residual_norm", 1)
+    mha_flags(c, average, posenc, residual_norm)
     if seed is not None:
         c.opt("seed", seed)
         o["seed"] = seed
