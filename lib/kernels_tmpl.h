@@ -37,6 +37,7 @@
 #define key_range ISA_NAME(key_range)
 #define first_vector ISA_NAME(first_vector)
 #define score_terms ISA_NAME(score_terms)
+#define score_consts_of ISA_NAME(score_consts_of)
 #define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
 #define score_tile ISA_NAME(score_tile)
@@ -345,15 +346,32 @@ static inline ALWAYS int first_vector(const attn_sdpa_job *j, int64_t br, int64_
     return v0 >= QV ? QV - 1 : v0; /* QV - 1 cannot happen: key_range stops at the last row */
 }
 
-/* Softcap and ALiBi of attn_sdpa_job on one vector of scores s, for keys
- * j (lane l: row i' = d + j + l when drow, else key j + l of row i' = d). */
-static inline ALWAYS TGT V score_terms(const attn_sdpa_job *j, V s, float d, V iota, int drow)
+/* Softcap and ALiBi of a job, as vectors made once per tile. */
+typedef struct {
+    int softcap, alibi;
+    V cap, inv_cap, slope, iota;
+} score_consts;
+
+static inline ALWAYS TGT score_consts score_consts_of(const attn_sdpa_job *j)
 {
-    if (j->softcap > 0.0f)
-        s = VMUL(VSET1(j->softcap), VTANH(VMUL(s, VSET1(1.0f / j->softcap))));
-    if (j->alibi != 0.0f) {
-        V dist = drow ? VADD(VSET1(d), iota) : VSUB(VSET1(d), iota);
-        s = VFNMA(VSET1(j->alibi), VABS(dist), s);
+    score_consts c;
+    c.softcap = j->softcap > 0.0f;
+    c.alibi = j->alibi != 0.0f;
+    c.cap = VSET1(j->softcap);
+    c.inv_cap = VSET1(c.softcap ? 1.0f / j->softcap : 0.0f);
+    c.slope = VSET1(j->alibi);
+    c.iota = VLOAD(lane_iota);
+    return c;
+}
+
+/* Softcap and ALiBi on one vector of scores s, for keys j (lane l: row
+ * i' = d + j + l when drow, else key j + l of row i' = d). */
+static inline ALWAYS TGT V score_terms(const score_consts *c, V s, float d, int drow)
+{
+    if (c->softcap) s = VMUL(c->cap, VTANH_FAST(VMUL(s, c->inv_cap)));
+    if (c->alibi) {
+        V dist = drow ? VADD(VSET1(d), c->iota) : VSUB(VSET1(d), c->iota);
+        s = VFNMA(c->slope, VABS(dist), s);
     }
     return s;
 }
@@ -380,8 +398,9 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt
     } else {
         kq_tile(qt, j->d, kr, j->k_stride, kn, v0, acc);
     }
-    V ninf = VSET1(-INFINITY), iota = VLOAD(lane_iota);
-    int structural = bl >= 0 || br >= 0, terms = j->softcap > 0.0f || j->alibi != 0.0f;
+    V ninf = VSET1(-INFINITY);
+    score_consts sc = score_consts_of(j);
+    int structural = bl >= 0 || br >= 0, terms = sc.softcap || sc.alibi;
     for (int kk = 0; kk < kn; kk++) {
         int64_t jj = jb + kk;
         int dead = j->key_mask && !j->key_mask[jj];
@@ -389,7 +408,7 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt
             /* lane l is row i0 + v*VW + l, at i' = base + l */
             int64_t base = i0 + v * VW + j->off;
             V s = dead ? ninf : acc[kk][v];
-            if (terms && !dead) s = score_terms(j, s, (float)(base - jj), iota, 1);
+            if (terms && !dead) s = score_terms(&sc, s, (float)(base - jj), 1);
             if (structural && !dead) {
                 /* allowed lanes form a range: l >= jj - base - br, l <= jj - base + bl */
                 int64_t lo = -1, hi = VW;
@@ -786,12 +805,12 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
 static inline ALWAYS TGT void decode_terms(const attn_sdpa_job *j, int64_t ip, int64_t jb, int nk,
                                            float *sc)
 {
-    V iota = VLOAD(lane_iota);
+    score_consts c = score_consts_of(j);
     for (int kk = 0; kk < nk; kk += VW) {
         int n = nk - kk < VW ? nk - kk : VW;
         VM tm = VTAILMASK(n == VW ? 0 : n);
         V x = n == VW ? VLOAD(sc + kk) : VLOADM(sc + kk, tm);
-        V y = VSEL(VISNINF(x), x, score_terms(j, x, (float)(ip - jb - kk), iota, 0));
+        V y = VSEL(VISNINF(x), x, score_terms(&c, x, (float)(ip - jb - kk), 0));
         if (n == VW) VSTORE(sc + kk, y);
         else VSTOREM(sc + kk, tm, y);
     }
