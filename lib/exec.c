@@ -70,6 +70,7 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
         f->rope_dims = j->rope->dims;
         f->rope_interleaved = j->rope->r->style == ATTN_ROPE_INTERLEAVED;
     }
+    f->sparse = j->m.sparse;
 }
 
 /* Scratch the kernel of n jobs like model asks on `threads` threads. Both

@@ -33,7 +33,7 @@ static const srv_field fields[] = {
     {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI | NC, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
     {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
     {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where j <= i"},
-    {"window", SRV_FT_INT, S(WINDOW), BOTH | BODY | KSP, ANY, NULL, NULL, "query i sees key j only where |i - j| <= window"},
+    {"window", SRV_FT_INT, S(WINDOW), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where |i - j| <= window"},
     {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | SS | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
     {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP, 0, NULL, NULL, "\"argmax\", or keep the top k weights"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given"},
