@@ -42,7 +42,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-bins build-matrix test-deps test-rows test-kernels test-lib test-ctx test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-bins build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -69,7 +69,7 @@ $(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 TEST_LIB  = $(BUILD)/test_lib
 TEST_HTTP = $(BUILD)/test_http
 
-$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/golden.o $(STATIC)
+$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 HARNESS_OBJ = $(BUILD)/tests/harness.o $(BUILD)/tests/golden.o
@@ -90,7 +90,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-ctx test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-modern test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -120,11 +120,23 @@ test-lib: $(TEST_LIB)
 # friends interposed and counted), concurrent contexts on threads.
 TEST_CTX = $(BUILD)/test_ctx
 
-$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(STATIC)
+$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 test-ctx: $(TEST_CTX)
 	$(TEST_CTX)
+
+# Linear and sparse attention (tests/test_sparse_linear.c): their golden
+# cases in tests/golden_modern/, random requests against the double
+# reference tests/ref_modern.c on every instruction set and 1 and 2
+# threads, and sparse against dense attention with the expanded mask.
+TEST_SPARSE_LINEAR = $(BUILD)/test_sparse_linear
+
+$(TEST_SPARSE_LINEAR): $(BUILD)/tests/test_sparse_linear.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-sparse-linear: $(TEST_SPARSE_LINEAR)
+	$(TEST_SPARSE_LINEAR) tests/golden_modern
 
 # The HTTP tests start the server themselves on free loopback ports; then,
 # when Node is installed, every example in openapi.yaml is posted and each
@@ -135,6 +147,17 @@ test-http: $(TEST_HTTP) $(SERVER)
 		$(MAKE) --no-print-directory test-openapi; \
 	else echo "SKIPPED: test-openapi (node and npm are not installed)"; \
 	     echo "0 passed, 0 failed, 1 skipped"; fi
+
+# Decode sessions (server/sessions.c) against live servers: every step of
+# random sessions against the double reference (tests/ref_modern.c) over the
+# whole cache, limits, expiry, concurrency, the contract's errors.
+TEST_SESSIONS = $(BUILD)/test_sessions
+
+$(TEST_SESSIONS): $(BUILD)/tests/test_sessions.o $(BUILD)/tests/ref_modern.o $(HARNESS_OBJ)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+
+test-sessions: $(TEST_SESSIONS) $(SERVER)
+	$(TEST_SESSIONS) --server $(SERVER) --log $(BUILD)/test_sessions_server.log
 
 # KServe v2 / Open Inference Protocol routes (server/kserve.c) against a
 # live server: metadata, every golden vector as JSON and as binary tensor
@@ -155,7 +178,8 @@ golden:
 
 # The demo (demo/) in Debian's headless chromium, driven by playwright-core
 # (pinned in tests/browser/package-lock.json), against a server on a free
-# 127.0.0.1 port; screenshots land in tests/browser/screenshots/.
+# 127.0.0.1 port; screenshots land in tests/browser/screenshots/ (the trained
+# models' views at 1280x800 and 390x844 in $(BUILD)/screenshots/).
 BROWSER_NPM = tests/browser/node_modules/.package-lock.json
 
 $(BROWSER_NPM): tests/browser/package.json tests/browser/package-lock.json
@@ -176,9 +200,12 @@ test-docker:
 	tests/docker/test.sh $(BUILD)
 
 # Three replicas behind nginx; one SIGTERMed, one SIGKILLed under load; zero
-# failed client requests.
+# failed client requests. Then decode sessions through nginx and three
+# replicas: spread, pinned to their replica, 404 unknown_session after their
+# replica is SIGKILLed (tests/replicas/sessions.sh).
 test-replicas: $(SERVER)
 	tests/replicas/test.sh $(SERVER) $(BUILD)
+	tests/replicas/sessions.sh $(SERVER) $(BUILD)
 
 # promtool check metrics, counter values, and a real Prometheus scrape.
 test-metrics: $(SERVER)
@@ -219,6 +246,17 @@ $(BENCH_ORT): $(BUILD)/bench/ort_capi.o $(BENCH_OURS) $(STATIC)
 
 $(BENCH_NPM): bench/package.json
 	cd bench && npm install --ignore-scripts --no-audit --no-fund --loglevel=error
+
+# What the score pipeline's options (softcap, ALiBi, rope, sinks) cost on the
+# dense core and on a decode row, in CPU seconds (bench/modern.c).
+BENCH_MODERN = $(BUILD)/bench_modern
+
+$(BENCH_MODERN): $(BUILD)/bench/modern.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+.PHONY: bench-modern
+bench-modern: $(BENCH_MODERN)
+	$(BENCH_MODERN)
 
 # The wire and service rows: the server's codecs against Jansson on 1M floats
 # (bench_wire links the wire objects), a base64 multi-head request to a live
@@ -375,7 +413,7 @@ lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
 
 # Every program make test compiles, without running any (build-matrix).
-test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_KSERVE) $(TEST_WIRE) \
+test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) \
            $(BUILD)/lib_example $(BENCH_WIRE) $(BARE_MHD)
 
 # The library, server, tests and benchmarks built with gcc and clang at -O0,
@@ -405,10 +443,20 @@ install: all
 # TEST_SUITES until lib/ implements the options.
 TEST_MODERN_REF = $(BUILD)/test_modern_ref
 
-$(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
+$(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/modern_case.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
 	$(CC) -o $@ $^ $(LDFLAGS) -lm
 
-.PHONY: test-modern-ref golden-modern
+.PHONY: test-modern-ref golden-modern test-modern
+
+# The library's modern options (tests/test_modern.c) against those vectors
+# and against tests/ref_modern.c over random requests, on every CPU variant.
+TEST_MODERN = $(BUILD)/test_modern
+
+$(TEST_MODERN): $(BUILD)/tests/test_modern.o $(BUILD)/tests/modern_case.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-modern: $(TEST_MODERN)
+	$(TEST_MODERN) tests/golden_modern
 
 test-modern-ref: $(TEST_MODERN_REF)
 	$(TEST_MODERN_REF) tests/golden_modern
@@ -417,7 +465,7 @@ golden-modern:
 	$(PYTHON) tests/gen_modern.py tests/golden_modern
 
 # build-matrix also compiles these (defined above, after test-bins).
-test-bins: $(TEST_MODERN_REF) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
+test-bins: $(TEST_MODERN_REF) $(TEST_MODERN) $(BENCH_MODERN) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
 
 # ---- trained English->French attention models (see training/README.md) ----
 # Needs Debian's python3 with torch (not the pyenv one) and root for apt-get.

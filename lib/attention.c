@@ -42,10 +42,13 @@ typedef struct {
     int64_t dh, dout;
     const attn_tensor *p[MAX_PARAMS];
     attn_shapes shapes;
+    attn_sparse sparse; /* the sparsity pattern in the kernels' form */
     float *qp;   /* projected queries, or concat's scores */
     float *kp;   /* projected keys, or the key half of concat's scores */
     float *ctxv; /* concat: the context vectors (attention's output) */
     float *out2; /* concat: the context's half of the output */
+    float *qr, *kr; /* rope: the rotated queries and keys */
+    attn_rope_pass rope;
     attn_heads heads;
 } plan;
 
@@ -164,7 +167,7 @@ static double rule_flops(attn_rule rule, const plan *pl)
 {
     const attn_dims *d = &pl->d;
     double B = (double)d->B, Lq = (double)d->Lq, Lk = (double)d->Lk;
-    double pairs = B * Lq * (double)pl->lkeys, dh = (double)pl->dh;
+    double pairs = B * attn_sparsity_pairs(&pl->req.opt, d->Lq, pl->lkeys), dh = (double)pl->dh;
     double f = 2.0 * pairs * (double)d->Dv;
     switch (rule) {
     case ATTN_RULE_GENERAL:
@@ -179,6 +182,13 @@ static double rule_flops(attn_rule rule, const plan *pl)
     case ATTN_RULE_CONCAT:
         return f + 2.0 * pairs * (double)(d->Dq + d->Dk) +
                2.0 * B * Lq * (double)pl->dout * (double)(d->Dq + d->Dv);
+    case ATTN_RULE_LINEAR: {
+        attn_head_job m;
+        memset(&m, 0, sizeof m);
+        m.lq = d->Lq; m.lk = d->Lk; m.d = d->Dk; m.dv = d->Dv;
+        m.w = attn_model_weights(pl->req.opt.need_weights);
+        return attn_linear_flops(&m, B, pl->req.opt.causal);
+    }
     default:
         return f;
     }
@@ -235,16 +245,32 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
         if (!isfinite(req->scale))
             return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
     }
+    const attn_options *o = &req->opt;
+    if (req->rule != ATTN_RULE_LINEAR && req->opt.feature_map != ATTN_FM_ELU)
+        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
+                         "feature_map applies only to rule linear, not %s", info->name);
     if (req->rule == ATTN_RULE_CONCAT) {
-        const attn_options *o = &req->opt;
         const char *bad = o->key_mask.rank ? "key_mask" : o->causal ? "causal"
-                        : o->has_window ? "window" : o->bias.rank ? "bias" : NULL;
+                        : o->has_window ? "window" : o->bias.rank ? "bias"
+                        : o->align != ATTN_ALIGN_TOP_LEFT ? "align"
+                        : o->softcap != 0.0f ? "softcap" : o->alibi ? "alibi"
+                        : o->sinks ? "sinks" : o->rope.on ? "rope"
+                        : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity" : NULL;
         if (bad)
             return attn_fail(err, ATTN_ERR_PARAM, bad,
                              "%s does not apply to rule concat (its weights are over the Lv "
-                             "value positions); use mask (Lq, Lv)",
+                             "value positions); it takes mask (Lq, Lv) and hard",
                              bad);
     }
+    if (o->rope.on && req->rule != ATTN_RULE_DOT && req->rule != ATTN_RULE_SCALED_DOT)
+        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+                         "rope applies to rules dot and scaled_dot (and multi-head), not %s",
+                         info->name);
+    if (o->sparsity.pattern != ATTN_SPARSE_NONE && req->rule != ATTN_RULE_DOT &&
+        req->rule != ATTN_RULE_SCALED_DOT)
+        return attn_fail(err, ATTN_ERR_PARAM, "sparsity",
+                         "sparsity applies to rules dot and scaled_dot (and multi-head), not %s",
+                         info->name);
     return ATTN_OK;
 }
 
@@ -269,6 +295,8 @@ static attn_status fill_shapes(plan *pl, attn_error *err)
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
     sh->flops = rule_flops(pl->req.rule, pl);
+    attn_sparsity_dims(&pl->req.opt, d->Lq, pl->lkeys, &sh->layout_rows, &sh->layout_cols,
+                       &sh->layout_block);
     return ATTN_OK;
 }
 
@@ -287,8 +315,14 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         return st;
     int concat = req->rule == ATTN_RULE_CONCAT;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
-    st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
+    if (req->rule == ATTN_RULE_LINEAR)
+        st = attn_linear_check(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys, err);
+    else
+        st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys,
+                                concat ? "Lv" : "Lk", err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
+        return st;
+    if ((st = attn_check_rope(&req->opt.rope, pl->d.Dq, err)) != ATTN_OK)
         return st;
     pl->dh = req->hidden_size ? req->hidden_size : pl->d.Dq;
     pl->dout = req->output_size ? req->output_size : pl->d.Dq;
@@ -394,6 +428,7 @@ static attn_score_kind rule_kind(const plan *pl, int64_t *width)
         return ATTN_SCORE_DOT;
     case ATTN_RULE_DOT:
     case ATTN_RULE_SCALED_DOT:
+    case ATTN_RULE_LINEAR: /* phi(q) . phi(k), in linear.c */
         *width = pl->d.Dk;
         return ATTN_SCORE_DOT;
     case ATTN_RULE_CONCAT:
@@ -433,8 +468,21 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
+    attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
+    const attn_options *o = &pl->req.opt;
+    if (o->rope.on) {
+        attn_rope_plan(&o->rope, d->Dq, d->Lq, d->Lk,
+                       o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
+        pl->rope.table = attn_ws_take(ws, attn_rope_table_floats(&pl->rope), sizeof(float));
+        pl->qr = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
+        pl->kr = attn_ws_take(ws, bk * (double)d->Dk, sizeof(float));
+    }
+    int linear = pl->req.rule == ATTN_RULE_LINEAR;
     if (ws->base) {
-        attn_heads_take(ws, d->B, NULL, &pl->heads);
+        if (linear)
+            attn_linear_take(ws, d->B, NULL, pl->req.opt.causal, &pl->heads);
+        else
+            attn_heads_take(ws, d->B, NULL, &pl->heads);
         return;
     }
     attn_gemm_call g[2]; /* measuring: what the kernels will ask */
@@ -445,7 +493,10 @@ static void rule_lay_out(void *p, attn_ws *ws)
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = rule_kind(pl, &model.d);
     model.dv = d->Dv;
-    attn_heads_take(ws, d->B, &model, &pl->heads);
+    if (linear)
+        attn_linear_take(ws, d->B, &model, pl->req.opt.causal, &pl->heads);
+    else
+        attn_heads_take(ws, d->B, &model, &pl->heads);
 }
 
 /* Batch row b's head: the rule's score and where its output goes. */
@@ -458,13 +509,17 @@ static void rule_head(const plan *pl, int64_t b, float *out, float *w)
     j->kind = rule_kind(pl, &kd);
     j->d = kd;
     j->dv = Dv;
+    if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
+        j->m.sparse = &pl->sparse;
     j->v = pl->req.value.data + b * d->Lv * Dv;
     j->v_stride = Dv;
     j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
     j->o_stride = Dv;
     if (j->kind == ATTN_SCORE_DOT) {
-        j->a = pl->req.query.data + b * Lq * Dq; j->a_stride = Dq;
-        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : pl->req.key.data) + b * Lk * kd;
+        const float *q = pl->req.opt.rope.on ? pl->qr : pl->req.query.data;
+        const float *k = pl->req.opt.rope.on ? pl->kr : pl->req.key.data;
+        j->a = q + b * Lq * Dq; j->a_stride = Dq;
+        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + b * Lk * kd;
         j->b_stride = kd;
         j->scale = pl->req.rule != ATTN_RULE_SCALED_DOT ? 1.0f
                  : pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d->Dk));
@@ -484,17 +539,36 @@ static void add_into(float *a, const float *b, int64_t n)
         a[e] += b[e];
 }
 
+/* dot and scaled_dot's rotary embedding: query and key rows rotated into
+ * qr and kr. */
+static void rule_rope(const attn_exec *ex, plan *pl)
+{
+    const attn_dims *d = &pl->d;
+    attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
+    q->src = pl->req.query.data; q->src_stride = d->Dq;
+    q->dst = pl->qr; q->dst_stride = d->Dq;
+    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = 1; q->hd = d->Dq;
+    k->src = pl->req.key.data; k->src_stride = d->Dk;
+    k->dst = pl->kr; k->dst_stride = d->Dk;
+    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = 1; k->hd = d->Dk;
+    attn_rope_run(ex, &pl->rope);
+}
+
 static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
 {
     plan *pl = p;
     const attn_dims *d = &pl->d;
     attn_gemm_call g[2];
     attn_exec_gemms(ex, g, rule_gemms(pl, g));
+    if (pl->req.opt.rope.on)
+        rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, d->B * d->Lq * pl->lkeys);
     for (int64_t b = 0; b < d->B; b++)
         rule_head(pl, b, out, pl->req.opt.need_weights ? w : NULL);
-    attn_status st = attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
+    attn_status st = pl->req.rule == ATTN_RULE_LINEAR
+                   ? attn_linear_run(ex, &pl->heads, (size_t)d->B, &pl->req.opt, err)
+                   : attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
     if (st != ATTN_OK || pl->req.rule != ATTN_RULE_CONCAT)
         return st;
     attn_exec_gemms(ex, g, rule_out_gemms(pl, out, g));

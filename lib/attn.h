@@ -1,5 +1,5 @@
-/* attn.h - the attention kernel library: six attention rules (dot,
- * scaled_dot, general, additive, concat_tanh, concat) and multi-head
+/* attn.h - the attention kernel library: seven attention rules (dot,
+ * scaled_dot, general, additive, concat_tanh, concat, linear) and multi-head
  * attention with grouped/multi-query heads, float32, batched or not, with
  * masks, hard attention and seeded parameters.
  *
@@ -121,6 +121,14 @@ void attn_param_set_free(attn_param_set *set);
  *                over the Lv value rows (Lk = Lq), c_i = sum_j w_i[j] v_j,
  *                output o_i = out([q_i; c_i])           att_weight.weight (Lv,Dq+Dk),
  *                    att_weight.bias (Lv), out.weight (Dout,Dq+Dv), out.bias (Dout)
+ *   linear       no softmax (Katharopoulos et al. 2020): with phi = elu + 1 or
+ *                relu (opt.feature_map), o_i = phi(q_i)^T sum_j phi(k_j) v_j^T /
+ *                (phi(q_i) . sum_j phi(k_j) + 1e-6) over the keys key_mask and
+ *                causal (with align) allow, in O(L Dk Dv); no scaling before
+ *                phi; the weights (when asked) are the implied
+ *                a_ij = phi(q_i).phi(k_j) / (sum_j' phi(q_i).phi(k_j') + 1e-6).
+ *                mask, window, bias, softcap, alibi, sinks, hard, sparsity and
+ *                rope have no linear-time form: ATTN_ERR_PARAM  (Dk = Dq)
  * Biases are optional (zero when absent); weights are all or none. */
 typedef enum {
     ATTN_RULE_DOT = 0,
@@ -129,6 +137,7 @@ typedef enum {
     ATTN_RULE_ADDITIVE,    /* Bahdanau */
     ATTN_RULE_CONCAT_TANH,
     ATTN_RULE_CONCAT,      /* seq2seq decoder step */
+    ATTN_RULE_LINEAR,      /* linear attention (Katharopoulos et al. 2020) */
     ATTN_RULE_COUNT
 } attn_rule;
 
@@ -192,7 +201,15 @@ typedef struct {
 
 /* Sparse attention: a pattern that is exactly one more boolean mask AND-ed
  * with the others, computed so that blocks with nothing allowed cost
- * nothing. For dot, scaled_dot and multi-head. */
+ * nothing: the time grows with the allowed pairs, not with Lq x Lk, and no
+ * Lq x Lk buffer is made unless weights are asked for (dense, zero outside
+ * the pattern). For dot, scaled_dot and multi-head (ATTN_ERR_PARAM
+ * "sparsity" elsewhere); bad values are ATTN_ERR_PARAM naming the member
+ * ("sparsity.window", "sparsity.global", "sparsity.block",
+ * "sparsity.window_blocks", ..., "sparsity.layout"). A global index marks
+ * query row i when i < Lq and key j when j < Lk; it must be below
+ * max(Lq, Lk). Hard attention (argmax, top_k, sample) with a pattern runs
+ * row by row at the dense cost. */
 typedef enum {
     ATTN_SPARSE_NONE = 0,
     ATTN_SPARSE_LOCAL_GLOBAL, /* Longformer: |i' - j| <= window, or query i or key j global */
@@ -280,6 +297,11 @@ typedef struct {
 /* Options with every field at its default (nothing masked, weights wanted). */
 attn_options attn_options_default(void);
 
+/* The ALiBi paper's slope of head h (0-based) of H heads, the one
+ * attn_options.alibi uses when alibi_slopes is NULL: for a caller that
+ * computes heads one call at a time and passes each its own slope. */
+float attn_alibi_slope(int64_t H, int64_t h);
+
 /* ------------------------------------------------------------ a context */
 
 /* What a computation runs with, reused across calls; make one per thread
@@ -351,9 +373,10 @@ typedef struct {
 /* The block layout a sparsity pattern uses, for a response's "layout":
  * layout_rows x layout_cols bytes (attn_shapes), 1 where a block holds an
  * allowed pair. bigbird and blocks give their own layout; local_global is
- * summarised in blocks of layout_block rows and columns chosen by the
- * library. Lq, Lk are the request's query and key counts; the options must
- * have passed attn_plan / attn_mha_plan. */
+ * summarised in blocks of layout_block = 64 rows and columns (the same on
+ * every build). Lq, Lk are the request's query and key counts; the
+ * options are validated again (as attn_plan does). The caller owns layout;
+ * the call allocates scratch of O(Lq + Lk) bytes and frees it. */
 attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
                                  uint8_t *layout, attn_error *err);
 
@@ -408,7 +431,10 @@ typedef struct {
     int average_weights; /* weights (B,Lq,Lk) averaged over heads, else (B,H,Lq,Lk) */
     attn_posenc positional_encoding;
     int residual_norm;   /* output = LayerNorm(query' + attention), eps 1e-5 */
-    int linear;          /* linear attention per head (opt.feature_map) instead of softmax */
+    int linear;          /* linear attention per head instead of softmax, after the
+                          * projections (and positional encoding), as rule linear
+                          * does it: opt.feature_map, causal, align, key_mask;
+                          * the options it refuses are ATTN_ERR_PARAM here too */
     attn_options opt;
 } attn_mha_request;
 

@@ -14,6 +14,10 @@
 #define RA SRV_F_REQ_ATT
 #define RM SRV_F_REQ_MHA
 #define NC SRV_F_NO_CONCAT
+#define SN SRV_F_SES_NEW
+#define SS SRV_F_SES_STEP
+#define SC SRV_F_SES_CUT
+#define RS SRV_F_REQ_SES
 #define ANY INT64_MIN
 #define S(slot) SRV_SLOT_##slot
 
@@ -22,29 +26,32 @@
  * read (and their errors found) in this order, and KServe lists its inputs
  * in it. */
 static const srv_field fields[] = {
-    {"query", SRV_FT_TENSOR, S(QUERY), BOTH | BODY | KSI | RA | RM, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
-    {"key", SRV_FT_TENSOR, S(KEY), BOTH | BODY | KSI | RA, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
-    {"value", SRV_FT_TENSOR, S(VALUE), BOTH | BODY | KSI | RA, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
+    {"query", SRV_FT_TENSOR, S(QUERY), BOTH | SS | BODY | KSI | RA | RM | RS, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
+    {"key", SRV_FT_TENSOR, S(KEY), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
+    {"value", SRV_FT_TENSOR, S(VALUE), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
     {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
     {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI | NC, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
     {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
     {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where j <= i"},
-    {"window", SRV_FT_INT, S(WINDOW), BOTH | BODY | KSP, ANY, NULL, NULL, "query i sees key j only where |i - j| <= window"},
-    {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
+    {"window", SRV_FT_INT, S(WINDOW), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where |i - j| <= window"},
+    {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | SS | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
     {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP, 0, NULL, NULL, "\"argmax\", or keep the top k weights"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
-    {"output_format", SRV_FT_FORMAT, S(OUTPUT_FORMAT), BOTH | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
+    {"output_format", SRV_FT_FORMAT, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
     {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
-    {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | BODY | KSP | RM, ANY, NULL, NULL, "an integer that divides the embedding size"},
-    {"num_kv_heads", SRV_FT_INT, S(NUM_KV_HEADS), MHA | BODY | KSP, 1, NULL, NULL, "and divide num_heads"},
+    {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | SN | BODY | KSP | RM | RS, ANY, NULL, NULL, "an integer that divides the embedding size"},
+    {"num_kv_heads", SRV_FT_INT, S(NUM_KV_HEADS), MHA | SN | BODY | KSP, 1, NULL, NULL, "and divide num_heads"},
     {"average_weights", SRV_FT_BOOL, S(AVERAGE_WEIGHTS), MHA | BODY | KSP, 0, NULL, NULL, "weights averaged over the heads"},
     {"positional_encoding", SRV_FT_POSENC, S(POSENC), MHA | BODY | KSP, 0, NULL, NULL, "\"sinusoidal\" or \"none\""},
     {"residual_norm", SRV_FT_BOOL, S(RESIDUAL_NORM), MHA | BODY | KSP, 0, NULL, NULL, "LayerNorm(query + attention)"},
     {"params", SRV_FT_PARAMS, S(PARAMS), BOTH | BODY, 0, NULL, NULL, "tensors named as in the PyTorch state_dict"},
     {"hidden_size", SRV_FT_INT, S(HIDDEN_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dh of seeded additive / concat_tanh parameters"},
     {"output_size", SRV_FT_INT, S(OUTPUT_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dout of seeded concat parameters"},
-    {"scale", SRV_FT_NUMBER, S(SCALE), ATT | BODY | KSP, 0, NULL, NULL, "scaled_dot's factor, 1/sqrt(Dk) by default"},
+    {"scale", SRV_FT_NUMBER, S(SCALE), ATT | SN | BODY | KSP, 0, NULL, NULL, "scaled_dot's factor, 1/sqrt(Dk) by default"},
+    {"head_dim", SRV_FT_INT, S(HEAD_DIM), SN | BODY | RS, 1, NULL, NULL, "d, the width of each head's query, key and value rows"},
+    {"max_tokens", SRV_FT_INT, S(MAX_TOKENS), SN | BODY | RS, 1, NULL, NULL, "the most rows the session's cache holds"},
+    {"length", SRV_FT_INT, S(LENGTH), SC | BODY | RS, 0, NULL, NULL, "the rows to keep"},
     /* Multi-head parameters as KServe inputs (the rules' come from
      * attn_rule_describe). */
     {"in_proj_weight", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(3E, E)", ""},
@@ -80,6 +87,8 @@ const char *srv_field_type(const srv_field *f)
 
 unsigned srv_job_where(const srv_job *j)
 {
+    if (j->kind == SRV_JOB_SESSION)
+        return j->ses.where;
     return j->kind == SRV_JOB_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT;
 }
 
@@ -87,7 +96,7 @@ unsigned srv_job_where(const srv_job *j)
  * and, for the concat rule's KServe inputs, whether the rule takes it. */
 static int accepts(const srv_field *f, unsigned where)
 {
-    unsigned kind = where & (SRV_F_ATT | SRV_F_MHA), place = where & ~(SRV_F_ATT | SRV_F_MHA | SRV_F_CONCAT);
+    unsigned kind = where & SRV_F_KINDS, place = where & ~(SRV_F_KINDS | SRV_F_CONCAT);
     if (!(f->where & kind) || (f->where & place) != place)
         return 0;
     return !((where & SRV_F_CONCAT) && (f->where & SRV_F_NO_CONCAT));
@@ -180,10 +189,14 @@ static int *bool_slot(srv_job *j, int slot)
 static int64_t *int_slot(srv_job *j, int slot, int **has)
 {
     *has = NULL;
+    int ses = j->kind == SRV_JOB_SESSION;
     switch (slot) {
     case SRV_SLOT_WINDOW:       *has = &job_opt(j)->has_window; return &job_opt(j)->window_left;
-    case SRV_SLOT_NUM_HEADS:    return &j->u.mha.num_heads;
-    case SRV_SLOT_NUM_KV_HEADS: return &j->u.mha.num_kv_heads;
+    case SRV_SLOT_NUM_HEADS:    return ses ? &j->ses.num_heads : &j->u.mha.num_heads;
+    case SRV_SLOT_NUM_KV_HEADS: return ses ? &j->ses.num_kv_heads : &j->u.mha.num_kv_heads;
+    case SRV_SLOT_HEAD_DIM:     return &j->ses.head_dim;
+    case SRV_SLOT_MAX_TOKENS:   return &j->ses.max_tokens;
+    case SRV_SLOT_LENGTH:       return &j->ses.length;
     case SRV_SLOT_HIDDEN_SIZE:  return &j->u.att.hidden_size;
     case SRV_SLOT_OUTPUT_SIZE:  return &j->u.att.output_size;
     default: return NULL;
@@ -322,7 +335,8 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
     where |= srv_job_where(j);
     if (only_fields(obj, where, what, e))
         return -1;
-    unsigned required = j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA : SRV_F_REQ_ATT;
+    unsigned required = j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA
+                      : j->kind == SRV_JOB_SESSION ? SRV_F_REQ_SES : SRV_F_REQ_ATT;
     for (size_t i = 0; i < N_FIELDS; i++) {
         const srv_field *f = &fields[i];
         if (!accepts(f, where))

@@ -28,6 +28,12 @@ typedef struct {
     int log_level;             /* 0 error, 1 warn, 2 info (access log), 3 debug */
     const char *static_dir;    /* ATTN_STATIC_DIR; NULL = none found */
     const char *openapi_path;  /* ATTN_OPENAPI; NULL = none found */
+    int max_sessions;          /* ATTN_MAX_SESSIONS: decode sessions open at once */
+    size_t session_memory;     /* ATTN_SESSION_MEMORY: bytes all sessions may hold */
+    int64_t session_max_tokens; /* ATTN_SESSION_MAX_TOKENS: the largest max_tokens */
+    unsigned session_ttl;      /* ATTN_SESSION_TTL: idle seconds before a session expires */
+    int trust_session_id;      /* ATTN_TRUST_SESSION_ID: take a new session's id from
+                                * X-Session-Id (set by the load balancer) */
 } srv_config;
 
 extern srv_config srv_cfg;
@@ -217,14 +223,22 @@ void srv_call_free(srv_call *call);
 /* One computation, whichever front end decoded it: an attention request
  * or a multi-head request (the tag says which member of u), the seed for
  * the parameters not sent, and how the result is wanted. */
-typedef enum { SRV_JOB_ATTENTION = 0, SRV_JOB_MULTIHEAD } srv_job_kind;
+typedef enum { SRV_JOB_ATTENTION = 0, SRV_JOB_MULTIHEAD, SRV_JOB_SESSION } srv_job_kind;
+
+/* What a session route's body holds besides the attention request's
+ * fields (a SRV_JOB_SESSION job: scale, options and tensors in u.att). */
+typedef struct {
+    unsigned where;          /* SRV_F_SES_NEW, SRV_F_SES_STEP or SRV_F_SES_CUT */
+    int64_t num_heads, num_kv_heads, head_dim, max_tokens, length;
+} srv_ses_fields;
 
 typedef struct {
     srv_job_kind kind;
     union {
         attn_request att;     /* SRV_JOB_ATTENTION */
         attn_mha_request mha; /* SRV_JOB_MULTIHEAD */
-    } u;
+    } u;                      /* SRV_JOB_SESSION: att (scaled_dot) */
+    srv_ses_fields ses;       /* SRV_JOB_SESSION */
     uint64_t seed;
     int return_params;       /* native: echo the parameters used */
     int b64;                 /* native: output_format "b64" */
@@ -273,8 +287,13 @@ enum {
     SRV_F_REQ_ATT = 1 << 5,   /* required by attention */
     SRV_F_REQ_MHA = 1 << 6,   /* required by multi-head */
     SRV_F_NO_CONCAT = 1 << 7, /* not a KServe input of the concat rule */
-    SRV_F_CONCAT = 1 << 8     /* in a query: the job is the concat rule */
+    SRV_F_CONCAT = 1 << 8,    /* in a query: the job is the concat rule */
+    SRV_F_SES_NEW = 1 << 9,   /* POST /sessions */
+    SRV_F_SES_STEP = 1 << 10, /* POST /sessions/{id}/step */
+    SRV_F_SES_CUT = 1 << 11,  /* POST /sessions/{id}/truncate */
+    SRV_F_REQ_SES = 1 << 12   /* required by the session routes that take it */
 };
+#define SRV_F_KINDS (SRV_F_ATT | SRV_F_MHA | SRV_F_SES_NEW | SRV_F_SES_STEP | SRV_F_SES_CUT)
 
 /* Where in a job a field lands. */
 enum {
@@ -283,7 +302,8 @@ enum {
     SRV_SLOT_RETURN_PARAMS, SRV_SLOT_OUTPUT_FORMAT, SRV_SLOT_BINARY_OUTPUT, SRV_SLOT_NUM_HEADS,
     SRV_SLOT_NUM_KV_HEADS, SRV_SLOT_AVERAGE_WEIGHTS, SRV_SLOT_POSENC, SRV_SLOT_RESIDUAL_NORM,
     SRV_SLOT_PARAMS, SRV_SLOT_HIDDEN_SIZE, SRV_SLOT_OUTPUT_SIZE, SRV_SLOT_SCALE,
-    SRV_SLOT_LEARNED /* a KServe input that is a learned parameter */
+    SRV_SLOT_LEARNED, /* a KServe input that is a learned parameter */
+    SRV_SLOT_HEAD_DIM, SRV_SLOT_MAX_TOKENS, SRV_SLOT_LENGTH /* sessions */
 };
 
 typedef struct {
@@ -330,6 +350,7 @@ enum {
     SRV_R_ROOT, SRV_R_STATIC, SRV_R_OTHER,
     SRV_R_KSERVE, SRV_R_KSERVE_INFER, /* /v2/... (kserve.c) */
     SRV_R_MODELS, SRV_R_MODELS_TRANSLATE, /* /models... (models_routes.c) */
+    SRV_R_SESSIONS, SRV_R_SESSION, SRV_R_SESSION_STEP, SRV_R_SESSION_TRUNCATE, /* sessions.c */
     SRV_R_COUNT
 };
 const char *srv_route_label(int route);
@@ -358,6 +379,8 @@ typedef struct {
     attn_rule rule;        /* {rule} */
     int model;             /* {model}: a rule, or SRV_MODEL_MULTIHEAD */
     char rel[520];         /* {file}: a path under the static folder */
+    char session[72];      /* {id}: a session id (its form checked, not its existence) */
+    char session_hdr[40];  /* POST /sessions: X-Session-Id, when the server trusts it */
     int len_hdr;           /* the front end's length header: 0 absent, 1 given, -1 malformed */
     uint64_t len_hdr_value;
 } srv_target;
@@ -378,7 +401,7 @@ typedef struct {
 extern const srv_front srv_native_front, srv_kserve_front;
 
 struct srv_route {
-    const char *method;    /* "GET" (and HEAD) or "POST" */
+    const char *method;    /* "GET" (and HEAD), "POST" or "DELETE" */
     const char *pattern;   /* "/v2/models/{model}/infer" */
     int route;             /* SRV_R_* */
     srv_handler serve;
@@ -433,6 +456,15 @@ void srv_rules_json(srv_buf *b);
 int srv_static_open(const char *rel, const char **ctype, uint64_t *size);
 const char *srv_content_type(const char *path);
 
+/* Whether p names a directory / a regular file (following links). */
+int srv_is_dir(const char *p);
+int srv_is_file(const char *p);
+
+/* The directory of the running binary into out (n bytes), or "." when
+ * /proc/self/exe cannot be read: files shipped beside the build are found
+ * from it whatever the working directory. */
+void srv_exe_dir(char *out, size_t n);
+
 /* ------------------------------------------------------------ metrics */
 
 void srv_metrics_init(void);                   /* once, before serving */
@@ -469,5 +501,23 @@ int  srv_models_translate(int model, const char *body, size_t len, srv_call *cal
 /* GET /models and POST /models/{name}/translate. */
 void srv_serve_models(const srv_target *t, const char *body, size_t len, srv_reply *r);
 void srv_serve_translate(const srv_target *t, const char *body, size_t len, srv_reply *r);
+
+/* ------------------------------------------------------------ decode sessions (sessions.c) */
+
+/* The session routes: POST /sessions, POST /sessions/{id}/step and
+ * /truncate, GET and DELETE /sessions/{id}. */
+void srv_serve_session_new(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_step(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Whether s[0..n) has the form of a session id (a path segment). */
+int  srv_session_id_ok(const char *s, size_t n);
+/* Expires the sessions idle past ATTN_SESSION_TTL (main calls it often). */
+void srv_sessions_tick(void);
+/* Frees every session (at shutdown, with no request in flight). */
+void srv_sessions_stop(void);
+/* The sessions' gauges and counters, in Prometheus text. */
+void srv_sessions_metrics(srv_buf *b);
 
 #endif /* SRV_H */
