@@ -172,7 +172,8 @@ static inline ALWAYS TGT void sparse_scores(const attn_sdpa_job *j, const float 
     UNROLL for (int q = 0; q < QV; q++) bm[q] = VSET1(-INFINITY);
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
-        score_tile(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+        score_tile(j, j->k + (jb + kk) * j->k_stride, j->k_stride, qt, i0, nr, jb + kk, kn,
+                   st + kk * QB, bm);
     }
     if (partial)
         sparse_mask_tile(j->sparse, i0, nr, jb, nk, st);
@@ -246,7 +247,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
     key_range(j, i, 1, &klo, &khi);
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        float bm = decode_scores(j, i, jb, nk, sc, m), alpha;
+        float bm = decode_scores(j, i, j->q + i * j->q_stride, NULL, jb, nk, sc, m), alpha;
         float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
         l = l * alpha + psum;
         m = bm;
@@ -259,7 +260,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
     memset(wr, 0, (size_t)j->lk * sizeof(float));
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        decode_scores(j, i, jb, nk, sc, -INFINITY);
+        decode_scores(j, i, j->q + i * j->q_stride, NULL, jb, nk, sc, -INFINITY);
         for (int kk = 0; kk < nk; kk++) wr[jb + kk] = expf(sc[kk] - mu) * inv;
     }
 }
@@ -269,7 +270,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
 static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
                                   float *st, float *ot)
 {
-    flash_pack_q(j, i0, nr, qt);
+    flash_pack_q(j, i0, nr, qt, NULL); /* rope: rotated before (attn_rope_in_kernel) */
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     V m[QV], l[QV]; /* a sink starts the softmax as in sdpa_block_flash */
     UNROLL for (int q = 0; q < QV; q++) {
@@ -286,7 +287,9 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
             int nk = hi - jb < BK ? (int)(hi - jb) : BK;
             int p = partial && !sparse_tile_full(j->sparse, i0, nr, jb, nk);
             V alpha[QV], sum[QV];
-            if (lazy && !p) lazy = flash_block_lazy(j, qt, i0, jb, nk, st, m, alpha, sum);
+            if (lazy && !p)
+                lazy = flash_block_lazy(j, j->k + jb * j->k_stride, j->k_stride, qt, i0, jb, nk, st,
+                                        m, alpha, sum);
             else lazy = sparse_block_exact(j, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
             UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
             flash_block_pv(j, ot, st, i0, jb, nk, alpha);
