@@ -3,7 +3,7 @@
  * double-precision reference over the whole cache, limits, expiry,
  * concurrency, and the errors of the contract. */
 /*
- * Usage: test_sessions --server build/attn-server [--log FILE] [-v]
+ * Usage: test_sessions --server build/attn-server [--log FILE] [--memcheck] [-v]
  *
  * Servers (each on a free loopback port, logging to --log):
  *   main    the defaults
@@ -32,6 +32,7 @@
 #include "ref_modern.h"
 
 static const char *server_path;
+static int memcheck; /* --memcheck: servers under valgrind; skip the checks bound to wall time */
 static const char *log_path = "build/test_sessions_server.log";
 static server srv_main, srv_limits, srv_ttl, srv_guard;
 
@@ -958,8 +959,11 @@ static void test_slow_client(void)
             if (ms > worst)
                 worst = ms;
         }
-        check(worst < 500, "slow: steps on the stalled session and another answer at once",
-              "slowest %.0f ms", worst);
+        if (memcheck)
+            skip("slow: steps answer at once while a client stalls", "timing under valgrind");
+        else
+            check(worst < 500, "slow: steps on the stalled session and another answer at once",
+                  "slowest %.0f ms", worst);
         close(fd);
     }
     delete_session(h, &srv_main, &a, "slow: delete a");
@@ -973,7 +977,7 @@ static void test_slow_client(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: test_sessions --server PATH [--log FILE] [-v]\n");
+    fprintf(stderr, "usage: test_sessions --server PATH [--log FILE] [--memcheck] [-v]\n");
     exit(2);
 }
 
@@ -983,6 +987,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--server") && i + 1 < argc) server_path = argv[++i];
         else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_path = argv[++i];
         else if (!strcmp(argv[i], "-v")) h_verbose = 1;
+        else if (!strcmp(argv[i], "--memcheck")) memcheck = 1;
         else usage();
     }
     if (!server_path)
