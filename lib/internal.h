@@ -315,9 +315,9 @@ typedef struct attn_rope_pass {
     attn_rope_set set[2];
 } attn_rope_pass;
 
-/* Rows of relative angles the kernels' decode path turns keys by (its key
- * block, BK, at most). */
-#define ATTN_ROPE_REL 96
+/* Rows of relative angles the kernels' decode path turns keys by (a run
+ * of keys, ROPE_RUN in kernels_tmpl.h). */
+#define ATTN_ROPE_REL 32
 
 /* Whether the flash kernel rotates the rows itself (attn_head_job.rope)
  * rather than reading rows rotated before: for the heads it takes, those

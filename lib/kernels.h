@@ -61,7 +61,7 @@ static inline int attn_sparse_allows(const attn_sparse *s, int64_t i, int64_t j)
  * 2d floats, C then S: feature a of a pair (a, b) (b = a + rope_dims/2,
  * or a + 1 when rope_interleaved) becomes x_a C[a] - x_b S[a], feature b
  * x_a S[a] + x_b C[a]; features past rope_dims pass unchanged. rope_rel
- * holds the rows of the positions 0, 1, ..., 95 in the same form. 
+ * holds the rows of the positions 0, 1, ..., 31 in the same form.
  * Query row i sits at key position i' = i + off (|off| <= max(lq, lk);
  * attn.h's align), and (i,j) is allowed when every present mask says so:
  *   mask[i*mask_stride + j] != 0, key_mask[j] != 0, causal -> j <= i',
@@ -89,7 +89,7 @@ typedef struct {
     int has_sink;
     float sink;                                /* the sink logit, finite */
     const float *rope;                         /* NULL: no rotary embedding */
-    const float *rope_rel;                     /* rows of the positions 0..95 */
+    const float *rope_rel;                     /* rows of the positions 0..31 */
     int64_t rope_q0, rope_k0, rope_dims;
     int rope_interleaved;
     const attn_sparse *sparse;                 /* NULL: dense; else only the key blocks

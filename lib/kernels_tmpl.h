@@ -67,7 +67,8 @@
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
-_Static_assert(BK <= 96, "attn_sdpa_job.rope_rel holds 96 rows, one per key of a block");
+/* Keys a decode row turns by the relative rows of rope_rel (all 32 of them). */
+#define ROPE_RUN 32
 /* Rows up to this many keys stage a query block's weights in scratch (QB x
  * lk floats, within L2) rather than in the caller's buffer; see
  * sdpa_block_flash. */
@@ -908,24 +909,39 @@ static inline ALWAYS TGT void decode_rope_q(const attn_sdpa_job *j, const float 
     for (int64_t e = 2 * h; e < j->d; e++) q2[e] = 0.0f;
 }
 
-/* Scores of query row i (q, and q2 with rope, turned back by key jb's
- * angles) against keys [jb, jb+nk) into sc (-inf where not allowed);
- * returns their max, or m when that is larger. */
-static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
-                                             const float *q2, int64_t jb, int nk, float *sc,
-                                             float m)
+/* With rope, query row qr (and its q2) turned back by the angles of key
+ * jb into ub (and ub2): the rows a run of ROPE_RUN keys' scores start
+ * from, which the relative rows 0..ROPE_RUN-1 then turn key by key (a
+ * short run keeps those rows in L1 beside the streaming keys). */
+static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const float *qr,
+                                                const float *q2, int64_t jb, float *ub, float *ub2)
 {
-    int64_t ip = i + j->off, bl, br;
+    const float *c = j->rope + (j->rope_k0 + jb) * 2 * j->d, *sn = c + j->d;
+    for (int64_t e = 0; e < j->d; e++) ub[e] = qr[e] * c[e] + q2[e] * sn[e];
+    decode_rope_q(j, ub, ub2);
+}
+
+/* Scores of query row i (q; with rope r, the rotated row and its q2, then
+ * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows)
+ * against keys [jb, jb+nk) into sc (-inf where not allowed); returns their
+ * max, or m when that is larger. */
+static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
+                                             float *r, int64_t jb, int nk, float *sc, float m)
+{
+    int64_t ip = i + j->off, bl, br, d = j->d;
+    float *ub2 = r ? r + 3 * d : NULL;
     band_of(j, &bl, &br);
+    if (r) q = r + 2 * d;
     for (int kk = 0; kk < nk; kk++) {
         int64_t t = jb + kk;
+        if (r && kk % ROPE_RUN == 0) decode_rope_block(j, r, r + d, t, r + 2 * d, ub2);
         if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
             (bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br)) {
             sc[kk] = -INFINITY;
             continue;
         }
-        sc[kk] = decode_dot(j, q, q2, j->k + t * j->k_stride,
-                            q2 ? j->rope_rel + kk * 2 * j->d : NULL) * j->scale;
+        sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
+                            r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
     if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
     for (int kk = 0; kk < nk; kk++) {
@@ -967,17 +983,6 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, 
     return psum;
 }
 
-/* With rope, query row qr (and its q2) turned back by the angles of key
- * jb into ub (and ub2): the rows the block's scores start from, which the
- * relative rows 0..BK-1 then turn key by key. */
-static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const float *qr,
-                                                const float *q2, int64_t jb, float *ub, float *ub2)
-{
-    const float *c = j->rope + (j->rope_k0 + jb) * 2 * j->d, *sn = c + j->d;
-    for (int64_t e = 0; e < j->d; e++) ub[e] = qr[e] * c[e] + q2[e] * sn[e];
-    decode_rope_q(j, ub, ub2);
-}
-
 /* Decode-sized query blocks (a few rows): one row at a time along d and dv,
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
@@ -986,13 +991,12 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
                           float *r)
 {
     int64_t vf = j->dv - j->dv % VW, d = j->d;
-    float *qr = r, *q2 = r + d, *ub = r + 2 * d, *ub2 = r + 3 * d;
+    float *qr = r, *q2 = r + d;
     for (int64_t i = i0; i < i0 + nr; i++) {
         const float *q = j->q + i * j->q_stride;
         if (j->rope) {
             rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, qr);
             decode_rope_q(j, qr, q2);
-            q = ub;
         }
         float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
@@ -1000,8 +1004,7 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
         key_range(j, i, 1, &klo, &khi);
         for (int64_t jb = klo; jb < khi; jb += BK) {
             int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-            if (j->rope) decode_rope_block(j, qr, q2, jb, ub, ub2);
-            float bm = decode_scores(j, i, q, j->rope ? ub2 : NULL, jb, nk, sc, m), alpha;
+            float bm = decode_scores(j, i, q, j->rope ? r : NULL, jb, nk, sc, m), alpha;
             float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
             l = l * alpha + psum;
             m = bm;
