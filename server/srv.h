@@ -416,6 +416,11 @@ void srv_reply_timings(srv_reply *r, const srv_call *call);
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
 /* Serves a resolved target; body is NULL for GET routes. */
 void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Whether the target's work is heavy whatever its body's size (a
+ * translation decodes token by token): such requests are served off the
+ * polling threads and count against the cap on computations at once, as
+ * large bodies do. */
+int srv_route_heavy(const srv_target *t);
 /* Calls fn for every row of the route table that front serves. */
 void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud);
 /* Records the value of the front end's length header (NULL: absent): a
