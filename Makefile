@@ -42,7 +42,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-bins build-matrix test-deps test-rows test-kernels test-lib test-ctx test-http test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-bins build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -90,7 +90,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-ctx test-wire test-http test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -120,11 +120,23 @@ test-lib: $(TEST_LIB)
 # friends interposed and counted), concurrent contexts on threads.
 TEST_CTX = $(BUILD)/test_ctx
 
-$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(STATIC)
+$(TEST_CTX): $(BUILD)/tests/test_ctx.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 test-ctx: $(TEST_CTX)
 	$(TEST_CTX)
+
+# Linear and sparse attention (tests/test_sparse_linear.c): their golden
+# cases in tests/golden_modern/, random requests against the double
+# reference tests/ref_modern.c on every instruction set and 1 and 2
+# threads, and sparse against dense attention with the expanded mask.
+TEST_SPARSE_LINEAR = $(BUILD)/test_sparse_linear
+
+$(TEST_SPARSE_LINEAR): $(BUILD)/tests/test_sparse_linear.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-sparse-linear: $(TEST_SPARSE_LINEAR)
+	$(TEST_SPARSE_LINEAR) tests/golden_modern
 
 # The HTTP tests start the server themselves on free loopback ports; then,
 # when Node is installed, every example in openapi.yaml is posted and each
@@ -135,6 +147,17 @@ test-http: $(TEST_HTTP) $(SERVER)
 		$(MAKE) --no-print-directory test-openapi; \
 	else echo "SKIPPED: test-openapi (node and npm are not installed)"; \
 	     echo "0 passed, 0 failed, 1 skipped"; fi
+
+# Decode sessions (server/sessions.c) against live servers: every step of
+# random sessions against the double reference (tests/ref_modern.c) over the
+# whole cache, limits, expiry, concurrency, the contract's errors.
+TEST_SESSIONS = $(BUILD)/test_sessions
+
+$(TEST_SESSIONS): $(BUILD)/tests/test_sessions.o $(BUILD)/tests/ref_modern.o $(HARNESS_OBJ)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+
+test-sessions: $(TEST_SESSIONS) $(SERVER)
+	$(TEST_SESSIONS) --server $(SERVER) --log $(BUILD)/test_sessions_server.log
 
 # KServe v2 / Open Inference Protocol routes (server/kserve.c) against a
 # live server: metadata, every golden vector as JSON and as binary tensor
@@ -236,7 +259,12 @@ $(BENCH_WIRE): $(BUILD)/bench/bench_wire.o $(BENCH_WIRE_OBJ) $(STATIC)
 $(BARE_MHD): $(BUILD)/bench/bare_mhd.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
-bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(SERVER) $(BENCH_NPM)
+HTTP_BENCH = $(BUILD)/http_bench
+
+$(HTTP_BENCH): $(BUILD)/bench/http_bench.o
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL)
+
+bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM)
 	@mkdir -p $(BUILD)/bench
 	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
@@ -370,7 +398,7 @@ lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
 
 # Every program make test compiles, without running any (build-matrix).
-test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_KSERVE) $(TEST_WIRE) \
+test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) \
            $(BUILD)/lib_example $(BENCH_WIRE) $(BARE_MHD)
 
 # The library, server, tests and benchmarks built with gcc and clang at -O0,

@@ -9,6 +9,12 @@ before it returns. Prints one JSON object for bench/run.py.
 Usage: /usr/bin/python3 bench/service_bench.py --build DIR [--wrk-seconds S] [--rounds N]
                                                [--small-only]
 (--small-only skips the multi-head request: just the wrk rows, quickly.)
+
+The HTTP path rows: base64 scaled_dot requests (8, L, 64), L = 1024 and
+2048, no weights, posted by a C client (bench/http_bench.c, libcurl) to
+attn-server and to bare_mhd (which reads and drops the same body),
+alternating; the service's overhead is (wall - bare wall) / compute, with
+compute from the server's Server-Timing header of the same responses.
 """
 import argparse
 import base64
@@ -142,6 +148,41 @@ def end_to_end(port, reps):
     }
 
 
+def http_path(build, server, bare, pool, log, reps, rounds=3):
+    """The HTTP path rows: medians over alternating rounds of http_bench."""
+    rng = random.Random(5)
+    client = os.path.join(build, "http_bench")
+    out = {}
+    with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s, \
+            Server(lambda p: bare + [str(p), str(pool)], log, "/") as b:
+        for L in (1024, 2048):
+            path = os.path.join(build, "bench", "scaled_dot_%d.json" % L)
+            with open(path, "w") as f:
+                json.dump({"query": b64_tensor((8, L, 64), rng), "key": b64_tensor((8, L, 64), rng),
+                           "value": b64_tensor((8, L, 64), rng), "need_weights": False,
+                           "output_format": "b64"}, f)
+            runs = {"ours": [], "bare": []}
+            for i in range(rounds):
+                order = [("ours", s.port), ("bare", b.port)]
+                if i % 2:
+                    order.reverse()
+                for who, port in order:
+                    url = "http://127.0.0.1:%d/attention/scaled_dot" % port
+                    res = subprocess.run([client, url, path, str(reps)], capture_output=True,
+                                         text=True, timeout=600)
+                    if res.returncode != 0:
+                        raise RuntimeError("http_bench %s: %s" % (who, res.stderr.strip()))
+                    runs[who].append(json.loads(res.stdout))
+            med = lambda who, k: statistics.median(r[k] for r in runs[who])  # noqa: E731
+            out["http_%d" % L] = {
+                "wall_ms": med("ours", "wall_ms"), "bare_wall_ms": med("bare", "wall_ms"),
+                "parse_ms": med("ours", "parse_ms"), "compute_ms": med("ours", "compute_ms"),
+                "encode_ms": med("ours", "encode_ms"),
+                "request_bytes": runs["ours"][0]["request_bytes"],
+                "response_bytes": runs["ours"][0]["response_bytes"]}
+    return out
+
+
 def small_body():
     rng = random.Random(8)
 
@@ -196,6 +237,10 @@ def main():
     if not args.small_only:
         with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s:
             result.update(end_to_end(s.port, args.reps))
+        try:
+            result.update(http_path(build, server, bare, pool, log, args.reps))
+        except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+            print("service_bench: HTTP path: %s" % e, file=sys.stderr)
     try:
         result.update(small_requests(build, server, bare, pool, log, args))
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:

@@ -179,6 +179,13 @@ static double rule_flops(attn_rule rule, const plan *pl)
     case ATTN_RULE_CONCAT:
         return f + 2.0 * pairs * (double)(d->Dq + d->Dk) +
                2.0 * B * Lq * (double)pl->dout * (double)(d->Dq + d->Dv);
+    case ATTN_RULE_LINEAR: {
+        attn_head_job m;
+        memset(&m, 0, sizeof m);
+        m.lq = d->Lq; m.lk = d->Lk; m.d = d->Dk; m.dv = d->Dv;
+        m.w = attn_model_weights(pl->req.opt.need_weights);
+        return attn_linear_flops(&m, B, pl->req.opt.causal);
+    }
     default:
         return f;
     }
@@ -235,6 +242,9 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
         if (!isfinite(req->scale))
             return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
     }
+    if (req->rule != ATTN_RULE_LINEAR && req->opt.feature_map != ATTN_FM_ELU)
+        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
+                         "feature_map applies only to rule linear, not %s", info->name);
     if (req->rule == ATTN_RULE_CONCAT) {
         const attn_options *o = &req->opt;
         const char *bad = o->key_mask.rank ? "key_mask" : o->causal ? "causal"
@@ -287,7 +297,11 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         return st;
     int concat = req->rule == ATTN_RULE_CONCAT;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
-    st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
+    if (req->rule == ATTN_RULE_LINEAR)
+        st = attn_linear_check(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys, err);
+    else
+        st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys,
+                                concat ? "Lv" : "Lk", err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
         return st;
     pl->dh = req->hidden_size ? req->hidden_size : pl->d.Dq;
@@ -394,6 +408,7 @@ static attn_score_kind rule_kind(const plan *pl, int64_t *width)
         return ATTN_SCORE_DOT;
     case ATTN_RULE_DOT:
     case ATTN_RULE_SCALED_DOT:
+    case ATTN_RULE_LINEAR: /* phi(q) . phi(k), in linear.c */
         *width = pl->d.Dk;
         return ATTN_SCORE_DOT;
     case ATTN_RULE_CONCAT:
@@ -433,8 +448,12 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
+    int linear = pl->req.rule == ATTN_RULE_LINEAR;
     if (ws->base) {
-        attn_heads_take(ws, d->B, NULL, &pl->heads);
+        if (linear)
+            attn_linear_take(ws, d->B, NULL, pl->req.opt.causal, &pl->heads);
+        else
+            attn_heads_take(ws, d->B, NULL, &pl->heads);
         return;
     }
     attn_gemm_call g[2]; /* measuring: what the kernels will ask */
@@ -445,7 +464,10 @@ static void rule_lay_out(void *p, attn_ws *ws)
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = rule_kind(pl, &model.d);
     model.dv = d->Dv;
-    attn_heads_take(ws, d->B, &model, &pl->heads);
+    if (linear)
+        attn_linear_take(ws, d->B, &model, pl->req.opt.causal, &pl->heads);
+    else
+        attn_heads_take(ws, d->B, &model, &pl->heads);
 }
 
 /* Batch row b's head: the rule's score and where its output goes. */
@@ -494,7 +516,9 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
         add_into(pl->qp, pl->kp, d->B * d->Lq * pl->lkeys);
     for (int64_t b = 0; b < d->B; b++)
         rule_head(pl, b, out, pl->req.opt.need_weights ? w : NULL);
-    attn_status st = attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
+    attn_status st = pl->req.rule == ATTN_RULE_LINEAR
+                   ? attn_linear_run(ex, &pl->heads, (size_t)d->B, &pl->req.opt, err)
+                   : attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
     if (st != ATTN_OK || pl->req.rule != ATTN_RULE_CONCAT)
         return st;
     attn_exec_gemms(ex, g, rule_out_gemms(pl, out, g));

@@ -1,5 +1,5 @@
-/* attn.h - the attention kernel library: six attention rules (dot,
- * scaled_dot, general, additive, concat_tanh, concat) and multi-head
+/* attn.h - the attention kernel library: seven attention rules (dot,
+ * scaled_dot, general, additive, concat_tanh, concat, linear) and multi-head
  * attention with grouped/multi-query heads, float32, batched or not, with
  * masks, hard attention and seeded parameters.
  *
@@ -121,6 +121,14 @@ void attn_param_set_free(attn_param_set *set);
  *                over the Lv value rows (Lk = Lq), c_i = sum_j w_i[j] v_j,
  *                output o_i = out([q_i; c_i])           att_weight.weight (Lv,Dq+Dk),
  *                    att_weight.bias (Lv), out.weight (Dout,Dq+Dv), out.bias (Dout)
+ *   linear       no softmax (Katharopoulos et al. 2020): with phi = elu + 1 or
+ *                relu (opt.feature_map), o_i = phi(q_i)^T sum_j phi(k_j) v_j^T /
+ *                (phi(q_i) . sum_j phi(k_j) + 1e-6) over the keys key_mask and
+ *                causal (with align) allow, in O(L Dk Dv); no scaling before
+ *                phi; the weights (when asked) are the implied
+ *                a_ij = phi(q_i).phi(k_j) / (sum_j' phi(q_i).phi(k_j') + 1e-6).
+ *                mask, window, bias, softcap, alibi, sinks, hard, sparsity and
+ *                rope have no linear-time form: ATTN_ERR_PARAM  (Dk = Dq)
  * Biases are optional (zero when absent); weights are all or none. */
 typedef enum {
     ATTN_RULE_DOT = 0,
@@ -129,6 +137,7 @@ typedef enum {
     ATTN_RULE_ADDITIVE,    /* Bahdanau */
     ATTN_RULE_CONCAT_TANH,
     ATTN_RULE_CONCAT,      /* seq2seq decoder step */
+    ATTN_RULE_LINEAR,      /* linear attention (Katharopoulos et al. 2020) */
     ATTN_RULE_COUNT
 } attn_rule;
 
@@ -408,7 +417,10 @@ typedef struct {
     int average_weights; /* weights (B,Lq,Lk) averaged over heads, else (B,H,Lq,Lk) */
     attn_posenc positional_encoding;
     int residual_norm;   /* output = LayerNorm(query' + attention), eps 1e-5 */
-    int linear;          /* linear attention per head (opt.feature_map) instead of softmax */
+    int linear;          /* linear attention per head instead of softmax, after the
+                          * projections (and positional encoding), as rule linear
+                          * does it: opt.feature_map, causal, align, key_mask;
+                          * the options it refuses are ATTN_ERR_PARAM here too */
     attn_options opt;
 } attn_mha_request;
 

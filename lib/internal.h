@@ -262,6 +262,31 @@ size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads);
 attn_status attn_rows_run_heap(const attn_row_job *jobs, size_t n, int threads,
                                attn_error *err);
 
+/* ---------------------------------------------------------- linear.c */
+
+/* Linear attention's options: ATTN_ERR_PARAM naming the first option that
+ * has no linear-time form (mask, window, bias, softcap, alibi, sinks,
+ * hard, sparsity, rope) or a bad feature_map / align; then the shapes of
+ * key_mask as attn_check_options checks them. */
+attn_status attn_linear_check(const attn_options *o, int64_t B, int64_t H, int64_t Lq,
+                              int64_t Lk, attn_error *err);
+
+/* Floating-point operations of n linear heads like model (2 per
+ * multiply-add), causal or not, with or without weights. */
+double attn_linear_flops(const attn_head_job *model, double n, int causal);
+
+/* Takes room for n head jobs from ws (as attn_heads_take) and, while
+ * measuring, notes the scratch attn_linear_run will ask for n jobs like
+ * model (causal or not). */
+void attn_linear_take(attn_ws *ws, int64_t n, const attn_head_job *model, int causal,
+                      attn_heads *h);
+
+/* Runs the n head jobs of h as linear attention (each job's a, b, v, o, w
+ * and key mask; every job of the same sizes), with o's causal, align and
+ * feature_map, on the call's threads, in the context's kernel scratch. */
+attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
+                            const attn_options *o, attn_error *err);
+
 /* ------------------------------------------------------------ seed.c */
 
 /* A float in [-bound, bound) drawn as documented in attn.h. */

@@ -8,6 +8,7 @@
 #include "simd_math.h"
 #include "kernels_tmpl.h"
 #include "rows_tmpl.h"
+#include "linear_tmpl.h"
 
 const attn_kernel_set attn_kernels_avx512 = ATTN_KERNEL_SET("avx512");
 

@@ -7,5 +7,6 @@
 #include "simd_math.h"
 #include "kernels_tmpl.h"
 #include "rows_tmpl.h"
+#include "linear_tmpl.h"
 
 const attn_kernel_set attn_kernels_generic = ATTN_KERNEL_SET("generic");

@@ -1,6 +1,6 @@
 /* kernels_isa.h - internal: the instruction-set variants of the kernels
- * (one table each, compiled from kernels_tmpl.h and rows_tmpl.h over the
- * vocabulary in simd_<isa>.h), and which one runs.
+ * (one table each, compiled from kernels_tmpl.h, rows_tmpl.h and
+ * linear_tmpl.h over the vocabulary in simd_<isa>.h), and which one runs.
  *
  * The variant is chosen once per process: the one named by the environment
  * variable ATTN_ISA when the CPU supports it, else the best the CPU has.
@@ -51,13 +51,22 @@ typedef struct {
 
     /* w = softmax(s) over all n >= 1 keys (max subtracted; s finite). */
     void (*softmax)(const float *s, int64_t n, float *w);
+
+    /* Linear attention (linear_tmpl.h, linear.c): y[e] = phi(x[e]) for
+     * e < n, elu(x) + 1 or (relu set) max(x, 0); x and y may be the same. */
+    void (*lin_phi)(const float *x, int64_t n, int relu, float *y);
+
+    /* o[i][c] = (acc ? o[i][c] : 0) + sum_{k<p} a[i][k] b[k][c] for i < m,
+     * c < n, row-major with row strides lda, ldb, ldo. */
+    void (*lin_gemm_nn)(int64_t m, int64_t n, int64_t p, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float *o, int64_t ldo, int acc);
 } attn_kernel_set;
 
 /* The table of the variant that includes this, from the names the
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
     {name, gemm_scratch_bytes, gemm_nt, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
-     rows_tanh_scores, rows_weighted_sum, rows_softmax}
+     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn}
 
 /* Defined only on x86-64 builds (kernels_avx512.c, kernels_avx2.c). */
 extern const attn_kernel_set attn_kernels_avx512;

@@ -278,12 +278,20 @@ static int is_fused(const mplan *pl)
 }
 
 /* Floating-point operations of multi-head (2 per multiply-add): the q, k,
- * v and output projections, and per head the scores and the weighted sum. */
+ * v and output projections, and per head the scores and the weighted sum
+ * (or linear attention's). */
 static double mha_flops(const mplan *pl)
 {
     const attn_dims *d = &pl->d;
     double B = (double)d->B, Lq = (double)d->Lq, Lk = (double)d->Lk, E = (double)d->Dq;
     double proj = 2.0 * Lq * E * E + Lk * (double)pl->ekv * (double)(d->Dk + d->Dv);
+    if (pl->req.linear) {
+        attn_head_job m;
+        memset(&m, 0, sizeof m);
+        m.lq = d->Lq; m.lk = d->Lk; m.d = m.dv = pl->hd;
+        m.w = attn_model_weights(pl->req.opt.need_weights);
+        return 2.0 * B * proj + attn_linear_flops(&m, B * (double)pl->H, pl->req.opt.causal);
+    }
     return 2.0 * B * (proj + 2.0 * Lq * Lk * E);
 }
 
@@ -379,8 +387,16 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
                          "value has %lld rows but key has %lld; multi-head needs one value "
                          "row per key (Lv = Lk)",
                          (long long)d->Lv, (long long)d->Lk);
-    if ((st = check_heads(req, pl, err)) != ATTN_OK ||
-        (st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err)) != ATTN_OK)
+    if ((st = check_heads(req, pl, err)) != ATTN_OK)
+        return st;
+    if (req->linear)
+        st = attn_linear_check(&req->opt, d->B, pl->H, d->Lq, d->Lk, err);
+    else if (req->opt.feature_map != ATTN_FM_ELU)
+        st = attn_fail(err, ATTN_ERR_PARAM, "feature_map",
+                       "feature_map applies only to linear attention");
+    else
+        st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err);
+    if (st != ATTN_OK)
         return st;
     if (with_params && req->n_params > 0) {
         if (!req->params)
@@ -546,7 +562,10 @@ static void mha_lay_out(void *p, attn_ws *ws)
         pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
     }
     if (ws->base) {
-        attn_heads_take(ws, pl->jobs_n, NULL, &pl->heads);
+        if (pl->req.linear)
+            attn_linear_take(ws, pl->jobs_n, NULL, pl->req.opt.causal, &pl->heads);
+        else
+            attn_heads_take(ws, pl->jobs_n, NULL, &pl->heads);
         return;
     }
     attn_head_job model; /* measuring: what the kernels will ask */
@@ -554,7 +573,10 @@ static void mha_lay_out(void *p, attn_ws *ws)
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = ATTN_SCORE_DOT;
     model.d = model.dv = pl->hd;
-    attn_heads_take(ws, pl->jobs_n, &model, &pl->heads);
+    if (pl->req.linear)
+        attn_linear_take(ws, pl->jobs_n, &model, pl->req.opt.causal, &pl->heads);
+    else
+        attn_heads_take(ws, pl->jobs_n, &model, &pl->heads);
     attn_gemm_call g[3];
     attn_ws_gemms(ws, g, mha_gemms(pl, NULL, g));
     g[0] = mha_out_gemm(pl, NULL);
@@ -612,7 +634,8 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     attn_exec_gemms(ex, g, mha_gemms(pl, x, g));
     for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
         size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
-        attn_status st = attn_exec_heads(ex, &pl->heads, n, err);
+        attn_status st = pl->req.linear ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)
+                                        : attn_exec_heads(ex, &pl->heads, n, err);
         if (st != ATTN_OK)
             return st;
         if (pl->avg)

@@ -29,6 +29,9 @@ static const attn_rule_info rules[ATTN_RULE_COUNT] = {
     {"concat", "Seq2seq decoder concat",
      "a_i = softmax(att_weight([q_i; k_i])) over Lv, c_i = a_i V, o_i = out([q_i; c_i])", 0,
      4, params + 8},
+    {"linear", "Linear attention (Katharopoulos et al. 2020)",
+     "o_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / (phi(q_i) . sum_j phi(k_j) + 1e-6), "
+     "phi = elu + 1 (feature_map \"elu\") or relu; no softmax", 1, 0, NULL},
 };
 
 const char *attn_rule_name(attn_rule rule)

@@ -120,6 +120,7 @@ int attn_rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t
     switch (rule) {
     case ATTN_RULE_DOT:
     case ATTN_RULE_SCALED_DOT:
+    case ATTN_RULE_LINEAR:
         break;
     case ATTN_RULE_GENERAL:
         specs[n++] = spec2("attn.weight", d->Dq, d->Dk, d->Dk);

@@ -19,6 +19,10 @@
 #define XL SRV_F_X_LINEAR
 #define DOT SRV_F_DOT_ONLY
 #define LIN SRV_F_LINEAR_ONLY
+#define SN SRV_F_SES_NEW
+#define SS SRV_F_SES_STEP
+#define SC SRV_F_SES_CUT
+#define RS SRV_F_REQ_SES
 #define ANY INT64_MIN
 #define S(slot) SRV_SLOT_##slot
 
@@ -27,9 +31,9 @@
  * read (and their errors found) in this order, and KServe lists its inputs
  * in it. */
 static const srv_field fields[] = {
-    {"query", SRV_FT_TENSOR, S(QUERY), BOTH | BODY | KSI | RA | RM, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
-    {"key", SRV_FT_TENSOR, S(KEY), BOTH | BODY | KSI | RA, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
-    {"value", SRV_FT_TENSOR, S(VALUE), BOTH | BODY | KSI | RA, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
+    {"query", SRV_FT_TENSOR, S(QUERY), BOTH | SS | BODY | KSI | RA | RM | RS, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
+    {"key", SRV_FT_TENSOR, S(KEY), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
+    {"value", SRV_FT_TENSOR, S(VALUE), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
     {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
     {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI | NC | XC, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
     {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC | XC | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
@@ -49,7 +53,7 @@ static const srv_field fields[] = {
     {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
     {"rope_dims", SRV_FT_INT, S(ROPE_DIMS), BOTH | KSP | XC | XL | DOT, 1, NULL, NULL, "rope: features turned (even, up to the head dim)"},
     {"rope_offset", SRV_FT_INT, S(ROPE_OFFSET), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "rope: added to every position"},
-    {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
+    {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | SS | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
     {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP | XL, 0, NULL, NULL, "\"argmax\", {\"top_k\": k} or {\"sample\": {\"temperature\": T}}"},
     {"temperature", SRV_FT_NUMBER, S(TEMPERATURE), BOTH | KSP | XL, 0, NULL, NULL, "hard \"sample\": draws from w^(1/T) (1)"},
     {"sparsity", SRV_FT_OBJECT, S(SPARSITY), BOTH | BODY | XC | XL | DOT, 0, NULL, NULL, "a sparse pattern: {pattern: local_global|bigbird|blocks, ...}"},
@@ -66,17 +70,20 @@ static const srv_field fields[] = {
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
-    {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
+    {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
     {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
-    {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | BODY | KSP | RM, ANY, NULL, NULL, "an integer that divides the embedding size"},
-    {"num_kv_heads", SRV_FT_INT, S(NUM_KV_HEADS), MHA | BODY | KSP, 1, NULL, NULL, "and divide num_heads"},
+    {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | SN | BODY | KSP | RM | RS, ANY, NULL, NULL, "an integer that divides the embedding size"},
+    {"num_kv_heads", SRV_FT_INT, S(NUM_KV_HEADS), MHA | SN | BODY | KSP, 1, NULL, NULL, "and divide num_heads"},
     {"average_weights", SRV_FT_BOOL, S(AVERAGE_WEIGHTS), MHA | BODY | KSP, 0, NULL, NULL, "weights averaged over the heads"},
     {"positional_encoding", SRV_FT_WORD, S(POSENC), MHA | BODY | KSP, 0, NULL, NULL, "\"sinusoidal\", \"learned\" (params.pos_embedding.weight) or \"none\""},
     {"residual_norm", SRV_FT_BOOL, S(RESIDUAL_NORM), MHA | BODY | KSP, 0, NULL, NULL, "LayerNorm(query + attention)"},
     {"params", SRV_FT_PARAMS, S(PARAMS), BOTH | BODY, 0, NULL, NULL, "tensors named as in the PyTorch state_dict"},
     {"hidden_size", SRV_FT_INT, S(HIDDEN_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dh of seeded additive / concat_tanh parameters"},
     {"output_size", SRV_FT_INT, S(OUTPUT_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dout of seeded concat parameters"},
-    {"scale", SRV_FT_NUMBER, S(SCALE), ATT | BODY | KSP, 0, NULL, NULL, "scaled_dot's factor, 1/sqrt(Dk) by default"},
+    {"scale", SRV_FT_NUMBER, S(SCALE), ATT | SN | BODY | KSP, 0, NULL, NULL, "scaled_dot's factor, 1/sqrt(Dk) by default"},
+    {"head_dim", SRV_FT_INT, S(HEAD_DIM), SN | BODY | RS, 1, NULL, NULL, "d, the width of each head's query, key and value rows"},
+    {"max_tokens", SRV_FT_INT, S(MAX_TOKENS), SN | BODY | RS, 1, NULL, NULL, "the most rows the session's cache holds"},
+    {"length", SRV_FT_INT, S(LENGTH), SC | BODY | RS, 0, NULL, NULL, "the rows to keep"},
     /* Multi-head parameters as KServe inputs (the rules' come from
      * attn_rule_describe). */
     {"in_proj_weight", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(3E, E)", ""},
@@ -153,6 +160,8 @@ const char *srv_field_type(const srv_field *f)
 
 unsigned srv_job_where(const srv_job *j)
 {
+    if (j->kind == SRV_JOB_SESSION)
+        return j->ses.where;
     return j->kind == SRV_JOB_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT;
 }
 
@@ -191,7 +200,7 @@ int srv_field_applies(const srv_field *f, int rule)
  * and, for the concat rule's KServe inputs, whether the rule takes it. */
 static int accepts(const srv_field *f, unsigned where)
 {
-    unsigned kind = where & (SRV_F_ATT | SRV_F_MHA), place = where & ~(SRV_F_ATT | SRV_F_MHA | SRV_F_CONCAT);
+    unsigned kind = where & SRV_F_KINDS, place = where & ~(SRV_F_KINDS | SRV_F_CONCAT);
     if (!(f->where & kind) || (f->where & place) != place)
         return 0;
     return !((where & SRV_F_CONCAT) && (f->where & SRV_F_NO_CONCAT));
@@ -290,11 +299,15 @@ static int *bool_slot(srv_job *j, int slot)
 static int64_t *int_slot(srv_job *j, int slot)
 {
     attn_options *o = job_opt(j);
+    int ses = j->kind == SRV_JOB_SESSION;
     switch (slot) {
     case SRV_SLOT_WINDOW_LEFT:        return &o->window_left;
     case SRV_SLOT_WINDOW_RIGHT:       return &o->window_right;
-    case SRV_SLOT_NUM_HEADS:          return &j->u.mha.num_heads;
-    case SRV_SLOT_NUM_KV_HEADS:       return &j->u.mha.num_kv_heads;
+    case SRV_SLOT_NUM_HEADS:          return ses ? &j->ses.num_heads : &j->u.mha.num_heads;
+    case SRV_SLOT_NUM_KV_HEADS:       return ses ? &j->ses.num_kv_heads : &j->u.mha.num_kv_heads;
+    case SRV_SLOT_HEAD_DIM:           return &j->ses.head_dim;
+    case SRV_SLOT_MAX_TOKENS:         return &j->ses.max_tokens;
+    case SRV_SLOT_LENGTH:             return &j->ses.length;
     case SRV_SLOT_HIDDEN_SIZE:        return &j->u.att.hidden_size;
     case SRV_SLOT_OUTPUT_SIZE:        return &j->u.att.output_size;
     case SRV_SLOT_ROPE_DIMS:          return &o->rope.dims;
@@ -334,6 +347,27 @@ static void set_word(srv_job *j, int slot, int k)
     case SRV_SLOT_SP_PATTERN:    o->sparsity.pattern = (attn_pattern)k; break;
     default: break;
     }
+}
+
+/* What the front ends read beside the options: alibi and sinks as lists,
+ * and the seed, which also draws hard sample's keys and BigBird's blocks. */
+int srv_job_finish_options(srv_job *j, srv_err *e)
+{
+    attn_options *o = srv_job_options(j);
+    o->seed = j->seed;
+    if (j->alibi.rank > 1 || j->sinks.rank > 1)
+        return srv_fail(e, 400, "invalid_field", j->alibi.rank > 1 ? "alibi" : "sinks",
+                        "%s must be a list of numbers, one per head", j->alibi.rank > 1 ? "alibi" : "sinks");
+    if (j->alibi.rank) {
+        o->alibi = 1;
+        o->alibi_slopes = j->alibi.data;
+        o->n_alibi_slopes = j->alibi.shape[0];
+    }
+    if (j->sinks.rank) {
+        o->sinks = j->sinks.data;
+        o->n_sinks = j->sinks.shape[0];
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ readers */
@@ -699,7 +733,8 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
     where |= srv_job_where(j);
     if (only_fields(obj, where, what, e))
         return -1;
-    unsigned required = j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA : SRV_F_REQ_ATT;
+    unsigned required = j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA
+                      : j->kind == SRV_JOB_SESSION ? SRV_F_REQ_SES : SRV_F_REQ_ATT;
     for (size_t i = 0; i < N_FIELDS; i++) {
         const srv_field *f = &fields[i];
         if (!accepts(f, where))
@@ -709,5 +744,5 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
             return v ? -1 : srv_fail(e, 400, "missing_field", f->name, "%s is required (%s)",
                                      f->name, f->desc);
     }
-    return 0;
+    return srv_job_finish_options(j, e);
 }

@@ -185,7 +185,7 @@ static void add_headers(struct MHD_Response *resp, const req_state *rs, const sr
         MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Server-Timing, Retry-After");
     }
     if (rs->preflight) {
-        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
         MHD_add_response_header(resp, "Access-Control-Allow-Headers",
                                 "Authorization, Content-Type, Inference-Header-Content-Length");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
@@ -257,15 +257,29 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
     }
     if (srv_route_resolve(method, url, &rs->target, &r) != 0)
         return send_or_defer(conn, rs, &r);
-    if (!rs->target.wants_body) {
+    int authed = authorized(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                        MHD_HTTP_HEADER_AUTHORIZATION));
+    /* Every route with a body needs the token, and so do GET and DELETE of
+     * a session: they read and free a client's cache. */
+    if (!rs->target.wants_body && (authed || rs->target.route != SRV_R_SESSION)) {
         srv_route_serve(&rs->target, NULL, 0, &r);
         return send_or_defer(conn, rs, &r);
     }
     srv_buf_free(&r.body);
-    if (!authorized(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
+    if (!authed) {
         /* Before the body is read: an unauthorised client costs no memory. */
-        return send_error(conn, rs, 401, "unauthorized", "this route needs Authorization: Bearer "
-                          "<token> (the server's ATTN_TOKEN)");
+        srv_reply_init(&r);
+        srv_err e;
+        srv_fail(&e, 401, "unauthorized", "", "this route needs Authorization: Bearer <token> "
+                 "(the server's ATTN_TOKEN)");
+        reply_error(rs, &r, &e);
+        return send_or_defer(conn, rs, &r);
+    }
+    if (srv_cfg.trust_session_id && rs->target.route == SRV_R_SESSIONS) {
+        const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Session-Id");
+        if (sid && strlen(sid) < sizeof rs->target.session_hdr)
+            strcpy(rs->target.session_hdr, sid);
+    }
     const srv_front *front = rs->target.row->front;
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {

@@ -91,31 +91,10 @@ static int check_seed_size(const srv_job *j, srv_err *e)
 
 /* ------------------------------------------------------------ running */
 
-/* What the front ends read beside the options: alibi and sinks as lists,
- * and the seed, which also draws hard sample's keys and BigBird's blocks. */
-static int finish_options(srv_job *j, srv_err *e)
-{
-    attn_options *o = srv_job_options(j);
-    o->seed = j->seed;
-    if (j->alibi.rank > 1 || j->sinks.rank > 1)
-        return srv_fail(e, 400, "invalid_field", j->alibi.rank > 1 ? "alibi" : "sinks",
-                        "%s must be a list of numbers, one per head", j->alibi.rank > 1 ? "alibi" : "sinks");
-    if (j->alibi.rank) {
-        o->alibi = 1;
-        o->alibi_slopes = j->alibi.data;
-        o->n_alibi_slopes = j->alibi.shape[0];
-    }
-    if (j->sinks.rank) {
-        o->sinks = j->sinks.data;
-        o->n_sinks = j->sinks.shape[0];
-    }
-    return 0;
-}
-
 static int plan(srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
-    if (finish_options(j, e))
+    if (srv_job_finish_options(j, e))
         return -1;
     attn_status st = j->kind == SRV_JOB_MULTIHEAD ? attn_mha_plan(&j->u.mha, &j->sh, &ae)
                                                   : attn_plan(&j->u.att, &j->sh, &ae);

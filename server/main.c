@@ -53,6 +53,17 @@ static const char usage[] =
     "                                         beside the binary); a file that does not load is\n"
     "                                         logged and listed as unavailable in GET /models\n"
     "  --models-strict B    ATTN_MODELS_STRICT 1: refuse to start when a model does not load\n"
+    "  --max-sessions N     ATTN_MAX_SESSIONS decode sessions open at once (1024); one more\n"
+    "                                         is 503 overloaded\n"
+    "  --session-memory SIZE  ATTN_SESSION_MEMORY  bytes all sessions' caches may hold, e.g.\n"
+    "                                         256M (the default); past it 503 overloaded\n"
+    "  --session-max-tokens N  ATTN_SESSION_MAX_TOKENS  the largest max_tokens a session may\n"
+    "                                         ask for (131072); more is 413 session_full\n"
+    "  --session-ttl SECONDS  ATTN_SESSION_TTL  a session idle this long expires and its\n"
+    "                                         memory is freed (300)\n"
+    "  --trust-session-id B  ATTN_TRUST_SESSION_ID 1: POST /sessions takes the new id from\n"
+    "                                         an X-Session-Id header (32 hex digits) that the\n"
+    "                                         load balancer sets; only behind one that does\n"
     "  --help               this text\n";
 
 static void die(const char *what, const char *val)
@@ -207,6 +218,10 @@ static void set_defaults(long cores)
     srv_cfg.max_depth = 32;
     srv_cfg.max_work = 2e11; /* ~1 s of the kernels on two cores */
     srv_cfg.log_level = SRV_LOG_INFO;
+    srv_cfg.max_sessions = 1024;
+    srv_cfg.session_memory = (size_t)256 << 20;
+    srv_cfg.session_max_tokens = 131072;
+    srv_cfg.session_ttl = 300;
 }
 
 /* Environment first, then flags over it. Each name maps to one flag. */
@@ -220,7 +235,9 @@ static const char *const keys[][2] = {
     {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
     {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
     {"--max-work", "ATTN_MAX_WORK"}, {"--models-dir", "ATTN_MODELS_DIR"},
-    {"--models-strict", "ATTN_MODELS_STRICT"}};
+    {"--models-strict", "ATTN_MODELS_STRICT"}, {"--max-sessions", "ATTN_MAX_SESSIONS"},
+    {"--session-memory", "ATTN_SESSION_MEMORY"}, {"--session-max-tokens", "ATTN_SESSION_MAX_TOKENS"},
+    {"--session-ttl", "ATTN_SESSION_TTL"}, {"--trust-session-id", "ATTN_TRUST_SESSION_ID"}};
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
 /* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
@@ -272,6 +289,14 @@ static void apply_options(const char *val[NKEYS])
     srv_cfg.token = val[15];
     srv_cfg.cors_origins = val[16];
     if (val[17]) srv_cfg.max_work = parse_work(val[17]);
+    if (val[20]) srv_cfg.max_sessions = (int)parse_size("max sessions", val[20], 1 << 24);
+    if (val[21]) srv_cfg.session_memory = (size_t)parse_size("session memory", val[21], (uint64_t)1 << 44);
+    if (val[22])
+        srv_cfg.session_max_tokens = (int64_t)parse_size("session max tokens", val[22], (uint64_t)1 << 40);
+    if (val[23]) srv_cfg.session_ttl = (unsigned)parse_size("session TTL", val[23], 86400 * 365);
+    srv_cfg.trust_session_id = val[24] && strcmp(val[24], "0") != 0;
+    if (srv_cfg.session_ttl < 1)
+        die("session TTL (at least 1 second)", val[23]);
     if (srv_cfg.max_connections < 1)
         die("max connections", val[12]);
     if (srv_cfg.max_depth < 6)
@@ -318,6 +343,7 @@ static int drain(int sig)
     srv_ctx_shutdown();
     srv_seed_cache_clear();
     srv_models_stop();
+    srv_sessions_stop();
     srv_log(SRV_LOG_WARN, "stopped");
     srv_log_flush();
     return 0;
@@ -353,6 +379,7 @@ int main(int argc, char **argv)
     while (sig <= 0) {
         struct timespec tick = {0, 100 * 1000 * 1000};
         sig = sigtimedwait(&stop, NULL, &tick);
+        srv_sessions_tick();
         srv_log_flush();
     }
     return drain(sig);

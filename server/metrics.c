@@ -23,7 +23,9 @@ static const char *const route_labels[SRV_R_COUNT] = {
     [SRV_R_ROOT] = "/",               [SRV_R_STATIC] = "static",
     [SRV_R_OTHER] = "other",          [SRV_R_KSERVE] = "/v2",
     [SRV_R_KSERVE_INFER] = "/v2/models/{name}/infer", [SRV_R_MODELS] = "/models",
-    [SRV_R_MODELS_TRANSLATE] = "/models/{name}/translate"};
+    [SRV_R_MODELS_TRANSLATE] = "/models/{name}/translate", [SRV_R_SESSIONS] = "/sessions",
+    [SRV_R_SESSION] = "/sessions/{id}", [SRV_R_SESSION_STEP] = "/sessions/{id}/step",
+    [SRV_R_SESSION_TRUNCATE] = "/sessions/{id}/truncate"};
 static char attn_labels[ATTN_RULE_COUNT][48];
 
 void srv_metrics_init(void)
@@ -124,4 +126,5 @@ void srv_metrics_text(srv_buf *b)
                       "# TYPE attn_computes_in_flight gauge\n"
                       "attn_computes_in_flight %d\n",
                    atomic_load(&in_flight), atomic_load(&computing));
+    srv_sessions_metrics(b);
 }

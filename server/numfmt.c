@@ -467,8 +467,94 @@ static const char *parse_general(const char *p, const char *end, float *out, int
     return parse_slow(start, p, out, finite);
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* m * 10^e10 as the nearest float, when m <= 2^53 and |e10| <= 22: both are
+ * exact doubles, so the double product or quotient is correctly rounded,
+ * and rounding it to float is exact unless it sits exactly on a float
+ * midpoint or below FLT_MIN (then 0: the caller takes the general path). */
+static inline int clinger(uint64_t m, int e10, int neg, float *out, int *finite)
+{
+    double d = (double)m;
+    d = e10 >= 0 ? d * pow10d(e10) : d / pow10d(-e10);
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    if (d < (double)FLT_MIN || (bits & 0x1fffffffull) == 0x10000000ull)
+        return 0;
+    float f = (float)d;
+    *finite = isfinite(f);
+    *out = neg ? -f : f;
+    return 1;
+}
+
+/* The numbers a client's printer writes, in one pass with eight digits at a
+ * time: -?(0|[1-9][0-9]{0,6})(.[0-9]{1,15})?([eE][+-]?[0-9]{1,3})? with at
+ * most 19 digits in all (Python's float32 repr, C's "%.9g", JavaScript's
+ * shortest form). Needs 32 readable bytes from p (the reads look ahead).
+ * Returns the end, or NULL for anything else (the general path decides). */
+static const char *parse_fast(const char *p, float *out, int *finite)
+{
+    static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
+                                     10000000, 100000000};
+    int neg = *p == '-';
+    p += neg;
+    uint64_t d;
+    int n = swar_digits(p, &d);
+    if (n == 0 || n == 8 || (n > 1 && *p == '0'))
+        return NULL;
+    uint64_t m = swar_value(d, n);
+    p += n;
+    int frac = 0;
+    if (*p == '.') {
+        int f = swar_digits(++p, &d);
+        if (f == 8) {
+            m = m * 100000000u + swar_value(d, 8);
+            p += 8;
+            frac = 8;
+            f = swar_digits(p, &d);
+            if (f == 8)
+                return NULL;
+        } else if (f == 0) {
+            return NULL;
+        }
+        if (f) {
+            m = m * p10u[f] + swar_value(d, f);
+            p += f;
+            frac += f;
+        }
+        if (n + frac > 19)
+            return NULL;
+    }
+    int e10 = -frac;
+    if ((*p | 0x20) == 'e') {
+        p++;
+        int eneg = *p == '-', ex = 0, k = 0;
+        p += eneg || *p == '+';
+        for (; k < 3 && (unsigned)(*p - '0') <= 9; k++)
+            ex = ex * 10 + (*p++ - '0');
+        if (k == 0 || (unsigned)(*p - '0') <= 9)
+            return NULL;
+        e10 += eneg ? -ex : ex;
+    }
+    if (m == 0) {
+        *out = neg ? -0.0f : 0.0f;
+        *finite = 1;
+        return p;
+    }
+    if (m > (1ull << 53) || e10 < -22 || e10 > 22 || !clinger(m, e10, neg, out, finite))
+        return NULL;
+    return p;
+}
+#endif
+
 const char *srv_parse_float(const char *p, const char *end, float *out, int *finite)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (end - p >= 32) {
+        const char *q = parse_fast(p, out, finite);
+        if (q)
+            return q;
+    }
+#endif
     int neg = p < end && *p == '-';
     const char *q = parse_short(p + neg, end, neg, out);
     if (q) {

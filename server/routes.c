@@ -16,6 +16,7 @@ static const char builtin_index[] =
     "<h1>attention service</h1>\n<p>The demo is not installed (set ATTN_STATIC_DIR). Routes:</p>\n<ul>\n"
     "<li>POST /attention/{rule}: <a href=\"/rules\">/rules</a> lists the rules</li>\n"
     "<li>POST /multihead</li>\n"
+    "<li>POST /sessions: decode sessions (a server-side KV cache)</li>\n"
     "<li><a href=\"/healthz\">/healthz</a>, <a href=\"/readyz\">/readyz</a>, "
     "<a href=\"/metrics\">/metrics</a></li>\n"
     "<li><a href=\"/openapi.yaml\">/openapi.yaml</a></li>\n</ul>\n</body></html>\n";
@@ -125,8 +126,8 @@ static void serve_static(const srv_target *t, const char *body, size_t len, srv_
 
 /* ------------------------------------------------------------ the table */
 
-/* {rule}, {model} and {version} are one path segment, {file} the rest of
- * the path; each is checked as it is matched (see capture). GET rows
+/* {rule}, {model}, {version}, {name} and {id} are one path segment, {file}
+ * the rest of the path; each is checked as it is matched (see capture). GET rows
  * answer HEAD too. First match wins; a path that matches rows of other
  * methods only is a 405 whose Allow lists them. */
 static const srv_route routes[] = {
@@ -134,6 +135,12 @@ static const srv_route routes[] = {
     {"POST", "/multihead", SRV_R_MULTIHEAD, srv_serve_multihead, &srv_native_front},
     {"GET", "/models", SRV_R_MODELS, srv_serve_models, &srv_native_front},
     {"POST", "/models/{name}/translate", SRV_R_MODELS_TRANSLATE, srv_serve_translate, &srv_native_front},
+    {"POST", "/sessions", SRV_R_SESSIONS, srv_serve_session_new, &srv_native_front},
+    {"POST", "/sessions/{id}/step", SRV_R_SESSION_STEP, srv_serve_session_step, &srv_native_front},
+    {"POST", "/sessions/{id}/truncate", SRV_R_SESSION_TRUNCATE, srv_serve_session_truncate,
+     &srv_native_front},
+    {"GET", "/sessions/{id}", SRV_R_SESSION, srv_serve_session_get, &srv_native_front},
+    {"DELETE", "/sessions/{id}", SRV_R_SESSION, srv_serve_session_delete, &srv_native_front},
     {"GET", "/healthz", SRV_R_HEALTHZ, serve_healthz, &srv_native_front},
     {"GET", "/readyz", SRV_R_READYZ, serve_readyz, &srv_native_front},
     {"GET", "/metrics", SRV_R_METRICS, serve_metrics, &srv_native_front},
@@ -204,6 +211,16 @@ static int capture(const char *ph, const char *s, size_t n, srv_target *t, srv_e
         t->model = srv_models_find(s, n);
         return t->model >= 0 ? 1 : srv_models_unknown(s, n, e);
     }
+    if (is(ph, "{id}")) {
+        if (srv_session_id_ok(s, n)) {
+            memcpy(t->session, s, n);
+            t->session[n] = '\0';
+            return 1;
+        }
+        return srv_fail(e, 404, "unknown_session", "", "no session \"%.*s\": it never existed "
+                        "(a session id is 32 lowercase hex digits, as POST /sessions gave it)",
+                        n < 72 ? (int)n : 72, s);
+    }
     if (is(ph, "{model}"))
         return srv_kserve_model(s, n, &t->model, e) == 0 ? 1 : -1;
     if (is(ph, "{version}"))
@@ -271,6 +288,21 @@ static int method_fits(const char *row, const char *method)
     return !strcmp(row, method) || (!strcmp(row, "GET") && !strcmp(method, "HEAD"));
 }
 
+/* A 405's Allow header for the methods a path's rows take (bits: 1 GET,
+ * 2 POST, 4 DELETE). */
+static const char *allow_header(unsigned bits)
+{
+    static const char *const lists[8] = {"", "GET, HEAD", "POST", "GET, HEAD, POST", "DELETE",
+                                         "GET, HEAD, DELETE", "POST, DELETE",
+                                         "GET, HEAD, POST, DELETE"};
+    return lists[bits & 7];
+}
+
+static unsigned method_bit(const char *row)
+{
+    return !strcmp(row, "POST") ? 2u : !strcmp(row, "DELETE") ? 4u : 1u;
+}
+
 /* The front end of an unmatched path: that of the rows under the same
  * first segment ("/v2/..."), else the native one. */
 static const srv_front *front_of(const char *path)
@@ -292,7 +324,7 @@ static int fail_with(const srv_front *front, srv_reply *r, srv_err *e)
 
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r)
 {
-    unsigned allow = 0; /* 1 GET, 2 POST */
+    unsigned allow = 0; /* method_bit's */
     const srv_route *other = NULL;
     srv_err e;
     memset(t, 0, sizeof *t);
@@ -314,7 +346,7 @@ int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_r
             t->wants_body = !strcmp(row->method, "POST");
             return 0;
         }
-        allow |= !strcmp(row->method, "POST") ? 2u : 1u;
+        allow |= method_bit(row->method);
         if (!other) {
             other = row;
             *t = cand;
@@ -326,7 +358,7 @@ int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_r
         front->not_found(path, &e);
         return fail_with(front, r, &e);
     }
-    r->allow = allow == 3 ? "GET, HEAD, POST" : allow == 2 ? "POST" : "GET, HEAD";
+    r->allow = allow_header(allow);
     srv_fail(&e, 405, "method_not_allowed", "", "%.16s is not allowed here; use %s", method, r->allow);
     return fail_with(front, r, &e);
 }

@@ -28,6 +28,12 @@ typedef struct {
     int log_level;             /* 0 error, 1 warn, 2 info (access log), 3 debug */
     const char *static_dir;    /* ATTN_STATIC_DIR; NULL = none found */
     const char *openapi_path;  /* ATTN_OPENAPI; NULL = none found */
+    int max_sessions;          /* ATTN_MAX_SESSIONS: decode sessions open at once */
+    size_t session_memory;     /* ATTN_SESSION_MEMORY: bytes all sessions may hold */
+    int64_t session_max_tokens; /* ATTN_SESSION_MAX_TOKENS: the largest max_tokens */
+    unsigned session_ttl;      /* ATTN_SESSION_TTL: idle seconds before a session expires */
+    int trust_session_id;      /* ATTN_TRUST_SESSION_ID: take a new session's id from
+                                * X-Session-Id (set by the load balancer) */
 } srv_config;
 
 extern srv_config srv_cfg;
@@ -221,14 +227,22 @@ void srv_call_free(srv_call *call);
 /* One computation, whichever front end decoded it: an attention request
  * or a multi-head request (the tag says which member of u), the seed for
  * the parameters not sent, and how the result is wanted. */
-typedef enum { SRV_JOB_ATTENTION = 0, SRV_JOB_MULTIHEAD } srv_job_kind;
+typedef enum { SRV_JOB_ATTENTION = 0, SRV_JOB_MULTIHEAD, SRV_JOB_SESSION } srv_job_kind;
+
+/* What a session route's body holds besides the attention request's
+ * fields (a SRV_JOB_SESSION job: scale, options and tensors in u.att). */
+typedef struct {
+    unsigned where;          /* SRV_F_SES_NEW, SRV_F_SES_STEP or SRV_F_SES_CUT */
+    int64_t num_heads, num_kv_heads, head_dim, max_tokens, length;
+} srv_ses_fields;
 
 typedef struct {
     srv_job_kind kind;
     union {
         attn_request att;     /* SRV_JOB_ATTENTION */
         attn_mha_request mha; /* SRV_JOB_MULTIHEAD */
-    } u;
+    } u;                      /* SRV_JOB_SESSION: att (scaled_dot) */
+    srv_ses_fields ses;       /* SRV_JOB_SESSION */
     uint64_t seed;           /* the parameters not sent, hard sample and BigBird */
     int return_params;       /* native: echo the parameters used */
     int return_layout;       /* echo the sparsity pattern's block layout */
@@ -285,12 +299,17 @@ enum {
     SRV_F_REQ_MHA = 1 << 6,   /* required by multi-head */
     SRV_F_NO_CONCAT = 1 << 7, /* the concat rule does not take it (nor as a KServe input) */
     SRV_F_CONCAT = 1 << 8,    /* in a query: the job is the concat rule */
+    SRV_F_SES_NEW = 1 << 9,   /* POST /sessions */
+    SRV_F_SES_STEP = 1 << 10, /* POST /sessions/{id}/step */
+    SRV_F_SES_CUT = 1 << 11,  /* POST /sessions/{id}/truncate */
+    SRV_F_REQ_SES = 1 << 12,  /* required by the session routes that take it */
     /* Which rules take it, for GET /rules (the library refuses the rest): */
-    SRV_F_X_CONCAT = 1 << 9,     /* not the concat rule */
-    SRV_F_X_LINEAR = 1 << 10,    /* not linear attention (no linear-time form) */
-    SRV_F_DOT_ONLY = 1 << 11,    /* of the rules, only dot and scaled_dot */
-    SRV_F_LINEAR_ONLY = 1 << 12  /* of the rules, only linear */
+    SRV_F_X_CONCAT = 1 << 13,    /* not the concat rule */
+    SRV_F_X_LINEAR = 1 << 14,    /* not linear attention (no linear-time form) */
+    SRV_F_DOT_ONLY = 1 << 15,    /* of the rules, only dot and scaled_dot */
+    SRV_F_LINEAR_ONLY = 1 << 16  /* of the rules, only linear */
 };
+#define SRV_F_KINDS (SRV_F_ATT | SRV_F_MHA | SRV_F_SES_NEW | SRV_F_SES_STEP | SRV_F_SES_CUT)
 
 /* Where in a job a field lands. */
 enum {
@@ -300,6 +319,7 @@ enum {
     SRV_SLOT_NUM_KV_HEADS, SRV_SLOT_AVERAGE_WEIGHTS, SRV_SLOT_POSENC, SRV_SLOT_RESIDUAL_NORM,
     SRV_SLOT_PARAMS, SRV_SLOT_HIDDEN_SIZE, SRV_SLOT_OUTPUT_SIZE, SRV_SLOT_SCALE,
     SRV_SLOT_LEARNED, /* a KServe input that is a learned parameter */
+    SRV_SLOT_HEAD_DIM, SRV_SLOT_MAX_TOKENS, SRV_SLOT_LENGTH, /* sessions */
     /* the modern options */
     SRV_SLOT_ALIGN, SRV_SLOT_WINDOW_LEFT, SRV_SLOT_WINDOW_RIGHT, SRV_SLOT_SOFTCAP,
     SRV_SLOT_ALIBI, SRV_SLOT_SINKS, SRV_SLOT_ROPE, SRV_SLOT_ROPE_ON, SRV_SLOT_ROPE_BASE,
@@ -344,6 +364,11 @@ int srv_fields_read(json_t *obj, unsigned place, const char *what, srv_codec *c,
  * capped as a tensor's. Returns 0, or -1 with e filled. */
 int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, size_t *n,
                      srv_err *e);
+/* Puts what the front ends read beside the options into them: alibi and
+ * sinks lists (a number is a list of one) and the seed, which also draws
+ * hard sample's keys and BigBird's blocks. Idempotent; srv_fields_read
+ * and srv_job_run call it. Returns 0, or -1 with e filled. */
+int srv_job_finish_options(srv_job *j, srv_err *e);
 /* The job's options (borrowed). */
 attn_options *srv_job_options(srv_job *j);
 /* Where a tensor or mask slot is in j (NULL for other slots). */
@@ -368,6 +393,7 @@ enum {
     SRV_R_ROOT, SRV_R_STATIC, SRV_R_OTHER,
     SRV_R_KSERVE, SRV_R_KSERVE_INFER, /* /v2/... (kserve.c) */
     SRV_R_MODELS, SRV_R_MODELS_TRANSLATE, /* /models... (models_routes.c) */
+    SRV_R_SESSIONS, SRV_R_SESSION, SRV_R_SESSION_STEP, SRV_R_SESSION_TRUNCATE, /* sessions.c */
     SRV_R_COUNT
 };
 const char *srv_route_label(int route);
@@ -396,6 +422,8 @@ typedef struct {
     attn_rule rule;        /* {rule} */
     int model;             /* {model}: a rule, or SRV_MODEL_MULTIHEAD */
     char rel[520];         /* {file}: a path under the static folder */
+    char session[72];      /* {id}: a session id (its form checked, not its existence) */
+    char session_hdr[40];  /* POST /sessions: X-Session-Id, when the server trusts it */
     int len_hdr;           /* the front end's length header: 0 absent, 1 given, -1 malformed */
     uint64_t len_hdr_value;
 } srv_target;
@@ -416,7 +444,7 @@ typedef struct {
 extern const srv_front srv_native_front, srv_kserve_front;
 
 struct srv_route {
-    const char *method;    /* "GET" (and HEAD) or "POST" */
+    const char *method;    /* "GET" (and HEAD), "POST" or "DELETE" */
     const char *pattern;   /* "/v2/models/{model}/infer" */
     int route;             /* SRV_R_* */
     srv_handler serve;
@@ -502,5 +530,23 @@ int  srv_models_translate(int model, const char *body, size_t len, srv_call *cal
 /* GET /models and POST /models/{name}/translate. */
 void srv_serve_models(const srv_target *t, const char *body, size_t len, srv_reply *r);
 void srv_serve_translate(const srv_target *t, const char *body, size_t len, srv_reply *r);
+
+/* ------------------------------------------------------------ decode sessions (sessions.c) */
+
+/* The session routes: POST /sessions, POST /sessions/{id}/step and
+ * /truncate, GET and DELETE /sessions/{id}. */
+void srv_serve_session_new(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_step(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r);
+void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Whether s[0..n) has the form of a session id (a path segment). */
+int  srv_session_id_ok(const char *s, size_t n);
+/* Expires the sessions idle past ATTN_SESSION_TTL (main calls it often). */
+void srv_sessions_tick(void);
+/* Frees every session (at shutdown, with no request in flight). */
+void srv_sessions_stop(void);
+/* The sessions' gauges and counters, in Prometheus text. */
+void srv_sessions_metrics(srv_buf *b);
 
 #endif /* SRV_H */

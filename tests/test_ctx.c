@@ -26,6 +26,7 @@
 #include "internal.h" /* the context's regions, for the workspace check */
 #include "pool.h"
 #include "ref.h"
+#include "ref_modern.h"
 
 /* ------------------------------------------------ allocation counting */
 
@@ -199,6 +200,8 @@ static double want_flops(attn_rule rule, double B, double Lq, double Lk, double 
     case ATTN_RULE_CONCAT_TANH:
         return 2 * B * Lq * Dq * dh + 2 * B * Lk * Dk * dh + 3 * B * Lq * Lk * dh +
                2 * B * Lq * Lk * Dv;
+    case ATTN_RULE_LINEAR: /* phi(K)^T [V 1] and phi(Q) times it; the implied weights */
+        return 2 * B * (Lq + Lk) * Dk * (Dv + 1) + 2 * B * Lq * Lk * Dk;
     default: /* concat: scores from [q; k], attention over Lv, out([q; c]) */
         return 2 * B * Lq * Lv * (Dq + Dk) + 2 * B * Lq * Lv * Dv + 2 * B * Lq * dout * (Dq + Dv);
     }
@@ -211,7 +214,7 @@ static void test_rule_cost(attn_rule rule)
     int64_t Lv = rule == ATTN_RULE_CONCAT ? 7 : Lk, dh = 9, dout = 11;
     if (rule == ATTN_RULE_GENERAL)
         Dk = 5;
-    if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT)
+    if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_LINEAR)
         Dk = Dq;
     attn_request r = attn_request_default(rule);
     r.query = T(3, B, Lq, Dq);
@@ -372,6 +375,34 @@ static int close_to(const float *got, const double *want, int64_t n, int64_t *ba
     return 1;
 }
 
+/* Linear attention (no parameters, unmasked here) against tests/ref_modern.c. */
+static int ref_linear(const attn_request *r, double *ro, double *rw)
+{
+    const attn_tensor *t[3] = {&r->query, &r->key, &r->value};
+    double *d[3];
+    int o = r->query.rank == 3;
+    for (int i = 0; i < 3; i++) {
+        int64_t n = t[i]->shape[0] * t[i]->shape[1] * (o ? t[i]->shape[2] : 1);
+        d[i] = malloc(sizeof(double) * (size_t)n);
+        for (int64_t e = 0; e < n; e++)
+            d[i][e] = t[i]->data[e];
+    }
+    rm_request m;
+    memset(&m, 0, sizeof m);
+    m.rule = RM_LINEAR;
+    m.B = o ? r->query.shape[0] : 1;
+    m.Lq = r->query.shape[o];
+    m.Lk = r->key.shape[o];
+    m.Dq = m.Dk = r->query.shape[o + 1];
+    m.Dv = r->value.shape[o + 1];
+    m.query = d[0]; m.key = d[1]; m.value = d[2];
+    m.causal = r->opt.causal;
+    int rc = rm_compute(&m, ro, rw, NULL, NULL);
+    for (int i = 0; i < 3; i++)
+        free(d[i]);
+    return rc;
+}
+
 /* The job's result against the double-precision reference (tests/ref.c),
  * which needs the parameters: the seeded set when the job has none. */
 static int job_matches_ref(job *j, const float *out, const float *w)
@@ -390,7 +421,9 @@ static int job_matches_ref(job *j, const float *out, const float *w)
     double *ro = malloc(sizeof(double) * (size_t)j->sh.out_count);
     double *rw = malloc(sizeof(double) * (size_t)(j->sh.w_count ? j->sh.w_count : 1));
     double gap = INFINITY, gain = 0.0;
-    int rc = j->mha ? ref_mha(&m, ro, w ? rw : NULL, &gain) : ref_attention(&r, ro, w ? rw : NULL, &gap);
+    int rc = j->mha ? ref_mha(&m, ro, w ? rw : NULL, &gain)
+           : r.rule == ATTN_RULE_LINEAR ? ref_linear(&r, ro, rw)
+           : ref_attention(&r, ro, w ? rw : NULL, &gap);
     int64_t bad = -1;
     int ok = rc == 0 && close_to(out, ro, j->sh.out_count, &bad) &&
              (!w || close_to(w, rw, j->sh.w_count, &bad));
@@ -424,7 +457,8 @@ static size_t make_jobs(job *jobs, attn_param_set **sets)
             memset(j, 0, sizeof *j);
             j->r = attn_request_default((attn_rule)rule);
             j->r.query = R(3, B, L, D, 0);
-            j->r.key = R(3, B, L, rule <= ATTN_RULE_SCALED_DOT ? D : D / 2, 5000);
+            int same = rule <= ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_LINEAR;
+            j->r.key = R(3, B, L, same ? D : D / 2, 5000);
             j->r.value = R(3, B, rule == ATTN_RULE_CONCAT ? 40 : L, 24, 10000);
             j->r.hidden_size = 20;
             j->r.opt.causal = rule != ATTN_RULE_CONCAT && given;

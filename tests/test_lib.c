@@ -550,6 +550,7 @@ typedef struct {
     attn_status want;
     char field[128];
     int has_expect;
+    int64_t globals[16]; /* sparsity.global */
 } bad_case;
 
 /* Up to four sizes; returns how many (the rank). */
@@ -583,6 +584,47 @@ static attn_status status_named(const char *s)
     if (!strcmp(s, "too_large")) return ATTN_ERR_TOO_LARGE;
     if (!strcmp(s, "arg")) return ATTN_ERR_ARG;
     return ATTN_OK;
+}
+
+/* Linear and sparse attention's options: linear (multi-head's attention
+ * "linear"), feature_map (elu, relu, or a number for an out-of-range
+ * value), sparsity (local_global, bigbird, blocks), its members
+ * sparsity.window, .block, .window_blocks, .global_blocks,
+ * .random_blocks, .global (indices) and .layout (a shape). 0 when key is
+ * none of them. */
+static int bad_sparse_linear(bad_case *c, const char *key, const char *val)
+{
+    attn_options *o = c->multihead ? &c->m.opt : &c->r.opt;
+    attn_sparsity *sp = &o->sparsity;
+    int64_t s[4] = {0};
+    if (!strcmp(key, "linear"))
+        c->m.linear = atoi(val);
+    else if (!strcmp(key, "feature_map"))
+        o->feature_map = !strcmp(val, "elu") ? ATTN_FM_ELU : !strcmp(val, "relu") ? ATTN_FM_RELU
+                       : (attn_feature_map)atoi(val);
+    else if (!strcmp(key, "sparsity"))
+        sp->pattern = !strcmp(val, "local_global") ? ATTN_SPARSE_LOCAL_GLOBAL
+                    : !strcmp(val, "bigbird") ? ATTN_SPARSE_BIGBIRD
+                    : !strcmp(val, "blocks") ? ATTN_SPARSE_BLOCKS : (attn_pattern)atoi(val);
+    else if (!strcmp(key, "sparsity.window"))
+        sp->window = strtoll(val, NULL, 10);
+    else if (!strcmp(key, "sparsity.block"))
+        sp->block = strtoll(val, NULL, 10);
+    else if (!strcmp(key, "sparsity.window_blocks"))
+        sp->window_blocks = strtoll(val, NULL, 10);
+    else if (!strcmp(key, "sparsity.global_blocks"))
+        sp->global_blocks = strtoll(val, NULL, 10);
+    else if (!strcmp(key, "sparsity.random_blocks"))
+        sp->random_blocks = strtoll(val, NULL, 10);
+    else if (!strcmp(key, "sparsity.global")) {
+        sp->n_global = (size_t)read_shape(val, c->globals);
+        sp->global = c->globals;
+    } else if (!strcmp(key, "sparsity.layout")) {
+        int rank = read_shape(val, s);
+        sp->layout = M(rank, s[0], s[1], s[2], s[3]);
+    } else
+        return 0;
+    return 1;
 }
 
 /* rule, param, expect and the scalar options; 0 when key is none of them. */
@@ -624,7 +666,7 @@ static int bad_option(bad_case *c, const char *key, const char *val)
     } else if (!strcmp(key, "num_kv_heads")) {
         c->m.num_kv_heads = strtoll(val, NULL, 10);
     } else {
-        return 0;
+        return bad_sparse_linear(c, key, val);
     }
     return 1;
 }
@@ -1132,7 +1174,9 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
 {
     pool pl = {{0}, 0};
     attn_named p[4];
-    attn_rule rule = (attn_rule)rnd_int(0, ATTN_RULE_COUNT - 1);
+    /* the softmax rules (tests/ref.c); linear attention is checked by
+     * test_sparse_linear against tests/ref_modern.c */
+    attn_rule rule = (attn_rule)rnd_int(0, ATTN_RULE_CONCAT);
     attn_request r = attn_request_default(rule);
     int batched = (int)rnd_int(0, 1);
     int64_t B = batched ? rnd_int(1, 3) : 1;

@@ -32,6 +32,20 @@ static void check(int ok, const char *what, const char *detail)
     }
 }
 
+/* srv_parse_float on the n bytes at s followed by ",]" and spaces, as in
+ * a body (the parser's fast path reads ahead, which the end of a lone
+ * number forbids): the same result as at the number's own end, or NULL. */
+static const char *parse_in_body(const char *s, size_t n, float *out, int *fin)
+{
+    char body[160];
+    if (n + 40 > sizeof body)
+        return NULL;
+    memcpy(body, s, n);
+    memcpy(body + n, ",]                                     ", 40);
+    const char *e = srv_parse_float(body, body + n + 40, out, fin);
+    return e ? s + (e - body) : NULL;
+}
+
 /* Every printed float must equal printf's "%.9g" text and parse back to
  * the same bits. */
 static void test_fmt(long n)
@@ -56,9 +70,43 @@ static void test_fmt(long n)
         const char *e = srv_parse_float(a, a + k, &g, &fin);
         if ((!e || e != a + k || memcmp(&g, &f, 4)) && badp++ < 3)
             check(0, "round trip", a);
+        e = parse_in_body(a, k, &g, &fin);
+        if ((!e || e != a + k || memcmp(&g, &f, 4)) && badp++ < 3)
+            check(0, "round trip in a body", a);
     }
     check(bad == 0, "fmt: all equal to %.9g", "");
     check(badp == 0, "fmt: all round trip", "");
+}
+
+/* A number of the parser's fast form (see numfmt.c), or just past it:
+ * sign, 1-8 integer digits, 0-17 fraction digits, an exponent or not; one
+ * in four is a float midpoint printed with 16-19 significant digits, where
+ * a double rounding would go wrong. Returns its length. */
+static int fast_form(char *b, size_t cap)
+{
+    if (rnd() % 4 == 0) {
+        uint32_t u = (uint32_t)rnd() & 0x7effffffu;
+        float f;
+        memcpy(&f, &u, 4);
+        double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
+        return snprintf(b, cap, "%.*g", (int)(16 + rnd() % 4), rnd() & 1 ? mid : -mid);
+    }
+    int n = 0, nint = 1 + (int)(rnd() % 8), nfrac = (int)(rnd() % 18);
+    if (rnd() & 1)
+        b[n++] = '-';
+    for (int i = 0; i < nint; i++)
+        b[n++] = (char)('0' + (i == 0 && nint > 1 ? 1 + rnd() % 9 : rnd() % 10));
+    if (nfrac)
+        b[n++] = '.';
+    for (int i = 0; i < nfrac; i++)
+        b[n++] = (char)('0' + rnd() % 10);
+    if (rnd() & 1)
+        n += snprintf(b + n, cap - (size_t)n, "%c%s%d", rnd() & 1 ? 'e' : 'E',
+                      rnd() % 3 == 0 ? "+" : rnd() & 1 ? "-" : "",
+                      (int)(rnd() % (rnd() & 1 ? 40 : 1100)));
+    else
+        b[n] = '\0';
+    return n;
 }
 
 /* Parsing must give strtof's float for any JSON number, including 17-digit
@@ -71,7 +119,7 @@ static void test_parse(long n)
         int len;
         uint32_t u = (uint32_t)rnd();
         float f;
-        switch (i % 5) {
+        switch (i % 6) {
         case 0:
             memcpy(&f, &u, 4);
             if (!isfinite(f))
@@ -90,6 +138,10 @@ static void test_parse(long n)
             len = snprintf(b, sizeof b, "%llu.%llu", (unsigned long long)(rnd() % 100000000000000000ull),
                            (unsigned long long)(rnd() % 1000000000000ull));
             break;
+        case 5: /* the fast path's form, and a little past it: digit counts
+                 * drawn uniformly, some near a float midpoint */
+            len = fast_form(b, sizeof b);
+            break;
         default: { /* the exact midpoint between two floats */
             u &= 0x7effffffu;
             memcpy(&f, &u, 4);
@@ -104,15 +156,21 @@ static void test_parse(long n)
         const char *e = srv_parse_float(b, b + len, &got, &fin);
         if ((!e || e != b + len || memcmp(&got, &want, 4)) && bad++ < 3)
             check(0, "parse vs strtof", b);
+        e = parse_in_body(b, (size_t)len, &got, &fin);
+        if ((!e || e != b + len || memcmp(&got, &want, 4)) && bad++ < 3)
+            check(0, "parse in a body vs strtof", b);
     }
     check(bad == 0, "parse: all equal to strtof", "");
-    const char *not_numbers[] = {"-", ".5", "1.", "1e", "+1", "-x", "e5"};
+    const char *not_numbers[] = {"-", ".5", "1.", "1e", "+1", "-x", "e5", "01", "-01.5",
+                                 "1.e5", "1e+", "2.5E-", "00"};
     for (size_t i = 0; i < sizeof not_numbers / sizeof *not_numbers; i++) {
         float g;
         int fin;
         const char *s = not_numbers[i];
         const char *e = srv_parse_float(s, s + strlen(s), &g, &fin);
         check(!e || e != s + strlen(s), "not a JSON number", s);
+        e = parse_in_body(s, strlen(s), &g, &fin);
+        check(!e || e != s + strlen(s), "not a JSON number in a body", s);
     }
     float g;
     int fin = 1;

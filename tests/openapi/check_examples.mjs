@@ -193,6 +193,19 @@ for (const [p, item] of Object.entries(spec.paths)) {
 
 // ------------------------------------------------------------ 2. post every request example
 
+// The status an operation answers on success (201 for a creation).
+const successOf = (op) => Number(Object.keys(op.responses ?? {}).find((c) => c.startsWith('2')) ?? 200);
+
+// A new session's id, made from the first example of POST /sessions; with
+// bare = false it then holds the first example of its step route.
+async function freshSession(bare) {
+  const first = (path, method) => examplesOf(spec.paths[path][method].requestBody.content)[0][1];
+  const made = await send('POST', '/sessions', first('/sessions', 'post'));
+  const id = made.json?.id;
+  if (id && !bare) await send('POST', `/sessions/${id}/step`, first('/sessions/{id}/step', 'post'));
+  return id;
+}
+
 const ruleEnum = resolve(spec.components.parameters.Rule).schema.enum;
 const ruleOf = (key) =>
   ruleEnum.filter((r) => key === r || key.startsWith(`${r}_`)).sort((a, b) => b.length - a.length)[0];
@@ -228,8 +241,16 @@ for (const [p, item] of Object.entries(spec.paths)) {
         }
         url = p.replace('{name}', name);
       }
+      if (p.includes('{id}')) {
+        // a session route: a fresh session from POST /sessions' first
+        // example, holding the step route's first example's rows unless
+        // this is the step route itself
+        url = await freshSession(p.endsWith('/step'));
+        if (!check(url, `example ${k}: a session to post it to`, 'POST /sessions failed')) continue;
+        url = p.replace('{id}', url);
+      }
       const r = await send(method.toUpperCase(), url, value);
-      checkResponse(`example ${method.toUpperCase()} ${url} ${k}`, op, r, 200);
+      checkResponse(`example ${method.toUpperCase()} ${url} ${k}`, op, r, successOf(op));
       if (r.json && p.includes('{rule}')) check(r.json.rule === ruleOf(k), `example ${k}: rule echoed`, r.json.rule);
     }
   }
@@ -258,9 +279,17 @@ const probes = [
   ['POST', '/multihead', JSON.stringify(small), { 'Content-Type': 'text/plain' }, 415, 'unsupported_media_type'],
   ['POST', '/attention/dot', { ...small, key: [[1, 0, 0]] }, {}, 422, 'shape_mismatch'],
   ['POST', '/multihead', { query: [[1, 0, 0]], num_heads: 2 }, {}, 422, 'invalid_param'],
+  ['GET', '/sessions/0123456789abcdef0123456789abcdef', undefined, {}, 404, 'unknown_session'],
+  ['DELETE', '/sessions/0123456789abcdef0123456789abcdef', undefined, {}, 404, 'unknown_session'],
+  ['POST', '/sessions/0123456789abcdef0123456789abcdef/step', small, {}, 404, 'unknown_session'],
+  ['POST', '/sessions', { num_heads: 2, head_dim: 4 }, {}, 400, 'missing_field'],
+  ['POST', '/sessions', { num_heads: 2, head_dim: 4, max_tokens: 8, causal: true }, {}, 400, 'unknown_field'],
+  ['POST', '/sessions', { num_heads: 4, num_kv_heads: 3, head_dim: 4, max_tokens: 8 }, {}, 422, 'invalid_param'],
+  ['POST', '/sessions', { num_heads: 2, head_dim: 4, max_tokens: 1e12 }, {}, 413, 'session_full'],
+  ['GET', '/sessions', undefined, {}, 405, 'method_not_allowed'],
 ];
 for (const [method, url, body, headers, status, code] of probes) {
-  const route = url.startsWith('/attention/') ? '/attention/{rule}' : url;
+  const route = url.startsWith('/attention/') ? '/attention/{rule}' : url.replace(/^\/sessions\/[0-9a-f]{32}/, '/sessions/{id}');
   // a method the path does not serve: any of its operations declares the 405
   const ops = Object.entries(spec.paths[route] ?? {}).filter(([m]) => m !== 'parameters');
   const op = spec.paths[route]?.[method.toLowerCase()] ?? ops[0]?.[1];

@@ -1,0 +1,157 @@
+/* http_bench.c - a C client for the service rows of `make bench`: posts one
+ * body to one URL over a kept-alive loopback connection, REPS times after a
+ * warm-up, and prints the medians as one JSON object: the client's wall
+ * time per request (sent to answer fully read) and the Server-Timing parts
+ * (parse, compute, encode) the server reported. libcurl, as a C program
+ * calling the service would; the answer is read and dropped.
+ *
+ * Usage: http_bench URL BODY_FILE [REPS]   (REPS default 9, at most 200)
+ * Exits 1 when a request fails or answers other than 200. */
+#include <curl/curl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_REPS 200
+
+enum { PARSE, COMPUTE, ENCODE, PARTS };
+static const char *const part_names[PARTS] = {"parse", "compute", "encode"};
+
+typedef struct {
+    double part[PARTS]; /* ms, from the last Server-Timing header */
+    size_t bytes;       /* of the answer's body */
+} reply;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    (void)p;
+    ((reply *)arg)->bytes += size * n;
+    return size * n;
+}
+
+/* "Server-Timing: parse;dur=1.2, compute;dur=3.4, encode;dur=0.5" */
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    reply *r = arg;
+    size_t len = size * n;
+    static const char key[] = "server-timing:";
+    if (len < sizeof key || strncasecmp(p, key, sizeof key - 1) != 0)
+        return len;
+    char line[512];
+    size_t k = len < sizeof line - 1 ? len : sizeof line - 1;
+    memcpy(line, p, k);
+    line[k] = '\0';
+    for (int i = 0; i < PARTS; i++) {
+        char pat[32];
+        snprintf(pat, sizeof pat, "%s;dur=", part_names[i]);
+        const char *at = strstr(line, pat);
+        r->part[i] = at ? strtod(at + strlen(pat), NULL) : 0.0;
+    }
+    return len;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long n = ftell(f);
+        if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
+            fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        }
+        *len = n < 0 ? 0 : (size_t)n;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* One POST; 0 when it answered 200. */
+static int post(CURL *c, reply *r, double *seconds)
+{
+    memset(r, 0, sizeof *r);
+    double t0 = now();
+    CURLcode rc = curl_easy_perform(c);
+    *seconds = now() - t0;
+    long status = 0;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (rc != CURLE_OK || status != 200) {
+        fprintf(stderr, "http_bench: %s, status %ld\n", curl_easy_strerror(rc), status);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: http_bench URL BODY_FILE [REPS]\n");
+        return 2;
+    }
+    int reps = argc > 3 ? atoi(argv[3]) : 9;
+    size_t len = 0;
+    char *body = read_file(argv[2], &len);
+    if (reps < 1 || reps > MAX_REPS || !body) {
+        fprintf(stderr, "http_bench: bad REPS (1..%d) or unreadable %s\n", MAX_REPS, argv[2]);
+        return 2;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURL *c = curl_easy_init();
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip */
+    reply r;
+    curl_easy_setopt(c, CURLOPT_URL, argv[1]);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+
+    double wall[MAX_REPS], part[PARTS][MAX_REPS], t;
+    int bad = post(c, &r, &t); /* warm-up */
+    for (int i = 0; i < reps && !bad; i++) {
+        bad = post(c, &r, &t);
+        wall[i] = t * 1e3;
+        for (int p = 0; p < PARTS; p++)
+            part[p][i] = r.part[p];
+    }
+    if (!bad) {
+        printf("{\"request_bytes\": %zu, \"response_bytes\": %zu, \"reps\": %d, \"wall_ms\": %.4f",
+               len, r.bytes, reps, median(wall, reps));
+        for (int p = 0; p < PARTS; p++)
+            printf(", \"%s_ms\": %.4f", part_names[p], median(part[p], reps));
+        printf("}\n");
+    }
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(c);
+    curl_global_cleanup();
+    free(body);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,794 @@
+/* sessions.c - decode sessions: a key/value cache kept on the server between
+ * requests, so each decoding step sends only its new rows. Per KV head the
+ * cache is one contiguous (n, d) array of keys and one of values, grown by
+ * doubling up to max_tokens (an amortised O(1) append); a step computes
+ * scaled_dot per query head with attn_compute on views straight into them.
+ *
+ * Locking: one table lock guards the id table, the memory count and the
+ * reference counts, and is held only for lookups and bookkeeping, never
+ * while computing or reading a body. Each session serialises its steps with
+ * a ticket lock (first come, first served); different sessions compute in
+ * parallel. A session leaves the table when deleted or expired, and its
+ * memory is freed when the last request holding it lets go. */
+#include "srv.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define ID_HEX 32        /* 128 random bits */
+#define BUCKETS 1024
+#define GONE_MAX 4096    /* ids remembered as deleted or expired */
+#define FIRST_CAP 16     /* rows of a cache's first allocation */
+
+enum { GONE_NO = 0, GONE_DELETED, GONE_EXPIRED };
+
+typedef struct srv_session srv_session;
+struct srv_session {
+    srv_session *next;    /* hash chain (table lock) */
+    char id[ID_HEX + 1];
+    /* fixed at creation */
+    int64_t H, Hkv, d, max_tokens;
+    attn_request tmpl;    /* scaled_dot with the session's scale and options */
+    /* table lock */
+    int refs;             /* requests holding the session */
+    int unlinked;         /* out of the table: freed when refs reaches 0 */
+    double last_ms;       /* the last request's time, for the idle TTL */
+    /* mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t ticket, serving; /* the next ticket to hand out, the one whose turn it is */
+    int gone;             /* GONE_DELETED or GONE_EXPIRED once unlinked */
+    int64_t n;            /* rows held */
+    size_t bytes;         /* what the session holds, as counted in `held` */
+    /* the turn's holder only */
+    int64_t cap;          /* rows each array has room for */
+    float **k, **v;       /* Hkv arrays of cap * d floats */
+};
+
+static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
+static srv_session *buckets[BUCKETS];
+static int n_open;
+static size_t held;
+static struct {
+    char id[ID_HEX];
+    unsigned char why;
+} gone_ring[GONE_MAX];
+static unsigned gone_next;
+static double last_sweep;
+static _Atomic uint64_t m_created, m_deleted, m_expired, m_steps, m_rows;
+
+/* ------------------------------------------------------------ ids */
+
+int srv_session_id_ok(const char *s, size_t n)
+{
+    if (n != ID_HEX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+static unsigned bucket_of(const char *id)
+{
+    unsigned h = 0;
+    for (int i = 0; i < 8; i++)
+        h = h << 4 | (unsigned)(id[i] <= '9' ? id[i] - '0' : id[i] - 'a' + 10);
+    return h % BUCKETS;
+}
+
+/* 128 bits from the kernel's generator (getrandom), as lowercase hex. */
+static int new_id(char out[ID_HEX + 1])
+{
+    unsigned char raw[ID_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t k = getrandom(raw + got, sizeof raw - got, 0);
+        if (k <= 0)
+            return -1;
+        got += (size_t)k;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof raw; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[ID_HEX] = '\0';
+    return 0;
+}
+
+/* ------------------------------------------------------------ the table (table lock held) */
+
+static srv_session *find(const char *id)
+{
+    for (srv_session *s = buckets[bucket_of(id)]; s; s = s->next)
+        if (memcmp(s->id, id, ID_HEX) == 0)
+            return s;
+    return NULL;
+}
+
+static void unlink_session(srv_session *s, int why)
+{
+    srv_session **p = &buckets[bucket_of(s->id)];
+    while (*p != s)
+        p = &(*p)->next;
+    *p = s->next;
+    s->unlinked = 1;
+    n_open--;
+    memcpy(gone_ring[gone_next].id, s->id, ID_HEX);
+    gone_ring[gone_next].why = (unsigned char)why;
+    gone_next = (gone_next + 1) % GONE_MAX;
+    atomic_fetch_add_explicit(why == GONE_EXPIRED ? &m_expired : &m_deleted, 1,
+                              memory_order_relaxed);
+}
+
+static int gone_why(const char *id)
+{
+    for (unsigned i = 0; i < GONE_MAX; i++) {
+        unsigned k = (gone_next + GONE_MAX - 1 - i) % GONE_MAX; /* newest first */
+        if (gone_ring[k].why && memcmp(gone_ring[k].id, id, ID_HEX) == 0)
+            return gone_ring[k].why;
+    }
+    return GONE_NO;
+}
+
+static int expired(const srv_session *s, double now)
+{
+    return s->refs == 0 && now - s->last_ms > srv_cfg.session_ttl * 1000.0;
+}
+
+/* ------------------------------------------------------------ memory */
+
+/* Counts n more bytes against ATTN_SESSION_MEMORY: 0, or -1 with e filled. */
+static int mem_take(size_t n, srv_err *e)
+{
+    pthread_mutex_lock(&table_mu);
+    int ok = n <= srv_cfg.session_memory && held <= srv_cfg.session_memory - n;
+    if (ok)
+        held += n;
+    size_t now = held;
+    pthread_mutex_unlock(&table_mu);
+    if (ok)
+        return 0;
+    return srv_fail(e, 503, "overloaded", "",
+                    "the sessions hold %zu bytes of this server's %zu (ATTN_SESSION_MEMORY) and "
+                    "%zu more are needed: retry later, or delete sessions you no longer use",
+                    now, srv_cfg.session_memory, n);
+}
+
+static void mem_give(size_t n)
+{
+    pthread_mutex_lock(&table_mu);
+    held -= n;
+    pthread_mutex_unlock(&table_mu);
+}
+
+static void session_free(srv_session *s)
+{
+    for (int64_t g = 0; s->k && g < s->Hkv; g++)
+        free(s->k[g]);
+    for (int64_t g = 0; s->v && g < s->Hkv; g++)
+        free(s->v[g]);
+    free(s->k);
+    free(s->v);
+    free((void *)s->tmpl.opt.alibi_slopes);
+    free((void *)s->tmpl.opt.sinks);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    mem_give(s->bytes);
+    free(s);
+}
+
+/* ------------------------------------------------------------ holding a session */
+
+static int unknown(srv_err *e, const char *id, int why)
+{
+    if (why == GONE_DELETED)
+        return srv_fail(e, 404, "unknown_session", "", "session %s was deleted", id);
+    if (why == GONE_EXPIRED)
+        return srv_fail(e, 404, "unknown_session", "",
+                        "session %s expired after %u s without a request (ATTN_SESSION_TTL) and "
+                        "its memory was freed: create a new one with POST /sessions",
+                        id, srv_cfg.session_ttl);
+    return srv_fail(e, 404, "unknown_session", "",
+                    "no session %s on this server: it never existed here, or its server "
+                    "restarted (sessions live in memory): create a new one with POST /sessions",
+                    id);
+}
+
+/* The session named id, held (and its idle clock restarted) until
+ * release; NULL with e filled (404) when there is none. */
+static srv_session *acquire(const char *id, srv_err *e)
+{
+    double now = srv_now_ms();
+    srv_session *dead = NULL;
+    pthread_mutex_lock(&table_mu);
+    srv_session *s = find(id);
+    if (s && expired(s, now)) { /* before the sweep got to it */
+        unlink_session(s, GONE_EXPIRED);
+        dead = s;
+        s = NULL;
+    }
+    if (s) {
+        s->refs++;
+        s->last_ms = now;
+    }
+    int why = s ? GONE_NO : gone_why(id);
+    pthread_mutex_unlock(&table_mu);
+    if (dead)
+        session_free(dead);
+    if (!s)
+        unknown(e, id, why);
+    return s;
+}
+
+static void release(srv_session *s)
+{
+    pthread_mutex_lock(&table_mu);
+    s->last_ms = srv_now_ms();
+    int last = --s->refs == 0 && s->unlinked;
+    pthread_mutex_unlock(&table_mu);
+    if (last)
+        session_free(s);
+}
+
+/* Waits for the session's turn (arrival order). Returns 0 with the turn,
+ * or -1 with e filled when the session was deleted meanwhile (the turn is
+ * then passed on). */
+static int turn_begin(srv_session *s, srv_err *e)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t mine = s->ticket++;
+    while (s->serving != mine)
+        pthread_cond_wait(&s->cv, &s->mu);
+    int why = s->gone;
+    if (why) {
+        s->serving++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return why ? unknown(e, s->id, why) : 0;
+}
+
+static void turn_end(srv_session *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->serving++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* The body into a session job: the fields of `where`, checked. */
+static int parse(srv_call *call, srv_job *j, unsigned where, const char *body, size_t len,
+                 srv_err *e)
+{
+    srv_job_init(j, SRV_JOB_SESSION, ATTN_RULE_SCALED_DOT);
+    j->ses.where = where;
+    srv_codec c = {&call->arena, &call->scan, srv_cfg.max_elements};
+    return srv_call_parse(call, body, len, "the body", e) ||
+           srv_fields_read(call->root, SRV_F_BODY, "field", &c, j, e);
+}
+
+static void finish(srv_reply *r, srv_call *call, int rc, const srv_err *e)
+{
+    srv_reply_timings(r, call);
+    srv_call_free(call);
+    if (rc)
+        srv_reply_error(r, e);
+}
+
+/* ------------------------------------------------------------ POST /sessions */
+
+/* The creation fields' values and the options, checked with the library's
+ * own validation on a one-row request. */
+static int check_new(srv_call *call, srv_job *j, srv_err *e)
+{
+    srv_ses_fields *f = &j->ses;
+    if (f->num_kv_heads == 0)
+        f->num_kv_heads = f->num_heads;
+    if (f->num_heads < 1)
+        return srv_fail(e, 422, "invalid_param", "num_heads", "num_heads must be at least 1");
+    if (f->num_kv_heads > f->num_heads || f->num_heads % f->num_kv_heads)
+        return srv_fail(e, 422, "invalid_param", "num_kv_heads",
+                        "num_kv_heads (%lld) must divide num_heads (%lld)",
+                        (long long)f->num_kv_heads, (long long)f->num_heads);
+    int64_t row, all;
+    if (!attn_size_mul(f->num_heads, f->head_dim, &row) || row > srv_cfg.max_elements)
+        return srv_fail(e, 422, "invalid_param", "head_dim",
+                        "num_heads x head_dim is over this server's %lld (ATTN_MAX_ELEMENTS)",
+                        (long long)srv_cfg.max_elements);
+    if (f->max_tokens > srv_cfg.session_max_tokens)
+        return srv_fail(e, 413, "session_full", "max_tokens",
+                        "max_tokens %lld is over this server's %lld (ATTN_SESSION_MAX_TOKENS)",
+                        (long long)f->max_tokens, (long long)srv_cfg.session_max_tokens);
+    if (!attn_size_mul(f->max_tokens, 8 * f->num_kv_heads, &all) ||
+        !attn_size_mul(all, f->head_dim, &all) || (uint64_t)all > srv_cfg.session_memory)
+        return srv_fail(e, 413, "session_full", "max_tokens",
+                        "a full cache of max_tokens %lld rows would be over this server's session "
+                        "memory, %zu bytes (ATTN_SESSION_MEMORY)",
+                        (long long)f->max_tokens, srv_cfg.session_memory);
+    attn_request req = j->u.att;
+    float *one = srv_arena_alloc(&call->arena, (size_t)f->head_dim * sizeof(float));
+    if (!one)
+        return srv_fail(e, 503, "overloaded", "", "out of memory");
+    memset(one, 0, (size_t)f->head_dim * sizeof(float));
+    attn_tensor t = {2, {1, f->head_dim}, one};
+    req.query = req.key = req.value = t;
+    attn_shapes sh;
+    attn_error ae = {{0}, {0}};
+    attn_status st = attn_plan(&req, &sh, &ae);
+    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+}
+
+/* A new session from a checked job (not yet in the table). */
+static srv_session *session_new(const srv_job *j, srv_err *e)
+{
+    const srv_ses_fields *f = &j->ses;
+    size_t bytes = sizeof(srv_session) + 2 * (size_t)f->num_kv_heads * sizeof(float *);
+    if (mem_take(bytes, e))
+        return NULL;
+    srv_session *s = calloc(1, sizeof *s);
+    if (s) {
+        s->k = calloc((size_t)f->num_kv_heads, sizeof *s->k);
+        s->v = calloc((size_t)f->num_kv_heads, sizeof *s->v);
+    }
+    if (!s || !s->k || !s->v) {
+        if (s) {
+            free(s->k);
+            free(s->v);
+        }
+        free(s);
+        mem_give(bytes);
+        srv_fail(e, 503, "overloaded", "", "out of memory for a new session");
+        return NULL;
+    }
+    s->H = f->num_heads;
+    s->Hkv = f->num_kv_heads;
+    s->d = f->head_dim;
+    s->max_tokens = f->max_tokens;
+    s->tmpl = j->u.att;
+    s->tmpl.query = s->tmpl.key = s->tmpl.value = (attn_tensor){0, {0}, NULL};
+    s->tmpl.opt.alibi_slopes = s->tmpl.opt.sinks = NULL; /* the body's: copied below when given */
+    s->bytes = bytes;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    return s;
+}
+
+/* Puts s in the table under a fresh id (the balancer's, when trusted and
+ * free). Returns 0, or -1 with e filled (503 past ATTN_MAX_SESSIONS). */
+static int insert(srv_session *s, const char *hdr, srv_err *e)
+{
+    int trusted = hdr[0] && srv_session_id_ok(hdr, strlen(hdr));
+    pthread_mutex_lock(&table_mu);
+    if (n_open >= srv_cfg.max_sessions) {
+        pthread_mutex_unlock(&table_mu);
+        return srv_fail(e, 503, "overloaded", "",
+                        "this server holds %d sessions, its most (ATTN_MAX_SESSIONS): retry later, "
+                        "or delete sessions you no longer use", srv_cfg.max_sessions);
+    }
+    int rc = 0;
+    if (trusted && !find(hdr) && !gone_why(hdr)) {
+        memcpy(s->id, hdr, ID_HEX + 1);
+    } else {
+        do
+            rc = new_id(s->id);
+        while (rc == 0 && find(s->id));
+    }
+    if (rc == 0) {
+        unsigned b = bucket_of(s->id);
+        s->next = buckets[b];
+        buckets[b] = s;
+        s->last_ms = srv_now_ms();
+        n_open++;
+    }
+    pthread_mutex_unlock(&table_mu);
+    if (rc)
+        return srv_fail(e, 503, "overloaded", "", "no random bytes for a session id");
+    atomic_fetch_add_explicit(&m_created, 1, memory_order_relaxed);
+    return 0;
+}
+
+void srv_serve_session_new(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    srv_err e;
+    srv_call call;
+    srv_job j;
+    memset(&call, 0, sizeof call);
+    call.t0 = srv_now_ms();
+    srv_session *s = NULL;
+    int rc = parse(&call, &j, SRV_F_SES_NEW, body, len, &e) || check_new(&call, &j, &e) ||
+             !(s = session_new(&j, &e)) || insert(s, t->session_hdr, &e);
+    if (rc && s)
+        session_free(s);
+    if (!rc) {
+        r->status = 201;
+        srv_buf_printf(&r->body, "{\"id\":\"%s\",\"max_tokens\":%lld,\"ttl_seconds\":%u}\n",
+                       s->id, (long long)s->max_tokens, srv_cfg.session_ttl);
+    }
+    finish(r, &call, rc, &e);
+}
+
+/* ------------------------------------------------------------ POST /sessions/{id}/step */
+
+/* key and value (T, Hkv, d), query (Tq, H, d). */
+static int check_step(const srv_session *s, const srv_job *j, srv_err *e)
+{
+    const attn_tensor *k = &j->u.att.key, *v = &j->u.att.value, *q = &j->u.att.query;
+    if (k->rank != 3 || k->shape[1] != s->Hkv || k->shape[2] != s->d)
+        return srv_fail(e, 422, "shape_mismatch", "key",
+                        "key must have shape (T, num_kv_heads, head_dim) = (T, %lld, %lld)",
+                        (long long)s->Hkv, (long long)s->d);
+    if (v->rank != 3 || memcmp(v->shape, k->shape, 3 * sizeof k->shape[0]))
+        return srv_fail(e, 422, "shape_mismatch", "value",
+                        "value must have the key's shape (T, num_kv_heads, head_dim) = "
+                        "(%lld, %lld, %lld)",
+                        (long long)k->shape[0], (long long)s->Hkv, (long long)s->d);
+    if (q->rank != 3 || q->shape[1] != s->H || q->shape[2] != s->d)
+        return srv_fail(e, 422, "shape_mismatch", "query",
+                        "query must have shape (Tq, num_heads, head_dim) = (Tq, %lld, %lld)",
+                        (long long)s->H, (long long)s->d);
+    return 0;
+}
+
+/* Room for `need` rows: the arrays doubled (up to max_tokens) and the
+ * growth counted against ATTN_SESSION_MEMORY. 0, or -1 with e filled. */
+static int grow(srv_session *s, int64_t need, srv_err *e)
+{
+    if (need <= s->cap)
+        return 0;
+    int64_t cap = s->cap ? s->cap : FIRST_CAP;
+    while (cap < need && cap < s->max_tokens)
+        cap *= 2;
+    if (cap > s->max_tokens)
+        cap = s->max_tokens;
+    /* max_tokens x Hkv x d x 8 fits session_memory: checked at creation */
+    size_t row = (size_t)s->d * sizeof(float), extra = (size_t)(cap - s->cap) * row * 2 * (size_t)s->Hkv;
+    if (mem_take(extra, e))
+        return -1;
+    for (int64_t g = 0; g < s->Hkv; g++) {
+        float *k = realloc(s->k[g], (size_t)cap * row);
+        if (k)
+            s->k[g] = k;
+        float *v = k ? realloc(s->v[g], (size_t)cap * row) : NULL;
+        if (v)
+            s->v[g] = v;
+        if (!k || !v) { /* the arrays grown so far stay larger; cap is the least */
+            mem_give(extra);
+            return srv_fail(e, 503, "overloaded", "", "out of memory for the session's cache");
+        }
+    }
+    s->cap = cap;
+    pthread_mutex_lock(&s->mu);
+    s->bytes += extra;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* The step's T rows into rows n.. of each KV head's arrays. */
+static void append(srv_session *s, const attn_tensor *k, const attn_tensor *v, int64_t n)
+{
+    int64_t T = k->shape[0], d = s->d;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t g = 0; g < s->Hkv; g++) {
+            memcpy(s->k[g] + (n + t) * d, k->data + (t * s->Hkv + g) * d, (size_t)d * sizeof(float));
+            memcpy(s->v[g] + (n + t) * d, v->data + (t * s->Hkv + g) * d, (size_t)d * sizeof(float));
+        }
+}
+
+/* One query head over the first n rows of KV head g: q and o (Tq, d), w
+ * (Tq, n) or NULL. Query row i sits at position n - Tq + i and sees the
+ * keys up to it (causal, aligned bottom-right). */
+static attn_status head(const srv_session *s, attn_ctx *ctx, int64_t g, int64_t n, int64_t Tq,
+                        const float *q, float *o, float *w, attn_error *ae)
+{
+    int64_t d = s->d;
+    for (int64_t i = 0; i < Tq; i++) {
+        /* Until the library aligns causal masks bottom-right: row i alone
+         * against the c keys it may see, which is the same computation. */
+        int64_t c = n - Tq + i + 1;
+        float *wi = w ? w + i * n : NULL;
+        if (c <= 0) {
+            memset(o + i * d, 0, (size_t)d * sizeof(float));
+            if (wi)
+                memset(wi, 0, (size_t)n * sizeof(float));
+            continue;
+        }
+        attn_request req = s->tmpl;
+        req.query = (attn_tensor){2, {1, d}, q + i * d};
+        req.key = (attn_tensor){2, {c, d}, s->k[g]};
+        req.value = (attn_tensor){2, {c, d}, s->v[g]};
+        req.opt.need_weights = wi != NULL;
+        attn_status st = attn_compute(ctx, &req, o + i * d, wi, ae);
+        if (st != ATTN_OK)
+            return st;
+        if (wi)
+            memset(wi + c, 0, (size_t)(n - c) * sizeof(float));
+    }
+    return ATTN_OK;
+}
+
+/* Every query head over the cache's first n rows: out (Tq, H, d), w (H,
+ * Tq, n) or NULL; scratch holds 2 Tq d floats. */
+static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
+                   float *scratch, double flops, srv_err *e)
+{
+    int64_t H = s->H, d = s->d, Tq = q->shape[0], group = s->H / s->Hkv;
+    float *qh = scratch, *oh = scratch + Tq * d;
+    attn_error ae = {{0}, {0}};
+    attn_status st = ATTN_OK;
+    attn_ctx *ctx = srv_ctx_acquire(flops / (double)H);
+    for (int64_t h = 0; h < H && st == ATTN_OK; h++) {
+        for (int64_t i = 0; i < Tq; i++)
+            memcpy(qh + i * d, q->data + (i * H + h) * d, (size_t)d * sizeof(float));
+        st = head(s, ctx, h / group, n, Tq, qh, oh, w ? w + h * Tq * n : NULL, &ae);
+        for (int64_t i = 0; i < Tq && st == ATTN_OK; i++)
+            memcpy(out + (i * H + h) * d, oh + i * d, (size_t)d * sizeof(float));
+    }
+    srv_ctx_release(ctx);
+    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+}
+
+/* The step's results, sized and checked against the caps before the cache
+ * changes. */
+typedef struct {
+    int64_t n, Tq;
+    float *out, *w, *scratch;
+    double flops;
+} step_out;
+
+static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int64_t n,
+                     step_out *so, srv_err *e)
+{
+    int64_t Tq = j->u.att.query.shape[0], oc, wc = 0, sc;
+    so->n = n;
+    so->Tq = Tq;
+    so->flops = 4.0 * (double)s->H * (double)Tq * (double)n * (double)s->d;
+    if (n > s->max_tokens)
+        return srv_fail(e, 413, "session_full", "key",
+                        "the session holds %lld of its max_tokens %lld rows; %lld more do not fit "
+                        "(truncate it, or start a session with a larger max_tokens)",
+                        (long long)(n - j->u.att.key.shape[0]), (long long)s->max_tokens,
+                        (long long)j->u.att.key.shape[0]);
+    if (j->u.att.opt.need_weights &&
+        (!attn_size_mul(s->H * Tq, n, &wc) || wc > srv_cfg.max_weights))
+        return srv_fail(e, 413, "too_large", "need_weights",
+                        "the weights would have %.0f elements; this server returns at most %lld "
+                        "(set need_weights to false)",
+                        (double)s->H * (double)Tq * (double)n, (long long)srv_cfg.max_weights);
+    if (so->flops > srv_cfg.max_work)
+        return srv_fail(e, 413, "too_large", "query",
+                        "the step would take about %.3g floating-point operations; this server "
+                        "computes at most %.3g per request (ATTN_MAX_WORK): send fewer query rows",
+                        so->flops, srv_cfg.max_work);
+    attn_size_mul(s->H * Tq, s->d, &oc); /* the query's size: checked by the codec */
+    attn_size_mul(2 * Tq, s->d, &sc);
+    so->out = srv_arena_alloc(&call->arena, (size_t)oc * sizeof(float));
+    so->scratch = srv_arena_alloc(&call->arena, (size_t)sc * sizeof(float));
+    so->w = wc ? srv_arena_alloc(&call->arena, (size_t)wc * sizeof(float)) : NULL;
+    if (!so->out || !so->scratch || (wc && !so->w))
+        return srv_fail(e, 503, "overloaded", "", "not enough memory for the step's result");
+    return 0;
+}
+
+/* Appends, computes and commits the new length, in the session's turn; a
+ * refused step leaves the cache as it was. */
+static int run_step(srv_call *call, srv_session *s, const srv_job *j, step_out *so, srv_err *e)
+{
+    if (turn_begin(s, e))
+        return -1;
+    int64_t n0 = s->n, n1 = n0 + j->u.att.key.shape[0];
+    double t0 = srv_now_ms();
+    int rc = plan_step(call, s, j, n1, so, e) || grow(s, n1, e);
+    if (!rc) {
+        append(s, &j->u.att.key, &j->u.att.value, n0);
+        rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->scratch, so->flops, e);
+    }
+    if (!rc) {
+        pthread_mutex_lock(&s->mu);
+        s->n = n1;
+        pthread_mutex_unlock(&s->mu);
+        atomic_fetch_add_explicit(&m_steps, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m_rows, (uint64_t)(n1 - n0), memory_order_relaxed);
+    }
+    call->t_compute = srv_now_ms() - t0;
+    turn_end(s);
+    return rc;
+}
+
+static void encode_step(srv_call *call, const srv_session *s, const srv_job *j, const step_out *so,
+                        srv_buf *b)
+{
+    double t0 = srv_now_ms();
+    int64_t oshape[3] = {so->Tq, s->H, s->d}, wshape[3] = {s->H, so->Tq, so->n};
+    double floats = (double)so->Tq * (double)s->H * ((double)s->d + (so->w ? (double)so->n : 0));
+    srv_buf_reserve(b, (size_t)(floats * (j->b64 ? 6.0 : 16.0)) + 128);
+    srv_buf_puts(b, "{\"output\":");
+    srv_encode_tensor(b, so->out, 3, oshape, j->b64);
+    if (so->w) {
+        srv_buf_puts(b, ",\"weights\":");
+        srv_encode_tensor(b, so->w, 3, wshape, j->b64);
+    }
+    srv_buf_printf(b, ",\"length\":%lld}\n", (long long)so->n);
+    call->t_encode = srv_now_ms() - t0;
+}
+
+void srv_serve_session_step(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    srv_err e;
+    srv_call call;
+    srv_job j;
+    step_out so;
+    memset(&call, 0, sizeof call);
+    memset(&so, 0, sizeof so);
+    call.t0 = srv_now_ms();
+    srv_session *s = NULL;
+    int rc = !(s = acquire(t->session, &e)) || parse(&call, &j, SRV_F_SES_STEP, body, len, &e) ||
+             check_step(s, &j, &e);
+    call.t_parse = srv_now_ms() - call.t0;
+    if (!rc)
+        rc = run_step(&call, s, &j, &so, &e);
+    if (!rc)
+        encode_step(&call, s, &j, &so, &r->body);
+    if (s)
+        release(s);
+    finish(r, &call, rc, &e);
+}
+
+/* ------------------------------------------------------------ truncate, GET, DELETE */
+
+void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    srv_err e;
+    srv_call call;
+    srv_job j;
+    memset(&call, 0, sizeof call);
+    call.t0 = srv_now_ms();
+    srv_session *s = NULL;
+    int rc = !(s = acquire(t->session, &e)) || parse(&call, &j, SRV_F_SES_CUT, body, len, &e) ||
+             turn_begin(s, &e);
+    if (!rc) {
+        pthread_mutex_lock(&s->mu);
+        int64_t n = s->n;
+        if (j.ses.length <= n)
+            s->n = j.ses.length;
+        pthread_mutex_unlock(&s->mu);
+        turn_end(s);
+        if (j.ses.length > n)
+            rc = srv_fail(&e, 422, "invalid_param", "length",
+                          "length %lld is past the session's %lld rows; truncate only drops rows",
+                          (long long)j.ses.length, (long long)n);
+        else
+            srv_buf_printf(&r->body, "{\"length\":%lld}\n", (long long)j.ses.length);
+    }
+    if (s)
+        release(s);
+    finish(r, &call, rc, &e);
+}
+
+void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)body, (void)len;
+    srv_err e;
+    srv_session *s = acquire(t->session, &e);
+    if (!s) {
+        srv_reply_error(r, &e);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    int64_t n = s->n;
+    size_t bytes = s->bytes;
+    pthread_mutex_unlock(&s->mu);
+    srv_buf_printf(&r->body,
+                   "{\"id\":\"%s\",\"length\":%lld,\"max_tokens\":%lld,\"bytes\":%zu,"
+                   "\"ttl_seconds\":%u,\"num_heads\":%lld,\"num_kv_heads\":%lld,\"head_dim\":%lld}\n",
+                   s->id, (long long)n, (long long)s->max_tokens, bytes, srv_cfg.session_ttl,
+                   (long long)s->H, (long long)s->Hkv, (long long)s->d);
+    release(s);
+}
+
+void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r)
+{
+    (void)body, (void)len;
+    srv_err e;
+    srv_session *s = acquire(t->session, &e);
+    if (!s) {
+        srv_reply_error(r, &e);
+        return;
+    }
+    pthread_mutex_lock(&table_mu);
+    int first = !s->unlinked;
+    if (first)
+        unlink_session(s, GONE_DELETED);
+    pthread_mutex_unlock(&table_mu);
+    if (first) {
+        /* Steps waiting for their turn now answer 404; the one computing
+         * finishes. The memory goes with the last holder. */
+        pthread_mutex_lock(&s->mu);
+        s->gone = GONE_DELETED;
+        pthread_mutex_unlock(&s->mu);
+        r->status = 204;
+    } else {
+        unknown(&e, s->id, GONE_DELETED);
+        srv_reply_error(r, &e);
+    }
+    release(s);
+}
+
+/* ------------------------------------------------------------ expiry, shutdown, metrics */
+
+void srv_sessions_tick(void)
+{
+    double now = srv_now_ms();
+    if (now - last_sweep < 1000.0)
+        return;
+    last_sweep = now;
+    srv_session *dead = NULL;
+    pthread_mutex_lock(&table_mu);
+    for (int b = 0; b < BUCKETS; b++)
+        for (srv_session *s = buckets[b], *next; s; s = next) {
+            next = s->next;
+            if (expired(s, now)) {
+                unlink_session(s, GONE_EXPIRED);
+                s->next = dead;
+                dead = s;
+            }
+        }
+    pthread_mutex_unlock(&table_mu);
+    while (dead) {
+        srv_session *next = dead->next;
+        session_free(dead);
+        dead = next;
+    }
+}
+
+void srv_sessions_stop(void)
+{
+    for (int b = 0; b < BUCKETS; b++)
+        while (buckets[b]) {
+            srv_session *s = buckets[b];
+            buckets[b] = s->next;
+            n_open--;
+            session_free(s);
+        }
+}
+
+void srv_sessions_metrics(srv_buf *b)
+{
+    pthread_mutex_lock(&table_mu);
+    int open = n_open;
+    size_t bytes = held;
+    pthread_mutex_unlock(&table_mu);
+    srv_buf_printf(b,
+                   "# HELP attn_sessions_open Decode sessions open now.\n"
+                   "# TYPE attn_sessions_open gauge\n"
+                   "attn_sessions_open %d\n"
+                   "# HELP attn_session_bytes Bytes the decode sessions hold (caches and bookkeeping).\n"
+                   "# TYPE attn_session_bytes gauge\n"
+                   "attn_session_bytes %zu\n"
+                   "# HELP attn_sessions_created_total Decode sessions created.\n"
+                   "# TYPE attn_sessions_created_total counter\n"
+                   "attn_sessions_created_total %llu\n"
+                   "# HELP attn_sessions_deleted_total Decode sessions deleted by their clients.\n"
+                   "# TYPE attn_sessions_deleted_total counter\n"
+                   "attn_sessions_deleted_total %llu\n"
+                   "# HELP attn_session_evictions_total Decode sessions expired after their idle time-to-live (ATTN_SESSION_TTL), their memory freed.\n"
+                   "# TYPE attn_session_evictions_total counter\n"
+                   "attn_session_evictions_total %llu\n"
+                   "# HELP attn_session_steps_total Decode steps computed.\n"
+                   "# TYPE attn_session_steps_total counter\n"
+                   "attn_session_steps_total %llu\n"
+                   "# HELP attn_session_rows_total Key and value rows appended to sessions.\n"
+                   "# TYPE attn_session_rows_total counter\n"
+                   "attn_session_rows_total %llu\n",
+                   open, bytes, (unsigned long long)atomic_load(&m_created),
+                   (unsigned long long)atomic_load(&m_deleted),
+                   (unsigned long long)atomic_load(&m_expired),
+                   (unsigned long long)atomic_load(&m_steps),
+                   (unsigned long long)atomic_load(&m_rows));
+}

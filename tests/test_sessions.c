@@ -1,0 +1,949 @@
+/* test_sessions.c - decode sessions (POST /sessions, step, truncate, GET,
+ * DELETE) against a real server: every step of random sessions against the
+ * double-precision reference over the whole cache, limits, expiry,
+ * concurrency, and the errors of the contract. */
+/*
+ * Usage: test_sessions --server build/attn-server [--log FILE] [-v]
+ *
+ * Servers (each on a free loopback port, logging to --log):
+ *   main    the defaults
+ *   limits  ATTN_MAX_SESSIONS=3, ATTN_SESSION_MEMORY=64K, ATTN_SESSION_MAX_TOKENS=64
+ *   ttl     ATTN_SESSION_TTL=1
+ *   guard   ATTN_TOKEN
+ * The reference (tests/ref_modern.c) knows nothing of sessions: each step
+ * is checked as scaled_dot per head over every row appended so far (as the
+ * test kept them), causal with the diagonal at the bottom right.
+ */
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "ref_modern.h"
+
+static const char *server_path;
+static const char *log_path = "build/test_sessions_server.log";
+static server srv_main, srv_limits, srv_ttl, srv_guard;
+
+/* ------------------------------------------------------------ random numbers */
+
+static uint64_t next_u64(uint64_t *st)
+{
+    return rm_splitmix64(st);
+}
+
+static long pick(uint64_t *st, long lo, long hi) /* [lo, hi] */
+{
+    return lo + (long)(next_u64(st) % (uint64_t)(hi - lo + 1));
+}
+
+static float rnd(uint64_t *st)
+{
+    return (float)((double)(next_u64(st) >> 11) * 0x1p-53 * 2.0 - 1.0);
+}
+
+/* ------------------------------------------------------------ a session as the test keeps it */
+
+typedef struct {
+    char id[64];
+    long H, Hkv, d, max_tokens;
+    int has_scale;
+    double scale;
+    long n;        /* rows held */
+    float *k, *v;  /* (max_tokens, Hkv, d): every row sent, in order */
+} tsess;
+
+static void tsess_free(tsess *s)
+{
+    free(s->k);
+    free(s->v);
+    s->k = s->v = NULL;
+}
+
+/* The creation body for s's sizes and options. */
+static void create_body(buf *b, const tsess *s)
+{
+    buf_printf(b, "{\"num_heads\":%ld,\"num_kv_heads\":%ld,\"head_dim\":%ld,\"max_tokens\":%ld",
+               s->H, s->Hkv, s->d, s->max_tokens);
+    if (s->has_scale)
+        buf_printf(b, ",\"scale\":%.9g", s->scale);
+    buf_puts(b, "}");
+}
+
+static void post(CURL *h, const server *sv, const char *path, const char *body, response *r)
+{
+    request rq = {.method = "POST", .path = path, .body = body, .body_len = strlen(body),
+                  .has_body = 1};
+    http(h, sv->base, &rq, r);
+}
+
+static void call(CURL *h, const server *sv, const char *method, const char *path, response *r)
+{
+    request rq = {.method = method, .path = path};
+    http(h, sv->base, &rq, r);
+}
+
+/* POST /sessions; 1 when 201 with an id (kept in s). */
+static int create(CURL *h, const server *sv, tsess *s, const char *name)
+{
+    buf b = {0};
+    create_body(&b, s);
+    response r;
+    post(h, sv, "/sessions", b.data, &r);
+    json_t *id = r.json ? json_object_get(r.json, "id") : NULL;
+    int ok = check(r.status == 201 && json_is_string(id) && strlen(json_string_value(id)) == 32, name,
+                   "got %ld %s", r.status, short_body(&r));
+    if (ok) {
+        snprintf(s->id, sizeof s->id, "%s", json_string_value(id));
+        s->k = calloc((size_t)(s->max_tokens * s->Hkv * s->d), sizeof(float));
+        s->v = calloc((size_t)(s->max_tokens * s->Hkv * s->d), sizeof(float));
+        s->n = 0;
+    }
+    response_free(&r);
+    buf_free(&b);
+    return ok;
+}
+
+/* The expected answer of a step over rows 0..n-1 of s's cache: out (Tq, H,
+ * d), w (H, Tq, n), from the reference per head. */
+static void expect_step(const tsess *s, long n, const float *q, long Tq, float *out, float *w)
+{
+    long H = s->H, Hkv = s->Hkv, d = s->d, group = H / Hkv;
+    double *qh = malloc(sizeof(double) * (size_t)(Tq * d)), *kh = malloc(sizeof(double) * (size_t)(n * d));
+    double *vh = malloc(sizeof(double) * (size_t)(n * d)), *oh = malloc(sizeof(double) * (size_t)(Tq * d));
+    double *wh = malloc(sizeof(double) * (size_t)(Tq * n));
+    for (long h = 0; h < H; h++) {
+        long g = h / group;
+        for (long i = 0; i < Tq; i++)
+            for (long c = 0; c < d; c++)
+                qh[i * d + c] = q[(i * H + h) * d + c];
+        for (long j = 0; j < n; j++)
+            for (long c = 0; c < d; c++) {
+                kh[j * d + c] = s->k[(j * Hkv + g) * d + c];
+                vh[j * d + c] = s->v[(j * Hkv + g) * d + c];
+            }
+        rm_request rq;
+        memset(&rq, 0, sizeof rq);
+        rq.rule = RM_SCALED_DOT;
+        rq.B = 1;
+        rq.Lq = Tq;
+        rq.Lk = n;
+        rq.Dq = rq.Dk = rq.Dv = d;
+        rq.query = qh;
+        rq.key = kh;
+        rq.value = vh;
+        rq.has_scale = s->has_scale;
+        rq.scale = s->scale;
+        rq.causal = 1;
+        rq.align = RM_BOTTOM_RIGHT;
+        rm_compute(&rq, oh, wh, NULL, NULL);
+        for (long i = 0; i < Tq; i++) {
+            for (long c = 0; c < d; c++)
+                out[(i * H + h) * d + c] = (float)oh[i * d + c];
+            for (long j = 0; j < n; j++)
+                w[(h * Tq + i) * n + j] = (float)wh[i * n + j];
+        }
+    }
+    free(qh), free(kh), free(vh), free(oh), free(wh);
+}
+
+/* One step's inputs. */
+typedef struct {
+    long T, Tq;
+    float *k, *v, *q; /* (T, Hkv, d), (T, Hkv, d), (Tq, H, d) */
+    int need_weights, b64_out, form;
+} tstep;
+
+static void step_make(tstep *st, const tsess *s, long T, long Tq, uint64_t *rs)
+{
+    st->T = T;
+    st->Tq = Tq;
+    st->k = malloc(sizeof(float) * (size_t)(T * s->Hkv * s->d));
+    st->v = malloc(sizeof(float) * (size_t)(T * s->Hkv * s->d));
+    st->q = malloc(sizeof(float) * (size_t)(Tq * s->H * s->d));
+    for (long i = 0; i < T * s->Hkv * s->d; i++) {
+        st->k[i] = rnd(rs) * 2;
+        st->v[i] = rnd(rs);
+    }
+    for (long i = 0; i < Tq * s->H * s->d; i++)
+        st->q[i] = rnd(rs) * 2;
+    st->need_weights = (int)pick(rs, 0, 1);
+    st->b64_out = (int)pick(rs, 0, 1);
+    st->form = (int)pick(rs, 0, N_FORMS - 1);
+}
+
+static void step_free(tstep *st)
+{
+    free(st->k), free(st->v), free(st->q);
+}
+
+static void step_body(buf *b, const tsess *s, const tstep *st)
+{
+    long ks[3] = {st->T, s->Hkv, s->d}, qs[3] = {st->Tq, s->H, s->d};
+    buf_puts(b, "{\"key\":");
+    tensor_put(b, st->k, 3, ks, st->form);
+    buf_puts(b, ",\"value\":");
+    tensor_put(b, st->v, 3, ks, (st->form + 1) % N_FORMS);
+    buf_puts(b, ",\"query\":");
+    tensor_put(b, st->q, 3, qs, (st->form + 2) % N_FORMS);
+    buf_printf(b, ",\"need_weights\":%s", st->need_weights ? "true" : "false");
+    if (st->b64_out)
+        buf_puts(b, ",\"output_format\":\"b64\"");
+    buf_puts(b, "}");
+}
+
+/* Posts the step; on 200 records the rows in s. Returns the status. */
+static long step_post(CURL *h, const server *sv, tsess *s, const tstep *st, response *r)
+{
+    buf b = {0};
+    step_body(&b, s, st);
+    char path[128];
+    snprintf(path, sizeof path, "/sessions/%s/step", s->id);
+    post(h, sv, path, b.data, r);
+    buf_free(&b);
+    return r->status;
+}
+
+/* Checks a 200 step answer against the reference over rows 0..n-1 (s's
+ * rows, the step's included). Returns 1 when right. */
+static int step_check(const tsess *s, long n, const tstep *st, const response *r, const char *name)
+{
+    char n2[300], why[200] = "missing";
+    long Tq = st->Tq;
+    float *out = malloc(sizeof(float) * (size_t)(Tq * s->H * s->d));
+    float *w = malloc(sizeof(float) * (size_t)(s->H * Tq * (n ? n : 1)));
+    expect_step(s, n, st->q, Tq, out, w);
+    long os[3] = {Tq, s->H, s->d}, ws[3] = {s->H, Tq, n};
+    tensor t;
+    json_t *jo = r->json ? json_object_get(r->json, "output") : NULL;
+    int good = jo && tensor_read(jo, &t) == 0 && tensor_matches(&t, 3, os, out, why, sizeof why);
+    if (jo)
+        tensor_free(&t);
+    snprintf(n2, sizeof n2, "%s: output", name);
+    int ok = check(good, n2, "%s", why);
+    json_t *jw = r->json ? json_object_get(r->json, "weights") : NULL;
+    snprintf(n2, sizeof n2, "%s: weights %s", name, st->need_weights ? "right" : "absent");
+    if (st->need_weights) {
+        good = jw && tensor_read(jw, &t) == 0 && tensor_matches(&t, 3, ws, w, why, sizeof why);
+        if (jw)
+            tensor_free(&t);
+        ok &= check(good, n2, "%s", why);
+    } else {
+        ok &= check(jw == NULL, n2, "weights present without need_weights");
+    }
+    json_t *len = r->json ? json_object_get(r->json, "length") : NULL;
+    snprintf(n2, sizeof n2, "%s: length %ld", name, n);
+    ok &= check(json_is_integer(len) && json_integer_value(len) == n, n2, "%s", short_body(r));
+    free(out);
+    free(w);
+    return ok;
+}
+
+/* GET /sessions/{id}: its length, or -1. */
+static long get_length(CURL *h, const server *sv, const tsess *s)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/sessions/%s", s->id);
+    response r;
+    call(h, sv, "GET", path, &r);
+    json_t *len = r.status == 200 && r.json ? json_object_get(r.json, "length") : NULL;
+    long n = json_is_integer(len) ? (long)json_integer_value(len) : -1;
+    response_free(&r);
+    return n;
+}
+
+static int truncate_to(CURL *h, const server *sv, tsess *s, long len, const char *name)
+{
+    char path[128], body[64];
+    snprintf(path, sizeof path, "/sessions/%s/truncate", s->id);
+    snprintf(body, sizeof body, "{\"length\":%ld}", len);
+    response r;
+    post(h, sv, path, body, &r);
+    json_t *l = r.json ? json_object_get(r.json, "length") : NULL;
+    int ok = check(r.status == 200 && json_is_integer(l) && json_integer_value(l) == len, name,
+                   "got %ld %s", r.status, short_body(&r));
+    if (ok)
+        s->n = len;
+    response_free(&r);
+    return ok;
+}
+
+static void delete_session(CURL *h, const server *sv, const tsess *s, const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/sessions/%s", s->id);
+    response r;
+    call(h, sv, "DELETE", path, &r);
+    check(r.status == 204, name, "got %ld %s", r.status, short_body(&r));
+    response_free(&r);
+}
+
+/* Expects status and error.code (and a message containing text, if any). */
+static int expect_error(const response *r, long status, const char *code, const char *text,
+                        const char *name)
+{
+    json_t *c = r->json ? json_path(r->json, "error.code") : NULL;
+    json_t *m = r->json ? json_path(r->json, "error.message") : NULL;
+    int ok = r->status == status && json_is_string(c) && !strcmp(json_string_value(c), code) &&
+             json_is_string(m) && (!text || strstr(json_string_value(m), text));
+    return check(ok, name, "expected %ld %s%s%s, got %ld %s", status, code, text ? " with " : "",
+                 text ? text : "", r->status, short_body(r));
+}
+
+/* ------------------------------------------------------------ random sessions */
+
+/* One random session's life: steps of random sizes checked against the
+ * reference, refused steps that leave it unchanged, truncations. */
+static void random_session(CURL *h, int sid, uint64_t seed)
+{
+    uint64_t rs = seed;
+    static const long heads[] = {1, 2, 3, 4, 6, 8};
+    tsess s = {0};
+    s.H = heads[pick(&rs, 0, 5)];
+    do
+        s.Hkv = pick(&rs, 1, s.H);
+    while (s.H % s.Hkv);
+    s.d = pick(&rs, 1, 12);
+    s.max_tokens = pick(&rs, 4, 40);
+    s.has_scale = pick(&rs, 0, 2) == 0;
+    s.scale = 0.05 + (double)pick(&rs, 0, 100) / 100.0;
+    char name[200];
+    snprintf(name, sizeof name, "random session %d (H %ld, Hkv %ld, d %ld, max_tokens %ld): created",
+             sid, s.H, s.Hkv, s.d, s.max_tokens);
+    if (!create(h, &srv_main, &s, name))
+        return;
+    long steps = pick(&rs, 4, 10);
+    for (long k = 0; k < steps; k++) {
+        if (s.n > 0 && pick(&rs, 0, 4) == 0) {
+            long len = pick(&rs, 0, s.n);
+            snprintf(name, sizeof name, "random session %d: truncate %ld -> %ld", sid, s.n, len);
+            truncate_to(h, &srv_main, &s, len, name);
+        }
+        tstep st;
+        step_make(&st, &s, pick(&rs, 1, 4), pick(&rs, 1, 3), &rs);
+        response r;
+        long status = step_post(h, &srv_main, &s, &st, &r);
+        long n1 = s.n + st.T;
+        if (n1 > s.max_tokens) {
+            snprintf(name, sizeof name, "random session %d step %ld: %ld + %ld rows past max_tokens: "
+                     "413 session_full", sid, k, s.n, st.T);
+            expect_error(&r, 413, "session_full", NULL, name);
+            snprintf(name, sizeof name, "random session %d step %ld: refused step leaves length %ld",
+                     sid, k, s.n);
+            long got = get_length(h, &srv_main, &s);
+            check(got == s.n, name, "GET says %ld", got);
+        } else {
+            memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+            memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+            snprintf(name, sizeof name, "random session %d step %ld (T %ld, Tq %ld, n %ld, %s in, %s out)",
+                     sid, k, st.T, st.Tq, n1, form_names[st.form], st.b64_out ? "b64" : "json");
+            char n2[260];
+            snprintf(n2, sizeof n2, "%s: 200", name);
+            if (check(status == 200, n2, "got %ld %s", status, short_body(&r))) {
+                step_check(&s, n1, &st, &r, name);
+                s.n = n1;
+            }
+        }
+        response_free(&r);
+        step_free(&st);
+    }
+    snprintf(name, sizeof name, "random session %d: deleted", sid);
+    delete_session(h, &srv_main, &s, name);
+    tsess_free(&s);
+}
+
+static void test_random(void)
+{
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < 40; i++)
+        random_session(h, i, 0x5e55 + (uint64_t)i * 7919);
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ the contract's edges */
+
+static void test_exact_fit(void)
+{
+    CURL *h = curl_easy_init();
+    uint64_t rs = 99;
+    tsess s = {.H = 2, .Hkv = 1, .d = 3, .max_tokens = 5};
+    if (!create(h, &srv_main, &s, "exact fit: created")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    tstep st;
+    response r;
+    step_make(&st, &s, 5, 2, &rs);
+    check(step_post(h, &srv_main, &s, &st, &r) == 200, "exact fit: max_tokens rows in one step",
+          "got %ld %s", r.status, short_body(&r));
+    memcpy(s.k, st.k, sizeof(float) * 15);
+    memcpy(s.v, st.v, sizeof(float) * 15);
+    step_check(&s, 5, &st, &r, "exact fit: 5 of 5");
+    s.n = 5;
+    response_free(&r);
+    step_free(&st);
+    step_make(&st, &s, 1, 1, &rs);
+    step_post(h, &srv_main, &s, &st, &r);
+    expect_error(&r, 413, "session_full", "max_tokens", "exact fit: one row more is 413 session_full");
+    response_free(&r);
+    check(get_length(h, &srv_main, &s) == 5, "exact fit: length still 5", "changed");
+    truncate_to(h, &srv_main, &s, 4, "exact fit: truncate to 4");
+    check(step_post(h, &srv_main, &s, &st, &r) == 200, "exact fit: a row after truncate fits",
+          "got %ld %s", r.status, short_body(&r));
+    memcpy(s.k + 4 * 3, st.k, sizeof(float) * 3);
+    memcpy(s.v + 4 * 3, st.v, sizeof(float) * 3);
+    step_check(&s, 5, &st, &r, "exact fit: the new row replaces the dropped one");
+    response_free(&r);
+    step_free(&st);
+    delete_session(h, &srv_main, &s, "exact fit: deleted");
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+}
+
+static void test_errors(void)
+{
+    CURL *h = curl_easy_init();
+    response r;
+    static const struct {
+        const char *body;
+        long status;
+        const char *code, *field;
+    } bad_new[] = {
+        {"{\"num_kv_heads\":1,\"head_dim\":4,\"max_tokens\":8}", 400, "missing_field", "num_heads"},
+        {"{\"num_heads\":2,\"max_tokens\":8}", 400, "missing_field", "head_dim"},
+        {"{\"num_heads\":2,\"head_dim\":4}", 400, "missing_field", "max_tokens"},
+        {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":8,\"num_kv_head\":1}", 400, "unknown_field", "num_kv_head"},
+        {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":8,\"causal\":true}", 400, "unknown_field", "causal"},
+        {"{\"num_heads\":\"2\",\"head_dim\":4,\"max_tokens\":8}", 400, "invalid_field", "num_heads"},
+        {"{\"num_heads\":2,\"head_dim\":4.5,\"max_tokens\":8}", 400, "invalid_field", "head_dim"},
+        {"{\"num_heads\":4,\"num_kv_heads\":3,\"head_dim\":4,\"max_tokens\":8}", 422, "invalid_param", "num_kv_heads"},
+        {"{\"num_heads\":0,\"head_dim\":4,\"max_tokens\":8}", 422, "invalid_param", "num_heads"},
+        {"{\"num_heads\":2,\"head_dim\":0,\"max_tokens\":8}", 422, "invalid_param", "head_dim"},
+        {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":0}", 422, "invalid_param", "max_tokens"},
+        {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":-3}", 422, "invalid_param", "max_tokens"},
+        {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":99999999999}", 413, "session_full", "max_tokens"},
+        {"[1,2]", 400, "invalid_json", ""},
+    };
+    for (size_t i = 0; i < sizeof bad_new / sizeof bad_new[0]; i++) {
+        post(h, &srv_main, "/sessions", bad_new[i].body, &r);
+        char name[300];
+        snprintf(name, sizeof name, "create %s: %ld %s", bad_new[i].body, bad_new[i].status, bad_new[i].code);
+        if (expect_error(&r, bad_new[i].status, bad_new[i].code, NULL, name)) {
+            json_t *f = json_path(r.json, "error.field");
+            snprintf(name, sizeof name, "create %s: field %s", bad_new[i].body, bad_new[i].field);
+            check(json_is_string(f) && !strcmp(json_string_value(f), bad_new[i].field), name, "%s",
+                  short_body(&r));
+        }
+        response_free(&r);
+    }
+    tsess s = {.H = 2, .Hkv = 2, .d = 2, .max_tokens = 8};
+    if (create(h, &srv_main, &s, "errors: a session")) {
+        char path[128];
+        snprintf(path, sizeof path, "/sessions/%s/step", s.id);
+        static const struct {
+            const char *body;
+            long status;
+            const char *code;
+        } bad_step[] = {
+            {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]]}", 400, "missing_field"},
+            {"{\"key\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]]}", 400, "missing_field"},
+            {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]],\"qurey\":1}", 400, "unknown_field"},
+            {"{\"key\":[[[1,2,3],[3,4,5]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]]}", 422, "shape_mismatch"},
+            {"{\"key\":[[1,2],[3,4]],\"value\":[[1,2],[3,4]],\"query\":[[[1,2],[3,4]]]}", 422, "shape_mismatch"},
+            {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]],[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]]}", 422, "shape_mismatch"},
+            {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2]]]}", 422, "shape_mismatch"},
+            {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]],\"output_format\":\"xml\"}", 400, "invalid_field"},
+            {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]],\"need_weights\":1}", 400, "invalid_field"},
+        };
+        for (size_t i = 0; i < sizeof bad_step / sizeof bad_step[0]; i++) {
+            post(h, &srv_main, path, bad_step[i].body, &r);
+            char name[400];
+            snprintf(name, sizeof name, "step %s: %ld %s", bad_step[i].body, bad_step[i].status,
+                     bad_step[i].code);
+            expect_error(&r, bad_step[i].status, bad_step[i].code, NULL, name);
+            response_free(&r);
+        }
+        check(get_length(h, &srv_main, &s) == 0, "errors: refused steps leave length 0", "changed");
+        snprintf(path, sizeof path, "/sessions/%s/truncate", s.id);
+        post(h, &srv_main, path, "{\"length\":1}", &r);
+        expect_error(&r, 422, "invalid_param", NULL, "truncate past the length: 422 invalid_param");
+        response_free(&r);
+        post(h, &srv_main, path, "{\"length\":-1}", &r);
+        expect_error(&r, 422, "invalid_param", NULL, "truncate to -1: 422 invalid_param");
+        response_free(&r);
+        post(h, &srv_main, path, "{}", &r);
+        expect_error(&r, 400, "missing_field", NULL, "truncate without length: 400 missing_field");
+        response_free(&r);
+        post(h, &srv_main, path, "{\"lenght\":0}", &r);
+        expect_error(&r, 400, "unknown_field", NULL, "truncate with a typo: 400 unknown_field");
+        response_free(&r);
+        snprintf(path, sizeof path, "/sessions/%s", s.id);
+        call(h, &srv_main, "PUT", path, &r);
+        char allow[128] = "";
+        header_value(&r, "Allow", allow, sizeof allow);
+        check(r.status == 405 && strstr(allow, "DELETE") && strstr(allow, "GET"),
+              "PUT /sessions/{id}: 405 with Allow: GET, HEAD, DELETE", "got %ld, Allow %s", r.status, allow);
+        response_free(&r);
+        delete_session(h, &srv_main, &s, "errors: delete");
+        call(h, &srv_main, "DELETE", path, &r);
+        expect_error(&r, 404, "unknown_session", "deleted", "DELETE twice: 404 unknown_session, deleted");
+        response_free(&r);
+        call(h, &srv_main, "GET", path, &r);
+        expect_error(&r, 404, "unknown_session", "deleted", "GET a deleted session: 404, deleted");
+        response_free(&r);
+        snprintf(path, sizeof path, "/sessions/%s/step", s.id);
+        post(h, &srv_main, path, "{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]]}", &r);
+        expect_error(&r, 404, "unknown_session", "deleted", "step on a deleted session: 404, deleted");
+        response_free(&r);
+        tsess_free(&s);
+    }
+    static const char *const never[] = {"/sessions/0123456789abcdef0123456789abcdef",
+                                        "/sessions/0123456789abcdef0123456789abcdef/step",
+                                        "/sessions/nope", "/sessions/0123456789ABCDEF0123456789ABCDEF",
+                                        "/sessions/%2e%2e", "/sessions/0123456789abcdef0123456789abcdef0"};
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        int is_step = strstr(never[i], "/step") != NULL;
+        if (is_step)
+            post(h, &srv_main, never[i], "{\"length\":0}", &r);
+        else
+            call(h, &srv_main, "GET", never[i], &r);
+        char name[200];
+        snprintf(name, sizeof name, "%s %s: 404 unknown_session, never existed", is_step ? "POST" : "GET", never[i]);
+        expect_error(&r, 404, "unknown_session", "never existed", name);
+        response_free(&r);
+    }
+    check_alive(h, &srv_main, "session errors");
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ limits */
+
+static long metric(CURL *h, const server *sv, const char *name)
+{
+    response r;
+    call(h, sv, "GET", "/metrics", &r);
+    long v = -1;
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = r.body.data ? strstr(r.body.data, key) : NULL;
+    if (p)
+        v = strtol(p + strlen(key), NULL, 10);
+    response_free(&r);
+    return v;
+}
+
+static void fill(CURL *h, const server *sv, tsess *s, long T, long *status, const char *name)
+{
+    uint64_t rs = 7;
+    tstep st;
+    step_make(&st, s, T, 1, &rs);
+    st.need_weights = 0;
+    response r;
+    *status = step_post(h, sv, s, &st, &r);
+    if (name)
+        check(r.status == 200, name, "got %ld %s", r.status, short_body(&r));
+    else if (r.status == 503) {
+        char ra[32] = "";
+        check(header_value(&r, "Retry-After", ra, sizeof ra) == 0 && atoi(ra) >= 1,
+              "memory spent: 503 carries Retry-After", "Retry-After %s", ra);
+        expect_error(&r, 503, "overloaded", "ATTN_SESSION_MEMORY", "memory spent: 503 overloaded");
+    }
+    if (r.status == 200)
+        s->n += T;
+    response_free(&r);
+    step_free(&st);
+}
+
+static void test_limits(void)
+{
+    CURL *h = curl_easy_init();
+    response r;
+    /* ATTN_MAX_SESSIONS=3 */
+    tsess s[4];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < 4; i++)
+        s[i] = (tsess){.H = 4, .Hkv = 4, .d = 16, .max_tokens = 64};
+    int made = 0;
+    for (int i = 0; i < 3; i++)
+        made += create(h, &srv_limits, &s[i], "limits: one of 3 sessions");
+    buf b = {0};
+    create_body(&b, &s[3]);
+    post(h, &srv_limits, "/sessions", b.data, &r);
+    expect_error(&r, 503, "overloaded", "ATTN_MAX_SESSIONS", "limits: a 4th session is 503 overloaded");
+    char ra[32] = "";
+    check(header_value(&r, "Retry-After", ra, sizeof ra) == 0 && atoi(ra) >= 1,
+          "limits: the 503 carries Retry-After", "Retry-After %s", ra);
+    response_free(&r);
+    check(metric(h, &srv_limits, "attn_sessions_open") == 3, "limits: /metrics shows 3 sessions open",
+          "attn_sessions_open %ld", metric(h, &srv_limits, "attn_sessions_open"));
+    /* ATTN_SESSION_MEMORY=64K: one full cache is 64 x 4 x 16 x 8 = 32 KiB */
+    long st0;
+    if (made == 3) {
+        fill(h, &srv_limits, &s[0], 64, &st0, "limits: a 32 KiB cache fills");
+        long bytes = metric(h, &srv_limits, "attn_session_bytes");
+        check(bytes >= 32768 && bytes < 40000, "limits: /metrics bytes held >= the cache's 32 KiB",
+              "attn_session_bytes %ld", bytes);
+        fill(h, &srv_limits, &s[1], 16, &st0, "limits: a second cache starts");
+        long before = s[1].n;
+        fill(h, &srv_limits, &s[1], 48, &st0, NULL);
+        check(st0 == 503, "limits: a second full cache is over ATTN_SESSION_MEMORY: 503", "got %ld", st0);
+        check(get_length(h, &srv_limits, &s[1]) == before, "limits: the refused step left the length",
+              "length %ld", get_length(h, &srv_limits, &s[1]));
+        delete_session(h, &srv_limits, &s[0], "limits: delete the full one");
+        check(metric(h, &srv_limits, "attn_session_bytes") < bytes,
+              "limits: deleting frees its bytes in /metrics", "still %ld", metric(h, &srv_limits, "attn_session_bytes"));
+        fill(h, &srv_limits, &s[1], 48, &st0, "limits: then the second fills");
+        post(h, &srv_limits, "/sessions", b.data, &r);
+        check(r.status == 201, "limits: a session slot is free again after DELETE", "got %ld %s",
+              r.status, short_body(&r));
+        response_free(&r);
+    }
+    buf_free(&b);
+    /* ATTN_SESSION_MAX_TOKENS=64 */
+    post(h, &srv_limits, "/sessions", "{\"num_heads\":1,\"head_dim\":1,\"max_tokens\":65}", &r);
+    expect_error(&r, 413, "session_full", "ATTN_SESSION_MAX_TOKENS", "limits: max_tokens 65 > 64: 413 session_full");
+    response_free(&r);
+    check_alive(h, &srv_limits, "session limits");
+    for (int i = 0; i < 4; i++)
+        tsess_free(&s[i]);
+    curl_easy_cleanup(h);
+}
+
+static void test_ttl(void)
+{
+    CURL *h = curl_easy_init();
+    tsess a = {.H = 2, .Hkv = 1, .d = 8, .max_tokens = 32}, b = a;
+    if (!create(h, &srv_ttl, &a, "ttl: session a") || !create(h, &srv_ttl, &b, "ttl: session b")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    long st;
+    fill(h, &srv_ttl, &a, 20, &st, "ttl: a holds 20 rows");
+    check(metric(h, &srv_ttl, "attn_session_bytes") > 20 * 8 * 8, "ttl: bytes held before expiry", "%ld",
+          metric(h, &srv_ttl, "attn_session_bytes"));
+    /* b is kept alive by requests every 0.4 s; a stays idle past the 1 s TTL. */
+    for (int i = 0; i < 6; i++) {
+        usleep(400 * 1000);
+        check(get_length(h, &srv_ttl, &b) == 0, "ttl: a session in use does not expire", "b is gone");
+    }
+    char path[128];
+    snprintf(path, sizeof path, "/sessions/%s", a.id);
+    response r;
+    call(h, &srv_ttl, "GET", path, &r);
+    expect_error(&r, 404, "unknown_session", "expired", "ttl: an idle session expires: 404, expired");
+    response_free(&r);
+    check(metric(h, &srv_ttl, "attn_session_evictions_total") == 1, "ttl: /metrics counts the eviction",
+          "%ld", metric(h, &srv_ttl, "attn_session_evictions_total"));
+    check(metric(h, &srv_ttl, "attn_sessions_open") == 1, "ttl: /metrics shows 1 open", "%ld",
+          metric(h, &srv_ttl, "attn_sessions_open"));
+    /* expiry without any request to the expired session: the sweep frees it */
+    usleep(2600 * 1000);
+    check(metric(h, &srv_ttl, "attn_session_bytes") == 0 && metric(h, &srv_ttl, "attn_sessions_open") == 0,
+          "ttl: the sweep frees an idle session's memory unasked", "bytes %ld, open %ld",
+          metric(h, &srv_ttl, "attn_session_bytes"), metric(h, &srv_ttl, "attn_sessions_open"));
+    check_alive(h, &srv_ttl, "session expiry");
+    tsess_free(&a);
+    tsess_free(&b);
+    curl_easy_cleanup(h);
+}
+
+static void test_token(void)
+{
+    CURL *h = curl_easy_init();
+    static const char *const auth[] = {"Authorization: Bearer s3cret", NULL};
+    const char *body = "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}";
+    request rq = {.method = "POST", .path = "/sessions", .body = body, .body_len = strlen(body),
+                  .has_body = 1};
+    response r;
+    http(h, srv_guard.base, &rq, &r);
+    expect_error(&r, 401, "unauthorized", NULL, "token: POST /sessions without it: 401");
+    response_free(&r);
+    rq.headers = auth;
+    http(h, srv_guard.base, &rq, &r);
+    json_t *id = r.json ? json_object_get(r.json, "id") : NULL;
+    check(r.status == 201 && json_is_string(id), "token: POST /sessions with it: 201", "got %ld %s",
+          r.status, short_body(&r));
+    char path[128];
+    snprintf(path, sizeof path, "/sessions/%s", json_is_string(id) ? json_string_value(id) : "x");
+    response_free(&r);
+    static const char *const methods[] = {"GET", "DELETE"};
+    for (int m = 0; m < 2; m++) {
+        request g = {.method = methods[m], .path = path};
+        http(h, srv_guard.base, &g, &r);
+        char name[100];
+        snprintf(name, sizeof name, "token: %s /sessions/{id} without it: 401", methods[m]);
+        expect_error(&r, 401, "unauthorized", NULL, name);
+        response_free(&r);
+        g.headers = auth;
+        http(h, srv_guard.base, &g, &r);
+        snprintf(name, sizeof name, "token: %s /sessions/{id} with it: %d", methods[m], m ? 204 : 200);
+        check(r.status == (m ? 204 : 200), name, "got %ld %s", r.status, short_body(&r));
+        response_free(&r);
+    }
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ concurrency */
+
+typedef struct {
+    int id;
+    tsess *shared;     /* the one session all append to, or NULL */
+    int steps;
+    /* shared-session answers: */
+    tstep *st;
+    response *r;
+    double ms;
+} client;
+
+static void *own_session_client(void *arg)
+{
+    client *c = arg;
+    CURL *h = curl_easy_init();
+    uint64_t rs = 0xc0ffee + (uint64_t)c->id;
+    tsess s = {.H = 4, .Hkv = 2, .d = 8, .max_tokens = 64};
+    char name[160];
+    snprintf(name, sizeof name, "parallel: client %d creates its session", c->id);
+    if (create(h, &srv_main, &s, name)) {
+        for (int k = 0; k < c->steps; k++) {
+            tstep st;
+            step_make(&st, &s, pick(&rs, 1, 3), pick(&rs, 1, 2), &rs);
+            response r;
+            long status = step_post(h, &srv_main, &s, &st, &r);
+            long n1 = s.n + st.T;
+            memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+            memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+            snprintf(name, sizeof name, "parallel: client %d step %d", c->id, k);
+            if (check(status == 200, name, "got %ld %s", status, short_body(&r)) &&
+                step_check(&s, n1, &st, &r, name))
+                s.n = n1;
+            response_free(&r);
+            step_free(&st);
+        }
+        snprintf(name, sizeof name, "parallel: client %d deletes", c->id);
+        delete_session(h, &srv_main, &s, name);
+    }
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void *shared_session_client(void *arg)
+{
+    client *c = arg;
+    CURL *h = curl_easy_init();
+    uint64_t rs = 0xbeef + (uint64_t)c->id;
+    for (int k = 0; k < c->steps; k++) {
+        step_make(&c->st[k], c->shared, 1, 1, &rs);
+        c->st[k].need_weights = 1;
+        step_post(h, &srv_main, c->shared, &c->st[k], &c->r[k]);
+    }
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void test_parallel_own(void)
+{
+    enum { N = 16 };
+    pthread_t th[N];
+    client c[N];
+    double t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        c[i] = (client){.id = i, .steps = 12};
+        pthread_create(&th[i], NULL, own_session_client, &c[i]);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    printf("parallel: %d clients x 12 steps on their own sessions in %.0f ms\n", N, now_ms() - t0);
+}
+
+/* 8 clients append one row each step to one session at once. The server
+ * applies them one at a time, so the answers' lengths are 1..total, each
+ * once; that order is a serial order, and every answer must be what that
+ * order gives. */
+static void test_parallel_shared(void)
+{
+    enum { N = 8, STEPS = 10 };
+    CURL *h = curl_easy_init();
+    tsess s = {.H = 2, .Hkv = 1, .d = 4, .max_tokens = N * STEPS};
+    if (!create(h, &srv_main, &s, "shared: session")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    pthread_t th[N];
+    client c[N];
+    tstep st[N][STEPS];
+    response r[N][STEPS];
+    for (int i = 0; i < N; i++) {
+        c[i] = (client){.id = i, .shared = &s, .steps = STEPS, .st = st[i], .r = r[i]};
+        pthread_create(&th[i], NULL, shared_session_client, &c[i]);
+    }
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    const tstep *order[N * STEPS] = {0};
+    const response *ans[N * STEPS] = {0};
+    int ok200 = 0, distinct = 1;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < STEPS; k++) {
+            json_t *len = r[i][k].json ? json_object_get(r[i][k].json, "length") : NULL;
+            if (r[i][k].status != 200 || !json_is_integer(len))
+                continue;
+            ok200++;
+            long L = (long)json_integer_value(len);
+            if (L < 1 || L > N * STEPS || order[L - 1])
+                distinct = 0;
+            else
+                order[L - 1] = &st[i][k], ans[L - 1] = &r[i][k];
+        }
+    check(ok200 == N * STEPS, "shared: every step answered 200", "%d of %d", ok200, N * STEPS);
+    check(distinct, "shared: the lengths are 1..80, each once (one step at a time)", "repeated or out of range");
+    check(get_length(h, &srv_main, &s) == N * STEPS, "shared: final length = rows appended", "%ld",
+          get_length(h, &srv_main, &s));
+    int right = 0;
+    for (long L = 1; L <= N * STEPS && distinct && ok200 == N * STEPS; L++) {
+        memcpy(s.k + (L - 1) * 4, order[L - 1]->k, sizeof(float) * 4);
+        memcpy(s.v + (L - 1) * 4, order[L - 1]->v, sizeof(float) * 4);
+        char name[100];
+        snprintf(name, sizeof name, "shared: the step that made length %ld", L);
+        right += step_check(&s, L, order[L - 1], ans[L - 1], name);
+    }
+    check(right == N * STEPS, "shared: every answer is that of the serial order", "%d of %d right",
+          right, N * STEPS);
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < STEPS; k++) {
+            response_free(&r[i][k]);
+            step_free(&st[i][k]);
+        }
+    delete_session(h, &srv_main, &s, "shared: deleted");
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+}
+
+/* A client that sends half a step's body and stalls holds no lock: steps on
+ * the same and on other sessions go on meanwhile. */
+static void test_slow_client(void)
+{
+    CURL *h = curl_easy_init();
+    tsess a = {.H = 1, .Hkv = 1, .d = 2, .max_tokens = 8}, b = a;
+    if (!create(h, &srv_main, &a, "slow: session a") || !create(h, &srv_main, &b, "slow: session b")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    int fd = -1;
+    {
+        /* raw socket: headers and half the body, then nothing */
+        char req[512];
+        const char *half = "{\"key\":[[[1,2]]],\"value\":";
+        snprintf(req, sizeof req,
+                 "POST /sessions/%s/step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Content-Length: 200\r\n\r\n%s", a.id, half);
+        fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_main.port)};
+        sa.sin_addr.s_addr = htonl(0x7f000001);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+            write(fd, req, strlen(req)) < 0) {
+            skip("slow client", "cannot open a raw connection");
+            if (fd >= 0)
+                close(fd);
+            fd = -1;
+        }
+    }
+    if (fd >= 0) {
+        usleep(100 * 1000);
+        double worst = 0;
+        for (int i = 0; i < 4; i++) {
+            long st;
+            double t0 = now_ms();
+            fill(h, &srv_main, i % 2 ? &a : &b, 1, &st, "slow: a step while a client stalls");
+            double ms = now_ms() - t0;
+            if (ms > worst)
+                worst = ms;
+        }
+        check(worst < 500, "slow: steps on the stalled session and another answer at once",
+              "slowest %.0f ms", worst);
+        close(fd);
+    }
+    delete_session(h, &srv_main, &a, "slow: delete a");
+    delete_session(h, &srv_main, &b, "slow: delete b");
+    tsess_free(&a);
+    tsess_free(&b);
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: test_sessions --server PATH [--log FILE] [-v]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--server") && i + 1 < argc) server_path = argv[++i];
+        else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_path = argv[++i];
+        else if (!strcmp(argv[i], "-v")) h_verbose = 1;
+        else usage();
+    }
+    if (!server_path)
+        usage();
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_ALL);
+    FILE *lf = fopen(log_path, "w");
+    if (lf)
+        fclose(lf);
+    double t0 = now_ms();
+    static const char *const env_limits[] = {"ATTN_MAX_SESSIONS=3", "ATTN_SESSION_MEMORY=64K",
+                                               "ATTN_SESSION_MAX_TOKENS=64", NULL};
+    static const char *const env_ttl[] = {"ATTN_SESSION_TTL=1", NULL};
+    static const char *const env_guard[] = {"ATTN_TOKEN=s3cret", NULL};
+    int up = check(server_start(&srv_main, server_path, "main", "/healthz", NULL, log_path) == 0,
+                   "server starts", "see %s", log_path);
+    int up_limits = check(server_start(&srv_limits, server_path, "limits", "/healthz", env_limits, log_path) == 0,
+                          "server starts with session limits", "see %s", log_path);
+    int up_ttl = check(server_start(&srv_ttl, server_path, "ttl", "/healthz", env_ttl, log_path) == 0,
+                       "server starts with a 1 s session TTL", "see %s", log_path);
+    int up_guard = check(server_start(&srv_guard, server_path, "guard", "/healthz", env_guard, log_path) == 0,
+                         "server starts with a token", "see %s", log_path);
+    if (up) {
+        test_random();
+        test_exact_fit();
+        test_errors();
+        printf("sessions: random, edges and errors done (%.0f ms)\n", now_ms() - t0);
+        test_parallel_own();
+        test_parallel_shared();
+        test_slow_client();
+        printf("sessions: concurrency done (%.0f ms)\n", now_ms() - t0);
+    }
+    if (up_limits)
+        test_limits();
+    if (up_ttl)
+        test_ttl();
+    if (up_guard)
+        test_token();
+    CURL *h = curl_easy_init();
+    if (up) {
+        check_alive(h, &srv_main, "every session test");
+        check(metric(h, &srv_main, "attn_sessions_open") == 0 && metric(h, &srv_main, "attn_session_bytes") == 0,
+              "every session deleted: nothing held", "open %ld, bytes %ld",
+              metric(h, &srv_main, "attn_sessions_open"), metric(h, &srv_main, "attn_session_bytes"));
+    }
+    curl_easy_cleanup(h);
+    check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
+    check(server_stop(&srv_limits), "limits server exits 0 on SIGTERM", "see %s", log_path);
+    check(server_stop(&srv_ttl), "ttl server exits 0 on SIGTERM", "see %s", log_path);
+    check(server_stop(&srv_guard), "guard server exits 0 on SIGTERM", "see %s", log_path);
+    curl_global_cleanup();
+    printf("test_sessions: %.1f s, server log in %s\n", (now_ms() - t0) / 1e3, log_path);
+    return h_report();
+}

@@ -1,0 +1,629 @@
+/* test_sparse_linear.c - linear attention and sparse attention in lib/
+ * against the double-precision reference tests/ref_modern.c and the
+ * PyTorch golden vectors of tests/golden_modern/.
+ *
+ * Usage: test_sparse_linear [golden_modern dir]
+ *
+ *   1. Golden cases: every case of linear attention (rule linear, or
+ *      "attention linear" on multihead) or with a sparsity pattern, run
+ *      through attn_compute / attn_mha_compute, output and weights within
+ *      test_lib's tolerance (1e-5 + 1e-4 |want|), the block layout exact.
+ *      A case the library refuses for an option of the score pipeline that
+ *      is not computed yet (softcap, sinks, hard sample, ...) is reported
+ *      as skipped.
+ *   2. Random requests against rm_compute: linear (rule and multi-head:
+ *      both feature maps, causal in both alignments with Lq < Lk and
+ *      Lq > Lk, key masks, ragged chunks, weights or not) and sparse
+ *      (local_global, bigbird, blocks, with causal and masks), on every
+ *      instruction set the CPU runs (or only ATTN_ISA's when set) and on
+ *      1 and 2 threads.
+ *   3. Sparse attention equals the library's dense attention with the
+ *      pattern expanded to a mask (an extra check of the block skipping:
+ *      the reference in 2 is the main one).
+ * Prints one line per failure and "N passed, N failed, N skipped". */
+#include "golden.h"
+#include "ref_modern.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "kernels_isa.h"
+
+#define ABS_TOL 1e-5
+#define REL_TOL 1e-4
+
+static int n_pass, n_fail, n_skip;
+static const char *isa_now = "";
+static int threads_now = 1;
+
+static void check(int ok, const char *name, const char *fmt, const char *what)
+{
+    if (ok) {
+        n_pass++;
+        return;
+    }
+    n_fail++;
+    printf("FAIL [%s, %d thread%s] %s: %s%s\n", isa_now, threads_now,
+           threads_now > 1 ? "s" : "", name, fmt, what ? what : "");
+}
+
+/* Elementwise within ABS_TOL + REL_TOL |want|; reports the worst. */
+static void compare(const char *name, const char *what, const float *got, const double *want,
+                    int64_t n)
+{
+    double worst = 0.0;
+    int64_t at = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        double tol = ABS_TOL + REL_TOL * fabs(want[i]);
+        if (!(d <= tol) && (at < 0 || !(d - tol <= worst))) {
+            worst = isnan(d) ? INFINITY : d - tol;
+            at = i;
+        }
+    }
+    char msg[240];
+    if (at >= 0)
+        snprintf(msg, sizeof msg, "%s[%lld of %lld] = %.9g, expected %.9g", what,
+                 (long long)at, (long long)n, (double)got[at], want[at]);
+    else
+        snprintf(msg, sizeof msg, "%s", what);
+    check(at < 0, name, msg, NULL);
+}
+
+static double *to_d(const float *f, int64_t n)
+{
+    double *d = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        d[i] = f[i];
+    return d;
+}
+
+/* ------------------------------------------------------------- random */
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next_u(void)
+{
+    return rm_splitmix64(&rng);
+}
+
+static int64_t rnd_int(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(next_u() % (uint64_t)(hi - lo + 1));
+}
+
+static float *rnd_floats(int64_t n, float amp)
+{
+    float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = amp * (float)((double)(next_u() >> 11) * 0x1p-53 * 2.0 - 1.0);
+    return f;
+}
+
+/* A 0/1 mask, each element 1 with probability p_one (percent). */
+static uint8_t *rnd_mask(int64_t n, int p_one)
+{
+    uint8_t *m = malloc((size_t)(n ? n : 1));
+    for (int64_t i = 0; i < n; i++)
+        m[i] = (int)(next_u() % 100) < p_one;
+    return m;
+}
+
+static attn_tensor tensor3(int batched, int64_t B, int64_t L, int64_t D, const float *data)
+{
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.rank = batched ? 3 : 2;
+    int o = 0;
+    if (batched)
+        t.shape[o++] = B;
+    t.shape[o++] = L;
+    t.shape[o] = D;
+    t.data = data;
+    return t;
+}
+
+/* Runs req on a fresh context of threads_now threads; returns the status. */
+static attn_status run_rule(const attn_request *req, attn_shapes *sh, float **out, float **w,
+                            attn_error *e)
+{
+    attn_status st = attn_plan(req, sh, e);
+    *out = *w = NULL;
+    if (st != ATTN_OK)
+        return st;
+    *out = calloc((size_t)sh->out_count + 1, sizeof(float));
+    *w = calloc((size_t)sh->w_count + 1, sizeof(float));
+    attn_ctx *ctx = attn_ctx_new(threads_now);
+    st = attn_compute(ctx, req, *out, *w, e);
+    attn_ctx_free(ctx);
+    return st;
+}
+
+static attn_status run_mha(const attn_mha_request *req, attn_shapes *sh, float **out, float **w,
+                           attn_error *e)
+{
+    attn_status st = attn_mha_plan(req, sh, e);
+    *out = *w = NULL;
+    if (st != ATTN_OK)
+        return st;
+    *out = calloc((size_t)sh->out_count + 1, sizeof(float));
+    *w = calloc((size_t)sh->w_count + 1, sizeof(float));
+    attn_ctx *ctx = attn_ctx_new(threads_now);
+    st = attn_mha_compute(ctx, req, *out, *w, e);
+    attn_ctx_free(ctx);
+    return st;
+}
+
+/* Sizes that cross the library's chunks of 64 rows and its query blocks. */
+static int64_t rnd_len(void)
+{
+    static const int64_t some[] = {1, 2, 5, 16, 31, 63, 64, 65, 97, 128, 129, 150};
+    return next_u() % 3 == 0 ? rnd_int(1, 140) : some[next_u() % 12];
+}
+
+static void random_linear(int it)
+{
+    int batched = (int)(next_u() % 2);
+    int64_t B = batched ? rnd_int(1, 3) : 1, Lq = rnd_len(), Lk = rnd_len();
+    int64_t D = rnd_int(1, 20), Dv = rnd_int(1, 40);
+    float *q = rnd_floats(B * Lq * D, 2.0f), *k = rnd_floats(B * Lk * D, 2.0f);
+    float *v = rnd_floats(B * Lk * Dv, 1.0f);
+    int km_rank = (int)(next_u() % 3);
+    uint8_t *km = rnd_mask(B * Lk, 75);
+    attn_request r = attn_request_default(ATTN_RULE_LINEAR);
+    r.query = tensor3(batched, B, Lq, D, q);
+    r.key = tensor3(batched, B, Lk, D, k);
+    r.value = tensor3(batched, B, Lk, Dv, v);
+    r.opt.causal = (int)(next_u() % 2);
+    r.opt.align = next_u() % 2 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    r.opt.feature_map = next_u() % 2 ? ATTN_FM_RELU : ATTN_FM_ELU;
+    r.opt.need_weights = (int)(next_u() % 2);
+    if (km_rank == 1 || (km_rank == 2 && !batched)) {
+        r.opt.key_mask.rank = 1;
+        r.opt.key_mask.shape[0] = Lk;
+    } else if (km_rank == 2) {
+        r.opt.key_mask.rank = 2;
+        r.opt.key_mask.shape[0] = B;
+        r.opt.key_mask.shape[1] = Lk;
+    }
+    r.opt.key_mask.data = km;
+
+    rm_request m;
+    memset(&m, 0, sizeof m);
+    m.rule = RM_LINEAR;
+    m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = D; m.Dv = Dv;
+    double *dq = to_d(q, B * Lq * D), *dk = to_d(k, B * Lk * D), *dv = to_d(v, B * Lk * Dv);
+    m.query = dq; m.key = dk; m.value = dv;
+    m.key_mask = r.opt.key_mask.rank ? km : NULL;
+    m.key_mask_rank = r.opt.key_mask.rank;
+    m.causal = r.opt.causal;
+    m.align = r.opt.align == ATTN_ALIGN_BOTTOM_RIGHT ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    m.feature_map = r.opt.feature_map == ATTN_FM_RELU ? RM_FM_RELU : RM_FM_ELU;
+    double *ro = malloc(sizeof(double) * (size_t)(B * Lq * Dv));
+    double *rw = malloc(sizeof(double) * (size_t)(B * Lq * Lk));
+
+    char name[200];
+    snprintf(name, sizeof name,
+             "random linear #%d (B %lld%s, Lq %lld, Lk %lld, D %lld, Dv %lld, %s%s%s, key_mask "
+             "rank %d%s)",
+             it, (long long)B, batched ? "" : " unbatched", (long long)Lq, (long long)Lk,
+             (long long)D, (long long)Dv, r.opt.feature_map ? "relu" : "elu",
+             r.opt.causal ? ", causal" : "",
+             r.opt.causal ? (r.opt.align ? " bottom_right" : " top_left") : "",
+             r.opt.key_mask.rank, r.opt.need_weights ? ", weights" : "");
+    attn_shapes sh;
+    attn_error e;
+    float *out, *w;
+    attn_status st = run_rule(&r, &sh, &out, &w, &e);
+    int ref = rm_compute(&m, ro, rw, NULL, NULL);
+    check(st == ATTN_OK && ref == 0, name, "computes: ", st == ATTN_OK ? "reference failed" : e.message);
+    if (st == ATTN_OK && ref == 0) {
+        compare(name, "output", out, ro, B * Lq * Dv);
+        if (r.opt.need_weights)
+            compare(name, "weights", w, rw, B * Lq * Lk);
+    }
+    free(out); free(w); free(q); free(k); free(v); free(km);
+    free(dq); free(dk); free(dv); free(ro); free(rw);
+}
+
+/* A named parameter of a set as doubles (NULL when absent). */
+static double *param_d(const attn_param_set *set, const char *name, int64_t off, int64_t n)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (!strcmp(set->items[i].name, name))
+            return to_d(set->items[i].t.data + off, n);
+    return NULL;
+}
+
+/* Multi-head with seeded parameters: the set's tensors into m. */
+static void mha_params_d(const attn_param_set *set, int64_t E, int64_t ekv, int64_t kd,
+                         int64_t vd, rm_request *m, double **own)
+{
+#define TAKE(f, x) (own[n] = (x), m->f = own[n], n++)
+    int n = 0;
+    int wset = 0;
+    for (size_t i = 0; i < set->n; i++)
+        wset |= !strcmp(set->items[i].name, "W_q.weight");
+    if (wset) {
+        TAKE(Wq, param_d(set, "W_q.weight", 0, E * E));
+        TAKE(bq, param_d(set, "W_q.bias", 0, E));
+        TAKE(Wk, param_d(set, "W_k.weight", 0, ekv * kd));
+        TAKE(bk, param_d(set, "W_k.bias", 0, ekv));
+        TAKE(Wv, param_d(set, "W_v.weight", 0, ekv * vd));
+        TAKE(bv, param_d(set, "W_v.bias", 0, ekv));
+        TAKE(Wo, param_d(set, "W_o.weight", 0, E * E));
+        TAKE(bo, param_d(set, "W_o.bias", 0, E));
+    } else {
+        TAKE(Wq, param_d(set, "in_proj_weight", 0, E * E));
+        TAKE(Wk, param_d(set, "in_proj_weight", E * E, E * E));
+        TAKE(Wv, param_d(set, "in_proj_weight", 2 * E * E, E * E));
+        TAKE(bq, param_d(set, "in_proj_bias", 0, E));
+        TAKE(bk, param_d(set, "in_proj_bias", E, E));
+        TAKE(bv, param_d(set, "in_proj_bias", 2 * E, E));
+        TAKE(Wo, param_d(set, "out_proj.weight", 0, E * E));
+        TAKE(bo, param_d(set, "out_proj.bias", 0, E));
+    }
+    TAKE(norm_w, param_d(set, "norm.weight", 0, E));
+    TAKE(norm_b, param_d(set, "norm.bias", 0, E));
+    own[n] = NULL;
+#undef TAKE
+}
+
+/* One random multi-head request, linear or (with pattern) sparse. */
+static void random_mha(int it, int linear, attn_pattern pattern)
+{
+    static const int64_t heads[][2] = {{1, 1}, {2, 2}, {2, 1}, {4, 2}, {4, 4}, {3, 1}};
+    int hc = (int)(next_u() % 6);
+    int64_t H = heads[hc][0], Hkv = heads[hc][1], hd = rnd_int(1, 9), E = H * hd;
+    int64_t B = rnd_int(1, 2), Lq = rnd_len(), Lk = rnd_len();
+    int self = Lq == Lk && next_u() % 2;
+    float *q = rnd_floats(B * Lq * E, 1.0f), *k = rnd_floats(B * Lk * E, 1.0f);
+    float *v = rnd_floats(B * Lk * E, 1.0f);
+    uint8_t *km = rnd_mask(B * Lk, 80);
+    attn_mha_request r = attn_mha_request_default();
+    r.query = tensor3(1, B, Lq, E, q);
+    if (!self) {
+        r.key = tensor3(1, B, Lk, E, k);
+        r.value = tensor3(1, B, Lk, E, v);
+    }
+    r.num_heads = H;
+    r.num_kv_heads = Hkv;
+    r.linear = linear;
+    r.average_weights = (int)(next_u() % 2);
+    r.residual_norm = (int)(next_u() % 2);
+    r.opt.need_weights = (int)(next_u() % 2);
+    r.opt.causal = (int)(next_u() % 2);
+    r.opt.align = next_u() % 2 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    if (!linear)
+        r.opt.align = ATTN_ALIGN_TOP_LEFT; /* the pipeline's: not computed yet */
+    r.opt.feature_map = linear && next_u() % 2 ? ATTN_FM_RELU : ATTN_FM_ELU;
+    if (next_u() % 2) {
+        r.opt.key_mask.rank = 2;
+        r.opt.key_mask.shape[0] = B;
+        r.opt.key_mask.shape[1] = Lk;
+        r.opt.key_mask.data = km;
+    }
+    (void)pattern;
+    attn_param_set *set = NULL;
+    attn_error e;
+    char name[200];
+    snprintf(name, sizeof name,
+             "random multihead %s #%d (B %lld, H %lld, Hkv %lld, E %lld, Lq %lld, Lk %lld%s%s%s%s%s)",
+             linear ? "linear" : "sparse", it, (long long)B, (long long)H, (long long)Hkv,
+             (long long)E, (long long)Lq, (long long)Lk, self ? ", self" : "",
+             r.opt.causal ? (r.opt.align ? ", causal bottom_right" : ", causal top_left") : "",
+             r.opt.key_mask.rank ? ", key_mask" : "", r.average_weights ? ", averaged" : "",
+             r.residual_norm ? ", residual_norm" : "");
+    attn_status st = attn_mha_seed_params(&r, 11 + (uint64_t)it, &set, &e);
+    check(st == ATTN_OK, name, "seeding: ", e.message);
+    if (st != ATTN_OK)
+        return;
+    r.params = set->items;
+    r.n_params = set->n;
+
+    rm_request m;
+    memset(&m, 0, sizeof m);
+    m.rule = RM_MULTIHEAD;
+    m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = m.Dv = E;
+    m.H = H; m.Hkv = Hkv;
+    double *dq = to_d(q, B * Lq * E), *dk = to_d(self ? q : k, B * Lk * E);
+    double *dv = to_d(self ? q : v, B * Lk * E);
+    m.query = dq; m.key = dk; m.value = dv;
+    double *own[16];
+    mha_params_d(set, E, Hkv * hd, E, E, &m, own);
+    m.linear = linear;
+    m.feature_map = r.opt.feature_map == ATTN_FM_RELU ? RM_FM_RELU : RM_FM_ELU;
+    m.average_weights = r.average_weights;
+    m.residual_norm = r.residual_norm;
+    m.causal = r.opt.causal;
+    m.align = r.opt.align == ATTN_ALIGN_BOTTOM_RIGHT ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    m.key_mask = r.opt.key_mask.rank ? km : NULL;
+    m.key_mask_rank = r.opt.key_mask.rank;
+    int64_t nw = (r.average_weights ? 1 : H) * B * Lq * Lk;
+    double *ro = malloc(sizeof(double) * (size_t)(B * Lq * E));
+    double *rw = malloc(sizeof(double) * (size_t)nw);
+    attn_shapes sh;
+    float *out, *w;
+    st = run_mha(&r, &sh, &out, &w, &e);
+    int ref = rm_compute(&m, ro, rw, NULL, NULL);
+    check(st == ATTN_OK && ref == 0, name, "computes: ", st == ATTN_OK ? "reference failed" : e.message);
+    if (st == ATTN_OK && ref == 0) {
+        compare(name, "output", out, ro, B * Lq * E);
+        if (r.opt.need_weights)
+            compare(name, "weights", w, rw, nw);
+    }
+    for (int i = 0; own[i]; i++)
+        free(own[i]);
+    attn_param_set_free(set);
+    free(out); free(w); free(q); free(k); free(v); free(km);
+    free(dq); free(dk); free(dv); free(ro); free(rw);
+}
+
+/* ------------------------------------------------------------- golden */
+
+/* Fields of the score pipeline another part of the library computes: a
+ * golden case refused for one of them is skipped, not failed. */
+static int pipeline_field(const char *field)
+{
+    static const char *const f[] = {"align", "window", "softcap", "alibi", "sinks", "rope",
+                                    "hard", "positional_encoding", "pos_embedding.weight", NULL};
+    for (int i = 0; f[i]; i++)
+        if (!strncmp(field, f[i], strlen(f[i])))
+            return 1;
+    return 0;
+}
+
+static attn_tensor gt(const golden_tensor *t)
+{
+    attn_tensor a;
+    memset(&a, 0, sizeof a);
+    if (!t)
+        return a;
+    a.rank = t->rank;
+    for (int i = 0; i < t->rank; i++)
+        a.shape[i] = t->shape[i];
+    a.data = t->f;
+    return a;
+}
+
+static attn_mask gm(const golden_tensor *t)
+{
+    attn_mask a;
+    memset(&a, 0, sizeof a);
+    if (!t)
+        return a;
+    a.rank = t->rank;
+    for (int i = 0; i < t->rank; i++)
+        a.shape[i] = t->shape[i];
+    a.data = t->m;
+    return a;
+}
+
+/* The golden case's options into o (globals: room for 64 indices). */
+static void golden_options(const golden_case *c, attn_options *o, int64_t *globals)
+{
+    const char *s;
+    o->mask = gm(golden_get(c, GOLDEN_MASK, "mask"));
+    o->key_mask = gm(golden_get(c, GOLDEN_MASK, "key_mask"));
+    o->bias = gt(golden_get(c, GOLDEN_TENSOR, "bias"));
+    o->causal = golden_opt_int(c, "causal", 0) != 0;
+    s = golden_opt(c, "align");
+    o->align = s && !strcmp(s, "bottom_right") ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    if ((s = golden_opt(c, "window")) != NULL) {
+        char a[32] = "", b[32] = "";
+        int n = sscanf(s, "%31s %31s", a, b);
+        o->has_window = 1;
+        o->window_left = strcmp(a, "null") ? strtoll(a, NULL, 10) : -1;
+        o->window_right = n < 2 ? o->window_left : (strcmp(b, "null") ? strtoll(b, NULL, 10) : -1);
+    }
+    if ((s = golden_opt(c, "softcap")) != NULL)
+        o->softcap = strtof(s, NULL);
+    const golden_tensor *t;
+    if ((t = golden_get(c, GOLDEN_TENSOR, "alibi")) != NULL) {
+        o->alibi = 1;
+        o->alibi_slopes = t->f;
+        o->n_alibi_slopes = t->count;
+    } else if (golden_opt_int(c, "alibi", 0)) {
+        o->alibi = 1;
+    }
+    if ((t = golden_get(c, GOLDEN_TENSOR, "sinks")) != NULL) {
+        o->sinks = t->f;
+        o->n_sinks = t->count;
+    }
+    if (golden_opt_int(c, "rope", 0))
+        o->rope.on = 1;
+    if ((s = golden_opt(c, "hard")) != NULL) {
+        if (!strcmp(s, "argmax"))
+            o->hard = ATTN_HARD_ARGMAX;
+        else if (!strncmp(s, "top_k", 5)) {
+            o->hard = ATTN_HARD_TOPK;
+            o->top_k = strtoll(s + 5, NULL, 10);
+        } else {
+            o->hard = ATTN_HARD_SAMPLE;
+            o->temperature = s[6] ? strtof(s + 6, NULL) : 1.0f;
+        }
+    }
+    o->seed = golden_opt(c, "seed") ? strtoull(golden_opt(c, "seed"), NULL, 10) : 0;
+    o->need_weights = golden_opt_int(c, "need_weights", 1) != 0;
+    s = golden_opt(c, "feature_map");
+    o->feature_map = s && !strcmp(s, "relu") ? ATTN_FM_RELU : ATTN_FM_ELU;
+    if ((s = golden_opt(c, "sparsity")) != NULL) {
+        attn_sparsity *sp = &o->sparsity;
+        sp->pattern = !strcmp(s, "local_global") ? ATTN_SPARSE_LOCAL_GLOBAL
+                    : !strcmp(s, "bigbird") ? ATTN_SPARSE_BIGBIRD : ATTN_SPARSE_BLOCKS;
+        sp->window = golden_opt_int(c, "sparsity.window", 0);
+        sp->block = golden_opt_int(c, "sparsity.block", 1);
+        sp->window_blocks = golden_opt_int(c, "sparsity.window_blocks", 3);
+        sp->global_blocks = golden_opt_int(c, "sparsity.global_blocks", 2);
+        sp->random_blocks = golden_opt_int(c, "sparsity.random_blocks", 3);
+        const char *g = golden_opt(c, "sparsity.global");
+        char *end;
+        while (g && sp->n_global < 64) {
+            long long v = strtoll(g, &end, 10);
+            if (end == g)
+                break;
+            globals[sp->n_global++] = v;
+            g = end;
+        }
+        sp->global = globals;
+        sp->layout = gm(golden_get(c, GOLDEN_MASK, "sparsity.layout"));
+    }
+}
+
+/* The parameters the case gives (values or splitmix64 draws). */
+static size_t golden_params(const golden_case *c, attn_named *p, size_t room)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_tensors && n < room; i++)
+        if (c->tensors[i].kind == GOLDEN_PARAM) {
+            p[n].name = c->tensors[i].name;
+            p[n++].t = gt(&c->tensors[i]);
+        }
+    return n;
+}
+
+/* Compares a computed result with the case's expectation of that name. */
+static void golden_expect(const golden_case *c, const char *what, const float *got, int64_t n)
+{
+    const golden_tensor *t = golden_get(c, GOLDEN_EXPECT, what);
+    if (!t)
+        return;
+    if (t->count != n) {
+        check(0, c->name, "expected a result of another size: ", what);
+        return;
+    }
+    double *want = to_d(t->f, n);
+    compare(c->name, what, got, want, n);
+    free(want);
+}
+
+static int in_scope(const golden_case *c)
+{
+    const char *a = golden_opt(c, "attention");
+    return !strcmp(c->rule, "linear") || (a && !strcmp(a, "linear"));
+}
+
+static void golden_run(const char *path)
+{
+    golden_case c;
+    char err[512];
+    if (golden_load(path, &c, err, sizeof err) != 0) {
+        check(0, path, err, NULL);
+        return;
+    }
+    if (!in_scope(&c)) {
+        golden_free(&c);
+        return;
+    }
+    int64_t globals[64];
+    attn_named params[16];
+    size_t np = golden_params(&c, params, 16);
+    attn_shapes sh;
+    attn_error e;
+    memset(&e, 0, sizeof e);
+    float *out = NULL, *w = NULL;
+    attn_status st;
+    const attn_options *opt;
+    attn_param_set *set = NULL;
+    if (!strcmp(c.rule, "multihead")) {
+        attn_mha_request r = attn_mha_request_default();
+        r.query = gt(golden_get(&c, GOLDEN_TENSOR, "query"));
+        r.key = gt(golden_get(&c, GOLDEN_TENSOR, "key"));
+        r.value = gt(golden_get(&c, GOLDEN_TENSOR, "value"));
+        r.num_heads = golden_opt_int(&c, "num_heads", 1);
+        r.num_kv_heads = golden_opt_int(&c, "num_kv_heads", 0);
+        r.average_weights = golden_opt_int(&c, "average_weights", 0) != 0;
+        r.residual_norm = golden_opt_int(&c, "residual_norm", 0) != 0;
+        const char *a = golden_opt(&c, "attention"), *pe = golden_opt(&c, "positional_encoding");
+        r.linear = a && !strcmp(a, "linear");
+        r.positional_encoding = !pe ? ATTN_PE_NONE
+                              : !strcmp(pe, "sinusoidal") ? ATTN_PE_SINUSOIDAL : ATTN_PE_LEARNED;
+        golden_options(&c, &r.opt, globals);
+        r.params = params;
+        r.n_params = np;
+        if (np == 0 && golden_opt(&c, "seed") &&
+            attn_mha_seed_params(&r, r.opt.seed, &set, &e) == ATTN_OK) {
+            r.params = set->items;
+            r.n_params = set->n;
+        }
+        opt = &r.opt;
+        st = run_mha(&r, &sh, &out, &w, &e);
+    } else {
+        attn_rule rule = ATTN_RULE_DOT;
+        attn_rule_from_name(c.rule, &rule);
+        attn_request r = attn_request_default(rule);
+        r.query = gt(golden_get(&c, GOLDEN_TENSOR, "query"));
+        r.key = gt(golden_get(&c, GOLDEN_TENSOR, "key"));
+        r.value = gt(golden_get(&c, GOLDEN_TENSOR, "value"));
+        const char *s = golden_opt(&c, "scale");
+        if (s) {
+            r.has_scale = 1;
+            r.scale = strtof(s, NULL);
+        }
+        golden_options(&c, &r.opt, globals);
+        r.params = params;
+        r.n_params = np;
+        opt = &r.opt;
+        st = run_rule(&r, &sh, &out, &w, &e);
+    }
+    if (st != ATTN_OK && pipeline_field(e.field)) {
+        n_skip++;
+        printf("SKIPPED %s: %s (%s)\n", c.name, e.field, e.message);
+    } else {
+        check(st == ATTN_OK, c.name, "computes: ", e.message);
+        if (st == ATTN_OK) {
+            golden_expect(&c, "output", out, sh.out_count);
+            if (opt->need_weights)
+                golden_expect(&c, "weights", w, sh.w_count);
+        }
+    }
+    attn_param_set_free(set);
+    free(out);
+    free(w);
+    golden_free(&c);
+}
+
+/* ------------------------------------------------------------- main */
+
+static void run_random(void)
+{
+    for (int it = 0; it < 60; it++)
+        random_linear(it);
+    for (int it = 0; it < 20; it++)
+        random_mha(it, 1, ATTN_SPARSE_NONE);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "tests/golden_modern";
+    char **paths;
+    int n = golden_list(dir, &paths);
+    if (n <= 0) {
+        printf("no case files in %s\n0 passed, 1 failed\n", dir);
+        return 1;
+    }
+    const char *env = getenv("ATTN_ISA");
+    static const char *const isas[] = {"avx512", "avx2", "generic"};
+    for (int k = 0; k < 3; k++) {
+        if (env && *env && strcmp(env, isas[k]) != 0)
+            continue;
+        if (attn_kernels_use(isas[k]) != 0) {
+            printf("SKIPPED: instruction set %s (this CPU lacks it)\n", isas[k]);
+            n_skip++;
+            continue;
+        }
+        isa_now = isas[k];
+        for (threads_now = 1; threads_now <= 2; threads_now++) {
+            for (int i = 0; i < n; i++)
+                golden_run(paths[i]);
+            rng = 88172645463325252ull + (uint64_t)threads_now;
+            run_random();
+        }
+    }
+    golden_list_free(paths, n);
+    printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+    return n_fail ? 1 : 0;
+}
