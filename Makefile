@@ -90,7 +90,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-modern test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -242,6 +242,17 @@ $(BENCH_ORT): $(BUILD)/bench/ort_capi.o $(BENCH_OURS) $(STATIC)
 
 $(BENCH_NPM): bench/package.json
 	cd bench && npm install --ignore-scripts --no-audit --no-fund --loglevel=error
+
+# What the score pipeline's options (softcap, ALiBi, rope, sinks) cost on the
+# dense core and on a decode row, in CPU seconds (bench/modern.c).
+BENCH_MODERN = $(BUILD)/bench_modern
+
+$(BENCH_MODERN): $(BUILD)/bench/modern.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+.PHONY: bench-modern
+bench-modern: $(BENCH_MODERN)
+	$(BENCH_MODERN)
 
 # The wire and service rows: the server's codecs against Jansson on 1M floats
 # (bench_wire links the wire objects), a base64 multi-head request to a live
@@ -428,10 +439,20 @@ install: all
 # TEST_SUITES until lib/ implements the options.
 TEST_MODERN_REF = $(BUILD)/test_modern_ref
 
-$(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
+$(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/modern_case.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
 	$(CC) -o $@ $^ $(LDFLAGS) -lm
 
-.PHONY: test-modern-ref golden-modern
+.PHONY: test-modern-ref golden-modern test-modern
+
+# The library's modern options (tests/test_modern.c) against those vectors
+# and against tests/ref_modern.c over random requests, on every CPU variant.
+TEST_MODERN = $(BUILD)/test_modern
+
+$(TEST_MODERN): $(BUILD)/tests/test_modern.o $(BUILD)/tests/modern_case.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-modern: $(TEST_MODERN)
+	$(TEST_MODERN) tests/golden_modern
 
 test-modern-ref: $(TEST_MODERN_REF)
 	$(TEST_MODERN_REF) tests/golden_modern
@@ -440,7 +461,7 @@ golden-modern:
 	$(PYTHON) tests/gen_modern.py tests/golden_modern
 
 # build-matrix also compiles these (defined above, after test-bins).
-test-bins: $(TEST_MODERN_REF) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
+test-bins: $(TEST_MODERN_REF) $(TEST_MODERN) $(BENCH_MODERN) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
 
 # ---- trained English->French attention models (see training/README.md) ----
 # Needs Debian's python3 with torch (not the pyenv one) and root for apt-get.

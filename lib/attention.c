@@ -46,6 +46,8 @@ typedef struct {
     float *kp;   /* projected keys, or the key half of concat's scores */
     float *ctxv; /* concat: the context vectors (attention's output) */
     float *out2; /* concat: the context's half of the output */
+    float *qr, *kr; /* rope: the rotated queries and keys */
+    attn_rope_pass rope;
     attn_heads heads;
 } plan;
 
@@ -242,19 +244,27 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
         if (!isfinite(req->scale))
             return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
     }
+    const attn_options *o = &req->opt;
     if (req->rule != ATTN_RULE_LINEAR && req->opt.feature_map != ATTN_FM_ELU)
         return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
                          "feature_map applies only to rule linear, not %s", info->name);
     if (req->rule == ATTN_RULE_CONCAT) {
-        const attn_options *o = &req->opt;
         const char *bad = o->key_mask.rank ? "key_mask" : o->causal ? "causal"
-                        : o->has_window ? "window" : o->bias.rank ? "bias" : NULL;
+                        : o->has_window ? "window" : o->bias.rank ? "bias"
+                        : o->align != ATTN_ALIGN_TOP_LEFT ? "align"
+                        : o->softcap != 0.0f ? "softcap" : o->alibi ? "alibi"
+                        : o->sinks ? "sinks" : o->rope.on ? "rope"
+                        : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity" : NULL;
         if (bad)
             return attn_fail(err, ATTN_ERR_PARAM, bad,
                              "%s does not apply to rule concat (its weights are over the Lv "
-                             "value positions); use mask (Lq, Lv)",
+                             "value positions); it takes mask (Lq, Lv) and hard",
                              bad);
     }
+    if (o->rope.on && req->rule != ATTN_RULE_DOT && req->rule != ATTN_RULE_SCALED_DOT)
+        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+                         "rope applies to rules dot and scaled_dot (and multi-head), not %s",
+                         info->name);
     return ATTN_OK;
 }
 
@@ -303,6 +313,8 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys,
                                 concat ? "Lv" : "Lk", err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
+        return st;
+    if ((st = attn_check_rope(&req->opt.rope, pl->d.Dq, err)) != ATTN_OK)
         return st;
     pl->dh = req->hidden_size ? req->hidden_size : pl->d.Dq;
     pl->dout = req->output_size ? req->output_size : pl->d.Dq;
@@ -448,6 +460,14 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
+    const attn_options *o = &pl->req.opt;
+    if (o->rope.on) {
+        attn_rope_plan(&o->rope, d->Dq, d->Lq, d->Lk,
+                       o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
+        pl->rope.table = attn_ws_take(ws, attn_rope_table_floats(&pl->rope), sizeof(float));
+        pl->qr = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
+        pl->kr = attn_ws_take(ws, bk * (double)d->Dk, sizeof(float));
+    }
     int linear = pl->req.rule == ATTN_RULE_LINEAR;
     if (ws->base) {
         if (linear)
@@ -485,8 +505,10 @@ static void rule_head(const plan *pl, int64_t b, float *out, float *w)
     j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
     j->o_stride = Dv;
     if (j->kind == ATTN_SCORE_DOT) {
-        j->a = pl->req.query.data + b * Lq * Dq; j->a_stride = Dq;
-        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : pl->req.key.data) + b * Lk * kd;
+        const float *q = pl->req.opt.rope.on ? pl->qr : pl->req.query.data;
+        const float *k = pl->req.opt.rope.on ? pl->kr : pl->req.key.data;
+        j->a = q + b * Lq * Dq; j->a_stride = Dq;
+        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + b * Lk * kd;
         j->b_stride = kd;
         j->scale = pl->req.rule != ATTN_RULE_SCALED_DOT ? 1.0f
                  : pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d->Dk));
@@ -506,12 +528,29 @@ static void add_into(float *a, const float *b, int64_t n)
         a[e] += b[e];
 }
 
+/* dot and scaled_dot's rotary embedding: query and key rows rotated into
+ * qr and kr. */
+static void rule_rope(const attn_exec *ex, plan *pl)
+{
+    const attn_dims *d = &pl->d;
+    attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
+    q->src = pl->req.query.data; q->src_stride = d->Dq;
+    q->dst = pl->qr; q->dst_stride = d->Dq;
+    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = 1; q->hd = d->Dq;
+    k->src = pl->req.key.data; k->src_stride = d->Dk;
+    k->dst = pl->kr; k->dst_stride = d->Dk;
+    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = 1; k->hd = d->Dk;
+    attn_rope_run(ex, &pl->rope);
+}
+
 static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
 {
     plan *pl = p;
     const attn_dims *d = &pl->d;
     attn_gemm_call g[2];
     attn_exec_gemms(ex, g, rule_gemms(pl, g));
+    if (pl->req.opt.rope.on)
+        rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, d->B * d->Lq * pl->lkeys);
     for (int64_t b = 0; b < d->B; b++)

@@ -55,7 +55,13 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     f->key_mask = j->m.key_mask;
     f->bias = j->m.bias; f->bias_stride = j->m.bias_stride;
     f->causal = j->m.causal;
-    f->window = j->m.window;
+    f->window_left = j->m.window_left;
+    f->window_right = j->m.window_right;
+    f->off = j->m.off;
+    f->softcap = j->m.softcap;
+    f->alibi = j->m.alibi;
+    f->has_sink = j->m.has_sink;
+    f->sink = j->m.sink;
 }
 
 /* Scratch the kernel of n jobs like model asks on `threads` threads. Both
@@ -103,6 +109,9 @@ void attn_head_init(attn_head_job *j, const attn_options *o, int64_t b, int64_t 
     attn_masks_at(o, b, h, H, lq, lk, &j->m);
     j->hard = o->hard;
     j->top_k = o->top_k;
+    j->temperature = o->temperature;
+    j->seed = o->seed;
+    j->draw_base = (uint64_t)((b * H + h) * lq);
     j->w = w;
     j->w_stride = lk;
 }

@@ -96,26 +96,50 @@ attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
                                    const char *symbols, const char *who,
                                    attn_error *err);
 
-/* Mask views of one (batch, head) slice, in the form attn_sdpa_job uses. */
+/* The score pipeline of one (batch, head) slice after the rule's scores
+ * (attn.h's steps 2 to 5), in the form attn_sdpa_job uses: mask views,
+ * the band of causal and the window around i' = i + off (a side wider
+ * than every distance is stored as unbounded, -1, so sums of positions
+ * cannot overflow), softcap, the head's ALiBi slope and sink. */
 typedef struct {
     const uint8_t *mask; int64_t mask_stride;
     const uint8_t *key_mask;
     const float *bias; int64_t bias_stride;
     int causal;
-    int64_t window; /* < 0: none */
+    int64_t window_left, window_right; /* < 0: that side unbounded */
+    int64_t off;                       /* i' = i + off */
+    float softcap;                     /* > 0: on */
+    float alibi;                       /* the head's slope; 0: none */
+    int has_sink;
+    float sink;
 } attn_row_masks;
 
 void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
                    int64_t Lq, int64_t Lk, attn_row_masks *m);
 
+/* The ALiBi paper's slope of head h (0-based) of H (attn.h). */
+float attn_alibi_slope(int64_t H, int64_t h);
+
+/* rope for a head of hd features: the checks attn_check_options cannot
+ * make without the head size (dims even and <= hd). */
+attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err);
+
 /* --------------------------------------------------------- softmax.c */
 
-/* Row i of attention: s holds the raw scores (lk floats) and is
- * overwritten; w receives the weights. tmp is lk floats of scratch.
- * Applies bias and masks, a max-subtracted softmax over allowed keys
- * (all zero when none), then hard attention. */
-void attn_row_softmax(float *s, int64_t i, int64_t lk, const attn_row_masks *m,
-                      attn_hard hard, int64_t top_k, float *w, float *tmp);
+/* The keys [*j0, *j1) query row i may see under causal and the window
+ * (empty: j0 = j1 <= lk). */
+void attn_row_range(const attn_row_masks *m, int64_t i, int64_t lk, int64_t *j0, int64_t *j1);
+
+/* Softcap and ALiBi (steps 2 and 3 but the bias) on score x of row i,
+ * key j. */
+static inline float attn_row_terms(const attn_row_masks *m, int64_t i, int64_t j, float x)
+{
+    if (m->softcap > 0.0f)
+        x = m->softcap * tanhf(x / m->softcap);
+    if (m->alibi != 0.0f)
+        x -= m->alibi * fabsf((float)(i + m->off - j));
+    return x;
+}
 
 /* ------------------------------------------------------------ exec.c */
 
@@ -170,7 +194,16 @@ typedef struct attn_head_job {
     attn_row_masks m;
     attn_hard hard;
     int64_t top_k;
+    float temperature;  /* ATTN_HARD_SAMPLE: row i draws output draw_base + i */
+    uint64_t seed, draw_base;
 } attn_head_job;
+
+/* Row i of a head job's attention: s holds the raw scores (lk floats) and
+ * is overwritten; w receives the weights. tmp is lk floats of scratch.
+ * Applies the score pipeline (softcap, bias, ALiBi, masks), a
+ * max-subtracted softmax over allowed keys with the sink (all zero when
+ * none), then hard attention. */
+void attn_row_softmax(float *s, int64_t i, const attn_head_job *j, float *w, float *tmp);
 
 /* n head jobs and room to run them on either kernel. */
 typedef struct {
@@ -244,6 +277,41 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params);
 attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
                          int need_weights, float *out, float *w, attn_error *err);
 
+/* ------------------------------------------------------------ rope.c */
+
+/* One set of rows to rotate: rows of `heads` heads of hd features (hd
+ * apart) from src into dst (which may be src); row r is at table row
+ * pos0 + r % L (L rows per batch element). */
+typedef struct {
+    const float *src; int64_t src_stride;
+    float *dst; int64_t dst_stride;
+    int64_t rows, L, heads, hd;
+    int64_t pos0;
+} attn_rope_set;
+
+/* The rotary pre-pass of a call: the table (npos positions from `first`,
+ * dims floats each: dims/2 cosines, then dims/2 sines) and the query
+ * (set[0]) and key (set[1]) rows. */
+typedef struct {
+    const attn_rope *r;
+    int64_t dims;
+    double first;
+    int64_t npos;
+    float *table;
+    attn_rope_set set[2];
+} attn_rope_pass;
+
+/* Sizes p for validated rope options r, a head dim hd, Lq queries at
+ * i' = i + off and Lk keys: dims, the table's positions and each set's
+ * pos0. The caller then sets table (attn_rope_table_floats floats) and the
+ * sets' rows. */
+void attn_rope_plan(const attn_rope *r, int64_t hd, int64_t Lq, int64_t Lk, int64_t off,
+                    attn_rope_pass *p);
+double attn_rope_table_floats(const attn_rope_pass *p);
+
+/* Fills the table and rotates both sets, on the call's threads. */
+void attn_rope_run(const attn_exec *ex, const attn_rope_pass *p);
+
 /* ------------------------------------------------------------ rows.c */
 
 /* The row driver's name for a head job. */
@@ -292,9 +360,13 @@ attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
 /* A float in [-bound, bound) drawn as documented in attn.h. */
 float attn_seed_uniform(uint64_t *state, float bound);
 
+/* A normal(0, 1) float drawn as documented in attn.h (two draws). */
+float attn_seed_normal(uint64_t *state);
+
 /* One parameter to draw: a Linear weight/bias (uniform, bound
- * 1/sqrtf(fan_in)) or a LayerNorm weight (ones) / bias (zeros). */
-typedef enum { ATTN_INIT_UNIFORM, ATTN_INIT_ONES, ATTN_INIT_ZEROS } attn_init;
+ * 1/sqrtf(fan_in)), a LayerNorm weight (ones) / bias (zeros), or an
+ * nn.Embedding table (normal(0, 1)). */
+typedef enum { ATTN_INIT_UNIFORM, ATTN_INIT_ONES, ATTN_INIT_ZEROS, ATTN_INIT_NORMAL } attn_init;
 
 typedef struct attn_seed_spec {
     const char *name; /* static string */
@@ -304,7 +376,7 @@ typedef struct attn_seed_spec {
     attn_init init;
 } attn_seed_spec;
 
-#define ATTN_SEED_MAX 10 /* specs of the largest set (multi-head with norm) */
+#define ATTN_SEED_MAX 11 /* specs of the largest set (multi-head W_*, learned positions, norm) */
 
 /* Floats of the specs' tensors, summed in double (no overflow). */
 double attn_seed_floats(const attn_seed_spec *specs, size_t n);

@@ -25,13 +25,18 @@ void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
  * threads (0 when it needs none). */
 size_t attn_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads);
 
-/* One head of scaled-dot-product attention:
- *   s[i][j] = scale * (q_i . k_j) + bias[i][j]     for allowed (i,j)
- *   w_i     = softmax over allowed j of s_i   (all zero if none allowed)
+/* One head of scaled-dot-product attention, the score pipeline of attn.h:
+ *   s[i][j] = scale * (q_i . k_j)
+ *   s       = softcap * tanh(s / softcap)          when softcap > 0
+ *   s      += bias[i][j] - alibi * |i + off - j|
+ *   w_i     = softmax over allowed j of s_i, with the sink logit in the
+ *             sum when has_sink (all zero if no key is allowed)
  *   o_i     = sum_j w[i][j] v_j
- * (i,j) is allowed when every present mask says so:
- *   mask[i*mask_stride + j] != 0, key_mask[j] != 0,
- *   causal -> j <= i, window >= 0 -> |i - j| <= window.
+ * Query row i sits at key position i' = i + off (|off| <= max(lq, lk);
+ * attn.h's align), and (i,j) is allowed when every present mask says so:
+ *   mask[i*mask_stride + j] != 0, key_mask[j] != 0, causal -> j <= i',
+ *   window_left >= 0 -> j >= i' - window_left,
+ *   window_right >= 0 -> j <= i' + window_right.
  * Pointers are to row 0 of this head's slice; strides are in elements.
  * w may be NULL (weights not wanted: must not be materialised as Lq x Lk).
  * The softmax subtracts the row max, so scores of 1e4 are fine. */
@@ -47,7 +52,12 @@ typedef struct {
     const uint8_t *key_mask;                   /* NULL: none; lk bytes */
     const float *bias;   int64_t bias_stride;  /* NULL: none */
     int causal;
-    int64_t window;                            /* < 0: none */
+    int64_t window_left, window_right;         /* < 0: that side unbounded */
+    int64_t off;                               /* i' = i + off */
+    float softcap;                             /* > 0: on */
+    float alibi;                               /* ALiBi slope; 0: none */
+    int has_sink;
+    float sink;                                /* the sink logit, finite */
 } attn_sdpa_job;
 
 /* Runs n independent head jobs (e.g. batch x heads), spreading the work

@@ -33,7 +33,11 @@
 #define gemm_worker_floats ISA_NAME(gemm_worker_floats)
 #define gemm_scratch_bytes ISA_NAME(gemm_scratch_bytes)
 #define gemm_nt ISA_NAME(gemm_nt)
+#define band_of ISA_NAME(band_of)
 #define key_range ISA_NAME(key_range)
+#define first_vector ISA_NAME(first_vector)
+#define score_terms ISA_NAME(score_terms)
+#define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
 #define score_tile ISA_NAME(score_tile)
 #define lazy_tile ISA_NAME(lazy_tile)
@@ -303,33 +307,69 @@ static TGT void gemm_nt(int64_t m, int64_t n, int64_t k,
 
 /* ------------------------------------------------------------- sdpa */
 
+/* The lane index of each vector lane, for the per-row terms (ALiBi). */
+static const float lane_iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+/* The band of keys query row i may see under causal and the window:
+ * [i' - *lo, i' + *hi] with i' = i + off, a side < 0 unbounded. A side
+ * wider than every distance |i' - j| is unbounded too, so no sum of
+ * positions below can overflow on hostile values. */
+static inline ALWAYS void band_of(const attn_sdpa_job *j, int64_t *lo, int64_t *hi)
+{
+    int64_t far = 2 * (j->lq + j->lk);
+    *lo = j->window_left > far ? -1 : j->window_left;
+    *hi = j->causal ? 0 : j->window_right > far ? -1 : j->window_right;
+}
+
 /* Keys [lo, hi) that any row of [i0, i0+nr) may see under causal/window. */
 static void key_range(const attn_sdpa_job *j, int64_t i0, int64_t nr,
                           int64_t *lo, int64_t *hi)
 {
-    int64_t a = 0, b = j->lk;
-    int64_t ilast = i0 + nr - 1;
-    if (j->causal && ilast + 1 < b) b = ilast + 1;
-    if (j->window >= 0) {
-        if (i0 - j->window > a) a = i0 - j->window;
-        if (j->window <= INT64_MAX - ilast - 1 && ilast + j->window + 1 < b)
-            b = ilast + j->window + 1;
-    }
+    int64_t bl, br, a = 0, b = j->lk;
+    band_of(j, &bl, &br);
+    if (br >= 0 && i0 + nr + j->off + br < b) b = i0 + nr + j->off + br;
+    if (bl >= 0 && i0 + j->off - bl > a) a = i0 + j->off - bl;
+    if (b < 0) b = 0;
     if (a > b) a = b; /* nothing visible: an empty range inside [0, lk] */
     *lo = a;
     *hi = b;
 }
 
+/* The first query vector of a block from i0 that may see key jb under the
+ * band's upper side br (>= 0): vector v's last row sees keys up to
+ * i0 + off + br + (v+1) VW - 1. */
+static inline ALWAYS int first_vector(const attn_sdpa_job *j, int64_t br, int64_t i0, int64_t jb)
+{
+    int64_t t = jb - (i0 + j->off + br);
+    int v0 = br >= 0 && t >= VW ? (int)(t / VW) : 0;
+    return v0 >= QV ? QV - 1 : v0; /* QV - 1 cannot happen: key_range stops at the last row */
+}
+
+/* Softcap and ALiBi of attn_sdpa_job on one vector of scores s, for keys
+ * j (lane l: row i' = d + j + l when drow, else key j + l of row i' = d). */
+static inline ALWAYS TGT V score_terms(const attn_sdpa_job *j, V s, float d, V iota, int drow)
+{
+    if (j->softcap > 0.0f)
+        s = VMUL(VSET1(j->softcap), VTANH(VMUL(s, VSET1(1.0f / j->softcap))));
+    if (j->alibi != 0.0f) {
+        V dist = drow ? VADD(VSET1(d), iota) : VSUB(VSET1(d), iota);
+        s = VFNMA(VSET1(j->alibi), VABS(dist), s);
+    }
+    return s;
+}
+
 /* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
  * jb..jb+kn-1 and query rows i0.. (QB of them; qt holds them already
- * scaled), with causal/window/key_mask applied. */
+ * scaled), through softcap and ALiBi, with causal/window/key_mask
+ * applied. */
 static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt,
                                              int64_t i0, int64_t jb, int kn, V acc[KN][QV])
 {
     const float *kr = j->k + jb * j->k_stride;
-    /* causal: query vector v sees none of keys jb.. when jb >= i0 + (v+1) VW */
-    int v0 = j->causal && jb - i0 >= VW ? (int)((jb - i0) / VW) : 0;
-    if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    /* query vectors before v0 see none of keys jb.. (causal, window) */
+    int v0 = first_vector(j, br, i0, jb);
     if (kn == KN) {
         switch (v0) {
         case 0: kq_tile(qt, j->d, kr, j->k_stride, KN, 0, acc); break;
@@ -340,24 +380,21 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt
     } else {
         kq_tile(qt, j->d, kr, j->k_stride, kn, v0, acc);
     }
-    V ninf = VSET1(-INFINITY);
-    int structural = j->causal || j->window >= 0;
-    /* a window wider than both lengths masks nothing; clamping keeps the
-     * lane arithmetic below from overflowing on hostile values */
-    int64_t wnd = j->window > j->lq + j->lk ? j->lq + j->lk : j->window;
+    V ninf = VSET1(-INFINITY), iota = VLOAD(lane_iota);
+    int structural = bl >= 0 || br >= 0, terms = j->softcap > 0.0f || j->alibi != 0.0f;
     for (int kk = 0; kk < kn; kk++) {
         int64_t jj = jb + kk;
         int dead = j->key_mask && !j->key_mask[jj];
         UNROLL for (int v = 0; v < QV; v++) {
+            /* lane l is row i0 + v*VW + l, at i' = base + l */
+            int64_t base = i0 + v * VW + j->off;
             V s = dead ? ninf : acc[kk][v];
+            if (terms && !dead) s = score_terms(j, s, (float)(base - jj), iota, 1);
             if (structural && !dead) {
-                /* lane l is row i0 + v*VW + l; allowed lanes form a range */
-                int64_t base = i0 + v * VW, lo = -1, hi = VW;
-                if (j->causal && jj - base > lo) lo = jj - base;
-                if (wnd >= 0) {
-                    if (jj - base - wnd > lo) lo = jj - base - wnd;
-                    if (jj - base + wnd < hi) hi = jj - base + wnd;
-                }
+                /* allowed lanes form a range: l >= jj - base - br, l <= jj - base + bl */
+                int64_t lo = -1, hi = VW;
+                if (br >= 0) lo = jj - base - br;
+                if (bl >= 0) hi = jj - base + bl;
                 if (lo > 0 || hi < VW - 1) {
                     int l = lo < 0 ? 0 : lo > VW ? VW : (int)lo;
                     int h = hi < -1 ? -1 : hi >= VW ? VW - 1 : (int)hi;
@@ -593,24 +630,25 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
     return !j->mask && !j->bias;
 }
 
-/* O^T = O^T alpha + V^T P^T for one key block (nk keys from jb). Causal
- * blocks on the diagonal go in runs of VW keys, each run skipping the query
- * vectors that see none of it; alpha applies on the first run only. */
+/* O^T = O^T alpha + V^T P^T for one key block (nk keys from jb). Blocks
+ * on the band's upper edge (causal, window) go in runs of VW keys, each run
+ * skipping the query vectors that see none of it; alpha applies on the
+ * first run only. */
 static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, const float *st,
                                              int64_t i0, int64_t jb, int nk, const V alpha[QV])
 {
     const float *vb = j->v + jb * j->v_stride;
-    if (!j->causal || jb + nk <= i0 + VW) {
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    if (br < 0 || jb + nk <= i0 + j->off + br + VW) {
         pv_cols(ot, st, nk, vb, j->v_stride, j->dv, alpha, 0);
         return;
     }
     V one[QV];
     UNROLL for (int q = 0; q < QV; q++) one[q] = VSET1(1.0f);
     for (int s0 = 0; s0 < nk;) {
-        int64_t key = jb + s0;
-        int v0 = key - i0 < VW ? 0 : (int)((key - i0) / VW);
-        if (v0 >= QV) v0 = QV - 1; /* cannot happen: key_range stops at the last row */
-        int64_t e = i0 + (int64_t)(v0 + 1) * VW - jb;
+        int v0 = first_vector(j, br, i0, jb + s0);
+        int64_t e = i0 + j->off + br + (int64_t)(v0 + 1) * VW - jb;
         int s1 = e > nk || v0 == QV - 1 ? nk : (int)e;
         pv_cols(ot, st + s0 * QB, s1 - s0, vb + s0 * j->v_stride, j->v_stride, j->dv,
                 s0 == 0 ? alpha : one, v0);
@@ -703,8 +741,13 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
 {
     flash_pack_q(j, i0, nr, qt);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
+    /* a sink starts the online softmax as one key of logit z and no value
+     * (m = z, l = 1); without keys the row's output stays zero */
     V m[QV], l[QV];
-    UNROLL for (int q = 0; q < QV; q++) { m[q] = VSET1(-INFINITY); l[q] = VZERO(); }
+    UNROLL for (int q = 0; q < QV; q++) {
+        m[q] = VSET1(j->has_sink ? j->sink : -INFINITY);
+        l[q] = j->has_sink ? VSET1(1.0f) : VZERO();
+    }
     int64_t klo, khi;
     key_range(j, i0, nr, &klo, &khi);
     /* stream the weights once rows are long enough that caching them
@@ -738,18 +781,35 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     if (stream && staged) VSFENCE();
 }
 
+/* Softcap and ALiBi over a decode row's scores sc (nk keys from jb, row
+ * at i'), leaving -inf (masked) as it is. */
+static inline ALWAYS TGT void decode_terms(const attn_sdpa_job *j, int64_t ip, int64_t jb, int nk,
+                                           float *sc)
+{
+    V iota = VLOAD(lane_iota);
+    for (int kk = 0; kk < nk; kk += VW) {
+        int n = nk - kk < VW ? nk - kk : VW;
+        VM tm = VTAILMASK(n == VW ? 0 : n);
+        V x = n == VW ? VLOAD(sc + kk) : VLOADM(sc + kk, tm);
+        V y = VSEL(VISNINF(x), x, score_terms(j, x, (float)(ip - jb - kk), iota, 0));
+        if (n == VW) VSTORE(sc + kk, y);
+        else VSTOREM(sc + kk, tm, y);
+    }
+}
+
 /* Scores of query row i against keys [jb, jb+nk) into sc (-inf where not
  * allowed); returns their max, or m when that is larger. */
 static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, int64_t jb, int nk,
                                              float *sc, float m)
 {
     VM dm = VTAILMASK((int)(j->d % VW));
-    int64_t df = j->d - j->d % VW;
+    int64_t df = j->d - j->d % VW, ip = i + j->off, bl, br;
+    band_of(j, &bl, &br);
     const float *q = j->q + i * j->q_stride;
     for (int kk = 0; kk < nk; kk++) {
         int64_t t = jb + kk;
         if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
-            (j->window >= 0 && (t - i > j->window || i - t > j->window)) || (j->causal && t > i)) {
+            (bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br)) {
             sc[kk] = -INFINITY;
             continue;
         }
@@ -757,9 +817,12 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
         V s = VZERO();
         for (int64_t p = 0; p < df; p += VW) s = VFMA(VLOAD(q + p), VLOAD(k + p), s);
         if (df < j->d) s = VFMA(VLOADM(q + df, dm), VLOADM(k + df, dm), s);
-        float x = VHSUM(s) * j->scale;
-        if (j->bias) x += j->bias[i * j->bias_stride + t];
-        sc[kk] = x;
+        sc[kk] = VHSUM(s) * j->scale;
+    }
+    if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
+    for (int kk = 0; kk < nk; kk++) {
+        float x = sc[kk];
+        if (j->bias && x != -INFINITY) sc[kk] = x = x + j->bias[i * j->bias_stride + jb + kk];
         if (x > m) m = x;
     }
     return m;
@@ -803,7 +866,7 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
 {
     int64_t vf = j->dv - j->dv % VW;
     for (int64_t i = i0; i < i0 + nr; i++) {
-        float m = -INFINITY, l = 0.0f;
+        float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi;
         key_range(j, i, 1, &klo, &khi);
@@ -842,7 +905,7 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     const attn_sdpa_job *j = &s->jobs[lo];
     int64_t nb = s->first[lo + 1] - s->first[lo];
     int64_t b = task - s->first[lo];
-    if (j->causal) b = nb - 1 - b; /* the longest blocks first, to balance */
+    if (j->causal || j->window_right >= 0) b = nb - 1 - b; /* the longest blocks first */
     float *scr = s->scratch + (size_t)worker * s->per_worker;
     if (j->lq < QB / 4 && !j->w) {
         int64_t i0 = b * (QB / 4);

@@ -20,7 +20,7 @@ attn_mha_request attn_mha_request_default(void)
 enum {
     P_IN_W, P_IN_B, P_QW, P_KW, P_VW, P_OUT_W, P_OUT_B,          /* PyTorch's names */
     P_WQ_W, P_WQ_B, P_WK_W, P_WK_B, P_WV_W, P_WV_B, P_WO_W, P_WO_B, /* W_* names */
-    P_NORM_W, P_NORM_B,
+    P_NORM_W, P_NORM_B, P_POS,
     P_COUNT
 };
 
@@ -29,7 +29,7 @@ static const char *const pnames[P_COUNT] = {
     "out_proj.weight", "out_proj.bias",
     "W_q.weight", "W_q.bias", "W_k.weight", "W_k.bias", "W_v.weight", "W_v.bias",
     "W_o.weight", "W_o.bias",
-    "norm.weight", "norm.bias",
+    "norm.weight", "norm.bias", "pos_embedding.weight",
 };
 
 /* The field of the parameter in slot i, for attn_fail. */
@@ -42,7 +42,7 @@ typedef struct {
     int64_t H, Hkv, hd, ekv, E3;
     const attn_tensor *p[P_COUNT];
     /* Resolved projections (biases NULL when zero). */
-    const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *nw, *nb;
+    const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *nw, *nb, *pos;
     attn_shapes shapes;
     int pe, avg, fused;
     int64_t qw;       /* floats per row of the q projection (3E when fused) */
@@ -50,6 +50,7 @@ typedef struct {
     int64_t jobs_n;   /* head jobs per kernel run */
     float *enc[3];    /* query, key, value with the positional encoding */
     float *qp, *kp, *vp, *ao, *hw; /* projections, heads' output, per-head weights */
+    attn_rope_pass rope; /* rotates qp and kp in place */
     attn_heads heads;
 } mplan;
 
@@ -70,7 +71,7 @@ static attn_status bind_names(const attn_mha_request *req, mplan *pl, attn_error
                              "unknown parameter %s; multi-head takes in_proj_weight, "
                              "in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight, "
                              "out_proj.weight, out_proj.bias, or W_q/W_k/W_v/W_o .weight and "
-                             ".bias, and norm.weight, norm.bias",
+                             ".bias, and norm.weight, norm.bias, pos_embedding.weight",
                              name);
         if (pl->p[at])
             return attn_fail(err, ATTN_ERR_PARAM, PFIELD(at), "parameter %s is given twice",
@@ -101,6 +102,15 @@ static attn_status check_naming(const attn_mha_request *req, const mplan *pl, in
             if (pl->p[i])
                 return attn_fail(err, ATTN_ERR_PARAM, PFIELD(i),
                                  "%s is used only when residual_norm is true", pnames[i]);
+    int learned = req->positional_encoding == ATTN_PE_LEARNED;
+    if (!learned && pl->p[P_POS])
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(P_POS),
+                         "pos_embedding.weight is used only when positional_encoding is "
+                         "\"learned\"");
+    if (learned && !pl->p[P_POS])
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(P_POS),
+                         "params.pos_embedding.weight is missing; the learned positional "
+                         "encoding needs (P, E) with P >= max(Lq, Lk) (params are all or none)");
     if (*wset) {
         static const int req_w[4] = {P_WQ_W, P_WK_W, P_WV_W, P_WO_W};
         static const char *const shp[4] = {"(E, E)", "(Hkv*E/H, kdim)", "(Hkv*E/H, vdim)",
@@ -167,6 +177,31 @@ static attn_status bind_mha_params(const attn_mha_request *req, mplan *pl, attn_
     return wset ? ATTN_OK : check_torch_names(pl, err);
 }
 
+/* pos_embedding.weight: (P, E) with P >= max(Lq, Lk), a row per position. */
+static attn_status check_pos_table(const mplan *pl, attn_error *err)
+{
+    const attn_tensor *t = pl->p[P_POS];
+    int64_t E = pl->d.Dq, need = pl->d.Lq > pl->d.Lk ? pl->d.Lq : pl->d.Lk;
+    if (!t)
+        return ATTN_OK;
+    if (t->rank != 2 || t->shape[1] != E || t->shape[0] < 1) {
+        char got[96];
+        attn_fmt_shape(got, sizeof got, t->rank, t->shape);
+        return attn_fail(err, ATTN_ERR_SHAPE, PFIELD(P_POS),
+                         "params.pos_embedding.weight has shape %s but multi-head needs (P, E) "
+                         "= (P, %lld) with P >= max(Lq, Lk) = %lld",
+                         got, (long long)E, (long long)need);
+    }
+    if (t->shape[0] < need)
+        return attn_fail(err, ATTN_ERR_PARAM, PFIELD(P_POS),
+                         "params.pos_embedding.weight has %lld rows, fewer than the %lld "
+                         "positions max(Lq, Lk) needs",
+                         (long long)t->shape[0], (long long)need);
+    if (!t->data)
+        return attn_fail(err, ATTN_ERR_ARG, PFIELD(P_POS), "params.pos_embedding.weight has no data");
+    return ATTN_OK;
+}
+
 static attn_status check_mha_shapes(mplan *pl, attn_error *err)
 {
     int64_t E = pl->d.Dq, kd = pl->d.Dk, vd = pl->d.Dv, ekv = pl->ekv, E3 = pl->E3;
@@ -179,10 +214,10 @@ static attn_status check_mha_shapes(mplan *pl, attn_error *err)
         [P_WK_B] = {1, ekv, 0, "(Hkv*E/H)"},   [P_WV_W] = {2, ekv, vd, "(Hkv*E/H, vdim)"},
         [P_WV_B] = {1, ekv, 0, "(Hkv*E/H)"},   [P_WO_W] = {2, E, E, "(E, E)"},
         [P_WO_B] = {1, E, 0, "(E)"},           [P_NORM_W] = {1, E, 0, "(E)"},
-        [P_NORM_B] = {1, E, 0, "(E)"},
+        [P_NORM_B] = {1, E, 0, "(E)"},          [P_POS] = {0, 0, 0, NULL}, /* below */
     };
     for (int i = 0; i < P_COUNT; i++) {
-        if (!pl->p[i])
+        if (!pl->p[i] || i == P_POS)
             continue;
         int64_t shape[2] = {want[i].s0, want[i].s1};
         attn_status st = attn_check_param_shape(pnames[i], pl->p[i], want[i].rank, shape,
@@ -190,7 +225,7 @@ static attn_status check_mha_shapes(mplan *pl, attn_error *err)
         if (st != ATTN_OK)
             return st;
     }
-    return ATTN_OK;
+    return check_pos_table(pl, err);
 }
 
 static const float *pdata(const mplan *pl, int slot)
@@ -220,6 +255,7 @@ static void resolve(mplan *pl)
     }
     pl->nw = pdata(pl, P_NORM_W);
     pl->nb = pdata(pl, P_NORM_B);
+    pl->pos = pdata(pl, P_POS);
 }
 
 /* The parameters attn_mha_seed_params draws for the planned sizes, in
@@ -254,6 +290,10 @@ static size_t mha_seed_specs(const void *p, attn_seed_spec *s)
         SPEC("W_o.bias", 1, E, 0, E);
     }
 #undef SPEC
+    if (pl->req.positional_encoding == ATTN_PE_LEARNED) {
+        int64_t P = pl->d.Lq > pl->d.Lk ? pl->d.Lq : pl->d.Lk;
+        s[n++] = (attn_seed_spec){"pos_embedding.weight", 2, {P, E}, 0, ATTN_INIT_NORMAL};
+    }
     if (pl->req.residual_norm) {
         s[n++] = (attn_seed_spec){"norm.weight", 1, {E, 0}, E, ATTN_INIT_ONES};
         s[n++] = (attn_seed_spec){"norm.bias", 1, {E, 0}, E, ATTN_INIT_ZEROS};
@@ -333,9 +373,15 @@ static attn_status check_heads(const attn_mha_request *req, mplan *pl, attn_erro
     if (req->linear)
         return attn_fail(err, ATTN_ERR_PARAM, "attention", "attention \"linear\" is not supported yet");
     if (req->positional_encoding != ATTN_PE_NONE &&
-        req->positional_encoding != ATTN_PE_SINUSOIDAL)
+        req->positional_encoding != ATTN_PE_SINUSOIDAL &&
+        req->positional_encoding != ATTN_PE_LEARNED)
         return attn_fail(err, ATTN_ERR_PARAM, "positional_encoding",
-                         "positional_encoding must be \"sinusoidal\" or absent");
+                         "positional_encoding must be \"sinusoidal\", \"learned\" or absent");
+    if (req->positional_encoding == ATTN_PE_LEARNED && (pl->d.Dk != E || pl->d.Dv != E))
+        return attn_fail(err, ATTN_ERR_SHAPE, pl->d.Dk != E ? "key" : "value",
+                         "the learned positional encoding adds rows of (P, E) to query, key "
+                         "and value, but key has %lld features and value %lld (E = %lld)",
+                         (long long)pl->d.Dk, (long long)pl->d.Dv, (long long)E);
     return ATTN_OK;
 }
 
@@ -396,7 +442,7 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
                        "feature_map applies only to linear attention");
     else
         st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err);
-    if (st != ATTN_OK)
+    if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;
     if (with_params && req->n_params > 0) {
         if (!req->params)
@@ -453,6 +499,16 @@ static void add_posenc(const float *x, float *y, int64_t B, int64_t L, int64_t d
     }
 }
 
+/* Adds rows 0..L-1 of a learned table (an nn.Embedding of width d) to x
+ * (B, L, d) into y. */
+static void add_table(const float *x, const float *table, float *y, int64_t B, int64_t L,
+                      int64_t d)
+{
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t e = 0; e < L * d; e++)
+            y[b * L * d + e] = x[b * L * d + e] + table[e];
+}
+
 /* LayerNorm over the last dimension (Ba, Xu et al. 2016), eps 1e-5, biased
  * variance as torch.nn.LayerNorm; statistics in double. */
 static void layer_norm(float *x, int64_t rows, int64_t E, const float *w, const float *b)
@@ -499,7 +555,10 @@ static void mha_inputs(const mplan *pl, const float *x[3])
         int64_t L[3] = {d->Lq, d->Lk, d->Lk}, D[3] = {d->Dq, d->Dk, d->Dv};
         for (int i = 0; i < 3; i++)
             if (x[i]) {
-                add_posenc(x[i], pl->enc[i], d->B, L[i], D[i]);
+                if (pl->pos)
+                    add_table(x[i], pl->pos, pl->enc[i], d->B, L[i], D[i]);
+                else
+                    add_posenc(x[i], pl->enc[i], d->B, L[i], D[i]);
                 x[i] = pl->enc[i];
             }
     }
@@ -542,7 +601,7 @@ static void mha_lay_out(void *p, attn_ws *ws)
     const attn_dims *d = &pl->d;
     double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
     int has_k = pl->req.key.rank != 0, has_v = pl->req.value.rank != 0;
-    pl->pe = pl->req.positional_encoding == ATTN_PE_SINUSOIDAL;
+    pl->pe = pl->req.positional_encoding != ATTN_PE_NONE;
     pl->avg = pl->req.opt.need_weights && pl->req.average_weights;
     pl->fused = is_fused(pl);
     pl->qw = pl->fused ? pl->E3 : d->Dq;
@@ -560,6 +619,12 @@ static void mha_lay_out(void *p, attn_ws *ws)
     if (pl->fused) {
         pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
         pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
+    }
+    const attn_options *o = &pl->req.opt;
+    if (o->rope.on) {
+        attn_rope_plan(&o->rope, pl->hd, d->Lq, d->Lk,
+                       o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
+        pl->rope.table = attn_ws_take(ws, attn_rope_table_floats(&pl->rope), sizeof(float));
     }
     if (ws->base) {
         if (pl->req.linear)
@@ -610,6 +675,19 @@ static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
     return n;
 }
 
+/* The rotary embedding of every query head and key head, in place in the
+ * projections (after them, as in GPT-NeoX and Llama). */
+static void mha_rope(const attn_exec *ex, mplan *pl)
+{
+    const attn_dims *d = &pl->d;
+    attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
+    q->src = q->dst = pl->qp; q->src_stride = q->dst_stride = pl->qw;
+    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = pl->H; q->hd = pl->hd;
+    k->src = k->dst = pl->kp; k->src_stride = k->dst_stride = pl->ks;
+    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = pl->Hkv; k->hd = pl->hd;
+    attn_rope_run(ex, &pl->rope);
+}
+
 /* torch averages the per-head softmax weights: batch row b's into wb. */
 static void mha_average(const mplan *pl, float *wb)
 {
@@ -632,6 +710,8 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     attn_gemm_call g[3];
     mha_inputs(pl, x);
     attn_exec_gemms(ex, g, mha_gemms(pl, x, g));
+    if (pl->req.opt.rope.on)
+        mha_rope(ex, pl);
     for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
         size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
         attn_status st = pl->req.linear ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)

@@ -29,23 +29,6 @@ typedef struct {
     int64_t panel_floats;
 } rows_run;
 
-/* The keys query row i may attend lie in [*j0, *j1) as far as causal and
- * window say; scores outside are never read (the softmax masks them). */
-static void key_range(const attn_row_masks *m, int64_t i, int64_t lk, int64_t *j0, int64_t *j1)
-{
-    int64_t lo = 0, hi = lk;
-    if (m->causal && i + 1 < hi)
-        hi = i + 1;
-    if (m->window >= 0) { /* written so that no sum can overflow */
-        if (i > m->window)
-            lo = i - m->window;
-        if (m->window < hi - i - 1)
-            hi = i + m->window + 1;
-    }
-    *j0 = lo < hi ? lo : hi; /* empty: j0 = j1 <= lk */
-    *j1 = hi;
-}
-
 static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
 {
     const attn_row_job *jb = &r->jobs[job];
@@ -60,7 +43,7 @@ static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
         break;
     case ATTN_SCORE_TANH: {
         int64_t j0, j1;
-        key_range(&jb->m, i, jb->lk, &j0, &j1);
+        attn_row_range(&jb->m, i, jb->lk, &j0, &j1);
         if (j0 < j1)
             r->k->tanh_scores(a, r->panels + job * r->panel_floats, r->ldb, jb->d, jb->vw, j0,
                               j1, s);
@@ -83,17 +66,18 @@ static void rows_task(void *arg, int64_t row, int worker)
     float *w = jb->w ? jb->w + i * jb->w_stride : wrow;
     score_row(r, job, i, s);
     const attn_row_masks *m = &jb->m;
-    if (jb->hard == ATTN_HARD_NONE && !m->mask && !m->key_mask && !m->bias) {
+    if (jb->hard == ATTN_HARD_NONE && !m->mask && !m->key_mask && !m->bias &&
+        m->softcap == 0.0f && m->alibi == 0.0f && !m->has_sink) {
         /* Only causal / window, if anything: the allowed keys are one
          * range, so the SIMD softmax runs over it and the rest is zero. */
         int64_t j0, j1;
-        key_range(m, i, jb->lk, &j0, &j1);
+        attn_row_range(m, i, jb->lk, &j0, &j1);
         memset(w, 0, (size_t)j0 * sizeof *w);
         memset(w + j1, 0, (size_t)(jb->lk - j1) * sizeof *w);
         if (j0 < j1)
             r->k->softmax(s + j0, j1 - j0, w + j0);
     } else {
-        attn_row_softmax(s, i, jb->lk, m, jb->hard, jb->top_k, w, tmp);
+        attn_row_softmax(s, i, jb, w, tmp);
     }
     r->k->weighted_sum(w, jb->lk, jb->v, jb->v_stride, jb->dv, jb->o + i * jb->o_stride);
 }

@@ -23,6 +23,16 @@ float attn_seed_uniform(uint64_t *state, float bound)
     return (2.0f * u - 1.0f) * bound;
 }
 
+/* Box-Muller (cosine branch) from two draws, in double: u1 in (0, 1] so
+ * the log is finite. Only log and cos may differ in the last bit between
+ * C libraries. */
+float attn_seed_normal(uint64_t *state)
+{
+    double u1 = (double)((attn_splitmix64(state) >> 11) + 1) * 0x1p-53;
+    double u2 = (double)(attn_splitmix64(state) >> 11) * 0x1p-53;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * 3.14159265358979323846 * u2));
+}
+
 void attn_param_set_free(attn_param_set *set)
 {
     free(set); /* items and data live in the same block */
@@ -89,6 +99,9 @@ void attn_seed_fill(const attn_seed_spec *specs, size_t n, uint64_t seed, attn_n
             float bound = 1.0f / sqrtf((float)sp->fan_in);
             for (int64_t e = 0; e < c; e++)
                 data[e] = attn_seed_uniform(&state, bound);
+        } else if (sp->init == ATTN_INIT_NORMAL) {
+            for (int64_t e = 0; e < c; e++)
+                data[e] = attn_seed_normal(&state);
         } else {
             float fill = sp->init == ATTN_INIT_ONES ? 1.0f : 0.0f;
             for (int64_t e = 0; e < c; e++)

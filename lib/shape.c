@@ -1,5 +1,6 @@
 /* shape.c - validation of tensors, masks and options against a request's
  * sizes, with messages worded for an API user. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
@@ -98,6 +99,46 @@ static attn_status check_maskish(const char *name, int rank, const int64_t *shap
     return ATTN_OK;
 }
 
+/* n finite numbers, one per head, or NULL with n = 0 (the default). */
+static attn_status check_per_head(const char *field, const char *what, const float *v,
+                                  int64_t n, int64_t H, attn_error *err)
+{
+    if (!v)
+        return n == 0 ? ATTN_OK
+                      : attn_fail(err, ATTN_ERR_ARG, field, "%s: a count without values", field);
+    if (n != H)
+        return attn_fail(err, ATTN_ERR_PARAM, field,
+                         "%s has %lld values but there %s %lld head%s: give one %s per head",
+                         field, (long long)n, H == 1 ? "is" : "are", (long long)H,
+                         H == 1 ? "" : "s", what);
+    for (int64_t h = 0; h < n; h++)
+        if (!isfinite(v[h]))
+            return attn_fail(err, ATTN_ERR_PARAM, field, "%s[%lld] is not a finite number",
+                             field, (long long)h);
+    return ATTN_OK;
+}
+
+/* align, window sides, softcap, ALiBi slopes and sinks (H of each). */
+static attn_status check_pipeline(const attn_options *o, int64_t H, attn_error *err)
+{
+    attn_status st;
+    if (o->align != ATTN_ALIGN_TOP_LEFT && o->align != ATTN_ALIGN_BOTTOM_RIGHT)
+        return attn_fail(err, ATTN_ERR_PARAM, "align",
+                         "align must be \"top_left\" or \"bottom_right\"");
+    if (o->has_window && (o->window_left < -1 || o->window_right < -1))
+        return attn_fail(err, ATTN_ERR_PARAM, "window",
+                         "window sides must be >= 0 (or null for unbounded), got [%lld, %lld]",
+                         (long long)o->window_left, (long long)o->window_right);
+    if (!(o->softcap >= 0.0f) || !isfinite(o->softcap))
+        return attn_fail(err, ATTN_ERR_PARAM, "softcap",
+                         "softcap must be a finite number > 0, got %g", (double)o->softcap);
+    if (o->alibi &&
+        (st = check_per_head("alibi", "slope", o->alibi_slopes, o->n_alibi_slopes, H, err)) !=
+            ATTN_OK)
+        return st;
+    return check_per_head("sinks", "sink logit", o->sinks, o->n_sinks, H, err);
+}
+
 attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err)
 {
@@ -122,19 +163,11 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
         if (!km->data)
             return attn_fail(err, ATTN_ERR_ARG, "key_mask", "key_mask has no data");
     }
-    if (o->has_window && (o->window_left < -1 || o->window_right < -1))
-        return attn_fail(err, ATTN_ERR_PARAM, "window",
-                         "window sides must be >= 0 (or null for unbounded), got [%lld, %lld]",
-                         (long long)o->window_left, (long long)o->window_right);
-    /* the score pipeline's newer options, not yet computed */
-    const char *later = o->align != ATTN_ALIGN_TOP_LEFT ? "align"
-                      : o->has_window && o->window_left != o->window_right ? "window"
-                      : o->softcap != 0.0f ? "softcap" : o->alibi ? "alibi"
-                      : o->sinks ? "sinks" : o->rope.on ? "rope"
-                      : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity"
-                      : o->hard == ATTN_HARD_SAMPLE ? "hard" : NULL;
-    if (later)
-        return attn_fail(err, ATTN_ERR_PARAM, later, "%s is not supported yet", later);
+    if ((st = check_pipeline(o, H > 0 ? H : 1, err)) != ATTN_OK)
+        return st;
+    /* not computed yet */
+    if (o->sparsity.pattern != ATTN_SPARSE_NONE)
+        return attn_fail(err, ATTN_ERR_PARAM, "sparsity", "sparsity is not supported yet");
     switch (o->hard) {
     case ATTN_HARD_NONE:
     case ATTN_HARD_ARGMAX:
@@ -145,8 +178,15 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                              "top_k must be between 1 and the number of keys (%lld), got %lld",
                              (long long)Lk, (long long)o->top_k);
         break;
+    case ATTN_HARD_SAMPLE:
+        if (!(o->temperature > 0.0f) || !isfinite(o->temperature))
+            return attn_fail(err, ATTN_ERR_PARAM, "hard",
+                             "the sampling temperature must be a number > 0, got %g",
+                             (double)o->temperature);
+        break;
     default:
-        return attn_fail(err, ATTN_ERR_PARAM, "hard", "hard must be \"argmax\" or {\"top_k\": k}");
+        return attn_fail(err, ATTN_ERR_PARAM, "hard",
+                         "hard must be \"argmax\", {\"top_k\": k} or {\"sample\": {...}}");
     }
     return ATTN_OK;
 }
@@ -199,7 +239,49 @@ void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
     if (o->key_mask.rank)
         m->key_mask = o->key_mask.data + (o->key_mask.rank == 2 ? b * Lk : 0);
     m->causal = o->causal != 0;
-    m->window = o->has_window ? o->window_left : -1;
+    m->window_left = m->window_right = -1;
+    if (o->has_window) { /* a side wider than every |i' - j| (< Lq + Lk) bounds nothing */
+        m->window_left = o->window_left >= Lq + Lk ? -1 : o->window_left;
+        m->window_right = o->window_right >= Lq + Lk ? -1 : o->window_right;
+    }
+    m->off = o->align == ATTN_ALIGN_BOTTOM_RIGHT ? Lk - Lq : 0;
+    m->softcap = o->softcap;
+    if (o->alibi)
+        m->alibi = o->alibi_slopes ? o->alibi_slopes[h] : attn_alibi_slope(H, h);
+    m->has_sink = o->sinks != NULL;
+    m->sink = o->sinks ? o->sinks[h] : 0.0f;
+}
+
+float attn_alibi_slope(int64_t H, int64_t h)
+{
+    int64_t n = 1;
+    while (n * 2 <= H)
+        n *= 2;
+    /* powers of two: 2^(-8(h+1)/n); past n, the 1st, 3rd, ... slopes of 2n */
+    double e = h < n ? -8.0 * (double)(h + 1) / (double)n
+                     : -8.0 * (double)(2 * (h - n) + 1) / (double)(2 * n);
+    return (float)exp2(e);
+}
+
+attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err)
+{
+    if (!r->on)
+        return ATTN_OK;
+    if (!(r->base > 0.0f) || !isfinite(r->base))
+        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+                         "rope base must be a finite number > 0, got %g", (double)r->base);
+    if (r->style != ATTN_ROPE_HALF && r->style != ATTN_ROPE_INTERLEAVED)
+        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+                         "rope style must be \"half\" or \"interleaved\"");
+    if (r->dims < 0 || r->dims % 2 != 0 || r->dims > hd || (r->dims == 0 && hd % 2 != 0))
+        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+                         "rope dims must be even and at most the head dim %lld, got %lld%s",
+                         (long long)hd, (long long)(r->dims ? r->dims : hd),
+                         r->dims ? "" : " (the head dim, the default)");
+    if (r->offset < 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "rope", "rope offset must be >= 0, got %lld",
+                         (long long)r->offset);
+    return ATTN_OK;
 }
 
 attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err)

@@ -1,6 +1,7 @@
-/* softmax.c - one row of attention weights: masks and bias applied to the
- * scores, a numerically stable softmax (fully masked rows give zeros), and
- * hard attention (argmax one-hot, or top-k renormalised). */
+/* softmax.c - one row of attention weights: the score pipeline after the
+ * rule's scores (softcap, bias, ALiBi, masks), a numerically stable
+ * softmax with an optional sink (fully masked rows give zeros), and hard
+ * attention (argmax one-hot, top-k renormalised, or a seeded draw). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,18 +42,59 @@ static void keep_top_k(float *s, int64_t lk, int64_t k, float *tmp)
     }
 }
 
-void attn_row_softmax(float *s, int64_t i, int64_t lk, const attn_row_masks *m,
-                      attn_hard hard, int64_t top_k, float *w, float *tmp)
+void attn_row_range(const attn_row_masks *m, int64_t i, int64_t lk, int64_t *j0, int64_t *j1)
 {
+    /* the sides are clamped (attn_masks_at), so no sum below overflows */
+    int64_t ip = i + m->off, lo = 0, hi = lk;
+    int64_t right = m->causal ? 0 : m->window_right;
+    if (right >= 0 && ip + right + 1 < hi)
+        hi = ip + right + 1;
+    if (m->window_left >= 0 && ip - m->window_left > lo)
+        lo = ip - m->window_left;
+    if (hi < 0)
+        hi = 0;
+    *j0 = lo < hi ? lo : hi;
+    *j1 = hi;
+}
+
+/* Hard sampling (attn.h, "Draws"): the key drawn from s (-INFINITY = not
+ * allowed, mx the largest allowed score) with draw x. */
+static int64_t sample_key(const float *s, int64_t lk, float mx, float temperature, uint64_t x)
+{
+    double u = (double)(x >> 11) * 0x1p-53, total = 0.0, run = 0.0;
+    for (int64_t j = 0; j < lk; j++)
+        if (s[j] != -INFINITY)
+            total += exp(((double)s[j] - mx) / temperature);
+    double target = u * total;
+    int64_t last = -1;
+    for (int64_t j = 0; j < lk; j++) {
+        if (s[j] == -INFINITY)
+            continue;
+        double e = exp(((double)s[j] - mx) / temperature);
+        run += e;
+        if (e > 0.0)
+            last = j;
+        if (run > target && e > 0.0)
+            return j;
+    }
+    return last; /* rounding cannot reach here; the last key that could be drawn */
+}
+
+void attn_row_softmax(float *s, int64_t i, const attn_head_job *jb, float *w, float *tmp)
+{
+    const attn_row_masks *m = &jb->m;
+    int64_t lk = jb->lk, j0, j1;
     const uint8_t *mr = m->mask ? m->mask + i * m->mask_stride : NULL;
     const float *br = m->bias ? m->bias + i * m->bias_stride : NULL;
     const uint8_t *km = m->key_mask;
     float mx = -INFINITY;
+    attn_row_range(m, i, lk, &j0, &j1);
     for (int64_t j = 0; j < lk; j++) {
-        int ok = (!mr || mr[j]) && (!km || km[j]) && (!m->causal || j <= i) &&
-                 (m->window < 0 || (j - i <= m->window && i - j <= m->window));
+        int ok = j >= j0 && j < j1 && (!mr || mr[j]) && (!km || km[j]);
         if (ok) {
-            float x = br ? s[j] + br[j] : s[j];
+            float x = attn_row_terms(m, i, j, s[j]);
+            if (br)
+                x += br[j];
             s[j] = x;
             if (x > mx)
                 mx = x;
@@ -60,23 +102,32 @@ void attn_row_softmax(float *s, int64_t i, int64_t lk, const attn_row_masks *m,
             s[j] = -INFINITY;
         }
     }
-    if (mx == -INFINITY) { /* nothing to attend: defined as zeros */
+    if (mx == -INFINITY) { /* nothing to attend: defined as zeros, sink or not */
         memset(w, 0, (size_t)lk * sizeof *w);
         return;
     }
-    if (hard == ATTN_HARD_ARGMAX) {
+    if (jb->hard == ATTN_HARD_ARGMAX || jb->hard == ATTN_HARD_SAMPLE) {
         int64_t at = 0;
-        while (s[at] != mx)
-            at++;
+        if (jb->hard == ATTN_HARD_SAMPLE) {
+            uint64_t state = jb->seed + (jb->draw_base + (uint64_t)i) * 0x9E3779B97F4A7C15ull;
+            at = sample_key(s, lk, mx, jb->temperature, attn_splitmix64(&state));
+        } else {
+            while (s[at] != mx)
+                at++;
+        }
         memset(w, 0, (size_t)lk * sizeof *w);
         w[at] = 1.0f;
         return;
     }
-    if (hard == ATTN_HARD_TOPK)
-        keep_top_k(s, lk, top_k, tmp);
-    double sum = 0.0;
+    if (jb->hard == ATTN_HARD_TOPK)
+        keep_top_k(s, lk, jb->top_k, tmp);
+    /* with a sink (and no hard attention, which drops its share) the sum
+     * has one more term, exp(z - M) */
+    int sink = m->has_sink && jb->hard == ATTN_HARD_NONE;
+    float top = sink && m->sink > mx ? m->sink : mx;
+    double sum = sink ? exp((double)m->sink - top) : 0.0;
     for (int64_t j = 0; j < lk; j++) {
-        float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - mx);
+        float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - top);
         w[j] = e;
         sum += e;
     }

@@ -203,7 +203,7 @@ static void make_sdpa_case(sdpa_case *c, int want_w)
         for (int64_t i = 0; i < j->lq * j->w_stride; i++) c->w[i] = NAN;
         j->w = c->w;
     }
-    j->window = -1;
+    j->window_left = j->window_right = -1;
     if (c->kinds & M_MASK) {
         j->mask_stride = j->lk + (rng() % 2 ? rnd(0, 7) : 0);
         c->mask = xmalloc((size_t)(j->lq * j->mask_stride));
@@ -219,7 +219,7 @@ static void make_sdpa_case(sdpa_case *c, int want_w)
         j->key_mask = c->key_mask;
     }
     if (c->kinds & M_CAUSAL) j->causal = 1;
-    if (c->kinds & M_WINDOW) j->window = rng() % 4 == 0 ? 0 : rnd(0, 40);
+    if (c->kinds & M_WINDOW) j->window_left = j->window_right = rng() % 4 == 0 ? 0 : rnd(0, 40);
     if (c->kinds & M_BIAS) {
         j->bias_stride = j->lk + (rng() % 2 ? rnd(0, 7) : 0);
         c->bias = xmalloc((size_t)(j->lq * j->bias_stride) * sizeof(float));
@@ -240,7 +240,7 @@ static int ref_allowed(const attn_sdpa_job *j, int64_t i, int64_t t)
     if (j->mask && !j->mask[i * j->mask_stride + t]) return 0;
     if (j->key_mask && !j->key_mask[t]) return 0;
     if (j->causal && t > i) return 0;
-    if (j->window >= 0 && llabs(i - t) > j->window) return 0;
+    if (j->window_left >= 0 && llabs(i - t) > j->window_left) return 0;
     return 1;
 }
 
@@ -378,7 +378,7 @@ static void test_sdpa_batch(int threads)
         snprintf(what, sizeof what,
                  "sdpa[%s] lq=%lld lk=%lld d=%lld dv=%lld kinds=%d window=%lld big=%d w=%d threads=%d",
                  attn_kernels_isa(), (long long)j->lq, (long long)j->lk, (long long)j->d,
-                 (long long)j->dv, cs[i].kinds, (long long)j->window, cs[i].big, want_w, threads);
+                 (long long)j->dv, cs[i].kinds, (long long)j->window_left, cs[i].big, want_w, threads);
         if (rc == 0 && cs[i].ramp) {
             ramp_cases++;
             if (ramp_dump)
@@ -406,7 +406,7 @@ static void test_fixed(void)
     attn_sdpa_job j = {
         .lq = 2, .lk = 2, .d = 2, .dv = 2, .q = q, .q_stride = 2, .k = k, .k_stride = 2,
         .v = v, .v_stride = 2, .o = o, .o_stride = 2, .w = w, .w_stride = 2,
-        .scale = 1.0f, .key_mask = km, .window = -1,
+        .scale = 1.0f, .key_mask = km, .window_left = -1, .window_right = -1,
     };
     void *ws = scratch(attn_sdpa_scratch_bytes(&j, 1, 2));
     attn_sdpa_run(&j, 1, 1, ws);

@@ -586,6 +586,8 @@ static attn_status status_named(const char *s)
     return ATTN_OK;
 }
 
+static int bad_pipeline(bad_case *c, attn_options *o, const char *key, const char *val);
+
 /* Linear and sparse attention's options: linear (multi-head's attention
  * "linear"), feature_map (elu, relu, or a number for an out-of-range
  * value), sparsity (local_global, bigbird, blocks), its members
@@ -653,8 +655,45 @@ static int bad_option(bad_case *c, const char *key, const char *val)
     } else if (!strcmp(key, "causal")) {
         o->causal = atoi(val);
     } else if (!strcmp(key, "window")) {
+        char a[32] = "", b[32] = "";
+        int n = sscanf(val, "%31s %31s", a, b);
         o->has_window = 1;
-        o->window_left = o->window_right = strtoll(val, NULL, 10);
+        o->window_left = strcmp(a, "null") ? strtoll(a, NULL, 10) : -1;
+        o->window_right = n < 2 ? o->window_left : strcmp(b, "null") ? strtoll(b, NULL, 10) : -1;
+    } else if (!bad_pipeline(c, o, key, val)) {
+        return 0;
+    }
+    return 1;
+}
+
+/* The score pipeline's options; 0 when key is none of them. */
+static int bad_pipeline(bad_case *c, attn_options *o, const char *key, const char *val)
+{
+    if (!strcmp(key, "align")) {
+        o->align = !strcmp(val, "bottom_right") ? ATTN_ALIGN_BOTTOM_RIGHT
+                 : !strcmp(val, "top_left") ? ATTN_ALIGN_TOP_LEFT : (attn_align)atoi(val);
+    } else if (!strcmp(key, "softcap")) {
+        o->softcap = strtof(val, NULL);
+    } else if (!strcmp(key, "alibi")) { /* true, or the number of slopes given */
+        o->alibi = 1;
+        if (strcmp(val, "true")) {
+            o->alibi_slopes = zeros;
+            o->n_alibi_slopes = strtoll(val, NULL, 10);
+        }
+    } else if (!strcmp(key, "sinks")) { /* the number of sink logits given */
+        o->sinks = zeros;
+        o->n_sinks = strtoll(val, NULL, 10);
+    } else if (!strncmp(key, "rope", 4)) { /* rope: on, rope_dims, rope_offset, rope_base */
+        o->rope.on = 1;
+        if (!strcmp(key, "rope_dims")) o->rope.dims = strtoll(val, NULL, 10);
+        else if (!strcmp(key, "rope_offset")) o->rope.offset = strtoll(val, NULL, 10);
+        else if (!strcmp(key, "rope_base")) o->rope.base = strtof(val, NULL);
+        else if (strcmp(key, "rope")) return 0;
+    } else if (!strcmp(key, "sample")) {
+        o->hard = ATTN_HARD_SAMPLE;
+        o->temperature = strtof(val, NULL);
+    } else if (!strcmp(key, "positional_encoding")) {
+        c->m.positional_encoding = !strcmp(val, "learned") ? ATTN_PE_LEARNED : ATTN_PE_SINUSOIDAL;
     } else if (!strcmp(key, "top_k")) {
         o->hard = ATTN_HARD_TOPK;
         o->top_k = strtoll(val, NULL, 10);

@@ -1,0 +1,790 @@
+/* test_modern.c - the library's score pipeline options (align, window pairs,
+ * softcap, ALiBi, sinks, rope, hard sampling, learned positions) against
+ * PyTorch's golden vectors in tests/golden_modern/ and against the double
+ * reference tests/ref_modern.c over random requests, on every CPU variant
+ * the machine runs (the ATTN_ISA names of lib/kernels_isa.h).
+ *
+ * Usage: test_modern [golden-dir] [--trials N] [--seed N] [--verbose]
+ *
+ * Tolerance, test_lib's, elementwise: |ours - expected| <= 1e-5 + 1e-4
+ * |expected|; seeded parameters bit for bit. Counted as skipped, never as
+ * passed: golden cases with sparsity (the library refuses it for now),
+ * and random trials whose hard choice lies within
+ * 1e-4 of going the other way (rm_margin), where float32 scores may
+ * legitimately pick another key. Prints one line per failure and closes
+ * with "N passed, N failed, N skipped".
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn.h"
+#include "kernels_isa.h"
+#include "modern_case.h"
+
+#define ABS_TOL 1e-5
+#define REL_TOL 1e-4
+#define MARGIN 1e-4
+#define MAX_ALLOCS 64
+
+static int n_passed, n_failed, n_skipped, verbose;
+
+static void fail(const char *cs, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *cs, const char *fmt, ...)
+{
+    va_list ap;
+    printf("FAIL [%s] %s: ", attn_kernels_isa(), cs);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+/* Within the tolerance everywhere; reports the worst element otherwise. */
+static int close_enough(const char *cs, const char *what, const float *got, const double *want,
+                        int64_t n)
+{
+    int64_t worst = -1;
+    double excess = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]), tol = ABS_TOL + REL_TOL * fabs(want[i]);
+        if (!(d <= tol) && (worst < 0 || !(d - tol <= excess))) {
+            worst = i;
+            excess = isnan(d) ? INFINITY : d - tol;
+        }
+    }
+    if (worst >= 0)
+        fail(cs, "%s[%lld] = %.9g, expected %.9g", what, (long long)worst, got[worst],
+             want[worst]);
+    return worst < 0;
+}
+
+/* ------------------------------------------------------------ allocations */
+
+typedef struct {
+    void *p[MAX_ALLOCS];
+    int n;
+} allocs;
+
+static void *keep(allocs *a, void *p)
+{
+    if (!p || a->n == MAX_ALLOCS) {
+        fprintf(stderr, "test_modern: out of memory\n");
+        exit(2);
+    }
+    return a->p[a->n++] = p;
+}
+
+static void release(allocs *a)
+{
+    for (int i = 0; i < a->n; i++)
+        free(a->p[i]);
+    a->n = 0;
+}
+
+/* n doubles as floats (NULL stays NULL). */
+static float *fl(allocs *a, const double *x, int64_t n)
+{
+    if (!x)
+        return NULL;
+    float *f = keep(a, malloc(sizeof(float) * (size_t)(n > 0 ? n : 1)));
+    for (int64_t i = 0; i < n; i++)
+        f[i] = (float)x[i];
+    return f;
+}
+
+/* ------------------------------------------ the reference's request as lib's */
+
+/* What the rm_request does not say: self-attention (key and value absent),
+ * ALiBi given as `true` (the library's own slopes), whether weights are
+ * wanted. */
+typedef struct {
+    int self, alibi_paper, need_weights;
+} lib_extra;
+
+typedef struct {
+    int mha;
+    attn_request r;
+    attn_mha_request m;
+    attn_named p[12];
+    size_t np;
+} lib_req;
+
+static attn_tensor ten(int rank, int64_t a, int64_t b, int64_t c, const float *data)
+{
+    attn_tensor t;
+    memset(&t, 0, sizeof t);
+    t.rank = rank;
+    t.shape[0] = a;
+    t.shape[1] = b;
+    t.shape[2] = c;
+    t.data = data;
+    return t;
+}
+
+static void add_param(lib_req *L, const char *name, int rank, int64_t a, int64_t b,
+                      const float *data)
+{
+    if (!data)
+        return;
+    L->p[L->np].name = name;
+    L->p[L->np++].t = ten(rank, a, b, 0, data);
+}
+
+/* A mask-shaped operand's shape: rank 2 (Lq,Lk), 3 (B,Lq,Lk), 4 (B,H,Lq,Lk). */
+static void maskish_shape(int rank, const rm_request *q, int64_t H, int64_t *s)
+{
+    int64_t full[4] = {q->B, H, q->Lq, q->Lk};
+    const int64_t *from = rank == 4 ? full : rank == 3 ? (int64_t[3]){q->B, q->Lq, q->Lk}
+                                                       : full + 2;
+    memcpy(s, from, sizeof(int64_t) * (size_t)rank);
+}
+
+static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra *x, allocs *A)
+{
+    attn_options o = attn_options_default();
+    if (q->mask) {
+        o.mask.rank = q->mask_rank;
+        maskish_shape(q->mask_rank, q, H, o.mask.shape);
+        o.mask.data = q->mask;
+    }
+    if (q->key_mask) {
+        o.key_mask.rank = q->key_mask_rank;
+        o.key_mask.shape[0] = q->key_mask_rank == 2 ? q->B : q->Lk;
+        o.key_mask.shape[1] = q->Lk;
+        o.key_mask.data = q->key_mask;
+    }
+    if (q->bias) {
+        int64_t n = (q->bias_rank == 4 ? q->B * H : q->bias_rank == 3 ? q->B : 1) * q->Lq * q->Lk;
+        o.bias.rank = q->bias_rank;
+        maskish_shape(q->bias_rank, q, H, o.bias.shape);
+        o.bias.data = fl(A, q->bias, n);
+    }
+    o.causal = q->causal;
+    o.align = q->align == RM_BOTTOM_RIGHT ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    o.has_window = q->has_window;
+    if (q->has_window) {
+        o.window_left = q->left;
+        o.window_right = q->right;
+    }
+    o.softcap = (float)q->softcap;
+    if (q->alibi) {
+        o.alibi = 1;
+        if (!x->alibi_paper) {
+            o.alibi_slopes = fl(A, q->alibi, H);
+            o.n_alibi_slopes = H;
+        }
+    }
+    if (q->sinks) {
+        o.sinks = fl(A, q->sinks, H);
+        o.n_sinks = H;
+    }
+    if (q->rope.on) {
+        o.rope.on = 1;
+        o.rope.base = (float)q->rope.base;
+        o.rope.style = q->rope.style == RM_ROPE_INTERLEAVED ? ATTN_ROPE_INTERLEAVED : ATTN_ROPE_HALF;
+        o.rope.dims = q->rope.dims;
+        o.rope.offset = q->rope.offset;
+    }
+    o.hard = q->hard == RM_HARD_ARGMAX ? ATTN_HARD_ARGMAX : q->hard == RM_HARD_TOPK ? ATTN_HARD_TOPK
+           : q->hard == RM_HARD_SAMPLE ? ATTN_HARD_SAMPLE : ATTN_HARD_NONE;
+    o.top_k = q->top_k;
+    o.temperature = (float)q->temperature;
+    o.seed = q->seed;
+    o.feature_map = q->feature_map == RM_FM_RELU ? ATTN_FM_RELU : ATTN_FM_ELU;
+    o.need_weights = x->need_weights;
+    return o;
+}
+
+static void lib_rule(const rm_request *q, allocs *A, lib_req *L)
+{
+    static const attn_rule rules[] = {ATTN_RULE_DOT, ATTN_RULE_SCALED_DOT, ATTN_RULE_GENERAL,
+                                      ATTN_RULE_ADDITIVE, ATTN_RULE_CONCAT_TANH, ATTN_RULE_CONCAT,
+                                      ATTN_RULE_LINEAR};
+    int64_t B = q->B, Dq = q->Dq, Dk = q->Dk, Dv = q->Dv, Dh = q->Dh;
+    int64_t lk = q->rule == RM_CONCAT ? q->Lq : q->Lk, dqk = Dq + Dk;
+    attn_request *r = &L->r;
+    *r = attn_request_default(rules[q->rule]);
+    r->query = ten(3, B, q->Lq, Dq, fl(A, q->query, B * q->Lq * Dq));
+    r->key = ten(3, B, lk, Dk, fl(A, q->key, B * lk * Dk));
+    r->value = ten(3, B, q->Lk, Dv, fl(A, q->value, B * q->Lk * Dv));
+    r->has_scale = q->has_scale;
+    r->scale = (float)q->scale;
+    switch (q->rule) {
+    case RM_GENERAL:
+        add_param(L, "attn.weight", 2, Dq, Dk, fl(A, q->W1, Dq * Dk));
+        add_param(L, "attn.bias", 1, Dq, 0, fl(A, q->b1, Dq));
+        break;
+    case RM_ADDITIVE:
+        add_param(L, "query_proj.weight", 2, Dh, Dq, fl(A, q->W1, Dh * Dq));
+        add_param(L, "key_proj.weight", 2, Dh, Dk, fl(A, q->W2, Dh * Dk));
+        add_param(L, "key_proj.bias", 1, Dh, 0, fl(A, q->b2, Dh));
+        add_param(L, "v.weight", 2, 1, Dh, fl(A, q->vw, Dh));
+        break;
+    case RM_CONCAT_TANH:
+        add_param(L, "attn.weight", 2, Dh, dqk, fl(A, q->W1, Dh * dqk));
+        add_param(L, "attn.bias", 1, Dh, 0, fl(A, q->b1, Dh));
+        break;
+    case RM_CONCAT:
+        add_param(L, "att_weight.weight", 2, q->Lk, dqk, fl(A, q->W1, q->Lk * dqk));
+        add_param(L, "att_weight.bias", 1, q->Lk, 0, fl(A, q->b1, q->Lk));
+        add_param(L, "out.weight", 2, q->Dout, Dq + Dv, fl(A, q->W2, q->Dout * (Dq + Dv)));
+        add_param(L, "out.bias", 1, q->Dout, 0, fl(A, q->b2, q->Dout));
+        break;
+    default:
+        break;
+    }
+}
+
+static void lib_mha(const rm_request *q, const lib_extra *x, allocs *A, lib_req *L)
+{
+    int64_t B = q->B, E = q->Dq, ekv = q->Hkv * (E / q->H);
+    attn_mha_request *m = &L->m;
+    *m = attn_mha_request_default();
+    m->query = ten(3, B, q->Lq, E, fl(A, q->query, B * q->Lq * E));
+    if (!x->self) {
+        m->key = ten(3, B, q->Lk, q->Dk, fl(A, q->key, B * q->Lk * q->Dk));
+        m->value = ten(3, B, q->Lk, q->Dv, fl(A, q->value, B * q->Lk * q->Dv));
+    }
+    m->num_heads = q->H;
+    m->num_kv_heads = q->Hkv;
+    m->linear = q->linear;
+    m->average_weights = q->average_weights;
+    m->residual_norm = q->residual_norm;
+    m->positional_encoding = q->posenc == RM_PE_LEARNED ? ATTN_PE_LEARNED
+                           : q->posenc == RM_PE_SINUSOIDAL ? ATTN_PE_SINUSOIDAL : ATTN_PE_NONE;
+    add_param(L, "W_q.weight", 2, E, E, fl(A, q->Wq, E * E));
+    add_param(L, "W_q.bias", 1, E, 0, fl(A, q->bq, E));
+    add_param(L, "W_k.weight", 2, ekv, q->Dk, fl(A, q->Wk, ekv * q->Dk));
+    add_param(L, "W_k.bias", 1, ekv, 0, fl(A, q->bk, ekv));
+    add_param(L, "W_v.weight", 2, ekv, q->Dv, fl(A, q->Wv, ekv * q->Dv));
+    add_param(L, "W_v.bias", 1, ekv, 0, fl(A, q->bv, ekv));
+    add_param(L, "W_o.weight", 2, E, E, fl(A, q->Wo, E * E));
+    add_param(L, "W_o.bias", 1, E, 0, fl(A, q->bo, E));
+    if (q->residual_norm) {
+        add_param(L, "norm.weight", 1, E, 0, fl(A, q->norm_w, E));
+        add_param(L, "norm.bias", 1, E, 0, fl(A, q->norm_b, E));
+    }
+    if (q->posenc == RM_PE_LEARNED)
+        add_param(L, "pos_embedding.weight", 2, q->P, E, fl(A, q->pos_table, q->P * E));
+}
+
+/* The library's request for q: float copies of its arrays in A. */
+static void to_lib(const rm_request *q, const lib_extra *x, allocs *A, lib_req *L)
+{
+    memset(L, 0, sizeof *L);
+    L->mha = q->rule == RM_MULTIHEAD;
+    int64_t H = L->mha ? q->H : 1;
+    if (L->mha)
+        lib_mha(q, x, A, L);
+    else
+        lib_rule(q, A, L);
+    attn_options o = lib_options(q, H, x, A);
+    if (L->mha) {
+        L->m.opt = o;
+        L->m.params = L->p;
+        L->m.n_params = L->np;
+    } else {
+        L->r.opt = o;
+        L->r.params = L->p;
+        L->r.n_params = L->np;
+    }
+}
+
+static attn_status lib_plan(const lib_req *L, attn_shapes *sh, attn_error *err)
+{
+    return L->mha ? attn_mha_plan(&L->m, sh, err) : attn_plan(&L->r, sh, err);
+}
+
+static attn_status lib_compute(attn_ctx *ctx, const lib_req *L, float *out, float *w,
+                               attn_error *err)
+{
+    return L->mha ? attn_mha_compute(ctx, &L->m, out, w, err) : attn_compute(ctx, &L->r, out, w, err);
+}
+
+/* Plans and computes L (weights when its options want them) and checks
+ * the output and weights against want_o and want_w (NULL: not checked),
+ * then once more without weights on a context of the call's own. */
+static int run_and_check(attn_ctx *ctx, const char *cs, lib_req *L, const double *want_o,
+                         int64_t n_out, const double *want_w, int64_t n_w)
+{
+    attn_error err;
+    attn_shapes sh;
+    attn_options *o = L->mha ? &L->m.opt : &L->r.opt;
+    attn_status st = lib_plan(L, &sh, &err);
+    if (st != ATTN_OK) {
+        fail(cs, "plan refused: %s (field \"%s\": %s)", attn_status_str(st), err.field,
+             err.message);
+        return 0;
+    }
+    if (sh.out_count != n_out || (o->need_weights && sh.w_count != n_w)) {
+        fail(cs, "plan gives %lld outputs and %lld weights; expected %lld and %lld",
+             (long long)sh.out_count, (long long)sh.w_count, (long long)n_out, (long long)n_w);
+        return 0;
+    }
+    float *out = malloc(sizeof(float) * (size_t)n_out);
+    float *w = o->need_weights ? malloc(sizeof(float) * (size_t)n_w) : NULL;
+    int ok = out && (w || !o->need_weights);
+    if (ok && (st = lib_compute(ctx, L, out, w, &err)) != ATTN_OK) {
+        fail(cs, "compute failed: %s (%s)", attn_status_str(st), err.message);
+        ok = 0;
+    }
+    ok = ok && close_enough(cs, "output", out, want_o, n_out);
+    if (ok && w && want_w)
+        ok = close_enough(cs, "weights", w, want_w, n_w);
+    if (ok && o->need_weights) {
+        o->need_weights = 0;
+        st = lib_compute(NULL, L, out, NULL, &err);
+        o->need_weights = 1;
+        if (st != ATTN_OK)
+            fail(cs, "need_weights=0 failed: %s (%s)", attn_status_str(st), err.message);
+        ok = st == ATTN_OK && close_enough(cs, "output without weights", out, want_o, n_out);
+    }
+    free(out);
+    free(w);
+    return ok;
+}
+
+/* ---------------------------------------------------------- golden cases */
+
+/* The golden expectation `name` as doubles (NULL when absent). */
+static double *expected(allocs *A, const golden_case *c, const char *name, int64_t *n)
+{
+    const golden_tensor *t = golden_get(c, GOLDEN_EXPECT, name);
+    if (!t)
+        return NULL;
+    double *d = keep(A, malloc(sizeof(double) * (size_t)(t->count ? t->count : 1)));
+    for (int64_t i = 0; i < t->count; i++)
+        d[i] = t->f[i];
+    *n = t->count;
+    return d;
+}
+
+/* The library's seeded set against the case's expected parameters: the
+ * same names in the same order, the same bits. */
+static int check_seeded(const char *cs, const golden_case *c, const attn_param_set *set)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        const golden_tensor *g = &c->tensors[i];
+        if (g->kind != GOLDEN_EXPECT || !strcmp(g->name, "output") || !strcmp(g->name, "weights"))
+            continue;
+        const attn_named *p = k < set->n ? &set->items[k] : NULL;
+        k++;
+        if (!p || strcmp(p->name, g->name) != 0) {
+            fail(cs, "seeded parameter %zu is %s; expected %s", k - 1, p ? p->name : "missing",
+                 g->name);
+            return 0;
+        }
+        if (p->t.rank != g->rank || memcmp(p->t.shape, g->shape, sizeof(int64_t) * (size_t)g->rank) ||
+            memcmp(p->t.data, g->f, sizeof(float) * (size_t)g->count) != 0) {
+            fail(cs, "seeded %s differs from the documented draws", g->name);
+            return 0;
+        }
+    }
+    if (k != set->n)
+        fail(cs, "seeded set has %zu parameters; expected %zu", set->n, k);
+    return k == set->n;
+}
+
+/* Seeds L's parameters from the case's seed with the library (as the
+ * server does) and checks them; L then computes with that set. */
+static int seed_golden(const char *cs, const golden_case *c, lib_req *L, attn_param_set **set)
+{
+    attn_error err;
+    uint64_t seed = strtoull(golden_opt(c, "seed"), NULL, 10);
+    attn_status st = L->mha ? attn_mha_seed_params(&L->m, seed, set, &err)
+                            : attn_seed_params(&L->r, seed, set, &err);
+    if (st != ATTN_OK) {
+        fail(cs, "seeding failed: %s (%s: %s)", attn_status_str(st), err.field, err.message);
+        return 0;
+    }
+    if (L->mha) {
+        L->m.params = (*set)->items;
+        L->m.n_params = (*set)->n;
+    } else {
+        L->r.params = (*set)->items;
+        L->r.n_params = (*set)->n;
+    }
+    return check_seeded(cs, c, *set);
+}
+
+/* A seeded case: a seed, no parameter given, and the parameters it must
+ * make expected. */
+static int seeded(const golden_case *c)
+{
+    int expects = 0;
+    for (size_t i = 0; i < c->n_tensors; i++) {
+        const golden_tensor *g = &c->tensors[i];
+        if (g->kind == GOLDEN_PARAM)
+            return 0;
+        expects += g->kind == GOLDEN_EXPECT && strcmp(g->name, "output") &&
+                   strcmp(g->name, "weights") && strcmp(g->name, "layout");
+    }
+    return golden_opt(c, "seed") && expects > 0;
+}
+
+static void golden_one(attn_ctx *ctx, const char *path)
+{
+    mc_case mc;
+    char err[512];
+    if (mc_read(path, &mc, err, sizeof err) != 0) {
+        fail(path, "%s", err);
+        n_failed++;
+        mc_free(&mc);
+        return;
+    }
+    const golden_case *c = &mc.c;
+    const char *skip = mc.r.sparsity.pattern != RM_SPARSE_NONE ? "sparsity" : NULL;
+    if (skip) {
+        if (verbose)
+            printf("SKIPPED %s: %s is not computed by the library yet\n", c->name, skip);
+        n_skipped++;
+        mc_free(&mc);
+        return;
+    }
+    allocs A = {{0}, 0};
+    lib_extra x = {mc.multihead && !golden_get(c, GOLDEN_TENSOR, "key"),
+                   golden_opt_int(c, "alibi", 0) && !golden_get(c, GOLDEN_TENSOR, "alibi"),
+                   (int)golden_opt_int(c, "need_weights", 1)};
+    lib_req L;
+    attn_param_set *set = NULL;
+    to_lib(&mc.r, &x, &A, &L);
+    int64_t n_o = 0, n_w = 0;
+    double *want_o = expected(&A, c, "output", &n_o), *want_w = expected(&A, c, "weights", &n_w);
+    int ok = want_o && n_o == mc.n_out && (!want_w || n_w == mc.n_w);
+    if (!ok)
+        fail(c->name, "expected output or weights missing or of another size");
+    if (ok && seeded(c))
+        ok = seed_golden(c->name, c, &L, &set);
+    ok = ok && run_and_check(ctx, c->name, &L, want_o, mc.n_out, want_w, mc.n_w);
+    ok ? n_passed++ : n_failed++;
+    attn_param_set_free(set);
+    release(&A);
+    mc_free(&mc);
+}
+
+static void run_golden(attn_ctx *ctx, const char *dir)
+{
+    char **paths;
+    int n = golden_list(dir, &paths);
+    if (n <= 0) {
+        fail(dir, "no golden cases found (run from the repository root)");
+        n_failed++;
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        golden_one(ctx, paths[i]);
+    golden_list_free(paths, n);
+}
+
+/* --------------------------------------------------------- random trials */
+
+static uint64_t rng_state;
+
+static int64_t rnd(int64_t lo, int64_t hi) /* inclusive */
+{
+    return lo + (int64_t)(golden_splitmix64(&rng_state) % (uint64_t)(hi - lo + 1));
+}
+
+/* A float32 value in [lo, hi), as a double. */
+static double rndf(double lo, double hi)
+{
+    return (double)(float)(lo + (hi - lo) * (double)(golden_splitmix64(&rng_state) >> 11) * 0x1p-53);
+}
+
+static int chance(int percent)
+{
+    return rnd(0, 99) < percent;
+}
+
+static double *rnd_doubles(allocs *A, int64_t n, double bound)
+{
+    double *d = keep(A, malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)));
+    for (int64_t i = 0; i < n; i++)
+        d[i] = rndf(-bound, bound);
+    return d;
+}
+
+static uint8_t *rnd_bytes(allocs *A, int64_t n, int percent_true)
+{
+    uint8_t *m = keep(A, malloc((size_t)(n > 0 ? n : 1)));
+    for (int64_t i = 0; i < n; i++)
+        m[i] = (uint8_t)chance(percent_true);
+    return m;
+}
+
+/* A sequence length: mostly small, sometimes past the flash kernel's full
+ * tiles (64 query rows, 96 keys on AVX-512) and their edges. */
+static int64_t rnd_len(int64_t big)
+{
+    int r = (int)rnd(0, 99);
+    return r < 55 ? rnd(1, 20) : r < 88 ? rnd(20, big / 2 > 20 ? big / 2 : 21) : rnd(big / 2, big);
+}
+
+/* A window side: unbounded, 0, small, or past every distance. */
+static int64_t rnd_side(void)
+{
+    int r = (int)rnd(0, 9);
+    return r < 3 ? -1 : r < 5 ? 0 : r < 9 ? rnd(1, 40) : (int64_t)1 << 50;
+}
+
+/* The pipeline's options on q (H heads); rope only where it applies. */
+static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_extra *x, allocs *A)
+{
+    int64_t B = q->B, Lq = q->Lq, Lk = q->Lk;
+    if (chance(20)) {
+        int rank = q->rule == RM_MULTIHEAD && chance(30) ? 4 : (int)rnd(2, 3);
+        q->mask = rnd_bytes(A, (rank == 4 ? B * H : rank == 3 ? B : 1) * Lq * Lk, 80);
+        q->mask_rank = rank;
+    }
+    if (concat)
+        return;
+    if (chance(20)) {
+        q->key_mask_rank = (int)rnd(1, 2);
+        q->key_mask = rnd_bytes(A, (q->key_mask_rank == 2 ? B : 1) * Lk, 85);
+    }
+    if (chance(20)) {
+        int rank = q->rule == RM_MULTIHEAD && chance(30) ? 4 : (int)rnd(2, 3);
+        q->bias = rnd_doubles(A, (rank == 4 ? B * H : rank == 3 ? B : 1) * Lq * Lk, 2.0);
+        q->bias_rank = rank;
+    }
+    q->align = chance(50) ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    q->causal = chance(35);
+    if (chance(40)) {
+        q->has_window = 1;
+        q->left = rnd_side();
+        q->right = rnd_side();
+    }
+    if (chance(40))
+        q->softcap = rndf(0.3, 30.0);
+    if (chance(40)) {
+        double *sl = keep(A, malloc(sizeof(double) * (size_t)H));
+        x->alibi_paper = chance(50);
+        if (x->alibi_paper)
+            rm_alibi_slopes(H, sl);
+        else
+            for (int64_t h = 0; h < H; h++)
+                sl[h] = rndf(0.0, 1.0);
+        q->alibi = sl;
+    }
+    if (chance(40))
+        q->sinks = rnd_doubles(A, H, 4.0);
+    int rope_ok = q->rule == RM_DOT || q->rule == RM_SCALED_DOT || q->rule == RM_MULTIHEAD;
+    if (rope_ok && hd >= 2 && chance(40)) {
+        q->rope.on = 1;
+        q->rope.base = chance(50) ? 10000.0 : rndf(2.0, 1e5);
+        q->rope.style = chance(50) ? RM_ROPE_HALF : RM_ROPE_INTERLEAVED;
+        q->rope.dims = hd % 2 == 0 && chance(50) ? 0 : 2 * rnd(1, hd / 2);
+        q->rope.offset = chance(50) ? 0 : rnd(0, 500);
+    }
+}
+
+static void rnd_hard(rm_request *q, int64_t lkeys)
+{
+    int r = (int)rnd(0, 99);
+    if (r < 8) {
+        q->hard = RM_HARD_ARGMAX;
+    } else if (r < 16) {
+        q->hard = RM_HARD_TOPK;
+        q->top_k = rnd(1, lkeys);
+    } else if (r < 26) {
+        q->hard = RM_HARD_SAMPLE;
+        q->temperature = chance(30) ? 1.0 : rndf(0.2, 4.0);
+    }
+    q->seed = golden_splitmix64(&rng_state);
+}
+
+/* A rule request (every rule but concat's keys have Lk rows). */
+static void rnd_rule(rm_request *q, lib_extra *x, allocs *A)
+{
+    q->rule = (rm_rule)rnd(0, 5);
+    int tanh = q->rule == RM_ADDITIVE || q->rule == RM_CONCAT_TANH, concat = q->rule == RM_CONCAT;
+    int64_t big = tanh || concat ? 48 : 300;
+    q->B = rnd(1, 2);
+    q->Lq = rnd_len(big);
+    q->Lk = concat ? rnd(1, 30) : rnd_len(big);
+    q->Dq = rnd(1, tanh ? 24 : 80);
+    q->Dk = q->rule <= RM_SCALED_DOT ? q->Dq : rnd(1, 24);
+    q->Dv = rnd(1, 48);
+    q->Dh = rnd(1, 16);
+    q->Dout = rnd(1, 12);
+    int64_t lk = concat ? q->Lq : q->Lk;
+    q->query = rnd_doubles(A, q->B * q->Lq * q->Dq, 1.0);
+    q->key = rnd_doubles(A, q->B * lk * q->Dk, 1.0);
+    q->value = rnd_doubles(A, q->B * q->Lk * q->Dv, 1.0);
+    int64_t dqk = q->Dq + q->Dk, dh = q->Dh;
+    switch (q->rule) {
+    case RM_SCALED_DOT:
+        q->has_scale = chance(25);
+        q->scale = rndf(0.05, 1.0);
+        break;
+    case RM_GENERAL:
+        q->W1 = rnd_doubles(A, q->Dq * q->Dk, 0.5);
+        q->b1 = chance(70) ? rnd_doubles(A, q->Dq, 0.5) : NULL;
+        break;
+    case RM_ADDITIVE:
+        q->W1 = rnd_doubles(A, dh * q->Dq, 0.5);
+        q->W2 = rnd_doubles(A, dh * q->Dk, 0.5);
+        q->b2 = rnd_doubles(A, dh, 0.5);
+        q->vw = rnd_doubles(A, dh, 1.0);
+        break;
+    case RM_CONCAT_TANH:
+        q->W1 = rnd_doubles(A, dh * dqk, 0.5);
+        q->b1 = rnd_doubles(A, dh, 0.5);
+        break;
+    case RM_CONCAT:
+        q->W1 = rnd_doubles(A, q->Lk * dqk, 0.5);
+        q->b1 = rnd_doubles(A, q->Lk, 0.5);
+        q->W2 = rnd_doubles(A, q->Dout * (q->Dq + q->Dv), 0.5);
+        q->b2 = rnd_doubles(A, q->Dout, 0.5);
+        break;
+    default:
+        break;
+    }
+    rnd_pipeline(q, 1, q->Dq, concat, x, A);
+    rnd_hard(q, q->Lk);
+}
+
+/* A multi-head request, GQA and self-attention included. */
+static void rnd_mha(rm_request *q, lib_extra *x, allocs *A)
+{
+    q->rule = RM_MULTIHEAD;
+    q->Hkv = rnd(1, 3);
+    q->H = q->Hkv * rnd(1, 3);
+    int64_t hd = rnd(1, 24), E = q->H * hd, ekv = q->Hkv * hd;
+    q->B = rnd(1, 2);
+    q->Lq = rnd_len(160);
+    x->self = chance(15);
+    q->Lk = x->self ? q->Lq : rnd_len(160);
+    q->Dq = E;
+    q->posenc = chance(20) ? RM_PE_LEARNED : chance(15) ? RM_PE_SINUSOIDAL : RM_PE_NONE;
+    int same = x->self || q->posenc == RM_PE_LEARNED || chance(50);
+    q->Dk = same ? E : rnd(1, 20);
+    q->Dv = same ? E : rnd(1, 20);
+    q->query = rnd_doubles(A, q->B * q->Lq * E, 1.0);
+    q->key = x->self ? q->query : rnd_doubles(A, q->B * q->Lk * q->Dk, 1.0);
+    q->value = x->self ? q->query : rnd_doubles(A, q->B * q->Lk * q->Dv, 1.0);
+    /* nn.Linear's bound 1/sqrt(fan_in) keeps every stage O(1), so float32
+     * rounding stays within the tolerance */
+    q->Wq = rnd_doubles(A, E * E, 1.0 / sqrt((double)E));
+    q->Wk = rnd_doubles(A, ekv * q->Dk, 1.0 / sqrt((double)q->Dk));
+    q->Wv = rnd_doubles(A, ekv * q->Dv, 1.0 / sqrt((double)q->Dv));
+    q->Wo = rnd_doubles(A, E * E, 1.0 / sqrt((double)E));
+    if (chance(60)) {
+        q->bq = rnd_doubles(A, E, 0.3);
+        q->bk = rnd_doubles(A, ekv, 0.3);
+        q->bv = rnd_doubles(A, ekv, 0.3);
+        q->bo = rnd_doubles(A, E, 0.3);
+    }
+    q->residual_norm = chance(20);
+    if (q->residual_norm) {
+        q->norm_w = rnd_doubles(A, E, 1.0);
+        q->norm_b = rnd_doubles(A, E, 1.0);
+    }
+    q->average_weights = chance(25);
+    if (q->posenc == RM_PE_LEARNED) {
+        q->P = (q->Lq > q->Lk ? q->Lq : q->Lk) + rnd(0, 3);
+        q->pos_table = rnd_doubles(A, q->P * E, 1.0);
+    }
+    rnd_pipeline(q, q->H, hd, 0, x, A);
+    rnd_hard(q, q->Lk);
+}
+
+/* A one-line description of a trial, for failures. */
+static void describe(char *buf, size_t n, int trial, const rm_request *q, const lib_extra *x,
+                     int threads)
+{
+    static const char *rules[] = {"dot", "scaled_dot", "general", "additive", "concat_tanh",
+                                  "concat", "linear", "multihead"};
+    snprintf(buf, n,
+             "trial %d %s B=%lld Lq=%lld Lk=%lld Dq=%lld Dv=%lld H=%lld/%lld align=%d causal=%d "
+             "window=%lld,%lld softcap=%g alibi=%d%s sinks=%d rope=%d(%lld,%lld,%d) hard=%d "
+             "mask=%d key_mask=%d bias=%d pe=%d self=%d weights=%d threads=%d",
+             trial, rules[q->rule], (long long)q->B, (long long)q->Lq, (long long)q->Lk,
+             (long long)q->Dq, (long long)q->Dv, (long long)q->H, (long long)q->Hkv, q->align,
+             q->causal, q->has_window ? (long long)q->left : -2LL,
+             q->has_window ? (long long)q->right : -2LL, q->softcap, q->alibi != NULL,
+             x->alibi_paper ? "(paper)" : "", q->sinks != NULL, q->rope.on,
+             (long long)q->rope.dims, (long long)q->rope.offset, q->rope.style, q->hard,
+             q->mask_rank, q->key_mask_rank, q->bias_rank, q->posenc, x->self, x->need_weights,
+             threads);
+}
+
+static void random_trial(attn_ctx *const ctx[2], int trial)
+{
+    allocs A = {{0}, 0};
+    rm_request q;
+    lib_extra x = {0, 0, 1};
+    memset(&q, 0, sizeof q);
+    if (chance(30))
+        rnd_mha(&q, &x, &A);
+    else
+        rnd_rule(&q, &x, &A);
+    x.need_weights = chance(60);
+    int mha = q.rule == RM_MULTIHEAD, threads = 1 + trial % 2;
+    int64_t Dout = mha ? q.Dq : q.rule == RM_CONCAT ? q.Dout : q.Dv;
+    int64_t n_out = q.B * q.Lq * Dout;
+    int64_t n_w = (mha && !q.average_weights ? q.H : 1) * q.B * q.Lq * q.Lk;
+    double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
+    double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
+    char name[512];
+    rm_margin m;
+    describe(name, sizeof name, trial, &q, &x, threads);
+    if (verbose)
+        printf("%s\n", name);
+    if (rm_compute(&q, ro, rw, NULL, &m) != 0) {
+        fail(name, "the reference failed");
+        n_failed++;
+    } else if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
+        n_skipped++; /* a near tie: float32 may choose the other key */
+    } else {
+        lib_req L;
+        to_lib(&q, &x, &A, &L);
+        run_and_check(ctx[threads - 1], name, &L, ro, n_out, rw, n_w) ? n_passed++ : n_failed++;
+    }
+    release(&A);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = "tests/golden_modern";
+    int trials = 250;
+    uint64_t seed = 20261130;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--trials") && i + 1 < argc)
+            trials = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--verbose"))
+            verbose = 1;
+        else
+            dir = argv[i];
+    }
+    attn_ctx *ctx[2] = {attn_ctx_new(1), attn_ctx_new(2)};
+    if (!ctx[0] || !ctx[1]) {
+        fprintf(stderr, "test_modern: out of memory\n");
+        return 2;
+    }
+    static const char *isas[] = {"avx512", "avx2", "generic"};
+    for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
+        if (attn_kernels_use(isas[k]) != 0) {
+            printf("SKIPPED: %s (this CPU lacks it)\n", isas[k]);
+            n_skipped++;
+            continue;
+        }
+        int before_p = n_passed, before_f = n_failed, before_s = n_skipped;
+        run_golden(ctx[0], dir);
+        rng_state = seed;
+        for (int t = 0; t < trials; t++)
+            random_trial(ctx, t);
+        printf("%s: golden vectors and %d random trials: %d passed, %d failed, %d skipped\n",
+               isas[k], trials, n_passed - before_p, n_failed - before_f, n_skipped - before_s);
+    }
+    attn_ctx_free(ctx[0]);
+    attn_ctx_free(ctx[1]);
+    printf("%d passed, %d failed, %d skipped\n", n_passed, n_failed, n_skipped);
+    return n_failed ? 1 : 0;
+}
