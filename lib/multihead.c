@@ -366,12 +366,6 @@ static attn_status check_heads(const attn_mha_request *req, mplan *pl, attn_erro
     pl->ekv = pl->Hkv * pl->hd;
     if (!attn_size_mul(E, 3, &pl->E3))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "query", "E is too large");
-    /* declared in attn.h, not computed yet */
-    if (req->positional_encoding == ATTN_PE_LEARNED)
-        return attn_fail(err, ATTN_ERR_PARAM, "positional_encoding",
-                         "positional_encoding \"learned\" is not supported yet");
-    if (req->linear)
-        return attn_fail(err, ATTN_ERR_PARAM, "attention", "attention \"linear\" is not supported yet");
     if (req->positional_encoding != ATTN_PE_NONE &&
         req->positional_encoding != ATTN_PE_SINUSOIDAL &&
         req->positional_encoding != ATTN_PE_LEARNED)
