@@ -69,7 +69,7 @@ $(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 TEST_LIB  = $(BUILD)/test_lib
 TEST_HTTP = $(BUILD)/test_http
 
-$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/golden.o $(STATIC)
+$(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 HARNESS_OBJ = $(BUILD)/tests/harness.o $(BUILD)/tests/golden.o
@@ -178,7 +178,8 @@ golden:
 
 # The demo (demo/) in Debian's headless chromium, driven by playwright-core
 # (pinned in tests/browser/package-lock.json), against a server on a free
-# 127.0.0.1 port; screenshots land in tests/browser/screenshots/.
+# 127.0.0.1 port; screenshots land in tests/browser/screenshots/ (the trained
+# models' views at 1280x800 and 390x844 in $(BUILD)/screenshots/).
 BROWSER_NPM = tests/browser/node_modules/.package-lock.json
 
 $(BROWSER_NPM): tests/browser/package.json tests/browser/package-lock.json
@@ -199,9 +200,12 @@ test-docker:
 	tests/docker/test.sh $(BUILD)
 
 # Three replicas behind nginx; one SIGTERMed, one SIGKILLed under load; zero
-# failed client requests.
+# failed client requests. Then decode sessions through nginx and three
+# replicas: spread, pinned to their replica, 404 unknown_session after their
+# replica is SIGKILLed (tests/replicas/sessions.sh).
 test-replicas: $(SERVER)
 	tests/replicas/test.sh $(SERVER) $(BUILD)
+	tests/replicas/sessions.sh $(SERVER) $(BUILD)
 
 # promtool check metrics, counter values, and a real Prometheus scrape.
 test-metrics: $(SERVER)

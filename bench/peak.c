@@ -61,46 +61,40 @@ static double cpu_now(void)
 static volatile float sink; /* keeps every chain's result live */
 
 #ifdef PEAK_X86
+/* A kernel: twelve chains of step(x) on vector type T from `one` for iters
+ * steps; returns the flops done (flops per step of one chain). The vector
+ * types and intrinsics differ by ISA, hence a macro. */
+#define PEAK_KERNEL(name, isa, T, one, step, add, hsum, flops)                        \
+    __attribute__((target(isa))) static double name(long iters)                      \
+    {                                                                                 \
+        T x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11;                           \
+        x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = x8 = x9 = x10 = x11 = one;            \
+        for (long i = 0; i < iters; i++) STEP12(step);                                \
+        sink = hsum(SUM12(add));                                                      \
+        return (double)iters * CHAINS * (flops);                                      \
+    }
+
 /* acc = acc * a + b, a just below 1 so values stay finite. */
-__attribute__((target("avx512f")))
-static double fma_avx512(long iters)
-{
-    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-    __m512 x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11;
-    x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = x8 = x9 = x10 = x11 = _mm512_set1_ps(1.0f);
-#define FMA512(x) _mm512_fmadd_ps(x, a, b)
-    for (long i = 0; i < iters; i++) STEP12(FMA512);
-    sink = _mm512_reduce_add_ps(SUM12(_mm512_add_ps));
-    return (double)iters * CHAINS * 16 * 2;
-}
+#define FMA512(x) _mm512_fmadd_ps(x, _mm512_set1_ps(0.999999f), _mm512_set1_ps(1e-7f))
+#define FMA256(x) _mm256_fmadd_ps(x, _mm256_set1_ps(0.999999f), _mm256_set1_ps(1e-7f))
+/* vdpbf16ps: per fp32 lane, acc += a[2i]*b[2i] + a[2i+1]*b[2i+1]; a = bf16
+ * 1.0, b = bf16 ~6e-8. */
+#define DOT16(x) _mm512_dpbf16_ps(x, (__m512bh)_mm512_set1_epi16(0x3f80), \
+                                  (__m512bh)_mm512_set1_epi16(0x3380))
 
-__attribute__((target("avx2,fma")))
-static double fma_avx2(long iters)
+__attribute__((target("avx2"))) static inline float hsum_avx2(__m256 v)
 {
-    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    __m256 x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11;
-    x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = x8 = x9 = x10 = x11 = _mm256_set1_ps(1.0f);
-#define FMA256(x) _mm256_fmadd_ps(x, a, b)
-    for (long i = 0; i < iters; i++) STEP12(FMA256);
     float out[8];
-    _mm256_storeu_ps(out, SUM12(_mm256_add_ps));
-    sink = out[0] + out[7];
-    return (double)iters * CHAINS * 8 * 2;
+    _mm256_storeu_ps(out, v);
+    return out[0] + out[7];
 }
 
-/* vdpbf16ps: per fp32 lane, acc += a[2i]*b[2i] + a[2i+1]*b[2i+1]. */
-__attribute__((target("avx512f,avx512bf16")))
-static double dot_bf16(long iters)
-{
-    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80); /* bf16 1.0 */
-    const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3380); /* bf16 ~6e-8 */
-    __m512 x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11;
-    x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = x8 = x9 = x10 = x11 = _mm512_set1_ps(1.0f);
-#define DOT16(x) _mm512_dpbf16_ps(x, a, b)
-    for (long i = 0; i < iters; i++) STEP12(DOT16);
-    sink = _mm512_reduce_add_ps(SUM12(_mm512_add_ps));
-    return (double)iters * CHAINS * 32 * 2;
-}
+PEAK_KERNEL(fma_avx512, "avx512f", __m512, _mm512_set1_ps(1.0f), FMA512, _mm512_add_ps,
+            _mm512_reduce_add_ps, 16 * 2)
+PEAK_KERNEL(fma_avx2, "avx2,fma", __m256, _mm256_set1_ps(1.0f), FMA256, _mm256_add_ps,
+            hsum_avx2, 8 * 2)
+PEAK_KERNEL(dot_bf16, "avx512f,avx512bf16", __m512, _mm512_set1_ps(1.0f), DOT16,
+            _mm512_add_ps, _mm512_reduce_add_ps, 32 * 2)
 
 static int has_bf16(void)
 {

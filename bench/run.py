@@ -29,7 +29,7 @@ import platform
 import subprocess
 import sys
 
-from service_table import print_service, print_table, ratio
+from service_table import print_service, print_sessions, print_table, ratio
 
 E = 512
 LS = (128, 512, 1024, 2048, 4096)
@@ -335,6 +335,7 @@ def run_all(args):
     r["torch"] = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
     r["wire"] = run_json([os.path.join(b, "bench_wire"), "9"], "bench_wire", env)
     r["svc"] = run_json([sys.executable, os.path.join(HERE, "service_bench.py"), "--build", b], "service_bench", env)
+    r["ses"] = run_json([sys.executable, os.path.join(HERE, "session_bench.py"), "--build", b], "session_bench", env)
     peak2 = run_json(peak_cmd, "peak", env)
     for k, v in peak2.items():  # the better of the two peak runs, with its CPU share
         if isinstance(v, float) and not k.endswith("_share") and v > (r["peak"].get(k) or 0):
@@ -353,6 +354,8 @@ def main():
     print_kernels(r, args.threads)
     print()
     print_service(r["wire"], r["svc"], r["ours"])
+    print()
+    print_sessions(r["ses"], r["ours"])
 
 
 if __name__ == "__main__":

@@ -112,3 +112,42 @@ def print_service(wire, svc, ours):
                  "/".join("%.0f" % x for x in svc["small_rps_runs"]),
                  "/".join("%.0f" % x for x in svc["bare_rps_runs"]), os.cpu_count() or 1))
 
+
+
+def print_sessions(ses, ours):
+    """The decode-session rows (bench/session_bench.py): a step at n = 4096
+    against the same step sent statelessly, the server's compute against
+    the library's plain decode row, and the bytes a session holds."""
+    hdr = ("row", "size", "ours ms", "peer", "peer ms", "vs peer", "target", "status")
+    rows = []
+    s, st = ses.get("session"), ses.get("stateless")
+    size = "n=%d H=%d d=%d T=Tq=1" % (ses.get("n", 0), ses.get("heads", 0), ses.get("head_dim", 0))
+    if s and st:
+        x = st["wall_ms"] / s["wall_ms"]
+        rows.append(("POST /sessions/{id}/step, b64", "%s, %.1f KB" % (size, s["request_bytes"] / 1e3),
+                     "%.2f" % s["wall_ms"], "/attention/scaled_dot with the cache, %.1f MB" % (st["request_bytes"] / 1e6),
+                     "%.2f" % st["wall_ms"], "%.1fx" % x, ">=20x", "met" if x >= 20 else "missed"))
+        lib = ours.get("decode_4096")
+        c = s["compute_ms"]
+        rows.append(("step compute (Server-Timing)", size, "%.3f" % c, "library decode_4096 (bench_kernels)",
+                     "%.3f" % (lib * 1e3) if lib else "n/a", ratio(c, lib * 1e3 if lib else None),
+                     "<=1.2x", "met" if lib and c / (lib * 1e3) <= 1.2 else "missed"))
+    else:
+        rows.append(("POST /sessions/{id}/step, b64", size, "n/a", "-", "n/a", "-", ">=20x", "missed (not measured)"))
+    if ses.get("bytes"):
+        rows.append(("bytes held per session", size, "%d" % ses["bytes"], "2 n Hkv d 4", "%d" % ses["cache_bytes"],
+                     "+%d B" % (ses["bytes"] - ses["cache_bytes"]), "cache + small constant",
+                     "met" if ses["bytes"] - ses["cache_bytes"] < 4096 else "missed"))
+    print("Decode sessions (server-side KV cache). Medians; ms lower is better.")
+    print()
+    print_table(hdr, rows)
+    print()
+    if s and st:
+        print("One decoding step over n = 4096 cached tokens by bench/http_bench.c (libcurl, kept-alive loopback "
+              "connection): ours = POST /sessions/{id}/step with one new key/value row and one query row "
+              "(base64, no weights; each followed by an untimed truncate back to 4095 rows); peer = the same "
+              "step as one stateless POST /attention/scaled_dot carrying the whole cache (heads as the batch). "
+              "Server-Timing medians: step parse %.3f, compute %.3f ms; stateless parse %.1f, compute %.2f ms. "
+              "Bytes held: GET /sessions/{id} at n = 4096 (max_tokens 4096, so the capacity is exact; while "
+              "growing, the capacity doubles and holds up to twice the rows)."
+              % (s["parse_ms"], s["compute_ms"], st["parse_ms"], st["compute_ms"]))

@@ -3,12 +3,14 @@
 
 import { tokenize, tokenCount, embed, DEFAULT_DIM, MAX_TOKENS } from './embed.js';
 import { postJSON, getJSON, decodeTensor, toMatrices } from './api.js';
-import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, HEAD_COLOURS, SCALES, scaleT, colour } from './render.js';
+import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, HEAD_COLOURS, SCALES, weightTable } from './render.js';
 import { exportSVG, exportPNG, exportJSON } from './export.js';
-import { probeModels, initModelView } from './models.js';
+import { createModelViews } from './models.js';
+import { neuronSupport, neuronTerms, neuronFigure, neuronExplain } from './neuron.js';
 
 const RULES = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat'];
 const ALL_RULES = [...RULES, 'multihead'];
+const VIEWS = ['heatmap', 'lines', 'compare', 'neuron', 'model'];
 const FORMAT = 'attention-demo/1';
 
 const EXAMPLES = [
@@ -66,6 +68,8 @@ const S = {
   timer: 0,
   cursor: null,         // {i, j}: the heatmap cell last read out
   restoring: false,     // true while the URL is being applied
+  neuronKey: null,      // the key the neuron view explains (null: the query's argmax)
+  modelParams: null,    // the URL's parameters, kept until the models' views are ready
 };
 
 /* ------------------------------------------------------------- controls */
@@ -157,6 +161,10 @@ function pasteRequest(rule, o, user) {
 // still works behind a proxy that mounts the service under a path prefix.
 const API_BASE = location.pathname.replace(/(?:demo\/)?[^/]*$/, '');
 function apiPath(rule) { return API_BASE + (rule === 'multihead' ? 'multihead' : 'attention/' + rule); }
+
+// The trained models' views (models.js), sharing the colour scale, the URL and the exports.
+const MV = createModelViews({ apiBase: API_BASE, postJSON, getJSON, scale: () => S.scale, writeHash: () => writeHash(),
+  loadText: text => loadResponse(text) });
 
 /* --------------------------------------------------------------- errors */
 
@@ -367,6 +375,7 @@ function render() {
   if (!S.cur) return;
   renderHeatmapView();
   renderLinesView();
+  if (S.view === 'neuron') renderNeuronView();
   if (S.view === 'compare' && S.compareSaved) renderCompare(S.compareSaved);
   writeHash();
 }
@@ -522,6 +531,7 @@ function applyPin() {
   const lv = $('lines').querySelector('svg.lineview');
   if (lv && lv._setPin) lv._setPin(S.pin);
   renderTokenText();
+  if (S.view === 'neuron') renderNeuronView();
 }
 
 function renderLinesView() {
@@ -558,34 +568,7 @@ function lineReadout(heads, side, idx) {
   const box = $('line-readout');
   const c = S.cur;
   if (side === null || !c) { box.innerHTML = '<p class="hint">Hover a token for its weights; click to pin it.</p>'; return; }
-  const other = side === 'q' ? c.cols : c.rows;
-  const at = (m, t) => (side === 'q' ? m[idx][t] : m[t][idx]);
-  let s = `<table class="line-table"><caption>${side === 'q' ? 'query' : 'key'} “${esc(side === 'q' ? c.rows[idx] : c.cols[idx])}”: ` +
-    `${side === 'q' ? 'its weight on each key' : 'the weight each query puts on it'}</caption><thead><tr><th scope="col">${side === 'q' ? 'key' : 'query'}</th>`;
-  for (const h of heads) s += `<th scope="col"><span class="swatch" style="background:${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"></span>${heads.length > 1 || c.mats.length > 1 ? (heads.length > 4 ? 'h' : 'head ') + h.index : 'weight'}</th>`;
-  s += '</tr></thead><tbody>';
-  // Per-row scale here: the largest weight of this token (per head) is darkest.
-  const mx = heads.map(h => { let m = 0; for (let t = 0; t < other.length; t++) m = Math.max(m, at(h.matrix, t)); return m; });
-  // Long sentences: the tokens with the largest weights (any head shown), so
-  // the table stays short to read and quick to draw.
-  let order = other.map((_, t) => t);
-  const TOP = 16;
-  if (other.length > 24) {
-    const best = t => Math.max(...heads.map(h => at(h.matrix, t)));
-    order = order.sort((a, b) => best(b) - best(a)).slice(0, TOP);
-  }
-  for (const t of order) {
-    s += `<tr><td>${esc(other[t])}${order.length < other.length ? ` <span class="idx">#${t}</span>` : ''}</td>`;
-    heads.forEach((h, hi) => {
-      const w = at(h.matrix, t);
-      const tt = scaleT(S.scale, w, mx[hi]);
-      s += `<td data-head="${h.index}" data-weight="${w}" style="background:${colour(tt)};color:${tt > 0.55 ? '#fff' : 'inherit'}">${fmt(w)}</td>`;
-    });
-    s += '</tr>';
-  }
-  s += '</tbody>';
-  if (order.length < other.length) s += `<tfoot><tr><td colspan="${heads.length + 1}">the ${order.length} largest of ${other.length}; hover or pin another token for its own</td></tr></tfoot>`;
-  box.innerHTML = s + '</table>';
+  box.innerHTML = weightTable(heads, side, idx, c.rows, c.cols, { scale: S.scale, many: heads.length > 1 || c.mats.length > 1 });
 }
 
 function esc(s) {
@@ -640,6 +623,67 @@ function renderFormula() {
     p.textContent = extra.join(' · ');
     box.append(p);
   }
+}
+
+/* --------------------------------------------------------------- neuron */
+
+// The neuron view: for the pinned query (else query 0) and the chosen head,
+// every number behind its scores. The general rule's W and b come from the
+// service (return_params), fetched once per request.
+async function renderNeuronView() {
+  const c = S.cur;
+  const fig = $('neuron'), note = $('neuron-note'), out = $('neuron-readout');
+  if (!c) return;
+  const sup = neuronSupport(c.rule, c.request);
+  const qs = $('neuron-query');
+  if (qs.options.length !== c.rows.length || [...qs.options].some((o, i) => o.textContent !== `${i}: ${c.rows[i]}`)) {
+    qs.replaceChildren(...c.rows.map((r, i) => new Option(`${i}: ${r}`, String(i))));
+  }
+  const i = S.pin && S.pin.side === 'q' && S.pin.index < c.rows.length ? S.pin.index : 0;
+  qs.value = String(i);
+  const H = sup.ok ? sup.heads : 1;
+  $('neuron-head-row').hidden = H < 2;
+  const hs = $('neuron-head');
+  if (hs.options.length !== H) hs.replaceChildren(...Array.from({ length: H }, (_, k) => new Option(`head ${k}`, String(k))));
+  const head = S.head >= 0 && S.head < H ? S.head : 0;
+  hs.value = String(head);
+  if (!sup.ok) { fig.replaceChildren(); out.textContent = ''; note.textContent = 'Not available: ' + sup.why; return; }
+  let params = null;
+  if (c.rule === 'general') {
+    if (!c.params) {
+      const res = await postJSON(apiPath('general'), { ...c.request, return_params: true });
+      if (S.cur !== c) return;
+      if (!res.ok || !res.body.params) { note.textContent = 'The service did not return the general rule’s W: ' + (res.error ? res.error.message : 'no params'); return; }
+      c.params = res.body.params;
+    }
+    params = c.params;
+  }
+  const T = neuronTerms(c.rule, c.request, i, head, params);
+  const api = c.mats[c.rule === 'multihead' ? head : 0][i];
+  const opts = { rows: c.rows, cols: c.cols, i, api, rule: c.rule };
+  note.textContent = (c.request.hard ? 'This request asks for hard attention: the API column holds the hard weights, the softmax column the scores’ softmax before it. ' : '') +
+    (c.source === 'sentences' ? 'The vectors are hashed from letters and position (not learned): the view shows how a score is made, not what words mean.' : '');
+  const svg = neuronFigure(T, { ...opts, width: fig.clientWidth || 800,
+    title: `${c.rule}${c.rule === 'multihead' ? ', head ' + head : ''}: query “${c.rows[i]}” (row ${i}) against every key` });
+  fig.replaceChildren(svg);
+  let best = 0;
+  T.weights.forEach((w, j) => { if (w > T.weights[best]) best = j; });
+  const sel = S.neuronKey !== null && S.neuronKey < T.Lk ? S.neuronKey : best;
+  const show = j => {
+    for (const g of svg.querySelectorAll('.nkey')) g.querySelector('.nrow-bg').setAttribute('fill', Number(g.dataset.key) === j ? '#fff1b8' : Number(g.dataset.key) === sel ? '#ffe8cc' : '#ffffff');
+    out.innerHTML = neuronExplain(T, j, opts);
+    out.dataset.key = String(j);
+  };
+  show(sel);
+  svg.addEventListener('mouseover', e => { const g = e.target.closest('.nkey'); if (g) show(Number(g.dataset.key)); });
+  svg.addEventListener('mouseleave', () => show(sel));
+  svg.addEventListener('click', e => {
+    const g = e.target.closest('.nkey');
+    if (!g) return;
+    S.neuronKey = Number(g.dataset.key);
+    renderNeuronView();
+    writeHash();
+  });
 }
 
 /* -------------------------------------------------------------- compare */
@@ -733,6 +777,13 @@ function loadResponse(text) {
   try { obj = JSON.parse(text); } catch (e) { $('err-load').textContent = 'Not valid JSON: ' + e.message; return; }
   if (obj && obj.error && obj.error.message) { $('err-load').textContent = 'This is an error response: ' + obj.error.message; return; }
   try {
+    if (obj && typeof obj.format === 'string' && obj.format.startsWith('attention-demo/') && obj.kind === 'models') {
+      if (!MV.ready) throw new Error('this export holds trained-model views, but the service lists no models');
+      if (obj.view && SCALES[obj.view.scale]) { S.scale = obj.view.scale; $('colour-scale').value = S.scale; }
+      MV.load(obj);
+      setView('model');
+      return;
+    }
     if (obj && typeof obj.format === 'string' && obj.format.startsWith('attention-demo/')) {
       loadExport(obj);
       return;
@@ -770,7 +821,8 @@ function loadExport(obj) {
       if (!obj.response) throw new Error('the export has no "response"');
       S.compareSaved = null;
       show(obj.rule || 'multihead', obj.request || null, obj.response, obj.rows, obj.cols, obj.source);
-      if (['heatmap', 'lines'].includes(v.view)) setView(v.view);
+      S.neuronKey = Number.isInteger(v.neuronKey) ? v.neuronKey : null;
+      if (['heatmap', 'lines', 'neuron'].includes(v.view)) setView(v.view);
     }
   } finally {
     S.restoring = false;
@@ -812,6 +864,8 @@ function stateParams() {
   if (S.hiddenHeads.size) p.set('hide', [...S.hiddenHeads].sort((a, b) => a - b).join(','));
   if (S.scale !== 'abs') p.set('cs', S.scale);
   if (S.pin) p.set('pin', S.pin.side + S.pin.index);
+  if (S.view === 'neuron' && S.neuronKey !== null) p.set('nk', String(S.neuronKey));
+  if (S.view === 'model' && MV.ready) MV.params(p);
   return p;
 }
 
@@ -851,7 +905,11 @@ function readHash() {
       S.padding = new Set((p.get('pad') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
     }
     const v = p.get('v');
-    S.view = ['heatmap', 'lines', 'compare'].includes(v) ? v : 'heatmap';
+    S.view = VIEWS.includes(v) ? v : 'heatmap';
+    S.neuronKey = /^\d+$/.test(p.get('nk') || '') ? Number(p.get('nk')) : null;
+    S.modelParams = p;
+    S.wantModel = v === 'model';
+    if (MV.ready) MV.restore(p);
     S.head = /^-?\d+$/.test(p.get('head') || '') ? Number(p.get('head')) : 0;
     S.hiddenHeads = new Set((p.get('hide') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
     S.scale = SCALES[p.get('cs')] ? p.get('cs') : 'abs';
@@ -918,15 +976,22 @@ function syncExampleMenu() {
 }
 
 function setView(v) {
+  if (v === 'model' && !MV.ready) v = 'heatmap';
   S.view = v;
-  for (const name of ['heatmap', 'lines', 'compare']) {
+  // The trained models have their own input: the tensors demo's controls step aside.
+  document.querySelector('.layout').classList.toggle('model-mode', v === 'model');
+  for (const name of VIEWS) {
     const tab = $('tab-' + name);
     tab.setAttribute('aria-selected', String(name === v));
     tab.tabIndex = name === v ? 0 : -1;
     $('view-' + name).hidden = name !== v;
   }
+  // A phone scrolls the tab row sideways: keep the chosen tab in sight.
+  if (NARROW.matches) { const t = $('tab-' + v), row = t.parentElement; row.scrollLeft = t.offsetLeft - row.offsetLeft - 8; }
   if (v === 'compare') runCompare();
   if (v === 'heatmap' && S.cur) renderHeatmapView();
+  if (v === 'neuron') renderNeuronView();
+  if (v === 'model') MV.show();
   writeHash();
 }
 
@@ -944,16 +1009,17 @@ function applyExample(ex) {
 }
 
 function currentViewContainer() {
-  return S.view === 'heatmap' ? $('view-heatmap') : S.view === 'lines' ? $('lines') : $('compare-grid');
+  return S.view === 'heatmap' ? $('view-heatmap') : S.view === 'lines' ? $('lines') : S.view === 'neuron' ? $('neuron') : $('compare-grid');
 }
 
 function viewState() {
-  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin };
+  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin, neuronKey: S.neuronKey };
 }
 
 // The JSON export: everything needed to redraw the picture with its words.
 function exportObject() {
   if (!S.cur) throw new Error('no response yet');
+  if (S.view === 'model') return MV.exportObject({ format: FORMAT, saved: new Date().toISOString(), view: viewState() });
   const base = { format: FORMAT, saved: new Date().toISOString(), source: S.cur.source, rule: S.cur.rule, view: viewState() };
   if (S.view === 'compare') {
     if (!S.compare) throw new Error('the comparison is not ready yet');
@@ -975,13 +1041,16 @@ async function doExport(kind) {
   msg.textContent = '';
   msg.classList.remove('bad');
   try {
-    const name = `attention-${S.view === 'compare' ? 'compare' : S.cur ? S.cur.rule : 'view'}-${S.view}`;
+    const mt = S.view === 'model' ? MV.exportTarget() : null;
+    const name = mt ? mt.name : `attention-${S.view === 'compare' ? 'compare' : S.cur ? S.cur.rule : 'view'}-${S.view}`;
+    const box = mt ? mt.container : currentViewContainer();
+    const caption = mt ? mt.caption : exportCaption();
     let saved;
     // Hover marks are not part of the picture.
     for (const svg of document.querySelectorAll('svg.heatmap')) markHover(svg, null);
     if (kind === 'json') saved = exportJSON(exportObject(), name + '.json');
-    else if (kind === 'svg') saved = exportSVG(currentViewContainer(), name + '.svg', exportCaption());
-    else saved = await exportPNG(currentViewContainer(), name + '.png', exportCaption());
+    else if (kind === 'svg') saved = exportSVG(box, name + '.svg', caption);
+    else saved = await exportPNG(box, name + '.png', caption);
     msg.textContent = `Saved ${saved.filename} (${(saved.size / 1024).toFixed(1)} KB)` +
       (kind === 'json' ? ' · reload it with “Load response”' : '') + '.';
   } catch (e) {
@@ -1016,6 +1085,8 @@ function wire() {
     S.scale = $('colour-scale').value;
     if (S.cur) render();
     if (S.view === 'compare' && S.compare) renderCompare(S.compare);
+    if (S.view === 'model') MV.render();
+    writeHash();
   });
 
   $('paste-example').addEventListener('click', () => { $('paste').value = JSON.stringify(PASTE_EXAMPLE, null, 1); });
@@ -1030,7 +1101,7 @@ function wire() {
     loadResponse(text);
   });
 
-  const tabs = ['heatmap', 'lines', 'compare'];
+  const tabs = VIEWS;
   tabs.forEach((name, i) => {
     const tab = $('tab-' + name);
     tab.addEventListener('click', () => setView(name));
@@ -1038,12 +1109,16 @@ function wire() {
     tab.addEventListener('keydown', e => {
       const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
       if (!d) return;
-      const next = tabs[(i + d + tabs.length) % tabs.length];
+      let k = i;
+      do k = (k + d + tabs.length) % tabs.length; while ($('tab-' + tabs[k]).hidden);
+      const next = tabs[k];
       setView(next);
       $('tab-' + next).focus();
     });
   });
 
+  $('neuron-query').addEventListener('change', () => { S.neuronKey = null; S.pin = { side: 'q', index: Number($('neuron-query').value) }; applyPin(); writeHash(); });
+  $('neuron-head').addEventListener('change', () => { S.head = Number($('neuron-head').value); if (S.cur) render(); });
   $('export-png').addEventListener('click', () => doExport('png'));
   $('export-svg').addEventListener('click', () => doExport('svg'));
   $('export-json').addEventListener('click', () => doExport('json'));
@@ -1114,16 +1189,27 @@ async function loadRules() {
 }
 
 wire();
-if (readHash()) {
+if (readHash() && $('source').value + $('paste').value !== '') {
   syncControls();
   renderTokenChips();
   setView(S.view);
+} else if (S.wantModel) {
+  // A link to the models' views alone: the tensors demo starts from its first example.
+  applyExample(EXAMPLES[0]);
 } else {
   applyExample(EXAMPLES[0]);
 }
 loadRules();
 run();
-probeModels(API_BASE, getJSON).then(models => initModelView({ tab: $('tab-model'), panel: $('view-model'), models })).catch(() => {});
+MV.init($('tab-model'), $('view-model')).then(ok => {
+  if (!ok) { if (S.view === 'model') setView('heatmap'); return; }
+  // Where a newcomer looks first: the learned attention is one click away.
+  const a = Object.assign(document.createElement('a'), { href: '#v=model', id: 'lead-models', textContent: 'translate English to French with trained models' });
+  a.addEventListener('click', e => { e.preventDefault(); setView('model'); });
+  $('lead').append(' Or ', a, '.');
+  if (S.modelParams) MV.restore(S.modelParams);
+  if (S.wantModel) setView('model');
+}).catch(e => console.warn('models:', e));
 
 // For the browser tests and the curious: the current state.
-window.attnDemo = { get current() { return S.cur; }, get state() { return S; }, run, fmt };
+window.attnDemo = { get current() { return S.cur; }, get state() { return S; }, get models() { return MV.state; }, run, fmt };

@@ -72,6 +72,17 @@ export function fmt(w) {
 
 function textWidth(s, px) { return Math.ceil(String(s).length * px * 0.6); }
 
+// Breaks text at spaces into lines of at most n characters (a longer word keeps its own line).
+function wrapText(text, n) {
+  const lines = [];
+  let cur = '';
+  for (const w of String(text).split(/\s+/)) {
+    if (cur && (cur + ' ' + w).length > n) { lines.push(cur); cur = w; } else cur = cur ? cur + ' ' + w : w;
+  }
+  if (cur) lines.push(cur);
+  return lines;
+}
+
 /* ------------------------------------------------------------ colour scales
  * abs: the weight itself, 0 = white, 1 = darkest (the default everywhere, so
  *      near-uniform attention is pale and panels compare).
@@ -128,7 +139,9 @@ function patterns(id) {
  *   cell (px); labels (false for thumbnails); legend (bool); scale ('abs',
  *   'row', 'log'); kind(i, j) -> '' | 'pad' | 'mask' (cells the request did
  *   not allow); foot (text under the grid, kept in exports);
- *   fontSize (label px, at least 11 when labels are drawn). */
+ *   fontSize (label px, at least 11 when labels are drawn); wrap (px: the
+ *   caption is broken into lines of about that width instead of widening
+ *   the figure). */
 export function heatmap(matrix, opts = {}) {
   const id = 'hm' + (++uid);
   const Lq = matrix.length, Lk = Lq ? matrix[0].length : 0;
@@ -146,7 +159,8 @@ export function heatmap(matrix, opts = {}) {
   const big = Lq * Lk > 2500;
 
   const titleH = opts.title ? 22 : 0;
-  const capH = opts.caption ? 16 : 0;
+  const capLines = opts.caption ? wrapText(opts.caption, opts.wrap ? Math.max(12, Math.floor(opts.wrap / 6)) : Infinity) : [];
+  const capH = 16 * capLines.length;
   const left = labels ? Math.min(140, 12 + Math.max(0, ...rows.map(r => textWidth(r, fs)))) : 2;
   // Rotated column labels need their length times sin 45 plus the font's height.
   const colLabelH = labels ? Math.min(120, Math.ceil(0.72 * Math.max(0, ...cols.map(c => textWidth(c, fs))) + fs * 1.4 + 8)) : 2;
@@ -156,8 +170,10 @@ export function heatmap(matrix, opts = {}) {
   const legendW = legend ? 118 : 0;
   const footH = opts.foot ? 18 : 0;
   const legendH = legend ? 210 : 0;
-  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + 8, opts.title ? textWidth(opts.title, 14) * 0.92 + 8 : 0,
-    opts.caption ? textWidth(opts.caption, 11) * 0.92 + 8 : 0, opts.foot ? textWidth(opts.foot, 11) * 0.95 + 8 : 0));
+  // The last rotated column label reaches past the grid's right edge.
+  const tail = labels && !legend && Lk ? Math.ceil(0.72 * textWidth(cols[Lk - 1], fs)) : 0;
+  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + Math.max(8, tail), opts.title ? textWidth(opts.title, 14) * 0.92 + 8 : 0,
+    ...capLines.map(l => textWidth(l, 11) * 0.92 + 8), opts.foot ? textWidth(opts.foot, 11) * 0.95 + 8 : 0));
   const height = Math.ceil(top + Math.max(gridH + footH, legendH) + 8);
 
   const parts = [];
@@ -203,7 +219,7 @@ export function heatmap(matrix, opts = {}) {
   // heatmap scrolls they can be moved to stay in view over the cells
   // (the page sets their transforms; exports drop them).
   const titles = (opts.title ? `<text class="title" x="4" y="16" font-size="14" font-weight="600" fill="#1d2433">${esc(opts.title)}</text>` : '') +
-    (opts.caption ? `<text class="caption" x="4" y="${titleH + 12}" font-size="11" fill="#5b6475">${esc(opts.caption)}</text>` : '');
+    capLines.map((l, k) => `<text class="caption" x="4" y="${titleH + 12 + 16 * k}" font-size="11" fill="#5b6475">${esc(l)}</text>`).join('');
   if (labels) {
     let s = `<g class="row-band"><rect x="0" y="${top}" width="${left}" height="${gridH}" fill="#ffffff"/><g class="row-labels" font-size="${fs}" fill="#333" text-anchor="end">`;
     rows.forEach((r, i) => { s += `<text x="${left - 6}" y="${top + i * cell + cell / 2 + fs * 0.35}" class="row-label" data-row="${i}">${esc(r)}</text>`; });
@@ -499,4 +515,47 @@ export function coloredTokens(tokens, weights, opts = {}) {
     box.append(s);
   });
   return box;
+}
+
+/* The numbers behind a line view's focused token: one column per head shown,
+ * each cell coloured on the given scale (per-row: the head's largest weight
+ * for this token is darkest). heads: [{index, matrix}]; side 'q' lists the
+ * token's weight on each key, 'k' the weight each query puts on it. Past 24
+ * tokens only the 16 largest are listed. Returns HTML for a table. */
+export function weightTable(heads, side, idx, rows, cols, opts = {}) {
+  const other = side === 'q' ? cols : rows;
+  const at = (m, t) => (side === 'q' ? m[idx][t] : m[t][idx]);
+  const many = opts.many ?? heads.length > 1;
+  let s = `<table class="line-table"><caption>${side === 'q' ? 'query' : 'key'} “${esc(side === 'q' ? rows[idx] : cols[idx])}”: ` +
+    `${side === 'q' ? 'its weight on each key' : 'the weight each query puts on it'}</caption><thead><tr><th scope="col">${side === 'q' ? 'key' : 'query'}</th>`;
+  for (const h of heads) s += `<th scope="col"><span class="swatch" style="background:${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"></span>${many ? (heads.length > 4 ? 'h' : 'head ') + h.index : 'weight'}</th>`;
+  s += '</tr></thead><tbody>';
+  const mode = SCALES[opts.scale] ? opts.scale : 'abs';
+  const mx = heads.map(h => { let m = 0; for (let t = 0; t < other.length; t++) m = Math.max(m, at(h.matrix, t)); return m; });
+  let order = other.map((_, t) => t);
+  if (other.length > 24) {
+    const best = t => Math.max(...heads.map(h => at(h.matrix, t)));
+    order = order.sort((a, b) => best(b) - best(a)).slice(0, 16);
+  }
+  for (const t of order) {
+    s += `<tr><td>${esc(other[t])}${order.length < other.length ? ` <span class="idx">#${t}</span>` : ''}</td>`;
+    heads.forEach((h, hi) => {
+      const w = at(h.matrix, t);
+      const tt = scaleT(mode, w, mx[hi]);
+      s += `<td data-head="${h.index}" data-weight="${w}" style="background:${colour(tt)};color:${tt > 0.55 ? '#fff' : 'inherit'}">${fmt(w)}</td>`;
+    });
+    s += '</tr>';
+  }
+  s += '</tbody>';
+  if (order.length < other.length) s += `<tfoot><tr><td colspan="${heads.length + 1}">the ${order.length} largest of ${other.length}; hover or pin another token for its own</td></tr></tfoot>`;
+  return s + '</table>';
+}
+
+/* A diverging colour for signed numbers (vector entries, products): blue
+ * below zero, red above, white at zero; t in [-1, 1]. */
+export function divColour(t) {
+  t = Math.max(-1, Math.min(1, Number.isFinite(t) ? t : 0));
+  const end = t < 0 ? [33, 102, 172] : [178, 24, 43];
+  const a = Math.abs(t);
+  return `rgb(${[0, 1, 2].map(k => Math.round(255 + a * (end[k] - 255))).join(',')})`;
 }

@@ -42,6 +42,7 @@ typedef struct {
     int64_t dh, dout;
     const attn_tensor *p[MAX_PARAMS];
     attn_shapes shapes;
+    attn_sparse sparse; /* the sparsity pattern in the kernels' form */
     float *qp;   /* projected queries, or concat's scores */
     float *kp;   /* projected keys, or the key half of concat's scores */
     float *ctxv; /* concat: the context vectors (attention's output) */
@@ -166,7 +167,7 @@ static double rule_flops(attn_rule rule, const plan *pl)
 {
     const attn_dims *d = &pl->d;
     double B = (double)d->B, Lq = (double)d->Lq, Lk = (double)d->Lk;
-    double pairs = B * Lq * (double)pl->lkeys, dh = (double)pl->dh;
+    double pairs = B * attn_sparsity_pairs(&pl->req.opt, d->Lq, pl->lkeys), dh = (double)pl->dh;
     double f = 2.0 * pairs * (double)d->Dv;
     switch (rule) {
     case ATTN_RULE_GENERAL:
@@ -265,6 +266,11 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
         return attn_fail(err, ATTN_ERR_PARAM, "rope",
                          "rope applies to rules dot and scaled_dot (and multi-head), not %s",
                          info->name);
+    if (o->sparsity.pattern != ATTN_SPARSE_NONE && req->rule != ATTN_RULE_DOT &&
+        req->rule != ATTN_RULE_SCALED_DOT)
+        return attn_fail(err, ATTN_ERR_PARAM, "sparsity",
+                         "sparsity applies to rules dot and scaled_dot (and multi-head), not %s",
+                         info->name);
     return ATTN_OK;
 }
 
@@ -289,6 +295,8 @@ static attn_status fill_shapes(plan *pl, attn_error *err)
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
     sh->flops = rule_flops(pl->req.rule, pl);
+    attn_sparsity_dims(&pl->req.opt, d->Lq, pl->lkeys, &sh->layout_rows, &sh->layout_cols,
+                       &sh->layout_block);
     return ATTN_OK;
 }
 
@@ -460,6 +468,7 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
+    attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
     const attn_options *o = &pl->req.opt;
     if (o->rope.on) {
         attn_rope_plan(&o->rope, d->Dq, d->Lq, d->Lk,
@@ -500,6 +509,8 @@ static void rule_head(const plan *pl, int64_t b, float *out, float *w)
     j->kind = rule_kind(pl, &kd);
     j->d = kd;
     j->dv = Dv;
+    if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
+        j->m.sparse = &pl->sparse;
     j->v = pl->req.value.data + b * d->Lv * Dv;
     j->v_stride = Dv;
     j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;

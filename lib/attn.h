@@ -201,7 +201,15 @@ typedef struct {
 
 /* Sparse attention: a pattern that is exactly one more boolean mask AND-ed
  * with the others, computed so that blocks with nothing allowed cost
- * nothing. For dot, scaled_dot and multi-head. */
+ * nothing: the time grows with the allowed pairs, not with Lq x Lk, and no
+ * Lq x Lk buffer is made unless weights are asked for (dense, zero outside
+ * the pattern). For dot, scaled_dot and multi-head (ATTN_ERR_PARAM
+ * "sparsity" elsewhere); bad values are ATTN_ERR_PARAM naming the member
+ * ("sparsity.window", "sparsity.global", "sparsity.block",
+ * "sparsity.window_blocks", ..., "sparsity.layout"). A global index marks
+ * query row i when i < Lq and key j when j < Lk; it must be below
+ * max(Lq, Lk). Hard attention (argmax, top_k, sample) with a pattern runs
+ * row by row at the dense cost. */
 typedef enum {
     ATTN_SPARSE_NONE = 0,
     ATTN_SPARSE_LOCAL_GLOBAL, /* Longformer: |i' - j| <= window, or query i or key j global */
@@ -289,6 +297,11 @@ typedef struct {
 /* Options with every field at its default (nothing masked, weights wanted). */
 attn_options attn_options_default(void);
 
+/* The ALiBi paper's slope of head h (0-based) of H heads, the one
+ * attn_options.alibi uses when alibi_slopes is NULL: for a caller that
+ * computes heads one call at a time and passes each its own slope. */
+float attn_alibi_slope(int64_t H, int64_t h);
+
 /* ------------------------------------------------------------ a context */
 
 /* What a computation runs with, reused across calls; make one per thread
@@ -360,9 +373,10 @@ typedef struct {
 /* The block layout a sparsity pattern uses, for a response's "layout":
  * layout_rows x layout_cols bytes (attn_shapes), 1 where a block holds an
  * allowed pair. bigbird and blocks give their own layout; local_global is
- * summarised in blocks of layout_block rows and columns chosen by the
- * library. Lq, Lk are the request's query and key counts; the options must
- * have passed attn_plan / attn_mha_plan. */
+ * summarised in blocks of layout_block = 64 rows and columns (the same on
+ * every build). Lq, Lk are the request's query and key counts; the
+ * options are validated again (as attn_plan does). The caller owns layout;
+ * the call allocates scratch of O(Lq + Lk) bytes and frees it. */
 attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
                                  uint8_t *layout, attn_error *err);
 

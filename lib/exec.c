@@ -62,6 +62,7 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     f->alibi = j->m.alibi;
     f->has_sink = j->m.has_sink;
     f->sink = j->m.sink;
+    f->sparse = j->m.sparse;
 }
 
 /* Scratch the kernel of n jobs like model asks on `threads` threads. Both

@@ -112,13 +112,11 @@ typedef struct {
     float alibi;                       /* the head's slope; 0: none */
     int has_sink;
     float sink;
+    const attn_sparse *sparse;         /* NULL: none (sparse.c; set by the front end) */
 } attn_row_masks;
 
 void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
                    int64_t Lq, int64_t Lk, attn_row_masks *m);
-
-/* The ALiBi paper's slope of head h (0-based) of H (attn.h). */
-float attn_alibi_slope(int64_t H, int64_t h);
 
 /* rope for a head of hd features: the checks attn_check_options cannot
  * make without the head size (dims even and <= hd). */
@@ -354,6 +352,27 @@ void attn_linear_take(attn_ws *ws, int64_t n, const attn_head_job *model, int ca
  * feature_map, on the call's threads, in the context's kernel scratch. */
 attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
                             const attn_options *o, attn_error *err);
+
+/* ---------------------------------------------------------- sparse.c */
+
+/* The sparsity pattern's values against Lq, Lk: ATTN_ERR_PARAM naming
+ * "sparsity" or the member at fault ("sparsity.window", ...). */
+attn_status attn_sparsity_check(const attn_options *o, int64_t Lq, int64_t Lk, attn_error *err);
+
+/* The pattern's block layout size (attn_shapes.layout_*), zeros without
+ * one. The options must have passed attn_sparsity_check. */
+void attn_sparsity_dims(const attn_options *o, int64_t Lq, int64_t Lk, int64_t *rows,
+                        int64_t *cols, int64_t *block);
+
+/* About how many (query, key) pairs of one head the pattern allows (for
+ * the cost); Lq * Lk without a pattern. */
+double attn_sparsity_pairs(const attn_options *o, int64_t Lq, int64_t Lk);
+
+/* The pattern in the kernels' form (kernels.h) into *sp: its pieces are
+ * taken from ws, and filled when ws carves (sp is all zero without a
+ * pattern, or while measuring). */
+void attn_sparse_lay_out(attn_ws *ws, const attn_options *o, int64_t Lq, int64_t Lk,
+                         attn_sparse *sp);
 
 /* ------------------------------------------------------------ seed.c */
 

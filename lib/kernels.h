@@ -25,6 +25,30 @@ void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
  * threads (0 when it needs none). */
 size_t attn_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads);
 
+/* A sparsity pattern as the kernels read it (lib/sparse.c builds it from
+ * attn.h's attn_sparsity): one more mask, AND-ed with the job's others,
+ * under which (i, j) is allowed when
+ *   layout set:  layout[(i / block) * lcols + j / block] != 0
+ *   layout NULL: |i + off - j| <= window, or qglobal[i], or kglobal[j]
+ * (local_global); gkeys lists the global keys in increasing order. */
+typedef struct attn_sparse {
+    const uint8_t *layout;
+    int64_t block, lrows, lcols;
+    int64_t window, off;
+    const uint8_t *qglobal, *kglobal; /* lq and lk bytes */
+    const int64_t *gkeys;
+    int64_t n_gkeys;
+} attn_sparse;
+
+/* Whether the pattern allows (i, j). */
+static inline int attn_sparse_allows(const attn_sparse *s, int64_t i, int64_t j)
+{
+    if (s->layout)
+        return s->layout[(i / s->block) * s->lcols + j / s->block] != 0;
+    int64_t d = i + s->off - j;
+    return (d <= s->window && -d <= s->window) || s->qglobal[i] || s->kglobal[j];
+}
+
 /* One head of scaled-dot-product attention, the score pipeline of attn.h:
  *   s[i][j] = scale * (q_i . k_j)
  *   s       = softcap * tanh(s / softcap)          when softcap > 0
@@ -58,6 +82,8 @@ typedef struct {
     float alibi;                               /* ALiBi slope; 0: none */
     int has_sink;
     float sink;                                /* the sink logit, finite */
+    const attn_sparse *sparse;                 /* NULL: dense; else only the key blocks
+                                                * it allows are computed */
 } attn_sdpa_job;
 
 /* Runs n independent head jobs (e.g. batch x heads), spreading the work

@@ -883,6 +883,8 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
     }
 }
 
+#include "sparse_tmpl.h" /* sdpa_block_sparse: a job with a sparsity pattern */
+
 /* Work shared by the tasks of one sdpa_run. */
 typedef struct {
     const attn_sdpa_job *jobs;
@@ -907,6 +909,13 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     int64_t b = task - s->first[lo];
     if (j->causal || j->window_right >= 0) b = nb - 1 - b; /* the longest blocks first */
     float *scr = s->scratch + (size_t)worker * s->per_worker;
+    if (j->sparse) {
+        int64_t rows = j->lq < QB / 4 && !j->w ? QB / 4 : QB, i0 = b * rows;
+        float *qt = scr, *st = qt + (size_t)s->maxd * QB;
+        sdpa_block_sparse(j, i0, j->lq - i0 < rows ? j->lq - i0 : rows, qt, st,
+                          st + (size_t)BK * QB);
+        return;
+    }
     if (j->lq < QB / 4 && !j->w) {
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;

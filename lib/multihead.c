@@ -44,6 +44,7 @@ typedef struct {
     /* Resolved projections (biases NULL when zero). */
     const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo, *nw, *nb, *pos;
     attn_shapes shapes;
+    attn_sparse sparse; /* the sparsity pattern in the kernels' form */
     int pe, avg, fused;
     int64_t qw;       /* floats per row of the q projection (3E when fused) */
     int64_t ks;       /* row stride of the k and v projections */
@@ -332,7 +333,7 @@ static double mha_flops(const mplan *pl)
         m.w = attn_model_weights(pl->req.opt.need_weights);
         return 2.0 * B * proj + attn_linear_flops(&m, B * (double)pl->H, pl->req.opt.causal);
     }
-    return 2.0 * B * (proj + 2.0 * Lq * Lk * E);
+    return 2.0 * B * (proj + 2.0 * attn_sparsity_pairs(&pl->req.opt, d->Lq, d->Lk) * E);
 }
 
 /* Floats of the bound parameters, or of the seeded set when none are. */
@@ -405,6 +406,8 @@ static attn_status fill_shapes(mplan *pl, attn_error *err)
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
     sh->param_floats = mha_param_floats(pl);
     sh->flops = mha_flops(pl);
+    attn_sparsity_dims(&pl->req.opt, d->Lq, d->Lk, &sh->layout_rows, &sh->layout_cols,
+                       &sh->layout_block);
     return ATTN_OK;
 }
 
@@ -610,6 +613,7 @@ static void mha_lay_out(void *p, attn_ws *ws)
     pl->ao = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
     pl->hw = attn_ws_take(ws, pl->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0,
                           sizeof(float));
+    attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
     if (pl->fused) {
         pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
         pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
@@ -661,6 +665,8 @@ static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
             j->kind = ATTN_SCORE_DOT;
             j->d = j->dv = hd;
             j->scale = scale;
+            if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
+                j->m.sparse = &pl->sparse;
             j->a = pl->qp + b * Lq * pl->qw + h * hd; j->a_stride = pl->qw;
             j->b = pl->kp + b * Lk * ks + g * hd; j->b_stride = ks;
             j->v = pl->vp + b * Lk * ks + g * hd; j->v_stride = ks;

@@ -67,7 +67,7 @@ static void rows_task(void *arg, int64_t row, int worker)
     score_row(r, job, i, s);
     const attn_row_masks *m = &jb->m;
     if (jb->hard == ATTN_HARD_NONE && !m->mask && !m->key_mask && !m->bias &&
-        m->softcap == 0.0f && m->alibi == 0.0f && !m->has_sink) {
+        m->softcap == 0.0f && m->alibi == 0.0f && !m->has_sink && !m->sparse) {
         /* Only causal / window, if anything: the allowed keys are one
          * range, so the SIMD softmax runs over it and the rest is zero. */
         int64_t j0, j1;

@@ -165,9 +165,8 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
     }
     if ((st = check_pipeline(o, H > 0 ? H : 1, err)) != ATTN_OK)
         return st;
-    /* not computed yet */
-    if (o->sparsity.pattern != ATTN_SPARSE_NONE)
-        return attn_fail(err, ATTN_ERR_PARAM, "sparsity", "sparsity is not supported yet");
+    if ((st = attn_sparsity_check(o, Lq, Lk, err)) != ATTN_OK)
+        return st;
     switch (o->hard) {
     case ATTN_HARD_NONE:
     case ATTN_HARD_ARGMAX:

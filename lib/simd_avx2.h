@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "simd_x86.h"
+
 #define ISA_NAME(x) attn_##x##_avx2
 #define TGT __attribute__((target("avx2,fma")))
 #define V __m256
@@ -54,20 +56,12 @@
 
 #define SIMD_INLINE static inline __attribute__((always_inline)) TGT
 
-/* In-place 8 x 8 transpose: unpack, shuffle, then swap 128-bit halves. */
+/* In-place 8 x 8 transpose: unpack and shuffle within lanes, then swap
+ * 128-bit halves. */
 SIMD_INLINE void attn_transpose_avx2(__m256 r[8])
 {
     __m256 t[8];
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
+    SIMD_TRANSPOSE_IN_LANES(_mm256, 8, r, t);
     for (int k = 0; k < 4; k++) {
         t[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
         t[4 + k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "simd_x86.h"
+
 #define ISA_NAME(x) attn_##x##_avx512
 #define TGT __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 #define V __m512
@@ -57,16 +59,7 @@
 static inline __attribute__((always_inline)) TGT void attn_transpose_avx512(__m512 r[16])
 {
     __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-    }
+    SIMD_TRANSPOSE_IN_LANES(_mm512, 16, r, t);
     /* r[4g+k], 128-bit lane L: column 4L+k of rows 4g..4g+3 */
     for (int k = 0; k < 4; k++) {
         t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);

@@ -90,7 +90,8 @@ void attn_row_softmax(float *s, int64_t i, const attn_head_job *jb, float *w, fl
     float mx = -INFINITY;
     attn_row_range(m, i, lk, &j0, &j1);
     for (int64_t j = 0; j < lk; j++) {
-        int ok = j >= j0 && j < j1 && (!mr || mr[j]) && (!km || km[j]);
+        int ok = j >= j0 && j < j1 && (!mr || mr[j]) && (!km || km[j]) &&
+                 (!m->sparse || attn_sparse_allows(m->sparse, i, j));
         if (ok) {
             float x = attn_row_terms(m, i, j, s[j]);
             if (br)

@@ -39,15 +39,15 @@ static const srv_field fields[] = {
     {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC | XC | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
     {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP | XC, 0, NULL, NULL, "query i sees key j only where j <= i' (i' = i, or i + Lk - Lq with align bottom_right)"},
     {"align", SRV_FT_WORD, S(ALIGN), BOTH | BODY | KSP | XC, 0, NULL, NULL, "\"top_left\" or \"bottom_right\": where the diagonal of causal, window, alibi and rope sits"},
-    {"window", SRV_FT_WINDOW, S(WINDOW), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "w: |i' - j| <= w; or [left, right]: i' - left <= j <= i' + right, null for an unbounded side"},
+    {"window", SRV_FT_WINDOW, S(WINDOW), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "w: |i' - j| <= w; or [left, right]: i' - left <= j <= i' + right, null for an unbounded side"},
     {"window_left", SRV_FT_INT, S(WINDOW_LEFT), BOTH | KSP | XC | XL, 0, NULL, NULL, "keys up to this many before i' (the other side unbounded unless given)"},
     {"window_right", SRV_FT_INT, S(WINDOW_RIGHT), BOTH | KSP | XC | XL, 0, NULL, NULL, "keys up to this many after i' (the other side unbounded unless given)"},
-    {"softcap", SRV_FT_NUMBER, S(SOFTCAP), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "c > 0: scores become c * tanh(s / c)"},
-    {"alibi", SRV_FT_HEADS, S(ALIBI), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "true (the ALiBi paper's slopes), a slope (/attention) or one slope per head (/multihead)"},
+    {"softcap", SRV_FT_NUMBER, S(SOFTCAP), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "c > 0: scores become c * tanh(s / c)"},
+    {"alibi", SRV_FT_HEADS, S(ALIBI), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "true (the ALiBi paper's slopes), a slope (/attention) or one slope per head (/multihead)"},
     {"alibi", SRV_FT_TENSOR, S(ALIBI), MHA | KSI, 0, NULL, "(H)", "one ALiBi slope per head"},
-    {"sinks", SRV_FT_HEADS, S(SINKS), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "a sink logit in each softmax's denominator: a number (/attention) or one per head (/multihead)"},
+    {"sinks", SRV_FT_HEADS, S(SINKS), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "a sink logit in each softmax's denominator: a number (/attention) or one per head (/multihead)"},
     {"sinks", SRV_FT_TENSOR, S(SINKS), MHA | KSI, 0, NULL, "(H)", "one sink logit per head"},
-    {"rope", SRV_FT_OBJECT, S(ROPE), BOTH | BODY | XC | XL | DOT, 0, NULL, NULL, "rotary embedding of query and key rows: {base, style, dims, offset}"},
+    {"rope", SRV_FT_OBJECT, S(ROPE), BOTH | SN | BODY | XC | XL | DOT, 0, NULL, NULL, "rotary embedding of query and key rows: {base, style, dims, offset}"},
     {"rope", SRV_FT_BOOL, S(ROPE_ON), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rotary embedding with the defaults (rope_* parameters imply it)"},
     {"rope_base", SRV_FT_NUMBER, S(ROPE_BASE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: the frequency base (10000)"},
     {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
@@ -557,7 +557,8 @@ static int read_params(srv_job *j, const srv_field *f, srv_codec *c, json_t *p, 
  * rank 1 (/multihead); their count is the library's to check. */
 static int read_heads(srv_job *j, const srv_field *f, srv_codec *c, json_t *v, srv_err *e)
 {
-    int mha = j->kind == SRV_JOB_MULTIHEAD, is_alibi = f->slot == SRV_SLOT_ALIBI;
+    /* a list per head: multi-head and decode sessions */
+    int mha = j->kind != SRV_JOB_ATTENTION, is_alibi = f->slot == SRV_SLOT_ALIBI;
     attn_tensor *t = srv_job_tensor(j, f->slot);
     char expect[120];
     snprintf(expect, sizeof expect, "%s%s", is_alibi ? "true, false or " : "",

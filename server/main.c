@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -119,42 +118,15 @@ static int parse_level(const char *s)
     return 0;
 }
 
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The directory of the running binary, for finding demo/ and openapi.yaml
- * whatever the working directory. */
-static void exe_dir(char *out, size_t n)
-{
-    ssize_t k = readlink("/proc/self/exe", out, n - 1);
-    if (k <= 0) {
-        snprintf(out, n, ".");
-        return;
-    }
-    out[k] = '\0';
-    char *slash = strrchr(out, '/');
-    if (slash)
-        *slash = '\0';
-}
-
 static char static_buf[PATH_MAX], openapi_buf[PATH_MAX];
 
 static void find_files(const char *static_opt, const char *openapi_opt)
 {
     char ed[PATH_MAX - 64], cand[PATH_MAX];
-    exe_dir(ed, sizeof ed);
+    srv_exe_dir(ed, sizeof ed);
     srv_cfg.static_dir = NULL;
     if (static_opt) {
-        if (!realpath(static_opt, static_buf) || !is_dir(static_buf))
+        if (!realpath(static_opt, static_buf) || !srv_is_dir(static_buf))
             srv_log(SRV_LOG_WARN, "ATTN_STATIC_DIR %s is not a directory; serving the built-in page", static_opt);
         else
             srv_cfg.static_dir = static_buf;
@@ -162,7 +134,7 @@ static void find_files(const char *static_opt, const char *openapi_opt)
         const char *fmts[] = {"%s/../demo", "%s/demo", "./demo"};
         for (int i = 0; i < 3 && !srv_cfg.static_dir; i++) {
             snprintf(cand, sizeof cand, fmts[i], ed);
-            if (is_dir(cand) && realpath(cand, static_buf))
+            if (srv_is_dir(cand) && realpath(cand, static_buf))
                 srv_cfg.static_dir = static_buf;
         }
     }
@@ -173,7 +145,7 @@ static void find_files(const char *static_opt, const char *openapi_opt)
         snprintf(openapi_buf, sizeof openapi_buf, "%s/../openapi.yaml", ed);
         for (int i = 0; i < 3; i++) {
             snprintf(cand, sizeof cand, fmts[i], ed);
-            if (is_file(cand)) {
+            if (srv_is_file(cand)) {
                 snprintf(openapi_buf, sizeof openapi_buf, "%s", cand);
                 break;
             }

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define MODELS_MAX 16
@@ -23,18 +22,6 @@ static int n_served;
 static json_t *unavailable; /* [{"name", "error"}] of the files that did not load */
 static char models_dir[PATH_MAX];
 
-static int is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 /* The weights directory: ATTN_MODELS_DIR, else training/weights in the
  * working directory, else beside the binary (build/../training/weights). */
 static int find_dir(const char *opt, char *out, size_t n)
@@ -42,17 +29,13 @@ static int find_dir(const char *opt, char *out, size_t n)
     char exe[PATH_MAX - 64], cand[PATH_MAX];
     if (opt) {
         snprintf(out, n, "%s", opt);
-        return is_dir(out) ? 0 : -1;
+        return srv_is_dir(out) ? 0 : -1;
     }
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    exe[k > 0 ? k : 0] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (slash)
-        *slash = '\0';
+    srv_exe_dir(exe, sizeof exe);
     const char *fmts[] = {"./training/weights", "%s/../training/weights", "%s/training/weights"};
     for (int i = 0; i < 3; i++) {
         snprintf(cand, sizeof cand, fmts[i], exe);
-        if (is_dir(cand) && realpath(cand, out))
+        if (srv_is_dir(cand) && realpath(cand, out))
             return 0;
     }
     snprintf(out, n, "training/weights");
@@ -76,7 +59,11 @@ static json_t *bleu_of(json_t *results, const char *name)
     json_t *r = json_object_get(json_object_get(results, "test"), name);
     if (!r)
         return json_null();
-    return json_pack("{s:O?,s:O?,s:O?}", "greedy", json_object_get(json_object_get(r, "greedy"), "bleu"),
+    /* evaluate.py files the batched greedy decoder's score as "greedyb" */
+    json_t *greedy = json_object_get(r, "greedy");
+    if (!greedy)
+        greedy = json_object_get(r, "greedyb");
+    return json_pack("{s:O?,s:O?,s:O?}", "greedy", json_object_get(greedy, "bleu"),
                      "beam4", json_object_get(json_object_get(r, "beam4"), "bleu"), "sentences",
                      json_object_get(json_object_get(results, "test"), "sentences"));
 }
@@ -156,7 +143,7 @@ int srv_models_start(const char *dir_opt, int strict)
         return dir_opt && strict ? -1 : 0;
     }
     snprintf(path, sizeof path, "%s/bpe.json", models_dir);
-    if (!is_file(path))
+    if (!srv_is_file(path))
         snprintf(path, sizeof path, "%s/../bpe.json", models_dir);
     int n = list_names(models_dir, names);
     if (n > 0 && !(tok = mdl_tok_load(path, err, sizeof err))) {

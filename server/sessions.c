@@ -32,6 +32,7 @@ struct srv_session {
     /* fixed at creation */
     int64_t H, Hkv, d, max_tokens;
     attn_request tmpl;    /* scaled_dot with the session's scale and options */
+    float *slopes, *sinks; /* per query head (H each), or NULL: ALiBi and sinks */
     /* table lock */
     int refs;             /* requests holding the session */
     int unlinked;         /* out of the table: freed when refs reaches 0 */
@@ -174,8 +175,8 @@ static void session_free(srv_session *s)
         free(s->v[g]);
     free(s->k);
     free(s->v);
-    free((void *)s->tmpl.opt.alibi_slopes);
-    free((void *)s->tmpl.opt.sinks);
+    free(s->slopes);
+    free(s->sinks);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     mem_give(s->bytes);
@@ -312,7 +313,21 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
                         "a full cache of max_tokens %lld rows would be over this server's session "
                         "memory, %zu bytes (ATTN_SESSION_MEMORY)",
                         (long long)f->max_tokens, srv_cfg.session_memory);
+    const attn_options *o = &j->u.att.opt;
+    if (o->alibi && o->alibi_slopes && o->n_alibi_slopes != f->num_heads)
+        return srv_fail(e, 422, "invalid_param", "alibi",
+                        "alibi must be true or one slope per head: %lld numbers, got %lld",
+                        (long long)f->num_heads, (long long)o->n_alibi_slopes);
+    if (o->sinks && o->n_sinks != f->num_heads)
+        return srv_fail(e, 422, "invalid_param", "sinks",
+                        "sinks must be one logit per head: %lld numbers, got %lld",
+                        (long long)f->num_heads, (long long)o->n_sinks);
+    /* the library checks the rest, on head 0's request */
     attn_request req = j->u.att;
+    req.opt.causal = 1;
+    req.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    req.opt.n_alibi_slopes = req.opt.alibi_slopes ? 1 : 0;
+    req.opt.n_sinks = req.opt.sinks ? 1 : 0;
     float *one = srv_arena_alloc(&call->arena, (size_t)f->head_dim * sizeof(float));
     if (!one)
         return srv_fail(e, 503, "overloaded", "", "out of memory");
@@ -329,18 +344,25 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
 static srv_session *session_new(const srv_job *j, srv_err *e)
 {
     const srv_ses_fields *f = &j->ses;
-    size_t bytes = sizeof(srv_session) + 2 * (size_t)f->num_kv_heads * sizeof(float *);
+    const attn_options *o = &j->u.att.opt;
+    size_t lists = (size_t)((o->alibi != 0) + (o->sinks != NULL)) * (size_t)f->num_heads;
+    size_t bytes = sizeof(srv_session) + 2 * (size_t)f->num_kv_heads * sizeof(float *) +
+                   lists * sizeof(float);
     if (mem_take(bytes, e))
         return NULL;
     srv_session *s = calloc(1, sizeof *s);
     if (s) {
         s->k = calloc((size_t)f->num_kv_heads, sizeof *s->k);
         s->v = calloc((size_t)f->num_kv_heads, sizeof *s->v);
+        s->slopes = o->alibi ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
+        s->sinks = o->sinks ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
     }
-    if (!s || !s->k || !s->v) {
+    if (!s || !s->k || !s->v || (o->alibi && !s->slopes) || (o->sinks && !s->sinks)) {
         if (s) {
             free(s->k);
             free(s->v);
+            free(s->slopes);
+            free(s->sinks);
         }
         free(s);
         mem_give(bytes);
@@ -353,7 +375,16 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     s->max_tokens = f->max_tokens;
     s->tmpl = j->u.att;
     s->tmpl.query = s->tmpl.key = s->tmpl.value = (attn_tensor){0, {0}, NULL};
-    s->tmpl.opt.alibi_slopes = s->tmpl.opt.sinks = NULL; /* the body's: copied below when given */
+    /* ALiBi and sinks per head: each head's call gets its own one */
+    for (int64_t h = 0; h < s->H; h++) {
+        if (s->slopes)
+            s->slopes[h] = o->alibi_slopes ? o->alibi_slopes[h] : attn_alibi_slope(s->H, h);
+        if (s->sinks)
+            s->sinks[h] = o->sinks[h];
+    }
+    s->tmpl.opt.alibi_slopes = s->tmpl.opt.sinks = NULL;
+    s->tmpl.opt.causal = 1;
+    s->tmpl.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
     s->bytes = bytes;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -373,7 +404,7 @@ static int insert(srv_session *s, const char *hdr, srv_err *e)
                         "or delete sessions you no longer use", srv_cfg.max_sessions);
     }
     int rc = 0;
-    if (trusted && !find(hdr) && !gone_why(hdr)) {
+    if (trusted && !find(hdr)) {
         memcpy(s->id, hdr, ID_HEX + 1);
     } else {
         do
@@ -481,36 +512,24 @@ static void append(srv_session *s, const attn_tensor *k, const attn_tensor *v, i
         }
 }
 
-/* One query head over the first n rows of KV head g: q and o (Tq, d), w
+/* Query head h over the first n rows of its KV head: q and o (Tq, d), w
  * (Tq, n) or NULL. Query row i sits at position n - Tq + i and sees the
- * keys up to it (causal, aligned bottom-right). */
-static attn_status head(const srv_session *s, attn_ctx *ctx, int64_t g, int64_t n, int64_t Tq,
+ * keys up to it: causal, aligned bottom-right, as the session's template
+ * says; the key and value tensors are views of the cache. */
+static attn_status head(const srv_session *s, attn_ctx *ctx, int64_t h, int64_t n, int64_t Tq,
                         const float *q, float *o, float *w, attn_error *ae)
 {
-    int64_t d = s->d;
-    for (int64_t i = 0; i < Tq; i++) {
-        /* Until the library aligns causal masks bottom-right: row i alone
-         * against the c keys it may see, which is the same computation. */
-        int64_t c = n - Tq + i + 1;
-        float *wi = w ? w + i * n : NULL;
-        if (c <= 0) {
-            memset(o + i * d, 0, (size_t)d * sizeof(float));
-            if (wi)
-                memset(wi, 0, (size_t)n * sizeof(float));
-            continue;
-        }
-        attn_request req = s->tmpl;
-        req.query = (attn_tensor){2, {1, d}, q + i * d};
-        req.key = (attn_tensor){2, {c, d}, s->k[g]};
-        req.value = (attn_tensor){2, {c, d}, s->v[g]};
-        req.opt.need_weights = wi != NULL;
-        attn_status st = attn_compute(ctx, &req, o + i * d, wi, ae);
-        if (st != ATTN_OK)
-            return st;
-        if (wi)
-            memset(wi + c, 0, (size_t)(n - c) * sizeof(float));
-    }
-    return ATTN_OK;
+    int64_t g = h / (s->H / s->Hkv);
+    attn_request req = s->tmpl;
+    req.opt.alibi_slopes = s->slopes ? s->slopes + h : NULL;
+    req.opt.n_alibi_slopes = s->slopes ? 1 : 0;
+    req.opt.sinks = s->sinks ? s->sinks + h : NULL;
+    req.opt.n_sinks = s->sinks ? 1 : 0;
+    req.query = (attn_tensor){2, {Tq, s->d}, q};
+    req.key = (attn_tensor){2, {n, s->d}, s->k[g]};
+    req.value = (attn_tensor){2, {n, s->d}, s->v[g]};
+    req.opt.need_weights = w != NULL;
+    return attn_compute(ctx, &req, o, w, ae);
 }
 
 /* Every query head over the cache's first n rows: out (Tq, H, d), w (H,
@@ -518,7 +537,7 @@ static attn_status head(const srv_session *s, attn_ctx *ctx, int64_t g, int64_t 
 static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
                    float *scratch, double flops, srv_err *e)
 {
-    int64_t H = s->H, d = s->d, Tq = q->shape[0], group = s->H / s->Hkv;
+    int64_t H = s->H, d = s->d, Tq = q->shape[0];
     float *qh = scratch, *oh = scratch + Tq * d;
     attn_error ae = {{0}, {0}};
     attn_status st = ATTN_OK;
@@ -526,7 +545,7 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     for (int64_t h = 0; h < H && st == ATTN_OK; h++) {
         for (int64_t i = 0; i < Tq; i++)
             memcpy(qh + i * d, q->data + (i * H + h) * d, (size_t)d * sizeof(float));
-        st = head(s, ctx, h / group, n, Tq, qh, oh, w ? w + h * Tq * n : NULL, &ae);
+        st = head(s, ctx, h, n, Tq, qh, oh, w ? w + h * Tq * n : NULL, &ae);
         for (int64_t i = 0; i < Tq && st == ATTN_OK; i++)
             memcpy(out + (i * H + h) * d, oh + i * d, (size_t)d * sizeof(float));
     }

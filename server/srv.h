@@ -494,6 +494,15 @@ void srv_rules_json(srv_buf *b);
 int srv_static_open(const char *rel, const char **ctype, uint64_t *size);
 const char *srv_content_type(const char *path);
 
+/* Whether p names a directory / a regular file (following links). */
+int srv_is_dir(const char *p);
+int srv_is_file(const char *p);
+
+/* The directory of the running binary into out (n bytes), or "." when
+ * /proc/self/exe cannot be read: files shipped beside the build are found
+ * from it whatever the working directory. */
+void srv_exe_dir(char *out, size_t n);
+
 /* ------------------------------------------------------------ metrics */
 
 void srv_metrics_init(void);                   /* once, before serving */

@@ -33,6 +33,31 @@ static const struct {
     {".yml", "application/yaml"},
 };
 
+int srv_is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int srv_is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void srv_exe_dir(char *out, size_t n)
+{
+    ssize_t k = readlink("/proc/self/exe", out, n - 1);
+    if (k <= 0) {
+        snprintf(out, n, ".");
+        return;
+    }
+    out[k] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash)
+        *slash = '\0';
+}
+
 const char *srv_content_type(const char *path)
 {
     const char *dot = strrchr(path, '.');

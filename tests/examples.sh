@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/examples.sh - runs the three example clients (Python, JavaScript in Node, curl) against a live server.
+# tests/examples.sh - runs the example clients (Python, the Python decode session, JavaScript in Node, curl) against a live server.
 #
 # Usage: tests/examples.sh SERVER_BINARY [BUILD_DIR]     (make test-examples)
 # Needs python3-requests, python3-numpy, python3-torch, nodejs (18+) and curl.
@@ -52,6 +52,7 @@ run() { # run NAME COMMAND...: one client, its output kept in build/
     fi
 }
 run python "$PY" examples/python_client.py "$BASE"
+run session-python "$PY" examples/session_decode.py "$BASE"
 run js node examples/js_client.mjs "$BASE"
 run curl sh examples/curl.sh "$BASE"
 

@@ -132,6 +132,31 @@ class Case:
         assert np.all(np.isfinite(t)), self.name + ": non-finite expectation"
         self._block("expect", name, t)
 
+    def hard(self, hard):
+        """The hard option: None, ("argmax", _) or ("top_k", k)."""
+        if hard is not None:
+            self.opt("hard", hard[0]) if hard[0] == "argmax" else self.opt("hard", "top_k", hard[1])
+
+    def inputs(self, q, k, v, mask=None):
+        """query, key and value (key and value None for self-attention), then
+        the mask if any."""
+        self.tensor("query", q)
+        if k is not None:
+            self.tensor("key", k)
+            self.tensor("value", v)
+        if mask is not None:
+            self.mask("mask", mask)
+
+    def finish(self, outdir, out, w, unbatched, need_weights=True):
+        """The expected output and weights (batch dimension dropped when the
+        request has none), then the file."""
+        if unbatched:
+            out, w = out[0], w[0]
+        self.expect("output", out)
+        if need_weights:
+            self.expect("weights", w)
+        self.save(outdir)
+
     def save(self, outdir):
         self.lines.append("end")
         with open(os.path.join(outdir, self.name + ".txt"), "w") as f:
@@ -348,8 +373,7 @@ def run_rule(outdir, name, rule, note, B, Lq, Lk, Dq, Dk, Dv, *,
         c.opt("causal", 1)
     if window is not None:
         c.opt("window", window)
-    if hard is not None:
-        c.opt("hard", hard[0]) if hard[0] == "argmax" else c.opt("hard", "top_k", hard[1])
+    c.hard(hard)
     if scale is not None:
         c.opt("scale", fmt(scale))
     if not need_weights:
@@ -360,11 +384,7 @@ def run_rule(outdir, name, rule, note, B, Lq, Lk, Dq, Dk, Dv, *,
         c.opt("output_size", dout)
     if seed is not None:
         c.opt("seed", seed)
-    c.tensor("query", q)
-    c.tensor("key", k)
-    c.tensor("value", v)
-    if mask is not None:
-        c.mask("mask", mask)
+    c.inputs(q, k, v, mask)
     if key_mask is not None:
         c.mask("key_mask", key_mask)
     if bias is not None:
@@ -385,15 +405,8 @@ def run_rule(outdir, name, rule, note, B, Lq, Lk, Dq, Dk, Dv, *,
         module = Concat(Dq, Dk, Lv, Dv, dout if dout else Dq)
 
     if module is not None:
-        if seed is None:
-            init_params(module)
-            write_params(c, module)
-        else:
-            named = seeded_rule_params(rule, seed, Dq, Dk, Lv, Dv,
-                                       dh if dh else Dq, dout if dout else Dq)
-            load_params(module, named)
-            for n, a in named:
-                c.expect(n, a)
+        set_params(c, module, None if seed is None else seeded_rule_params(
+            rule, seed, Dq, Dk, Lv, Dv, dh if dh else Dq, dout if dout else Dq))
         module = module.double()
 
     with torch.no_grad():
@@ -410,12 +423,19 @@ def run_rule(outdir, name, rule, note, B, Lq, Lk, Dq, Dk, Dv, *,
             s = s + bias_full(bias, s.shape)
             w = apply_hard(masked_softmax(s, allowed), hard)
             out = w @ vb
-    if B is None:
-        out, w = out[0], w[0]
-    c.expect("output", out)
-    if need_weights:
-        c.expect("weights", w)
-    c.save(outdir)
+    c.finish(outdir, out, w, B is None, need_weights)
+
+
+def set_params(c, module, named):
+    """Random parameters, written as params (named None); or the seeded set
+    named, loaded and written as expectations."""
+    if named is None:
+        init_params(module)
+        write_params(c, module)
+    else:
+        load_params(module, named)
+        for n, a in named:
+            c.expect(n, a)
 
 
 def seeded_rule_params(rule, seed, Dq, Dk, Lv, Dv, Dh, Dout):
@@ -443,39 +463,49 @@ def run_concat(outdir, name, note, B, Lq, Dq, Dk, Lv, Dv, Dout, *, mask=None,
     q = rnd(*bshape, Lq, Dq)
     k = rnd(*bshape, Lq, Dk)
     v = rnd(*bshape, Lv, Dv)
-    if hard is not None:
-        c.opt("hard", hard[0]) if hard[0] == "argmax" else c.opt("hard", "top_k", hard[1])
+    c.hard(hard)
     if output_size_opt or seed is not None:
         c.opt("output_size", Dout)
     if seed is not None:
         c.opt("seed", seed)
-    c.tensor("query", q)
-    c.tensor("key", k)
-    c.tensor("value", v)
-    if mask is not None:
-        c.mask("mask", mask)
+    c.inputs(q, k, v, mask)
     module = Concat(Dq, Dk, Lv, Dv, Dout)
-    if seed is None:
-        init_params(module)
-        write_params(c, module)
-    else:
-        named = seeded_rule_params("concat", seed, Dq, Dk, Lv, Dv, None, Dout)
-        load_params(module, named)
-        for n, a in named:
-            c.expect(n, a)
+    set_params(c, module, None if seed is None else seeded_rule_params(
+        "concat", seed, Dq, Dk, Lv, Dv, None, Dout))
     module = module.double()
     qb, kb, vb = batched(q).to(F64), batched(k).to(F64), batched(v).to(F64)
     allowed = allowed_mask(qb.shape[0], Lq, Lv, mask)
     with torch.no_grad():
         out, w = module(qb, kb, vb, allowed, hard)
-    if B is None:
-        out, w = out[0], w[0]
-    c.expect("output", out)
-    c.expect("weights", w)
-    c.save(outdir)
+    c.finish(outdir, out, w, B is None)
 
 
 # ---------------------------------------------------- /multihead cases
+
+def mha_inputs(c, B, Lq, Lk, E, kdim, vdim, H, Hkv, self_attn):
+    """A multi-head case's query (B, Lq, E), key (B, Lk, kdim) and value
+    (B, Lk, vdim), no B when None, the query all three for self-attention;
+    writes the head counts."""
+    bshape = () if B is None else (B,)
+    q = rnd(*bshape, Lq, E)
+    k = q if self_attn else rnd(*bshape, Lk, kdim)
+    v = q if self_attn else rnd(*bshape, Lk, vdim)
+    c.opt("num_heads", H)
+    if Hkv != H:
+        c.opt("num_kv_heads", Hkv)
+    return q, k, v
+
+
+def mha_flags(c, average, posenc, residual_norm):
+    """The multi-head options average_weights, positional_encoding (a name, or
+    None) and residual_norm, each when set."""
+    if average:
+        c.opt("average_weights", 1)
+    if posenc is not None:
+        c.opt("positional_encoding", posenc)
+    if residual_norm:
+        c.opt("residual_norm", 1)
+
 
 def run_mha(outdir, name, note, B, Lq, Lk, E, H, *, Hkv=None, kdim=None,
             vdim=None, self_attn=False, mask=None, key_mask=None, causal=False,
@@ -488,33 +518,17 @@ def run_mha(outdir, name, note, B, Lq, Lk, E, H, *, Hkv=None, kdim=None,
     Hkv = Hkv or H
     if self_attn:
         Lk = Lq
-    bshape = () if B is None else (B,)
-    q = rnd(*bshape, Lq, E)
-    k = q if self_attn else rnd(*bshape, Lk, kdim)
-    v = q if self_attn else rnd(*bshape, Lk, vdim)
-    c.opt("num_heads", H)
-    if Hkv != H:
-        c.opt("num_kv_heads", Hkv)
+    q, k, v = mha_inputs(c, B, Lq, Lk, E, kdim, vdim, H, Hkv, self_attn)
     if causal:
         c.opt("causal", 1)
     if window is not None:
         c.opt("window", window)
-    if average:
-        c.opt("average_weights", 1)
-    if posenc:
-        c.opt("positional_encoding", "sinusoidal")
-    if residual_norm:
-        c.opt("residual_norm", 1)
+    mha_flags(c, average, "sinusoidal" if posenc else None, residual_norm)
     if not need_weights:
         c.opt("need_weights", 0)
     if seed is not None:
         c.opt("seed", seed)
-    c.tensor("query", q)
-    if not self_attn:
-        c.tensor("key", k)
-        c.tensor("value", v)
-    if mask is not None:
-        c.mask("mask", mask)
+    c.inputs(q, None if self_attn else k, v, mask)
     if key_mask is not None:
         c.mask("key_mask", key_mask)
     if bias is not None:
@@ -585,12 +599,7 @@ def run_mha(outdir, name, note, B, Lq, Lk, E, H, *, Hkv=None, kdim=None,
             out = norm(qb + out)
     if average:
         w = w.mean(dim=1)
-    if B is None:
-        out, w = out[0], w[0]
-    c.expect("output", out)
-    if need_weights:
-        c.expect("weights", w)
-    c.save(outdir)
+    c.finish(outdir, out, w, B is None, need_weights)
 
 
 def mha_by_hand(m, q, k, v, H, allowed, bias):
@@ -814,18 +823,24 @@ def self_test():
     assert got == want, got
 
 
-def main():
-    outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/golden"
+def write_all(outdir, self_test, all_cases):
+    """A generator's run: its self-test, then every case written afresh into
+    outdir by all_cases(outdir) (the *.txt there removed first); prints how
+    many cases and bytes."""
     os.makedirs(outdir, exist_ok=True)
     self_test()
     torch.set_grad_enabled(False)
-    for f in os.listdir(outdir):
-        if f.endswith(".txt"):
-            os.remove(os.path.join(outdir, f))
+
+    def cases():
+        return [os.path.join(outdir, f) for f in os.listdir(outdir) if f.endswith(".txt")]
+    for f in cases():
+        os.remove(f)
     all_cases(outdir)
-    n = len([f for f in os.listdir(outdir) if f.endswith(".txt")])
-    size = sum(os.path.getsize(os.path.join(outdir, f)) for f in os.listdir(outdir))
-    print("%d cases, %d bytes in %s" % (n, size, outdir))
+    print("%d cases, %d bytes in %s" % (len(cases()), sum(map(os.path.getsize, cases())), outdir))
+
+
+def main():
+    write_all(sys.argv[1] if len(sys.argv) > 1 else "tests/golden", self_test, all_cases)
 
 
 if __name__ == "__main__":

@@ -54,8 +54,8 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_golden import (Additive, Case as GoldenCase, ConcatTanh, Concat, General,  # noqa: E402
-                        SplitMix64, fmt, init_params, rnd, randmask, seeded_set,
-                        sinusoidal, write_params)
+                        SplitMix64, fmt, init_params, mha_flags, mha_inputs, rnd, randmask,
+                        seeded_set, sinusoidal, write_all, write_params)
 
 F64 = torch.float64
 M64 = (1 << 64) - 1
@@ -701,9 +701,7 @@ def att(outdir, name, rule, note, B, Lq, Lk, D, Dv, o=None, *, Dk=None, dh=None,
     if o.get("seed") is not None:
         c.opt("seed", o["seed"])
     write_options(c, o)
-    c.tensor("query", q)
-    c.tensor("key", k)
-    c.tensor("value", v)
+    c.inputs(q, k, v)
     write_inputs(c, o, True)
 
     Bn = 1 if B is None else B
@@ -743,11 +741,7 @@ def concat_sample(outdir, name, note, B, Lq, Dq, Dk, Lv, Dv, Dout, T, seed, mask
     q, k, v = rnd(*bs, Lq, Dq), rnd(*bs, Lq, Dk), rnd(*bs, Lv, Dv)
     c.opt("seed", seed)
     c.opt("hard", "sample", fmt(T))
-    c.tensor("query", q)
-    c.tensor("key", k)
-    c.tensor("value", v)
-    if mask is not None:
-        c.mask("mask", mask)
+    c.inputs(q, k, v, mask)
     m = Concat(Dq, Dk, Lv, Dv, Dout)
     init_params(m)
     write_params(c, m)
@@ -760,11 +754,7 @@ def concat_sample(outdir, name, note, B, Lq, Dq, Dk, Lv, Dv, Dout, T, seed, mask
         allowed = allowed & expand_mask(mask, Bn, 1, Lq, Lv)
     w = sample_rows(s, allowed, T, seed)[:, 0]
     out = m.out(torch.cat([qb, w @ vb], -1))
-    if B is None:
-        out, w = out[0], w[0]
-    c.expect("output", out)
-    c.expect("weights", w)
-    c.save(outdir)
+    c.finish(outdir, out, w, B is None)
 
 
 # ------------------------------------------------------------ /multihead cases
@@ -788,31 +778,17 @@ def mha(outdir, name, note, B, Lq, Lk, E, H, o=None, *, Hkv=None, self_attn=Fals
     for key in ("mask", "key_mask", "bias"):
         if callable(o.get(key)):
             o[key] = o[key]()
-    bs = () if B is None else (B,)
-    q = rnd(*bs, Lq, E)
-    k = q if self_attn else rnd(*bs, Lk, E)
-    v = q if self_attn else rnd(*bs, Lk, E)
-    c.opt("num_heads", H)
-    if Hkv != H:
-        c.opt("num_kv_heads", Hkv)
+    q, k, v = mha_inputs(c, B, Lq, Lk, E, E, E, H, Hkv, self_attn)
     if attention != "softmax":
         c.opt("attention", attention)
-    if average:
-        c.opt("average_weights", 1)
-    if posenc is not None:
-        c.opt("positional_encoding", posenc)
-    if residual_norm:
-        c.opt("residual_norm", 1)
+    mha_flags(c, average, posenc, residual_norm)
     if seed is not None:
         c.opt("seed", seed)
         o["seed"] = seed
     elif o.get("seed") is not None:
         c.opt("seed", o["seed"])
     write_options(c, o)
-    c.tensor("query", q)
-    if not self_attn:
-        c.tensor("key", k)
-        c.tensor("value", v)
+    c.inputs(q, None if self_attn else k, v)
     write_inputs(c, o, False)
 
     # Parameters.
@@ -1213,23 +1189,14 @@ def self_test():
 
 
 def main():
-    outdir = sys.argv[1] if len(sys.argv) > 1 else "tests/golden_modern"
-    os.makedirs(outdir, exist_ok=True)
-    self_test()
-    torch.set_grad_enabled(False)
-    for f in os.listdir(outdir):
-        if f.endswith(".txt"):
-            os.remove(os.path.join(outdir, f))
-    hdir = os.path.join(outdir, "http_cases")
-    if os.path.isdir(hdir):
-        for f in os.listdir(hdir):
-            if f.startswith("modern_ok_"):  # the modern_err* cases are written by hand
-                os.remove(os.path.join(hdir, f))
-    all_cases(outdir)
-    n = len([f for f in os.listdir(outdir) if f.endswith(".txt")])
-    size = sum(os.path.getsize(os.path.join(outdir, f)) for f in os.listdir(outdir)
-               if f.endswith(".txt"))
-    print("%d cases, %d bytes in %s" % (n, size, outdir))
+    def cases(outdir):
+        hdir = os.path.join(outdir, "http_cases")
+        if os.path.isdir(hdir):
+            for f in os.listdir(hdir):
+                if f.startswith("modern_ok_"):  # the modern_err* cases are written by hand
+                    os.remove(os.path.join(hdir, f))
+        all_cases(outdir)
+    write_all(sys.argv[1] if len(sys.argv) > 1 else "tests/golden_modern", self_test, cases)
 
 
 if __name__ == "__main__":

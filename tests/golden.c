@@ -174,6 +174,20 @@ static void free_tensor(golden_tensor *t)
     t->m = NULL;
 }
 
+/* An array of n elements (elem bytes each, *cap allocated) with room for
+ * one more: the same array, or a larger one (doubled, from 8); NULL when
+ * out of memory, the old array then left as it was. */
+static void *room_for_one(void *items, size_t n, size_t *cap, size_t elem)
+{
+    if (n < *cap)
+        return items;
+    size_t c = *cap ? 2 * *cap : 8;
+    void *p = realloc(items, c * elem);
+    if (p)
+        *cap = c;
+    return p;
+}
+
 int golden_load(const char *path, golden_case *out, char *err, size_t errlen)
 {
     reader r = {path, NULL, 0, err, errlen};
@@ -226,16 +240,13 @@ int golden_load(const char *path, golden_case *out, char *err, size_t errlen)
         else if (strcmp(line, "expect") == 0)
             kind = GOLDEN_EXPECT;
         else {
-            if (out->n_options == cap_o) {
-                cap_o = cap_o ? 2 * cap_o : 8;
-                golden_option *o = realloc(out->options, cap_o * sizeof *o);
-                if (!o) {
-                    rc = fail(&r, "out of memory");
-                    break;
-                }
-                out->options = o;
+            golden_option *o = room_for_one(out->options, out->n_options, &cap_o, sizeof *o);
+            if (!o) {
+                rc = fail(&r, "out of memory");
+                break;
             }
-            golden_option *o = &out->options[out->n_options++];
+            out->options = o;
+            o += out->n_options++;
             size_t kl = strlen(line), vl = strlen(rest);
             if (kl >= sizeof o->key || vl >= sizeof o->value) {
                 rc = fail(&r, "option %.40s: name or value too long", line);
@@ -245,17 +256,13 @@ int golden_load(const char *path, golden_case *out, char *err, size_t errlen)
             memcpy(o->value, rest, vl + 1);
             continue;
         }
-        if (out->n_tensors == cap_t) {
-            cap_t = cap_t ? 2 * cap_t : 8;
-            golden_tensor *t = realloc(out->tensors, cap_t * sizeof *t);
-            if (!t) {
-                rc = fail(&r, "out of memory");
-                break;
-            }
-            out->tensors = t;
+        golden_tensor *t = room_for_one(out->tensors, out->n_tensors, &cap_t, sizeof *t);
+        if (!t) {
+            rc = fail(&r, "out of memory");
+            break;
         }
-        golden_tensor *t = &out->tensors[out->n_tensors++];
-        rc = read_block(&r, kind, rest, t);
+        out->tensors = t;
+        rc = read_block(&r, kind, rest, &t[out->n_tensors++]);
     }
     if (rc == 0 && !ended)
         rc = fail(&r, "missing 'end' (truncated file?)");

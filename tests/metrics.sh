@@ -8,10 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . tests/replicas/common.sh
 
-SERVER=${1:?usage: $0 SERVER_BINARY [BUILD_DIR]}
-BUILD_DIR=${2:-build}
-DIR="$(abs_path "$BUILD_DIR")/metrics"
-rm -rf "$DIR" && mkdir -p "$DIR"
+test_dirs metrics "$@"
 fail() { echo "test-metrics: FAIL: $*" >&2; exit 1; }
 command -v promtool >/dev/null || fail "promtool missing (apt-get install prometheus)"
 command -v prometheus >/dev/null || fail "prometheus missing (apt-get install prometheus)"

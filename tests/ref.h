@@ -3,10 +3,11 @@
  *
  * Written from the rules as openapi.yaml and the README define them, not
  * from lib/: it reads the public request structs of attn.h but shares no
- * code with the library. Every sum is accumulated in double, loops are the
- * formulas as written, nothing is fused, blocked or vectorised. It trusts
- * its input: call it only on a request the library's attn_plan /
- * attn_mha_plan accepted.
+ * code with the library. The computing is tests/ref_modern.c's (these
+ * functions turn the request into its rm_request): every sum is accumulated
+ * in double, loops are the formulas as written, nothing is fused, blocked or
+ * vectorised. It trusts its input: call it only on a request the library's
+ * attn_plan / attn_mha_plan accepted.
  */
 #ifndef REF_H
 #define REF_H

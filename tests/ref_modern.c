@@ -159,11 +159,13 @@ void rm_sparsity_expand(const rm_sparsity *sp, int64_t Lq, int64_t Lk, rm_align 
 /* ------------------------------------------------------- one head, softmax */
 
 /* Hard selection by repeated scans: the largest remaining allowed score,
- * lowest index on ties, k times. Returns the margin (see ref_modern.h). */
-static double select_top(const double *x, const int *ok, int64_t n, int64_t k, int *kept)
+ * lowest index on ties, k times. Returns the margin (see ref_modern.h),
+ * relative to max(least, largest |score|). */
+static double select_top(const double *x, const int *ok, int64_t n, int64_t k, double least,
+                         int *kept)
 {
     int64_t n_ok = 0;
-    double last = 0.0, size = 0.0, gap = INFINITY;
+    double last = 0.0, size = least, gap = INFINITY;
     for (int64_t j = 0; j < n; j++) {
         kept[j] = 0;
         if (ok[j]) {
@@ -253,7 +255,7 @@ void rm_head_softmax(const rm_head *h, const double *s, const double *v, int64_t
         if (h->hard == RM_HARD_ARGMAX || h->hard == RM_HARD_TOPK) {
             if (n_ok > 0) {
                 int64_t k = h->hard == RM_HARD_ARGMAX ? 1 : h->top_k;
-                double g = select_top(x, ok, Lk, k, kept);
+                double g = select_top(x, ok, Lk, k, h->gap_floor, kept);
                 if (m && g < m->hard_gap)
                     m->hard_gap = g;
                 double tot = 0.0;
@@ -444,6 +446,35 @@ static void rule_scores(const rm_request *r, const double *q, const double *k, d
     free(hq);
 }
 
+/* A request's work arrays: where each pointer goes and how many doubles. */
+typedef struct {
+    double **p;
+    int64_t n;
+} work;
+
+#define N_WORK(w) ((int)(sizeof(w) / sizeof((w)[0])))
+
+static void work_free(const work *w, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(*w[i].p);
+        *w[i].p = NULL;
+    }
+}
+
+/* Allocates all n work arrays: 0, or -1 (none left allocated). */
+static int work_alloc(const work *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        *w[i].p = NULL;
+    for (int i = 0; i < n; i++)
+        if (!(*w[i].p = malloc(sizeof(double) * (size_t)w[i].n))) {
+            work_free(w, n);
+            return -1;
+        }
+    return 0;
+}
+
 /* The per-(b, h) part of the options as an rm_head. */
 static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H,
                          const uint8_t *sparse, rm_head *hd)
@@ -464,6 +495,7 @@ static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H,
     hd->sink = r->sinks ? r->sinks[h] : 0.0;
     hd->hard = r->hard;
     hd->top_k = r->top_k;
+    hd->gap_floor = r->hard_gap_floor;
     hd->temperature = r->temperature > 0.0 ? r->temperature : 1.0;
     hd->seed = r->seed;
     hd->draw_base = (uint64_t)((b * H + h) * Lq);
@@ -479,15 +511,11 @@ static int compute_attention(const rm_request *r, const uint8_t *sparse, double 
     int64_t B = r->B, Lq = r->Lq, Lk = r->Lk, Dq = r->Dq, Dk = r->Dk, Dv = r->Dv;
     int64_t krows = r->rule == RM_CONCAT ? Lq : Lk;
     int64_t Dout = r->rule == RM_CONCAT ? r->Dout : Dv;
-    int rc = -1;
-    double *q = malloc(sizeof(double) * (size_t)(Lq * Dq));
-    double *k = malloc(sizeof(double) * (size_t)(krows * Dk));
-    double *s = malloc(sizeof(double) * (size_t)(Lq * Lk));
-    double *wh = malloc(sizeof(double) * (size_t)(Lq * Lk));
-    double *ctx = malloc(sizeof(double) * (size_t)(Lq * Dv));
-    double *x = malloc(sizeof(double) * (size_t)(Dq + Dv));
-    if (!q || !k || !s || !wh || !ctx || !x)
-        goto done;
+    double *q, *k, *s, *wh, *ctx, *x;
+    const work bufs[] = {{&q, Lq * Dq}, {&k, krows * Dk}, {&s, Lq * Lk},
+                         {&wh, Lq * Lk}, {&ctx, Lq * Dv}, {&x, Dq + Dv}};
+    if (work_alloc(bufs, N_WORK(bufs)) != 0)
+        return -1;
     for (int64_t b = 0; b < B; b++) {
         const double *V = r->value + b * Lk * Dv;
         memcpy(q, r->query + b * Lq * Dq, sizeof(double) * (size_t)(Lq * Dq));
@@ -519,15 +547,35 @@ static int compute_attention(const rm_request *r, const uint8_t *sparse, double 
             }
         }
     }
-    rc = 0;
-done:
-    free(q);
-    free(k);
-    free(s);
-    free(wh);
-    free(ctx);
-    free(x);
-    return rc;
+    work_free(bufs, N_WORK(bufs));
+    return 0;
+}
+
+/* row = LayerNorm(x + row) (biased variance, eps 1e-5; gamma and beta may be
+ * NULL: ones and zeros). Returns the row's gain (rm_margin's norm_gain). */
+static double residual_norm(double *row, const double *x, int64_t E, const double *gamma,
+                            const double *beta)
+{
+    double mean = 0.0, var = 0.0, xmax = 0.0, gmax = gamma ? 0.0 : 1.0;
+    for (int64_t c = 0; c < E; c++) {
+        row[c] += x[c];
+        mean += row[c];
+    }
+    mean /= (double)E;
+    for (int64_t c = 0; c < E; c++)
+        var += (row[c] - mean) * (row[c] - mean);
+    var /= (double)E;
+    for (int64_t c = 0; c < E; c++) {
+        if (fabs(row[c]) > xmax)
+            xmax = fabs(row[c]);
+        if (gamma && fabs(gamma[c]) > gmax)
+            gmax = fabs(gamma[c]);
+    }
+    for (int64_t c = 0; c < E; c++) {
+        double y = (row[c] - mean) / sqrt(var + 1e-5);
+        row[c] = y * (gamma ? gamma[c] : 1.0) + (beta ? beta[c] : 0.0);
+    }
+    return xmax * gmax / sqrt(var + 1e-5);
 }
 
 static int compute_multihead(const rm_request *r, const uint8_t *sparse, double *out,
@@ -536,23 +584,13 @@ static int compute_multihead(const rm_request *r, const uint8_t *sparse, double 
     int64_t B = r->B, Lq = r->Lq, Lk = r->Lk, E = r->Dq, kdim = r->Dk, vdim = r->Dv;
     int64_t H = r->H, Hkv = r->Hkv ? r->Hkv : r->H, hd = E / H, kvw = Hkv * hd;
     int64_t off = r->align == RM_BOTTOM_RIGHT ? Lk - Lq : 0;
-    int rc = -1;
-    double *xq = malloc(sizeof(double) * (size_t)(Lq * E));
-    double *xk = malloc(sizeof(double) * (size_t)(Lk * kdim));
-    double *xv = malloc(sizeof(double) * (size_t)(Lk * vdim));
-    double *pq = malloc(sizeof(double) * (size_t)(Lq * E));
-    double *pk = malloc(sizeof(double) * (size_t)(Lk * kvw));
-    double *pv = malloc(sizeof(double) * (size_t)(Lk * kvw));
-    double *qh = malloc(sizeof(double) * (size_t)(Lq * hd));
-    double *kh = malloc(sizeof(double) * (size_t)(Lk * hd));
-    double *vh = malloc(sizeof(double) * (size_t)(Lk * hd));
-    double *s = malloc(sizeof(double) * (size_t)(Lq * Lk));
-    double *wh = malloc(sizeof(double) * (size_t)(Lq * Lk));
-    double *oh = malloc(sizeof(double) * (size_t)(Lq * hd));
-    double *cat = malloc(sizeof(double) * (size_t)(Lq * E));
-    if (!xq || !xk || !xv || !pq || !pk || !pv || !qh || !kh || !vh || !s || !wh || !oh ||
-        !cat)
-        goto done;
+    double *xq, *xk, *xv, *pq, *pk, *pv, *qh, *kh, *vh, *s, *wh, *oh, *cat;
+    const work bufs[] = {{&xq, Lq * E},   {&xk, Lk * kdim}, {&xv, Lk * vdim}, {&pq, Lq * E},
+                         {&pk, Lk * kvw}, {&pv, Lk * kvw},  {&qh, Lq * hd},   {&kh, Lk * hd},
+                         {&vh, Lk * hd},  {&s, Lq * Lk},    {&wh, Lq * Lk},   {&oh, Lq * hd},
+                         {&cat, Lq * E}};
+    if (work_alloc(bufs, N_WORK(bufs)) != 0)
+        return -1;
     if (w && r->average_weights)
         memset(w, 0, sizeof(double) * (size_t)(B * Lq * Lk));
     for (int64_t b = 0; b < B; b++) {
@@ -617,39 +655,14 @@ static int compute_multihead(const rm_request *r, const uint8_t *sparse, double 
             double *row = out + (b * Lq + i) * E;
             linear(r->Wo, r->bo, cat + i * E, E, E, row);
             if (r->residual_norm) {
-                /* LayerNorm(query' + attention), biased variance, eps 1e-5. */
-                double mean = 0.0, var = 0.0;
-                for (int64_t c = 0; c < E; c++) {
-                    row[c] += xq[i * E + c];
-                    mean += row[c];
-                }
-                mean /= (double)E;
-                for (int64_t c = 0; c < E; c++)
-                    var += (row[c] - mean) * (row[c] - mean);
-                var /= (double)E;
-                for (int64_t c = 0; c < E; c++) {
-                    double y = (row[c] - mean) / sqrt(var + 1e-5);
-                    row[c] = y * (r->norm_w ? r->norm_w[c] : 1.0) + (r->norm_b ? r->norm_b[c] : 0.0);
-                }
+                double g = residual_norm(row, xq + i * E, E, r->norm_w, r->norm_b);
+                if (m && g > m->norm_gain)
+                    m->norm_gain = g;
             }
         }
     }
-    rc = 0;
-done:
-    free(xq);
-    free(xk);
-    free(xv);
-    free(pq);
-    free(pk);
-    free(pv);
-    free(qh);
-    free(kh);
-    free(vh);
-    free(s);
-    free(wh);
-    free(oh);
-    free(cat);
-    return rc;
+    work_free(bufs, N_WORK(bufs));
+    return 0;
 }
 
 int rm_compute(const rm_request *req, double *out, double *w, uint8_t *layout, rm_margin *m)
@@ -659,6 +672,7 @@ int rm_compute(const rm_request *req, double *out, double *w, uint8_t *layout, r
     if (m) {
         m->hard_gap = INFINITY;
         m->sample_gap = INFINITY;
+        m->norm_gain = 0.0;
     }
     if (req->sparsity.pattern != RM_SPARSE_NONE) {
         sparse = malloc((size_t)(req->Lq * req->Lk));

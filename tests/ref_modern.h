@@ -146,14 +146,19 @@ void rm_sparsity_expand(const rm_sparsity *sp, int64_t Lq, int64_t Lk, rm_align 
 
 /* How close a hard choice came to going the other way: hard_gap, for argmax
  * and top_k, the smallest difference between the last kept and the first
- * dropped allowed score over rows, relative to the row's largest |score|;
- * sample_gap, the smallest distance of u * total to either end of the chosen
- * key's interval, relative to total. +inf when there was no such choice. A
+ * dropped allowed score over rows, relative to the row's largest |score|
+ * (or to the request's hard_gap_floor when that is larger); sample_gap, the
+ * smallest distance of u * total to either end of the chosen key's
+ * interval, relative to total. +inf when there was no such choice. A
  * float32 implementation agrees with the reference on the chosen keys only
- * when these are well above its rounding (say > 1e-5). */
+ * when these are well above its rounding (say > 1e-5). norm_gain, with
+ * residual_norm: the largest factor by which the LayerNorm magnifies a
+ * relative error of its input, max|x| * max|gamma| / sqrt(var + eps) over
+ * rows (large when a row's values are nearly equal); 0 otherwise. */
 typedef struct {
     double hard_gap;
     double sample_gap;
+    double norm_gain;
 } rm_margin;
 
 /* Steps 2-7 of the pipeline for one head, after the rule's raw scores. */
@@ -170,6 +175,7 @@ typedef struct {
     double sink;             /* the sink logit z */
     rm_hard hard;
     int64_t top_k;
+    double gap_floor;        /* hard_gap relative to at least this (rm_margin) */
     double temperature;      /* sample */
     uint64_t seed;           /* sample: row i draws output draw_base + i */
     uint64_t draw_base;
@@ -253,6 +259,7 @@ typedef struct {
     rm_rope rope;
     rm_hard hard;
     int64_t top_k;
+    double hard_gap_floor;    /* see rm_margin; 0 = relative to the largest |score| */
     double temperature;
     uint64_t seed;
     rm_sparsity sparsity;

@@ -403,6 +403,26 @@ static int ref_linear(const attn_request *r, double *ro, double *rw)
     return rc;
 }
 
+/* A sparsity pattern as the dense mask (Lq, Lk) it equals (the
+ * reference's expansion, tests/ref_modern.c), for tests/ref.c; a new
+ * buffer, or NULL without a pattern. */
+static uint8_t *expand_pattern(attn_options *o, int64_t Lq, int64_t Lk)
+{
+    const attn_sparsity *s = &o->sparsity;
+    if (s->pattern == ATTN_SPARSE_NONE)
+        return NULL;
+    rm_sparsity r = {(rm_pattern)s->pattern, s->window, s->global, s->n_global, s->block,
+                     s->window_blocks, s->global_blocks, s->random_blocks, s->layout.data};
+    uint8_t *dense = malloc((size_t)(Lq * Lk));
+    rm_sparsity_expand(&r, Lq, Lk, RM_TOP_LEFT, o->seed, dense, NULL);
+    memset(&o->sparsity, 0, sizeof o->sparsity);
+    o->mask.rank = 2;
+    o->mask.shape[0] = Lq;
+    o->mask.shape[1] = Lk;
+    o->mask.data = dense;
+    return dense;
+}
+
 /* The job's result against the double-precision reference (tests/ref.c),
  * which needs the parameters: the seeded set when the job has none. */
 static int job_matches_ref(job *j, const float *out, const float *w)
@@ -421,6 +441,9 @@ static int job_matches_ref(job *j, const float *out, const float *w)
     double *ro = malloc(sizeof(double) * (size_t)j->sh.out_count);
     double *rw = malloc(sizeof(double) * (size_t)(j->sh.w_count ? j->sh.w_count : 1));
     double gap = INFINITY, gain = 0.0;
+    const attn_tensor *q = j->mha ? &m.query : &r.query, *k = j->mha ? &m.key : &r.key;
+    uint8_t *dense = expand_pattern(j->mha ? &m.opt : &r.opt, q->shape[1],
+                                    (k->rank ? k : q)->shape[1]);
     int rc = j->mha ? ref_mha(&m, ro, w ? rw : NULL, &gain)
            : r.rule == ATTN_RULE_LINEAR ? ref_linear(&r, ro, rw)
            : ref_attention(&r, ro, w ? rw : NULL, &gap);
@@ -432,6 +455,7 @@ static int job_matches_ref(job *j, const float *out, const float *w)
                (long long)bad, rc);
     free(ro);
     free(rw);
+    free(dense);
     attn_param_set_free(set);
     return ok;
 }
@@ -499,6 +523,30 @@ static size_t make_jobs(job *jobs, attn_param_set **sets)
         j->m.opt.need_weights = mh[i].need;
         j->m.opt.causal = !mh[i].kd;
     }
+    /* sparse attention: its pattern's pieces come from the workspace too */
+    static const int64_t globals[2] = {3, 40};
+    job *j = &jobs[n++];
+    memset(j, 0, sizeof *j);
+    j->name = "scaled_dot, local_global sparsity";
+    j->r = attn_request_default(ATTN_RULE_SCALED_DOT);
+    j->r.query = R(3, B, L, D, 0);
+    j->r.key = R(3, B, L, D, 5000);
+    j->r.value = R(3, B, L, 24, 10000);
+    j->r.opt.sparsity.pattern = ATTN_SPARSE_LOCAL_GLOBAL;
+    j->r.opt.sparsity.window = 5;
+    j->r.opt.sparsity.global = globals;
+    j->r.opt.sparsity.n_global = 2;
+    j = &jobs[n++];
+    memset(j, 0, sizeof *j);
+    j->mha = 1;
+    j->name = "multihead, bigbird sparsity, no weights";
+    j->m = attn_mha_request_default();
+    j->m.query = R(3, B, L, D, 20000);
+    j->m.num_heads = 4;
+    j->m.opt.need_weights = 0;
+    j->m.opt.sparsity.pattern = ATTN_SPARSE_BIGBIRD;
+    j->m.opt.sparsity.block = 8;
+    j->m.opt.seed = 3;
     return n;
 }
 
@@ -684,8 +732,8 @@ int main(int argc, char **argv)
 
     for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++)
         rnd[i] = (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
-    job jobs[2 * ATTN_RULE_COUNT + 3];
-    attn_param_set *sets[2 * ATTN_RULE_COUNT + 3] = {0};
+    job jobs[2 * ATTN_RULE_COUNT + 5];
+    attn_param_set *sets[2 * ATTN_RULE_COUNT + 5] = {0};
     size_t n = make_jobs(jobs, sets);
     int planned = 1;
     for (size_t i = 0; i < n; i++)

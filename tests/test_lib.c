@@ -120,28 +120,32 @@ static void shape_str(char *buf, size_t n, int rank, const int64_t *s)
 
 /* ======================================================== golden cases */
 
+/* Views of that rank and shape (its first rank sizes; the rest 0) over data. */
+static attn_tensor tensor_of(int rank, const int64_t *shape, const float *data)
+{
+    attn_tensor t = {rank, {0}, data};
+    for (int i = 0; i < rank; i++)
+        t.shape[i] = shape[i];
+    return t;
+}
+
+static attn_mask mask_of(int rank, const int64_t *shape, const uint8_t *data)
+{
+    attn_mask m = {rank, {0}, data};
+    for (int i = 0; i < rank; i++)
+        m.shape[i] = shape[i];
+    return m;
+}
+
+/* A golden case's tensor or mask (absent: rank 0, no data). */
 static attn_tensor as_tensor(const golden_tensor *g)
 {
-    attn_tensor t;
-    memset(&t, 0, sizeof t);
-    if (!g)
-        return t;
-    t.rank = g->rank;
-    memcpy(t.shape, g->shape, sizeof t.shape);
-    t.data = g->f;
-    return t;
+    return g ? tensor_of(g->rank, g->shape, g->f) : tensor_of(0, NULL, NULL);
 }
 
 static attn_mask as_mask(const golden_tensor *g)
 {
-    attn_mask m;
-    memset(&m, 0, sizeof m);
-    if (!g)
-        return m;
-    m.rank = g->rank;
-    memcpy(m.shape, g->shape, sizeof m.shape);
-    m.data = g->m;
-    return m;
+    return g ? mask_of(g->rank, g->shape, g->m) : mask_of(0, NULL, NULL);
 }
 
 /* Options every rule shares, read from the case. Returns 0, or -1 for an
@@ -472,32 +476,6 @@ static void run_golden(attn_ctx *ctx, const char *dir)
 static float zeros[4096];
 static uint8_t ones_u8[4096];
 
-static attn_tensor T(int rank, int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    attn_tensor t;
-    memset(&t, 0, sizeof t);
-    t.rank = rank;
-    t.shape[0] = a;
-    t.shape[1] = b;
-    t.shape[2] = c;
-    t.shape[3] = d;
-    t.data = zeros;
-    return t;
-}
-
-static attn_mask M(int rank, int64_t a, int64_t b, int64_t c, int64_t d)
-{
-    attn_mask m;
-    memset(&m, 0, sizeof m);
-    m.rank = rank;
-    m.shape[0] = a;
-    m.shape[1] = b;
-    m.shape[2] = c;
-    m.shape[3] = d;
-    m.data = ones_u8;
-    return m;
-}
-
 /* Field match: exact, or any of '|'-separated alternatives, or a prefix
  * when an alternative ends with '*'. */
 static int field_matches(const char *got, const char *want)
@@ -532,9 +510,9 @@ static void expect_bad(const char *name, attn_status got, const attn_error *err,
 static attn_request base(attn_rule rule)
 {
     attn_request r = attn_request_default(rule);
-    r.query = T(3, 2, 3, 4, 0);
-    r.key = T(3, 2, 5, 4, 0);
-    r.value = T(3, 2, 5, 3, 0);
+    r.query = tensor_of(3, (const int64_t[]){2, 3, 4}, zeros);
+    r.key = tensor_of(3, (const int64_t[]){2, 5, 4}, zeros);
+    r.value = tensor_of(3, (const int64_t[]){2, 5, 3}, zeros);
     return r;
 }
 
@@ -623,7 +601,7 @@ static int bad_sparse_linear(bad_case *c, const char *key, const char *val)
         sp->global = c->globals;
     } else if (!strcmp(key, "sparsity.layout")) {
         int rank = read_shape(val, s);
-        sp->layout = M(rank, s[0], s[1], s[2], s[3]);
+        sp->layout = mask_of(rank, s, ones_u8);
     } else
         return 0;
     return 1;
@@ -647,7 +625,7 @@ static int bad_option(bad_case *c, const char *key, const char *val)
         sscanf(val, "%63s", c->pname[c->np]);
         int rank = read_shape(val + strlen(c->pname[c->np]), s);
         c->p[c->np].name = c->pname[c->np];
-        c->p[c->np++].t = T(rank, s[0], s[1], s[2], s[3]);
+        c->p[c->np++].t = tensor_of(rank, s, zeros);
     } else if (!strcmp(key, "expect")) {
         char st[32] = "";
         c->has_expect = sscanf(val, "%31s %127s", st, c->field) >= 1;
@@ -720,12 +698,12 @@ static int bad_line(bad_case *c, const char *key, const char *val)
         snprintf(c->name, sizeof c->name, "bad: %s", val);
     } else if (t) {
         int rank = read_shape(val, s);
-        *t = T(rank, s[0], s[1], s[2], s[3]);
+        *t = tensor_of(rank, s, zeros);
     } else if (!strcmp(key, "nodata") && (t = bad_tensor(c, val))) {
         t->data = NULL;
     } else if (!strcmp(key, "mask") || !strcmp(key, "key_mask")) {
         int rank = read_shape(val, s);
-        *(key[0] == 'm' ? &o->mask : &o->key_mask) = M(rank, s[0], s[1], s[2], s[3]);
+        *(key[0] == 'm' ? &o->mask : &o->key_mask) = mask_of(rank, s, ones_u8);
     } else {
         return bad_option(c, key, val);
     }
@@ -873,16 +851,11 @@ static void pool_free(pool *pl)
 
 static attn_tensor rnd_tensor(pool *pl, int rank, const int64_t *shape, float bound)
 {
-    attn_tensor t;
-    memset(&t, 0, sizeof t);
-    t.rank = rank;
-    memcpy(t.shape, shape, sizeof(int64_t) * (size_t)rank);
     int64_t n = numel(rank, shape);
     float *d = pool_get(pl, sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < n; i++)
         d[i] = rnd_float(-bound, bound);
-    t.data = d;
-    return t;
+    return tensor_of(rank, shape, d);
 }
 
 static attn_tensor rnd2(pool *pl, int64_t a, int64_t b, float bound)
@@ -896,14 +869,31 @@ static attn_tensor rnd1(pool *pl, int64_t a, float bound)
     return rnd_tensor(pl, 1, &a, bound);
 }
 
+/* A weight of shape (rows, cols), uniform within 1/sqrt(cols). */
+static attn_tensor rnd_weight(pool *pl, int64_t rows, int64_t cols)
+{
+    return rnd2(pl, rows, cols, 1.0f / sqrtf((float)cols));
+}
+
+/* A query, key or value: (B, L, D) when batched, else (L, D); in [-1, 1]. */
+static attn_tensor rnd_input(pool *pl, int batched, int64_t B, int64_t L, int64_t D)
+{
+    int64_t s[3] = {B, L, D};
+    return rnd_tensor(pl, 2 + batched, s + !batched, 1.0f);
+}
+
+/* Appends the parameter (name, t) to p[0..*n). */
+static void put(attn_named *p, size_t *n, const char *name, attn_tensor t)
+{
+    p[*n].name = name;
+    p[*n].t = t;
+    (*n)++;
+}
+
 /* A random mask; p_true in [0,1]. Sometimes a whole row is cleared so the
  * "nothing to attend" path is exercised. */
 static attn_mask rnd_mask(pool *pl, int rank, const int64_t *shape, double p_true)
 {
-    attn_mask m;
-    memset(&m, 0, sizeof m);
-    m.rank = rank;
-    memcpy(m.shape, shape, sizeof(int64_t) * (size_t)rank);
     int64_t n = numel(rank, shape);
     uint8_t *d = pool_get(pl, (size_t)n);
     for (int64_t i = 0; i < n; i++)
@@ -913,8 +903,7 @@ static attn_mask rnd_mask(pool *pl, int rank, const int64_t *shape, double p_tru
         int64_t row = rnd_int(0, n / cols - 1);
         memset(d + row * cols, 0, (size_t)cols);
     }
-    m.data = d;
-    return m;
+    return mask_of(rank, shape, d);
 }
 
 /* Random masks and bias for (B, [H,] Lq, Lk). */
@@ -1111,8 +1100,35 @@ static int check_seed_set(const char *cs, const seed_spec *sp, size_t n, uint64_
     return 1;
 }
 
-/* Seeds req through the library, checks the set against the documented
- * order and PRNG, and points req at it. Returns the set (caller frees). */
+/* Seeds r (or, when r is NULL, m) through the library from a random seed,
+ * checks the set against the documented order and PRNG (the specs sp[0..n)),
+ * and points the request at it. Returns the set (caller frees). */
+static attn_param_set *seed_checked(const char *cs, attn_request *r, attn_mha_request *m,
+                                    const seed_spec *sp, size_t n, int *ok)
+{
+    uint64_t seed = rnd_u64();
+    attn_param_set *set = NULL;
+    attn_error err;
+    const attn_named **params = r ? &r->params : &m->params;
+    size_t *n_params = r ? &r->n_params : &m->n_params;
+    *params = NULL;
+    *n_params = 0;
+    attn_status st = r ? attn_seed_params(r, seed, &set, &err)
+                       : attn_mha_seed_params(m, seed, &set, &err);
+    if (st != ATTN_OK) {
+        report(cs, "%s failed: %s (%s)", r ? "attn_seed_params" : "attn_mha_seed_params",
+               attn_status_str(st), err.message);
+        *ok = 0;
+        return NULL;
+    }
+    *ok = check_seed_set(cs, sp, n, seed, set);
+    *params = set->items;
+    *n_params = set->n;
+    return set;
+}
+
+/* The specs of a rule's seeded parameters, as attn.h documents them; seeds
+ * r through seed_checked. */
 static attn_param_set *seed_rule(const char *cs, attn_request *r, int64_t Dq, int64_t Dk,
                                  int64_t Lv, int64_t Dv, int *ok)
 {
@@ -1120,9 +1136,6 @@ static attn_param_set *seed_rule(const char *cs, attn_request *r, int64_t Dq, in
     size_t n = 0;
     int64_t Dh = r->hidden_size ? r->hidden_size : Dq;
     int64_t Dout = r->output_size ? r->output_size : Dq;
-    uint64_t seed = rnd_u64();
-    attn_param_set *set = NULL;
-    attn_error err;
     switch (r->rule) {
     case ATTN_RULE_GENERAL:
         sp[n++] = spec("attn.weight", 2, Dq, Dk, Dk);
@@ -1147,29 +1160,16 @@ static attn_param_set *seed_rule(const char *cs, attn_request *r, int64_t Dq, in
     default:
         break;
     }
-    r->params = NULL;
-    r->n_params = 0;
-    attn_status st = attn_seed_params(r, seed, &set, &err);
-    if (st != ATTN_OK) {
-        report(cs, "attn_seed_params failed: %s (%s)", attn_status_str(st), err.message);
-        *ok = 0;
-        return NULL;
-    }
-    *ok = check_seed_set(cs, sp, n, seed, set);
-    r->params = set->items;
-    r->n_params = set->n;
-    return set;
+    return seed_checked(cs, r, NULL, sp, n, ok);
 }
 
+/* As seed_rule for multi-head attention. */
 static attn_param_set *seed_mha(const char *cs, attn_mha_request *m, int64_t E, int64_t kdim,
                                 int64_t vdim, int *ok)
 {
     seed_spec sp[10];
     size_t n = 0;
     int64_t H = m->num_heads, Hkv = m->num_kv_heads ? m->num_kv_heads : H, kv = Hkv * (E / H);
-    uint64_t seed = rnd_u64();
-    attn_param_set *set = NULL;
-    attn_error err;
     if (Hkv != H) {
         sp[n++] = spec("W_q.weight", 2, E, E, E);
         sp[n++] = spec("W_q.bias", 1, E, 0, E);
@@ -1195,18 +1195,7 @@ static attn_param_set *seed_mha(const char *cs, attn_mha_request *m, int64_t E, 
         sp[n++] = spec("norm.weight", 1, E, 0, -1);
         sp[n++] = spec("norm.bias", 1, E, 0, -2);
     }
-    m->params = NULL;
-    m->n_params = 0;
-    attn_status st = attn_mha_seed_params(m, seed, &set, &err);
-    if (st != ATTN_OK) {
-        report(cs, "attn_mha_seed_params failed: %s (%s)", attn_status_str(st), err.message);
-        *ok = 0;
-        return NULL;
-    }
-    *ok = check_seed_set(cs, sp, n, seed, set);
-    m->params = set->items;
-    m->n_params = set->n;
-    return set;
+    return seed_checked(cs, NULL, m, sp, n, ok);
 }
 
 static int random_attention(attn_ctx *ctx, int trial, int *skipped)
@@ -1247,18 +1236,9 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     }
     if (rule != ATTN_RULE_CONCAT)
         Lv = Lk;
-    int64_t s[3];
-    int off = batched;
-    s[0] = B;
-    s[off] = Lq;
-    s[off + 1] = Dq;
-    r.query = rnd_tensor(&pl, 2 + batched, s, 1.0f);
-    s[off] = Lk;
-    s[off + 1] = Dk;
-    r.key = rnd_tensor(&pl, 2 + batched, s, 1.0f);
-    s[off] = Lv;
-    s[off + 1] = Dv;
-    r.value = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    r.query = rnd_input(&pl, batched, B, Lq, Dq);
+    r.key = rnd_input(&pl, batched, B, Lk, Dk);
+    r.value = rnd_input(&pl, batched, B, Lv, Dv);
     rnd_options(&pl, &r.opt, batched, B, 0, Lq, Lv, 1);
     if (rule == ATTN_RULE_CONCAT) { /* these do not apply to concat */
         r.opt.key_mask.rank = 0;
@@ -1273,38 +1253,25 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     size_t n = 0;
     switch (rule) {
     case ATTN_RULE_GENERAL:
-        p[n].name = "attn.weight";
-        p[n++].t = rnd2(&pl, Dq, Dk, 1.0f / sqrtf((float)Dk));
-        if (rnd_int(0, 1)) {
-            p[n].name = "attn.bias";
-            p[n++].t = rnd1(&pl, Dq, 0.5f);
-        }
+        put(p, &n, "attn.weight", rnd_weight(&pl, Dq, Dk));
+        if (rnd_int(0, 1))
+            put(p, &n, "attn.bias", rnd1(&pl, Dq, 0.5f));
         break;
     case ATTN_RULE_ADDITIVE:
-        p[n].name = "query_proj.weight";
-        p[n++].t = rnd2(&pl, Dh, Dq, 1.0f / sqrtf((float)Dq));
-        p[n].name = "key_proj.weight";
-        p[n++].t = rnd2(&pl, Dh, Dk, 1.0f / sqrtf((float)Dk));
-        p[n].name = "key_proj.bias";
-        p[n++].t = rnd1(&pl, Dh, 0.5f);
-        p[n].name = "v.weight";
-        p[n++].t = rnd2(&pl, 1, Dh, 1.0f / sqrtf((float)Dh));
+        put(p, &n, "query_proj.weight", rnd_weight(&pl, Dh, Dq));
+        put(p, &n, "key_proj.weight", rnd_weight(&pl, Dh, Dk));
+        put(p, &n, "key_proj.bias", rnd1(&pl, Dh, 0.5f));
+        put(p, &n, "v.weight", rnd_weight(&pl, 1, Dh));
         break;
     case ATTN_RULE_CONCAT_TANH:
-        p[n].name = "attn.weight";
-        p[n++].t = rnd2(&pl, Dh, Dq + Dk, 1.0f / sqrtf((float)(Dq + Dk)));
-        p[n].name = "attn.bias";
-        p[n++].t = rnd1(&pl, Dh, 0.5f);
+        put(p, &n, "attn.weight", rnd_weight(&pl, Dh, Dq + Dk));
+        put(p, &n, "attn.bias", rnd1(&pl, Dh, 0.5f));
         break;
     case ATTN_RULE_CONCAT:
-        p[n].name = "att_weight.weight";
-        p[n++].t = rnd2(&pl, Lv, Dq + Dk, 1.0f / sqrtf((float)(Dq + Dk)));
-        p[n].name = "att_weight.bias";
-        p[n++].t = rnd1(&pl, Lv, 0.5f);
-        p[n].name = "out.weight";
-        p[n++].t = rnd2(&pl, Dout, Dq + Dv, 1.0f / sqrtf((float)(Dq + Dv)));
-        p[n].name = "out.bias";
-        p[n++].t = rnd1(&pl, Dout, 0.5f);
+        put(p, &n, "att_weight.weight", rnd_weight(&pl, Lv, Dq + Dk));
+        put(p, &n, "att_weight.bias", rnd1(&pl, Lv, 0.5f));
+        put(p, &n, "out.weight", rnd_weight(&pl, Dout, Dq + Dv));
+        put(p, &n, "out.bias", rnd1(&pl, Dout, 0.5f));
         break;
     default:
         break;
@@ -1376,18 +1343,10 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
         if (self)
             Lk = Lq;
     }
-    int64_t s[3];
-    int off = batched;
-    s[0] = B;
-    s[off] = Lq;
-    s[off + 1] = E;
-    m.query = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+    m.query = rnd_input(&pl, batched, B, Lq, E);
     if (!self) {
-        s[off] = Lk;
-        s[off + 1] = kdim;
-        m.key = rnd_tensor(&pl, 2 + batched, s, 1.0f);
-        s[off + 1] = vdim;
-        m.value = rnd_tensor(&pl, 2 + batched, s, 1.0f);
+        m.key = rnd_input(&pl, batched, B, Lk, kdim);
+        m.value = rnd_input(&pl, batched, B, Lk, vdim);
     }
     m.num_heads = H;
     m.num_kv_heads = Hkv == H && rnd_int(0, 1) ? 0 : Hkv;
@@ -1402,55 +1361,35 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
     int family = Hkv != H ? 2 : (kdim == E && vdim == E ? (int)rnd_int(0, 2) : (int)rnd_int(1, 2));
     int bias = (int)rnd_int(0, 3) != 0;
     size_t n = 0;
-    float bE = 1.0f / sqrtf((float)E);
     if (family == 0) {
-        p[n].name = "in_proj_weight";
-        p[n++].t = rnd2(&pl, 3 * E, E, bE);
+        put(p, &n, "in_proj_weight", rnd_weight(&pl, 3 * E, E));
     } else if (family == 1) {
-        p[n].name = "q_proj_weight";
-        p[n++].t = rnd2(&pl, E, E, bE);
-        p[n].name = "k_proj_weight";
-        p[n++].t = rnd2(&pl, E, kdim, 1.0f / sqrtf((float)kdim));
-        p[n].name = "v_proj_weight";
-        p[n++].t = rnd2(&pl, E, vdim, 1.0f / sqrtf((float)vdim));
+        put(p, &n, "q_proj_weight", rnd_weight(&pl, E, E));
+        put(p, &n, "k_proj_weight", rnd_weight(&pl, E, kdim));
+        put(p, &n, "v_proj_weight", rnd_weight(&pl, E, vdim));
     }
     if (family < 2) {
-        if (bias) {
-            p[n].name = "in_proj_bias";
-            p[n++].t = rnd1(&pl, 3 * E, 0.5f);
-        }
-        p[n].name = "out_proj.weight";
-        p[n++].t = rnd2(&pl, E, E, bE);
-        if (bias) {
-            p[n].name = "out_proj.bias";
-            p[n++].t = rnd1(&pl, E, 0.5f);
-        }
+        if (bias)
+            put(p, &n, "in_proj_bias", rnd1(&pl, 3 * E, 0.5f));
+        put(p, &n, "out_proj.weight", rnd_weight(&pl, E, E));
+        if (bias)
+            put(p, &n, "out_proj.bias", rnd1(&pl, E, 0.5f));
     } else {
         int64_t kv = Hkv * hd;
-        p[n].name = "W_q.weight";
-        p[n++].t = rnd2(&pl, E, E, bE);
-        p[n].name = "W_k.weight";
-        p[n++].t = rnd2(&pl, kv, kdim, 1.0f / sqrtf((float)kdim));
-        p[n].name = "W_v.weight";
-        p[n++].t = rnd2(&pl, kv, vdim, 1.0f / sqrtf((float)vdim));
-        p[n].name = "W_o.weight";
-        p[n++].t = rnd2(&pl, E, E, bE);
+        put(p, &n, "W_q.weight", rnd_weight(&pl, E, E));
+        put(p, &n, "W_k.weight", rnd_weight(&pl, kv, kdim));
+        put(p, &n, "W_v.weight", rnd_weight(&pl, kv, vdim));
+        put(p, &n, "W_o.weight", rnd_weight(&pl, E, E));
         if (bias) {
-            p[n].name = "W_q.bias";
-            p[n++].t = rnd1(&pl, E, 0.5f);
-            p[n].name = "W_k.bias";
-            p[n++].t = rnd1(&pl, kv, 0.5f);
-            p[n].name = "W_v.bias";
-            p[n++].t = rnd1(&pl, kv, 0.5f);
-            p[n].name = "W_o.bias";
-            p[n++].t = rnd1(&pl, E, 0.5f);
+            put(p, &n, "W_q.bias", rnd1(&pl, E, 0.5f));
+            put(p, &n, "W_k.bias", rnd1(&pl, kv, 0.5f));
+            put(p, &n, "W_v.bias", rnd1(&pl, kv, 0.5f));
+            put(p, &n, "W_o.bias", rnd1(&pl, E, 0.5f));
         }
     }
     if (m.residual_norm && rnd_int(0, 1)) {
-        p[n].name = "norm.weight";
-        p[n++].t = rnd1(&pl, E, 1.5f);
-        p[n].name = "norm.bias";
-        p[n++].t = rnd1(&pl, E, 0.5f);
+        put(p, &n, "norm.weight", rnd1(&pl, E, 1.5f));
+        put(p, &n, "norm.bias", rnd1(&pl, E, 0.5f));
     }
     m.params = p;
     m.n_params = n;

@@ -818,6 +818,11 @@ static void test_http_models(mdl_model **models)
                   json_is_object(json_object_get(e, "sizes")) && json_object_get(e, "bleu") &&
                   json_is_object(json_object_get(e, "trained_on")),
               "GET /models entry", "%s", nm ? nm : "?");
+        /* results.json scores both searches of every shipped model (the
+         * Transformer's greedy one under evaluate.py's "greedyb") */
+        json_t *bl = json_object_get(e, "bleu");
+        check(!json_is_number(json_object_get(bl, "beam4")) || json_is_number(json_object_get(bl, "greedy")),
+              "GET /models bleu", "%s: beam-4 BLEU without the greedy one", nm ? nm : "?");
     }
     json_decref(j);
     for (int i = 0; i < 4; i++) {

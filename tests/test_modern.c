@@ -7,9 +7,9 @@
  * Usage: test_modern [golden-dir] [--trials N] [--seed N] [--verbose]
  *
  * Tolerance, test_lib's, elementwise: |ours - expected| <= 1e-5 + 1e-4
- * |expected|; seeded parameters bit for bit. Counted as skipped, never as
- * passed: golden cases with sparsity (the library refuses it for now),
- * and random trials whose hard choice lies within
+ * |expected|; seeded parameters bit for bit; block layouts exactly.
+ * Counted as skipped, never as passed: random trials whose hard choice
+ * lies within
  * 1e-4 of going the other way (rm_margin), where float32 scores may
  * legitimately pick another key. Prints one line per failure and closes
  * with "N passed, N failed, N skipped".
@@ -195,6 +195,25 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
     o.seed = q->seed;
     o.feature_map = q->feature_map == RM_FM_RELU ? ATTN_FM_RELU : ATTN_FM_ELU;
     o.need_weights = x->need_weights;
+    const rm_sparsity *sp = &q->sparsity;
+    if (sp->pattern != RM_SPARSE_NONE) {
+        attn_sparsity *s = &o.sparsity;
+        s->pattern = sp->pattern == RM_SPARSE_LOCAL_GLOBAL ? ATTN_SPARSE_LOCAL_GLOBAL
+                   : sp->pattern == RM_SPARSE_BIGBIRD ? ATTN_SPARSE_BIGBIRD : ATTN_SPARSE_BLOCKS;
+        s->window = sp->window;
+        s->global = sp->global;
+        s->n_global = sp->n_global;
+        s->block = sp->block;
+        s->window_blocks = sp->window_blocks;
+        s->global_blocks = sp->global_blocks;
+        s->random_blocks = sp->random_blocks;
+        if (sp->layout) {
+            s->layout.rank = 2;
+            s->layout.shape[0] = (q->Lq + sp->block - 1) / sp->block;
+            s->layout.shape[1] = (q->Lk + sp->block - 1) / sp->block;
+            s->layout.data = sp->layout;
+        }
+    }
     return o;
 }
 
@@ -426,6 +445,24 @@ static int seeded(const golden_case *c)
     return golden_opt(c, "seed") && expects > 0;
 }
 
+/* A case's expected block layout (bigbird, blocks) against
+ * attn_sparsity_layout, exactly; 1 when there is none to check. */
+static int layout_matches(const golden_case *c, const attn_options *o, int64_t Lq, int64_t Lk)
+{
+    const golden_tensor *t = golden_get(c, GOLDEN_EXPECT, "layout");
+    if (!t)
+        return 1;
+    uint8_t *got = calloc((size_t)t->count + 1, 1);
+    attn_error e;
+    int ok = got && attn_sparsity_layout(o, Lq, Lk, got, &e) == ATTN_OK;
+    for (int64_t k = 0; ok && k < t->count; k++)
+        ok = got[k] == (t->f[k] != 0.0f);
+    if (!ok)
+        fail(c->name, "block layout differs from the expected one");
+    free(got);
+    return ok;
+}
+
 static void golden_one(attn_ctx *ctx, const char *path)
 {
     mc_case mc;
@@ -437,14 +474,6 @@ static void golden_one(attn_ctx *ctx, const char *path)
         return;
     }
     const golden_case *c = &mc.c;
-    const char *skip = mc.r.sparsity.pattern != RM_SPARSE_NONE ? "sparsity" : NULL;
-    if (skip) {
-        if (verbose)
-            printf("SKIPPED %s: %s is not computed by the library yet\n", c->name, skip);
-        n_skipped++;
-        mc_free(&mc);
-        return;
-    }
     allocs A = {{0}, 0};
     lib_extra x = {mc.multihead && !golden_get(c, GOLDEN_TENSOR, "key"),
                    golden_opt_int(c, "alibi", 0) && !golden_get(c, GOLDEN_TENSOR, "alibi"),
@@ -460,6 +489,7 @@ static void golden_one(attn_ctx *ctx, const char *path)
     if (ok && seeded(c))
         ok = seed_golden(c->name, c, &L, &set);
     ok = ok && run_and_check(ctx, c->name, &L, want_o, mc.n_out, want_w, mc.n_w);
+    ok = ok && layout_matches(c, L.mha ? &L.m.opt : &L.r.opt, mc.r.Lq, mc.r.Lk);
     ok ? n_passed++ : n_failed++;
     attn_param_set_free(set);
     release(&A);

@@ -59,6 +59,18 @@ typedef struct {
     long H, Hkv, d, max_tokens;
     int has_scale;
     double scale;
+    /* the score options, fixed at creation */
+    double softcap;           /* 0: off */
+    int alibi;                /* 0 off, 1 true (the paper's slopes), 2 a list */
+    double slopes[8];         /* the slopes in use (both forms) */
+    int has_sinks;
+    double sinks[8];
+    int rope;
+    double rope_base;
+    int rope_style;           /* 0 half, 1 interleaved */
+    long rope_dims, rope_offset;
+    int has_window;
+    long left, right;         /* -1: unbounded */
     long n;        /* rows held */
     float *k, *v;  /* (max_tokens, Hkv, d): every row sent, in order */
 } tsess;
@@ -77,6 +89,26 @@ static void create_body(buf *b, const tsess *s)
                s->H, s->Hkv, s->d, s->max_tokens);
     if (s->has_scale)
         buf_printf(b, ",\"scale\":%.9g", s->scale);
+    if (s->softcap > 0)
+        buf_printf(b, ",\"softcap\":%.9g", s->softcap);
+    if (s->alibi == 1)
+        buf_puts(b, ",\"alibi\":true");
+    for (long h = 0; s->alibi == 2 && h < s->H; h++)
+        buf_printf(b, "%s%.9g", h ? "," : ",\"alibi\":[", s->slopes[h]);
+    if (s->alibi == 2)
+        buf_puts(b, "]");
+    for (long h = 0; s->has_sinks && h < s->H; h++)
+        buf_printf(b, "%s%.9g", h ? "," : ",\"sinks\":[", s->sinks[h]);
+    if (s->has_sinks)
+        buf_puts(b, "]");
+    if (s->rope)
+        buf_printf(b, ",\"rope\":{\"base\":%.9g,\"style\":\"%s\",\"dims\":%ld,\"offset\":%ld}",
+                   s->rope_base, s->rope_style ? "interleaved" : "half", s->rope_dims, s->rope_offset);
+    if (s->has_window) {
+        buf_puts(b, ",\"window\":[");
+        buf_printf(b, s->left < 0 ? "null," : "%ld,", s->left);
+        buf_printf(b, s->right < 0 ? "null]" : "%ld]", s->right);
+    }
     buf_puts(b, "}");
 }
 
@@ -146,6 +178,15 @@ static void expect_step(const tsess *s, long n, const float *q, long Tq, float *
         rq.scale = s->scale;
         rq.causal = 1;
         rq.align = RM_BOTTOM_RIGHT;
+        rq.softcap = s->softcap;
+        double slope = s->slopes[h], sink = s->sinks[h];
+        rq.alibi = s->alibi ? &slope : NULL;
+        rq.sinks = s->has_sinks ? &sink : NULL;
+        rq.rope = (rm_rope){s->rope, s->rope_base, s->rope_style ? RM_ROPE_INTERLEAVED : RM_ROPE_HALF,
+                            s->rope_dims, s->rope_offset};
+        rq.has_window = s->has_window;
+        rq.left = s->left;
+        rq.right = s->right;
         rm_compute(&rq, oh, wh, NULL, NULL);
         for (long i = 0; i < Tq; i++) {
             for (long c = 0; c < d; c++)
@@ -302,6 +343,38 @@ static int expect_error(const response *r, long status, const char *code, const 
 
 /* ------------------------------------------------------------ random sessions */
 
+/* Whether the server takes the score options at creation (softcap,
+ * alibi, sinks, rope, window): probed once. */
+static int with_options;
+
+/* Each option on with some probability, values the contract allows. */
+static void random_options(tsess *s, uint64_t *rs)
+{
+    if (pick(rs, 0, 2) == 0)
+        s->softcap = 0.5 + (double)pick(rs, 0, 40) / 10.0;
+    s->alibi = (int)pick(rs, 0, 2) == 0 ? 0 : (int)pick(rs, 0, 2) % 3;
+    double paper[8];
+    rm_alibi_slopes(s->H, paper);
+    for (long h = 0; h < s->H; h++) {
+        s->slopes[h] = s->alibi == 2 ? (double)pick(rs, 1, 100) / 100.0 : paper[h];
+        s->sinks[h] = (double)pick(rs, -200, 200) / 100.0;
+    }
+    s->has_sinks = pick(rs, 0, 2) == 0;
+    if (pick(rs, 0, 1) == 0) {
+        s->rope = 1;
+        s->d += s->d % 2; /* even, so the default dims work too */
+        s->rope_base = pick(rs, 0, 1) ? 10000.0 : 500.0;
+        s->rope_style = (int)pick(rs, 0, 1);
+        s->rope_dims = 2 * pick(rs, 1, s->d / 2);
+        s->rope_offset = pick(rs, 0, 1) ? 0 : pick(rs, 1, 50);
+    }
+    if (pick(rs, 0, 2) == 0) {
+        s->has_window = 1;
+        s->left = pick(rs, -1, 6);
+        s->right = pick(rs, -1, 3);
+    }
+}
+
 /* One random session's life: steps of random sizes checked against the
  * reference, refused steps that leave it unchanged, truncations. */
 static void random_session(CURL *h, int sid, uint64_t seed)
@@ -317,9 +390,13 @@ static void random_session(CURL *h, int sid, uint64_t seed)
     s.max_tokens = pick(&rs, 4, 40);
     s.has_scale = pick(&rs, 0, 2) == 0;
     s.scale = 0.05 + (double)pick(&rs, 0, 100) / 100.0;
+    if (with_options)
+        random_options(&s, &rs);
     char name[200];
-    snprintf(name, sizeof name, "random session %d (H %ld, Hkv %ld, d %ld, max_tokens %ld): created",
-             sid, s.H, s.Hkv, s.d, s.max_tokens);
+    snprintf(name, sizeof name, "random session %d (H %ld, Hkv %ld, d %ld, max_tokens %ld, softcap %g, "
+             "alibi %d, sinks %d, rope %d/%ld/%ld, window %d [%ld, %ld]): created", sid, s.H, s.Hkv, s.d,
+             s.max_tokens, s.softcap, s.alibi, s.has_sinks, s.rope, s.rope_dims, s.rope_offset,
+             s.has_window, s.left, s.right);
     if (!create(h, &srv_main, &s, name))
         return;
     long steps = pick(&rs, 4, 10);
@@ -365,6 +442,19 @@ static void random_session(CURL *h, int sid, uint64_t seed)
 static void test_random(void)
 {
     CURL *h = curl_easy_init();
+    response r;
+    post(h, &srv_main, "/sessions", "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":2,\"softcap\":5,"
+         "\"alibi\":true,\"sinks\":[0.5],\"rope\":{},\"window\":[3,null]}", &r);
+    with_options = r.status == 201;
+    if (with_options) {
+        tsess probe = {0};
+        json_t *id = json_object_get(r.json, "id");
+        snprintf(probe.id, sizeof probe.id, "%s", json_is_string(id) ? json_string_value(id) : "");
+        delete_session(h, &srv_main, &probe, "options probe: deleted");
+    } else
+        skip("sessions with score options (softcap, alibi, sinks, rope, window)",
+             "this server does not take them at creation yet");
+    response_free(&r);
     for (int i = 0; i < 40; i++)
         random_session(h, i, 0x5e55 + (uint64_t)i * 7919);
     curl_easy_cleanup(h);

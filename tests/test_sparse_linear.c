@@ -229,6 +229,53 @@ static void random_linear(int it)
     free(dq); free(dk); free(dv); free(ro); free(rw);
 }
 
+/* A random sparsity pattern for Lq x Lk into the library's form o and
+ * the reference's r (globals: room for 4; layout: a new buffer or NULL). */
+static void rnd_pattern(int64_t Lq, int64_t Lk, attn_sparsity *o, rm_sparsity *r,
+                        int64_t *globals, uint8_t **layout)
+{
+    int64_t most = Lq > Lk ? Lq : Lk;
+    memset(r, 0, sizeof *r);
+    *layout = NULL;
+    switch (next_u() % 3) {
+    case 0:
+        o->pattern = ATTN_SPARSE_LOCAL_GLOBAL;
+        r->pattern = RM_SPARSE_LOCAL_GLOBAL;
+        o->window = r->window = next_u() % 4 == 0 ? 0 : rnd_int(0, 100);
+        o->n_global = r->n_global = (size_t)rnd_int(0, 4);
+        for (size_t g = 0; g < o->n_global; g++)
+            globals[g] = rnd_int(0, most - 1);
+        o->global = r->global = globals;
+        break;
+    case 1:
+        o->pattern = ATTN_SPARSE_BIGBIRD;
+        r->pattern = RM_SPARSE_BIGBIRD;
+        o->block = r->block = rnd_int(1, 70);
+        o->window_blocks = r->window_blocks = 2 * rnd_int(0, 2) + 1;
+        o->global_blocks = r->global_blocks = rnd_int(0, 2);
+        o->random_blocks = r->random_blocks = rnd_int(0, 4);
+        break;
+    default: {
+        o->pattern = ATTN_SPARSE_BLOCKS;
+        r->pattern = RM_SPARSE_BLOCKS;
+        int64_t b = rnd_int(1, 70), nqb = (Lq + b - 1) / b, nkb = (Lk + b - 1) / b;
+        o->block = r->block = b;
+        *layout = rnd_mask(nqb * nkb, (int)rnd_int(5, 60));
+        o->layout.rank = 2;
+        o->layout.shape[0] = nqb;
+        o->layout.shape[1] = nkb;
+        o->layout.data = *layout;
+        r->layout = *layout;
+    }
+    }
+}
+
+static const char *pattern_name(attn_pattern p)
+{
+    return p == ATTN_SPARSE_LOCAL_GLOBAL ? "local_global" : p == ATTN_SPARSE_BIGBIRD ? "bigbird"
+                                                                                     : "blocks";
+}
+
 /* A named parameter of a set as doubles (NULL when absent). */
 static double *param_d(const attn_param_set *set, const char *name, int64_t off, int64_t n)
 {
@@ -306,7 +353,14 @@ static void random_mha(int it, int linear, attn_pattern pattern)
         r.opt.key_mask.shape[1] = Lk;
         r.opt.key_mask.data = km;
     }
-    (void)pattern;
+    int64_t globals[4];
+    uint8_t *layout = NULL;
+    rm_sparsity rsp;
+    memset(&rsp, 0, sizeof rsp);
+    if (pattern != ATTN_SPARSE_NONE) {
+        rnd_pattern(Lq, Lk, &r.opt.sparsity, &rsp, globals, &layout);
+        r.opt.seed = next_u();
+    }
     attn_param_set *set = NULL;
     attn_error e;
     char name[200];
@@ -342,6 +396,8 @@ static void random_mha(int it, int linear, attn_pattern pattern)
     m.align = r.opt.align == ATTN_ALIGN_BOTTOM_RIGHT ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
     m.key_mask = r.opt.key_mask.rank ? km : NULL;
     m.key_mask_rank = r.opt.key_mask.rank;
+    m.sparsity = rsp;
+    m.seed = r.opt.seed;
     int64_t nw = (r.average_weights ? 1 : H) * B * Lq * Lk;
     double *ro = malloc(sizeof(double) * (size_t)(B * Lq * E));
     double *rw = malloc(sizeof(double) * (size_t)nw);
@@ -358,7 +414,143 @@ static void random_mha(int it, int linear, attn_pattern pattern)
     for (int i = 0; own[i]; i++)
         free(own[i]);
     attn_param_set_free(set);
-    free(out); free(w); free(q); free(k); free(v); free(km);
+    free(out); free(w); free(q); free(k); free(v); free(km); free(layout);
+    free(dq); free(dk); free(dv); free(ro); free(rw);
+}
+
+/* The library's block layout against the reference: bigbird and blocks
+ * exactly; local_global's summary against the expanded pattern (a block
+ * is on exactly when it holds an allowed pair). */
+static void check_layout(const char *name, const attn_options *o, const rm_sparsity *r,
+                         int64_t Lq, int64_t Lk, const attn_shapes *sh)
+{
+    int64_t nqb = sh->layout_rows, nkb = sh->layout_cols, b = sh->layout_block;
+    uint8_t *got = calloc((size_t)(nqb * nkb + 1), 1), *dense = malloc((size_t)(Lq * Lk));
+    attn_error e;
+    attn_status st = attn_sparsity_layout(o, Lq, Lk, got, &e);
+    check(st == ATTN_OK && b >= 1 && nqb == (Lq + b - 1) / b && nkb == (Lk + b - 1) / b, name,
+          "layout: ", st == ATTN_OK ? "shape" : e.message);
+    rm_sparsity_expand(r, Lq, Lk, o->align ? RM_BOTTOM_RIGHT : RM_TOP_LEFT, o->seed, dense, NULL);
+    int same = st == ATTN_OK;
+    for (int64_t qb = 0; same && qb < nqb; qb++)
+        for (int64_t kb = 0; same && kb < nkb; kb++) {
+            int any = 0;
+            for (int64_t i = qb * b; i < Lq && i < (qb + 1) * b; i++)
+                for (int64_t j = kb * b; j < Lk && j < (kb + 1) * b; j++)
+                    any |= dense[i * Lk + j];
+            same = got[qb * nkb + kb] == any;
+        }
+    check(same, name, "layout differs from the expanded pattern", NULL);
+    free(got);
+    free(dense);
+}
+
+/* One random sparse request of dot or scaled_dot: against rm_compute,
+ * and against the library's dense attention with the expanded mask. */
+static void random_sparse(int it)
+{
+    int batched = (int)(next_u() % 2);
+    int64_t B = batched ? rnd_int(1, 2) : 1, Lq = rnd_len() * 2, Lk = rnd_len() * 2;
+    int64_t D = rnd_int(1, 24), Dv = rnd_int(1, 24), globals[4];
+    float *q = rnd_floats(B * Lq * D, 1.5f), *k = rnd_floats(B * Lk * D, 1.5f);
+    float *v = rnd_floats(B * Lk * Dv, 1.0f);
+    uint8_t *km = rnd_mask(B * Lk, 85), *mk = rnd_mask(Lq * Lk, 90), *layout;
+    attn_request r = attn_request_default(next_u() % 2 ? ATTN_RULE_SCALED_DOT : ATTN_RULE_DOT);
+    r.query = tensor3(batched, B, Lq, D, q);
+    r.key = tensor3(batched, B, Lk, D, k);
+    r.value = tensor3(batched, B, Lk, Dv, v);
+    r.opt.causal = next_u() % 3 == 0;
+    r.opt.need_weights = (int)(next_u() % 2);
+    r.opt.seed = next_u();
+    int extra = (int)(next_u() % 4); /* 1: key_mask, 2: mask, 3: top_k (the row driver) */
+    if (extra == 1) {
+        r.opt.key_mask.rank = 1;
+        r.opt.key_mask.shape[0] = Lk;
+        r.opt.key_mask.data = km;
+    } else if (extra == 2) {
+        r.opt.mask.rank = 2;
+        r.opt.mask.shape[0] = Lq;
+        r.opt.mask.shape[1] = Lk;
+        r.opt.mask.data = mk;
+    } else if (extra == 3) {
+        r.opt.hard = ATTN_HARD_TOPK;
+        r.opt.top_k = rnd_int(1, Lk < 4 ? Lk : 4);
+    }
+    rm_request m;
+    memset(&m, 0, sizeof m);
+    rnd_pattern(Lq, Lk, &r.opt.sparsity, &m.sparsity, globals, &layout);
+    m.rule = r.rule == ATTN_RULE_DOT ? RM_DOT : RM_SCALED_DOT;
+    m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = D; m.Dv = Dv;
+    double *dq = to_d(q, B * Lq * D), *dk = to_d(k, B * Lk * D), *dv = to_d(v, B * Lk * Dv);
+    m.query = dq; m.key = dk; m.value = dv;
+    m.causal = r.opt.causal;
+    m.seed = r.opt.seed;
+    m.key_mask = extra == 1 ? km : NULL;
+    m.key_mask_rank = extra == 1;
+    m.mask = extra == 2 ? mk : NULL;
+    m.mask_rank = extra == 2 ? 2 : 0;
+    m.hard = extra == 3 ? RM_HARD_TOPK : RM_HARD_NONE;
+    m.top_k = r.opt.top_k;
+    double *ro = malloc(sizeof(double) * (size_t)(B * Lq * Dv));
+    double *rw = malloc(sizeof(double) * (size_t)(B * Lq * Lk));
+    char name[240];
+    snprintf(name, sizeof name,
+             "random sparse #%d (%s %s, B %lld, Lq %lld, Lk %lld, D %lld, Dv %lld, window %lld, "
+             "%zu globals, block %lld, window_blocks %lld, global_blocks %lld, random_blocks "
+             "%lld%s%s%s)",
+             it, attn_rule_name(r.rule), pattern_name(r.opt.sparsity.pattern), (long long)B,
+             (long long)Lq, (long long)Lk, (long long)D, (long long)Dv,
+             (long long)r.opt.sparsity.window, r.opt.sparsity.n_global,
+             (long long)r.opt.sparsity.block, (long long)r.opt.sparsity.window_blocks,
+             (long long)r.opt.sparsity.global_blocks, (long long)r.opt.sparsity.random_blocks,
+             r.opt.causal ? ", causal" : "",
+             extra == 1 ? ", key_mask" : extra == 2 ? ", mask" : extra == 3 ? ", top_k" : "",
+             r.opt.need_weights ? ", weights" : "");
+    attn_shapes sh;
+    attn_error e;
+    float *out, *w;
+    rm_margin mg;
+    attn_status st = run_rule(&r, &sh, &out, &w, &e);
+    int ref = rm_compute(&m, ro, rw, NULL, &mg);
+    if (extra == 3 && !(mg.hard_gap > 1e-5)) {
+        n_skip++; /* a near tie: float32 may keep another key */
+    } else {
+        check(st == ATTN_OK && ref == 0, name, "computes: ",
+              st == ATTN_OK ? "reference failed" : e.message);
+        if (st == ATTN_OK && ref == 0) {
+            compare(name, "output", out, ro, B * Lq * Dv);
+            if (r.opt.need_weights)
+                compare(name, "weights", w, rw, B * Lq * Lk);
+        }
+    }
+    if (st == ATTN_OK) {
+        check_layout(name, &r.opt, &m.sparsity, Lq, Lk, &sh);
+        /* the same through the library's dense path: the pattern (and the
+         * request's mask) expanded into a mask */
+        uint8_t *dense = malloc((size_t)(Lq * Lk));
+        rm_sparsity_expand(&m.sparsity, Lq, Lk, RM_TOP_LEFT, r.opt.seed, dense, NULL);
+        for (int64_t e2 = 0; extra == 2 && e2 < Lq * Lk; e2++)
+            dense[e2] &= mk[e2];
+        attn_request dr = r;
+        memset(&dr.opt.sparsity, 0, sizeof dr.opt.sparsity);
+        dr.opt.mask.rank = 2;
+        dr.opt.mask.shape[0] = Lq;
+        dr.opt.mask.shape[1] = Lk;
+        dr.opt.mask.data = dense;
+        float *dout, *dw;
+        attn_shapes dsh;
+        st = run_rule(&dr, &dsh, &dout, &dw, &e);
+        check(st == ATTN_OK, name, "dense with the expanded mask: ", e.message);
+        if (st == ATTN_OK) {
+            double *want = malloc(sizeof(double) * (size_t)(B * Lq * Dv));
+            for (int64_t x = 0; x < B * Lq * Dv; x++)
+                want[x] = dout[x];
+            compare(name, "output = dense with the expanded mask", out, want, B * Lq * Dv);
+            free(want);
+        }
+        free(dout); free(dw); free(dense);
+    }
+    free(out); free(w); free(q); free(k); free(v); free(km); free(mk); free(layout);
     free(dq); free(dk); free(dv); free(ro); free(rw);
 }
 
@@ -503,7 +695,7 @@ static void golden_expect(const golden_case *c, const char *what, const float *g
 static int in_scope(const golden_case *c)
 {
     const char *a = golden_opt(c, "attention");
-    return !strcmp(c->rule, "linear") || (a && !strcmp(a, "linear"));
+    return golden_opt(c, "sparsity") || !strcmp(c->rule, "linear") || (a && !strcmp(a, "linear"));
 }
 
 static void golden_run(const char *path)
@@ -594,6 +786,10 @@ static void run_random(void)
         random_linear(it);
     for (int it = 0; it < 20; it++)
         random_mha(it, 1, ATTN_SPARSE_NONE);
+    for (int it = 0; it < 60; it++)
+        random_sparse(it);
+    for (int it = 0; it < 20; it++)
+        random_mha(it, 0, ATTN_SPARSE_LOCAL_GLOBAL);
 }
 
 int main(int argc, char **argv)

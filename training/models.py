@@ -169,33 +169,41 @@ def sinusoidal(L, d):
     return pe.float()
 
 
-class EncLayer(nn.Module):
-    def __init__(self, E, H, Fd, dropout):
+class _Layer(nn.Module):
+    """What both Transformer layers are made of, registered in this order (the
+    order of their parameters and of their random initialisation): for each
+    attention named in attns, an nn.MultiheadAttention and its LayerNorm
+    (norm1, norm2, ...); then the feed-forward block linear1, linear2 and its
+    LayerNorm (the next normN); then the dropout."""
+
+    def __init__(self, E, H, Fd, dropout, attns):
         super().__init__()
-        self.self_attn = nn.MultiheadAttention(E, H, dropout=dropout, batch_first=True)
-        self.norm1 = nn.LayerNorm(E)
+        for i, name in enumerate(attns, 1):
+            setattr(self, name, nn.MultiheadAttention(E, H, dropout=dropout, batch_first=True))
+            setattr(self, "norm%d" % i, nn.LayerNorm(E))
         self.linear1 = nn.Linear(E, Fd)
         self.linear2 = nn.Linear(Fd, E)
-        self.norm2 = nn.LayerNorm(E)
+        setattr(self, "norm%d" % (len(attns) + 1), nn.LayerNorm(E))
         self.drop = nn.Dropout(dropout)
+
+    def feed_forward(self, x, norm):
+        """norm(x + linear2(relu(linear1(x)))), with dropout."""
+        return norm(x + self.drop(self.linear2(self.drop(torch.relu(self.linear1(x))))))
+
+
+class EncLayer(_Layer):
+    def __init__(self, E, H, Fd, dropout):
+        super().__init__(E, H, Fd, dropout, ("self_attn",))
 
     def forward(self, x, pad):
         a, _ = self.self_attn(x, x, x, key_padding_mask=pad, need_weights=False)
         x = self.norm1(x + self.drop(a))
-        return self.norm2(x + self.drop(self.linear2(self.drop(torch.relu(self.linear1(x))))))
+        return self.feed_forward(x, self.norm2)
 
 
-class DecLayer(nn.Module):
+class DecLayer(_Layer):
     def __init__(self, E, H, Fd, dropout):
-        super().__init__()
-        self.self_attn = nn.MultiheadAttention(E, H, dropout=dropout, batch_first=True)
-        self.norm1 = nn.LayerNorm(E)
-        self.cross_attn = nn.MultiheadAttention(E, H, dropout=dropout, batch_first=True)
-        self.norm2 = nn.LayerNorm(E)
-        self.linear1 = nn.Linear(E, Fd)
-        self.linear2 = nn.Linear(Fd, E)
-        self.norm3 = nn.LayerNorm(E)
-        self.drop = nn.Dropout(dropout)
+        super().__init__(E, H, Fd, dropout, ("self_attn", "cross_attn"))
 
     def forward(self, y, mem, src_pad, causal, want_weights=False):
         a, _ = self.self_attn(y, y, y, attn_mask=causal, need_weights=False)
@@ -203,8 +211,7 @@ class DecLayer(nn.Module):
         c, w = self.cross_attn(y, mem, mem, key_padding_mask=src_pad, need_weights=want_weights,
                                average_attn_weights=False)
         y = self.norm2(y + self.drop(c))
-        y = self.norm3(y + self.drop(self.linear2(self.drop(torch.relu(self.linear1(y))))))
-        return y, w
+        return self.feed_forward(y, self.norm3), w
 
 
 class Stack(nn.Module):

@@ -24,6 +24,12 @@ static inline void fuzz_config(void)
     srv_cfg.max_connections = 16;
     srv_cfg.max_depth = 32;
     srv_cfg.log_level = SRV_LOG_ERROR;
+    /* sessions: a few, small, named by the inputs (see fuzz_request.c) */
+    srv_cfg.max_sessions = 4;
+    srv_cfg.session_memory = (size_t)1 << 20;
+    srv_cfg.session_max_tokens = 256;
+    srv_cfg.session_ttl = 60;
+    srv_cfg.trust_session_id = 1;
 }
 
 #endif /* FUZZ_COMMON_H */

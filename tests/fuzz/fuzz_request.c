@@ -1,18 +1,23 @@
 /* fuzz_request.c - libFuzzer target: the whole request handler in process,
  * for every route. An input is "METHOD PATH\n" then the body; the route is
  * resolved and served exactly as http.c does, without a socket. Every
- * reply must be a contract status, and JSON replies must parse. */
+ * reply must be a contract status, and JSON replies must parse. Sessions
+ * persist from input to input (the fuzzer interleaves creations, steps,
+ * truncations and deletions); POST /sessions takes the id SESSION_ID, as
+ * behind a load balancer that names sessions, so inputs can reach it. */
 #include "fuzz_common.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#define SESSION_ID "00000000000000000000000000000001"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int known_status(int s)
 {
-    static const int ok[] = {200, 204, 400, 401, 404, 405, 413, 415, 422, 503};
+    static const int ok[] = {200, 201, 204, 400, 401, 404, 405, 413, 415, 422, 503};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (s == ok[i])
             return 1;
@@ -50,6 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     srv_reply r;
     srv_reply_init(&r);
     if (srv_route_resolve(method, path, &t, &r) == 0) {
+        if (t.route == SRV_R_SESSIONS)
+            snprintf(t.session_hdr, sizeof t.session_hdr, "%s", SESSION_ID);
         srv_buf_free(&r.body);
         srv_reply_init(&r);
         srv_route_serve(&t, t.wants_body ? body : NULL, t.wants_body ? blen : 0, &r);

@@ -51,21 +51,21 @@ echo "test-load: server pid $pid on 127.0.0.1:$port, RSS at start $(rss) kB"
 # those as growth; a leak shows as a rising median.
 export LOAD_DIR=$work
 sample() { while kill -0 $pid 2>/dev/null; do rss >>"$1"; sleep 2; done; }
-: >"$work/rss_warm.txt"
-sample "$work/rss_warm.txt" &
-sampler=$!
-wrk -t2 -c64 -d${warm}s --latency -s "$here/mixed.lua" "http://127.0.0.1:$port" >"$work/warmup.txt" 2>&1
-kill $sampler 2>/dev/null
-rss_warm=$(sort -n "$work/rss_warm.txt" | tail -1)
+# drive SECONDS NAME: wrk for SECONDS into $work/NAME.txt while RSS samples
+# go to $work/rss_NAME.txt; prints the peak sample.
+drive() {
+    : >"$work/rss_$2.txt"
+    sample "$work/rss_$2.txt" >/dev/null &
+    sampler=$!
+    wrk -t2 -c64 -d"$1"s --latency -s "$here/mixed.lua" "http://127.0.0.1:$port" >"$work/$2.txt" 2>&1
+    kill $sampler 2>/dev/null
+    sort -n "$work/rss_$2.txt" | tail -1
+}
+rss_warm=$(drive "$warm" warmup)
 echo "test-load: warm-up ${warm} s done, peak RSS $rss_warm kB"
 
-: >"$work/rss.txt"
-sample "$work/rss.txt" &
-sampler=$!
-wrk -t2 -c64 -d${secs}s --latency -s "$here/mixed.lua" "http://127.0.0.1:$port" >"$work/run.txt" 2>&1
-kill $sampler 2>/dev/null
-rss_max=$(sort -n "$work/rss.txt" | tail -1)
-echo "test-load: RSS samples during the run (kB): $(tr '\n' ' ' <"$work/rss.txt")"
+rss_max=$(drive "$secs" run)
+echo "test-load: RSS samples during the run (kB): $(tr '\n' ' ' <"$work/rss_run.txt")"
 sleep 2
 echo "test-load: RSS idle after the run: $(rss) kB"
 healthy=$(curl -fs -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz")
@@ -75,7 +75,7 @@ exit_code=$?
 trap - EXIT
 
 cat "$work/run.txt" | grep -E "Requests/sec|Latency  |^ +(50|99)%"
-$py - "$work/run.txt" "$rss_warm" "$rss_max" "$healthy" "$exit_code" "$secs" "$work/rss.txt" <<'PY'
+$py - "$work/run.txt" "$rss_warm" "$rss_max" "$healthy" "$exit_code" "$secs" "$work/rss_run.txt" <<'PY'
 import statistics, sys
 run, warm, peak, healthy, code, secs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5]), sys.argv[6]
 samples = [int(x) for x in open(sys.argv[7]) if x.strip()]

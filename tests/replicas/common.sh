@@ -12,6 +12,16 @@ abs_path() {
     case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac
 }
 
+# test_dirs NAME SERVER_BINARY [BUILD_DIR]: a server test's arguments: sets
+# SERVER, BUILD_DIR (default build) and DIR, a fresh BUILD_DIR/NAME made
+# absolute for the test's files.
+test_dirs() {
+    SERVER=${2:?usage: $0 SERVER_BINARY [BUILD_DIR]}
+    BUILD_DIR=${3:-build}
+    DIR="$(abs_path "$BUILD_DIR")/$1"
+    rm -rf "$DIR" && mkdir -p "$DIR"
+}
+
 # wait_http URL SECONDS: until URL answers 200, or fail after SECONDS.
 wait_http() {
     local url=$1 secs=${2:-20} i

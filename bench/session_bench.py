@@ -1,0 +1,95 @@
+"""session_bench.py - the decode-session rows of `make bench`: one decoding
+step at n = 4096 cached tokens, H = 8 heads of d = 64, T = Tq = 1, base64,
+posted by the C client (bench/http_bench.c) to a live attn-server on
+loopback, against the same step sent statelessly to /attention/scaled_dot
+with the whole cache in the body (query (8, 1, 64), key and value
+(8, 4096, 64): the same computation, heads as the batch). Each session step
+is followed by an untimed truncate back to 4095 rows, so every timed step
+runs at n = 4096. Also the bytes a session holds at n = 4096 beside what
+its cache needs, 2 n Hkv d 4. Prints one JSON object for bench/run.py
+(compute times are the server's Server-Timing figures; wall times the
+client's, medians).
+
+Usage: /usr/bin/python3 bench/session_bench.py --build DIR [--reps N]
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import subprocess
+import sys
+
+from service_bench import Server, b64_tensor
+
+N, H, D = 4096, 8, 64
+
+
+def call(port, path, body=None):
+    """POST body (GET without one); the JSON answer, or raises."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    data = json.dumps(body) if body is not None else None
+    c.request("POST" if body is not None else "GET", path, data, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    out = json.loads(r.read() or b"null")
+    c.close()
+    if r.status not in (200, 201):
+        raise RuntimeError("%s: %d %s" % (path, r.status, out))
+    return out
+
+
+def bench(client, url, body, reps, then=None):
+    """http_bench's medians for body posted to url reps times."""
+    cmd = [client, url, body, str(reps)] + (list(then) if then else [])
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if res.returncode != 0:
+        raise RuntimeError("http_bench %s: %s" % (url, res.stderr.strip()))
+    return json.loads(res.stdout)
+
+
+def write(build, name, obj):
+    path = os.path.join(build, "bench", name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--reps", type=int, default=41)
+    args = ap.parse_args()
+    b = args.build
+    os.makedirs(os.path.join(b, "bench"), exist_ok=True)
+    rng = random.Random(13)
+    client = os.path.join(b, "http_bench")
+    server = [os.path.join(b, "attn-server"), "--log-level", "warn"]
+    log = os.path.join(b, "bench", "session_server.log")
+    out = {"n": N, "heads": H, "head_dim": D}
+    with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s:
+        base = "http://127.0.0.1:%d" % s.port
+        sid = call(s.port, "/sessions", {"num_heads": H, "head_dim": D, "max_tokens": N})["id"]
+        cache_k, cache_v = b64_tensor((N - 1, H, D), rng), b64_tensor((N - 1, H, D), rng)
+        call(s.port, "/sessions/%s/step" % sid, {"key": cache_k, "value": cache_v,
+                                                 "query": b64_tensor((1, H, D), rng), "need_weights": False})
+        step = write(b, "session_step.json", {"key": b64_tensor((1, H, D), rng), "value": b64_tensor((1, H, D), rng),
+                                              "query": b64_tensor((1, H, D), rng), "need_weights": False,
+                                              "output_format": "b64"})
+        back = write(b, "session_truncate.json", {"length": N - 1})
+        out["session"] = bench(client, "%s/sessions/%s/step" % (base, sid), step, args.reps,
+                               ("%s/sessions/%s/truncate" % (base, sid), back))
+        call(s.port, "/sessions/%s/step" % sid, json.load(open(step)))  # back to n = 4096
+        info = call(s.port, "/sessions/%s" % sid)
+        out["bytes"] = info["bytes"]
+        out["cache_bytes"] = 2 * info["length"] * H * D * 4
+        out["length"] = info["length"]
+        stateless = write(b, "session_stateless.json", {
+            "query": b64_tensor((H, 1, D), rng), "key": b64_tensor((H, N, D), rng),
+            "value": b64_tensor((H, N, D), rng), "need_weights": False, "output_format": "b64"})
+        out["stateless"] = bench(client, "%s/attention/scaled_dot" % base, stateless, max(5, args.reps // 4))
+    json.dump(out, sys.stdout)
+    print()
+
+
+if __name__ == "__main__":
+    main()

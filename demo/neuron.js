@@ -1,0 +1,161 @@
+// neuron.js - the neuron view (after bertviz, Vig 2019) of the tensors demo: for one query token and head, the query
+// and key vectors, their elementwise product and its sum, the score explained term by term, and the softmax that
+// gives the API's weight.
+//
+// Only where the page knows every number that goes into a score: dot and
+// scaled_dot (the vectors it sent), general (the vectors and the W, b the
+// service returns with return_params) and multihead with identity
+// projections (head h scores its own E/H slice of the vectors). Masks
+// (key_mask, mask, causal, window) make a key's score -inf, as in the API.
+
+import { el, FONT, divColour, fmt } from './render.js';
+
+const NS = 'http://www.w3.org/2000/svg';
+const NEW_OPTIONS = ['bias', 'alibi', 'softcap', 'sinks', 'rope', 'sparsity', 'align', 'learned_positions', 'feature_map', 'temperature'];
+
+const is2D = a => Array.isArray(a) && a.length > 0 && Array.isArray(a[0]) && typeof a[0][0] === 'number';
+
+function isIdentity(p, E) {
+  if (!p || !is2D(p.in_proj_weight) || !is2D(p['out_proj.weight'])) return false;
+  const W = p.in_proj_weight;
+  if (W.length !== 3 * E) return false;
+  for (let r = 0; r < 3 * E; r++) for (let c = 0; c < E; c++) if (W[r][c] !== (r % E === c ? 1 : 0)) return false;
+  const zero = b => !b || b.every(x => x === 0);
+  return zero(p.in_proj_bias) && zero(p['out_proj.bias']);
+}
+
+// Says whether the page can explain this request's scores; {ok, why, heads}.
+export function neuronSupport(rule, req) {
+  if (!req || typeof req !== 'object') return { ok: false, why: 'a loaded bare response has no vectors: the neuron view needs the request (use Sentences, Paste, or a JSON export of this page).' };
+  if (!['dot', 'scaled_dot', 'general', 'multihead'].includes(rule)) {
+    return { ok: false, why: `the neuron view explains dot, scaled_dot, general and multihead (identity projections); ${rule} scores through a hidden layer, not a product of q and k.` };
+  }
+  const Q = req.query, K = req.key ?? (rule === 'multihead' ? req.query : undefined);
+  if (!is2D(Q) || !is2D(K)) return { ok: false, why: 'the neuron view needs query and key as unbatched nested arrays.' };
+  const used = NEW_OPTIONS.filter(o => req[o] !== undefined && req[o] !== false && req[o] !== null);
+  if (used.length) return { ok: false, why: `this request uses ${used.join(', ')}; the neuron view explains plain scores with masks only.` };
+  if (rule === 'multihead') {
+    const E = Q[0].length, H = Number(req.num_heads) || 1;
+    if (!isIdentity(req.params, E)) return { ok: false, why: 'multihead with seeded random projections: the page does not know the projected vectors; choose “identity” projections.' };
+    return { ok: true, heads: H };
+  }
+  return { ok: true, heads: 1 };
+}
+
+// The score of query i against every key, term by term. params: the
+// general rule's {'attn.weight', 'attn.bias'}. Returns {q, keys: [{k, prod,
+// dot, score, masked}], scale, weights, D, formula}.
+export function neuronTerms(rule, req, i, head = 0, params = null) {
+  const Q = req.query, K = req.key ?? req.query;
+  const Lk = K.length;
+  let q = Q[i].slice(), ks = K.map(r => r.slice());
+  let scale = 1, formula = 'score_j = Σ_d q_d · k_jd';
+  if (rule === 'scaled_dot') {
+    scale = typeof req.scale === 'number' ? req.scale : 1 / Math.sqrt(ks[0].length);
+    formula = `score_j = (Σ_d q_d · k_jd) × ${typeof req.scale === 'number' ? 'scale ' + fmt(scale) : '1/√Dk = ' + fmt(scale)}`;
+  } else if (rule === 'general') {
+    const W = params && params['attn.weight'], b = params && params['attn.bias'];
+    if (!is2D(W)) throw new Error('the service did not return the general rule’s W');
+    ks = ks.map(k => W.map((row, d) => row.reduce((s, w, e) => s + w * k[e], 0) + (b ? b[d] : 0)));
+    formula = 'score_j = Σ_d q_d · (W k_j + b)_d';
+  } else if (rule === 'multihead') {
+    const E = q.length, H = Number(req.num_heads) || 1, dh = E / H;
+    q = q.slice(head * dh, (head + 1) * dh);
+    ks = ks.map(k => k.slice(head * dh, (head + 1) * dh));
+    scale = 1 / Math.sqrt(dh);
+    formula = `head ${head}: score_j = (Σ_d q_d · k_jd, d = ${head * dh}…${(head + 1) * dh - 1}) × 1/√${dh}`;
+  }
+  const km = Array.isArray(req.key_mask) && !Array.isArray(req.key_mask[0]) ? req.key_mask : null;
+  const m = Array.isArray(req.mask) && Array.isArray(req.mask[0]) ? req.mask : null;
+  const win = Number.isInteger(req.window) ? req.window : null;
+  const keys = ks.map((k, j) => {
+    const prod = k.map((x, d) => q[d] * x);
+    const dot = prod.reduce((s, x) => s + x, 0);
+    const masked = (km && !km[j]) || (m && !m[i][j]) || (req.causal && j > i) || (win !== null && Math.abs(i - j) > win);
+    return { k, prod, dot, score: masked ? -Infinity : dot * scale, masked: !!masked };
+  });
+  let mx = -Infinity;
+  for (const x of keys) if (x.score > mx) mx = x.score;
+  const ex = keys.map(x => (x.masked || mx === -Infinity ? 0 : Math.exp(x.score - mx)));
+  const z = ex.reduce((s, x) => s + x, 0);
+  return { q, keys, scale, weights: ex.map(x => (z > 0 ? x / z : 0)), D: q.length, formula, Lk, max: mx, z };
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"]/g, c => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
+}
+
+/* The neuron view's figure: the query vector on top, then per key two thin
+ * rows aligned number by number with it: the key's (mapped) vector and the
+ * product q ⊙ k; on the right their sum, the score, the page's softmax and
+ * the API's weight. api = the API's weights for this query row. */
+export function neuronFigure(T, opts) {
+  const { rows, cols, i, api, rule } = opts;
+  const D = T.D;
+  const scaled = T.scale !== 1;
+  const numW = scaled ? [54, 54, 58, 58] : [58, 58, 58];
+  const numTot = numW.reduce((a, b) => a + b, 0);
+  const labelW = Math.min(120, 40 + 7 * Math.max(4, ...cols.map(x => String(x).length)));
+  const c = Math.max(5, Math.min(14, Math.floor(((opts.width || 600) - labelW - numTot - 24) / D)));
+  const sub = 7, keyH = 2 * sub + 5;
+  const x1 = labelW, xn = x1 + D * c + 10;
+  const top = 72;
+  const capText = `${T.formula}; weight_j = softmax_j(score)`;
+  const width = Math.ceil(Math.max(xn + numTot + 6, 360, String(opts.title || '').length * 8.4, capText.length * 6.3, 86 * 6.3));
+  const height = top + 16 + keyH * T.Lk + 30;
+  const vmax = Math.max(1e-9, ...T.q.map(Math.abs), ...T.keys.flatMap(x => x.k.map(Math.abs)));
+  const pmax = Math.max(1e-9, ...T.keys.flatMap(x => x.prod.map(Math.abs)));
+  const kName = rule === 'general' ? 'W k_j + b' : 'k_j';
+  let s = `<rect width="${width}" height="${height}" fill="#ffffff"/>`;
+  s += `<text x="4" y="16" font-size="14" font-weight="600" fill="#1d2433" class="title">${esc(opts.title || '')}</text>`;
+  s += `<text x="4" y="32" font-size="11" fill="#5b6475" class="caption">${esc(capText)}</text>`;
+  s += `<text x="4" y="46" font-size="11" fill="#5b6475">per key: upper row ${esc(kName)}, lower row q ⊙ ${esc(kName)} (their sum is Σ)</text>`;
+  // Dimension ticks every 8 numbers.
+  s += '<g font-size="10" fill="#888">';
+  for (let d = 0; d < D; d += 8) s += `<text x="${x1 + d * c}" y="${top - 6}">d ${d}</text>`;
+  s += '</g><g font-size="11" fill="#555" font-weight="600">';
+  const heads = scaled ? ['Σ', 'score', 'softmax', 'API'] : ['score = Σ', 'softmax', 'API'];
+  let nx = xn;
+  heads.forEach((hd, n) => { s += `<text x="${nx + numW[n] - 4}" y="${top - 6}" text-anchor="end">${hd}</text>`; nx += numW[n]; });
+  s += '</g>';
+  s += `<text x="${x1 - 6}" y="${top + 10}" font-size="11" text-anchor="end" fill="#e8590c" font-weight="700">q: ${esc(rows[i])}</text><g class="qvec">`;
+  T.q.forEach((v, d) => { s += `<rect x="${x1 + d * c}" y="${top}" width="${c - 0.5}" height="13" fill="${divColour(v / vmax)}" class="qv" data-d="${d}" data-value="${v}"><title>q[${d}] = ${fmt(v)}</title></rect>`; });
+  s += '</g>';
+  T.keys.forEach((x, j) => {
+    const y = top + 18 + keyH * j;
+    s += `<g class="nkey" data-key="${j}"${x.masked ? ' data-masked="1"' : ''}><rect class="nrow-bg" x="0" y="${y - 2}" width="${width}" height="${keyH}" fill="#ffffff"/>`;
+    s += `<text x="${x1 - 6}" y="${y + sub + 3}" font-size="11" text-anchor="end" fill="${x.masked ? '#9aa1ad' : '#333'}">${esc(cols[j])}</text>`;
+    x.k.forEach((v, d) => { s += `<rect x="${x1 + d * c}" y="${y}" width="${c - 0.5}" height="${sub}" fill="${divColour(v / vmax)}" class="kv" data-d="${d}" data-value="${v}"/>`; });
+    x.prod.forEach((v, d) => { s += `<rect x="${x1 + d * c}" y="${y + sub + 1}" width="${c - 0.5}" height="${sub}" fill="${divColour(v / pmax)}" class="term" data-d="${d}" data-value="${v}"/>`; });
+    const nums = scaled ? [[x.dot, 'n-sum'], [x.score, 'n-score'], [T.weights[j], 'n-weight'], [api ? api[j] : NaN, 'n-api']]
+      : [[x.dot, 'n-sum n-score'], [T.weights[j], 'n-weight'], [api ? api[j] : NaN, 'n-api']];
+    let px = xn;
+    nums.forEach(([v, cls], n) => {
+      const txt = cls.includes('n-score') && x.masked ? '−∞' : Number.isNaN(v) ? '' : fmt(v);
+      s += `<text x="${px + numW[n] - 4}" y="${y + sub + 3}" font-size="11" text-anchor="end" class="${cls}" data-value="${v}" fill="${cls === 'n-api' ? '#1f5fbf' : '#1d2433'}">${txt}</text>`;
+      px += numW[n];
+    });
+    s += '</g>';
+  });
+  s += `<text x="4" y="${height - 10}" font-size="11" fill="#5b6475" class="foot">blue below zero, red above (vectors ÷ ${fmt(vmax)}, products ÷ ${fmt(pmax)}); API: the service’s weight</text>`;
+  const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'neuron', role: 'img', 'font-family': FONT,
+    'aria-label': `neuron view: query ${rows[i]}, ${T.Lk} keys, ${D} numbers each`, 'data-query': i });
+  svg.innerHTML = s;
+  return svg;
+}
+
+// The score of one key written out term by term (HTML), for the readout.
+export function neuronExplain(T, j, opts) {
+  const { rows, cols, i, api, rule } = opts;
+  const x = T.keys[j];
+  const kName = rule === 'general' ? '(W k + b)' : 'k';
+  let s = `<p class="n-head"><strong>“${esc(rows[i])}” → “${esc(cols[j])}”</strong> (key ${j})</p>`;
+  if (x.masked) return s + '<p>This key is masked for this query (padding, causal, window or mask): score −∞, weight 0.</p>';
+  s += `<table class="line-table n-terms"><thead><tr><th>d</th><th>q_d</th><th>${kName}_d</th><th>product</th></tr></thead><tbody>`;
+  x.prod.forEach((p, d) => { s += `<tr data-d="${d}"><td>${d}</td><td>${fmt(T.q[d])}</td><td>${fmt(x.k[d])}</td><td data-value="${p}">${fmt(p)}</td></tr>`; });
+  s += `</tbody><tfoot><tr><td colspan="3">Σ (sum of the ${T.D} products)</td><td class="n-total">${fmt(x.dot)}</td></tr></tfoot></table>`;
+  s += `<p>score = ${fmt(x.dot)}${T.scale !== 1 ? ` × ${fmt(T.scale)} = ${fmt(x.score)}` : ''}</p>`;
+  s += `<p>weight = exp(${fmt(x.score)} − ${fmt(T.max)}) ÷ ${fmt(T.z)} = <strong>${fmt(T.weights[j])}</strong>` +
+    (api ? ` · API: <strong>${fmt(api[j])}</strong>` : '') + '</p>';
+  return s;
+}

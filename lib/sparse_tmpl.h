@@ -1,0 +1,276 @@
+/* sparse_tmpl.h - sparse attention's query blocks (attn_sparse, kernels.h):
+ * the flash kernel's loop of kernels_tmpl.h (which includes this file
+ * before its task function) over only the key spans the pattern allows,
+ * so the work grows with the allowed pairs, not with Lq x Lk.
+ *
+ * A query block visits, within the keys causal and the window leave:
+ *   local_global: the band of keys within `window` of any of its rows
+ *     (|i' - j| <= w), plus the global keys outside that band; a block
+ *     holding a global query row visits every key.
+ *   layout (bigbird, blocks): the key blocks any of its rows' layout rows
+ *     allows, merged into runs.
+ * Tiles the pattern allows whole (the band's interior, global keys, the
+ * blocks of a query block within one layout row) go through the flash
+ * kernel's tiles as they are; the others get the element predicate
+ * (attn_sparse_allows) on their scores, as the explicit mask does.
+ * Weights, when asked, are written in a second pass over the same spans
+ * with the rows' final max and sum: zero outside the pattern. */
+
+#define span_init ISA_NAME(span_init)
+#define span_globals ISA_NAME(span_globals)
+#define span_next ISA_NAME(span_next)
+#define sparse_tile_full ISA_NAME(sparse_tile_full)
+#define sparse_mask_tile ISA_NAME(sparse_mask_tile)
+#define sparse_scores ISA_NAME(sparse_scores)
+#define sparse_block_exact ISA_NAME(sparse_block_exact)
+#define sparse_weights ISA_NAME(sparse_weights)
+#define sdpa_block_sparse ISA_NAME(sdpa_block_sparse)
+
+/* Walks the key spans one query block visits, in increasing order. */
+typedef struct {
+    const attn_sparse *sp;
+    int64_t i0, nr, klo, khi; /* the rows, and the keys causal / window leave */
+    int64_t pos;              /* the next key not yet handed out */
+    int64_t band_lo, band_hi; /* local_global: the band [lo, hi), within [klo, khi) */
+    int64_t g;                /* local_global: the next global key's index */
+    int64_t qb0, qb1;         /* layout: the block's first and last layout rows */
+    int dense;                /* local_global: a global query row, every key */
+} span_it;
+
+static void span_init(span_it *it, const attn_sparse *sp, int64_t i0, int64_t nr, int64_t klo,
+                      int64_t khi)
+{
+    memset(it, 0, sizeof *it);
+    it->sp = sp;
+    it->i0 = i0;
+    it->nr = nr;
+    it->klo = it->pos = klo;
+    it->khi = khi;
+    if (sp->layout) {
+        it->qb0 = i0 / sp->block;
+        it->qb1 = (i0 + nr - 1) / sp->block;
+        return;
+    }
+    for (int64_t r = 0; r < nr; r++)
+        it->dense |= sp->qglobal[i0 + r] != 0;
+    /* window and off are clamped by sparse.c, so these sums cannot overflow */
+    int64_t lo = i0 + sp->off - sp->window, hi = i0 + nr + sp->off + sp->window;
+    it->band_lo = lo < klo ? klo : lo > khi ? khi : lo;
+    it->band_hi = hi < it->band_lo ? it->band_lo : hi > khi ? khi : hi;
+}
+
+/* The next run of global keys in [pos, end); 0 when there is none. */
+static int span_globals(span_it *it, int64_t end, int64_t *lo, int64_t *hi)
+{
+    const attn_sparse *sp = it->sp;
+    while (it->g < sp->n_gkeys && sp->gkeys[it->g] < it->pos)
+        it->g++;
+    if (it->g >= sp->n_gkeys || sp->gkeys[it->g] >= end)
+        return 0;
+    *lo = sp->gkeys[it->g++];
+    *hi = *lo + 1;
+    while (it->g < sp->n_gkeys && sp->gkeys[it->g] == *hi && *hi < end) {
+        ++*hi;
+        it->g++;
+    }
+    it->pos = *hi;
+    return 1;
+}
+
+/* The next span [lo, hi): 0 when none is left. *partial: tiles of it may
+ * hold pairs the pattern does not allow. */
+static int span_next(span_it *it, int64_t *lo, int64_t *hi, int *partial)
+{
+    const attn_sparse *sp = it->sp;
+    if (it->pos >= it->khi)
+        return 0;
+    if (sp->layout) {
+        int64_t b = sp->block, kb = it->pos / b, nkb = sp->lcols;
+        for (;; kb++) { /* the first key block some row of the block allows */
+            if (kb >= nkb || kb * b >= it->khi)
+                return 0;
+            int on = 0;
+            for (int64_t q = it->qb0; q <= it->qb1 && !on; q++)
+                on = sp->layout[q * nkb + kb] != 0;
+            if (on)
+                break;
+        }
+        *lo = kb * b > it->pos ? kb * b : it->pos;
+        for (kb++; kb < nkb && kb * b < it->khi; kb++) { /* and the run after it */
+            int on = 0;
+            for (int64_t q = it->qb0; q <= it->qb1 && !on; q++)
+                on = sp->layout[q * nkb + kb] != 0;
+            if (!on)
+                break;
+        }
+        *hi = kb * b < it->khi ? kb * b : it->khi;
+        *partial = it->qb0 != it->qb1;
+        it->pos = *hi;
+        return 1;
+    }
+    if (it->dense) {
+        *lo = it->pos;
+        *hi = it->khi;
+        *partial = 1;
+        it->pos = it->khi;
+        return 1;
+    }
+    *partial = 0;
+    if (it->pos < it->band_lo && span_globals(it, it->band_lo, lo, hi))
+        return 1;
+    if (it->pos < it->band_hi) {
+        *lo = it->pos > it->band_lo ? it->pos : it->band_lo;
+        *hi = it->band_hi;
+        *partial = 1;
+        it->pos = *hi;
+        return 1;
+    }
+    return span_globals(it, it->khi, lo, hi);
+}
+
+/* Whether the pattern allows every pair of rows [i0, i0 + nr) and keys
+ * [jb, jb + nk) of a partial span (local_global: inside every row's band). */
+static inline int sparse_tile_full(const attn_sparse *sp, int64_t i0, int64_t nr, int64_t jb,
+                                   int64_t nk)
+{
+    if (sp->layout)
+        return 0;
+    int64_t far = i0 + nr - 1 + sp->off - jb, near = jb + nk - 1 - (i0 + sp->off);
+    return far <= sp->window && near <= sp->window;
+}
+
+/* -inf on the scores of st (nk keys from jb, rows i0.., the tile layout
+ * of kernels_tmpl.h) the pattern does not allow. */
+static void sparse_mask_tile(const attn_sparse *sp, int64_t i0, int64_t nr, int64_t jb,
+                             int64_t nk, float *st)
+{
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t i = i0 + r;
+        if (sp->layout) {
+            const uint8_t *row = sp->layout + (i / sp->block) * sp->lcols;
+            int64_t kb = jb / sp->block, edge = (kb + 1) * sp->block;
+            int on = row[kb] != 0;
+            for (int64_t kk = 0; kk < nk; kk++) {
+                if (jb + kk == edge) {
+                    on = row[++kb] != 0;
+                    edge += sp->block;
+                }
+                if (!on)
+                    st[kk * QB + r] = -INFINITY;
+            }
+        } else if (!sp->qglobal[i]) {
+            int64_t ip = i + sp->off;
+            for (int64_t kk = 0; kk < nk; kk++) {
+                int64_t d = ip - (jb + kk);
+                if ((d > sp->window || -d > sp->window) && !sp->kglobal[jb + kk])
+                    st[kk * QB + r] = -INFINITY;
+            }
+        }
+    }
+}
+
+/* Scores of one key block into st through the job's masks and, when
+ * partial, the pattern's. */
+static inline ALWAYS TGT void sparse_scores(const attn_sdpa_job *j, const float *qt, int64_t i0,
+                                            int64_t nr, int64_t jb, int nk, int partial,
+                                            float *st)
+{
+    V bm[QV];
+    UNROLL for (int q = 0; q < QV; q++) bm[q] = VSET1(-INFINITY);
+    for (int kk = 0; kk < nk; kk += KN) {
+        int kn = nk - kk < KN ? nk - kk : KN;
+        score_tile(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+    }
+    if (partial)
+        sparse_mask_tile(j->sparse, i0, nr, jb, nk, st);
+}
+
+/* flash_block_exact of kernels_tmpl.h with the pattern applied to the
+ * scores before the block's max. */
+static inline ALWAYS TGT int sparse_block_exact(const attn_sdpa_job *j, const float *qt, int64_t i0,
+                                                int64_t nr, int64_t jb, int nk, int partial,
+                                                float *st, V m[QV], V alpha[QV], V sum[QV])
+{
+    V bm[QV], mu[QV];
+    sparse_scores(j, qt, i0, nr, jb, nk, partial, st);
+    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+    for (int kk = 0; kk < nk; kk++)
+        UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+    UNROLL for (int q = 0; q < QV; q++) {
+        mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
+        alpha[q] = VEXP(VSUB(m[q], mu[q]));
+        m[q] = bm[q];
+        sum[q] = VZERO();
+    }
+    for (int kk = 0; kk < nk; kk++)
+        UNROLL for (int q = 0; q < QV; q++) {
+            V p = VEXP(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
+            sum[q] = VADD(sum[q], p);
+            VSTORE(st + kk * QB + q * VW, p);
+        }
+    return !j->mask && !j->bias;
+}
+
+/* The weights of rows [i0, i0 + nr): zero, then exp(s - m) / l over the
+ * spans again, with the rows' final max m and 1/l (inv). */
+static TGT void sparse_weights(const attn_sdpa_job *j, const float *qt, int64_t i0, int64_t nr,
+                               int64_t klo, int64_t khi, const V m[QV], const float inv[QB],
+                               float *st)
+{
+    for (int64_t r = 0; r < nr; r++)
+        memset(j->w + (i0 + r) * j->w_stride, 0, (size_t)j->lk * sizeof(float));
+    V mu[QV], iv[QV];
+    UNROLL for (int q = 0; q < QV; q++) {
+        mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
+        iv[q] = VLOAD(inv + q * VW);
+    }
+    span_it it;
+    int64_t lo, hi;
+    int partial;
+    span_init(&it, j->sparse, i0, nr, klo, khi);
+    while (span_next(&it, &lo, &hi, &partial))
+        for (int64_t jb = lo; jb < hi; jb += BK) {
+            int nk = hi - jb < BK ? (int)(hi - jb) : BK;
+            int p = partial && !sparse_tile_full(j->sparse, i0, nr, jb, nk);
+            sparse_scores(j, qt, i0, nr, jb, nk, p, st);
+            for (int kk = 0; kk < nk; kk++)
+                UNROLL for (int q = 0; q < QV; q++) {
+                    V x = VLOAD(st + kk * QB + q * VW);
+                    VSTORE(st + kk * QB + q * VW, VMUL(VEXP(VSUB(x, mu[q])), iv[q]));
+                }
+            store_t(st, nk, j->w + i0 * j->w_stride + jb, j->w_stride, nr, 0);
+        }
+}
+
+/* One query block of a sparse job: sdpa_block_flash's online softmax over
+ * the spans only. Scratch: qt (d x QB), st (BK x QB), ot (dv x QB). */
+static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
+                                  float *st, float *ot)
+{
+    flash_pack_q(j, i0, nr, qt);
+    memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
+    V m[QV], l[QV]; /* a sink starts the softmax as in sdpa_block_flash */
+    UNROLL for (int q = 0; q < QV; q++) {
+        m[q] = VSET1(j->has_sink ? j->sink : -INFINITY);
+        l[q] = j->has_sink ? VSET1(1.0f) : VZERO();
+    }
+    int64_t klo, khi, lo, hi;
+    key_range(j, i0, nr, &klo, &khi);
+    span_it it;
+    int partial, lazy = 0;
+    span_init(&it, j->sparse, i0, nr, klo, khi);
+    while (span_next(&it, &lo, &hi, &partial))
+        for (int64_t jb = lo; jb < hi; jb += BK) {
+            int nk = hi - jb < BK ? (int)(hi - jb) : BK;
+            int p = partial && !sparse_tile_full(j->sparse, i0, nr, jb, nk);
+            V alpha[QV], sum[QV];
+            if (lazy && !p) lazy = flash_block_lazy(j, qt, i0, jb, nk, st, m, alpha, sum);
+            else lazy = sparse_block_exact(j, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
+            UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
+            flash_block_pv(j, ot, st, i0, jb, nk, alpha);
+        }
+    float inv[QB];
+    flash_store_o(j, i0, nr, ot, l, inv);
+    if (j->w)
+        sparse_weights(j, qt, i0, nr, klo, khi, m, inv, st);
+}
