@@ -178,14 +178,6 @@ int srv_field_applies(const srv_field *f, int rule)
         return (w & SRV_F_MHA) != 0;
     if (!(w & SRV_F_ATT))
         return 0;
-    if (srv_rule_is_linear(rule))
-        return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
-    if (w & SRV_F_LINEAR_ONLY)
-        return 0;
-    if (rule == ATTN_RULE_CONCAT && (w & SRV_F_X_CONCAT))
-        return 0;
-    if ((w & SRV_F_DOT_ONLY) && rule != ATTN_RULE_DOT && rule != ATTN_RULE_SCALED_DOT)
-        return 0;
     /* the few fields of one rule */
     if (!strcmp(f->name, "scale"))
         return rule == ATTN_RULE_SCALED_DOT;
@@ -193,7 +185,13 @@ int srv_field_applies(const srv_field *f, int rule)
         return rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
     if (!strcmp(f->name, "output_size"))
         return rule == ATTN_RULE_CONCAT;
-    return 1;
+    if (srv_rule_is_linear(rule)) /* no parameters, so no seed either */
+        return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
+    if (w & SRV_F_LINEAR_ONLY)
+        return 0;
+    if (rule == ATTN_RULE_CONCAT && (w & SRV_F_X_CONCAT))
+        return 0;
+    return !(w & SRV_F_DOT_ONLY) || rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT;
 }
 
 /* Whether f belongs to every bit of `where` (a job kind and a place),
