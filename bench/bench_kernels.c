@@ -10,7 +10,12 @@
  *
  * Usage: bench_kernels [threads [L]]   (default 2 threads; with L, only the
  * core rows and multi-head at that length, for quick checks), or
- * bench_kernels --labels (the ISA and OpenBLAS labels alone).
+ * bench_kernels --labels (the ISA and OpenBLAS labels alone), or
+ * bench_kernels --long [threads] (the long-sequence rows alone: at L =
+ * 32768, 8 heads of 64, no weights, sparse local_global and linear
+ * attention, non-causal and causal, against the dense core timed on ONE
+ * head (8 heads would take minutes; its time scales with the heads), each
+ * with its peak memory growth measured in a child process).
  * BENCH_NO_MEMORY=1 skips the memory row. */
 #include "attn.h"
 #include "bench_util.h"
@@ -153,6 +158,83 @@ static void memory_row(void)
     bench_emit("mem_32768_s", res[1]);
 }
 
+/* ------------------------------------------------------- long rows */
+
+#define LONG_L 32768
+
+typedef struct {
+    ours_kind kind;
+    int64_t heads;
+    int causal;
+    const float *q, *k, *v;
+    float *o;
+} long_args;
+
+static void long_run(void *arg)
+{
+    long_args *a = arg;
+    ours_long(ctx, a->kind, a->heads, LONG_L, a->q, a->k, a->v, a->o, a->causal);
+}
+
+/* Peak RSS growth of one run of a in a child (as memory_child: inputs and
+ * output made first, then the peak reset), in MiB, or -1. */
+static double long_memory(long_args a)
+{
+    int fd[2];
+    double mib = -1;
+    if (pipe(fd) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        size_t n = (size_t)a.heads * LONG_L * DH;
+        a.q = bench_randf(n, 1); a.k = bench_randf(n, 2); a.v = bench_randf(n, 3);
+        a.o = bench_randf(n, 4);
+        attn_ctx_free(ctx);
+        ctx = attn_ctx_new(threads);
+        long before = status_kib("VmRSS:");
+        FILE *f = fopen("/proc/self/clear_refs", "w");
+        int reset = f && fputs("5", f) >= 0;
+        if (f && fclose(f) != 0) reset = 0;
+        long_run(&a);
+        mib = reset && before >= 0 ? (double)(status_kib("VmHWM:") - before) / 1024.0 : -1;
+        if (write(fd[1], &mib, sizeof mib) != (ssize_t)sizeof mib) _exit(1);
+        _exit(0);
+    }
+    close(fd[1]);
+    if (read(fd[0], &mib, sizeof mib) != (ssize_t)sizeof mib) mib = -1;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return mib;
+}
+
+/* Each long row's median time (long_<row>_s) and memory (long_<row>_mib). */
+static void long_rows(void)
+{
+    static const struct { const char *row; ours_kind kind; int64_t heads; int causal; } rows[] = {
+        {"dense_1head", OURS_DENSE, 1, 0},
+        {"lg", OURS_LOCAL_GLOBAL, H, 0},
+        {"linear", OURS_LINEAR, H, 0},
+        {"linear_causal", OURS_LINEAR, H, 1},
+    };
+    size_t n = (size_t)H * LONG_L * DH;
+    float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
+    bench_emit("long_l", LONG_L);
+    bench_emit("long_lg_pairs", ours_lg_pairs(LONG_L));
+    bench_emit("long_lg_window", OURS_LG_WINDOW);
+    bench_emit("long_lg_globals", OURS_LG_GLOBALS);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        long_args a = {rows[i].kind, rows[i].heads, rows[i].causal, q, k, v, o};
+        char key[64];
+        /* the dense head takes seconds a run: three runs after the warm-up */
+        double t = bench_median(long_run, &a, rows[i].kind == OURS_DENSE ? 3 : 7, 3.0);
+        snprintf(key, sizeof key, "long_%s_s", rows[i].row);
+        bench_emit(key, t);
+        snprintf(key, sizeof key, "long_%s_mib", rows[i].row);
+        bench_emit(key, long_memory(a));
+    }
+    free(q); free(k); free(v); free(o);
+}
+
 /* ------------------------------------------------------------- rows */
 
 static void emit_l(const char *row, int64_t l, double t)
@@ -202,6 +284,17 @@ int main(int argc, char **argv)
         bench_open();
         labels();
         bench_close();
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--long") == 0) {
+        threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
+        ctx = attn_ctx_new(threads);
+        if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
+        bench_open();
+        labels();
+        long_rows();
+        bench_close();
+        attn_ctx_free(ctx);
         return 0;
     }
     if (argc > 1) threads = atoi(argv[1]);

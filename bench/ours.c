@@ -25,6 +25,49 @@ void ours_core(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const floa
     if (attn_compute(ctx, &r, o, w, &err) != ATTN_OK) die("attn_compute", &err);
 }
 
+/* Spread over the sequence (as task tokens would not be), so that no
+ * block of queries holds them all. */
+const int64_t ours_lg_global[OURS_LG_GLOBALS] = {0, 8191, 16384, 24577};
+
+void ours_long(attn_ctx *ctx, ours_kind kind, int64_t heads, int64_t l, const float *q,
+               const float *k, const float *v, float *o, int causal)
+{
+    attn_request r = attn_request_default(kind == OURS_LINEAR ? ATTN_RULE_LINEAR
+                                                              : ATTN_RULE_SCALED_DOT);
+    r.query = (attn_tensor){3, {heads, l, BENCH_D, 0}, q};
+    r.key = (attn_tensor){3, {heads, l, BENCH_D, 0}, k};
+    r.value = (attn_tensor){3, {heads, l, BENCH_D, 0}, v};
+    r.opt.need_weights = 0;
+    r.opt.causal = causal;
+    if (kind == OURS_LOCAL_GLOBAL) {
+        r.opt.sparsity.pattern = ATTN_SPARSE_LOCAL_GLOBAL;
+        r.opt.sparsity.window = OURS_LG_WINDOW;
+        r.opt.sparsity.global = ours_lg_global;
+        r.opt.sparsity.n_global = OURS_LG_GLOBALS;
+    }
+    attn_error err;
+    memset(&err, 0, sizeof err);
+    if (attn_compute(ctx, &r, o, NULL, &err) != ATTN_OK) die("attn_compute", &err);
+}
+
+double ours_lg_pairs(int64_t l)
+{
+    double pairs = 0.0;
+    for (int64_t i = 0; i < l; i++) {
+        int global = 0;
+        int64_t lo = i - OURS_LG_WINDOW < 0 ? 0 : i - OURS_LG_WINDOW;
+        int64_t hi = i + OURS_LG_WINDOW >= l ? l - 1 : i + OURS_LG_WINDOW;
+        double n = (double)(hi - lo + 1);
+        for (int g = 0; g < OURS_LG_GLOBALS; g++) {
+            int64_t x = ours_lg_global[g];
+            global |= x == i;
+            n += x < lo || x > hi; /* a global key outside the band */
+        }
+        pairs += global ? (double)l : n;
+    }
+    return pairs;
+}
+
 static attn_mha_request mha_request(int64_t l, const float *x)
 {
     attn_mha_request r = attn_mha_request_default();

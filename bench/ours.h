@@ -20,6 +20,22 @@ void ours_core(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const floa
 attn_param_set *ours_mha_params(int64_t l, const float *x);
 void ours_mha(attn_ctx *ctx, int64_t l, const float *x, const attn_param_set *ps, float *out);
 
+/* Long sequences (bench_kernels --long): `heads` heads of 64 as a batch,
+ * query, key and value (heads, L, 64), output (heads, L, 64), no weights:
+ * the dense scaled_dot core, the same with the local_global pattern of
+ * OURS_LG_WINDOW and the OURS_LG_GLOBALS global tokens of ours_lg_global,
+ * or linear attention (rule linear, elu + 1). Exits on failure. */
+typedef enum { OURS_DENSE, OURS_LOCAL_GLOBAL, OURS_LINEAR } ours_kind;
+#define OURS_LG_WINDOW 256
+#define OURS_LG_GLOBALS 4
+extern const int64_t ours_lg_global[OURS_LG_GLOBALS];
+void ours_long(attn_ctx *ctx, ours_kind kind, int64_t heads, int64_t l, const float *q,
+               const float *k, const float *v, float *o, int causal);
+
+/* The (query, key) pairs of one L x L head the local_global pattern
+ * allows. */
+double ours_lg_pairs(int64_t l);
+
 /* (1, L, H*64) head-interleaved <-> (H, L, 64) head-major. */
 void ours_to_heads(int64_t l, const float *ble, float *hld);
 void ours_from_heads(int64_t l, const float *hld, float *ble);

@@ -268,6 +268,53 @@ def print_notes(r, n, peak):
                                          "no libonnxruntime.so in bench/node_modules (npm install failed?)"))
 
 
+def print_long(r, n):
+    """Sparse and linear attention at L = 32768 (bench_kernels --long)
+    against the dense core at the same length, timed on one head (scaled
+    to 8: its work is per head)."""
+    g = r.get("long", {})
+    l, h = g.get("long_l", 32768), 8
+    d1 = g.get("long_dense_1head_s")
+    dense = d1 * h if d1 else None
+    pairs = g.get("long_lg_pairs")
+    f_dense = 4.0 * l * l * 64 * h
+    f_lg = 4.0 * pairs * 64 * h if pairs else None
+    g_dense = gf(f_dense, dense)
+    hdr = ("row", "L", "heads", "ms", "GFLOP/s", "vs dense", "peak MiB", "target", "status")
+
+    def mib(key):
+        v = g.get(key)
+        return "n/a" if v is None or v < 0 else "%.1f" % v
+    rows = [("dense scaled_dot (1 head timed, x8)", str(l), "1 (x8)", fmt(dense * 1e3 if dense else None),
+             fmt(g_dense), "1x", mib("long_dense_1head_mib"), "-", "-")]
+    t = g.get("long_lg_s")
+    g_lg = gf(f_lg, t) if f_lg else None
+    miss = []
+    if t and dense and dense / t < 25:
+        miss.append("%.1fx dense" % (dense / t))
+    if g_lg and g_dense and g_lg / g_dense < 0.7:
+        miss.append("%.0f%% of dense GFLOP/s" % (100 * g_lg / g_dense))
+    rows.append(("sparse local_global w=%d, %d globals" % (g.get("long_lg_window", 256), g.get("long_lg_globals", 4)),
+                 str(l), str(h), fmt(t * 1e3 if t else None), fmt(g_lg),
+                 ratio(dense, t), mib("long_lg_mib"),
+                 ">=25x dense, >=70%% dense GFLOP/s (%s)" % (
+                     "%.0f%%" % (100 * g_lg / g_dense) if g_lg and g_dense else "n/a"),
+                 "skipped: no figure" if not (t and dense) else "met" if not miss else "missed: " + "; ".join(miss)))
+    for key, name in (("long_linear_s", "linear (elu+1)"), ("long_linear_causal_s", "linear (elu+1), causal")):
+        t = g.get(key)
+        f = 2.0 * (2 * l) * 64 * 65 * h  # phi(K)^T [V 1] and phi(Q) times it
+        rows.append((name, str(l), str(h), fmt(t * 1e3 if t else None), fmt(gf(f, t)), ratio(dense, t),
+                     mib(key[:-2] + "_mib"), "-", "-"))
+    print("Long sequences (bench_kernels --long, %s threads, no weights, head dim 64):" % n)
+    print_table(hdr, rows)
+    print("The dense core is timed on one head at L = %d (8 would take minutes) and its time multiplied by 8; "
+          "\"vs dense\" is that 8-head figure over the row's. Sparse GFLOP/s count 4 x 64 flops per allowed (query, key) "
+          "pair (%s pairs a head: |i - j| <= %s or a global row or key); linear GFLOP/s count 2 (Lq + Lk) 64 x 65 a "
+          "head (the prefix-sum form; causal adds the diagonal blocks, not counted). Peak MiB: the growth of the "
+          "resident set over one run in a fresh process, inputs and output excluded."
+          % (l, "%.0f" % pairs if pairs else "?", g.get("long_lg_window", "?")))
+
+
 def print_header(r, n):
     ours, ort, pt, pk = r["ours"], r["ort"], r["torch"], r["peak"]
     print()
@@ -333,6 +380,7 @@ def run_all(args):
         r["ort"] = best_of(r["ort"], run_json(ort_cmd, "ONNX Runtime (ort_capi)", env))
     r["ort_lib"] = lib
     r["torch"] = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
+    r["long"] = run_json([os.path.join(b, "bench_kernels"), "--long", str(args.threads)], "bench_kernels --long", env)
     r["wire"] = run_json([os.path.join(b, "bench_wire"), "9"], "bench_wire", env)
     r["svc"] = run_json([sys.executable, os.path.join(HERE, "service_bench.py"), "--build", b], "service_bench", env)
     r["ses"] = run_json([sys.executable, os.path.join(HERE, "session_bench.py"), "--build", b], "session_bench", env)
@@ -352,6 +400,8 @@ def main():
     r = run_all(args)
     print_header(r, args.threads)
     print_kernels(r, args.threads)
+    print()
+    print_long(r, args.threads)
     print()
     print_service(r["wire"], r["svc"], r["ours"])
     print()

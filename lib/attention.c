@@ -473,9 +473,10 @@ static void rule_lay_out(void *p, attn_ws *ws)
     if (o->rope.on) {
         attn_rope_plan(&o->rope, d->Dq, d->Lq, d->Lk,
                        o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
-        pl->rope.table = attn_ws_take(ws, attn_rope_table_floats(&pl->rope), sizeof(float));
-        pl->qr = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
-        pl->kr = attn_ws_take(ws, bk * (double)d->Dk, sizeof(float));
+        attn_rope_take(ws, &pl->rope);
+        int copies = !attn_rope_in_kernel(o, d->Lq); /* rows rotated before the kernels */
+        pl->qr = attn_ws_take(ws, copies ? bq * (double)d->Dq : 0.0, sizeof(float));
+        pl->kr = attn_ws_take(ws, copies ? bk * (double)d->Dk : 0.0, sizeof(float));
     }
     int linear = pl->req.rule == ATTN_RULE_LINEAR;
     if (ws->base) {
@@ -516,8 +517,11 @@ static void rule_head(const plan *pl, int64_t b, float *out, float *w)
     j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
     j->o_stride = Dv;
     if (j->kind == ATTN_SCORE_DOT) {
-        const float *q = pl->req.opt.rope.on ? pl->qr : pl->req.query.data;
-        const float *k = pl->req.opt.rope.on ? pl->kr : pl->req.key.data;
+        const attn_options *o = &pl->req.opt;
+        int copies = o->rope.on && !attn_rope_in_kernel(o, Lq);
+        const float *q = copies ? pl->qr : pl->req.query.data;
+        const float *k = copies ? pl->kr : pl->req.key.data;
+        j->rope = o->rope.on && !copies ? &pl->rope : NULL;
         j->a = q + b * Lq * Dq; j->a_stride = Dq;
         j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + b * Lk * kd;
         j->b_stride = kd;
@@ -539,19 +543,22 @@ static void add_into(float *a, const float *b, int64_t n)
         a[e] += b[e];
 }
 
-/* dot and scaled_dot's rotary embedding: query and key rows rotated into
- * qr and kr. */
+/* dot and scaled_dot's rotary embedding: the table, and for the row
+ * driver query and key rows rotated into qr and kr. */
 static void rule_rope(const attn_exec *ex, plan *pl)
 {
     const attn_dims *d = &pl->d;
+    attn_rope_table(ex, &pl->rope);
+    if (attn_rope_in_kernel(&pl->req.opt, d->Lq))
+        return;
     attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
     q->src = pl->req.query.data; q->src_stride = d->Dq;
     q->dst = pl->qr; q->dst_stride = d->Dq;
-    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = 1; q->hd = d->Dq;
+    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = 1;
     k->src = pl->req.key.data; k->src_stride = d->Dk;
     k->dst = pl->kr; k->dst_stride = d->Dk;
-    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = 1; k->hd = d->Dk;
-    attn_rope_run(ex, &pl->rope);
+    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = 1;
+    attn_rope_rows(ex, &pl->rope);
 }
 
 static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)

@@ -188,7 +188,12 @@ typedef enum { ATTN_ALIGN_TOP_LEFT = 0, ATTN_ALIGN_BOTTOM_RIGHT } attn_align;
  * a sin t + b cos t). HALF pairs features (k, k + d/2) (GPT-NeoX, Hugging
  * Face Llama), INTERLEAVED pairs (2k, 2k+1) (GPT-J, Meta's Llama); features
  * past d pass unchanged. Query row i is at position i' + offset, key row j
- * at j + offset (align applies even without causal). */
+ * at j + offset (align applies even without causal; bottom-right with
+ * Lq > Lk gives negative query positions, turned like any other). Other
+ * rules: ATTN_ERR_PARAM naming "rope", as for odd or too large dims, a
+ * negative offset or a base <= 0. The cos and sin of each position are
+ * computed in double and kept in the context (attn_ctx), so a decode loop
+ * recomputes only its new positions. */
 typedef enum { ATTN_ROPE_HALF = 0, ATTN_ROPE_INTERLEAVED } attn_rope_style;
 
 typedef struct {
@@ -246,31 +251,38 @@ typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map
  *      keys' weights only: argmax and top_k renormalise the kept keys)
  *   7. output row i = sum_j w_ij v_j
  * A query row left with no key has all-zero weights and an all-zero output
- * row (never NaN), with a sink or not. */
+ * row (never NaN), with a sink or not. Rule concat takes only mask and
+ * hard (sample included): any other option is ATTN_ERR_PARAM naming it.
+ * Where it runs: heads of dot products without hard attention (dot,
+ * scaled_dot, general, multi-head) run every step in the flash kernel, in
+ * registers (softcap's tanh there is a rational approximation within 3e-7
+ * of tanh); hard attention and the tanh rules run row by row. */
 typedef struct {
     attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); multi-head also (B,H,Lq,Lk) */
     attn_mask key_mask; /* (Lk) or (B,Lk); false = padding key */
     attn_tensor bias;   /* float, same shapes as mask, added to the scores */
     attn_align align;   /* where the diagonal of causal, window and ALiBi sits */
     int causal;         /* query i sees key j only where j <= i' */
-    int has_window;     /* when set, query i sees key j only where i' - left <= j <= i' + right */
-    int64_t window_left;  /* >= 0, or -1 for an unbounded side */
+    int has_window;     /* when set, query i sees key j only where i' - left <= j <= i' + right
+                         * (an integer window w is [w, w]; with causal, right is min(right, 0)) */
+    int64_t window_left;  /* >= 0, or -1 for an unbounded side (< -1: ATTN_ERR_PARAM "window") */
     int64_t window_right; /* >= 0, or -1 for an unbounded side */
-    float softcap;      /* > 0: step 2; 0: off */
-    int alibi;          /* step 3's ALiBi term */
+    float softcap;      /* > 0: step 2; 0: off; negative or not finite: ATTN_ERR_PARAM */
+    int alibi;          /* step 3's ALiBi term; the distance |i' - j| is taken in float */
     const float *alibi_slopes; /* alibi: H slopes (1 for the rules), or NULL for the
                                 * ALiBi paper's slopes for H heads: 2^(-8h/H),
                                 * h = 1..H, for H a power of two; otherwise those
                                 * of n = 2^floor(log2 H), then the 1st, 3rd,
                                 * 5th... of 2n (H = 1: 2^-8) */
-    int64_t n_alibi_slopes;
-    const float *sinks; /* step 5: H sink logits (1 for the rules), or NULL */
-    int64_t n_sinks;
+    int64_t n_alibi_slopes; /* must be H (1 for the rules), else ATTN_ERR_PARAM "alibi" */
+    const float *sinks; /* step 5: H finite sink logits (1 for the rules), or NULL */
+    int64_t n_sinks;    /* must be H, else ATTN_ERR_PARAM "sinks" */
     attn_rope rope;
     attn_sparsity sparsity;
     attn_hard hard;
     int64_t top_k;      /* 1..Lk, for ATTN_HARD_TOPK */
-    float temperature;  /* > 0, for ATTN_HARD_SAMPLE (default 1) */
+    float temperature;  /* > 0 and finite, for ATTN_HARD_SAMPLE (default 1); else
+                         * ATTN_ERR_PARAM naming "hard" */
     uint64_t seed;      /* the draws of ATTN_HARD_SAMPLE and of BigBird's random blocks */
     attn_feature_map feature_map; /* linear attention */
     int need_weights;   /* 0: weights are not built; the weights buffer may be NULL */
@@ -280,8 +292,8 @@ typedef struct {
  * SplitMix64 (attn_splitmix64); its n-th output (n = 0, 1, ...) from seed s
  * is the mix of s + (n + 1) * 0x9E3779B97F4A7C15. Sampling and BigBird each
  * start their own stream at the seed.
- *   Sampling: row n = (b * H + h) * Lq + i uses x = output n (whether or not
- *   the row has a key to attend). u = (x >> 11) * 2^-53; m = the largest
+ *   Sampling: row n = (b * H + h) * Lq + i uses x = output n (H = 1 for the
+ *   rules, concat included; whether or not the row has a key to attend). u = (x >> 11) * 2^-53; m = the largest
  *   final score over the row's allowed keys; e_j = exp((s_j - m) / T) for
  *   allowed j, else 0; total = sum of e_j in index order, in double; the key
  *   drawn is the first allowed j whose running sum exceeds u * total.
@@ -313,7 +325,8 @@ float attn_alibi_slope(int64_t H, int64_t h);
  * largest call so far, and is freed by attn_ctx_free: once a context has
  * computed a request of some shape, computing one of the same shape (or
  * smaller) makes no heap allocation. attn_shapes.scratch_bytes says what a
- * request will take.
+ * request will take. The workspace also keeps rope's table of cos and sin
+ * from one call to the next.
  *
  * Threads: a context made with threads = N runs each call on the calling
  * thread and up to N - 1 worker threads of its own, started at the first
@@ -409,8 +422,10 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
 typedef enum {
     ATTN_PE_NONE = 0,
     ATTN_PE_SINUSOIDAL, /* PE[p,2i] = sin(p/10000^(2i/d)), PE[p,2i+1] = cos(same) */
-    ATTN_PE_LEARNED     /* rows of pos_embedding.weight (P,E), P >= max(Lq,Lk):
-                         * query rows use 0..Lq-1, key and value rows 0..Lk-1 */
+    ATTN_PE_LEARNED     /* rows of pos_embedding.weight (P,E), P >= max(Lq,Lk)
+                         * (else ATTN_ERR_PARAM naming it): query rows use
+                         * 0..Lq-1, key and value rows 0..Lk-1 (not moved by
+                         * align); kdim = vdim = E */
 } attn_posenc;
 
 /* torch.nn.MultiheadAttention(E, H, batch_first=True) semantics.
@@ -419,7 +434,9 @@ typedef enum {
  *   or q_proj_weight (E,E), k_proj_weight (E,kdim), v_proj_weight (E,vdim) instead of in_proj_weight
  *   or W_q.weight (E,E), W_k.weight (Hkv*E/H,kdim), W_v.weight (Hkv*E/H,vdim),
  *      W_o.weight (E,E) and their .bias; the only names that allow Hkv < H
- *   norm.weight (E), norm.bias (E) for residual_norm (default 1 and 0). */
+ *   norm.weight (E), norm.bias (E) for residual_norm (default 1 and 0)
+ *   pos_embedding.weight (P,E) for the learned positional encoding (required
+ *      with it when parameters are given, refused without it). */
 typedef struct {
     attn_tensor query;   /* (Lq,E) or (B,Lq,E) */
     attn_tensor key;     /* (Lk,kdim) or (B,Lk,kdim); absent = query */
@@ -445,7 +462,8 @@ attn_status attn_mha_plan(const attn_mha_request *req, attn_shapes *shapes, attn
 
 /* As attn_seed_params, for multi-head. The names made are in_proj_* when
  * kdim = vdim = E and Hkv = H; q/k/v_proj_weight with in_proj_bias when
- * kdim or vdim differ and Hkv = H; W_* otherwise; plus norm.* when
+ * kdim or vdim differ and Hkv = H; W_* otherwise; then pos_embedding.weight
+ * (P = max(Lq, Lk)) for the learned positional encoding; then norm.* when
  * residual_norm is set. */
 attn_status attn_mha_seed_params(const attn_mha_request *req, uint64_t seed,
                                  attn_param_set **out, attn_error *err);
@@ -461,8 +479,13 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
  * (2u - 1) * bound, computed in float32, with bound = 1/sqrtf(fan_in) for
  * both weight and bias of a Linear (fan_in = its input width), as
  * nn.Linear's default init (in_proj_bias: fan_in = E). LayerNorm weights
- * are 1 and biases 0, drawn from nothing. The same seed gives the same bits
- * on every platform. Order and fan_in per rule:
+ * are 1 and biases 0, drawn from nothing. pos_embedding.weight is
+ * normal(0, 1), as nn.Embedding's init, two draws a value by Box-Muller's
+ * cosine branch in double: u1 = ((next() >> 11) + 1) * 2^-53, u2 =
+ * (next() >> 11) * 2^-53, value = (float)(sqrt(-2 log u1) cos(2 pi u2)).
+ * The same seed gives the same bits on every platform (for the normal
+ * values, up to the last bit of the C library's log and cos). Order and
+ * fan_in per rule:
  *   general      attn.weight (Dq,Dk) Dk; attn.bias (Dq) Dk
  *   additive     query_proj.weight (Dh,Dq) Dq; key_proj.weight (Dh,Dk) Dk;
  *                key_proj.bias (Dh) Dk; v.weight (1,Dh) Dh
@@ -475,6 +498,7 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
  *                v_proj_weight (E,vdim) vdim; in_proj_bias; out_proj.*
  *             or W_q.weight, W_q.bias, W_k.weight, W_k.bias, W_v.weight,
  *                W_v.bias, W_o.weight, W_o.bias (fan_in = input width)
+ *             then pos_embedding.weight (P,E) when learned (normal, above),
  *             then norm.weight, norm.bias when residual_norm is set. */
 uint64_t attn_splitmix64(uint64_t *state);
 

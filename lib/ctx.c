@@ -1,8 +1,9 @@
 /* ctx.c - the context: a thread pool of its own and a grow-only, 64-byte
- * aligned workspace in two regions, the call's pieces (planned exactly
- * before the call, see exec.c) and the kernels' scratch (taken by each
- * kernel in turn). Both only grow, so once a context has run a shape, the
- * same shape again allocates nothing. */
+ * aligned workspace in three regions, the call's pieces (planned exactly
+ * before the call, see exec.c), the kernels' scratch (taken by each
+ * kernel in turn) and the rotary table (kept between calls, rope.c). All
+ * only grow, so once a context has run a shape, the same shape again
+ * allocates nothing. */
 #include <math.h>
 #include <stdlib.h>
 #include "internal.h"
@@ -55,6 +56,8 @@ void *attn_ctx_region(attn_ctx *ctx, int r, size_t bytes)
         free(g->mem);
         g->mem = p;
         g->cap = want;
+        if (r == ATTN_WS_ROPE)
+            ctx->rope.valid = 0; /* the table did not move with it */
     }
     return g->mem;
 }

@@ -62,6 +62,14 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     f->alibi = j->m.alibi;
     f->has_sink = j->m.has_sink;
     f->sink = j->m.sink;
+    if (j->rope) {
+        f->rope = j->rope->table;
+        f->rope_rel = j->rope->rel;
+        f->rope_q0 = j->rope->set[0].pos0;
+        f->rope_k0 = j->rope->set[1].pos0;
+        f->rope_dims = j->rope->dims;
+        f->rope_interleaved = j->rope->r->style == ATTN_ROPE_INTERLEAVED;
+    }
     f->sparse = j->m.sparse;
 }
 
@@ -205,11 +213,11 @@ static int default_threads(void)
 double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
 {
     seeded s;
-    attn_ws ws = {NULL, 0.0, default_threads(), 0.0};
+    attn_ws ws = {NULL, 0.0, default_threads(), 0.0, 0.0};
     s.ns = n_params == 0 ? f->seed_specs(plan, s.specs) : 0;
     s.nfloats = attn_seed_floats(s.specs, s.ns);
     lay_out_call(f, plan, &s, &ws, NULL);
-    return ws.used + ws.kernels;
+    return ws.used + ws.kernels + ws.rope;
 }
 
 static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
@@ -222,14 +230,15 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
     if (st != ATTN_OK)
         return st;
     s.nfloats = (double)nfloats;
-    attn_ws ws = {NULL, 0.0, ctx->threads, 0.0};
+    attn_ws ws = {NULL, 0.0, ctx->threads, 0.0, 0.0};
     lay_out_call(f, plan, &s, &ws, err);
     double seed_bytes = attn_ws_bytes(s.nfloats, sizeof(float));
-    char *kernels;
+    char *kernels, *rope;
     if ((st = ws_region(ctx, ATTN_WS_PIECES, ws.used, seed_bytes, &ws.base, err)) != ATTN_OK ||
-        (st = ws_region(ctx, ATTN_WS_KERNELS, ws.kernels, 0.0, &kernels, err)) != ATTN_OK)
+        (st = ws_region(ctx, ATTN_WS_KERNELS, ws.kernels, 0.0, &kernels, err)) != ATTN_OK ||
+        (ws.rope > 0.0 && (st = ws_region(ctx, ATTN_WS_ROPE, ws.rope, 0.0, &rope, err)) != ATTN_OK))
         return st;
-    ws.used = ws.kernels = 0.0;
+    ws.used = ws.kernels = ws.rope = 0.0;
     if ((st = lay_out_call(f, plan, &s, &ws, err)) != ATTN_OK)
         return st;
     attn_exec ex = {ctx, ctx->threads};

@@ -34,9 +34,19 @@ int attn_count(int rank, const int64_t *shape, int64_t *out);
 
 /* ----------------------------------------------------------- ctx.c */
 
-/* The two regions of a context's workspace: the pieces a call lays out
- * (exec.c) and the kernels' scratch. */
-enum { ATTN_WS_PIECES, ATTN_WS_KERNELS, ATTN_REGIONS };
+/* The regions of a context's workspace: the pieces a call lays out
+ * (exec.c), the kernels' scratch, and the rotary table (rope.c), which
+ * outlives the call (attn_rope_key says what it holds). */
+enum { ATTN_WS_PIECES, ATTN_WS_KERNELS, ATTN_WS_ROPE, ATTN_REGIONS };
+
+/* What region ATTN_WS_ROPE holds: npos rows of positions first.., for
+ * rope base, style and dims on heads of hd features; valid 0: nothing. */
+typedef struct {
+    int valid, style;
+    float base;
+    int64_t dims, hd, npos;
+    double first;
+} attn_rope_key;
 
 typedef struct {
     void *mem;   /* 64-byte aligned */
@@ -50,6 +60,7 @@ struct attn_ctx {
     int threads;
     struct attn_pool *pool; /* its workers; NULL for one thread */
     attn_region region[ATTN_REGIONS];
+    attn_rope_key rope;
 };
 
 /* At least bytes of region r of ctx, 64-byte aligned, valid until the
@@ -149,6 +160,7 @@ typedef struct {
     double used;    /* bytes, in double so that no product of sizes overflows */
     int threads;    /* the thread count the kernels' scratch is sized for */
     double kernels; /* the most scratch one kernel call of the layout asks */
+    double rope;    /* bytes of the rotary table (region ATTN_WS_ROPE) */
 } attn_ws;
 
 /* Bytes that n items of `each` bytes take: rounded up to 64. */
@@ -194,6 +206,7 @@ typedef struct attn_head_job {
     int64_t top_k;
     float temperature;  /* ATTN_HARD_SAMPLE: row i draws output draw_base + i */
     uint64_t seed, draw_base;
+    const struct attn_rope_pass *rope; /* the flash kernel rotates a and b; NULL: none */
 } attn_head_job;
 
 /* Row i of a head job's attention: s holds the raw scores (lk floats) and
@@ -283,32 +296,57 @@ attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t 
 typedef struct {
     const float *src; int64_t src_stride;
     float *dst; int64_t dst_stride;
-    int64_t rows, L, heads, hd;
+    int64_t rows, L, heads;
     int64_t pos0;
 } attn_rope_set;
 
-/* The rotary pre-pass of a call: the table (npos positions from `first`,
- * dims floats each: dims/2 cosines, then dims/2 sines) and the query
- * (set[0]) and key (set[1]) rows. */
-typedef struct {
+/* The rotary embedding of a call: the table (npos rows of positions
+ * first + n, each 2 hd floats: C then S, the cos and sin of a pair's angle
+ * at both of its features, 1 and 0 past dims), and for the row driver's
+ * pre-pass the query (set[0]) and key (set[1]) rows. The flash kernel
+ * takes the table and the sets' pos0 instead (attn_sdpa_job.rope). */
+typedef struct attn_rope_pass {
     const attn_rope *r;
-    int64_t dims;
+    int64_t hd, dims;
     double first;
     int64_t npos;
-    float *table;
+    const float *table;
+    const float *rel; /* ATTN_ROPE_REL rows of the positions 0, 1, ... */
     attn_rope_set set[2];
 } attn_rope_pass;
 
+/* Rows of relative angles the kernels' decode path turns keys by (a run
+ * of keys, ROPE_RUN in kernels_tmpl.h). */
+#define ATTN_ROPE_REL 32
+
+/* Whether the flash kernel rotates the rows itself (attn_head_job.rope)
+ * rather than reading rows rotated before: for the heads it takes, those
+ * without hard attention (rope applies to dot products only), dense (the
+ * sparse blocks read rotated rows), when there are few query rows (decode steps: a key is rotated once per block of
+ * query rows, and a decode row turns its query instead of the keys). */
+#define ATTN_ROPE_KERNEL_ROWS 64
+static inline int attn_rope_in_kernel(const attn_options *o, int64_t lq)
+{
+    return o->hard == ATTN_HARD_NONE && o->sparsity.pattern == ATTN_SPARSE_NONE &&
+           lq <= ATTN_ROPE_KERNEL_ROWS;
+}
+
 /* Sizes p for validated rope options r, a head dim hd, Lq queries at
  * i' = i + off and Lk keys: dims, the table's positions and each set's
- * pos0. The caller then sets table (attn_rope_table_floats floats) and the
- * sets' rows. */
+ * pos0. */
 void attn_rope_plan(const attn_rope *r, int64_t hd, int64_t Lq, int64_t Lk, int64_t off,
                     attn_rope_pass *p);
-double attn_rope_table_floats(const attn_rope_pass *p);
 
-/* Fills the table and rotates both sets, on the call's threads. */
-void attn_rope_run(const attn_exec *ex, const attn_rope_pass *p);
+/* While measuring, notes the table's bytes in ws. */
+void attn_rope_take(attn_ws *ws, const attn_rope_pass *p);
+double attn_rope_table_bytes(const attn_rope_pass *p);
+
+/* Points p->table at the context's table for p, computing the rows the
+ * context does not hold yet, on the call's threads. */
+void attn_rope_table(const attn_exec *ex, attn_rope_pass *p);
+
+/* Rotates both sets of p (table set) on the call's threads. */
+void attn_rope_rows(const attn_exec *ex, const attn_rope_pass *p);
 
 /* ------------------------------------------------------------ rows.c */
 

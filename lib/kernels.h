@@ -56,6 +56,12 @@ static inline int attn_sparse_allows(const attn_sparse *s, int64_t i, int64_t j)
  *   w_i     = softmax over allowed j of s_i, with the sink logit in the
  *             sum when has_sink (all zero if no key is allowed)
  *   o_i     = sum_j w[i][j] v_j
+ * With rope set, q and k are rotated first (RoFormer): query row i by
+ * table row rope_q0 + i, key row j by rope_k0 + j, where a table row is
+ * 2d floats, C then S: feature a of a pair (a, b) (b = a + rope_dims/2,
+ * or a + 1 when rope_interleaved) becomes x_a C[a] - x_b S[a], feature b
+ * x_a S[a] + x_b C[a]; features past rope_dims pass unchanged. rope_rel
+ * holds the rows of the positions 0, 1, ..., 31 in the same form.
  * Query row i sits at key position i' = i + off (|off| <= max(lq, lk);
  * attn.h's align), and (i,j) is allowed when every present mask says so:
  *   mask[i*mask_stride + j] != 0, key_mask[j] != 0, causal -> j <= i',
@@ -82,6 +88,10 @@ typedef struct {
     float alibi;                               /* ALiBi slope; 0: none */
     int has_sink;
     float sink;                                /* the sink logit, finite */
+    const float *rope;                         /* NULL: no rotary embedding */
+    const float *rope_rel;                     /* rows of the positions 0..31 */
+    int64_t rope_q0, rope_k0, rope_dims;
+    int rope_interleaved;
     const attn_sparse *sparse;                 /* NULL: dense; else only the key blocks
                                                 * it allows are computed */
 } attn_sdpa_job;

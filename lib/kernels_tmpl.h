@@ -37,6 +37,7 @@
 #define key_range ISA_NAME(key_range)
 #define first_vector ISA_NAME(first_vector)
 #define score_terms ISA_NAME(score_terms)
+#define score_consts_of ISA_NAME(score_consts_of)
 #define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
 #define score_tile ISA_NAME(score_tile)
@@ -53,6 +54,10 @@
 #define flash_weights ISA_NAME(flash_weights)
 #define sdpa_block_flash ISA_NAME(sdpa_block_flash)
 #define decode_scores ISA_NAME(decode_scores)
+#define decode_dot ISA_NAME(decode_dot)
+#define decode_rope_q ISA_NAME(decode_rope_q)
+#define decode_rope_block ISA_NAME(decode_rope_block)
+#define rope_rows ISA_NAME(rope_rows)
 #define decode_block ISA_NAME(decode_block)
 #define sdpa_rows ISA_NAME(sdpa_rows)
 #define sdpa_task ISA_NAME(sdpa_task)
@@ -62,6 +67,8 @@
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
+/* Keys a decode row turns by the relative rows of rope_rel (all 32 of them). */
+#define ROPE_RUN 32
 /* Rows up to this many keys stage a query block's weights in scratch (QB x
  * lk floats, within L2) rather than in the caller's buffer; see
  * sdpa_block_flash. */
@@ -345,43 +352,61 @@ static inline ALWAYS int first_vector(const attn_sdpa_job *j, int64_t br, int64_
     return v0 >= QV ? QV - 1 : v0; /* QV - 1 cannot happen: key_range stops at the last row */
 }
 
-/* Softcap and ALiBi of attn_sdpa_job on one vector of scores s, for keys
- * j (lane l: row i' = d + j + l when drow, else key j + l of row i' = d). */
-static inline ALWAYS TGT V score_terms(const attn_sdpa_job *j, V s, float d, V iota, int drow)
+/* Softcap and ALiBi of a job, as vectors made once per tile. */
+typedef struct {
+    int softcap, alibi;
+    V cap, inv_cap, slope, iota;
+} score_consts;
+
+static inline ALWAYS TGT score_consts score_consts_of(const attn_sdpa_job *j)
 {
-    if (j->softcap > 0.0f)
-        s = VMUL(VSET1(j->softcap), VTANH(VMUL(s, VSET1(1.0f / j->softcap))));
-    if (j->alibi != 0.0f) {
-        V dist = drow ? VADD(VSET1(d), iota) : VSUB(VSET1(d), iota);
-        s = VFNMA(VSET1(j->alibi), VABS(dist), s);
+    score_consts c;
+    c.softcap = j->softcap > 0.0f;
+    c.alibi = j->alibi != 0.0f;
+    c.cap = VSET1(j->softcap);
+    c.inv_cap = VSET1(c.softcap ? 1.0f / j->softcap : 0.0f);
+    c.slope = VSET1(j->alibi);
+    c.iota = VLOAD(lane_iota);
+    return c;
+}
+
+/* Softcap and ALiBi on one vector of scores s, for keys j (lane l: row
+ * i' = d + j + l when drow, else key j + l of row i' = d). */
+static inline ALWAYS TGT V score_terms(const score_consts *c, V s, float d, int drow)
+{
+    if (c->softcap) s = VMUL(c->cap, VTANH_FAST(VMUL(s, c->inv_cap)));
+    if (c->alibi) {
+        V dist = drow ? VADD(VSET1(d), c->iota) : VSUB(VSET1(d), c->iota);
+        s = VFNMA(c->slope, VABS(dist), s);
     }
     return s;
 }
 
 /* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
- * jb..jb+kn-1 and query rows i0.. (QB of them; qt holds them already
- * scaled), through softcap and ALiBi, with causal/window/key_mask
- * applied. */
-static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt,
-                                             int64_t i0, int64_t jb, int kn, V acc[KN][QV])
+ * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
+ * holds them already scaled), through softcap and ALiBi, with
+ * causal/window/key_mask applied. */
+static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                         const float *qt, int64_t i0, int64_t jb, int kn,
+                                         V acc[KN][QV])
 {
-    const float *kr = j->k + jb * j->k_stride;
     int64_t bl, br;
     band_of(j, &bl, &br);
     /* query vectors before v0 see none of keys jb.. (causal, window) */
     int v0 = first_vector(j, br, i0, jb);
     if (kn == KN) {
         switch (v0) {
-        case 0: kq_tile(qt, j->d, kr, j->k_stride, KN, 0, acc); break;
-        case 1: kq_tile(qt, j->d, kr, j->k_stride, KN, 1, acc); break;
-        case 2: kq_tile(qt, j->d, kr, j->k_stride, KN, 2, acc); break;
-        default: kq_tile(qt, j->d, kr, j->k_stride, KN, 3, acc); break;
+        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
+        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
+        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc); break;
+        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc); break;
         }
     } else {
-        kq_tile(qt, j->d, kr, j->k_stride, kn, v0, acc);
+        kq_tile(qt, j->d, kr, ks, kn, v0, acc);
     }
-    V ninf = VSET1(-INFINITY), iota = VLOAD(lane_iota);
-    int structural = bl >= 0 || br >= 0, terms = j->softcap > 0.0f || j->alibi != 0.0f;
+    V ninf = VSET1(-INFINITY);
+    score_consts sc = score_consts_of(j);
+    int structural = bl >= 0 || br >= 0, terms = sc.softcap || sc.alibi;
     for (int kk = 0; kk < kn; kk++) {
         int64_t jj = jb + kk;
         int dead = j->key_mask && !j->key_mask[jj];
@@ -389,7 +414,7 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt
             /* lane l is row i0 + v*VW + l, at i' = base + l */
             int64_t base = i0 + v * VW + j->off;
             V s = dead ? ninf : acc[kk][v];
-            if (terms && !dead) s = score_terms(j, s, (float)(base - jj), iota, 1);
+            if (terms && !dead) s = score_terms(&sc, s, (float)(base - jj), 1);
             if (structural && !dead) {
                 /* allowed lanes form a range: l >= jj - base - br, l <= jj - base + bl */
                 int64_t lo = -1, hi = VW;
@@ -410,12 +435,12 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *qt
  * still in registers; then the explicit mask and bias (row-major in
  * memory, so a scalar pass, after which the caller takes the maxima
  * again). */
-static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *qt,
-                                             int64_t i0, int64_t nr, int64_t jb, int kn,
-                                             float *st, V bm[QV])
+static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                         const float *qt, int64_t i0, int64_t nr, int64_t jb,
+                                         int kn, float *st, V bm[QV])
 {
     V acc[KN][QV];
-    score_regs(j, qt, i0, jb, kn, acc);
+    score_regs(j, kr, ks, qt, i0, jb, kn, acc);
     for (int kk = 0; kk < kn; kk++)
         UNROLL for (int v = 0; v < QV; v++) {
             bm[v] = VMAX(bm[v], acc[kk][v]);
@@ -448,12 +473,12 @@ static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *qt
  * factor for O^T and l, e^(m before the block - m now)) are scaled by
  * e^(m old - m new). kk is the tile's first row in st. Returns the number
  * of vectors raised. */
-static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *qt, int64_t i0,
-                                            int64_t jb, int kk, int kn, float *st, V m[QV],
-                                            V mu[QV], V alpha[QV], V sum[QV])
+static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                        const float *qt, int64_t i0, int64_t jb, int kk, int kn,
+                                        float *st, V m[QV], V mu[QV], V alpha[QV], V sum[QV])
 {
     V acc[KN][QV];
-    score_regs(j, qt, i0, jb + kk, kn, acc);
+    score_regs(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, acc);
     int raised = 0;
     UNROLL for (int v = 0; v < QV; v++) {
         V tmax = acc[0][v];
@@ -562,11 +587,50 @@ static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t
     }
 }
 
-/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale once here
- * rather than every score of every key block. */
-static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt)
+/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
+ * (stride d): see attn_sdpa_job. */
+static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
+                                        int64_t t0, int64_t n, float *y)
 {
-    pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+    int64_t d = j->d, h = j->rope_dims / 2;
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * xs, *c = j->rope + (t0 + r) * 2 * d, *sn = c + d;
+        float *yr = y + r * d;
+        if (j->rope_interleaved) {
+            for (int64_t k = 0; k < 2 * h; k += 2) {
+                float a = xr[k], b = xr[k + 1];
+                yr[k] = a * c[k] - b * sn[k];
+                yr[k + 1] = a * sn[k] + b * c[k];
+            }
+        } else {
+            int64_t k = 0;
+            for (; k + VW <= h; k += VW) {
+                V a = VLOAD(xr + k), b = VLOAD(xr + h + k), cv = VLOAD(c + k), sv = VLOAD(sn + k);
+                VSTORE(yr + k, VFNMA(b, sv, VMUL(a, cv)));
+                VSTORE(yr + h + k, VFMA(a, sv, VMUL(b, cv)));
+            }
+            for (; k < h; k++) {
+                float a = xr[k], b = xr[h + k];
+                yr[k] = a * c[k] - b * sn[k];
+                yr[h + k] = a * sn[k] + b * c[k];
+            }
+        }
+        for (int64_t e = 2 * h; e < d; e++) yr[e] = xr[e];
+    }
+}
+
+/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale once here
+ * rather than every score of every key block; with rope, rotated first
+ * (through qr, QB x d floats). */
+static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
+                                           float *qr)
+{
+    if (j->rope) {
+        rope_rows(j, j->q + i0 * j->q_stride, j->q_stride, j->rope_q0 + i0, nr, qr);
+        pack_t(qr, j->d, j->d, nr, qt);
+    } else {
+        pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+    }
     V sc = VSET1(j->scale);
     for (int64_t p = 0; p < j->d; p++)
         UNROLL for (int q = 0; q < QV; q++)
@@ -579,9 +643,9 @@ static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, i
  * lane). Returns whether the next block may go the same way: a raise
  * costs a pass over the block so far, so where the row maxima still climb
  * (widely spread scores) the two-pass form is cheaper. */
-static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const float *qt, int64_t i0,
-                                              int64_t jb, int nk, float *st, V m[QV],
-                                              V alpha[QV], V sum[QV])
+static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                              const float *qt, int64_t i0, int64_t jb, int nk,
+                                              float *st, V m[QV], V alpha[QV], V sum[QV])
 {
     V mu[QV];
     UNROLL for (int q = 0; q < QV; q++) {
@@ -591,8 +655,8 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
     }
     int kk = 0, raised = 0;
     for (; kk + KN <= nk; kk += KN)
-        raised += lazy_tile(j, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
-    if (kk < nk) raised += lazy_tile(j, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
+        raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
+    if (kk < nk) raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
     return raised == 0;
 }
 
@@ -600,15 +664,15 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
  * only way with a mask or bias, which change scores after the tiles'
  * maxima). Sets alpha and sum as flash_block_lazy does; returns whether
  * the next block may go lazily. */
-static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *qt, int64_t i0,
-                                               int64_t nr, int64_t jb, int nk, float *st,
-                                               V m[QV], V alpha[QV], V sum[QV])
+static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                               const float *qt, int64_t i0, int64_t nr, int64_t jb,
+                                               int nk, float *st, V m[QV], V alpha[QV], V sum[QV])
 {
     V bm[QV], mu[QV];
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
-        score_tile(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+        score_tile(j, kr + kk * ks, ks, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
     }
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk++)
@@ -729,17 +793,19 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
 }
 
 /* One query block: the online-softmax loop over key blocks. Scratch: qt
- * (d x QB), st (BK x QB), ot (dv x QB), and with weights mb (one QB row per
- * key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
+ * (d x QB), st (BK x QB), ot (dv x QB), with rope kr_rope (BK x d, the
+ * rotated queries and then each key block), and with weights mb (one QB
+ * row per key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
  * block's P (relative to the running max then) goes to the weight rows, its
  * max to mb; flash_weights rescales them at the end. For rows that fit, P
  * is staged in pb and that last pass writes the weights once from it
  * (non-temporal): the caller's buffer is touched once, not written, read
  * back and written again. */
 static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                 float *qt, float *st, float *ot, float *mb, float *pb)
+                                 float *qt, float *st, float *ot, float *mb, float *pb,
+                                 float *kr_rope)
 {
-    flash_pack_q(j, i0, nr, qt);
+    flash_pack_q(j, i0, nr, qt, kr_rope);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     /* a sink starts the online softmax as one key of logit z and no value
      * (m = z, l = 1); without keys the row's output stays zero */
@@ -763,8 +829,15 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
         V alpha[QV], sum[QV];
-        if (lazy) lazy = flash_block_lazy(j, qt, i0, jb, nk, st, m, alpha, sum);
-        else lazy = flash_block_exact(j, qt, i0, nr, jb, nk, st, m, alpha, sum);
+        const float *kr = j->k + jb * j->k_stride;
+        int64_t ks = j->k_stride;
+        if (j->rope) { /* the block's keys rotated once for the QB queries */
+            rope_rows(j, kr, ks, j->rope_k0 + jb, nk, kr_rope);
+            kr = kr_rope;
+            ks = j->d;
+        }
+        if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum);
+        else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum);
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
             int64_t blk = (jb - klo) / BK;
@@ -786,38 +859,89 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
 static inline ALWAYS TGT void decode_terms(const attn_sdpa_job *j, int64_t ip, int64_t jb, int nk,
                                            float *sc)
 {
-    V iota = VLOAD(lane_iota);
+    score_consts c = score_consts_of(j);
     for (int kk = 0; kk < nk; kk += VW) {
         int n = nk - kk < VW ? nk - kk : VW;
         VM tm = VTAILMASK(n == VW ? 0 : n);
         V x = n == VW ? VLOAD(sc + kk) : VLOADM(sc + kk, tm);
-        V y = VSEL(VISNINF(x), x, score_terms(j, x, (float)(ip - jb - kk), iota, 0));
+        V y = VSEL(VISNINF(x), x, score_terms(&c, x, (float)(ip - jb - kk), 0));
         if (n == VW) VSTORE(sc + kk, y);
         else VSTOREM(sc + kk, tm, y);
     }
 }
 
-/* Scores of query row i against keys [jb, jb+nk) into sc (-inf where not
- * allowed); returns their max, or m when that is larger. */
-static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, int64_t jb, int nk,
-                                             float *sc, float m)
+/* One decode score: q . k, or with rope (q2 not NULL) (q C + q2 S) . k
+ * with the table row c (C, then S): the query turned back by the row's
+ * angles (see decode_rope_q), so no key is rotated. */
+static inline ALWAYS TGT float decode_dot(const attn_sdpa_job *j, const float *q, const float *q2,
+                                          const float *k, const float *c)
 {
     VM dm = VTAILMASK((int)(j->d % VW));
-    int64_t df = j->d - j->d % VW, ip = i + j->off, bl, br;
+    int64_t df = j->d - j->d % VW;
+    V s = VZERO();
+    if (q2) {
+        const float *sn = c + j->d;
+        for (int64_t p = 0; p < df; p += VW)
+            s = VFMA(VFMA(VLOAD(q + p), VLOAD(c + p), VMUL(VLOAD(q2 + p), VLOAD(sn + p))),
+                     VLOAD(k + p), s);
+        if (df < j->d)
+            s = VFMA(VFMA(VLOADM(q + df, dm), VLOADM(c + df, dm),
+                          VMUL(VLOADM(q2 + df, dm), VLOADM(sn + df, dm))),
+                     VLOADM(k + df, dm), s);
+        return VHSUM(s);
+    }
+    for (int64_t p = 0; p < df; p += VW) s = VFMA(VLOAD(q + p), VLOAD(k + p), s);
+    if (df < j->d) s = VFMA(VLOADM(q + df, dm), VLOADM(k + df, dm), s);
+    return VHSUM(s);
+}
+
+/* q2 for q (d floats): its pairs' partners with the sign of a rotation,
+ * q2[a] = q[b], q2[b] = -q[a] for each pair (a, b), 0 past rope_dims.
+ * Then q . R(t) k = (R(-t) q) . k = (q C + q2 S) . k over t's table row. */
+static inline ALWAYS TGT void decode_rope_q(const attn_sdpa_job *j, const float *q, float *q2)
+{
+    int64_t h = j->rope_dims / 2;
+    for (int64_t k = 0; k < h; k++) {
+        int64_t a = j->rope_interleaved ? 2 * k : k, b = j->rope_interleaved ? 2 * k + 1 : k + h;
+        q2[a] = q[b];
+        q2[b] = -q[a];
+    }
+    for (int64_t e = 2 * h; e < j->d; e++) q2[e] = 0.0f;
+}
+
+/* With rope, query row qr (and its q2) turned back by the angles of key
+ * jb into ub (and ub2): the rows a run of ROPE_RUN keys' scores start
+ * from, which the relative rows 0..ROPE_RUN-1 then turn key by key (a
+ * short run keeps those rows in L1 beside the streaming keys). */
+static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const float *qr,
+                                                const float *q2, int64_t jb, float *ub, float *ub2)
+{
+    const float *c = j->rope + (j->rope_k0 + jb) * 2 * j->d, *sn = c + j->d;
+    for (int64_t e = 0; e < j->d; e++) ub[e] = qr[e] * c[e] + q2[e] * sn[e];
+    decode_rope_q(j, ub, ub2);
+}
+
+/* Scores of query row i (q; with rope r, the rotated row and its q2, then
+ * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows)
+ * against keys [jb, jb+nk) into sc (-inf where not allowed); returns their
+ * max, or m when that is larger. */
+static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
+                                             float *r, int64_t jb, int nk, float *sc, float m)
+{
+    int64_t ip = i + j->off, bl, br, d = j->d;
+    float *ub2 = r ? r + 3 * d : NULL;
     band_of(j, &bl, &br);
-    const float *q = j->q + i * j->q_stride;
+    if (r) q = r + 2 * d;
     for (int kk = 0; kk < nk; kk++) {
         int64_t t = jb + kk;
+        if (r && kk % ROPE_RUN == 0) decode_rope_block(j, r, r + d, t, r + 2 * d, ub2);
         if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
             (bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br)) {
             sc[kk] = -INFINITY;
             continue;
         }
-        const float *k = j->k + t * j->k_stride;
-        V s = VZERO();
-        for (int64_t p = 0; p < df; p += VW) s = VFMA(VLOAD(q + p), VLOAD(k + p), s);
-        if (df < j->d) s = VFMA(VLOADM(q + df, dm), VLOADM(k + df, dm), s);
-        sc[kk] = VHSUM(s) * j->scale;
+        sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
+                            r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
     if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
     for (int kk = 0; kk < nk; kk++) {
@@ -861,18 +985,26 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, 
 
 /* Decode-sized query blocks (a few rows): one row at a time along d and dv,
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
- * (BK floats), acc (dv + VW floats). */
-static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc)
+ * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
+ * query, its q2, and those of the key block). */
+static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc,
+                          float *r)
 {
-    int64_t vf = j->dv - j->dv % VW;
+    int64_t vf = j->dv - j->dv % VW, d = j->d;
+    float *qr = r, *q2 = r + d;
     for (int64_t i = i0; i < i0 + nr; i++) {
+        const float *q = j->q + i * j->q_stride;
+        if (j->rope) {
+            rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, qr);
+            decode_rope_q(j, qr, q2);
+        }
         float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi;
         key_range(j, i, 1, &klo, &khi);
         for (int64_t jb = klo; jb < khi; jb += BK) {
             int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-            float bm = decode_scores(j, i, jb, nk, sc, m), alpha;
+            float bm = decode_scores(j, i, q, j->rope ? r : NULL, jb, nk, sc, m), alpha;
             float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
             l = l * alpha + psum;
             m = bm;
@@ -894,6 +1026,7 @@ typedef struct {
     size_t per_worker;    /* floats */
     int64_t maxd;
     int64_t maxblk;       /* key blocks of the longest row with weights */
+    int64_t maxstage;     /* keys of the longest row staged (pb) */
 } sdpa_args;
 
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
@@ -919,17 +1052,18 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     if (j->lq < QB / 4 && !j->w) {
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
-        sdpa_rows(j, i0, nr, scr, scr + BK);
+        float *acc = scr + BK;
+        sdpa_rows(j, i0, nr, scr, acc, acc + s->maxd + VW);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
-    float *mb = ot + (size_t)s->maxd * QB;
-    sdpa_block_flash(j, i0, nr, qt, st, ot, mb, mb + (size_t)(s->maxblk + 1) * QB);
+    float *mb = ot + (size_t)s->maxd * QB, *pb = mb + (size_t)(s->maxblk + 1) * QB;
+    sdpa_block_flash(j, i0, nr, qt, st, ot, mb, pb, pb + (size_t)s->maxstage * QB);
 }
 
 /* Sizes for n jobs: per-worker scratch in a (qt + st + ot, + mb + pb with
- * weights; the row path needs less), and with first not NULL each job's
+ * weights, + the rotated rows of rope; the row path needs less), and with first not NULL each job's
  * first task (first[n] = all of them). Returns the work, for the thread
  * count. The sizes are bounded by buffers the caller holds (and pb by
  * STAGE_LK), so they fit. */
@@ -951,7 +1085,10 @@ static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int64_t *first, sdp
     if (first) first[n] = tasks;
     a->maxd = maxd;
     a->maxblk = maxblk;
-    a->per_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB);
+    a->maxstage = maxstage;
+    /* qt, st, ot, mb, pb, then the rotated rows of rope (BK x maxd) */
+    a->per_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
+                          (size_t)BK * (size_t)maxd);
     return work;
 }
 
@@ -972,7 +1109,7 @@ static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void 
 {
     if (n == 0) return;
     int64_t *first = scratch;
-    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0};
+    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0};
     double work = sdpa_plan(jobs, n, first, &a);
     a.scratch = (float *)scratch + LINES((n + 1) * 2);
     if (work < 2e5 || threads < 1) threads = 1;

@@ -622,7 +622,7 @@ static void mha_lay_out(void *p, attn_ws *ws)
     if (o->rope.on) {
         attn_rope_plan(&o->rope, pl->hd, d->Lq, d->Lk,
                        o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
-        pl->rope.table = attn_ws_take(ws, attn_rope_table_floats(&pl->rope), sizeof(float));
+        attn_rope_take(ws, &pl->rope);
     }
     if (ws->base) {
         if (pl->req.linear)
@@ -671,21 +671,27 @@ static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
             j->b = pl->kp + b * Lk * ks + g * hd; j->b_stride = ks;
             j->v = pl->vp + b * Lk * ks + g * hd; j->v_stride = ks;
             j->o = pl->ao + b * Lq * E + h * hd; j->o_stride = E;
+            if (pl->req.opt.rope.on && attn_rope_in_kernel(&pl->req.opt, Lq))
+                j->rope = &pl->rope;
         }
     return n;
 }
 
-/* The rotary embedding of every query head and key head, in place in the
- * projections (after them, as in GPT-NeoX and Llama). */
+/* The rotary embedding of every query head and key head after the
+ * projections (as in GPT-NeoX and Llama): the table, and for the row
+ * driver the rotation itself, in place in the projections. */
 static void mha_rope(const attn_exec *ex, mplan *pl)
 {
     const attn_dims *d = &pl->d;
+    attn_rope_table(ex, &pl->rope);
+    if (attn_rope_in_kernel(&pl->req.opt, d->Lq))
+        return;
     attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
     q->src = q->dst = pl->qp; q->src_stride = q->dst_stride = pl->qw;
-    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = pl->H; q->hd = pl->hd;
+    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = pl->H;
     k->src = k->dst = pl->kp; k->src_stride = k->dst_stride = pl->ks;
-    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = pl->Hkv; k->hd = pl->hd;
-    attn_rope_run(ex, &pl->rope);
+    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = pl->Hkv;
+    attn_rope_rows(ex, &pl->rope);
 }
 
 /* torch averages the per-head softmax weights: batch row b's into wb. */

@@ -1,9 +1,11 @@
-/* rope.c - rotary position embedding (RoFormer, Su et al. 2021) as a
- * pre-pass of the pipeline: query and key rows are rotated once, per head,
- * before any score is computed, so the kernels see plain rows. The angles
- * come from one table of cos and sin per position, computed in double
- * once per call and shared by every batch row and head (pair k of d dims
- * turns by pos * base^(-2k/d), GPT-NeoX's partial rotary). */
+/* rope.c - rotary position embedding (RoFormer, Su et al. 2021): the
+ * table of angles, kept in the context between calls, and the pre-pass
+ * that rotates query and key rows for the row driver (the flash kernel
+ * rotates them itself, see kernels_tmpl.h). Pair k of d dims turns by
+ * pos * base^(-2k/d), GPT-NeoX's partial rotary; the table's cos and sin
+ * are computed in double once per position and shared by every batch row
+ * and head, and by the calls that follow while they need no other
+ * position. */
 #include <math.h>
 #include <string.h>
 #include "internal.h"
@@ -11,14 +13,16 @@
 
 /* Positions per table task and rows per rotation task. */
 #define ROPE_CHUNK 64
-/* Below this many rotated pairs (rough) the pass runs on one thread. */
-#define ROPE_SERIAL_PAIRS 65536.0
+/* Below this many table entries or rotated pairs (rough) one thread does
+ * the work. */
+#define ROPE_SERIAL 65536.0
 
 void attn_rope_plan(const attn_rope *r, int64_t hd, int64_t Lq, int64_t Lk, int64_t off,
                     attn_rope_pass *p)
 {
     memset(p, 0, sizeof *p);
     p->r = r;
+    p->hd = hd;
     p->dims = r->dims ? r->dims : hd;
     int64_t lo = off < 0 ? off : 0; /* the first position, before the offset */
     p->first = (double)r->offset + (double)lo;
@@ -27,47 +31,114 @@ void attn_rope_plan(const attn_rope *r, int64_t hd, int64_t Lq, int64_t Lk, int6
     p->set[1].pos0 = -lo;      /* key j at j */
 }
 
-double attn_rope_table_floats(const attn_rope_pass *p)
+double attn_rope_table_bytes(const attn_rope_pass *p)
 {
-    return (double)p->npos * (double)p->dims;
+    return attn_ws_bytes((double)(p->npos + ATTN_ROPE_REL) * 2.0 * (double)p->hd, sizeof(float));
 }
 
-static void table_task(void *arg, int64_t t, int worker)
+void attn_rope_take(attn_ws *ws, const attn_rope_pass *p)
 {
-    (void)worker;
-    const attn_rope_pass *p = arg;
-    int64_t half = p->dims / 2, t1 = (t + 1) * ROPE_CHUNK < p->npos ? (t + 1) * ROPE_CHUNK : p->npos;
-    for (int64_t k = 0; k < half; k++) {
-        double inv_freq = pow((double)p->r->base, -2.0 * (double)k / (double)p->dims);
-        for (int64_t n = t * ROPE_CHUNK; n < t1; n++) {
-            double ang = (p->first + (double)n) * inv_freq;
-            p->table[n * p->dims + k] = (float)cos(ang);
-            p->table[n * p->dims + half + k] = (float)sin(ang);
+    ws->rope = fmax(ws->rope, attn_rope_table_bytes(p));
+}
+
+/* Feature a of pair k and its partner b. */
+static void pair_of(const attn_rope_pass *p, int64_t k, int64_t *a, int64_t *b)
+{
+    int half = p->r->style == ATTN_ROPE_HALF;
+    *a = half ? k : 2 * k;
+    *b = half ? k + p->dims / 2 : 2 * k + 1;
+}
+
+/* Table rows [n0, n1) of positions first + n: C then S, hd floats each,
+ * the pair's cos and sin at both of its features, 1 and 0 past dims. */
+static void fill_rows(const attn_rope_pass *p, float *table, double first, int64_t n0, int64_t n1)
+{
+    int64_t hd = p->hd;
+    for (int64_t n = n0; n < n1; n++) {
+        float *c = table + n * 2 * hd, *s = c + hd;
+        for (int64_t e = p->dims; e < hd; e++) {
+            c[e] = 1.0f;
+            s[e] = 0.0f;
         }
     }
+    for (int64_t k = 0; k < p->dims / 2; k++) {
+        double inv_freq = pow((double)p->r->base, -2.0 * (double)k / (double)p->dims);
+        int64_t a, b;
+        pair_of(p, k, &a, &b);
+        for (int64_t n = n0; n < n1; n++) {
+            double ang = (first + (double)n) * inv_freq;
+            float *c = table + n * 2 * hd, *s = c + hd;
+            c[a] = c[b] = (float)cos(ang);
+            s[a] = s[b] = (float)sin(ang);
+        }
+    }
+}
+
+typedef struct {
+    const attn_rope_pass *p;
+    float *table;
+    int64_t n0, n1;
+} fill_args;
+
+static void fill_task(void *arg, int64_t t, int worker)
+{
+    (void)worker;
+    const fill_args *f = arg;
+    int64_t a = f->n0 + t * ROPE_CHUNK, b = a + ROPE_CHUNK < f->n1 ? a + ROPE_CHUNK : f->n1;
+    fill_rows(f->p, f->table, f->p->first, a, b);
+}
+
+void attn_rope_table(const attn_exec *ex, attn_rope_pass *p)
+{
+    attn_ctx *ctx = ex->ctx;
+    attn_rope_key *key = &ctx->rope;
+    size_t bytes = (size_t)attn_rope_table_bytes(p);
+    /* the region was sized before the call (execute_in), so this does not
+     * allocate; a growth there dropped the key. It holds ATTN_ROPE_REL rows
+     * of the positions 0, 1, ... (the kernel's relative angles), then the
+     * call's positions. */
+    float *rel = attn_ctx_region(ctx, ATTN_WS_ROPE, bytes), *table = rel + ATTN_ROPE_REL * 2 * p->hd;
+    int same = key->valid && key->base == p->r->base && key->style == (int)p->r->style &&
+               key->dims == p->dims && key->hd == p->hd;
+    p->rel = rel;
+    if (!same) {
+        fill_rows(p, rel, 0.0, 0, ATTN_ROPE_REL);
+        key->valid = 0;
+    }
+    if (same && p->first >= key->first && p->first + (double)p->npos <= key->first + (double)key->npos) {
+        p->table = table + (int64_t)(p->first - key->first) * 2 * p->hd;
+        return; /* every position needed is there */
+    }
+    /* compute the rows missing after those kept (same start), or all */
+    int64_t n0 = same && p->first == key->first ? key->npos : 0;
+    fill_args f = {p, table, n0, p->npos};
+    double work = (double)(p->npos - n0) * (double)p->dims;
+    attn_pool_run(work < ROPE_SERIAL ? 1 : ex->threads, (p->npos - n0 + ROPE_CHUNK - 1) / ROPE_CHUNK,
+                  fill_task, &f);
+    key->valid = 1;
+    key->base = p->r->base;
+    key->style = (int)p->r->style;
+    key->dims = p->dims;
+    key->hd = p->hd;
+    key->first = p->first;
+    key->npos = p->npos;
+    p->table = table;
 }
 
 /* One row of hd features from x into y (which may be x), turned by the
- * table row cs (dims/2 cosines, then dims/2 sines). */
-static void rotate(const attn_rope_pass *p, const float *x, float *y, int64_t hd, const float *cs)
+ * table row cs (C, then S). */
+static void rotate(const attn_rope_pass *p, const float *x, float *y, const float *cs)
 {
-    int64_t half = p->dims / 2;
-    const float *sn = cs + half;
-    if (p->r->style == ATTN_ROPE_HALF) {
-        for (int64_t k = 0; k < half; k++) {
-            float a = x[k], b = x[k + half];
-            y[k] = a * cs[k] - b * sn[k];
-            y[k + half] = a * sn[k] + b * cs[k];
-        }
-    } else {
-        for (int64_t k = 0; k < half; k++) {
-            float a = x[2 * k], b = x[2 * k + 1];
-            y[2 * k] = a * cs[k] - b * sn[k];
-            y[2 * k + 1] = a * sn[k] + b * cs[k];
-        }
+    const float *sn = cs + p->hd;
+    for (int64_t k = 0; k < p->dims / 2; k++) {
+        int64_t ia, ib;
+        pair_of(p, k, &ia, &ib);
+        float a = x[ia], b = x[ib];
+        y[ia] = a * cs[ia] - b * sn[ia];
+        y[ib] = a * sn[ia] + b * cs[ia];
     }
     if (y != x)
-        memcpy(y + p->dims, x + p->dims, (size_t)(hd - p->dims) * sizeof *y);
+        memcpy(y + p->dims, x + p->dims, (size_t)(p->hd - p->dims) * sizeof *y);
 }
 
 /* Task t: ROPE_CHUNK rows of the query set, then of the key set. */
@@ -80,22 +151,20 @@ static void rows_task(void *arg, int64_t t, int worker)
     int64_t r0 = (t < nq ? t : t - nq) * ROPE_CHUNK;
     int64_t r1 = r0 + ROPE_CHUNK < s->rows ? r0 + ROPE_CHUNK : s->rows;
     for (int64_t r = r0; r < r1; r++) {
-        const float *cs = p->table + (s->pos0 + r % s->L) * p->dims;
+        const float *cs = p->table + (s->pos0 + r % s->L) * 2 * p->hd;
         for (int64_t h = 0; h < s->heads; h++)
-            rotate(p, s->src + r * s->src_stride + h * s->hd, s->dst + r * s->dst_stride + h * s->hd,
-                   s->hd, cs);
+            rotate(p, s->src + r * s->src_stride + h * p->hd, s->dst + r * s->dst_stride + h * p->hd,
+                   cs);
     }
 }
 
-void attn_rope_run(const attn_exec *ex, const attn_rope_pass *p)
+void attn_rope_rows(const attn_exec *ex, const attn_rope_pass *p)
 {
-    double pairs = (double)p->npos * (double)p->dims;
+    double pairs = 0.0;
     int64_t tasks = 0;
     for (int s = 0; s < 2; s++) {
         pairs += (double)p->set[s].rows * (double)p->set[s].heads * (double)p->dims;
         tasks += (p->set[s].rows + ROPE_CHUNK - 1) / ROPE_CHUNK;
     }
-    int threads = pairs < ROPE_SERIAL_PAIRS ? 1 : ex->threads;
-    attn_pool_run(threads, (p->npos + ROPE_CHUNK - 1) / ROPE_CHUNK, table_task, (void *)p);
-    attn_pool_run(threads, tasks, rows_task, (void *)p);
+    attn_pool_run(pairs < ROPE_SERIAL ? 1 : ex->threads, tasks, rows_task, (void *)p);
 }

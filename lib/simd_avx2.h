@@ -39,6 +39,7 @@
 #define VMAX(a, b) _mm256_max_ps(a, b)
 #define VMIN(a, b) _mm256_min_ps(a, b)
 #define VDIV(a, b) _mm256_div_ps(a, b)
+#define VRCP(x) _mm256_rcp_ps(x) /* within 1.5 * 2^-12 */
 #define VABS(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)
 #define VCOPYSIGN(y, x) _mm256_or_ps(y, _mm256_and_ps(x, _mm256_set1_ps(-0.0f)))
 #define VROUND(x) _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)

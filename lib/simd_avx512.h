@@ -39,6 +39,7 @@
 #define VMAX(a, b) _mm512_max_ps(a, b)
 #define VMIN(a, b) _mm512_min_ps(a, b)
 #define VDIV(a, b) _mm512_div_ps(a, b)
+#define VRCP(x) _mm512_rcp14_ps(x) /* within 2^-14 */
 #define VABS(x) _mm512_abs_ps(x)
 #define VCOPYSIGN(y, x) _mm512_or_ps(y, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)))
 #define VROUND(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)

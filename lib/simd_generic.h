@@ -18,7 +18,8 @@
  *   VLANES(l,h) (lanes l..h; VLANES(0,-1) is none), VCMPLT(a,b),
  *   VISNINF(x) (lanes equal to -inf), VGTZERO(x), VANYGT(a,b) (nonzero
  *   when a lane of a exceeds b's), VSEL(m,a,b) (m ? a : b).
- * Arithmetic: VSET1, VZERO, VADD, VSUB, VMUL, VDIV, VFMA(a,b,c) (a*b + c),
+ * Arithmetic: VSET1, VZERO, VADD, VSUB, VMUL, VDIV, VRCP (1/x to at least
+ *   12 bits, x > 0 normal), VFMA(a,b,c) (a*b + c),
  *   VFNMA(a,b,c) (c - a*b), VMAX, VMIN (VMIN(NaN, b) is b), VABS,
  *   VCOPYSIGN(y,x) (|y| with x's sign, y >= 0), VROUND (to nearest even),
  *   VPOW2N(y,n) (y * 2^n for whole n, 0 where that is below the normal
@@ -59,6 +60,7 @@
 #define VMAX(a, b) attn_max_generic(a, b)
 #define VMIN(a, b) attn_min_generic(a, b)
 #define VDIV(a, b) ((a) / (b))
+#define VRCP(x) (1.0f / (x))
 #define VABS(x) fabsf(x)
 #define VCOPYSIGN(y, x) copysignf(y, x)
 #define VROUND(x) rintf(x)

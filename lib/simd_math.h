@@ -72,4 +72,32 @@ static inline __attribute__((always_inline)) TGT V tanh_cephes(V x)
 }
 #define VTANH(x) tanh_cephes(x)
 
+/* tanh x as one rational function, without exp: Eigen's ptanh_float
+ * (the odd degree-13 over even degree-6 fit on x clamped to +-7.905, where
+ * tanh rounds to +-1 in float32), within 3e-7 of tanh over every float
+ * (measured against tanh() in double), about half the work of VTANH. For
+ * softcap (c tanh(s/c)), where what matters is the absolute error of the
+ * score, c * 3e-7; NaN is not propagated. */
+#define tanh_rational ISA_NAME(tanh_rational)
+static inline __attribute__((always_inline)) TGT V tanh_rational(V a)
+{
+    V x = VMAX(VMIN(a, VSET1(7.90531110763549805f)), VSET1(-7.90531110763549805f));
+    V x2 = VMUL(x, x);
+    V p = VFMA(x2, VSET1(-2.76076847742355e-16f), VSET1(2.00018790482477e-13f));
+    p = VFMA(x2, p, VSET1(-8.60467152213735e-11f));
+    p = VFMA(x2, p, VSET1(5.12229709037114e-08f));
+    p = VFMA(x2, p, VSET1(1.48572235717979e-05f));
+    p = VFMA(x2, p, VSET1(6.37261928875436e-04f));
+    p = VFMA(x2, p, VSET1(4.89352455891786e-03f));
+    V q = VFMA(x2, VSET1(1.19825839466702e-06f), VSET1(1.18534705686654e-04f));
+    q = VFMA(x2, q, VSET1(2.26843463243900e-03f));
+    q = VFMA(x2, q, VSET1(4.89352518554385e-03f));
+    /* p / q by a reciprocal estimate and one Newton step (q >= 4.8e-3):
+     * a division would cost as much as the rest together */
+    V r = VRCP(q);
+    r = VFMA(r, VFNMA(q, r, VSET1(1.0f)), r);
+    return VMUL(VMUL(x, p), r);
+}
+#define VTANH_FAST(x) tanh_rational(x)
+
 #endif /* ATTN_SIMD_MATH_H */

@@ -5,8 +5,10 @@
  *
  * A query block visits, within the keys causal and the window leave:
  *   local_global: the band of keys within `window` of any of its rows
- *     (|i' - j| <= w), plus the global keys outside that band; a block
- *     holding a global query row visits every key.
+ *     (|i' - j| <= w), plus the global keys outside that band. A global
+ *     query row sees every key: it is computed again on its own, one row
+ *     as the decode path does, over whatever its other masks allow, so it
+ *     does not make its whole block dense.
  *   layout (bigbird, blocks): the key blocks any of its rows' layout rows
  *     allows, merged into runs.
  * Tiles the pattern allows whole (the band's interior, global keys, the
@@ -24,6 +26,7 @@
 #define sparse_scores ISA_NAME(sparse_scores)
 #define sparse_block_exact ISA_NAME(sparse_block_exact)
 #define sparse_weights ISA_NAME(sparse_weights)
+#define sparse_global_row ISA_NAME(sparse_global_row)
 #define sdpa_block_sparse ISA_NAME(sdpa_block_sparse)
 
 /* Walks the key spans one query block visits, in increasing order. */
@@ -34,7 +37,6 @@ typedef struct {
     int64_t band_lo, band_hi; /* local_global: the band [lo, hi), within [klo, khi) */
     int64_t g;                /* local_global: the next global key's index */
     int64_t qb0, qb1;         /* layout: the block's first and last layout rows */
-    int dense;                /* local_global: a global query row, every key */
 } span_it;
 
 static void span_init(span_it *it, const attn_sparse *sp, int64_t i0, int64_t nr, int64_t klo,
@@ -51,8 +53,6 @@ static void span_init(span_it *it, const attn_sparse *sp, int64_t i0, int64_t nr
         it->qb1 = (i0 + nr - 1) / sp->block;
         return;
     }
-    for (int64_t r = 0; r < nr; r++)
-        it->dense |= sp->qglobal[i0 + r] != 0;
     /* window and off are clamped by sparse.c, so these sums cannot overflow */
     int64_t lo = i0 + sp->off - sp->window, hi = i0 + nr + sp->off + sp->window;
     it->band_lo = lo < klo ? klo : lo > khi ? khi : lo;
@@ -106,13 +106,6 @@ static int span_next(span_it *it, int64_t *lo, int64_t *hi, int *partial)
         *hi = kb * b < it->khi ? kb * b : it->khi;
         *partial = it->qb0 != it->qb1;
         it->pos = *hi;
-        return 1;
-    }
-    if (it->dense) {
-        *lo = it->pos;
-        *hi = it->khi;
-        *partial = 1;
-        it->pos = it->khi;
         return 1;
     }
     *partial = 0;
@@ -179,7 +172,8 @@ static inline ALWAYS TGT void sparse_scores(const attn_sdpa_job *j, const float 
     UNROLL for (int q = 0; q < QV; q++) bm[q] = VSET1(-INFINITY);
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
-        score_tile(j, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+        score_tile(j, j->k + (jb + kk) * j->k_stride, j->k_stride, qt, i0, nr, jb + kk, kn,
+                   st + kk * QB, bm);
     }
     if (partial)
         sparse_mask_tile(j->sparse, i0, nr, jb, nk, st);
@@ -242,12 +236,41 @@ static TGT void sparse_weights(const attn_sdpa_job *j, const float *qt, int64_t 
         }
 }
 
+/* Global query row i of a local_global job: its output (and weights) over
+ * every key its other masks allow, as sdpa_rows computes a row, written
+ * over what its block left. sc: BK floats; acc: dv + VW floats. */
+static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, float *acc)
+{
+    int64_t vf = j->dv - j->dv % VW, klo, khi;
+    float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
+    memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
+    key_range(j, i, 1, &klo, &khi);
+    for (int64_t jb = klo; jb < khi; jb += BK) {
+        int nk = khi - jb < BK ? (int)(khi - jb) : BK;
+        float bm = decode_scores(j, i, j->q + i * j->q_stride, NULL, jb, nk, sc, m), alpha;
+        float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
+        l = l * alpha + psum;
+        m = bm;
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f, mu = m == -INFINITY ? 0.0f : m;
+    float *o = j->o + i * j->o_stride;
+    for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+    if (!j->w) return;
+    float *wr = j->w + i * j->w_stride;
+    memset(wr, 0, (size_t)j->lk * sizeof(float));
+    for (int64_t jb = klo; jb < khi; jb += BK) {
+        int nk = khi - jb < BK ? (int)(khi - jb) : BK;
+        decode_scores(j, i, j->q + i * j->q_stride, NULL, jb, nk, sc, -INFINITY);
+        for (int kk = 0; kk < nk; kk++) wr[jb + kk] = expf(sc[kk] - mu) * inv;
+    }
+}
+
 /* One query block of a sparse job: sdpa_block_flash's online softmax over
  * the spans only. Scratch: qt (d x QB), st (BK x QB), ot (dv x QB). */
 static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
                                   float *st, float *ot)
 {
-    flash_pack_q(j, i0, nr, qt);
+    flash_pack_q(j, i0, nr, qt, NULL); /* rope: rotated before (attn_rope_in_kernel) */
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     V m[QV], l[QV]; /* a sink starts the softmax as in sdpa_block_flash */
     UNROLL for (int q = 0; q < QV; q++) {
@@ -264,7 +287,9 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
             int nk = hi - jb < BK ? (int)(hi - jb) : BK;
             int p = partial && !sparse_tile_full(j->sparse, i0, nr, jb, nk);
             V alpha[QV], sum[QV];
-            if (lazy && !p) lazy = flash_block_lazy(j, qt, i0, jb, nk, st, m, alpha, sum);
+            if (lazy && !p)
+                lazy = flash_block_lazy(j, j->k + jb * j->k_stride, j->k_stride, qt, i0, jb, nk, st,
+                                        m, alpha, sum);
             else lazy = sparse_block_exact(j, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
             UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
             flash_block_pv(j, ot, st, i0, jb, nk, alpha);
@@ -273,4 +298,7 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     flash_store_o(j, i0, nr, ot, l, inv);
     if (j->w)
         sparse_weights(j, qt, i0, nr, klo, khi, m, inv, st);
+    if (!j->sparse->layout) /* st and ot are free again */
+        for (int64_t r = 0; r < nr; r++)
+            if (j->sparse->qglobal[i0 + r]) sparse_global_row(j, i0 + r, st, ot);
 }

@@ -541,7 +541,7 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     float *qh = scratch, *oh = scratch + Tq * d;
     attn_error ae = {{0}, {0}};
     attn_status st = ATTN_OK;
-    attn_ctx *ctx = srv_ctx_acquire(flops / (double)H);
+    attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
     for (int64_t h = 0; h < H && st == ATTN_OK; h++) {
         for (int64_t i = 0; i < Tq; i++)
             memcpy(qh + i * d, q->data + (i * H + h) * d, (size_t)d * sizeof(float));

@@ -333,6 +333,7 @@ typedef struct {
     int mha;
     attn_shapes sh;
     float *out, *w;
+    int modern; /* scaled_dot with the score pipeline's options */
 } job;
 
 static attn_status job_plan(job *j)
@@ -375,8 +376,35 @@ static int close_to(const float *got, const double *want, int64_t n, int64_t *ba
     return 1;
 }
 
-/* Linear attention (no parameters, unmasked here) against tests/ref_modern.c. */
-static int ref_linear(const attn_request *r, double *ro, double *rw)
+/* The score pipeline's options of a dot-product request into m. */
+static void modern_options(const attn_options *o, rm_request *m, double *slope, double *sink)
+{
+    m->align = o->align == ATTN_ALIGN_BOTTOM_RIGHT ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    m->has_window = o->has_window;
+    m->left = o->window_left;
+    m->right = o->window_right;
+    m->softcap = o->softcap;
+    if (o->alibi) {
+        if (o->alibi_slopes)
+            *slope = o->alibi_slopes[0];
+        else
+            rm_alibi_slopes(1, slope);
+        m->alibi = slope;
+    }
+    if (o->sinks) {
+        *sink = o->sinks[0];
+        m->sinks = sink;
+    }
+    m->rope.on = o->rope.on;
+    m->rope.base = o->rope.base;
+    m->rope.style = o->rope.style == ATTN_ROPE_INTERLEAVED ? RM_ROPE_INTERLEAVED : RM_ROPE_HALF;
+    m->rope.dims = o->rope.dims;
+    m->rope.offset = o->rope.offset;
+}
+
+/* Linear attention (no parameters, unmasked here) and scaled_dot with the
+ * score pipeline's options against tests/ref_modern.c. */
+static int ref_modern(const attn_request *r, double *ro, double *rw)
 {
     const attn_tensor *t[3] = {&r->query, &r->key, &r->value};
     double *d[3];
@@ -389,7 +417,9 @@ static int ref_linear(const attn_request *r, double *ro, double *rw)
     }
     rm_request m;
     memset(&m, 0, sizeof m);
-    m.rule = RM_LINEAR;
+    double slope, sink;
+    m.rule = r->rule == ATTN_RULE_LINEAR ? RM_LINEAR : RM_SCALED_DOT;
+    modern_options(&r->opt, &m, &slope, &sink);
     m.B = o ? r->query.shape[0] : 1;
     m.Lq = r->query.shape[o];
     m.Lk = r->key.shape[o];
@@ -445,7 +475,7 @@ static int job_matches_ref(job *j, const float *out, const float *w)
     uint8_t *dense = expand_pattern(j->mha ? &m.opt : &r.opt, q->shape[1],
                                     (k->rank ? k : q)->shape[1]);
     int rc = j->mha ? ref_mha(&m, ro, w ? rw : NULL, &gain)
-           : r.rule == ATTN_RULE_LINEAR ? ref_linear(&r, ro, rw)
+           : r.rule == ATTN_RULE_LINEAR || j->modern ? ref_modern(&r, ro, w ? rw : NULL)
            : ref_attention(&r, ro, w ? rw : NULL, &gap);
     int64_t bad = -1;
     int ok = rc == 0 && close_to(out, ro, j->sh.out_count, &bad) &&
@@ -499,6 +529,28 @@ static size_t make_jobs(job *jobs, attn_param_set **sets)
                 j->r.n_params = sets[n - 1]->n;
             }
         }
+    static const float sinks[1] = {0.5f};
+    for (int decode = 0; decode < 2; decode++) {
+        job *j = &jobs[n++];
+        memset(j, 0, sizeof *j);
+        j->modern = 1;
+        j->name = decode ? "scaled_dot, every option, decode (Lq = 1)" : "scaled_dot, every option";
+        j->r = attn_request_default(ATTN_RULE_SCALED_DOT);
+        j->r.query = R(3, B, decode ? 1 : L, D, 0);
+        j->r.key = R(3, B, 2 * L, D, 5000);
+        j->r.value = R(3, B, 2 * L, 24, 10000);
+        j->r.opt.need_weights = !decode;
+        j->r.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
+        j->r.opt.causal = 1;
+        j->r.opt.has_window = 1;
+        j->r.opt.window_left = 40;
+        j->r.opt.softcap = 5.0f;
+        j->r.opt.alibi = 1;
+        j->r.opt.sinks = sinks;
+        j->r.opt.n_sinks = 1;
+        j->r.opt.rope.on = 1;
+        j->r.opt.rope.offset = 3;
+    }
     static const struct { const char *name; int64_t kd, vd, H, Hkv; int pe, avg, norm, need; } mh[] = {
         {"multihead self (fused)", 0, 0, 4, 0, 0, 0, 0, 1},
         {"multihead kdim/vdim, averaged, LayerNorm", 24, 16, 4, 0, 0, 1, 1, 1},
@@ -587,8 +639,9 @@ static void test_scratch_foretold(job *jobs, size_t n)
         job *j = &jobs[i];
         attn_ctx *ctx = attn_ctx_new(0);
         attn_status st = job_run(j, ctx, j->out, j->w);
-        double used = (double)ctx->region[ATTN_WS_PIECES].peak +
-                      (double)ctx->region[ATTN_WS_KERNELS].peak;
+        double used = 0.0;
+        for (int r = 0; r < ATTN_REGIONS; r++)
+            used += (double)ctx->region[r].peak;
         char what[128];
         snprintf(what, sizeof what, "%s: workspace within scratch_bytes", j->name);
         check(st == ATTN_OK && used <= j->sh.scratch_bytes && j->sh.scratch_bytes <= 4 * used + 65536,
@@ -732,8 +785,8 @@ int main(int argc, char **argv)
 
     for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++)
         rnd[i] = (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
-    job jobs[2 * ATTN_RULE_COUNT + 5];
-    attn_param_set *sets[2 * ATTN_RULE_COUNT + 5] = {0};
+    job jobs[2 * ATTN_RULE_COUNT + 7];
+    attn_param_set *sets[2 * ATTN_RULE_COUNT + 7] = {0};
     size_t n = make_jobs(jobs, sets);
     int planned = 1;
     for (size_t i = 0; i < n; i++)
