@@ -351,7 +351,14 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     if (!rs->body && !(rs->body = malloc(1)))
         return MHD_NO;
     rs->body[rs->len] = '\0';
-    if (rs->len >= HEAVY_BODY) {
+    /* A step for a session whose turn another request holds would wait on
+     * this polling thread, and so stall its other connections: it waits
+     * on a thread of its own instead (inline when none is to be had). */
+    if (rs->len < HEAVY_BODY && srv_cfg.threads > 0 && srv_session_busy(&rs->target) &&
+        offload(conn, rs) == 0)
+        return MHD_YES;
+    int heavy = rs->len >= HEAVY_BODY || srv_route_heavy(&rs->target);
+    if (heavy) {
         /* With a thread per connection the computation already has its own
          * thread (and MHD allows no suspending there): count it only. */
         int counted = srv_cfg.threads == 0 && srv_compute_enter() == 0;
@@ -359,7 +366,7 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
             return MHD_YES;
         if (!counted) {
             char msg[120];
-            snprintf(msg, sizeof msg, "the server is busy with %d large requests; retry shortly",
+            snprintf(msg, sizeof msg, "the server is busy with %d heavy requests; retry shortly",
                      srv_cfg.max_inflight);
             return send_error(conn, rs, 503, "overloaded", msg);
         }
@@ -367,7 +374,7 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     srv_reply r;
     srv_reply_init(&r);
     srv_route_serve(&rs->target, rs->body, rs->len, &r);
-    if (rs->len >= HEAVY_BODY)
+    if (heavy)
         srv_compute_leave();
     free(rs->body);
     rs->body = NULL;

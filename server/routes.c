@@ -126,6 +126,11 @@ static void serve_static(const srv_target *t, const char *body, size_t len, srv_
 
 /* ------------------------------------------------------------ the table */
 
+int srv_route_heavy(const srv_target *t)
+{
+    return t->route == SRV_R_MODELS_TRANSLATE;
+}
+
 /* {rule}, {model}, {version}, {name} and {id} are one path segment, {file}
  * the rest of the path; each is checked as it is matched (see capture). GET rows
  * answer HEAD too. First match wins; a path that matches rows of other

@@ -459,6 +459,11 @@ void srv_reply_timings(srv_reply *r, const srv_call *call);
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
 /* Serves a resolved target; body is NULL for GET routes. */
 void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Whether the target's work is heavy whatever its body's size (a
+ * translation decodes token by token): such requests are served off the
+ * polling threads and count against the cap on computations at once, as
+ * large bodies do. */
+int srv_route_heavy(const srv_target *t);
 /* Calls fn for every row of the route table that front serves. */
 void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud);
 /* Records the value of the front end's length header (NULL: absent): a
@@ -549,6 +554,10 @@ void srv_serve_session_step(const srv_target *t, const char *body, size_t len, s
 void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r);
 void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r);
 void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Whether a step or truncate of t's session would wait for another
+ * request's turn now (http.c then serves it on a thread of its own, so the
+ * wait holds no polling thread). */
+int  srv_session_busy(const srv_target *t);
 /* Whether s[0..n) has the form of a session id (a path segment). */
 int  srv_session_id_ok(const char *s, size_t n);
 /* Expires the sessions idle past ATTN_SESSION_TTL (main calls it often). */

@@ -1,8 +1,9 @@
 /* test_modern.c - the library's score pipeline options (align, window pairs,
  * softcap, ALiBi, sinks, rope, hard sampling, learned positions) against
  * PyTorch's golden vectors in tests/golden_modern/ and against the double
- * reference tests/ref_modern.c over random requests, on every CPU variant
- * the machine runs (the ATTN_ISA names of lib/kernels_isa.h).
+ * reference tests/ref_modern.c over random requests and a growing decode
+ * loop, on every CPU variant the machine runs (the ATTN_ISA names of
+ * lib/kernels_isa.h).
  *
  * Usage: test_modern [golden-dir] [--trials N] [--seed N] [--verbose]
  *
@@ -778,6 +779,69 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
     release(&A);
 }
 
+/* A decode loop on one context: step n attends query row n (Lq = 1,
+ * bottom-right causal, every option, rope in both styles) over keys
+ * 0..n, as a KV cache grows, so the context's rotary table is reused,
+ * extended by one position a step, and rebuilt when the rope changes.
+ * Each step against the reference. */
+static void decode_loop(attn_ctx *ctx, int style)
+{
+    enum { STEPS = 140, HEADS = 3, D = 40, DV = 24 };
+    allocs A = {{0}, 0};
+    double *k = rnd_doubles(&A, HEADS * STEPS * D, 1.0), *v = rnd_doubles(&A, HEADS * STEPS * DV, 1.0);
+    double *qs = rnd_doubles(&A, HEADS * STEPS * D, 1.0), sink = 0.7, slope = 0.05;
+    int ok = 1;
+    for (int64_t n = 1; n <= STEPS && ok; n++) {
+        allocs B = {{0}, 0};
+        rm_request q;
+        memset(&q, 0, sizeof q);
+        q.rule = RM_SCALED_DOT;
+        q.B = HEADS;
+        q.Lq = 1;
+        q.Lk = n;
+        q.Dq = q.Dk = D;
+        q.Dv = DV;
+        /* batch row h: query row n - 1 of head h, keys and values 0..n-1 */
+        double *qq = keep(&B, malloc(sizeof(double) * HEADS * D));
+        double *kk = keep(&B, malloc(sizeof(double) * (size_t)(HEADS * n * D)));
+        double *vv = keep(&B, malloc(sizeof(double) * (size_t)(HEADS * n * DV)));
+        for (int h = 0; h < HEADS; h++) {
+            memcpy(qq + h * D, qs + (h * STEPS + n - 1) * D, sizeof(double) * D);
+            memcpy(kk + h * n * D, k + h * STEPS * D, sizeof(double) * (size_t)(n * D));
+            memcpy(vv + h * n * DV, v + h * STEPS * DV, sizeof(double) * (size_t)(n * DV));
+        }
+        q.query = qq;
+        q.key = kk;
+        q.value = vv;
+        q.align = RM_BOTTOM_RIGHT;
+        q.causal = 1;
+        q.softcap = 4.0;
+        q.alibi = &slope;
+        q.sinks = &sink;
+        q.rope.on = 1;
+        q.rope.base = 10000.0;
+        q.rope.style = style ? RM_ROPE_INTERLEAVED : RM_ROPE_HALF;
+        q.rope.dims = n > 100 ? 24 : 0; /* a rope change rebuilds the table */
+        q.rope.offset = 5;
+        lib_extra x = {0, 0, 0};
+        lib_req L;
+        double *ro = keep(&B, malloc(sizeof(double) * HEADS * DV));
+        char name[96];
+        snprintf(name, sizeof name, "decode loop (%s rope), step %lld", style ? "interleaved" : "half",
+                 (long long)n);
+        if (rm_compute(&q, ro, NULL, NULL, NULL) != 0) {
+            fail(name, "the reference failed");
+            ok = 0;
+        } else {
+            to_lib(&q, &x, &B, &L);
+            ok = run_and_check(ctx, name, &L, ro, HEADS * DV, NULL, 0);
+        }
+        release(&B);
+    }
+    ok ? n_passed++ : n_failed++;
+    release(&A);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = "tests/golden_modern";
@@ -810,6 +874,8 @@ int main(int argc, char **argv)
         rng_state = seed;
         for (int t = 0; t < trials; t++)
             random_trial(ctx, t);
+        decode_loop(ctx[0], 0);
+        decode_loop(ctx[1], 1);
         printf("%s: golden vectors and %d random trials: %d passed, %d failed, %d skipped\n",
                isas[k], trials, n_passed - before_p, n_failed - before_f, n_skipped - before_s);
     }
