@@ -390,7 +390,7 @@ test-load: $(SERVER)
 # The library tests (200 random trials) and every HTTP case file against
 # servers run under valgrind memcheck (tests/valgrind/): any memory error or
 # leak fails. Suppressions, with the reason for each, in tests/valgrind/attn.supp.
-valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(SERVER)
+valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(TEST_SESSIONS) $(SERVER)
 	tests/valgrind/run.sh $(BUILD)
 
 asan:

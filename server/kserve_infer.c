@@ -11,12 +11,14 @@
 /* One $request_input as read, before it lands in the job. */
 typedef struct {
     const char *name;  /* borrowed from the parsed header */
-    int is_bool;
+    int is_bool, is_int;  /* BOOL, INT64, else FP32 */
     int rank;
     int64_t shape[ATTN_MAX_RANK];
     int64_t count;
     float *f;          /* arena or codec owned */
     uint8_t *m;
+    int64_t *ix;
+    size_t n_ix;
 } ks_input;
 
 /* The body: the JSON header, then binary tensor data from bin on. */
@@ -119,12 +121,12 @@ static int read_top(json_t *root, const ks_body *kb, srv_codec *c, srv_job *j, s
 /* ---------------------------------------------------------------- outputs */
 
 typedef struct {
-    const char *name; /* "output" or "weights" */
+    const char *name; /* "output", "weights" or "layout" */
     int binary;
 } ks_output;
 
 typedef struct {
-    ks_output o[2];
+    ks_output o[3];
     int n;
 } ks_outputs;
 
@@ -138,11 +140,13 @@ static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
     if (only_keys(o, out_keys, "output field", e))
         return -1;
     const char *s = json_string_value(nm);
-    if (strcmp(s, "output") && strcmp(s, "weights"))
+    if (strcmp(s, "output") && strcmp(s, "weights") && strcmp(s, "layout"))
         return srv_fail(e, 400, "invalid_field", "outputs",
-                        "no output named \"%.60s\"; the outputs are output and weights", s);
-    if (outs->n == 1 && !strcmp(outs->o[0].name, s))
-        return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
+                        "no output named \"%.60s\"; the outputs are output, weights and layout "
+                        "(a sparsity pattern's block layout)", s);
+    for (int i = 0; i < outs->n; i++)
+        if (!strcmp(outs->o[i].name, s))
+            return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
     int bin = bin_all;
     if ((p = json_object_get(o, "parameters"))) {
         if (!json_is_object(p))
@@ -157,8 +161,9 @@ static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
     return 0;
 }
 
-/* The request's "outputs" (or both, output first, when absent); weights
- * not asked for are not built. */
+/* The request's "outputs" (or output, weights unless need_weights is
+ * false, and layout with return_layout, when absent); weights and a layout
+ * not asked for are not built; asking for layout is return_layout. */
 static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
 {
     json_t *jo = json_object_get(root, "outputs");
@@ -168,20 +173,24 @@ static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
         outs->o[outs->n++] = (ks_output){"output", j->binary_output};
         if (*nw)
             outs->o[outs->n++] = (ks_output){"weights", j->binary_output};
+        if (j->return_layout)
+            outs->o[outs->n++] = (ks_output){"layout", j->binary_output};
         return 0;
     }
     if (!json_is_array(jo))
         return srv_fail(e, 400, "invalid_field", "outputs", "outputs must be an array of {\"name\": ...}");
-    if (json_array_size(jo) > 2)
+    if (json_array_size(jo) > 3)
         return srv_fail(e, 400, "invalid_field", "outputs",
-                        "outputs lists %zu tensors; the models have two: output and weights",
-                        json_array_size(jo));
-    int want_w = 0;
+                        "outputs lists %zu tensors; the models have at most three: output, weights "
+                        "and layout", json_array_size(jo));
+    int want_w = 0, want_l = 0;
     for (size_t i = 0; i < json_array_size(jo); i++) {
         if (read_output(json_array_get(jo, i), j->binary_output, outs, e))
             return -1;
         want_w |= !strcmp(outs->o[outs->n - 1].name, "weights");
+        want_l |= !strcmp(outs->o[outs->n - 1].name, "layout");
     }
+    j->return_layout = want_l;
     if (want_w && !*nw)
         return srv_fail(e, 400, "invalid_field", "outputs",
                         "outputs asks for weights but need_weights is false");
@@ -235,7 +244,8 @@ static int read_input_head(const ks_body *kb, json_t *j, ks_input *in, srv_err *
     if (find_input(kb, nm, &f, e))
         return -1;
     in->is_bool = f && f->type == SRV_FT_MASK;
-    const char *want = in->is_bool ? "BOOL" : "FP32";
+    in->is_int = f && f->type == SRV_FT_INDICES;
+    const char *want = in->is_bool ? "BOOL" : in->is_int ? "INT64" : "FP32";
     if (!json_is_string(dt))
         return srv_fail(e, 400, "invalid_field", nm, "input %s needs a \"datatype\" (%s)", nm, want);
     if (strcmp(json_string_value(dt), want))
@@ -270,7 +280,7 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     int64_t want, size = json_is_integer(bds) ? json_integer_value(bds) : -1;
     if (size < 0)
         return srv_fail(e, 400, "invalid_field", nm, "input %s: binary_data_size must be a byte count", nm);
-    if (!attn_size_mul(in->count, in->is_bool ? 1 : 4, &want) || size != want)
+    if (!attn_size_mul(in->count, in->is_bool ? 1 : in->is_int ? 8 : 4, &want) || size != want)
         return srv_fail(e, 400, "invalid_field", nm,
                         "input %s: binary_data_size is %lld but shape and datatype make %lld bytes",
                         nm, (long long)size, (long long)want);
@@ -284,9 +294,22 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     if (!dst)
         return srv_fail(e, 503, "overloaded", nm, "out of memory reading %s", nm);
     memcpy(dst, src, (size_t)size); /* the body gives no alignment */
+    int le = host_is_le();
+    if (in->is_int) { /* little-endian int64 */
+        in->ix = dst;
+        in->n_ix = (size_t)in->count;
+        for (int64_t i = 0; i < in->count && !le; i++) {
+            uint8_t *p = (uint8_t *)&in->ix[i];
+            for (int k = 0; k < 4; k++) {
+                uint8_t t0 = p[k];
+                p[k] = p[7 - k];
+                p[7 - k] = t0;
+            }
+        }
+        return 0;
+    }
     in->m = in->is_bool ? dst : NULL;
     in->f = in->is_bool ? NULL : dst;
-    int le = host_is_le();
     for (int64_t i = 0; i < in->count; i++) {
         if (in->is_bool && in->m[i] > 1)
             return srv_fail(e, 400, "invalid_tensor", nm, "input %s: BOOL byte %lld is %u; it must be 0 or 1",
@@ -311,6 +334,14 @@ static int read_data(srv_codec *c, json_t *data, ks_input *in, srv_err *e)
     const int64_t *dshape;
     attn_mask mk;
     attn_tensor tt;
+    if (in->is_int) {
+        if (srv_read_indices(c, data, nm, &in->ix, &in->n_ix, e))
+            return -1;
+        if ((int64_t)in->n_ix != in->count)
+            return srv_fail(e, 400, "invalid_tensor", nm, "input %s: its shape has %lld elements but its data has %zu",
+                            nm, (long long)in->count, in->n_ix);
+        return 0;
+    }
     if (in->is_bool) {
         if (srv_decode_mask(c, data, nm, &mk, e))
             return -1;
@@ -360,6 +391,11 @@ static void put_input(srv_job *j, const ks_body *kb, const ks_input *in, attn_na
     const srv_field *f = srv_field_find(in->name, srv_kserve_where(kb->model, SRV_F_KS_INPUT));
     attn_mask *mk = f ? srv_job_mask(j, f->slot) : NULL;
     attn_tensor *t = f ? srv_job_tensor(j, f->slot) : NULL;
+    if (in->is_int) {
+        srv_job_options(j)->sparsity.global = in->ix;
+        srv_job_options(j)->sparsity.n_global = in->n_ix;
+        return;
+    }
     if (mk) {
         mk->rank = in->rank;
         memcpy(mk->shape, in->shape, sizeof mk->shape);
@@ -421,8 +457,28 @@ static int read_inputs(srv_call *call, srv_codec *c, ks_body *kb, json_t *ji, sr
 
 /* ---------------------------------------------------------------- the response */
 
+/* The layout output: BOOL (rows, cols), true/false or one byte each. */
+static void put_layout(srv_buf *b, const srv_job *j, const ks_output *o, int first)
+{
+    int64_t rows = j->sh.layout_rows, cols = j->sh.layout_cols; /* rows * cols <= max_elements */
+    srv_buf_printf(b, "%s{\"name\":\"layout\",\"datatype\":\"BOOL\",\"shape\":[%lld,%lld]",
+                   first ? "" : ",", (long long)rows, (long long)cols);
+    if (o->binary) {
+        srv_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%lld}}", (long long)(rows * cols));
+        return;
+    }
+    srv_buf_puts(b, ",\"data\":[");
+    for (int64_t i = 0; i < rows * cols; i++)
+        srv_buf_puts(b, j->layout[i] ? (i ? ",true" : "true") : (i ? ",false" : "false"));
+    srv_buf_puts(b, "]}");
+}
+
 static void put_output(srv_buf *b, const srv_job *j, const ks_output *o, int first)
 {
+    if (!strcmp(o->name, "layout")) {
+        put_layout(b, j, o, first);
+        return;
+    }
     int is_w = !strcmp(o->name, "weights");
     int rank = is_w ? j->sh.w_rank : j->sh.out_rank;
     const int64_t *shape = is_w ? j->sh.w_shape : j->sh.out_shape;
@@ -451,6 +507,10 @@ static void put_binary(srv_buf *b, const srv_job *j, const ks_outputs *outs)
     for (int i = 0; i < outs->n; i++) {
         if (!outs->o[i].binary)
             continue;
+        if (!strcmp(outs->o[i].name, "layout")) {
+            srv_buf_put(b, j->layout, (size_t)(j->sh.layout_rows * j->sh.layout_cols));
+            continue;
+        }
         int is_w = !strcmp(outs->o[i].name, "weights");
         const float *src = is_w ? j->weights : j->out;
         int64_t count = is_w ? j->sh.w_count : j->sh.out_count;

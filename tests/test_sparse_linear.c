@@ -462,6 +462,20 @@ static void random_sparse(int it)
     r.opt.causal = next_u() % 3 == 0;
     r.opt.need_weights = (int)(next_u() % 2);
     r.opt.seed = next_u();
+    /* the score pipeline's options around the pattern */
+    r.opt.align = next_u() % 2 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    float sink = (float)rnd_int(-3, 3);
+    if (next_u() % 4 == 0) {
+        r.opt.sinks = &sink;
+        r.opt.n_sinks = 1;
+    }
+    if (next_u() % 4 == 0)
+        r.opt.softcap = 2.0f;
+    if (next_u() % 5 == 0) {
+        r.opt.has_window = 1;
+        r.opt.window_left = next_u() % 3 ? rnd_int(0, 90) : -1;
+        r.opt.window_right = next_u() % 3 ? rnd_int(0, 90) : -1;
+    }
     int extra = (int)(next_u() % 4); /* 1: key_mask, 2: mask, 3: top_k (the row driver) */
     if (extra == 1) {
         r.opt.key_mask.rank = 1;
@@ -485,6 +499,13 @@ static void random_sparse(int it)
     m.query = dq; m.key = dk; m.value = dv;
     m.causal = r.opt.causal;
     m.seed = r.opt.seed;
+    m.align = r.opt.align ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    double sink_d = sink;
+    m.sinks = r.opt.sinks ? &sink_d : NULL;
+    m.softcap = r.opt.softcap;
+    m.has_window = r.opt.has_window;
+    m.left = r.opt.window_left;
+    m.right = r.opt.window_right;
     m.key_mask = extra == 1 ? km : NULL;
     m.key_mask_rank = extra == 1;
     m.mask = extra == 2 ? mk : NULL;
@@ -497,7 +518,7 @@ static void random_sparse(int it)
     snprintf(name, sizeof name,
              "random sparse #%d (%s %s, B %lld, Lq %lld, Lk %lld, D %lld, Dv %lld, window %lld, "
              "%zu globals, block %lld, window_blocks %lld, global_blocks %lld, random_blocks "
-             "%lld%s%s%s)",
+             "%lld%s%s%s%s%s%s%s)",
              it, attn_rule_name(r.rule), pattern_name(r.opt.sparsity.pattern), (long long)B,
              (long long)Lq, (long long)Lk, (long long)D, (long long)Dv,
              (long long)r.opt.sparsity.window, r.opt.sparsity.n_global,
@@ -505,7 +526,9 @@ static void random_sparse(int it)
              (long long)r.opt.sparsity.global_blocks, (long long)r.opt.sparsity.random_blocks,
              r.opt.causal ? ", causal" : "",
              extra == 1 ? ", key_mask" : extra == 2 ? ", mask" : extra == 3 ? ", top_k" : "",
-             r.opt.need_weights ? ", weights" : "");
+             r.opt.need_weights ? ", weights" : "", r.opt.align ? ", bottom_right" : "",
+             r.opt.sinks ? ", sink" : "", r.opt.softcap > 0 ? ", softcap" : "",
+             r.opt.has_window ? ", window pair" : "");
     attn_shapes sh;
     attn_error e;
     float *out, *w;
@@ -528,7 +551,7 @@ static void random_sparse(int it)
         /* the same through the library's dense path: the pattern (and the
          * request's mask) expanded into a mask */
         uint8_t *dense = malloc((size_t)(Lq * Lk));
-        rm_sparsity_expand(&m.sparsity, Lq, Lk, RM_TOP_LEFT, r.opt.seed, dense, NULL);
+        rm_sparsity_expand(&m.sparsity, Lq, Lk, m.align, r.opt.seed, dense, NULL);
         for (int64_t e2 = 0; extra == 2 && e2 < Lq * Lk; e2++)
             dense[e2] &= mk[e2];
         attn_request dr = r;
@@ -718,7 +741,7 @@ static void golden_run(const char *path)
     memset(&e, 0, sizeof e);
     float *out = NULL, *w = NULL;
     attn_status st;
-    const attn_options *opt;
+    int need_weights;
     attn_param_set *set = NULL;
     if (!strcmp(c.rule, "multihead")) {
         attn_mha_request r = attn_mha_request_default();
@@ -741,7 +764,7 @@ static void golden_run(const char *path)
             r.params = set->items;
             r.n_params = set->n;
         }
-        opt = &r.opt;
+        need_weights = r.opt.need_weights;
         st = run_mha(&r, &sh, &out, &w, &e);
     } else {
         attn_rule rule = ATTN_RULE_DOT;
@@ -758,7 +781,7 @@ static void golden_run(const char *path)
         golden_options(&c, &r.opt, globals);
         r.params = params;
         r.n_params = np;
-        opt = &r.opt;
+        need_weights = r.opt.need_weights;
         st = run_rule(&r, &sh, &out, &w, &e);
     }
     if (st != ATTN_OK && pipeline_field(e.field)) {
@@ -768,7 +791,7 @@ static void golden_run(const char *path)
         check(st == ATTN_OK, c.name, "computes: ", e.message);
         if (st == ATTN_OK) {
             golden_expect(&c, "output", out, sh.out_count);
-            if (opt->need_weights)
+            if (need_weights)
                 golden_expect(&c, "weights", w, sh.w_count);
         }
     }
@@ -776,6 +799,59 @@ static void golden_run(const char *path)
     free(out);
     free(w);
     golden_free(&c);
+}
+
+/* Hostile sizes in a pattern that allows everything (a window, block
+ * counts or a block size near INT64_MAX): no overflow, and the answer of
+ * the library's dense attention. */
+static void hostile_patterns(void)
+{
+    int64_t Lq = 37, Lk = 70, D = 8, globals[1] = {69};
+    float *q = rnd_floats(Lq * D, 1.0f), *k = rnd_floats(Lk * D, 1.0f), *v = rnd_floats(Lk * D, 1.0f);
+    attn_request r = attn_request_default(ATTN_RULE_DOT);
+    r.query = tensor3(0, 1, Lq, D, q);
+    r.key = tensor3(0, 1, Lk, D, k);
+    r.value = tensor3(0, 1, Lk, D, v);
+    r.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    attn_shapes sh;
+    attn_error e;
+    float *dout, *dw, *out, *w;
+    attn_status st = run_rule(&r, &sh, &dout, &dw, &e);
+    double *want = to_d(dout, Lq * D), *wantw = to_d(dw, Lq * Lk);
+    for (int c = 0; c < 5; c++) {
+        attn_sparsity *sp = &r.opt.sparsity;
+        memset(sp, 0, sizeof *sp);
+        sp->window_blocks = 3;
+        sp->global_blocks = 2;
+        sp->random_blocks = 3;
+        sp->block = 5;
+        const char *what[5] = {"local_global window INT64_MAX", "bigbird window_blocks INT64_MAX",
+                               "bigbird global_blocks INT64_MAX", "bigbird random_blocks INT64_MAX",
+                               "bigbird block INT64_MAX"};
+        if (c == 0) {
+            sp->pattern = ATTN_SPARSE_LOCAL_GLOBAL;
+            sp->window = INT64_MAX;
+            sp->global = globals;
+            sp->n_global = 1;
+        } else {
+            sp->pattern = ATTN_SPARSE_BIGBIRD;
+            if (c == 1) sp->window_blocks = INT64_MAX;
+            if (c == 2) sp->global_blocks = INT64_MAX;
+            if (c == 3) sp->random_blocks = INT64_MAX;
+            if (c == 4) sp->block = INT64_MAX;
+        }
+        char name[120];
+        snprintf(name, sizeof name, "hostile pattern: %s", what[c]);
+        attn_status s2 = run_rule(&r, &sh, &out, &w, &e);
+        check(st == ATTN_OK && s2 == ATTN_OK, name, "computes: ", e.message);
+        if (st == ATTN_OK && s2 == ATTN_OK) {
+            compare(name, "output = dense", out, want, Lq * D);
+            compare(name, "weights = dense", w, wantw, Lq * Lk);
+        }
+        free(out);
+        free(w);
+    }
+    free(dout); free(dw); free(want); free(wantw); free(q); free(k); free(v);
 }
 
 /* ------------------------------------------------------------- main */
@@ -790,6 +866,7 @@ static void run_random(void)
         random_sparse(it);
     for (int it = 0; it < 20; it++)
         random_mha(it, 0, ATTN_SPARSE_LOCAL_GLOBAL);
+    hostile_patterns();
 }
 
 int main(int argc, char **argv)

@@ -25,9 +25,14 @@ VG_SERVER="$build/attn-server" VG_LOGDIR="$logs" \
     "$build/test_http" --server tests/valgrind/server.sh --memcheck --log "$logs/test_http_server.log" \
     >"$logs/test_http.out" 2>&1 || rc=1
 grep -E "^FAIL|passed" "$logs/test_http.out" | tail -20
+echo "valgrind: decode sessions (created, stepped, truncated, expired, deleted) against servers under memcheck"
+VG_SERVER="$build/attn-server" VG_LOGDIR="$logs" \
+    "$build/test_sessions" --server tests/valgrind/server.sh --memcheck --log "$logs/test_sessions_server.log" \
+    >"$logs/test_sessions.out" 2>&1 || rc=1
+grep -E "^FAIL|passed" "$logs/test_sessions.out" | tail -20
 bad=$rc
 for f in "$logs"/*.log; do
-    case "$f" in *test_http_server.log) continue ;; esac
+    case "$f" in *test_http_server.log|*test_sessions_server.log) continue ;; esac
     if [ -s "$f" ]; then
         echo "valgrind: findings in $f:"
         head -60 "$f"
