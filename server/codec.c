@@ -431,3 +431,34 @@ void srv_encode_tensor(srv_buf *b, const float *data, int rank,
     char *o = write_nested(b->data + b->len, data, rank, shape, count);
     b->len = (size_t)(o - b->data);
 }
+
+/* A bool tensor of rank 2 (a block layout): nested true/false, or
+ * {"shape", "dtype": "bool", "b64"} with one byte each. */
+void srv_encode_mask2(srv_buf *b, const uint8_t *m, int64_t rows, int64_t cols, int b64)
+{
+    int64_t count;
+    if (!attn_size_mul(rows, cols, &count) || (uint64_t)count > SIZE_MAX / 8) {
+        b->failed = 1;
+        return;
+    }
+    if (b64) {
+        srv_buf_printf(b, "{\"shape\":[%lld,%lld],\"dtype\":\"bool\",\"b64\":\"", (long long)rows,
+                       (long long)cols);
+        if (srv_buf_reserve(b, srv_b64_encoded_len((size_t)count)) != 0)
+            return;
+        srv_b64_encode(m, (size_t)count, b->data + b->len);
+        b->len += srv_b64_encoded_len((size_t)count);
+        srv_buf_puts(b, "\"}");
+        return;
+    }
+    if (srv_buf_reserve(b, (size_t)count * 6 + 2 * (size_t)rows + 2) != 0)
+        return;
+    srv_buf_putc(b, '[');
+    for (int64_t i = 0; i < rows; i++) {
+        srv_buf_puts(b, i ? ",[" : "[");
+        for (int64_t k = 0; k < cols; k++)
+            srv_buf_puts(b, m[i * cols + k] ? (k ? ",true" : "true") : (k ? ",false" : "false"));
+        srv_buf_putc(b, ']');
+    }
+    srv_buf_putc(b, ']');
+}

@@ -2,6 +2,7 @@
  * slot takes each, read from JSON into a job, listed in errors and metadata. */
 #include "srv.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,10 @@
 #define RA SRV_F_REQ_ATT
 #define RM SRV_F_REQ_MHA
 #define NC SRV_F_NO_CONCAT
+#define XC SRV_F_X_CONCAT
+#define XL SRV_F_X_LINEAR
+#define DOT SRV_F_DOT_ONLY
+#define LIN SRV_F_LINEAR_ONLY
 #define SN SRV_F_SES_NEW
 #define SS SRV_F_SES_STEP
 #define SC SRV_F_SES_CUT
@@ -29,21 +34,48 @@ static const srv_field fields[] = {
     {"query", SRV_FT_TENSOR, S(QUERY), BOTH | SS | BODY | KSI | RA | RM | RS, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
     {"key", SRV_FT_TENSOR, S(KEY), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
     {"value", SRV_FT_TENSOR, S(VALUE), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
-    {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
-    {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI | NC, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
-    {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
-    {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where j <= i"},
-    {"window", SRV_FT_INT, S(WINDOW), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where |i - j| <= window"},
+    {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
+    {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI | NC | XC, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
+    {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC | XC | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
+    {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP | XC, 0, NULL, NULL, "query i sees key j only where j <= i' (i' = i, or i + Lk - Lq with align bottom_right)"},
+    {"align", SRV_FT_WORD, S(ALIGN), BOTH | BODY | KSP | XC, 0, NULL, NULL, "\"top_left\" or \"bottom_right\": where the diagonal of causal, window, alibi and rope sits"},
+    {"window", SRV_FT_WINDOW, S(WINDOW), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "w: |i' - j| <= w; or [left, right]: i' - left <= j <= i' + right, null for an unbounded side"},
+    {"window_left", SRV_FT_INT, S(WINDOW_LEFT), BOTH | KSP | XC | XL, 0, NULL, NULL, "keys up to this many before i' (the other side unbounded unless given)"},
+    {"window_right", SRV_FT_INT, S(WINDOW_RIGHT), BOTH | KSP | XC | XL, 0, NULL, NULL, "keys up to this many after i' (the other side unbounded unless given)"},
+    {"softcap", SRV_FT_NUMBER, S(SOFTCAP), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "c > 0: scores become c * tanh(s / c)"},
+    {"alibi", SRV_FT_HEADS, S(ALIBI), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "true (the ALiBi paper's slopes), a slope (/attention) or one slope per head (/multihead)"},
+    {"alibi", SRV_FT_TENSOR, S(ALIBI), MHA | KSI, 0, NULL, "(H)", "one ALiBi slope per head"},
+    {"sinks", SRV_FT_HEADS, S(SINKS), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "a sink logit in each softmax's denominator: a number (/attention) or one per head (/multihead)"},
+    {"sinks", SRV_FT_TENSOR, S(SINKS), MHA | KSI, 0, NULL, "(H)", "one sink logit per head"},
+    {"rope", SRV_FT_OBJECT, S(ROPE), BOTH | SN | BODY | XC | XL | DOT, 0, NULL, NULL, "rotary embedding of query and key rows: {base, style, dims, offset}"},
+    {"rope", SRV_FT_BOOL, S(ROPE_ON), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rotary embedding with the defaults (rope_* parameters imply it)"},
+    {"rope_base", SRV_FT_NUMBER, S(ROPE_BASE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: the frequency base (10000)"},
+    {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
+    {"rope_dims", SRV_FT_INT, S(ROPE_DIMS), BOTH | KSP | XC | XL | DOT, 1, NULL, NULL, "rope: features turned (even, up to the head dim)"},
+    {"rope_offset", SRV_FT_INT, S(ROPE_OFFSET), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "rope: added to every position"},
     {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | SS | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
-    {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP, 0, NULL, NULL, "\"argmax\", or keep the top k weights"},
-    {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given"},
+    {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP | XL, 0, NULL, NULL, "\"argmax\", {\"top_k\": k} or {\"sample\": {\"temperature\": T}}"},
+    {"temperature", SRV_FT_NUMBER, S(TEMPERATURE), BOTH | KSP | XL, 0, NULL, NULL, "hard \"sample\": draws from w^(1/T) (1)"},
+    {"sparsity", SRV_FT_OBJECT, S(SPARSITY), BOTH | BODY | XC | XL | DOT, 0, NULL, NULL, "a sparse pattern: {pattern: local_global|bigbird|blocks, ...}"},
+    {"sparsity", SRV_FT_WORD, S(SP_PATTERN), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "a sparse pattern: local_global, bigbird or blocks"},
+    {"sparsity_window", SRV_FT_INT, S(SP_WINDOW), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "local_global: |i' - j| <= window"},
+    {"sparsity_global", SRV_FT_INDICES, S(SP_GLOBAL), BOTH | KSI | XC | XL | DOT, 0, "(G)", "(G)", "local_global: global token indices"},
+    {"sparsity_block", SRV_FT_INT, S(SP_BLOCK), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird, blocks: the block size"},
+    {"sparsity_window_blocks", SRV_FT_INT, S(SP_WINDOW_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: window blocks (odd, 3)"},
+    {"sparsity_global_blocks", SRV_FT_INT, S(SP_GLOBAL_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: global blocks (2)"},
+    {"sparsity_random_blocks", SRV_FT_INT, S(SP_RANDOM_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: random blocks per query block (3)"},
+    {"sparsity_layout", SRV_FT_MASK, S(SP_LAYOUT), BOTH | KSI | NC | XC | XL | DOT, 0, "(Rb, Cb)", "(Rb, Cb)", "blocks: the block layout"},
+    {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
+    {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP | LIN, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
+    {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
+    {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
-    {"output_format", SRV_FT_FORMAT, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
+    {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
     {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
     {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | SN | BODY | KSP | RM | RS, ANY, NULL, NULL, "an integer that divides the embedding size"},
     {"num_kv_heads", SRV_FT_INT, S(NUM_KV_HEADS), MHA | SN | BODY | KSP, 1, NULL, NULL, "and divide num_heads"},
     {"average_weights", SRV_FT_BOOL, S(AVERAGE_WEIGHTS), MHA | BODY | KSP, 0, NULL, NULL, "weights averaged over the heads"},
-    {"positional_encoding", SRV_FT_POSENC, S(POSENC), MHA | BODY | KSP, 0, NULL, NULL, "\"sinusoidal\" or \"none\""},
+    {"positional_encoding", SRV_FT_WORD, S(POSENC), MHA | BODY | KSP, 0, NULL, NULL, "\"sinusoidal\", \"learned\" (params.pos_embedding.weight) or \"none\""},
     {"residual_norm", SRV_FT_BOOL, S(RESIDUAL_NORM), MHA | BODY | KSP, 0, NULL, NULL, "LayerNorm(query + attention)"},
     {"params", SRV_FT_PARAMS, S(PARAMS), BOTH | BODY, 0, NULL, NULL, "tensors named as in the PyTorch state_dict"},
     {"hidden_size", SRV_FT_INT, S(HIDDEN_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dh of seeded additive / concat_tanh parameters"},
@@ -71,14 +103,55 @@ static const srv_field fields[] = {
     {"W_o.bias", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(E)", ""},
     {"norm.weight", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(E)", ""},
     {"norm.bias", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(E)", ""},
+    {"pos_embedding.weight", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(P, E)", ""},
 };
 #define N_FIELDS (sizeof fields / sizeof fields[0])
+
+/* The members of the object fields. `where` holds, for sparsity, the
+ * patterns (1 << attn_pattern) that take the member, and SRV_F_REQ_ATT
+ * when those patterns need it; min and desc as above. */
+#define LG (1u << ATTN_SPARSE_LOCAL_GLOBAL)
+#define BB (1u << ATTN_SPARSE_BIGBIRD)
+#define BL (1u << ATTN_SPARSE_BLOCKS)
+static const srv_field rope_members[] = {
+    {"base", SRV_FT_NUMBER, S(ROPE_BASE), 0, 0, NULL, NULL, "the frequency base (10000)"},
+    {"style", SRV_FT_WORD, S(ROPE_STYLE), 0, 0, NULL, NULL, "\"half\" or \"interleaved\""},
+    {"dims", SRV_FT_INT, S(ROPE_DIMS), 0, 1, NULL, NULL, "features turned: even, up to the head dim"},
+    {"offset", SRV_FT_INT, S(ROPE_OFFSET), 0, ANY, NULL, NULL, "added to every position"},
+};
+static const srv_field sparsity_members[] = {
+    {"pattern", SRV_FT_WORD, S(SP_PATTERN), LG | BB | BL | RA, 0, NULL, NULL, "\"local_global\", \"bigbird\" or \"blocks\""},
+    {"window", SRV_FT_INT, S(SP_WINDOW), LG | RA, ANY, NULL, NULL, "|i' - j| <= window"},
+    {"global", SRV_FT_INDICES, S(SP_GLOBAL), LG, 0, NULL, NULL, "global token indices"},
+    {"block", SRV_FT_INT, S(SP_BLOCK), BB | BL | RA, ANY, NULL, NULL, "the block size"},
+    {"window_blocks", SRV_FT_INT, S(SP_WINDOW_BLOCKS), BB, ANY, NULL, NULL, "odd (3)"},
+    {"global_blocks", SRV_FT_INT, S(SP_GLOBAL_BLOCKS), BB, ANY, NULL, NULL, "(2)"},
+    {"random_blocks", SRV_FT_INT, S(SP_RANDOM_BLOCKS), BB, ANY, NULL, NULL, "(3)"},
+    {"layout", SRV_FT_MASK, S(SP_LAYOUT), BL | RA, 0, NULL, NULL, "bool (ceil(Lq/block), ceil(Lk/block))"},
+};
+#define N_OF(a) (sizeof a / sizeof a[0])
+
+/* The words of each word field, in the order of the values they stand for
+ * (the first is value `base`). */
+static const struct {
+    int slot, base;
+    const char *w[4];
+} word_sets[] = {
+    {S(ALIGN), 0, {"top_left", "bottom_right"}},
+    {S(OUTPUT_FORMAT), 0, {"json", "b64"}},
+    {S(POSENC), 0, {"none", "sinusoidal", "learned"}},
+    {S(ATTENTION), 0, {"softmax", "linear"}},
+    {S(FEATURE_MAP), 0, {"elu", "relu"}},
+    {S(ROPE_STYLE), 0, {"half", "interleaved"}},
+    {S(SP_PATTERN), 1, {"local_global", "bigbird", "blocks"}},
+};
 
 static const char *const type_words[] = {
     [SRV_FT_TENSOR] = "tensor", [SRV_FT_MASK] = "mask", [SRV_FT_PARAMS] = "object",
     [SRV_FT_BOOL] = "boolean", [SRV_FT_INT] = "integer", [SRV_FT_NUMBER] = "number",
-    [SRV_FT_HARD] = "hard", [SRV_FT_SEED] = "seed", [SRV_FT_FORMAT] = "string",
-    [SRV_FT_POSENC] = "string"};
+    [SRV_FT_HARD] = "hard", [SRV_FT_SEED] = "seed", [SRV_FT_WORD] = "string",
+    [SRV_FT_WINDOW] = "integer or [left, right]", [SRV_FT_HEADS] = "boolean, number or list",
+    [SRV_FT_OBJECT] = "object", [SRV_FT_INDICES] = "list of integers"};
 
 const char *srv_field_type(const srv_field *f)
 {
@@ -90,6 +163,35 @@ unsigned srv_job_where(const srv_job *j)
     if (j->kind == SRV_JOB_SESSION)
         return j->ses.where;
     return j->kind == SRV_JOB_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT;
+}
+
+int srv_rule_is_linear(int rule)
+{
+    const char *n = rule >= 0 && rule < ATTN_RULE_COUNT ? attn_rule_name((attn_rule)rule) : NULL;
+    return n && strcmp(n, "linear") == 0;
+}
+
+int srv_field_applies(const srv_field *f, int rule)
+{
+    unsigned w = f->where;
+    if (rule == SRV_MODEL_MULTIHEAD)
+        return (w & SRV_F_MHA) != 0;
+    if (!(w & SRV_F_ATT))
+        return 0;
+    /* the few fields of one rule */
+    if (!strcmp(f->name, "scale"))
+        return rule == ATTN_RULE_SCALED_DOT;
+    if (!strcmp(f->name, "hidden_size"))
+        return rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
+    if (!strcmp(f->name, "output_size"))
+        return rule == ATTN_RULE_CONCAT;
+    if (srv_rule_is_linear(rule)) /* no parameters, so no seed either */
+        return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
+    if (w & SRV_F_LINEAR_ONLY)
+        return 0;
+    if (rule == ATTN_RULE_CONCAT && (w & SRV_F_X_CONCAT))
+        return 0;
+    return !(w & SRV_F_DOT_ONLY) || rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT;
 }
 
 /* Whether f belongs to every bit of `where` (a job kind and a place),
@@ -149,10 +251,11 @@ static int only_fields(json_t *obj, unsigned where, const char *what, srv_err *e
 
 /* ------------------------------------------------------------ slots */
 
-static attn_options *job_opt(srv_job *j)
+attn_options *srv_job_options(srv_job *j)
 {
     return j->kind == SRV_JOB_MULTIHEAD ? &j->u.mha.opt : &j->u.att.opt;
 }
+#define job_opt srv_job_options
 
 attn_tensor *srv_job_tensor(srv_job *j, int slot)
 {
@@ -162,6 +265,8 @@ attn_tensor *srv_job_tensor(srv_job *j, int slot)
     case SRV_SLOT_KEY:   return mha ? &j->u.mha.key : &j->u.att.key;
     case SRV_SLOT_VALUE: return mha ? &j->u.mha.value : &j->u.att.value;
     case SRV_SLOT_BIAS:  return &job_opt(j)->bias;
+    case SRV_SLOT_ALIBI: return &j->alibi;
+    case SRV_SLOT_SINKS: return &j->sinks;
     default: return NULL;
     }
 }
@@ -169,7 +274,8 @@ attn_tensor *srv_job_tensor(srv_job *j, int slot)
 attn_mask *srv_job_mask(srv_job *j, int slot)
 {
     return slot == SRV_SLOT_MASK ? &job_opt(j)->mask
-         : slot == SRV_SLOT_KEY_MASK ? &job_opt(j)->key_mask : NULL;
+         : slot == SRV_SLOT_KEY_MASK ? &job_opt(j)->key_mask
+         : slot == SRV_SLOT_SP_LAYOUT ? &job_opt(j)->sparsity.layout : NULL;
 }
 
 static int *bool_slot(srv_job *j, int slot)
@@ -178,29 +284,88 @@ static int *bool_slot(srv_job *j, int slot)
     case SRV_SLOT_CAUSAL:          return &job_opt(j)->causal;
     case SRV_SLOT_NEED_WEIGHTS:    return &job_opt(j)->need_weights;
     case SRV_SLOT_RETURN_PARAMS:   return &j->return_params;
+    case SRV_SLOT_RETURN_LAYOUT:   return &j->return_layout;
     case SRV_SLOT_BINARY_OUTPUT:   return &j->binary_output;
     case SRV_SLOT_AVERAGE_WEIGHTS: return &j->u.mha.average_weights;
     case SRV_SLOT_RESIDUAL_NORM:   return &j->u.mha.residual_norm;
+    case SRV_SLOT_ROPE_ON:         return &job_opt(j)->rope.on;
     default: return NULL;
     }
 }
 
-/* An integer slot, and the flag its presence sets (NULL when none). */
-static int64_t *int_slot(srv_job *j, int slot, int **has)
+/* An integer slot. */
+static int64_t *int_slot(srv_job *j, int slot)
 {
-    *has = NULL;
+    attn_options *o = job_opt(j);
     int ses = j->kind == SRV_JOB_SESSION;
     switch (slot) {
-    case SRV_SLOT_WINDOW:       *has = &job_opt(j)->has_window; return &job_opt(j)->window_left;
-    case SRV_SLOT_NUM_HEADS:    return ses ? &j->ses.num_heads : &j->u.mha.num_heads;
-    case SRV_SLOT_NUM_KV_HEADS: return ses ? &j->ses.num_kv_heads : &j->u.mha.num_kv_heads;
-    case SRV_SLOT_HEAD_DIM:     return &j->ses.head_dim;
-    case SRV_SLOT_MAX_TOKENS:   return &j->ses.max_tokens;
-    case SRV_SLOT_LENGTH:       return &j->ses.length;
-    case SRV_SLOT_HIDDEN_SIZE:  return &j->u.att.hidden_size;
-    case SRV_SLOT_OUTPUT_SIZE:  return &j->u.att.output_size;
+    case SRV_SLOT_WINDOW_LEFT:        return &o->window_left;
+    case SRV_SLOT_WINDOW_RIGHT:       return &o->window_right;
+    case SRV_SLOT_NUM_HEADS:          return ses ? &j->ses.num_heads : &j->u.mha.num_heads;
+    case SRV_SLOT_NUM_KV_HEADS:       return ses ? &j->ses.num_kv_heads : &j->u.mha.num_kv_heads;
+    case SRV_SLOT_HEAD_DIM:           return &j->ses.head_dim;
+    case SRV_SLOT_MAX_TOKENS:         return &j->ses.max_tokens;
+    case SRV_SLOT_LENGTH:             return &j->ses.length;
+    case SRV_SLOT_HIDDEN_SIZE:        return &j->u.att.hidden_size;
+    case SRV_SLOT_OUTPUT_SIZE:        return &j->u.att.output_size;
+    case SRV_SLOT_ROPE_DIMS:          return &o->rope.dims;
+    case SRV_SLOT_ROPE_OFFSET:        return &o->rope.offset;
+    case SRV_SLOT_SP_WINDOW:          return &o->sparsity.window;
+    case SRV_SLOT_SP_BLOCK:           return &o->sparsity.block;
+    case SRV_SLOT_SP_WINDOW_BLOCKS:   return &o->sparsity.window_blocks;
+    case SRV_SLOT_SP_GLOBAL_BLOCKS:   return &o->sparsity.global_blocks;
+    case SRV_SLOT_SP_RANDOM_BLOCKS:   return &o->sparsity.random_blocks;
     default: return NULL;
     }
+}
+
+static float *number_slot(srv_job *j, int slot)
+{
+    attn_options *o = job_opt(j);
+    switch (slot) {
+    case SRV_SLOT_SCALE:       j->u.att.has_scale = 1; return &j->u.att.scale;
+    case SRV_SLOT_SOFTCAP:     return &o->softcap;
+    case SRV_SLOT_TEMPERATURE: return &o->temperature;
+    case SRV_SLOT_ROPE_BASE:   return &o->rope.base;
+    default: return NULL;
+    }
+}
+
+/* Stores word number k of the slot's set (offset by the set's base). */
+static void set_word(srv_job *j, int slot, int k)
+{
+    attn_options *o = job_opt(j);
+    switch (slot) {
+    case SRV_SLOT_ALIGN:         o->align = (attn_align)k; break;
+    case SRV_SLOT_OUTPUT_FORMAT: j->b64 = k; break;
+    case SRV_SLOT_POSENC:        j->u.mha.positional_encoding = (attn_posenc)k; break;
+    case SRV_SLOT_ATTENTION:     j->u.mha.linear = k; break;
+    case SRV_SLOT_FEATURE_MAP:   o->feature_map = (attn_feature_map)k; break;
+    case SRV_SLOT_ROPE_STYLE:    o->rope.style = (attn_rope_style)k; break;
+    case SRV_SLOT_SP_PATTERN:    o->sparsity.pattern = (attn_pattern)k; break;
+    default: break;
+    }
+}
+
+/* What the front ends read beside the options: alibi and sinks as lists,
+ * and the seed, which also draws hard sample's keys and BigBird's blocks. */
+int srv_job_finish_options(srv_job *j, srv_err *e)
+{
+    attn_options *o = srv_job_options(j);
+    o->seed = j->seed;
+    if (j->alibi.rank > 1 || j->sinks.rank > 1)
+        return srv_fail(e, 400, "invalid_field", j->alibi.rank > 1 ? "alibi" : "sinks",
+                        "%s must be a list of numbers, one per head", j->alibi.rank > 1 ? "alibi" : "sinks");
+    if (j->alibi.rank) {
+        o->alibi = 1;
+        o->alibi_slopes = j->alibi.data;
+        o->n_alibi_slopes = j->alibi.shape[0];
+    }
+    if (j->sinks.rank) {
+        o->sinks = j->sinks.data;
+        o->n_sinks = j->sinks.shape[0];
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------ readers */
@@ -210,32 +375,123 @@ static int bad(srv_err *e, const srv_field *f, const char *expect)
     return srv_fail(e, 400, "invalid_field", f->name, "%s must be %s", f->name, expect);
 }
 
+static int bad_value(srv_err *e, const srv_field *f, const char *expect)
+{
+    return srv_fail(e, 422, "invalid_param", f->name, "%s must be %s", f->name, expect);
+}
+
+/* Setting any member of rope turns it on; so does a rope_* KServe
+ * parameter. */
+static void note_slot(srv_job *j, int slot)
+{
+    attn_options *o = job_opt(j);
+    if (slot >= SRV_SLOT_ROPE_BASE && slot <= SRV_SLOT_ROPE_OFFSET)
+        o->rope.on = 1;
+    if (slot == SRV_SLOT_WINDOW_LEFT || slot == SRV_SLOT_WINDOW_RIGHT)
+        o->has_window = 1;
+}
+
 static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
 {
     if (!json_is_integer(v))
         return bad(e, f, "an integer");
-    int *has;
-    int64_t x = json_integer_value(v), *dst = int_slot(j, f->slot, &has);
+    int64_t x = json_integer_value(v), *dst = int_slot(j, f->slot);
     if (f->min != INT64_MIN && x < f->min)
         return srv_fail(e, 422, "invalid_param", f->name, "%s must be at least %lld (%s)",
                         f->name, (long long)f->min, f->desc);
     *dst = x;
-    if (has)
-        *has = 1;
-    if (f->slot == SRV_SLOT_WINDOW) /* an integer window is [w, w] */
-        job_opt(j)->window_right = x;
+    note_slot(j, f->slot);
     return 0;
 }
 
-/* "argmax", or keep the top k: {"top_k": k} in a JSON body, the integer k
- * as a KServe parameter (parameters hold no objects). */
+/* A number within float32; softcap, whose 0 would mean "off" to the
+ * library, must be above 0. */
+static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
+{
+    if (!json_is_number(v))
+        return bad(e, f, "a number");
+    double x = json_number_value(v);
+    if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
+        return bad_value(e, f, "a finite float32 value");
+    if (f->slot == SRV_SLOT_SOFTCAP && !(x > 0))
+        return srv_fail(e, 422, "invalid_param", f->name, "%s must be above 0, got %g", f->name, x);
+    *number_slot(j, f->slot) = (float)x;
+    note_slot(j, f->slot);
+    return 0;
+}
+
+/* One of the slot's words ("none" of positional_encoding may also be null). */
+static int read_word(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
+{
+    size_t ws = 0;
+    while (word_sets[ws].slot != f->slot)
+        ws++;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    if (json_is_null(v) && f->slot == SRV_SLOT_POSENC)
+        s = "none";
+    for (int k = 0; s && k < 4 && word_sets[ws].w[k]; k++)
+        if (!strcmp(s, word_sets[ws].w[k])) {
+            set_word(j, f->slot, word_sets[ws].base + k);
+            note_slot(j, f->slot);
+            return 0;
+        }
+    char expect[120] = "";
+    for (int k = 0; k < 4 && word_sets[ws].w[k]; k++) {
+        size_t n = strlen(expect);
+        snprintf(expect + n, sizeof expect - n, "%s\"%s\"", k ? ", " : "one of ", word_sets[ws].w[k]);
+    }
+    return bad(e, f, expect);
+}
+
+/* A window: an integer w (|i' - j| <= w), or [left, right] with null for
+ * an unbounded side. Sides are checked here: -1 is the library's
+ * "unbounded". */
+static int read_window(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
+{
+    attn_options *o = job_opt(j);
+    int64_t side[2];
+    if (json_is_integer(v)) {
+        side[0] = side[1] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        for (size_t k = 0; k < 2; k++) {
+            json_t *x = json_array_get(v, k);
+            if (json_is_null(x))
+                side[k] = -1;
+            else if (json_is_integer(x) && json_integer_value(x) >= 0)
+                side[k] = json_integer_value(x);
+            else if (json_is_integer(x))
+                return srv_fail(e, 422, "invalid_param", f->name,
+                                "window sides must be at least 0 (null: unbounded), got %lld",
+                                (long long)json_integer_value(x));
+            else
+                return bad(e, f, "an integer or [left, right] of integers or null");
+        }
+    } else {
+        return bad(e, f, "an integer or [left, right] of integers or null");
+    }
+    if (json_is_integer(v) && side[0] < 0)
+        return srv_fail(e, 422, "invalid_param", f->name, "window must be at least 0, got %lld",
+                        (long long)side[0]);
+    o->has_window = 1;
+    o->window_left = side[0];
+    o->window_right = side[1];
+    return 0;
+}
+
+/* "argmax", keep the top k, or draw one key: {"top_k": k}, {"sample":
+ * {"temperature": T}} in a JSON body; the integer k or "sample" (with the
+ * temperature parameter) as a KServe parameter (parameters hold no
+ * objects). */
 static int read_hard(srv_job *j, const srv_field *f, json_t *v, unsigned where, srv_err *e)
 {
     attn_options *opt = job_opt(j);
-    json_t *k;
+    json_t *k, *t;
     int ks = (where & SRV_F_KS_PARAM) != 0;
-    if (json_is_string(v) && strcmp(json_string_value(v), "argmax") == 0) {
+    const char *s = json_is_string(v) ? json_string_value(v) : "";
+    if (!strcmp(s, "argmax")) {
         opt->hard = ATTN_HARD_ARGMAX;
+    } else if (ks && !strcmp(s, "sample")) {
+        opt->hard = ATTN_HARD_SAMPLE;
     } else if (ks && json_is_integer(v)) {
         opt->hard = ATTN_HARD_TOPK;
         opt->top_k = json_integer_value(v);
@@ -243,24 +499,30 @@ static int read_hard(srv_job *j, const srv_field *f, json_t *v, unsigned where, 
                json_is_integer(k = json_object_get(v, "top_k"))) {
         opt->hard = ATTN_HARD_TOPK;
         opt->top_k = json_integer_value(k);
+    } else if (!ks && json_is_object(v) && json_object_size(v) == 1 &&
+               json_is_object(k = json_object_get(v, "sample"))) {
+        const char *key;
+        json_t *m;
+        json_object_foreach(k, key, m) {
+            if (strcmp(key, "temperature"))
+                return srv_fail(e, 400, "unknown_field", "hard.sample",
+                                "unknown member \"%.60s\" of hard.sample; it takes temperature", key);
+        }
+        t = json_object_get(k, "temperature");
+        if (t && !json_is_number(t))
+            return srv_fail(e, 400, "invalid_field", "hard.sample.temperature",
+                            "hard.sample.temperature must be a number");
+        double x = t ? json_number_value(t) : 1.0;
+        if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
+            return srv_fail(e, 422, "invalid_param", "hard.sample.temperature",
+                            "hard.sample.temperature must be a finite float32 value");
+        opt->hard = ATTN_HARD_SAMPLE;
+        opt->temperature = (float)x;
     } else {
-        return bad(e, f, ks ? "\"argmax\" or an integer k (keep the top k)"
-                            : "\"argmax\" or {\"top_k\": k} with an integer k");
+        return bad(e, f, ks ? "\"argmax\", \"sample\" or an integer k (keep the top k)"
+                            : "\"argmax\", {\"top_k\": k} with an integer k, or {\"sample\": "
+                              "{\"temperature\": T}}");
     }
-    return 0;
-}
-
-/* A string field with two words: which one sets *dst to 1. */
-static int read_word(const srv_field *f, json_t *v, const char *off, const char *on,
-                     int *dst, srv_err *e)
-{
-    const char *s = json_is_string(v) ? json_string_value(v) : "";
-    if (strcmp(s, off) && strcmp(s, on)) {
-        char expect[64];
-        snprintf(expect, sizeof expect, "\"%s\" or \"%s\"", on, off);
-        return bad(e, f, expect);
-    }
-    *dst = strcmp(s, on) == 0;
     return 0;
 }
 
@@ -288,11 +550,141 @@ static int read_params(srv_job *j, const srv_field *f, srv_codec *c, json_t *p, 
     return 0;
 }
 
+/* alibi or sinks: true (alibi: the paper's slopes), false (alibi: off), a
+ * number (/attention) or one per head, as a list or any tensor form of
+ * rank 1 (/multihead); their count is the library's to check. */
+static int read_heads(srv_job *j, const srv_field *f, srv_codec *c, json_t *v, srv_err *e)
+{
+    /* a list per head: multi-head and decode sessions */
+    int mha = j->kind != SRV_JOB_ATTENTION, is_alibi = f->slot == SRV_SLOT_ALIBI;
+    attn_tensor *t = srv_job_tensor(j, f->slot);
+    char expect[120];
+    snprintf(expect, sizeof expect, "%s%s", is_alibi ? "true, false or " : "",
+             mha ? "a list of numbers, one per head" : "a number");
+    if (is_alibi && json_is_boolean(v)) {
+        job_opt(j)->alibi = json_is_true(v);
+        return 0;
+    }
+    if (!mha) {
+        if (!json_is_number(v))
+            return bad(e, f, expect);
+        float *one = is_alibi ? &j->alibi_one : &j->sinks_one;
+        double x = json_number_value(v);
+        if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
+            return bad_value(e, f, "a finite float32 value");
+        *one = (float)x;
+        *t = (attn_tensor){1, {1}, one};
+        return 0;
+    }
+    if (json_is_number(v) || json_is_boolean(v) || json_is_string(v) || json_is_null(v))
+        return bad(e, f, expect);
+    if (srv_decode_tensor(c, v, f->name, t, e))
+        return -1;
+    if (t->rank != 1)
+        return bad(e, f, expect);
+    return 0;
+}
+
+/* Token indices, exact: a JSON list of integers, or a long list the
+ * scanner lifted out as float32 (exact only below 2^24; larger are
+ * refused). Count capped as any tensor's. */
+int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, size_t *n,
+                     srv_err *e)
+{
+    const srv_blob *b = srv_blob_of(c->scan, v);
+    size_t cnt = b && !b->is_string && b->rank == 1 ? (size_t)b->count
+               : json_is_array(v) ? json_array_size(v) : SIZE_MAX;
+    if (cnt == SIZE_MAX)
+        return srv_fail(e, 400, "invalid_field", field, "%s must be a list of integers", field);
+    if ((int64_t)cnt > c->max_elements)
+        return srv_fail(e, 413, "too_large", field, "%s has %zu indices; this server accepts at most %lld",
+                        field, cnt, (long long)c->max_elements);
+    int64_t *ix = srv_arena_alloc(c->arena, (cnt ? cnt : 1) * sizeof *ix);
+    if (!ix)
+        return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+    for (size_t i = 0; i < cnt; i++) {
+        if (b) {
+            float x = b->data[i];
+            if (b->has_bool || x != floorf(x))
+                return srv_fail(e, 400, "invalid_field", field, "%s[%zu] must be an integer", field, i);
+            if (fabsf(x) >= 16777216.0f)
+                return srv_fail(e, 422, "invalid_param", field,
+                                "%s[%zu] is out of range (%.0f)", field, i, (double)x);
+            ix[i] = (int64_t)x;
+        } else {
+            json_t *x = json_array_get(v, i);
+            if (!json_is_integer(x))
+                return srv_fail(e, 400, "invalid_field", field, "%s[%zu] must be an integer", field, i);
+            ix[i] = json_integer_value(x);
+        }
+    }
+    *out = ix;
+    *n = cnt;
+    return 0;
+}
+
+static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, srv_codec *c,
+                    srv_err *e);
+
+/* An object field: its members from a sub-table, named "field.member" in
+ * errors; for sparsity, only the members of its pattern. */
+static int read_object(srv_job *j, const srv_field *f, json_t *v, srv_codec *c, srv_err *e)
+{
+    int sp = f->slot == SRV_SLOT_SPARSITY;
+    const srv_field *mem = sp ? sparsity_members : rope_members;
+    size_t nm = sp ? N_OF(sparsity_members) : N_OF(rope_members);
+    if (!json_is_object(v))
+        return bad(e, f, sp ? "an object {\"pattern\": ..., ...}" : "an object {base, style, dims, offset}");
+    unsigned pat = ~0u;
+    json_t *p = sp ? json_object_get(v, "pattern") : NULL;
+    if (sp && !p)
+        return srv_fail(e, 400, "missing_field", "sparsity.pattern",
+                        "sparsity.pattern is required: \"local_global\", \"bigbird\" or \"blocks\"");
+    char name[96], list[200] = "";
+    srv_field sub = mem[0];
+    sub.name = name;
+    if (sp) { /* the pattern first: it says which members belong */
+        snprintf(name, sizeof name, "sparsity.pattern");
+        if (read_one(j, &sub, p, SRV_F_BODY, c, e))
+            return -1;
+        pat = 1u << job_opt(j)->sparsity.pattern;
+    }
+    for (size_t i = 0; i < nm; i++)
+        if (!sp || (mem[i].where & pat))
+            srv_name_list(list, sizeof list, mem[i].name);
+    const char *key;
+    json_t *m;
+    json_object_foreach(v, key, m) {
+        size_t i = 0;
+        while (i < nm && (strcmp(mem[i].name, key) || (sp && !(mem[i].where & pat))))
+            i++;
+        snprintf(name, sizeof name, "%s.%.60s", f->name, key);
+        if (i == nm)
+            return srv_fail(e, 400, "unknown_field", name, "%s is not a member of %s%s%s; its members are: %s",
+                            name, f->name, sp ? " with pattern " : "",
+                            sp ? json_string_value(p) : "", list);
+        if (sp && i == 0)
+            continue;
+        sub = mem[i];
+        sub.name = name;
+        if (read_one(j, &sub, m, SRV_F_BODY, c, e))
+            return -1;
+    }
+    for (size_t i = 0; sp && i < nm; i++)
+        if ((mem[i].where & pat) && (mem[i].where & SRV_F_REQ_ATT) && !json_object_get(v, mem[i].name)) {
+            snprintf(name, sizeof name, "sparsity.%s", mem[i].name);
+            return srv_fail(e, 400, "missing_field", name, "%s is required with pattern %s (%s)",
+                            name, json_string_value(p), mem[i].desc);
+        }
+    job_opt(j)->rope.on |= !sp;
+    return 0;
+}
+
 /* One present field into the job. */
 static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, srv_codec *c,
                     srv_err *e)
 {
-    int word = 0;
+    attn_options *o = job_opt(j);
     switch (f->type) {
     case SRV_FT_TENSOR:
         return srv_decode_tensor(c, v, f->name, srv_job_tensor(j, f->slot), e);
@@ -308,23 +700,28 @@ static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, s
     case SRV_FT_INT:
         return read_int(j, f, v, e);
     case SRV_FT_NUMBER:
-        if (!json_is_number(v))
-            return bad(e, f, "a number");
-        j->u.att.has_scale = 1;
-        j->u.att.scale = (float)json_number_value(v);
-        return 0;
+        return read_number(j, f, v, e);
     case SRV_FT_HARD:
         return read_hard(j, f, v, where, e);
     case SRV_FT_SEED:
         return srv_json_u64(v, &j->seed) ? bad(e, f, "an integer from 0 to 18446744073709551615") : 0;
-    case SRV_FT_FORMAT:
-        return read_word(f, v, "json", "b64", &j->b64, e);
-    case SRV_FT_POSENC:
-        if (json_is_null(v) || read_word(f, v, "none", "sinusoidal", &word, e) == 0) {
-            j->u.mha.positional_encoding = word ? ATTN_PE_SINUSOIDAL : ATTN_PE_NONE;
-            return 0;
-        }
-        return -1;
+    case SRV_FT_WORD:
+        return read_word(j, f, v, e);
+    case SRV_FT_WINDOW:
+        return read_window(j, f, v, e);
+    case SRV_FT_HEADS:
+        return read_heads(j, f, c, v, e);
+    case SRV_FT_OBJECT:
+        return read_object(j, f, v, c, e);
+    case SRV_FT_INDICES: {
+        int64_t *ix;
+        size_t n;
+        if (srv_read_indices(c, v, f->name, &ix, &n, e))
+            return -1;
+        o->sparsity.global = ix;
+        o->sparsity.n_global = n;
+        return 0;
+    }
     }
     return bad(e, f, "known");
 }
@@ -346,5 +743,5 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
             return v ? -1 : srv_fail(e, 400, "missing_field", f->name, "%s is required (%s)",
                                      f->name, f->desc);
     }
-    return 0;
+    return srv_job_finish_options(j, e);
 }

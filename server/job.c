@@ -94,6 +94,8 @@ static int check_seed_size(const srv_job *j, srv_err *e)
 static int plan(srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
+    if (srv_job_finish_options(j, e))
+        return -1;
     attn_status st = j->kind == SRV_JOB_MULTIHEAD ? attn_mha_plan(&j->u.mha, &j->sh, &ae)
                                                   : attn_plan(&j->u.att, &j->sh, &ae);
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
@@ -127,6 +129,39 @@ static int compute(srv_job *j, srv_err *e)
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
+/* Weak until every library build defines it: a library without it answers
+ * return_layout as not supported yet. */
+extern attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
+                                        uint8_t *layout, attn_error *err) __attribute__((weak));
+
+/* The block layout the sparsity pattern used, when asked (return_layout). */
+static int layout(srv_call *call, srv_job *j, srv_err *e)
+{
+    if (!j->return_layout)
+        return 0;
+    const attn_options *o = j->kind == SRV_JOB_MULTIHEAD ? &j->u.mha.opt : &j->u.att.opt;
+    int64_t n;
+    if (j->sh.layout_rows < 1 || j->sh.layout_cols < 1)
+        return srv_fail(e, 422, "invalid_param", "return_layout",
+                        "return_layout needs a sparsity pattern (there is no block layout without one)");
+    if (!attn_size_mul(j->sh.layout_rows, j->sh.layout_cols, &n) || n > srv_cfg.max_elements)
+        return srv_fail(e, 413, "too_large", "return_layout",
+                        "the layout would have %lld x %lld blocks; this server returns at most %lld",
+                        (long long)j->sh.layout_rows, (long long)j->sh.layout_cols,
+                        (long long)srv_cfg.max_elements);
+    if (!attn_sparsity_layout)
+        return srv_fail(e, 422, "invalid_param", "return_layout", "return_layout is not supported yet");
+    j->layout = srv_arena_alloc(&call->arena, (size_t)n);
+    if (!j->layout)
+        return srv_fail(e, 413, "too_large", "return_layout", "not enough memory for the layout");
+    const attn_tensor *q = j->kind == SRV_JOB_MULTIHEAD ? &j->u.mha.query : &j->u.att.query;
+    const attn_tensor *k = j->kind == SRV_JOB_MULTIHEAD ? (j->u.mha.key.rank ? &j->u.mha.key : q)
+                                                        : &j->u.att.key;
+    attn_error ae = {{0}, {0}};
+    attn_status st = attn_sparsity_layout(o, q->shape[q->rank - 2], k->shape[k->rank - 2], j->layout, &ae);
+    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+}
+
 int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
 {
     /* Planned before seeding: the plan of a job without parameters says
@@ -142,7 +177,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     if (!j->out || (j->sh.w_count && !j->weights))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
     double t0 = srv_now_ms();
-    int rc = compute(j, e);
+    int rc = compute(j, e) || layout(call, j, e);
     call->t_compute = srv_now_ms() - t0;
     return rc;
 }

@@ -171,14 +171,14 @@ static void put_shape_text(srv_buf *b, const char *shape)
 
 typedef struct {
     srv_buf *b;
-    int n, mha;
+    int n, mha, model;
 } io_writer;
 
-static void put_io(io_writer *w, const char *name, const char *shape, int is_bool)
+static void put_io(io_writer *w, const char *name, const char *shape, const char *datatype)
 {
     srv_buf_puts(w->b, w->n++ ? ",{\"name\":" : "{\"name\":");
     srv_buf_json_str(w->b, name);
-    srv_buf_puts(w->b, is_bool ? ",\"datatype\":\"BOOL\",\"shape\":" : ",\"datatype\":\"FP32\",\"shape\":");
+    srv_buf_printf(w->b, ",\"datatype\":\"%s\",\"shape\":", datatype);
     put_shape_text(w->b, shape);
     srv_buf_putc(w->b, '}');
 }
@@ -186,7 +186,10 @@ static void put_io(io_writer *w, const char *name, const char *shape, int is_boo
 static void put_field(void *ud, const srv_field *f)
 {
     io_writer *w = ud;
-    put_io(w, f->name, w->mha ? f->mha_shape : f->shape, f->type == SRV_FT_MASK);
+    if (!srv_field_applies(f, w->model))
+        return;
+    put_io(w, f->name, w->mha ? f->mha_shape : f->shape,
+           f->type == SRV_FT_MASK ? "BOOL" : f->type == SRV_FT_INDICES ? "INT64" : "FP32");
 }
 
 void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_reply *r)
@@ -199,15 +202,15 @@ void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_r
     srv_buf_puts(b, "{\"name\":");
     srv_buf_json_str(b, name);
     srv_buf_puts(b, ",\"versions\":[\"" SRV_KS_MODEL_VERSION "\"],\"platform\":\"attention-c\",\"inputs\":[");
-    io_writer w = {b, 0, mha};
+    io_writer w = {b, 0, mha, m};
     srv_fields_each(srv_kserve_where(m, SRV_F_KS_INPUT), put_field, &w);
     const attn_rule_info *ri = mha ? NULL : attn_rule_describe((attn_rule)m);
     for (size_t i = 0; ri && i < ri->n_params; i++)
-        put_io(&w, ri->params[i].name, ri->params[i].shape, 0);
+        put_io(&w, ri->params[i].name, ri->params[i].shape, "FP32");
     srv_buf_puts(b, "],\"outputs\":[");
-    io_writer wo = {b, 0, mha};
-    put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", 0);
-    put_io(&wo, "weights", mha ? "(B, H, Lq, Lk)" : "(B, Lq, Lk)", 0);
+    io_writer wo = {b, 0, mha, m};
+    put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", "FP32");
+    put_io(&wo, "weights", mha ? "(B, H, Lq, Lk)" : "(B, Lq, Lk)", "FP32");
     srv_buf_puts(b, "]}\n");
 }
 

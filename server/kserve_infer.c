@@ -11,12 +11,14 @@
 /* One $request_input as read, before it lands in the job. */
 typedef struct {
     const char *name;  /* borrowed from the parsed header */
-    int is_bool;
+    int is_bool, is_int;  /* BOOL, INT64, else FP32 */
     int rank;
     int64_t shape[ATTN_MAX_RANK];
     int64_t count;
     float *f;          /* arena or codec owned */
     uint8_t *m;
+    int64_t *ix;
+    size_t n_ix;
 } ks_input;
 
 /* The body: the JSON header, then binary tensor data from bin on. */
@@ -235,7 +237,8 @@ static int read_input_head(const ks_body *kb, json_t *j, ks_input *in, srv_err *
     if (find_input(kb, nm, &f, e))
         return -1;
     in->is_bool = f && f->type == SRV_FT_MASK;
-    const char *want = in->is_bool ? "BOOL" : "FP32";
+    in->is_int = f && f->type == SRV_FT_INDICES;
+    const char *want = in->is_bool ? "BOOL" : in->is_int ? "INT64" : "FP32";
     if (!json_is_string(dt))
         return srv_fail(e, 400, "invalid_field", nm, "input %s needs a \"datatype\" (%s)", nm, want);
     if (strcmp(json_string_value(dt), want))
@@ -270,7 +273,7 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     int64_t want, size = json_is_integer(bds) ? json_integer_value(bds) : -1;
     if (size < 0)
         return srv_fail(e, 400, "invalid_field", nm, "input %s: binary_data_size must be a byte count", nm);
-    if (!attn_size_mul(in->count, in->is_bool ? 1 : 4, &want) || size != want)
+    if (!attn_size_mul(in->count, in->is_bool ? 1 : in->is_int ? 8 : 4, &want) || size != want)
         return srv_fail(e, 400, "invalid_field", nm,
                         "input %s: binary_data_size is %lld but shape and datatype make %lld bytes",
                         nm, (long long)size, (long long)want);
@@ -284,9 +287,22 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     if (!dst)
         return srv_fail(e, 503, "overloaded", nm, "out of memory reading %s", nm);
     memcpy(dst, src, (size_t)size); /* the body gives no alignment */
+    int le = host_is_le();
+    if (in->is_int) { /* little-endian int64 */
+        in->ix = dst;
+        in->n_ix = (size_t)in->count;
+        for (int64_t i = 0; i < in->count && !le; i++) {
+            uint8_t *p = (uint8_t *)&in->ix[i];
+            for (int k = 0; k < 4; k++) {
+                uint8_t t0 = p[k];
+                p[k] = p[7 - k];
+                p[7 - k] = t0;
+            }
+        }
+        return 0;
+    }
     in->m = in->is_bool ? dst : NULL;
     in->f = in->is_bool ? NULL : dst;
-    int le = host_is_le();
     for (int64_t i = 0; i < in->count; i++) {
         if (in->is_bool && in->m[i] > 1)
             return srv_fail(e, 400, "invalid_tensor", nm, "input %s: BOOL byte %lld is %u; it must be 0 or 1",
@@ -311,6 +327,14 @@ static int read_data(srv_codec *c, json_t *data, ks_input *in, srv_err *e)
     const int64_t *dshape;
     attn_mask mk;
     attn_tensor tt;
+    if (in->is_int) {
+        if (srv_read_indices(c, data, nm, &in->ix, &in->n_ix, e))
+            return -1;
+        if ((int64_t)in->n_ix != in->count)
+            return srv_fail(e, 400, "invalid_tensor", nm, "input %s: its shape has %lld elements but its data has %zu",
+                            nm, (long long)in->count, in->n_ix);
+        return 0;
+    }
     if (in->is_bool) {
         if (srv_decode_mask(c, data, nm, &mk, e))
             return -1;
@@ -360,6 +384,11 @@ static void put_input(srv_job *j, const ks_body *kb, const ks_input *in, attn_na
     const srv_field *f = srv_field_find(in->name, srv_kserve_where(kb->model, SRV_F_KS_INPUT));
     attn_mask *mk = f ? srv_job_mask(j, f->slot) : NULL;
     attn_tensor *t = f ? srv_job_tensor(j, f->slot) : NULL;
+    if (in->is_int) {
+        srv_job_options(j)->sparsity.global = in->ix;
+        srv_job_options(j)->sparsity.n_global = in->n_ix;
+        return;
+    }
     if (mk) {
         mk->rank = in->rank;
         memcpy(mk->shape, in->shape, sizeof mk->shape);

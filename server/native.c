@@ -49,6 +49,10 @@ static int encode(srv_call *call, const srv_job *j, srv_buf *out, srv_err *e)
     }
     if (j->return_params)
         encode_params(out, j);
+    if (j->layout) {
+        srv_buf_puts(out, ",\"layout\":");
+        srv_encode_mask2(out, j->layout, sh->layout_rows, sh->layout_cols, j->b64);
+    }
     srv_buf_puts(out, "}\n");
     call->t_encode = srv_now_ms() - t0;
     if (out->failed)

@@ -1,21 +1,52 @@
 /* rules.c - GET /rules: each rule's formula, parameters and constraints,
  * straight from the library's self-description, and the body fields the
- * field table gives its route. */
+ * field table gives its route: those the rule takes, and those that do
+ * not apply to it, so a client sees which option applies where. */
 #include "srv.h"
+
+typedef struct {
+    srv_buf *b;
+    int rule;     /* a rule, or SRV_MODEL_MULTIHEAD */
+    int applies;  /* list the fields that apply (1) or those refused (0) */
+    int n;
+} field_writer;
 
 static void put_field(void *ud, const srv_field *f)
 {
-    srv_buf *b = ud;
-    if (b->len && b->data[b->len - 1] != '[')
+    field_writer *w = ud;
+    if (srv_field_applies(f, w->rule) != w->applies)
+        return;
+    srv_buf *b = w->b;
+    if (w->n++)
         srv_buf_putc(b, ',');
+    if (!w->applies) {
+        srv_buf_json_str(b, f->name);
+        return;
+    }
+    unsigned req = w->rule == SRV_MODEL_MULTIHEAD ? SRV_F_REQ_MHA : SRV_F_REQ_ATT;
     srv_buf_puts(b, "{\"name\":");
     srv_buf_json_str(b, f->name);
     srv_buf_puts(b, ",\"type\":");
     srv_buf_json_str(b, srv_field_type(f));
-    srv_buf_puts(b, (f->where & SRV_F_REQ_ATT) ? ",\"required\":true" : ",\"required\":false");
+    srv_buf_puts(b, (f->where & req) ? ",\"required\":true" : ",\"required\":false");
     srv_buf_puts(b, ",\"description\":");
     srv_buf_json_str(b, f->desc);
     srv_buf_putc(b, '}');
+}
+
+/* "fields": what the route takes; "not_applicable": the options it answers with
+ * 422 (they have no meaning for the rule). */
+static void put_fields(srv_buf *b, int rule)
+{
+    unsigned where = (rule == SRV_MODEL_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT) | SRV_F_BODY;
+    field_writer w = {b, rule, 1, 0};
+    srv_buf_puts(b, ",\"fields\":[");
+    srv_fields_each(where, put_field, &w);
+    srv_buf_puts(b, "],\"not_applicable\":[");
+    w.applies = 0;
+    w.n = 0;
+    srv_fields_each(where, put_field, &w);
+    srv_buf_putc(b, ']');
 }
 
 void srv_rules_json(srv_buf *b)
@@ -44,9 +75,11 @@ void srv_rules_json(srv_buf *b)
             srv_buf_json_str(b, ri->params[i].shape);
             srv_buf_printf(b, ",\"optional\":%s}", ri->params[i].optional ? "true" : "false");
         }
-        srv_buf_puts(b, "],\"fields\":[");
-        srv_fields_each(SRV_F_ATT | SRV_F_BODY, put_field, b);
-        srv_buf_puts(b, "]}");
+        srv_buf_putc(b, ']');
+        put_fields(b, r);
+        srv_buf_putc(b, '}');
     }
-    srv_buf_puts(b, "]}\n");
+    srv_buf_puts(b, "],\"multihead\":{\"path\":\"/multihead\"");
+    put_fields(b, SRV_MODEL_MULTIHEAD);
+    srv_buf_puts(b, "}}\n");
 }

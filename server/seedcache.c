@@ -63,8 +63,8 @@ static void drop(srv_seeded *s) /* with mu held */
 }
 
 /* What the job's seeded set depends on: the rule, Dq, Dk, Dv, Lv, Dh and
- * Dout, or E, kdim, vdim, H, Hkv and residual_norm; ranks too (a superset
- * of the inputs). */
+ * Dout, or E, kdim, vdim, H, Hkv, residual_norm and a learned positional
+ * table's rows; ranks too (a superset of the inputs). */
 static void job_key(const srv_job *j, seed_key *k)
 {
     memset(k, 0, sizeof *k);
@@ -79,6 +79,10 @@ static void job_key(const srv_job *j, seed_key *k)
         k->dims[4] = r->num_kv_heads;
         k->dims[5] = r->residual_norm;
         k->dims[6] = (int64_t)r->query.rank << 16 | (int64_t)r->key.rank << 8 | r->value.rank;
+        if (r->positional_encoding == ATTN_PE_LEARNED) { /* a table of max(Lq, Lk) rows */
+            int64_t lq = last(&r->query, 2), lk = r->key.rank ? last(&r->key, 2) : lq;
+            k->dims[7] = lq > lk ? lq : lk;
+        }
         return;
     }
     const attn_request *r = &j->u.att;

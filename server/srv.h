@@ -199,6 +199,10 @@ int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
 void srv_encode_tensor(srv_buf *b, const float *data, int rank,
                        const int64_t *shape, int b64);
 
+/* Appends a rows x cols bool tensor: nested true/false, or
+ * {shape, dtype "bool", b64} with one byte each. */
+void srv_encode_mask2(srv_buf *b, const uint8_t *m, int64_t rows, int64_t cols, int b64);
+
 /* ------------------------------------------------------------ requests */
 
 /* Everything one POST needs: inputs it owns, timings, the response. */
@@ -239,13 +243,19 @@ typedef struct {
         attn_mha_request mha; /* SRV_JOB_MULTIHEAD */
     } u;                      /* SRV_JOB_SESSION: att (scaled_dot) */
     srv_ses_fields ses;       /* SRV_JOB_SESSION */
-    uint64_t seed;
+    uint64_t seed;           /* the parameters not sent, hard sample and BigBird */
     int return_params;       /* native: echo the parameters used */
+    int return_layout;       /* echo the sparsity pattern's block layout */
     int b64;                 /* native: output_format "b64" */
     int binary_output;       /* KServe: binary_data_output */
+    /* alibi and sinks as read (a number is a list of one), put into the
+     * options by srv_job_run: */
+    attn_tensor alibi, sinks;
+    float alibi_one, sinks_one;
     /* filled by srv_job_run: */
     attn_shapes sh;
     float *out, *weights;    /* arena-owned; weights NULL when not wanted */
+    uint8_t *layout;         /* arena-owned, sh.layout_rows x sh.layout_cols; NULL unless asked */
 } srv_job;
 
 void srv_job_init(srv_job *j, srv_job_kind kind, attn_rule rule);
@@ -274,7 +284,8 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
 
 typedef enum {
     SRV_FT_TENSOR, SRV_FT_MASK, SRV_FT_PARAMS, SRV_FT_BOOL, SRV_FT_INT, SRV_FT_NUMBER,
-    SRV_FT_HARD, SRV_FT_SEED, SRV_FT_FORMAT, SRV_FT_POSENC
+    SRV_FT_HARD, SRV_FT_SEED, SRV_FT_WORD, SRV_FT_WINDOW, SRV_FT_HEADS, SRV_FT_OBJECT,
+    SRV_FT_INDICES
 } srv_ftype;
 
 /* Where a field is taken: the job kinds, then the places. */
@@ -286,12 +297,17 @@ enum {
     SRV_F_KS_INPUT = 1 << 4,  /* a KServe input tensor */
     SRV_F_REQ_ATT = 1 << 5,   /* required by attention */
     SRV_F_REQ_MHA = 1 << 6,   /* required by multi-head */
-    SRV_F_NO_CONCAT = 1 << 7, /* not a KServe input of the concat rule */
+    SRV_F_NO_CONCAT = 1 << 7, /* the concat rule does not take it (nor as a KServe input) */
     SRV_F_CONCAT = 1 << 8,    /* in a query: the job is the concat rule */
     SRV_F_SES_NEW = 1 << 9,   /* POST /sessions */
     SRV_F_SES_STEP = 1 << 10, /* POST /sessions/{id}/step */
     SRV_F_SES_CUT = 1 << 11,  /* POST /sessions/{id}/truncate */
-    SRV_F_REQ_SES = 1 << 12   /* required by the session routes that take it */
+    SRV_F_REQ_SES = 1 << 12,  /* required by the session routes that take it */
+    /* Which rules take it, for GET /rules (the library refuses the rest): */
+    SRV_F_X_CONCAT = 1 << 13,    /* not the concat rule */
+    SRV_F_X_LINEAR = 1 << 14,    /* not linear attention (no linear-time form) */
+    SRV_F_DOT_ONLY = 1 << 15,    /* of the rules, only dot and scaled_dot */
+    SRV_F_LINEAR_ONLY = 1 << 16  /* of the rules, only linear */
 };
 #define SRV_F_KINDS (SRV_F_ATT | SRV_F_MHA | SRV_F_SES_NEW | SRV_F_SES_STEP | SRV_F_SES_CUT)
 
@@ -303,7 +319,15 @@ enum {
     SRV_SLOT_NUM_KV_HEADS, SRV_SLOT_AVERAGE_WEIGHTS, SRV_SLOT_POSENC, SRV_SLOT_RESIDUAL_NORM,
     SRV_SLOT_PARAMS, SRV_SLOT_HIDDEN_SIZE, SRV_SLOT_OUTPUT_SIZE, SRV_SLOT_SCALE,
     SRV_SLOT_LEARNED, /* a KServe input that is a learned parameter */
-    SRV_SLOT_HEAD_DIM, SRV_SLOT_MAX_TOKENS, SRV_SLOT_LENGTH /* sessions */
+    SRV_SLOT_HEAD_DIM, SRV_SLOT_MAX_TOKENS, SRV_SLOT_LENGTH, /* sessions */
+    /* the modern options */
+    SRV_SLOT_ALIGN, SRV_SLOT_WINDOW_LEFT, SRV_SLOT_WINDOW_RIGHT, SRV_SLOT_SOFTCAP,
+    SRV_SLOT_ALIBI, SRV_SLOT_SINKS, SRV_SLOT_ROPE, SRV_SLOT_ROPE_ON, SRV_SLOT_ROPE_BASE,
+    SRV_SLOT_ROPE_STYLE, SRV_SLOT_ROPE_DIMS, SRV_SLOT_ROPE_OFFSET, SRV_SLOT_TEMPERATURE,
+    SRV_SLOT_SPARSITY, SRV_SLOT_SP_PATTERN, SRV_SLOT_SP_WINDOW, SRV_SLOT_SP_GLOBAL,
+    SRV_SLOT_SP_BLOCK, SRV_SLOT_SP_WINDOW_BLOCKS, SRV_SLOT_SP_GLOBAL_BLOCKS,
+    SRV_SLOT_SP_RANDOM_BLOCKS, SRV_SLOT_SP_LAYOUT, SRV_SLOT_RETURN_LAYOUT, SRV_SLOT_ATTENTION,
+    SRV_SLOT_FEATURE_MAP
 };
 
 typedef struct {
@@ -317,6 +341,13 @@ typedef struct {
     const char *desc;        /* one line, for /rules and error messages */
 } srv_field;
 
+/* Whether a field applies to the rule (attention jobs; the library
+ * refuses the others with 422), or to multi-head when rule is
+ * SRV_MODEL_MULTIHEAD. For GET /rules. */
+int srv_field_applies(const srv_field *f, int rule);
+/* Whether rule is linear attention (a rule the library may not have yet). */
+int srv_rule_is_linear(int rule);
+
 /* The field named so among those accepted `where` (a job kind and a place). */
 const srv_field *srv_field_find(const char *name, unsigned where);
 void srv_fields_each(unsigned where, void (*fn)(void *, const srv_field *), void *ud);
@@ -328,6 +359,18 @@ unsigned srv_job_where(const srv_job *j);
  * fields checked. Returns 0, or -1 with e filled. */
 int srv_fields_read(json_t *obj, unsigned place, const char *what, srv_codec *c, srv_job *j,
                     srv_err *e);
+/* Reads a list of token indices (a JSON list of integers, or a long one
+ * the scanner lifted out) into *out (arena-owned) and *n; the count is
+ * capped as a tensor's. Returns 0, or -1 with e filled. */
+int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, size_t *n,
+                     srv_err *e);
+/* Puts what the front ends read beside the options into them: alibi and
+ * sinks lists (a number is a list of one) and the seed, which also draws
+ * hard sample's keys and BigBird's blocks. Idempotent; srv_fields_read
+ * and srv_job_run call it. Returns 0, or -1 with e filled. */
+int srv_job_finish_options(srv_job *j, srv_err *e);
+/* The job's options (borrowed). */
+attn_options *srv_job_options(srv_job *j);
 /* Where a tensor or mask slot is in j (NULL for other slots). */
 attn_tensor *srv_job_tensor(srv_job *j, int slot);
 attn_mask *srv_job_mask(srv_job *j, int slot);

@@ -20,6 +20,10 @@ int check(int ok, const char *name, const char *fmt, ...) __attribute__((format(
 /* A check not made (a tool is missing): counted as skipped, and announced
  * with a `SKIPPED: name (why)` line that tests/run.sh collects. */
 void skip(const char *name, const char *why);
+/* A check not made because what it checks is not built yet (the caller
+ * reports it): counted as skipped, with no SKIPPED line (those mean a
+ * missing tool). */
+void skip_quiet(void);
 
 /* Prints "N passed, N failed, N skipped"; returns the exit status (1 when
  * anything failed). */
@@ -140,5 +144,13 @@ void check_alive(CURL *h, const server *s, const char *after);
  * `only` when it is not NULL), each against the server instance() names
  * (NULL: the default). The format is in tests/http/README.md. */
 void run_case_dir(const char *dir, const char *only, server *(*instance)(const char *name));
+
+/* As run_case_dir, for cases of features the library may not compute yet:
+ * a case whose response says "<feature> is not supported yet" (the
+ * library's refusal, in either error form), or a POST /attention/{rule}
+ * answered 404 unknown_rule, is counted as skipped (one per case, none of
+ * its checks made) under that feature, and a summary line per feature is
+ * printed; once the library computes the feature, the case runs. */
+void run_case_dir_pending(const char *dir, const char *only, server *(*instance)(const char *name));
 
 #endif

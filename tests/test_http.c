@@ -1,6 +1,7 @@
 /* test_http.c - integration tests: starts the real server binary on a free loopback port and checks the whole HTTP contract with libcurl. */
 /*
  * Usage: test_http --server build/attn-server [--cases tests/http]
+ *                  [--modern-cases tests/golden_modern/http_cases]
  *                  [--golden tests/golden] [--log build/test_http_server.log]
  *
  * Five server instances are started, each on its own free port, all
@@ -11,9 +12,12 @@
  *   busy    ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
  *   guard   ATTN_TOKEN and ATTN_CORS_ORIGINS
  *   limits  ATTN_MAX_CONNECTIONS=20, ATTN_MAX_PER_IP=10, ATTN_TIMEOUT=2
- * Cases come from two places: the .case files in tests/http (requests and
+ * Cases come from three places: the .case files in tests/http (requests and
  * the checks on their responses, as data; the format is in
- * tests/http/README.md, the reader in tests/harness.c) and the C functions
+ * tests/http/README.md, the reader in tests/harness.c), the modern-attention
+ * cases in tests/golden_modern/http_cases (the same format; a case whose
+ * feature the library answers "not supported yet" is counted as skipped
+ * under that feature) and the C functions
  * below for what data files cannot say (every golden vector in each tensor
  * form and output format, the forms against a reference computed here,
  * keep-alive, large and chunked bodies, parallel clients, limits). Every
@@ -930,7 +934,8 @@ static void test_connection_limits(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: test_http --server PATH [--cases DIR] [--golden DIR] [--log FILE]\n"
+    fprintf(stderr, "usage: test_http --server PATH [--cases DIR] [--modern-cases DIR] [--golden DIR]\n"
+                    "                 [--log FILE]\n"
                     "                 [--only NAME] [--memcheck] [-v]\n");
     exit(2);
 }
@@ -938,10 +943,12 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     const char *cases = "tests/http", *golden = "tests/golden";
+    const char *modern = "tests/golden_modern/http_cases";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--server") && i + 1 < argc) server_path = argv[++i];
         else if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = argv[++i];
         else if (!strcmp(argv[i], "--golden") && i + 1 < argc) golden = argv[++i];
+        else if (!strcmp(argv[i], "--modern-cases") && i + 1 < argc) modern = argv[++i];
         else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_path = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "-v")) h_verbose = 1;
@@ -979,6 +986,8 @@ int main(int argc, char **argv)
     if (up_main && up_small) {
         run_case_dir(cases, only, server_named);
         printf("cases: done (%.0f ms)\n", now_ms() - t0);
+        run_case_dir_pending(modern, only, server_named);
+        printf("modern cases: done (%.0f ms)\n", now_ms() - t0);
     }
     if (up_main) {
         run_golden(golden);
