@@ -343,7 +343,7 @@ try {
     };
     // The compare view first: several SVGs composed into one picture.
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const png = await save('#export-png');
     assert(png.length > 2000, `PNG has ${png.length} bytes`);
     assert(png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), 'not a PNG signature');
@@ -547,7 +547,7 @@ try {
     assert(caps.join() === 'head 0,head 1,head 2,head 3,mean of heads', `thumbnail captions inside the SVGs: ${caps}`);
     await setRule('scaled_dot');
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const sd = await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE));
     const cf = await page.$$eval('#compare-grid .compare-item[data-rule="scaled_dot"] .cell', e => e.map(c => [+c.dataset.row, +c.dataset.col, c.getAttribute('fill')]));
     for (const [i, j, f] of cf) assert(f === colour(sd[i][j]), `compare cell ${i},${j}: ${f} vs ${colour(sd[i][j])}`);
@@ -603,9 +603,9 @@ try {
     const ls = await page.$$eval('#lines .attn-line', e => e.map(l => l.dataset.q));
     assert(ls.length > 0 && ls.every(q => q === '1'), 'line view shows lines of other tokens while pinned');
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const pins = await page.$$eval('#compare-grid svg.heatmap', e => e.map(s => s.dataset.pin));
-    assert(pins.length === 7 && pins.every(p => p === 'q1'), `compare pins: ${pins}`);
+    assert(pins.length === 8 && pins.every(p => p === 'q1'), `compare pins: ${pins}`);
     // Release from the line view; every view lets go.
     await page.click('#tab-lines');
     await page.click('#lines .tok[data-side="q"][data-index="1"]');
@@ -732,12 +732,12 @@ try {
   await test('Compare exports every rule, and the export loads back as a comparison', async () => {
     await fresh();
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 5000 }), page.click('#export-json')]);
     const file = path.join(SHOTS, 'export-compare.json');
     await dl.saveAs(file);
     const json = JSON.parse(fs.readFileSync(file, 'utf8'));
-    assert(json.kind === 'compare' && json.results.map(r => r.rule).join() === 'dot,scaled_dot,general,additive,concat_tanh,concat,multihead',
+    assert(json.kind === 'compare' && json.results.map(r => r.rule).join() === 'dot,scaled_dot,general,additive,concat_tanh,concat,linear,multihead',
       `compare export holds ${json.results && json.results.map(r => r.rule)}`);
     const dot = await weightsOf('/attention/dot', sentenceBody(DEFAULT_SENTENCE));
     const jd = json.results.find(r => r.rule === 'dot');
@@ -745,7 +745,7 @@ try {
     await fresh();
     await setMode('load');
     await page.setInputFiles('#load-file', file);
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     await expectHeatmap(page, dot, 'reloaded compare dot', '#compare-grid .compare-item[data-rule="dot"]');
     const lab = await page.$$eval('#compare-grid .compare-item[data-rule="dot"] .row-label', e => e.map(x => x.textContent).join(' '));
     assert(lab === tokenize(DEFAULT_SENTENCE).join(' '), `reloaded compare labels: ${lab}`);
