@@ -5,9 +5,11 @@
  * matrix unless the weights are asked for.
  *
  * The keys are cut into chunks of CH rows; each chunk's S and z are
- * summed on their own (in parallel), then prefix-summed per head, so
- * chunk c's slot holds the sums of the keys before it. Without causal
- * every query row uses the last slot (all keys). With causal (row i sees
+ * summed on their own (in parallel). Without causal, each thread adds its
+ * chunks into a sum of its own and the threads' sums are added per head:
+ * every query row uses that one slot. With causal, each chunk keeps its
+ * slot and the slots are prefix-summed per head, so chunk c's slot holds
+ * the sums of the keys before it; a row i (which sees
  * j <= i' = i + off), a chunk of query rows takes the slot of the keys
  * every one of its rows sees, plus an explicit, masked CH x (< 2 CH) block
  * for the keys on its diagonal: the chunked form of the paper's causal
@@ -64,17 +66,20 @@ double attn_linear_flops(const attn_head_job *m, double n, int causal)
 typedef struct {
     int64_t nkc, nqc; /* key and query chunks of a head */
     int64_t slot;     /* one d x (dv + 1) sum: S and, in its last column, z */
-    double sums;      /* every head's nkc + 1 slots */
+    int64_t slots;    /* a head's slots: nkc + 1 (causal), or 1 plus one per thread */
+    double sums;      /* every head's slots, floats */
     double worker;    /* one worker's scratch */
 } lin_sizes;
 
-static lin_sizes sizes_of(int64_t lq, int64_t lk, int64_t d, int64_t dv, double n)
+static lin_sizes sizes_of(int64_t lq, int64_t lk, int64_t d, int64_t dv, double n, int causal,
+                          int threads)
 {
     lin_sizes s;
     s.nkc = (lk + CH - 1) / CH;
     s.nqc = (lq + CH - 1) / CH;
     s.slot = d * (dv + 1);
-    s.sums = n * (double)(s.nkc + 1) * (double)s.slot;
+    s.slots = causal ? s.nkc + 1 : 1 + (threads < 1 ? 1 : threads);
+    s.sums = n * (double)s.slots * (double)s.slot;
     /* qp (CH x d), kt (d x 2CH), A (CH x 2CH), ot (CH x dv), den and inv (CH) */
     s.worker = (double)(LINES(CH * d) + LINES(d * 2 * CH) + LINES(CH * 2 * CH) +
                         LINES(CH * dv) + 2 * LINES(CH));
@@ -84,12 +89,12 @@ static lin_sizes sizes_of(int64_t lq, int64_t lk, int64_t d, int64_t dv, double 
 void attn_linear_take(attn_ws *ws, int64_t n, const attn_head_job *model, int causal,
                       attn_heads *h)
 {
-    (void)causal; /* the same scratch either way */
     h->jobs = attn_ws_take(ws, (double)n, sizeof(attn_head_job));
     h->flash = NULL;
     if (ws->base)
         return;
-    lin_sizes s = sizes_of(model->lq, model->lk, model->d, model->dv, (double)n);
+    lin_sizes s = sizes_of(model->lq, model->lk, model->d, model->dv, (double)n, causal,
+                           ws->threads);
     double bytes = attn_ws_bytes(s.sums, sizeof(float)) +
                    (double)ws->threads * s.worker * sizeof(float);
     ws->kernels = fmax(ws->kernels, bytes);
@@ -143,7 +148,14 @@ static void keys_t(const lin_args *a, const attn_head_job *j, int64_t j0, int64_
     }
 }
 
-/* Task (job, key chunk c): the chunk's S and z into slot c + 1. */
+/* Slot k of job jn. */
+static float *slot_of(const lin_args *a, int64_t jn, int64_t k)
+{
+    return a->sums + ((size_t)jn * (size_t)a->s.slots + (size_t)k) * (size_t)a->s.slot;
+}
+
+/* Task (job, key chunk c): the chunk's S and z into slot c + 1 (causal),
+ * or added to the worker's own slot 1 + worker. */
 static void chunk_sums(void *arg, int64_t task, int worker)
 {
     const lin_args *a = arg;
@@ -152,29 +164,31 @@ static void chunk_sums(void *arg, int64_t task, int worker)
     int64_t j0 = c * CH, nk = a->lk - j0 < CH ? a->lk - j0 : CH, dv1 = a->dv + 1;
     lin_scr w = worker_scratch(a, worker);
     keys_t(a, j, j0, nk, w.kt, CH);
-    float *t = a->sums + ((size_t)jn * (size_t)(a->s.nkc + 1) + (size_t)c + 1) * (size_t)a->s.slot;
-    a->ks->lin_gemm_nn(a->d, a->dv, nk, w.kt, CH, j->v + j0 * j->v_stride, j->v_stride, t, dv1, 0);
+    float *t = slot_of(a, jn, a->causal ? c + 1 : 1 + worker);
+    a->ks->lin_gemm_nn(a->d, a->dv, nk, w.kt, CH, j->v + j0 * j->v_stride, j->v_stride, t, dv1,
+                       !a->causal);
     for (int64_t p = 0; p < a->d; p++) {
-        float z = 0.0f;
+        float z = a->causal ? 0.0f : t[p * dv1 + a->dv];
         for (int64_t u = 0; u < nk; u++)
             z += w.kt[p * CH + u];
         t[p * dv1 + a->dv] = z;
     }
 }
 
-/* Task (job): slot c becomes the sums of chunks before c (slot 0 zero). */
+/* Task (job): causal, slot c becomes the sums of chunks before c (slot 0
+ * zero); else slot 0 the threads' sums added. */
 static void prefix_sums(void *arg, int64_t task, int worker)
 {
     (void)worker;
     const lin_args *a = arg;
     int64_t slot = a->s.slot;
-    float *s = a->sums + (size_t)task * (size_t)(a->s.nkc + 1) * (size_t)slot;
+    float *s = slot_of(a, task, 0);
     memset(s, 0, (size_t)slot * sizeof(float));
-    for (int64_t c = 1; c <= a->s.nkc; c++) {
-        float *cur = s + c * slot;
-        const float *prev = cur - slot;
+    for (int64_t c = 1; c < a->s.slots; c++) {
+        float *cur = s + c * slot, *to = a->causal ? cur : s;
+        const float *prev = a->causal ? cur - slot : cur;
         for (int64_t e = 0; e < slot; e++)
-            cur[e] += prev[e];
+            to[e] += prev[e];
     }
 }
 
@@ -243,14 +257,13 @@ static void chunk_out(void *arg, int64_t task, int worker)
         a->ks->lin_phi(j->a + (i0 + r) * j->a_stride, d, a->relu, w.qp + r * d);
     /* the slot every row of the chunk sees in full, and the keys past it
      * some rows see */
-    int64_t cb = a->s.nkc, kend = 0;
+    int64_t cb = 0, kend = 0; /* without causal: slot 0, every key */
     if (a->causal) {
         int64_t p0 = i0 + a->off + 1, last = i0 + nr + a->off;
         cb = p0 <= 0 ? 0 : p0 / CH < a->s.nkc ? p0 / CH : a->s.nkc;
         kend = last < 0 ? 0 : last > a->lk ? a->lk : last;
     }
-    const float *sl = a->sums +
-                      ((size_t)jn * (size_t)(a->s.nkc + 1) + (size_t)cb) * (size_t)a->s.slot;
+    const float *sl = slot_of(a, jn, cb);
     a->ks->lin_gemm_nn(nr, dv, d, w.qp, d, sl, dv + 1, w.ot, dv, 0);
     for (int64_t r = 0; r < nr; r++) {
         float s = 0.0f;
@@ -288,8 +301,8 @@ attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
     a.d = j0->d;
     a.dv = j0->dv;
     a.off = o->align == ATTN_ALIGN_BOTTOM_RIGHT ? a.lk - a.lq : 0;
-    a.s = sizes_of(a.lq, a.lk, a.d, a.dv, (double)n);
     int threads = ex->threads;
+    a.s = sizes_of(a.lq, a.lk, a.d, a.dv, (double)n, a.causal, threads);
     double sums_bytes = attn_ws_bytes(a.s.sums, sizeof(float));
     double bytes = sums_bytes + (double)threads * a.s.worker * sizeof(float);
     char *base = attn_ctx_region(ex->ctx, ATTN_WS_KERNELS, (size_t)bytes);
@@ -300,6 +313,10 @@ attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
     double work = (double)n * (double)(a.lq + a.lk) * (double)a.d * (double)a.dv;
     if (work < 2e5)
         threads = 1;
+    if (!a.causal) /* the threads' own sums start at zero */
+        for (size_t jn = 0; jn < n; jn++)
+            memset(slot_of(&a, (int64_t)jn, 1), 0,
+                   (size_t)(a.s.slots - 1) * (size_t)a.s.slot * sizeof(float));
     attn_pool_run(threads, (int64_t)n * a.s.nkc, chunk_sums, &a);
     attn_pool_run(threads, (int64_t)n, prefix_sums, &a);
     attn_pool_run(threads, (int64_t)n * a.s.nqc, chunk_out, &a);

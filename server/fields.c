@@ -65,7 +65,7 @@ static const srv_field fields[] = {
     {"sparsity_global_blocks", SRV_FT_INT, S(SP_GLOBAL_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: global blocks (2)"},
     {"sparsity_random_blocks", SRV_FT_INT, S(SP_RANDOM_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: random blocks per query block (3)"},
     {"sparsity_layout", SRV_FT_MASK, S(SP_LAYOUT), BOTH | KSI | NC | XC | XL | DOT, 0, "(Rb, Cb)", "(Rb, Cb)", "blocks: the block layout"},
-    {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
+    {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
     {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP | LIN, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},

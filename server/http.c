@@ -351,6 +351,12 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     if (!rs->body && !(rs->body = malloc(1)))
         return MHD_NO;
     rs->body[rs->len] = '\0';
+    /* A step for a session whose turn another request holds would wait on
+     * this polling thread, and so stall its other connections: it waits
+     * on a thread of its own instead (inline when none is to be had). */
+    if (rs->len < HEAVY_BODY && srv_cfg.threads > 0 && srv_session_busy(&rs->target) &&
+        offload(conn, rs) == 0)
+        return MHD_YES;
     int heavy = rs->len >= HEAVY_BODY || srv_route_heavy(&rs->target);
     if (heavy) {
         /* With a thread per connection the computation already has its own

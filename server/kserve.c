@@ -211,6 +211,8 @@ void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_r
     io_writer wo = {b, 0, mha, m};
     put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", "FP32");
     put_io(&wo, "weights", mha ? "(B, H, Lq, Lk)" : "(B, Lq, Lk)", "FP32");
+    if (mha || m == ATTN_RULE_DOT || m == ATTN_RULE_SCALED_DOT) /* sparsity's block layout */
+        put_io(&wo, "layout", "(Rb, Cb)", "BOOL");
     srv_buf_puts(b, "]}\n");
 }
 

@@ -121,12 +121,12 @@ static int read_top(json_t *root, const ks_body *kb, srv_codec *c, srv_job *j, s
 /* ---------------------------------------------------------------- outputs */
 
 typedef struct {
-    const char *name; /* "output" or "weights" */
+    const char *name; /* "output", "weights" or "layout" */
     int binary;
 } ks_output;
 
 typedef struct {
-    ks_output o[2];
+    ks_output o[3];
     int n;
 } ks_outputs;
 
@@ -140,11 +140,13 @@ static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
     if (only_keys(o, out_keys, "output field", e))
         return -1;
     const char *s = json_string_value(nm);
-    if (strcmp(s, "output") && strcmp(s, "weights"))
+    if (strcmp(s, "output") && strcmp(s, "weights") && strcmp(s, "layout"))
         return srv_fail(e, 400, "invalid_field", "outputs",
-                        "no output named \"%.60s\"; the outputs are output and weights", s);
-    if (outs->n == 1 && !strcmp(outs->o[0].name, s))
-        return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
+                        "no output named \"%.60s\"; the outputs are output, weights and layout "
+                        "(a sparsity pattern's block layout)", s);
+    for (int i = 0; i < outs->n; i++)
+        if (!strcmp(outs->o[i].name, s))
+            return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
     int bin = bin_all;
     if ((p = json_object_get(o, "parameters"))) {
         if (!json_is_object(p))
@@ -159,8 +161,9 @@ static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
     return 0;
 }
 
-/* The request's "outputs" (or both, output first, when absent); weights
- * not asked for are not built. */
+/* The request's "outputs" (or output, weights unless need_weights is
+ * false, and layout with return_layout, when absent); weights and a layout
+ * not asked for are not built; asking for layout is return_layout. */
 static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
 {
     json_t *jo = json_object_get(root, "outputs");
@@ -170,20 +173,24 @@ static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
         outs->o[outs->n++] = (ks_output){"output", j->binary_output};
         if (*nw)
             outs->o[outs->n++] = (ks_output){"weights", j->binary_output};
+        if (j->return_layout)
+            outs->o[outs->n++] = (ks_output){"layout", j->binary_output};
         return 0;
     }
     if (!json_is_array(jo))
         return srv_fail(e, 400, "invalid_field", "outputs", "outputs must be an array of {\"name\": ...}");
-    if (json_array_size(jo) > 2)
+    if (json_array_size(jo) > 3)
         return srv_fail(e, 400, "invalid_field", "outputs",
-                        "outputs lists %zu tensors; the models have two: output and weights",
-                        json_array_size(jo));
-    int want_w = 0;
+                        "outputs lists %zu tensors; the models have at most three: output, weights "
+                        "and layout", json_array_size(jo));
+    int want_w = 0, want_l = 0;
     for (size_t i = 0; i < json_array_size(jo); i++) {
         if (read_output(json_array_get(jo, i), j->binary_output, outs, e))
             return -1;
         want_w |= !strcmp(outs->o[outs->n - 1].name, "weights");
+        want_l |= !strcmp(outs->o[outs->n - 1].name, "layout");
     }
+    j->return_layout = want_l;
     if (want_w && !*nw)
         return srv_fail(e, 400, "invalid_field", "outputs",
                         "outputs asks for weights but need_weights is false");
@@ -450,8 +457,28 @@ static int read_inputs(srv_call *call, srv_codec *c, ks_body *kb, json_t *ji, sr
 
 /* ---------------------------------------------------------------- the response */
 
+/* The layout output: BOOL (rows, cols), true/false or one byte each. */
+static void put_layout(srv_buf *b, const srv_job *j, const ks_output *o, int first)
+{
+    int64_t rows = j->sh.layout_rows, cols = j->sh.layout_cols; /* rows * cols <= max_elements */
+    srv_buf_printf(b, "%s{\"name\":\"layout\",\"datatype\":\"BOOL\",\"shape\":[%lld,%lld]",
+                   first ? "" : ",", (long long)rows, (long long)cols);
+    if (o->binary) {
+        srv_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%lld}}", (long long)(rows * cols));
+        return;
+    }
+    srv_buf_puts(b, ",\"data\":[");
+    for (int64_t i = 0; i < rows * cols; i++)
+        srv_buf_puts(b, j->layout[i] ? (i ? ",true" : "true") : (i ? ",false" : "false"));
+    srv_buf_puts(b, "]}");
+}
+
 static void put_output(srv_buf *b, const srv_job *j, const ks_output *o, int first)
 {
+    if (!strcmp(o->name, "layout")) {
+        put_layout(b, j, o, first);
+        return;
+    }
     int is_w = !strcmp(o->name, "weights");
     int rank = is_w ? j->sh.w_rank : j->sh.out_rank;
     const int64_t *shape = is_w ? j->sh.w_shape : j->sh.out_shape;
@@ -480,6 +507,10 @@ static void put_binary(srv_buf *b, const srv_job *j, const ks_outputs *outs)
     for (int i = 0; i < outs->n; i++) {
         if (!outs->o[i].binary)
             continue;
+        if (!strcmp(outs->o[i].name, "layout")) {
+            srv_buf_put(b, j->layout, (size_t)(j->sh.layout_rows * j->sh.layout_cols));
+            continue;
+        }
         int is_w = !strcmp(outs->o[i].name, "weights");
         const float *src = is_w ? j->weights : j->out;
         int64_t count = is_w ? j->sh.w_count : j->sh.out_count;

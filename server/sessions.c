@@ -262,6 +262,22 @@ static void turn_end(srv_session *s)
     pthread_mutex_unlock(&s->mu);
 }
 
+int srv_session_busy(const srv_target *t)
+{
+    if (t->route != SRV_R_SESSION_STEP && t->route != SRV_R_SESSION_TRUNCATE)
+        return 0;
+    int busy = 0;
+    pthread_mutex_lock(&table_mu);
+    srv_session *s = find(t->session);
+    if (s) {
+        pthread_mutex_lock(&s->mu); /* table lock, then a session's: the one order */
+        busy = s->ticket != s->serving;
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&table_mu);
+    return busy;
+}
+
 /* ------------------------------------------------------------ requests */
 
 /* The body into a session job: the fields of `where`, checked. */

@@ -554,6 +554,10 @@ void srv_serve_session_step(const srv_target *t, const char *body, size_t len, s
 void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r);
 void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r);
 void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* Whether a step or truncate of t's session would wait for another
+ * request's turn now (http.c then serves it on a thread of its own, so the
+ * wait holds no polling thread). */
+int  srv_session_busy(const srv_target *t);
 /* Whether s[0..n) has the form of a session id (a path segment). */
 int  srv_session_id_ok(const char *s, size_t n);
 /* Expires the sessions idle past ATTN_SESSION_TTL (main calls it often). */

@@ -150,10 +150,16 @@ static void test_metadata(void)
             snprintf(name, sizeof name, "metadata %s: inputs query/key/value FP32, mask BOOL, parameters", ms->model);
             check(metadata_inputs_ok(ms, json_object_get(j, "inputs"), why, sizeof why), name, "%s", why);
             json_t *o = find_named(outs, "output"), *w = find_named(outs, "weights");
-            snprintf(name, sizeof name, "metadata %s: outputs output and weights, FP32, shape -1", ms->model);
-            check(o && w && json_array_size(outs) == 2 &&
+            /* dot, scaled_dot and multihead also have the sparsity pattern's layout */
+            int sparse = !strcmp(ms->model, "attention-dot") || !strcmp(ms->model, "attention-scaled_dot") ||
+                         !strcmp(ms->model, "multihead");
+            json_t *l = find_named(outs, "layout");
+            snprintf(name, sizeof name, "metadata %s: outputs output and weights, FP32, shape -1%s", ms->model,
+                     sparse ? ", and layout BOOL" : "");
+            check(o && w && json_array_size(outs) == 2u + (size_t)sparse &&
                       json_integer_value(json_array_get(json_object_get(o, "shape"), 0)) == -1 &&
-                      !strcmp(json_string_value(json_object_get(w, "datatype")) ?: "", "FP32"),
+                      !strcmp(json_string_value(json_object_get(w, "datatype")) ?: "", "FP32") &&
+                      (!sparse || (l && !strcmp(json_string_value(json_object_get(l, "datatype")) ?: "", "BOOL"))),
                   name, "%s", short_body(&r));
         }
         response_free(&r);

@@ -501,6 +501,46 @@ static void test_exact_fit(void)
     curl_easy_cleanup(h);
 }
 
+/* Rope positions after a truncation: the rows appended next sit at the
+ * kept length, not where the dropped rows were. */
+static void test_rope_truncate(void)
+{
+    if (!with_options) {
+        skip("rope after truncate", "this server does not take rope at creation yet");
+        return;
+    }
+    CURL *h = curl_easy_init();
+    uint64_t rs = 4242;
+    tsess s = {.H = 2, .Hkv = 1, .d = 8, .max_tokens = 16, .rope = 1, .rope_base = 100.0,
+               .rope_dims = 8, .rope_offset = 3};
+    if (!create(h, &srv_main, &s, "rope/truncate: created")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    tstep st;
+    response r;
+    static const long sizes[][2] = {{5, 5}, {2, 2}, {1, 1}}; /* T, Tq */
+    for (int k = 0; k < 3; k++) {
+        if (k == 1)
+            truncate_to(h, &srv_main, &s, 3, "rope/truncate: back to 3 rows");
+        step_make(&st, &s, sizes[k][0], sizes[k][1], &rs);
+        st.need_weights = 1;
+        char name[100];
+        snprintf(name, sizeof name, "rope/truncate: step %d (rows %ld..%ld)", k, s.n, s.n + st.T - 1);
+        if (check(step_post(h, &srv_main, &s, &st, &r) == 200, name, "got %ld %s", r.status, short_body(&r))) {
+            memcpy(s.k + s.n * 8, st.k, sizeof(float) * (size_t)(st.T * 8));
+            memcpy(s.v + s.n * 8, st.v, sizeof(float) * (size_t)(st.T * 8));
+            step_check(&s, s.n + st.T, &st, &r, name);
+            s.n += st.T;
+        }
+        response_free(&r);
+        step_free(&st);
+    }
+    delete_session(h, &srv_main, &s, "rope/truncate: deleted");
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+}
+
 static void test_errors(void)
 {
     CURL *h = curl_easy_init();
@@ -1022,6 +1062,7 @@ int main(int argc, char **argv)
     if (up) {
         test_random();
         test_exact_fit();
+        test_rope_truncate();
         test_errors();
         printf("sessions: random, edges and errors done (%.0f ms)\n", now_ms() - t0);
         test_parallel_own();

@@ -9,8 +9,8 @@ tests/kserve/modern_ok_<name>.case: the same request as a KServe v2 infer
 body (scalar options as parameters, lists and tensors as inputs, as
 README.md's "Modern attention options" maps them), with the same expected
 tensors, flattened as KServe returns them. Requests that use a field
-KServe does not carry (return_layout: the layout check is dropped) are
-converted without it; a window [null, null] (no window) is left out.
+`return_layout` asks for the `layout` output (BOOL, flattened); a window
+[null, null] (no window) is left out.
 Standard library only.
 """
 import json
@@ -100,7 +100,7 @@ def convert(body, mha):
                     inputs.append(tensor_input("sparsity_layout", mv))
                 else:
                     params["sparsity_" + m] = mv
-        elif k in ("return_layout", "return_params", "output_format"):
+        elif k in ("return_params", "output_format"):
             continue
         else:  # scalars: align, causal, softcap, seed, num_heads, attention, ...
             params[k] = v
@@ -132,6 +132,12 @@ def main():
         checks = ["tensor: outputs[0].data = " + json.dumps(expect["output"], separators=(",", ":"))]
         if "weights" in expect:
             checks.append("tensor: outputs[1].data = " + json.dumps(expect["weights"], separators=(",", ":")))
+        for line in head.splitlines():  # the block layout: a third (or second) output, BOOL
+            if line.startswith("json: layout = "):
+                lay = flat(json.loads(line[len("json: layout = "):]))
+                at = 2 if "weights" in expect else 1
+                checks.append("json: outputs[%d].name = \"layout\"" % at)
+                checks.append("json: outputs[%d].data = %s" % (at, json.dumps(lay, separators=(",", ":"))))
         comment = [l for l in head.splitlines() if l.startswith("#")]
         with open(os.path.join(dst, fn), "w") as f:
             f.write("\n".join(comment) + "\n# as a KServe v2 infer request (tests/kserve/gen_modern_cases.py)\n")
