@@ -7,8 +7,10 @@ import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, 
 import { exportSVG, exportPNG, exportJSON } from './export.js';
 import { createModelViews } from './models.js';
 import { neuronSupport, neuronTerms, neuronFigure, neuronExplain } from './neuron.js';
+import { applies, readModern, modernFields, hardField, windowField, structureOf, describeModern, companionOf, weightFormula,
+  writeModernParams, readModernParams, MODERN_CONTROLS } from './options.js';
 
-const RULES = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat'];
+const RULES = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat', 'linear'];
 const ALL_RULES = [...RULES, 'multihead'];
 const VIEWS = ['heatmap', 'lines', 'compare', 'neuron', 'model'];
 const FORMAT = 'attention-demo/1';
@@ -34,6 +36,7 @@ const RULE_NOTES = {
   concat_tanh: 'Concatenate q and k, one tanh layer, sum the hidden units. Seeded random weights.',
   concat: 'The PyTorch seq2seq decoder recipe: a Linear over [q_i; k_i] scores the Lv value positions. It pairs key row i with query row i (Lk = Lq), so this page uses the target vectors as query and key, and the source vectors as the values; causal and window do not apply.',
   multihead: 'PyTorch nn.MultiheadAttention: project q, k and v, split them into heads, run scaled dot attention in each head, join the heads and project again.',
+  linear: 'Linear attention (Katharopoulos et al. 2020): φ(q)·φ(k) replaces exp(q·k), so the sums over keys are computed once and the cost grows linearly with the length. Drawn beside softmax attention of the same inputs.',
 };
 
 // GET /rules lists the /attention/{rule} rules; this one is from the contract.
@@ -93,6 +96,7 @@ function readOptions() {
     scale: num('scale', false),
     seed: num('seed', true) ?? 0,
     posWeight: num('pos-weight', false) ?? 0.5,
+    m: readModern($),
   };
 }
 
@@ -107,21 +111,20 @@ function sentences() {
 
 // The option fields that apply to a rule; the others are left out because
 // the API rejects them (a user can still send them by pasting a request).
-function optionFields(rule, o, Lq, keyMask) {
+// Lq, Lk: the request's lengths (0 when unknown).
+function optionFields(rule, o, Lq, Lk, keyMask) {
   const f = {};
+  const A = n => applies(n, rule, o.m.att);
   if (rule === 'concat') {
     if (keyMask) f.mask = Array.from({ length: Lq }, () => keyMask.slice());
-  } else {
-    if (o.causal) f.causal = true;
-    if (o.window !== null) f.window = o.window;
-    if (keyMask) f.key_mask = keyMask;
-  }
-  if (rule !== 'multihead') {
-    if (o.hard === 'argmax') f.hard = 'argmax';
-    else if (o.hard === 'top_k') f.hard = { top_k: o.k };
-  }
-  if (rule === 'scaled_dot' && o.scale !== null) f.scale = o.scale;
-  return f;
+  } else if (keyMask) f.key_mask = keyMask;
+  if (A('causal') && o.causal) f.causal = true;
+  const win = windowField(o.window, o.m);
+  if (A('window') && win !== null) f.window = win;
+  const hard = hardField(o, o.m);
+  if (A('hard') && hard !== undefined) f.hard = hard;
+  if (A('scale') && o.scale !== null) f.scale = o.scale;
+  return Object.assign(f, modernFields(rule, o, o.m, Lq, Lk, o.heads));
 }
 
 function sentenceRequest(rule, o, sent) {
@@ -133,8 +136,9 @@ function sentenceRequest(rule, o, sent) {
     body.num_heads = o.heads;
     if (o.proj === 'identity') body.params = identityParams(Q[0].length);
   }
-  body.seed = o.seed;
-  Object.assign(body, optionFields(rule, o, Q.length, keyMask));
+  // Linear attention has nothing to seed.
+  if (rule !== 'linear') body.seed = o.seed;
+  Object.assign(body, optionFields(rule, o, Q.length, K.length, keyMask));
   return body;
 }
 
@@ -150,7 +154,9 @@ function identityParams(E) {
 // A pasted request: the user's fields win; the controls fill in the rest.
 function pasteRequest(rule, o, user) {
   const body = { ...user };
-  const add = { seed: o.seed, ...optionFields(rule, o, 0, null) };
+  const len = t => (Array.isArray(t) ? (Array.isArray(t[0]) && Array.isArray(t[0][0]) ? t[0].length : t.length) : 0);
+  const add = { ...(rule !== 'linear' ? { seed: o.seed } : {}),
+    ...optionFields(rule, o, len(user.query), len(user.key ?? user.query), null) };
   if (rule === 'multihead') add.num_heads = o.heads;
   for (const [k, v] of Object.entries(add)) if (!(k in body)) body[k] = v;
   return body;
@@ -169,7 +175,9 @@ const MV = createModelViews({ apiBase: API_BASE, postJSON, getJSON, scale: () =>
 /* --------------------------------------------------------------- errors */
 
 const FIELD_TARGET = { window: 'err-window', scale: 'err-scale', seed: 'err-seed', num_heads: 'err-heads',
-  hard: 'err-hard', causal: 'err-causal', key_mask: 'err-source', mask: 'err-source' };
+  hard: 'err-hard', causal: 'err-causal', key_mask: 'err-source', mask: 'err-source', align: 'err-align',
+  softcap: 'err-softcap', alibi: 'err-alibi', sinks: 'err-sinks', rope: 'err-rope', sparsity: 'err-sparsity',
+  return_layout: 'err-sparsity', feature_map: 'err-modern', attention: 'err-modern' };
 
 function errorTarget(field) {
   if (S.mode === 'paste') return 'err-paste';
@@ -192,6 +200,7 @@ function showError(err) {
   target.textContent = err.message + (err.field ? ` (field: ${err.field})` : '') + (err.code ? ` [${err.code}]` : '');
   const input = document.querySelector(`[aria-describedby~="${target.id}"]`);
   if (input) input.setAttribute('aria-invalid', 'true');
+  if (target.closest('#modern-fold')) $('modern-fold').open = true;
   document.querySelector('.views').classList.add('stale');
   setStatus(`The request was refused: ${err.message}`, true);
 }
@@ -256,12 +265,15 @@ async function run() {
   const seq = ++S.seq;
   setStatus('Computing…');
   const t0 = performance.now();
-  const res = await postJSON(apiPath(rule), request);
+  // Linear attention and sampling are drawn beside a second answer: softmax
+  // of the same inputs, the soft weights a draw came from.
+  const comp = companionOf(rule, typeof request === 'object' ? request : null);
+  const [res, cres] = await Promise.all([postJSON(apiPath(rule), request), comp ? postJSON(apiPath(comp.rule), comp.request) : null]);
   if (seq !== S.seq) return; // a newer request superseded this one
   clearErrors();
   if (!res.ok) { showError(res.error); return; }
   try {
-    show(rule, request, res.body, rows, cols, S.mode);
+    show(rule, request, res.body, rows, cols, S.mode, comp && { ...comp, response: cres.ok ? cres.body : null, error: cres.ok ? null : cres.error });
   } catch (e) {
     showError({ code: 'bad_response', message: e.message, field: '' });
     return;
@@ -294,37 +306,25 @@ function weightMatrices(rule, response) {
   return { mats, note };
 }
 
-// Which cells the request did not allow, so they are drawn apart from a
-// computed zero: 'pad' for a key marked as padding (key_mask false, or a
-// column the concat mask closes in every row), 'mask' for causal, window or
-// mask. Only zero weights are ever marked, so a wrong guess cannot hide a value.
-function maskKinds(rule, req, Lq, Lk) {
-  if (!req || typeof req !== 'object') return () => '';
-  const km = Array.isArray(req.key_mask) && !Array.isArray(req.key_mask[0]) && req.key_mask.length === Lk ? req.key_mask : null;
-  const m = Array.isArray(req.mask) && Array.isArray(req.mask[0]) && req.mask.length === Lq && req.mask[0].length === Lk ? req.mask : null;
-  const padCol = new Array(Lk).fill(false);
-  for (let j = 0; j < Lk; j++) {
-    if (km && !km[j]) padCol[j] = true;
-    if (m && m.every(row => !row[j])) padCol[j] = true;
-  }
-  const causal = !!req.causal && rule !== 'concat';
-  const win = Number.isInteger(req.window) && rule !== 'concat' ? req.window : null;
-  return (i, j) => {
-    if (padCol[j]) return 'pad';
-    if (causal && j > i) return 'mask';
-    if (win !== null && Math.abs(i - j) > win) return 'mask';
-    if (m && !m[i][j]) return 'mask';
-    return '';
-  };
+// Which cells the request did not allow and the structure drawn over them (options.js).
+function structureFor(rule, req, response, Lq, Lk) {
+  return structureOf(rule, req, Lq, Lk, response && response.layout);
 }
 
-function show(rule, request, response, rows, cols, source) {
+// companion: {role, rule, request, response | null, error} drawn beside (see options.js companionOf).
+function show(rule, request, response, rows, cols, source, companion = null) {
   const { mats, note } = weightMatrices(rule, response);
   const Lq = mats[0].length, Lk = mats[0][0].length;
   if (!rows || rows.length !== Lq) rows = Array.from({ length: Lq }, (_, i) => 'q' + i);
   if (!cols || cols.length !== Lk) cols = Array.from({ length: Lk }, (_, j) => (rule === 'concat' ? 'v' : 'k') + j);
   const prevHeads = S.cur ? S.cur.mats.length : 0;
-  S.cur = { rule, request, response, mats, rows, cols, note, source, kind: maskKinds(rule, request, Lq, Lk) };
+  const struct = structureFor(rule, request, response, Lq, Lk);
+  S.cur = { rule, request, response, mats, rows, cols, note, source, kind: struct.kind, struct, companion: null };
+  if (companion) {
+    const cm = companion.response ? weightMatrices(companion.rule, companion.response).mats : null;
+    S.cur.companion = { ...companion, mats: cm && cm[0].length === Lq && cm[0][0].length === Lk ? cm : null,
+      struct: structureFor(companion.rule, companion.request, companion.response, Lq, Lk) };
+  }
   // A new head count resets the head choices, except right after a link or
   // an export set them.
   if (mats.length !== prevHeads && !S.restoring && !S.keepHeads) { S.head = 0; S.hiddenHeads.clear(); }
@@ -345,13 +345,16 @@ function describeOptions(req, rule) {
   if (!req || typeof req !== 'object') return '';
   const parts = [];
   if (req.causal) parts.push('causal');
-  if (req.window !== undefined) parts.push(`window ${req.window}`);
+  if (req.window !== undefined) parts.push(`window ${Array.isArray(req.window) ? `[${req.window.map(x => x ?? '∞').join(', ')}]` : req.window}`);
   if (req.key_mask !== undefined || req.mask !== undefined) parts.push('masked keys');
+  const sample = req.hard && typeof req.hard === 'object' && req.hard.sample;
   if (req.hard === 'argmax') parts.push('hard argmax');
   else if (req.hard && req.hard.top_k !== undefined) parts.push(`top-${req.hard.top_k}`);
+  else if (sample) parts.push(`sampled, T ${sample.temperature ?? 1}, seed ${req.seed ?? 0}`);
   if (req.scale !== undefined) parts.push(`scale ${req.scale}`);
+  parts.push(...describeModern(req));
   if (req.params && rule === 'multihead') parts.push('identity projections');
-  else if (req.seed && !['dot', 'scaled_dot'].includes(rule)) parts.push(`seed ${req.seed}`);
+  else if (req.seed && !sample && !['dot', 'scaled_dot'].includes(rule)) parts.push(`seed ${req.seed}`);
   return parts.join(' · ');
 }
 
@@ -392,7 +395,8 @@ function cellSize(Lq, Lk, avail, labelW, availH) {
 function renderHeatmapView() {
   const c = S.cur;
   const { matrix, title } = detailMatrix();
-  $('scale-legend').replaceChildren(legendBar(S.scale));
+  const comp = c.companion;
+  $('scale-legend').replaceChildren(legendBar(S.scale, [...new Set([...c.struct.keys, ...(comp ? comp.struct.keys : [])])]));
   const grid = $('heads-grid');
   grid.replaceChildren();
   grid.hidden = c.mats.length < 2;
@@ -406,7 +410,7 @@ function renderHeatmapView() {
       b.setAttribute('aria-label', `Show ${label} in detail`);
       if (idx >= 0) b.style.borderTopColor = HEAD_COLOURS[idx % HEAD_COLOURS.length];
       const cell = Math.max(2, Math.min(10, Math.floor(96 / Math.max(m.length, m[0].length))));
-      const svg = heatmap(m, { labels: false, legend: false, cell, scale: S.scale, kind: c.kind, caption: label });
+      const svg = heatmap(m, { labels: false, legend: false, cell, scale: S.scale, kind: c.kind, caption: label, structure: c.struct.overlay });
       markPin(svg, S.pin);
       b.append(svg);
       b.addEventListener('click', () => { S.head = idx; renderHeatmapView(); writeHash(); });
@@ -416,21 +420,78 @@ function renderHeatmapView() {
     addThumb(-1, meanMatrix(c.mats), 'mean of heads');
   }
   const fig = $('heatmap');
-  const avail = fig.clientWidth || 500;
+  // Two panels side by side share the width (on a phone they stack).
+  const two = !!comp && !NARROW.matches;
+  fig.parentElement.classList.toggle('two', !!comp);
+  $('companion').hidden = !comp;
+  const avail = two ? Math.floor((fig.parentElement.clientWidth || 1000) / 2) - 8 : fig.clientWidth || 500;
   const labelW = Math.min(140, 12 + 8 * Math.max(...c.rows.map(r => String(r).length)));
   const availH = Math.max(200, window.innerHeight - (fig.getBoundingClientRect().top + window.scrollY) - 120);
   const cell = cellSize(matrix.length, matrix[0].length, avail, labelW, availH);
-  const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption: captionLine(c.source), scale: S.scale,
-    kind: c.kind, cell, legend: false });
+  const role = comp ? (comp.role === 'soft' ? 'sample' : 'linear') : '';
+  const caption = captionLine(c.source) + (role ? ' · ' + weightFormula(role, c.request) : '');
+  const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption, wrap: avail - 8, scale: S.scale,
+    kind: c.kind, cell, legend: false, structure: c.struct.overlay });
   svg.setAttribute('tabindex', '0');
   svg.setAttribute('aria-describedby', 'readout');
   S.cursor = null;
   fig.replaceChildren(svg);
   fig.scrollTop = 0; fig.scrollLeft = 0;
   markPin(svg, S.pin);
+  renderCompanion(cell, avail);
   $('readout').textContent = 'Hover a cell to read its weight; click to pin its query.';
   renderStats(matrix);
   renderTokenText();
+}
+
+// The panel beside the main heatmap: softmax weights of the same inputs
+// (linear attention), or the soft weights a sampled draw came from, with the
+// seed, each row's draw and a button that draws again with the next seed.
+function renderCompanion(cell, avail) {
+  const c = S.cur, comp = c.companion, box = $('companion');
+  if (!comp) { box.replaceChildren(); return; }
+  const parts = [];
+  if (!comp.mats) {
+    parts.push(Object.assign(document.createElement('p'), { className: 'field-error',
+      textContent: `${comp.role === 'soft' ? 'The soft weights' : 'Softmax of the same inputs'}: ${comp.error ? comp.error.message : 'the answer does not fit the main panel'}` }));
+  } else {
+    const h = S.head, m = comp.mats.length === 1 ? comp.mats[0] : h === -1 ? meanMatrix(comp.mats) : comp.mats[Math.min(h, comp.mats.length - 1)];
+    const opts = describeOptions(comp.request, comp.rule);
+    const headTxt = comp.mats.length > 1 ? (h === -1 ? ': mean over heads' : `: head ${h}`) : '';
+    const title = comp.role === 'soft' ? `soft weights before the draw${headTxt}` : `softmax (${comp.rule})${headTxt}${opts ? ` (${opts})` : ''}`;
+    const svg = heatmap(m, { rows: c.rows, cols: c.cols, title, caption: weightFormula(comp.role, comp.request), wrap: avail - 8,
+      scale: S.scale, kind: comp.struct.kind, structure: comp.struct.overlay, cell, legend: false });
+    svg.classList.add('companion-map');
+    svg.dataset.role = comp.role;
+    markPin(svg, S.pin);
+    const fig = document.createElement('div');
+    fig.className = 'figure heat-figure';
+    fig.append(svg);
+    parts.push(fig);
+  }
+  if (comp.role === 'soft') {
+    const p = document.createElement('p');
+    p.className = 'draws';
+    const req = c.request, seed = req.seed ?? 0;
+    const main = detailMatrix().matrix;
+    const drawn = main.map(r => r.indexOf(1));
+    p.dataset.seed = String(seed);
+    p.dataset.draws = drawn.join(',');
+    p.textContent = `Seed ${seed}, temperature ${req.hard.sample.temperature ?? 1}: ` +
+      drawn.map((j, i) => `${c.rows[i]} → ${j < 0 ? '(none)' : c.cols[j]}`).join(', ') + '. ';
+    const b = Object.assign(document.createElement('button'), { type: 'button', id: 'redraw-view', textContent: 'Re-draw (seed + 1)' });
+    b.addEventListener('click', redraw);
+    p.append(b);
+    parts.push(p);
+  }
+  box.replaceChildren(...parts);
+}
+
+// A new draw: the next seed (the URL keeps it, so a link gives the same draw).
+function redraw() {
+  $('seed').value = String((Number($('seed').value) || 0) + 1);
+  syncControls();
+  schedule();
 }
 
 // Keeps the label bands of a large, scrolled heatmap in view (sticky labels).
@@ -527,7 +588,7 @@ function setPin(side, index) {
 
 // Shows the pin in every view at once (no re-render of the heatmaps).
 function applyPin() {
-  for (const svg of document.querySelectorAll('#heatmap svg.heatmap, #heads-grid svg.heatmap, #compare-grid svg.heatmap')) markPin(svg, S.pin);
+  for (const svg of document.querySelectorAll('#heatmap svg.heatmap, #companion svg.heatmap, #heads-grid svg.heatmap, #compare-grid svg.heatmap')) markPin(svg, S.pin);
   const lv = $('lines').querySelector('svg.lineview');
   if (lv && lv._setPin) lv._setPin(S.pin);
   renderTokenText();
@@ -758,8 +819,9 @@ function renderCompare(cmp) {
       const foot = rule === 'concat' && cmp.source === 'sentences' ? 'rows: target as query and key; columns: source as values' : undefined;
       const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;
       const cols = cmp.cols && cmp.cols.length === m[0].length ? cmp.cols : undefined;
+      const st = structureFor(rule, request, response, m.length, m[0].length);
       const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11, labels,
-        kind: maskKinds(rule, request, m.length, m[0].length) });
+        kind: st.kind, structure: st.overlay });
       markPin(svg, S.pin);
       fig.append(svg);
     } catch (e) {
@@ -820,7 +882,8 @@ function loadExport(obj) {
     } else {
       if (!obj.response) throw new Error('the export has no "response"');
       S.compareSaved = null;
-      show(obj.rule || 'multihead', obj.request || null, obj.response, obj.rows, obj.cols, obj.source);
+      const cp = obj.companion && typeof obj.companion === 'object' && typeof obj.companion.rule === 'string' ? obj.companion : null;
+      show(obj.rule || 'multihead', obj.request || null, obj.response, obj.rows, obj.cols, obj.source, cp);
       S.neuronKey = Number.isInteger(v.neuronKey) ? v.neuronKey : null;
       if (['heatmap', 'lines', 'neuron'].includes(v.view)) setView(v.view);
     }
@@ -857,6 +920,7 @@ function stateParams() {
     if (o.scale !== null) p.set('scale', String(o.scale));
     if (o.seed) p.set('seed', String(o.seed));
     if (o.posWeight !== 0.5) p.set('pw', String(o.posWeight));
+    writeModernParams(p, $);
     if (S.padding.size && p.has('s')) p.set('pad', [...S.padding].sort((a, b) => a - b).join(','));
   }
   if (S.view !== 'heatmap') p.set('v', S.view);
@@ -897,11 +961,13 @@ function readHash() {
       $('proj').value = p.get('proj') === 'seeded' ? 'seeded' : 'identity';
       $('causal').checked = p.get('causal') === '1';
       $('window').value = p.get('win') || '';
-      $('hard').value = ['argmax', 'top_k'].includes(p.get('hard')) ? p.get('hard') : '';
+      $('hard').value = ['argmax', 'top_k', 'sample'].includes(p.get('hard')) ? p.get('hard') : '';
       $('topk').value = p.get('k') || '2';
       $('scale').value = p.get('scale') || '';
       $('seed').value = p.get('seed') || '0';
       $('pos-weight').value = p.get('pw') || '0.5';
+      // A link that sets a new option opens their fold, so the reader sees why the picture looks as it does.
+      if (readModernParams(p, $)) $('modern-fold').open = true;
       S.padding = new Set((p.get('pad') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
     }
     const v = p.get('v');
@@ -954,12 +1020,24 @@ function syncControls() {
   $('source-label').textContent = self ? 'Sentence' : 'Source sentence (keys and values)';
   $('mh-opts').hidden = o.rule !== 'multihead';
   $('topk-row').hidden = o.hard !== 'top_k';
-  const dis = (id, off) => { $(id).disabled = off; $(id).closest('label').classList.toggle('off', off); };
-  dis('scale', o.rule !== 'scaled_dot');
-  dis('causal', o.rule === 'concat');
-  dis('window', o.rule === 'concat');
-  dis('hard', o.rule === 'multihead');
-  dis('topk', o.rule === 'multihead');
+  $('sample-row').hidden = o.hard !== 'sample';
+  $('rope-opts').hidden = !o.m.rope;
+  $('sp-opts').hidden = !o.m.sparsity;
+  const spKey = { local_global: 'sp-lg', bigbird: 'sp-bb', blocks: 'sp-bl' }[o.m.sparsity];
+  for (const e of $('sp-opts').querySelectorAll('.sp-lg, .sp-bb, .sp-bl')) e.hidden = !spKey || !e.classList.contains(spKey);
+  // A control whose option the rule does not take is disabled and dimmed (the page would not send it).
+  const dis = (id, off) => { $(id).disabled = off; $(id).closest('label, .row').classList.toggle('off', off); };
+  const A = n => applies(n, o.rule, o.m.att);
+  dis('scale', !A('scale'));
+  for (const [id, opt] of [['causal', 'causal'], ['window', 'window'], ['win-left', 'window'], ['win-right', 'window'],
+    ['hard', 'hard'], ['topk', 'hard'], ['temperature', 'hard'], ['align', 'align'], ['softcap', 'softcap'],
+    ['alibi', 'alibi'], ['alibi-slopes', 'alibi'], ['sinks', 'sinks'], ['rope', 'rope'], ['rope-base', 'rope'],
+    ['rope-style', 'rope'], ['rope-dims', 'rope'], ['rope-offset', 'rope'], ['sparsity', 'sparsity'], ['feature-map', 'feature_map']]) {
+    dis(id, !A(opt));
+  }
+  $('redraw').disabled = !A('hard');
+  // The symmetric w gives way to a [left, right] pair.
+  if (o.m.winL !== null || o.m.winR !== null) dis('window', true);
   for (const m of ['sentences', 'paste', 'load']) $('input-' + m).hidden = S.mode !== m;
   syncExampleMenu();
   renderFormula();
@@ -1026,7 +1104,9 @@ function exportObject() {
     return { ...base, kind: 'compare', rows: S.compare.rows || null, cols: S.compare.cols || null, source: S.compare.source,
       results: S.compare.results };
   }
-  return { ...base, kind: 'view', rows: S.cur.rows, cols: S.cur.cols, request: S.cur.request, response: S.cur.response };
+  const cp = S.cur.companion;
+  return { ...base, kind: 'view', rows: S.cur.rows, cols: S.cur.cols, request: S.cur.request, response: S.cur.response,
+    ...(cp ? { companion: { role: cp.role, rule: cp.rule, request: cp.request, response: cp.response, error: cp.error } } : {}) };
 }
 
 function exportCaption() {
@@ -1077,10 +1157,12 @@ function wire() {
   // New words: a pinned index would now point at another word, so let go.
   for (const id of ['source', 'target']) $(id).addEventListener('input', () => { S.pin = null; renderTokenChips(); syncExampleMenu(); schedule(); });
   $('self').addEventListener('change', () => { syncControls(); renderTokenChips(); schedule(); });
-  for (const id of ['rule', 'heads', 'proj', 'causal', 'window', 'hard', 'topk', 'scale', 'seed', 'pos-weight']) {
+  for (const id of ['rule', 'heads', 'proj', 'causal', 'window', 'hard', 'topk', 'scale', 'seed', 'pos-weight',
+    ...MODERN_CONTROLS.map(c => c[1])]) {
     $(id).addEventListener('change', () => { syncControls(); if (S.mode !== 'load') schedule(); });
-    if ($(id).type === 'number') $(id).addEventListener('input', () => { if (S.mode === 'sentences') schedule(); });
+    if ($(id).type === 'number' || $(id).type === 'text') $(id).addEventListener('input', () => { if (S.mode === 'sentences') { syncControls(); schedule(); } });
   }
+  $('redraw').addEventListener('click', redraw);
   $('colour-scale').addEventListener('change', () => {
     S.scale = $('colour-scale').value;
     if (S.cur) render();
@@ -1177,7 +1259,7 @@ function readCell(i, j) {
   const w = matrix[i][j];
   const k = w === 0 ? S.cur.kind(i, j) : '';
   $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${fmt(w)}` +
-    (k === 'pad' ? ' (padding key: not attended)' : k === 'mask' ? ' (masked by the options)' : '') +
+    (k === 'pad' ? ' (padding key: not attended)' : k === 'mask' ? ' (masked by the options)' : k === 'sparse' ? ' (outside the sparse pattern)' : '') +
     ` · uniform would be ${fmt(1 / matrix[i].length)}`;
   markHover(svg, i, j);
 }

@@ -33,6 +33,9 @@ export function neuronSupport(rule, req) {
   const Q = req.query, K = req.key ?? (rule === 'multihead' ? req.query : undefined);
   if (!is2D(Q) || !is2D(K)) return { ok: false, why: 'the neuron view needs query and key as unbatched nested arrays.' };
   const used = NEW_OPTIONS.filter(o => req[o] !== undefined && req[o] !== false && req[o] !== null);
+  if (Array.isArray(req.window)) used.push('a [left, right] window');
+  if (req.hard && typeof req.hard === 'object' && req.hard.sample) used.push('sampled hard attention');
+  if (req.attention === 'linear') used.push('linear attention');
   if (used.length) return { ok: false, why: `this request uses ${used.join(', ')}; the neuron view explains plain scores with masks only.` };
   if (rule === 'multihead') {
     const E = Q[0].length, H = Number(req.num_heads) || 1;

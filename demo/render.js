@@ -125,11 +125,14 @@ export function rowStats(matrix) {
 
 function patterns(id) {
   // pad: a key marked as padding; mask: a cell the options forbid (causal,
-  // window, mask). Both differ from a learned zero, which is plain white.
+  // window, mask); sparse: a cell outside the sparse pattern (dotted green).
+  // All differ from a learned zero, which is plain white.
   return `<pattern id="${id}-pad" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
     `<rect width="6" height="6" fill="#e4e6ea"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9aa1ad" stroke-width="2"/></pattern>` +
     `<pattern id="${id}-mask" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(-45)">` +
     `<rect width="6" height="6" fill="#f1f2f4"/><line x1="0" y1="0" x2="0" y2="6" stroke="#c9cdd4" stroke-width="1.5"/></pattern>` +
+    `<pattern id="${id}-sparse" width="6" height="6" patternUnits="userSpaceOnUse">` +
+    `<rect width="6" height="6" fill="#eef5ec"/><circle cx="3" cy="3" r="1.1" fill="#8fb58a"/></pattern>` +
     `<pattern id="${id}-row" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
     `<rect width="6" height="6" fill="#fff5f5" fill-opacity="0.6"/><line x1="0" y1="0" x2="0" y2="6" stroke="#e0a0a0" stroke-width="2"/></pattern>`;
 }
@@ -137,8 +140,9 @@ function patterns(id) {
 /* Heatmap of one Lq x Lk matrix.
  * opts: rows, cols (labels); title; caption (a line under the title);
  *   cell (px); labels (false for thumbnails); legend (bool); scale ('abs',
- *   'row', 'log'); kind(i, j) -> '' | 'pad' | 'mask' (cells the request did
- *   not allow); foot (text under the grid, kept in exports);
+ *   'row', 'log'); kind(i, j) -> '' | 'pad' | 'mask' | 'sparse' (cells the
+ *   request did not allow); structure (drawn over the cells, see
+ *   structureMarkup); foot (text under the grid, kept in exports);
  *   fontSize (label px, at least 11 when labels are drawn); wrap (px: the
  *   caption is broken into lines of about that width instead of widening
  *   the figure). */
@@ -197,7 +201,7 @@ export function heatmap(matrix, opts = {}) {
       const fill = k ? `url(#${id}-${k})` : colour(t);
       g += `<rect x="${left + j * cell}" y="${y}" width="${cell}" height="${cell}" fill="${fill}" stroke="#ffffff" stroke-width="${sw}" ` +
         `class="cell" data-row="${i}" data-col="${j}" data-weight="${w}"${k ? ` data-mask="${k}"` : ''}>` +
-        (big ? '' : `<title>${esc(rows[i])} → ${esc(cols[j])}: ${fmt(w)}${k === 'pad' ? ' (padding key)' : k === 'mask' ? ' (masked)' : ''}</title>`) + '</rect>';
+        (big ? '' : `<title>${esc(rows[i])} → ${esc(cols[j])}: ${fmt(w)}${KIND_WORDS[k] ? ` (${KIND_WORDS[k]})` : ''}</title>`) + '</rect>';
       if (showValues && w >= 0.1) {
         g += `<text x="${left + j * cell + cell / 2}" y="${y + cell / 2 + 4}" font-size="${Math.min(11, cell * 0.32)}" text-anchor="middle" ` +
           `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
@@ -212,6 +216,7 @@ export function heatmap(matrix, opts = {}) {
     }
   }
   parts.push(g + '</g>');
+  if (opts.structure) parts.push(structureMarkup(opts.structure, { left, top, cell, Lq, Lk, thin: !labels }));
   // Overlays: the pinned row/column and the hovered cell (moved, never rebuilt).
   parts.push(`<g class="overlay" pointer-events="none"><rect class="pin-box" fill="none" stroke="#e8590c" stroke-width="${labels ? 2.5 : 1.5}" visibility="hidden"/>` +
     `<rect class="hover-box" fill="none" stroke="#ffb020" stroke-width="3" visibility="hidden"/></g>`);
@@ -247,6 +252,7 @@ export function heatmap(matrix, opts = {}) {
     s += `<rect x="${lx}" y="${sy - 9}" width="12" height="12" fill="${colour(0)}" stroke="#999" stroke-width="0.5"/><text x="${lx + 18}" y="${sy + 1}">0 (computed)</text>`; sy += 18;
     sw2('pad', 'padding key');
     sw2('mask', 'masked');
+    if (opts.structure && opts.structure.blocks) sw2('sparse', 'outside pattern');
     parts.push(s + '</g>');
   }
 
@@ -256,6 +262,58 @@ export function heatmap(matrix, opts = {}) {
   svg.innerHTML = parts.join('');
   svg._geom = { left, top, cell, Lq, Lk, gridW, gridH };
   return svg;
+}
+
+const KIND_WORDS = { pad: 'padding key', mask: 'masked', sparse: 'outside the sparse pattern' };
+export const STRUCT_COLOURS = { diag: '#9c36b5', band: '#c2255c', block: '#2b8a3e' };
+
+/* The structure of a request drawn over its cells (pointer-events none):
+ *   diag: offset d, the dashed line through the cells (i, i + d) where the
+ *     diagonal i' = j sits (d = Lk - Lq for align bottom_right, else 0);
+ *   lo, hi: i -> the first / last key row i may see by causal and window
+ *     (null: no bound on that side), drawn as solid staircase edges;
+ *   blocks: {size, layout}: an outline around each block the sparse
+ *     layout allows (layout[qb][kb] true; the last blocks may be cut). */
+export function structureMarkup(st, g) {
+  const { left, top, cell, Lq, Lk } = g;
+  const w = g.thin ? 1.2 : 2;
+  let s = '<g class="structure" pointer-events="none" fill="none">';
+  if (st.blocks && Array.isArray(st.blocks.layout)) {
+    const b = st.blocks.size;
+    st.blocks.layout.forEach((row, qb) => row.forEach((on, kb) => {
+      if (!on) return;
+      const x0 = Math.min(Lk, kb * b), x1 = Math.min(Lk, (kb + 1) * b), y0 = Math.min(Lq, qb * b), y1 = Math.min(Lq, (qb + 1) * b);
+      if (x1 <= x0 || y1 <= y0) return;
+      s += `<rect class="layout-block" data-qb="${qb}" data-kb="${kb}" x="${left + x0 * cell + 1}" y="${top + y0 * cell + 1}" ` +
+        `width="${(x1 - x0) * cell - 2}" height="${(y1 - y0) * cell - 2}" stroke="${STRUCT_COLOURS.block}" stroke-width="${w}" rx="2"/>`;
+    }));
+  }
+  const edge = (bound, side) => {
+    // One vertical segment per row at the bound's cell edge, joined row to row.
+    let d = '';
+    let prev = null;
+    for (let i = 0; i < Lq; i++) {
+      const v = bound(i);
+      if (v === null || v === undefined) { prev = null; continue; }
+      const x = Math.max(0, Math.min(Lk, side === 'lo' ? v : v + 1));
+      const X = left + x * cell, y0 = top + i * cell, y1 = y0 + cell;
+      d += prev === null ? `M${X} ${y0}` : `L${prev} ${y0}L${X} ${y0}`;
+      d += `L${X} ${y1}`;
+      prev = X;
+    }
+    return d ? `<path class="band-edge" data-side="${side}" d="${d}" stroke="${STRUCT_COLOURS.band}" stroke-width="${w}" stroke-linejoin="round"/>` : '';
+  };
+  if (st.lo) s += edge(st.lo, 'lo');
+  if (st.hi) s += edge(st.hi, 'hi');
+  if (st.diag !== null && st.diag !== undefined) {
+    const d = st.diag;
+    const i0 = Math.max(0, -d), i1 = Math.min(Lq, Lk - d) - 1;
+    if (i0 <= i1) {
+      s += `<line class="diag" data-offset="${d}" x1="${left + (i0 + d) * cell}" y1="${top + i0 * cell}" x2="${left + (i1 + d + 1) * cell}" ` +
+        `y2="${top + (i1 + 1) * cell}" stroke="${STRUCT_COLOURS.diag}" stroke-width="${w}" stroke-dasharray="${g.thin ? '3 2' : '6 4'}"/>`;
+    }
+  }
+  return s + '</g>';
 }
 
 // The matrix as a PNG data URL, one pixel per weight (padding and masked cells
@@ -270,7 +328,7 @@ function rasterURL(matrix, mode, rmax, kind) {
     for (let j = 0; j < Lk; j++) {
       const w = matrix[i][j];
       const k = w === 0 ? kind(i, j) : '';
-      const rgb = k === 'pad' ? [190, 195, 203] : k === 'mask' ? [232, 234, 238] : colourRGB(scaleT(mode, w, rmax[i]));
+      const rgb = k === 'pad' ? [190, 195, 203] : k === 'mask' ? [232, 234, 238] : k === 'sparse' ? [214, 232, 210] : colourRGB(scaleT(mode, w, rmax[i]));
       const o = 4 * (i * Lk + j);
       img.data[o] = rgb[0]; img.data[o + 1] = rgb[1]; img.data[o + 2] = rgb[2]; img.data[o + 3] = 255;
     }
@@ -324,9 +382,9 @@ export function markPin(svg, pin) {
 }
 
 /* A horizontal colour bar for views whose panels share one scale. */
-export function legendBar(mode = 'abs') {
+export function legendBar(mode = 'abs', keys = null) {
   const id = 'lg' + (++uid);
-  const width = 246, height = 62;
+  const width = 246, height = 62 + (keys && keys.length ? 18 * keys.length : 0);
   const m = SCALES[mode] ? mode : 'abs';
   const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'legend-bar', role: 'img',
     'aria-label': SCALES[m].label, 'font-family': FONT, 'data-scale': m });
@@ -342,6 +400,15 @@ export function legendBar(mode = 'abs') {
   }
   s += `<rect x="${x0}" y="48" width="10" height="10" fill="url(#${id}-pad)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 14}" y="57" font-size="11" fill="#333">padding key</text>`;
   s += `<rect x="${x0 + 90}" y="48" width="10" height="10" fill="url(#${id}-mask)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 104}" y="57" font-size="11" fill="#333">masked (not allowed)</text>`;
+  // The structure drawn over the grid, one key per line (keys: 'diag', 'band', 'block', 'sparse').
+  const words = { diag: 'diagonal i′ = j (alignment)', band: 'causal / window edge', block: 'sparse layout block', sparse: 'outside the sparse pattern' };
+  (keys || []).forEach((k, n) => {
+    const y = 66 + 18 * n;
+    if (k === 'sparse') s += `<rect x="${x0}" y="${y}" width="10" height="10" fill="url(#${id}-sparse)" stroke="#999" stroke-width="0.5"/>`;
+    else if (k === 'block') s += `<rect x="${x0}" y="${y}" width="10" height="10" fill="none" stroke="${STRUCT_COLOURS.block}" stroke-width="2"/>`;
+    else s += `<line x1="${x0}" x2="${x0 + 12}" y1="${y + 5}" y2="${y + 5}" stroke="${STRUCT_COLOURS[k]}" stroke-width="2"${k === 'diag' ? ' stroke-dasharray="4 2"' : ''}/>`;
+    s += `<text x="${x0 + 18}" y="${y + 9}" font-size="11" fill="#333" class="legend-key" data-key="${k}">${esc(words[k] || k)}</text>`;
+  });
   svg.innerHTML = s;
   return svg;
 }

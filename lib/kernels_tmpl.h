@@ -900,11 +900,21 @@ static inline ALWAYS TGT float decode_dot(const attn_sdpa_job *j, const float *q
  * Then q . R(t) k = (R(-t) q) . k = (q C + q2 S) . k over t's table row. */
 static inline ALWAYS TGT void decode_rope_q(const attn_sdpa_job *j, const float *q, float *q2)
 {
-    int64_t h = j->rope_dims / 2;
-    for (int64_t k = 0; k < h; k++) {
-        int64_t a = j->rope_interleaved ? 2 * k : k, b = j->rope_interleaved ? 2 * k + 1 : k + h;
-        q2[a] = q[b];
-        q2[b] = -q[a];
+    int64_t h = j->rope_dims / 2, k = 0;
+    if (j->rope_interleaved) {
+        for (; k < h; k++) {
+            q2[2 * k] = q[2 * k + 1];
+            q2[2 * k + 1] = -q[2 * k];
+        }
+    } else {
+        for (; k + VW <= h; k += VW) {
+            VSTORE(q2 + k, VLOAD(q + h + k));
+            VSTORE(q2 + h + k, VSUB(VZERO(), VLOAD(q + k)));
+        }
+        for (; k < h; k++) {
+            q2[k] = q[h + k];
+            q2[h + k] = -q[k];
+        }
     }
     for (int64_t e = 2 * h; e < j->d; e++) q2[e] = 0.0f;
 }
@@ -917,7 +927,10 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
                                                 const float *q2, int64_t jb, float *ub, float *ub2)
 {
     const float *c = j->rope + (j->rope_k0 + jb) * 2 * j->d, *sn = c + j->d;
-    for (int64_t e = 0; e < j->d; e++) ub[e] = qr[e] * c[e] + q2[e] * sn[e];
+    int64_t e = 0;
+    for (; e + VW <= j->d; e += VW)
+        VSTORE(ub + e, VFMA(VLOAD(qr + e), VLOAD(c + e), VMUL(VLOAD(q2 + e), VLOAD(sn + e))));
+    for (; e < j->d; e++) ub[e] = qr[e] * c[e] + q2[e] * sn[e];
     decode_rope_q(j, ub, ub2);
 }
 

@@ -321,7 +321,7 @@ try {
   await test('compare view shows every rule on the same inputs', async () => {
     await fresh();
     await page.click('#tab-compare');
-    const want = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat', 'multihead'];
+    const want = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat', 'linear', 'multihead'];
     await page.waitForFunction(n => document.querySelectorAll('#compare-grid .compare-item svg').length === n, want.length, { timeout: 5000 });
     const got = await page.$$eval('#compare-grid .compare-item', e => e.map(x => x.dataset.rule));
     assert(got.join() === want.join(), `compare shows ${got}`);
@@ -343,7 +343,7 @@ try {
     };
     // The compare view first: several SVGs composed into one picture.
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const png = await save('#export-png');
     assert(png.length > 2000, `PNG has ${png.length} bytes`);
     assert(png.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a])), 'not a PNG signature');
@@ -547,7 +547,7 @@ try {
     assert(caps.join() === 'head 0,head 1,head 2,head 3,mean of heads', `thumbnail captions inside the SVGs: ${caps}`);
     await setRule('scaled_dot');
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const sd = await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE));
     const cf = await page.$$eval('#compare-grid .compare-item[data-rule="scaled_dot"] .cell', e => e.map(c => [+c.dataset.row, +c.dataset.col, c.getAttribute('fill')]));
     for (const [i, j, f] of cf) assert(f === colour(sd[i][j]), `compare cell ${i},${j}: ${f} vs ${colour(sd[i][j])}`);
@@ -603,9 +603,9 @@ try {
     const ls = await page.$$eval('#lines .attn-line', e => e.map(l => l.dataset.q));
     assert(ls.length > 0 && ls.every(q => q === '1'), 'line view shows lines of other tokens while pinned');
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const pins = await page.$$eval('#compare-grid svg.heatmap', e => e.map(s => s.dataset.pin));
-    assert(pins.length === 7 && pins.every(p => p === 'q1'), `compare pins: ${pins}`);
+    assert(pins.length === 8 && pins.every(p => p === 'q1'), `compare pins: ${pins}`);
     // Release from the line view; every view lets go.
     await page.click('#tab-lines');
     await page.click('#lines .tok[data-side="q"][data-index="1"]');
@@ -732,12 +732,12 @@ try {
   await test('Compare exports every rule, and the export loads back as a comparison', async () => {
     await fresh();
     await page.click('#tab-compare');
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 5000 }), page.click('#export-json')]);
     const file = path.join(SHOTS, 'export-compare.json');
     await dl.saveAs(file);
     const json = JSON.parse(fs.readFileSync(file, 'utf8'));
-    assert(json.kind === 'compare' && json.results.map(r => r.rule).join() === 'dot,scaled_dot,general,additive,concat_tanh,concat,multihead',
+    assert(json.kind === 'compare' && json.results.map(r => r.rule).join() === 'dot,scaled_dot,general,additive,concat_tanh,concat,linear,multihead',
       `compare export holds ${json.results && json.results.map(r => r.rule)}`);
     const dot = await weightsOf('/attention/dot', sentenceBody(DEFAULT_SENTENCE));
     const jd = json.results.find(r => r.rule === 'dot');
@@ -745,7 +745,7 @@ try {
     await fresh();
     await setMode('load');
     await page.setInputFiles('#load-file', file);
-    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 7, null, { timeout: 5000 });
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 5000 });
     await expectHeatmap(page, dot, 'reloaded compare dot', '#compare-grid .compare-item[data-rule="dot"]');
     const lab = await page.$$eval('#compare-grid .compare-item[data-rule="dot"] .row-label', e => e.map(x => x.textContent).join(' '));
     assert(lab === tokenize(DEFAULT_SENTENCE).join(' '), `reloaded compare labels: ${lab}`);
@@ -1331,6 +1331,282 @@ try {
       for (const k of Object.keys(a)) assert(a[k] === c[k], `${k} differs after loading the export`);
     } finally {
       await other.close();
+    }
+  });
+
+  /* ------------------------------------------- the modern options */
+
+  const openModern = (p = page) => p.evaluate(() => { document.getElementById('modern-fold').open = true; });
+  const setField = async (sel, v, p = page) => { await p.fill(sel, v); await p.dispatchEvent(sel, 'change'); };
+  // Each cell's row, column and how it is drawn when not a weight ('' | pad | mask | sparse).
+  const cellKinds = (p, sel = '#heatmap') => p.$$eval(`${sel} .cell`, els => els.map(e => [+e.dataset.row, +e.dataset.col, e.dataset.mask || '']));
+  const v0 = embed(tokenize(DEFAULT_SENTENCE));
+  const L0 = v0.length;
+  // The view from the top of the page (controls scroll it while a test sets them).
+  const topShot = async (p, name) => { await p.evaluate(() => window.scrollTo(0, 0)); await p.mouse.move(2, 2); await modelShot(p, name); };
+  const selfBody = extra => ({ query: v0, key: v0, value: v0, seed: 0, ...extra });
+
+  await test('modern: bottom_right causal with Lq != Lk: cells, masked cells and the diagonal equal the API', async () => {
+    await fresh();
+    await page.uncheck('#self');
+    await page.fill('#target', 'a cat sat');
+    await page.check('#causal');
+    await openModern();
+    await page.selectOption('#align', 'bottom_right');
+    const Q = embed(tokenize('a cat sat')), K = v0;
+    const w = await weightsOf('/attention/scaled_dot', { query: Q, key: K, value: K, seed: 0, causal: true, align: 'bottom_right' });
+    await expectHeatmap(page, w, 'bottom_right causal');
+    const off = K.length - Q.length;
+    // Independently of the page: bottom-right, query i sees keys j <= i + Lk - Lq.
+    w.forEach((r, i) => r.forEach((x, j) => assert(j <= i + off || x === 0, `API weight at ${i},${j} is ${x}`)));
+    for (const [i, j, k] of await cellKinds(page)) {
+      assert(k === (j > i + off ? 'mask' : ''), `cell ${i},${j} drawn as "${k}"`);
+    }
+    const d = await page.$eval('#heatmap .diag', l => ({ off: +l.dataset.offset, x: l.getAttribute('x1'), y: l.getAttribute('y1') }));
+    const c0 = await page.$eval(`#heatmap .cell[data-row="0"][data-col="${off}"]`, c => ({ x: c.getAttribute('x'), y: c.getAttribute('y') }));
+    assert(d.off === off && Number(d.x) === Number(c0.x) && Number(d.y) === Number(c0.y), `diagonal at ${JSON.stringify(d)}, cell (0, ${off}) at ${JSON.stringify(c0)}`);
+    assert(await page.$('#heatmap .band-edge[data-side="hi"]'), 'the causal edge is not drawn');
+    assert(/align=bottom_right|al=bottom_right/.test(page.url()), `URL ${page.url()}`);
+    await topShot(page, 'modern-bottom-right-1280x800');
+  });
+
+  await test('modern: a [left, right] window with an unbounded side', async () => {
+    await fresh();
+    await openModern();
+    await setField('#win-left', '2');
+    const w = await weightsOf('/attention/scaled_dot', selfBody({ window: [2, null] }));
+    await expectHeatmap(page, w, 'window [2, null]');
+    assert(await page.$eval('#window', e => e.disabled), 'the symmetric w stays enabled beside a pair');
+    for (const [i, j, k] of await cellKinds(page)) assert(k === (j < i - 2 ? 'mask' : ''), `cell ${i},${j} drawn as "${k}"`);
+    assert(await page.$('#heatmap .band-edge[data-side="lo"]') && !(await page.$('#heatmap .band-edge[data-side="hi"]')), 'window edges');
+    await setField('#win-right', '1');
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', selfBody({ window: [2, 1] })), 'window [2, 1]');
+  });
+
+  await test('modern: softcap + ALiBi + sinks, on /attention and per head on /multihead', async () => {
+    await fresh();
+    await openModern();
+    await setField('#softcap', '2');
+    await page.check('#alibi');
+    await setField('#sinks', '1');
+    const w = await weightsOf('/attention/scaled_dot', selfBody({ softcap: 2, alibi: true, sinks: 1 }));
+    await expectHeatmap(page, w, 'softcap alibi sinks');
+    assert(w.every(r => r.reduce((a, b) => a + b, 0) < 0.999), 'with a sink the rows should sum to less than 1');
+    await setRule('multihead');
+    await setField('#alibi-slopes', '0.5, 0.25');
+    const mh = await weightsOf('/multihead', selfBody({ num_heads: 2, params: identityParams(32), softcap: 2, alibi: [0.5, 0.25], sinks: [1, 1] }));
+    await page.click('#heads-grid .head-thumb[data-head="1"]');
+    await expectHeatmap(page, mh[1], 'multihead head 1 with per-head slopes');
+  });
+
+  await test('modern: sparsity draws the API\'s layout and marks cells outside it as pattern-masked', async () => {
+    await fresh();
+    await openModern();
+    await page.selectOption('#sparsity', 'bigbird');
+    const sp = { pattern: 'bigbird', block: 2, window_blocks: 3, global_blocks: 1, random_blocks: 1 };
+    const r = await api('/attention/scaled_dot', selfBody({ sparsity: sp, return_layout: true }));
+    assert(r.status === 200 && Array.isArray(r.body.layout), `API answered ${r.status}`);
+    const lay = r.body.layout;
+    assert(lay.length === Math.ceil(L0 / 2) && lay[0].length === Math.ceil(L0 / 2), `layout shape ${lay.length}`);
+    await expectHeatmap(page, r.body.weights, 'bigbird');
+    const blocks = await page.$$eval('#heatmap .layout-block', e => e.map(b => b.dataset.qb + ',' + b.dataset.kb).sort().join(';'));
+    const want = lay.flatMap((row, qb) => row.map((on, kb) => (on ? qb + ',' + kb : null))).filter(Boolean).sort().join(';');
+    assert(blocks === want, `outlined blocks ${blocks} vs the API's ${want}`);
+    let outside = 0;
+    for (const [i, j, k] of await cellKinds(page)) {
+      const on = lay[Math.floor(i / 2)][Math.floor(j / 2)];
+      if (!on) outside++;
+      assert(k === (on ? '' : 'sparse'), `cell ${i},${j} drawn as "${k}" (layout ${on})`);
+      if (!on) assert(r.body.weights[i][j] === 0, `API weight outside the layout at ${i},${j}`);
+    }
+    assert(outside > 0, 'the layout allows every block: nothing to check');
+    assert(await page.$('#scale-legend .legend-key[data-key="sparse"]'), 'the legend has no key for pattern-masked cells');
+    await topShot(page, 'modern-sparsity-1280x800');
+    // blocks: the page's default layout (diagonal blocks and the first column) as sent.
+    await page.selectOption('#sparsity', 'blocks');
+    await setField('#sp-block', '3');
+    const nb = Math.ceil(L0 / 3);
+    const layout = Array.from({ length: nb }, (_, q) => Array.from({ length: nb }, (_, k) => k === 0 || k === q));
+    const rb = await api('/attention/scaled_dot', selfBody({ sparsity: { pattern: 'blocks', block: 3, layout }, return_layout: true }));
+    await expectHeatmap(page, rb.body.weights, 'blocks');
+    const n = await page.$$eval('#heatmap .layout-block', e => e.length);
+    assert(n === rb.body.layout.flat().filter(Boolean).length, `${n} outlined blocks`);
+  });
+
+  await test('modern: linear attention beside softmax of the same inputs, both equal their API answers', async () => {
+    await fresh();
+    await setRule('linear');
+    await page.waitForSelector('#companion:not([hidden]) svg.heatmap', { timeout: 5000 });
+    const plain = { query: v0, key: v0, value: v0 };
+    await expectHeatmap(page, await weightsOf('/attention/linear', { ...plain, feature_map: 'elu' }), 'linear elu');
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', plain), 'softmax beside linear', '#companion');
+    const caps = await page.$$eval('#view-heatmap svg.heatmap .caption', e => e.map(x => x.textContent).join(' '));
+    assert(/φ\(q_i\)·φ\(k_j\)/.test(caps) && /exp\(q_i·k_j/.test(caps), `formulas missing: ${caps}`);
+    // A linear rule's control state: no window, softcap or sparsity; a feature map.
+    for (const id of ['#window', '#softcap', '#sparsity', '#hard', '#rope']) assert(await page.$eval(id, e => e.disabled), `${id} is enabled for linear`);
+    assert(!(await page.$eval('#feature-map', e => e.disabled)), 'feature map disabled for linear');
+    await openModern();
+    await page.selectOption('#feature-map', 'relu');
+    await page.check('#causal');
+    await expectHeatmap(page, await weightsOf('/attention/linear', { ...plain, feature_map: 'relu', causal: true }), 'linear relu causal');
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', { ...plain, causal: true }), 'softmax causal beside', '#companion');
+    await topShot(page, 'modern-linear-1280x800');
+    await page.uncheck('#causal');
+    // Multi-head: "attention": "linear" beside the same heads' softmax.
+    await setRule('multihead');
+    await page.selectOption('#mh-attention', 'linear');
+    const mh = { ...plain, seed: 0, num_heads: 2, params: identityParams(32) };
+    const lin = await weightsOf('/multihead', { ...mh, attention: 'linear', feature_map: 'relu' });
+    await expectHeatmap(page, lin[0], 'multihead linear head 0');
+    await expectHeatmap(page, (await weightsOf('/multihead', mh))[0], 'multihead softmax head 0', '#companion');
+  });
+
+  await test('modern: a sample is one-hot at the API\'s key beside the soft weights; same seed same draw; re-draw', async () => {
+    await fresh();
+    await page.selectOption('#hard', 'sample');
+    await setField('#seed', '3');
+    const body = selfBody({ seed: 3, hard: { sample: { temperature: 1 } } });
+    const w = await weightsOf('/attention/scaled_dot', body);
+    const again = await weightsOf('/attention/scaled_dot', body);
+    assert(maxDiff(w, again) === 0, 'the API drew differently for the same seed');
+    await expectHeatmap(page, w, 'sample seed 3');
+    const keys = w.map(r => r.indexOf(1));
+    w.forEach((r, i) => assert(keys[i] >= 0 && r.filter(x => x !== 0).length === 1, `row ${i} is not one-hot`));
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', selfBody({ seed: 3 })), 'soft weights', '#companion');
+    const dr = await page.$eval('#companion .draws', e => ({ seed: e.dataset.seed, draws: e.dataset.draws }));
+    assert(dr.seed === '3' && dr.draws === keys.join(','), `draws ${JSON.stringify(dr)} vs the API's ${keys}`);
+    // The same URL draws the same keys.
+    const other = await context.newPage();
+    try {
+      await other.goto(page.url());
+      await other.waitForSelector('#companion .draws', { timeout: 5000 });
+      await expectHeatmap(other, w, 'sample reopened');
+    } finally {
+      await other.close();
+    }
+    await topShot(page, 'modern-sample-1280x800');
+    await page.click('#redraw-view');
+    await page.waitForFunction(() => /seed=4/.test(location.hash), null, { timeout: 4000 });
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', { ...body, seed: 4 }), 'sample seed 4');
+    assert(await page.inputValue('#seed') === '4', 'the seed control did not move on');
+  });
+
+  await test('modern: the URL keeps every new option and reopens the same picture', async () => {
+    await fresh();
+    await openModern();
+    await page.selectOption('#align', 'bottom_right');
+    await setField('#win-left', '3');
+    await setField('#softcap', '3');
+    await page.check('#alibi');
+    await setField('#sinks', '0.5');
+    await page.check('#rope');
+    await page.selectOption('#rope-style', 'interleaved');
+    await setField('#rope-dims', '8');
+    await setField('#rope-offset', '2');
+    await page.selectOption('#sparsity', 'local_global');
+    await setField('#sp-global', '0, 5');
+    await page.selectOption('#hard', 'sample');
+    await setField('#temperature', '0.7');
+    await setField('#seed', '2');
+    const body = selfBody({ seed: 2, align: 'bottom_right', window: [3, null], softcap: 3, alibi: true, sinks: 0.5,
+      rope: { base: 10000, style: 'interleaved', dims: 8, offset: 2 }, sparsity: { pattern: 'local_global', window: 2, global: [0, 5] },
+      return_layout: true, hard: { sample: { temperature: 0.7 } } });
+    const w = await weightsOf('/attention/scaled_dot', body);
+    await expectHeatmap(page, w, 'every option at once');
+    const ids = ['align', 'win-left', 'win-right', 'softcap', 'alibi', 'alibi-slopes', 'sinks', 'rope', 'rope-base', 'rope-style', 'rope-dims',
+      'rope-offset', 'sparsity', 'sp-window', 'sp-global', 'hard', 'temperature', 'seed'];
+    const snap = p => p.evaluate(ids => ({
+      controls: ids.map(id => { const e = document.getElementById(id); return e.type === 'checkbox' ? String(e.checked) : e.value; }).join('|'),
+      kinds: [...document.querySelectorAll('#heatmap .cell')].map(c => c.dataset.mask || '-').join(''),
+      structure: document.querySelector('#heatmap .structure').innerHTML,
+      soft: [...document.querySelectorAll('#companion .cell')].map(c => c.dataset.weight).join(),
+    }), ids);
+    const a = await snap(page);
+    const other = await context.newPage();
+    try {
+      await other.goto(page.url());
+      await other.waitForSelector('#companion .cell', { timeout: 5000 });
+      await expectHeatmap(other, w, 'reopened every option');
+      const b = await snap(other);
+      for (const k of Object.keys(a)) assert(a[k] === b[k], `${k} differs after reopening: ${a[k].slice(0, 100)} vs ${b[k].slice(0, 100)}`);
+      assert(await other.$eval('#modern-fold', d => d.open), 'the fold is closed on a link that sets its options');
+    } finally {
+      await other.close();
+    }
+    // A JSON export carries both panels back.
+    const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 5000 }), page.click('#export-json')]);
+    const file = path.join(SHOTS, 'export-modern.json');
+    await dl.saveAs(file);
+    const saved = JSON.parse(fs.readFileSync(file, 'utf8'));
+    assert(saved.request.rope && saved.request.sparsity && saved.companion && saved.companion.role === 'soft', 'the export lacks the options or the soft panel');
+    await fresh();
+    await setMode('load');
+    await page.setInputFiles('#load-file', file);
+    await page.waitForSelector('#companion .cell', { timeout: 5000 });
+    await expectHeatmap(page, w, 'loaded export');
+    assert((await snap(page)).kinds === a.kinds, 'masked cells differ after loading the export');
+  });
+
+  await test('modern: a rule that does not take an option disables it (as GET /rules says); refusals show the API\'s message', async () => {
+    await fresh();
+    const rules = (await (await fetch(BASE + '/rules')).json()).rules;
+    const CONTROL = { causal: 'causal', window: 'window', align: 'align', softcap: 'softcap', alibi: 'alibi', sinks: 'sinks',
+      rope: 'rope', sparsity: 'sparsity', hard: 'hard', 'feature-map': 'feature_map', scale: 'scale' };
+    let checked = 0;
+    for (const r of rules) {
+      await setRule(r.name);
+      const na = new Set(r.not_applicable || []);
+      for (const [id, field] of Object.entries(CONTROL)) {
+        const dis = await page.$eval('#' + id, e => e.disabled);
+        assert(dis === na.has(field), `${r.name}: ${id} is ${dis ? 'disabled' : 'enabled'}, GET /rules says ${na.has(field) ? 'not ' : ''}applicable`);
+        checked++;
+      }
+    }
+    assert(rules.some(r => r.name === 'linear') && checked >= 7 * 11, `checked ${checked}`);
+    // Multi-head with linear attention takes what linear takes.
+    await setRule('multihead');
+    await page.selectOption('#mh-attention', 'linear');
+    for (const id of ['window', 'softcap', 'alibi', 'sinks', 'rope', 'sparsity', 'hard']) assert(await page.$eval('#' + id, e => e.disabled), `multihead linear: ${id} enabled`);
+    await page.selectOption('#mh-attention', 'softmax');
+    await setRule('scaled_dot');
+    // A value the API refuses: its own message beside the field.
+    await openModern();
+    await page.check('#rope');
+    await setField('#rope-dims', '3');
+    const bad = await api('/attention/scaled_dot', selfBody({ rope: { base: 10000, style: 'half', dims: 3 } }));
+    assert(bad.status === 422 && bad.body.error.field.startsWith('rope'), `API answered ${bad.status}`);
+    await page.waitForFunction(m => document.querySelector('#err-rope').textContent.includes(m), bad.body.error.message, { timeout: 4000 });
+    await page.$eval('#rope', e => e.scrollIntoView({ block: 'center' }));
+    await modelShot(page, 'modern-refused-1280x800');
+    await page.uncheck('#rope');
+    // A pasted request with an option its rule does not take.
+    await setMode('paste');
+    await page.fill('#paste', JSON.stringify({ query: [[1, 0]], key: [[1, 0], [0, 1]], value: [[1], [2]], rope: {} }));
+    await setRule('additive');
+    await page.click('#paste-run');
+    const pr = await api('/attention/additive', { query: [[1, 0]], key: [[1, 0], [0, 1]], value: [[1], [2]], rope: {}, seed: 0 });
+    assert(pr.status === 422, `API answered ${pr.status}`);
+    await page.waitForFunction(m => document.querySelector('#err-paste').textContent.includes(m), pr.body.error.message, { timeout: 4000 });
+  });
+
+  await test('modern: phone layout 390x844 (panels stack, controls in the fold)', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    try {
+      const S2 = encodeURIComponent(DEFAULT_SENTENCE);
+      await phone.goto(`${BASE}/#s=${S2}&r=linear`);
+      await phone.waitForSelector('#companion .cell', { timeout: 5000 });
+      const [a, b] = await Promise.all(['#heatmap', '#companion'].map(sel => phone.$eval(sel, e => e.getBoundingClientRect().toJSON())));
+      assert(b.top >= a.bottom - 1, `the panels do not stack: ${JSON.stringify([a, b])}`);
+      await modelShot(phone, 'modern-linear-390x844');
+      await phone.goto('about:blank');
+      await phone.goto(`${BASE}/#s=${S2}&r=scaled_dot&sp=bigbird`);
+      await phone.waitForSelector('#heatmap .layout-block', { timeout: 5000 });
+      await modelShot(phone, 'modern-sparsity-390x844');
+      await phone.evaluate(() => { document.getElementById('controls-fold').open = true; document.getElementById('modern-fold').open = true; document.getElementById('modern-fold').scrollIntoView(); });
+      await modelShot(phone, 'modern-controls-390x844');
+    } finally {
+      await phone.close();
     }
   });
 
