@@ -280,13 +280,16 @@ def print_long(r, n):
     f_dense = 4.0 * l * l * 64 * h
     f_lg = 4.0 * pairs * 64 * h if pairs else None
     g_dense = gf(f_dense, dense)
-    hdr = ("row", "L", "heads", "ms", "GFLOP/s", "vs dense", "peak MiB", "target", "status")
+    hdr = ("row", "L", "heads", "ms", "GFLOP/s", "vs dense", "CPU s", "vs dense (CPU)", "peak MiB", "target",
+           "status")
+    c1 = g.get("long_dense_1head_cpu_s")
+    dense_cpu = c1 * h if c1 else None
 
     def mib(key):
         v = g.get(key)
         return "n/a" if v is None or v < 0 else "%.1f" % v
     rows = [("dense scaled_dot (1 head timed, x8)", str(l), "1 (x8)", fmt(dense * 1e3 if dense else None),
-             fmt(g_dense), "1x", mib("long_dense_1head_mib"), "-", "-")]
+             fmt(g_dense), "1x", fmt(dense_cpu), "1x", mib("long_dense_1head_mib"), "-", "-")]
     t = g.get("long_lg_s")
     g_lg = gf(f_lg, t) if f_lg else None
     miss = []
@@ -294,23 +297,27 @@ def print_long(r, n):
         miss.append("%.1fx dense" % (dense / t))
     if g_lg and g_dense and g_lg / g_dense < 0.7:
         miss.append("%.0f%% of dense GFLOP/s" % (100 * g_lg / g_dense))
+    c = g.get("long_lg_cpu_s")
     rows.append(("sparse local_global w=%d, %d globals" % (g.get("long_lg_window", 256), g.get("long_lg_globals", 4)),
                  str(l), str(h), fmt(t * 1e3 if t else None), fmt(g_lg),
-                 ratio(dense, t), mib("long_lg_mib"),
+                 ratio(dense, t), fmt(c), ratio(dense_cpu, c), mib("long_lg_mib"),
                  ">=25x dense, >=70%% dense GFLOP/s (%s)" % (
                      "%.0f%%" % (100 * g_lg / g_dense) if g_lg and g_dense else "n/a"),
                  "skipped: no figure" if not (t and dense) else "met" if not miss else "missed: " + "; ".join(miss)))
     for key, name in (("long_linear_s", "linear (elu+1)"), ("long_linear_causal_s", "linear (elu+1), causal")):
         t = g.get(key)
         f = 2.0 * (2 * l) * 64 * 65 * h  # phi(K)^T [V 1] and phi(Q) times it
+        c = g.get(key[:-2] + "_cpu_s")
         rows.append((name, str(l), str(h), fmt(t * 1e3 if t else None), fmt(gf(f, t)), ratio(dense, t),
-                     mib(key[:-2] + "_mib"), "-", "-"))
+                     fmt(c), ratio(dense_cpu, c), mib(key[:-2] + "_mib"), "-", "-"))
     print("Long sequences (bench_kernels --long, %s threads, no weights, head dim 64):" % n)
     print_table(hdr, rows)
     print("The dense core is timed on one head at L = %d (8 would take minutes) and its time multiplied by 8; "
           "\"vs dense\" is that 8-head figure over the row's. Sparse GFLOP/s count 4 x 64 flops per allowed (query, key) "
           "pair (%s pairs a head: |i - j| <= %s or a global row or key); linear GFLOP/s count 2 (Lq + Lk) 64 x 65 a "
-          "head (the prefix-sum form; causal adds the diagonal blocks, not counted). Peak MiB: the growth of the "
+          "head (the prefix-sum form; causal adds the diagonal blocks, not counted). CPU s: the CPU time of one "
+          "more run over both threads, which other work on a shared machine does not inflate as it does the wall "
+          "time. Peak MiB: the growth of the "
           "resident set over one run in a fresh process, inputs and output excluded."
           % (l, "%.0f" % pairs if pairs else "?", g.get("long_lg_window", "?")))
 

@@ -11,9 +11,12 @@
  *     does not make its whole block dense.
  *   layout (bigbird, blocks): the key blocks any of its rows' layout rows
  *     allows, merged into runs.
- * Tiles the pattern allows whole (the band's interior, global keys, the
- * blocks of a query block within one layout row) go through the flash
- * kernel's tiles as they are; the others get the element predicate
+ * Spans the pattern allows whole (global keys, the blocks of a query block
+ * within one layout row) go through the flash kernel's tiles as they are;
+ * the band goes through them as a window (the narrower of the job's own
+ * and the pattern's), which the tiles mask in registers, cut around the
+ * global keys inside it (allowed for every row); only the blocks
+ * of a query block that straddles layout rows get the element predicate
  * (attn_sparse_allows) on their scores, as the explicit mask does.
  * Weights, when asked, are written in a second pass over the same spans
  * with the rows' final max and sum: zero outside the pattern. */
@@ -21,13 +24,17 @@
 #define span_init ISA_NAME(span_init)
 #define span_globals ISA_NAME(span_globals)
 #define span_next ISA_NAME(span_next)
-#define sparse_tile_full ISA_NAME(sparse_tile_full)
+#define band_job ISA_NAME(band_job)
 #define sparse_mask_tile ISA_NAME(sparse_mask_tile)
 #define sparse_scores ISA_NAME(sparse_scores)
 #define sparse_block_exact ISA_NAME(sparse_block_exact)
 #define sparse_weights ISA_NAME(sparse_weights)
 #define sparse_global_row ISA_NAME(sparse_global_row)
 #define sdpa_block_sparse ISA_NAME(sdpa_block_sparse)
+
+/* What a span's pairs are: all allowed, local_global's band (a window to
+ * the kernel), or layout blocks some rows allow and others not. */
+enum { SPAN_FULL, SPAN_BAND, SPAN_MIXED };
 
 /* Walks the key spans one query block visits, in increasing order. */
 typedef struct {
@@ -77,9 +84,8 @@ static int span_globals(span_it *it, int64_t end, int64_t *lo, int64_t *hi)
     return 1;
 }
 
-/* The next span [lo, hi): 0 when none is left. *partial: tiles of it may
- * hold pairs the pattern does not allow. */
-static int span_next(span_it *it, int64_t *lo, int64_t *hi, int *partial)
+/* The next span [lo, hi) and its kind (SPAN_*): 0 when none is left. */
+static int span_next(span_it *it, int64_t *lo, int64_t *hi, int *kind)
 {
     const attn_sparse *sp = it->sp;
     if (it->pos >= it->khi)
@@ -104,60 +110,63 @@ static int span_next(span_it *it, int64_t *lo, int64_t *hi, int *partial)
                 break;
         }
         *hi = kb * b < it->khi ? kb * b : it->khi;
-        *partial = it->qb0 != it->qb1;
+        *kind = it->qb0 != it->qb1 ? SPAN_MIXED : SPAN_FULL;
         it->pos = *hi;
         return 1;
     }
-    *partial = 0;
+    *kind = SPAN_FULL;
     if (it->pos < it->band_lo && span_globals(it, it->band_lo, lo, hi))
         return 1;
     if (it->pos < it->band_hi) {
-        *lo = it->pos > it->band_lo ? it->pos : it->band_lo;
-        *hi = it->band_hi;
-        *partial = 1;
+        /* the band, cut around the global keys in it: a global key is
+         * allowed for every row, not only those whose window holds it */
+        if (it->pos < it->band_lo)
+            it->pos = it->band_lo;
+        if (span_globals(it, it->pos + 1, lo, hi))
+            return 1;
+        /* span_globals left g at the next global key */
+        *lo = it->pos;
+        *hi = it->g < sp->n_gkeys && sp->gkeys[it->g] < it->band_hi ? sp->gkeys[it->g]
+                                                                     : it->band_hi;
+        *kind = SPAN_BAND;
         it->pos = *hi;
         return 1;
     }
     return span_globals(it, it->khi, lo, hi);
 }
 
-/* Whether the pattern allows every pair of rows [i0, i0 + nr) and keys
- * [jb, jb + nk) of a partial span (local_global: inside every row's band). */
-static inline int sparse_tile_full(const attn_sparse *sp, int64_t i0, int64_t nr, int64_t jb,
-                                   int64_t nk)
+/* The job local_global's band spans run as: its window the narrower of
+ * the job's own sides and the pattern's (band, filled here); the job
+ * itself for a layout. */
+static inline const attn_sdpa_job *band_job(const attn_sdpa_job *j, attn_sdpa_job *band)
 {
+    const attn_sparse *sp = j->sparse;
     if (sp->layout)
-        return 0;
-    int64_t far = i0 + nr - 1 + sp->off - jb, near = jb + nk - 1 - (i0 + sp->off);
-    return far <= sp->window && near <= sp->window;
+        return j;
+    *band = *j;
+    band->window_left = j->window_left < 0 || j->window_left > sp->window ? sp->window
+                                                                           : j->window_left;
+    band->window_right = j->window_right < 0 || j->window_right > sp->window ? sp->window
+                                                                              : j->window_right;
+    return band;
 }
 
 /* -inf on the scores of st (nk keys from jb, rows i0.., the tile layout
- * of kernels_tmpl.h) the pattern does not allow. */
+ * of kernels_tmpl.h) the layout does not allow. */
 static void sparse_mask_tile(const attn_sparse *sp, int64_t i0, int64_t nr, int64_t jb,
                              int64_t nk, float *st)
 {
     for (int64_t r = 0; r < nr; r++) {
-        int64_t i = i0 + r;
-        if (sp->layout) {
-            const uint8_t *row = sp->layout + (i / sp->block) * sp->lcols;
-            int64_t kb = jb / sp->block, edge = (kb + 1) * sp->block;
-            int on = row[kb] != 0;
-            for (int64_t kk = 0; kk < nk; kk++) {
-                if (jb + kk == edge) {
-                    on = row[++kb] != 0;
-                    edge += sp->block;
-                }
-                if (!on)
-                    st[kk * QB + r] = -INFINITY;
+        const uint8_t *row = sp->layout + ((i0 + r) / sp->block) * sp->lcols;
+        int64_t kb = jb / sp->block, edge = (kb + 1) * sp->block;
+        int on = row[kb] != 0;
+        for (int64_t kk = 0; kk < nk; kk++) {
+            if (jb + kk == edge) {
+                on = row[++kb] != 0;
+                edge += sp->block;
             }
-        } else if (!sp->qglobal[i]) {
-            int64_t ip = i + sp->off;
-            for (int64_t kk = 0; kk < nk; kk++) {
-                int64_t d = ip - (jb + kk);
-                if ((d > sp->window || -d > sp->window) && !sp->kglobal[jb + kk])
-                    st[kk * QB + r] = -INFINITY;
-            }
+            if (!on)
+                st[kk * QB + r] = -INFINITY;
         }
     }
 }
@@ -220,13 +229,14 @@ static TGT void sparse_weights(const attn_sdpa_job *j, const float *qt, int64_t 
     }
     span_it it;
     int64_t lo, hi;
-    int partial;
+    int kind;
+    attn_sdpa_job band;
+    const attn_sdpa_job *bj = band_job(j, &band);
     span_init(&it, j->sparse, i0, nr, klo, khi);
-    while (span_next(&it, &lo, &hi, &partial))
+    while (span_next(&it, &lo, &hi, &kind))
         for (int64_t jb = lo; jb < hi; jb += BK) {
             int nk = hi - jb < BK ? (int)(hi - jb) : BK;
-            int p = partial && !sparse_tile_full(j->sparse, i0, nr, jb, nk);
-            sparse_scores(j, qt, i0, nr, jb, nk, p, st);
+            sparse_scores(kind == SPAN_BAND ? bj : j, qt, i0, nr, jb, nk, kind == SPAN_MIXED, st);
             for (int kk = 0; kk < nk; kk++)
                 UNROLL for (int q = 0; q < QV; q++) {
                     V x = VLOAD(st + kk * QB + q * VW);
@@ -280,19 +290,21 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     int64_t klo, khi, lo, hi;
     key_range(j, i0, nr, &klo, &khi);
     span_it it;
-    int partial, lazy = 0;
+    int kind, lazy = 0;
+    attn_sdpa_job band;
+    const attn_sdpa_job *bj = band_job(j, &band);
     span_init(&it, j->sparse, i0, nr, klo, khi);
-    while (span_next(&it, &lo, &hi, &partial))
+    while (span_next(&it, &lo, &hi, &kind))
         for (int64_t jb = lo; jb < hi; jb += BK) {
-            int nk = hi - jb < BK ? (int)(hi - jb) : BK;
-            int p = partial && !sparse_tile_full(j->sparse, i0, nr, jb, nk);
+            int nk = hi - jb < BK ? (int)(hi - jb) : BK, p = kind == SPAN_MIXED;
+            const attn_sdpa_job *js = kind == SPAN_BAND ? bj : j;
             V alpha[QV], sum[QV];
             if (lazy && !p)
-                lazy = flash_block_lazy(j, j->k + jb * j->k_stride, j->k_stride, qt, i0, jb, nk, st,
-                                        m, alpha, sum);
-            else lazy = sparse_block_exact(j, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
+                lazy = flash_block_lazy(js, js->k + jb * js->k_stride, js->k_stride, qt, i0, jb, nk,
+                                        st, m, alpha, sum);
+            else lazy = sparse_block_exact(js, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
             UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
-            flash_block_pv(j, ot, st, i0, jb, nk, alpha);
+            flash_block_pv(js, ot, st, i0, jb, nk, alpha);
         }
     float inv[QB];
     flash_store_o(j, i0, nr, ot, l, inv);
