@@ -396,7 +396,8 @@ function renderHeatmapView() {
   const c = S.cur;
   const { matrix, title } = detailMatrix();
   const comp = c.companion;
-  $('scale-legend').replaceChildren(legendBar(S.scale, [...new Set([...c.struct.keys, ...(comp ? comp.struct.keys : [])])]));
+  $('scale-legend').replaceChildren(legendBar(S.scale, [...new Set([...c.struct.keys, ...(comp ? comp.struct.keys : []),
+    ...(comp && comp.role === 'soft' ? ['drawn'] : [])])]));
   const grid = $('heads-grid');
   grid.replaceChildren();
   grid.hidden = c.mats.length < 2;
@@ -459,8 +460,10 @@ function renderCompanion(cell, avail) {
     const opts = describeOptions(comp.request, comp.rule);
     const headTxt = comp.mats.length > 1 ? (h === -1 ? ': mean over heads' : `: head ${h}`) : '';
     const title = comp.role === 'soft' ? `soft weights before the draw${headTxt}` : `softmax (${comp.rule})${headTxt}${opts ? ` (${opts})` : ''}`;
+    // A draw's keys are ringed on the weights they were drawn from.
+    const marks = comp.role === 'soft' ? detailMatrix().matrix.map((r, i) => [i, r.indexOf(1)]).filter(x => x[1] >= 0) : [];
     const svg = heatmap(m, { rows: c.rows, cols: c.cols, title, caption: weightFormula(comp.role, comp.request), wrap: avail - 8,
-      scale: S.scale, kind: comp.struct.kind, structure: comp.struct.overlay, cell, legend: false });
+      scale: S.scale, kind: comp.struct.kind, structure: { ...(comp.struct.overlay || {}), marks }, cell, legend: false });
     svg.classList.add('companion-map');
     svg.dataset.role = comp.role;
     markPin(svg, S.pin);
@@ -478,7 +481,7 @@ function renderCompanion(cell, avail) {
     p.dataset.seed = String(seed);
     p.dataset.draws = drawn.join(',');
     p.textContent = `Seed ${seed}, temperature ${req.hard.sample.temperature ?? 1}: ` +
-      drawn.map((j, i) => `${c.rows[i]} → ${j < 0 ? '(none)' : c.cols[j]}`).join(', ') + '. ';
+      drawn.map((j, i) => `“${c.rows[i]}” → ${j < 0 ? '(none)' : `“${c.cols[j]}”`}`).join(', ') + '. ';
     const b = Object.assign(document.createElement('button'), { type: 'button', id: 'redraw-view', textContent: 'Re-draw (seed + 1)' });
     b.addEventListener('click', redraw);
     p.append(b);

@@ -196,6 +196,10 @@ export function structureOf(rule, req, Lq, Lk, layout) {
     const g = new Set(Array.isArray(sp.global) ? sp.global : []);
     const sw = Number.isInteger(sp.window) ? sp.window : 0;
     allowed = (i, j) => Math.abs(i + off - j) <= sw || g.has(i) || g.has(j);
+    // The service summarises this pattern in blocks of a size of its own;
+    // a single block covers the grid whatever that size, so only then is it drawn.
+    const lay = decodeLayout(layout);
+    if (lay && lay.length === 1 && lay[0].length === 1) blocks = { size: Math.max(Lq, Lk), layout: lay };
   } else if (sp && (sp.pattern === 'bigbird' || sp.pattern === 'blocks') && Number.isInteger(sp.block) && sp.block > 0) {
     const lay = decodeLayout(layout) || (sp.pattern === 'blocks' ? decodeLayout(sp.layout) : null);
     if (lay) {

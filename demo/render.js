@@ -265,7 +265,7 @@ export function heatmap(matrix, opts = {}) {
 }
 
 const KIND_WORDS = { pad: 'padding key', mask: 'masked', sparse: 'outside the sparse pattern' };
-export const STRUCT_COLOURS = { diag: '#9c36b5', band: '#c2255c', block: '#2b8a3e' };
+export const STRUCT_COLOURS = { diag: '#9c36b5', band: '#c2255c', block: '#2b8a3e', drawn: '#e8590c' };
 
 /* The structure of a request drawn over its cells (pointer-events none):
  *   diag: offset d, the dashed line through the cells (i, i + d) where the
@@ -273,7 +273,8 @@ export const STRUCT_COLOURS = { diag: '#9c36b5', band: '#c2255c', block: '#2b8a3
  *   lo, hi: i -> the first / last key row i may see by causal and window
  *     (null: no bound on that side), drawn as solid staircase edges;
  *   blocks: {size, layout}: an outline around each block the sparse
- *     layout allows (layout[qb][kb] true; the last blocks may be cut). */
+ *     layout allows (layout[qb][kb] true; the last blocks may be cut);
+ *   marks: [[i, j], ...] cells to ring. */
 export function structureMarkup(st, g) {
   const { left, top, cell, Lq, Lk } = g;
   const w = g.thin ? 1.2 : 2;
@@ -303,6 +304,12 @@ export function structureMarkup(st, g) {
     }
     return d ? `<path class="band-edge" data-side="${side}" d="${d}" stroke="${STRUCT_COLOURS.band}" stroke-width="${w}" stroke-linejoin="round"/>` : '';
   };
+  // marks: [i, j] cells ringed (a sampled draw's keys on the soft weights it came from).
+  for (const [i, j] of st.marks || []) {
+    if (i < 0 || i >= Lq || j < 0 || j >= Lk) continue;
+    s += `<rect class="drawn" data-row="${i}" data-col="${j}" x="${left + j * cell + 2}" y="${top + i * cell + 2}" width="${cell - 4}" ` +
+      `height="${cell - 4}" stroke="${STRUCT_COLOURS.drawn}" stroke-width="${w}" rx="${cell / 2}"/>`;
+  }
   if (st.lo) s += edge(st.lo, 'lo');
   if (st.hi) s += edge(st.hi, 'hi');
   if (st.diag !== null && st.diag !== undefined) {
@@ -401,11 +408,13 @@ export function legendBar(mode = 'abs', keys = null) {
   s += `<rect x="${x0}" y="48" width="10" height="10" fill="url(#${id}-pad)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 14}" y="57" font-size="11" fill="#333">padding key</text>`;
   s += `<rect x="${x0 + 90}" y="48" width="10" height="10" fill="url(#${id}-mask)" stroke="#999" stroke-width="0.5"/><text x="${x0 + 104}" y="57" font-size="11" fill="#333">masked (not allowed)</text>`;
   // The structure drawn over the grid, one key per line (keys: 'diag', 'band', 'block', 'sparse').
-  const words = { diag: 'diagonal i′ = j (alignment)', band: 'causal / window edge', block: 'sparse layout block', sparse: 'outside the sparse pattern' };
+  const words = { diag: 'diagonal i′ = j (alignment)', band: 'causal / window edge', block: 'sparse layout block', sparse: 'outside the sparse pattern',
+    drawn: 'the key a row drew' };
   (keys || []).forEach((k, n) => {
     const y = 66 + 18 * n;
     if (k === 'sparse') s += `<rect x="${x0}" y="${y}" width="10" height="10" fill="url(#${id}-sparse)" stroke="#999" stroke-width="0.5"/>`;
     else if (k === 'block') s += `<rect x="${x0}" y="${y}" width="10" height="10" fill="none" stroke="${STRUCT_COLOURS.block}" stroke-width="2"/>`;
+    else if (k === 'drawn') s += `<circle cx="${x0 + 5}" cy="${y + 5}" r="5" fill="none" stroke="${STRUCT_COLOURS.drawn}" stroke-width="2"/>`;
     else s += `<line x1="${x0}" x2="${x0 + 12}" y1="${y + 5}" y2="${y + 5}" stroke="${STRUCT_COLOURS[k]}" stroke-width="2"${k === 'diag' ? ' stroke-dasharray="4 2"' : ''}/>`;
     s += `<text x="${x0 + 18}" y="${y + 9}" font-size="11" fill="#333" class="legend-key" data-key="${k}">${esc(words[k] || k)}</text>`;
   });

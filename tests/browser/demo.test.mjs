@@ -1431,6 +1431,19 @@ try {
     await expectHeatmap(page, rb.body.weights, 'blocks');
     const n = await page.$$eval('#heatmap .layout-block', e => e.length);
     assert(n === rb.body.layout.flat().filter(Boolean).length, `${n} outlined blocks`);
+    // local_global: the pattern cell by cell (window 1, global token 0), written out here from its definition.
+    await page.selectOption('#sparsity', 'local_global');
+    await setField('#sp-window', '1');
+    await setField('#sp-global', '0');
+    const rl = await api('/attention/scaled_dot', selfBody({ sparsity: { pattern: 'local_global', window: 1, global: [0] }, return_layout: true }));
+    await expectHeatmap(page, rl.body.weights, 'local_global');
+    for (const [i, j, k] of await cellKinds(page)) {
+      const on = Math.abs(i - j) <= 1 || i === 0 || j === 0;
+      assert(k === (on ? '' : 'sparse'), `local_global cell ${i},${j} drawn as "${k}"`);
+      if (!on) assert(rl.body.weights[i][j] === 0, `API weight outside local_global at ${i},${j}`);
+    }
+    const lg = await page.$$eval('#heatmap .layout-block', e => e.length);
+    assert(lg === rl.body.layout.flat().filter(Boolean).length && rl.body.layout.length === 1, `local_global: ${lg} outlined blocks, layout ${JSON.stringify(rl.body.layout)}`);
   });
 
   await test('modern: linear attention beside softmax of the same inputs, both equal their API answers', async () => {
@@ -1475,6 +1488,8 @@ try {
     await expectHeatmap(page, await weightsOf('/attention/scaled_dot', selfBody({ seed: 3 })), 'soft weights', '#companion');
     const dr = await page.$eval('#companion .draws', e => ({ seed: e.dataset.seed, draws: e.dataset.draws }));
     assert(dr.seed === '3' && dr.draws === keys.join(','), `draws ${JSON.stringify(dr)} vs the API's ${keys}`);
+    const rings = await page.$$eval('#companion .drawn', e => e.map(r => r.dataset.row + ':' + r.dataset.col).join());
+    assert(rings === keys.map((j, i) => i + ':' + j).join(), `rings on the soft weights ${rings}`);
     // The same URL draws the same keys.
     const other = await context.newPage();
     try {
