@@ -151,11 +151,47 @@ static inline const attn_sdpa_job *band_job(const attn_sdpa_job *j, attn_sdpa_jo
     return band;
 }
 
+/* sparse_mask_tile for blocks of at least VW rows: a query vector's
+ * lanes then lie in at most two layout rows (lanes below `split` in the
+ * first), so each key masks whole vectors or one side of the split. Rows
+ * past the last layout row (padding lanes) read the last one. */
+static inline ALWAYS TGT void sparse_mask_vec(const attn_sparse *sp, int64_t i0, int64_t jb,
+                                              int64_t nk, float *st)
+{
+    int64_t b = sp->block;
+    V ninf = VSET1(-INFINITY);
+    UNROLL for (int v = 0; v < QV; v++) {
+        int64_t base = i0 + v * VW, qa = base / b, qz = (base + VW - 1) / b;
+        if (qa >= sp->lrows) qa = sp->lrows - 1;
+        if (qz >= sp->lrows) qz = sp->lrows - 1;
+        int split = qa == qz ? VW : (int)((qa + 1) * b - base);
+        const uint8_t *ra = sp->layout + qa * sp->lcols, *rz = sp->layout + qz * sp->lcols;
+        int64_t kb = jb / b, edge = (kb + 1) * b;
+        int ona = ra[kb] != 0, onz = rz[kb] != 0;
+        for (int64_t kk = 0; kk < nk; kk++) {
+            if (jb + kk == edge) {
+                kb++;
+                edge += b;
+                ona = ra[kb] != 0;
+                onz = rz[kb] != 0;
+            }
+            if (ona && onz) continue;
+            float *x = st + kk * QB + v * VW;
+            if (!ona && !onz) VSTORE(x, ninf);
+            else VSTORE(x, VSEL(ona ? VLANES(0, split - 1) : VLANES(split, VW - 1), VLOAD(x), ninf));
+        }
+    }
+}
+
 /* -inf on the scores of st (nk keys from jb, rows i0.., the tile layout
  * of kernels_tmpl.h) the layout does not allow. */
-static void sparse_mask_tile(const attn_sparse *sp, int64_t i0, int64_t nr, int64_t jb,
-                             int64_t nk, float *st)
+static inline ALWAYS TGT void sparse_mask_tile(const attn_sparse *sp, int64_t i0, int64_t nr,
+                                               int64_t jb, int64_t nk, float *st)
 {
+    if (sp->block >= VW) {
+        sparse_mask_vec(sp, i0, jb, nk, st);
+        return;
+    }
     for (int64_t r = 0; r < nr; r++) {
         const uint8_t *row = sp->layout + ((i0 + r) / sp->block) * sp->lcols;
         int64_t kb = jb / sp->block, edge = (kb + 1) * sp->block;
