@@ -3,7 +3,9 @@
 Order: the peak program (bench/peak.c), then ours (bench_kernels, public
 calls) and ONNX Runtime (bench/ort_capi.c) twice each, alternating, each
 figure the better of its two medians (a machine shared with other work then
-penalises neither side for when it ran), PyTorch, the wire and service
+penalises neither side for when it ran), PyTorch, the long-sequence rows
+(bench_kernels --long: sparse local_global and linear attention at
+L = 32768 against the dense core timed on one head), the wire and service
 rows, and the peak program again (the better of the two peak runs is used).
 
 GFLOP/s count 4 L^2 E flops for the attention core (QK^T and PV over all

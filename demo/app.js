@@ -1224,6 +1224,20 @@ function wire() {
     else setPin('q', Number(t.dataset.row));
   };
   hm.addEventListener('click', pinFrom);
+  // The second panel reads out its weight beside the main panel's for the same cell, and pins the same way.
+  const cp = $('companion');
+  cp.addEventListener('click', pinFrom);
+  cp.addEventListener('mouseover', e => {
+    const t = e.target, comp = S.cur && S.cur.companion;
+    if (!comp || !t.classList || !t.classList.contains('cell')) return;
+    const i = Number(t.dataset.row), j = Number(t.dataset.col);
+    const main = detailMatrix().matrix[i][j];
+    $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): ` +
+      (comp.role === 'soft' ? `soft weight ${fmt(Number(t.dataset.weight))}, drawn weight ${fmt(main)}`
+        : `softmax ${fmt(Number(t.dataset.weight))}, linear ${fmt(main)}`);
+    markHover(t.ownerSVGElement, i, j);
+  });
+  cp.addEventListener('mouseleave', () => { const svg = cp.querySelector('svg'); if (svg) markHover(svg, null); });
   $('compare-grid').addEventListener('click', pinFrom);
   $('token-text').addEventListener('click', e => {
     const t = e.target.closest('.ctok');

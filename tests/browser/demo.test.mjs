@@ -1452,7 +1452,18 @@ try {
     await page.waitForSelector('#companion:not([hidden]) svg.heatmap', { timeout: 30000 });
     const plain = { query: v0, key: v0, value: v0 };
     await expectHeatmap(page, await weightsOf('/attention/linear', { ...plain, feature_map: 'elu' }), 'linear elu');
-    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', plain), 'softmax beside linear', '#companion');
+    const soft = await weightsOf('/attention/scaled_dot', plain), lin0 = await weightsOf('/attention/linear', { ...plain, feature_map: 'elu' });
+    await expectHeatmap(page, soft, 'softmax beside linear', '#companion');
+    await page.hover('#companion .cell[data-row="2"][data-col="5"]');
+    const ro = await page.textContent('#readout');
+    assert(ro.includes(`softmax ${fmt(soft[2][5])}, linear ${fmt(lin0[2][5])}`), `companion readout "${ro}"`);
+    // An SVG export holds both panels.
+    const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }), page.click('#export-svg')]);
+    const svgFile = path.join(SHOTS, 'export-linear.svg');
+    await dl.saveAs(svgFile);
+    const svgText = fs.readFileSync(svgFile, 'utf8');
+    assert((svgText.match(/class="heatmap/g) || []).length === 2 && svgText.includes('φ(q_i)·φ(k_j)') && svgText.includes('exp(q_i·k_j'),
+      'the SVG export lacks a panel or a formula');
     const caps = await page.$$eval('#view-heatmap svg.heatmap .caption', e => e.map(x => x.textContent).join(' '));
     assert(/φ\(q_i\)·φ\(k_j\)/.test(caps) && /exp\(q_i·k_j/.test(caps), `formulas missing: ${caps}`);
     // A linear rule's control state: no window, softcap or sparsity; a feature map.
