@@ -132,7 +132,7 @@ test-ctx: $(TEST_CTX)
 # threads, and sparse against dense attention with the expanded mask.
 TEST_SPARSE_LINEAR = $(BUILD)/test_sparse_linear
 
-$(TEST_SPARSE_LINEAR): $(BUILD)/tests/test_sparse_linear.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
+$(TEST_SPARSE_LINEAR): $(BUILD)/tests/test_sparse_linear.o $(BUILD)/tests/modern_case.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
 test-sparse-linear: $(TEST_SPARSE_LINEAR)

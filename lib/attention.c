@@ -551,13 +551,8 @@ static void rule_rope(const attn_exec *ex, plan *pl)
     attn_rope_table(ex, &pl->rope);
     if (attn_rope_in_kernel(&pl->req.opt, d->Lq))
         return;
-    attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
-    q->src = pl->req.query.data; q->src_stride = d->Dq;
-    q->dst = pl->qr; q->dst_stride = d->Dq;
-    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = 1;
-    k->src = pl->req.key.data; k->src_stride = d->Dk;
-    k->dst = pl->kr; k->dst_stride = d->Dk;
-    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = 1;
+    attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, d->Dq, pl->qr, d->Dq, d->B, d->Lq, 1);
+    attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, d->Dk, pl->kr, d->Dk, d->B, d->Lk, 1);
     attn_rope_rows(ex, &pl->rope);
 }
 

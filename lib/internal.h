@@ -345,6 +345,11 @@ double attn_rope_table_bytes(const attn_rope_pass *p);
  * context does not hold yet, on the call's threads. */
 void attn_rope_table(const attn_exec *ex, attn_rope_pass *p);
 
+/* Points s at B * L rows of `heads` heads: from src (src_stride floats
+ * apart) into dst (dst_stride apart; dst may be src). Leaves s->pos0. */
+void attn_rope_set_rows(attn_rope_set *s, const float *src, int64_t src_stride, float *dst,
+                        int64_t dst_stride, int64_t B, int64_t L, int64_t heads);
+
 /* Rotates both sets of p (table set) on the call's threads. */
 void attn_rope_rows(const attn_exec *ex, const attn_rope_pass *p);
 

@@ -660,20 +660,13 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
     return raised == 0;
 }
 
-/* One key block in two passes: its exact max, then the exponentials (the
- * only way with a mask or bias, which change scores after the tiles'
- * maxima). Sets alpha and sum as flash_block_lazy does; returns whether
- * the next block may go lazily. */
-static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                               const float *qt, int64_t i0, int64_t nr, int64_t jb,
-                                               int nk, float *st, V m[QV], V alpha[QV], V sum[QV])
+/* The second pass of an exact block: the max of the nk score columns in st
+ * (and the running max m), then st = exp(st - max) in place, the columns'
+ * sums in sum and the rescale of what came before in alpha; m becomes the
+ * new max. Shared by flash_block_exact and sparse_block_exact. */
+static inline ALWAYS TGT void block_exp_exact(float *st, int nk, V m[QV], V alpha[QV], V sum[QV])
 {
     V bm[QV], mu[QV];
-    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-    for (int kk = 0; kk < nk; kk += KN) {
-        int kn = nk - kk < KN ? nk - kk : KN;
-        score_tile(j, kr + kk * ks, ks, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
-    }
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk++)
         UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
@@ -691,6 +684,23 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
             sum[q] = VADD(sum[q], p);
             VSTORE(st + kk * QB + q * VW, p);
         }
+}
+
+/* One key block in two passes: its exact max, then the exponentials (the
+ * only way with a mask or bias, which change scores after the tiles'
+ * maxima). Sets alpha and sum as flash_block_lazy does; returns whether
+ * the next block may go lazily. */
+static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                               const float *qt, int64_t i0, int64_t nr, int64_t jb,
+                                               int nk, float *st, V m[QV], V alpha[QV], V sum[QV])
+{
+    V bm[QV];
+    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+    for (int kk = 0; kk < nk; kk += KN) {
+        int kn = nk - kk < KN ? nk - kk : KN;
+        score_tile(j, kr + kk * ks, ks, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+    }
+    block_exp_exact(st, nk, m, alpha, sum);
     return !j->mask && !j->bias;
 }
 

@@ -686,11 +686,8 @@ static void mha_rope(const attn_exec *ex, mplan *pl)
     attn_rope_table(ex, &pl->rope);
     if (attn_rope_in_kernel(&pl->req.opt, d->Lq))
         return;
-    attn_rope_set *q = &pl->rope.set[0], *k = &pl->rope.set[1];
-    q->src = q->dst = pl->qp; q->src_stride = q->dst_stride = pl->qw;
-    q->rows = d->B * d->Lq; q->L = d->Lq; q->heads = pl->H;
-    k->src = k->dst = pl->kp; k->src_stride = k->dst_stride = pl->ks;
-    k->rows = d->B * d->Lk; k->L = d->Lk; k->heads = pl->Hkv;
+    attn_rope_set_rows(&pl->rope.set[0], pl->qp, pl->qw, pl->qp, pl->qw, d->B, d->Lq, pl->H);
+    attn_rope_set_rows(&pl->rope.set[1], pl->kp, pl->ks, pl->kp, pl->ks, d->B, d->Lk, pl->Hkv);
     attn_rope_rows(ex, &pl->rope);
 }
 

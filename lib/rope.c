@@ -158,6 +158,18 @@ static void rows_task(void *arg, int64_t t, int worker)
     }
 }
 
+void attn_rope_set_rows(attn_rope_set *s, const float *src, int64_t src_stride, float *dst,
+                        int64_t dst_stride, int64_t B, int64_t L, int64_t heads)
+{
+    s->src = src;
+    s->src_stride = src_stride;
+    s->dst = dst;
+    s->dst_stride = dst_stride;
+    s->rows = B * L;
+    s->L = L;
+    s->heads = heads;
+}
+
 void attn_rope_rows(const attn_exec *ex, const attn_rope_pass *p)
 {
     double pairs = 0.0;

@@ -230,23 +230,8 @@ static inline ALWAYS TGT int sparse_block_exact(const attn_sdpa_job *j, const fl
                                                 int64_t nr, int64_t jb, int nk, int partial,
                                                 float *st, V m[QV], V alpha[QV], V sum[QV])
 {
-    V bm[QV], mu[QV];
     sparse_scores(j, qt, i0, nr, jb, nk, partial, st);
-    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-    for (int kk = 0; kk < nk; kk++)
-        UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
-    UNROLL for (int q = 0; q < QV; q++) {
-        mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
-        alpha[q] = VEXP(VSUB(m[q], mu[q]));
-        m[q] = bm[q];
-        sum[q] = VZERO();
-    }
-    for (int kk = 0; kk < nk; kk++)
-        UNROLL for (int q = 0; q < QV; q++) {
-            V p = VEXP(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
-            sum[q] = VADD(sum[q], p);
-            VSTORE(st + kk * QB + q * VW, p);
-        }
+    block_exp_exact(st, nk, m, alpha, sum);
     return !j->mask && !j->bias;
 }
 

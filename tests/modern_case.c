@@ -6,16 +6,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Keeps p for mc_free; NULL (and p freed) when the case holds too many. */
-static void *take(mc_case *mc, void *p)
+void *mc_pool_take(mc_pool *pl, void *p)
 {
-    if (p && mc->n_allocs < MC_MAX_ALLOCS)
-        mc->allocs[mc->n_allocs++] = p;
+    if (p && pl->n < MC_MAX_ALLOCS)
+        pl->p[pl->n++] = p;
     else if (p) {
         free(p);
         p = NULL;
     }
     return p;
+}
+
+void mc_pool_free(mc_pool *pl)
+{
+    for (int i = 0; i < pl->n; i++)
+        free(pl->p[i]);
+    pl->n = 0;
+}
+
+int mc_list(const char *dir, char ***paths)
+{
+    int n = golden_list(dir, paths);
+    if (n <= 0) {
+        printf("no case files in %s\n0 passed, 1 failed\n", dir);
+        return 0;
+    }
+    return n;
+}
+
+void mc_window(const char *s, int64_t *left, int64_t *right)
+{
+    char a[32] = "", b[32] = "";
+    int n = sscanf(s, "%31s %31s", a, b);
+    *left = strcmp(a, "null") ? strtoll(a, NULL, 10) : -1;
+    *right = n < 2 ? *left : (strcmp(b, "null") ? strtoll(b, NULL, 10) : -1);
+}
+
+/* Keeps p for mc_free; NULL (and p freed) when the case holds too many. */
+static void *take(mc_case *mc, void *p)
+{
+    return mc_pool_take(&mc->allocs, p);
 }
 
 static double *to_double(mc_case *mc, const golden_tensor *t)
@@ -81,40 +111,57 @@ static void dims3(const golden_tensor *t, int64_t *B, int64_t *L, int64_t *D)
 
 void mc_free(mc_case *mc)
 {
-    for (int i = 0; i < mc->n_allocs; i++)
-        free(mc->allocs[i]);
-    mc->n_allocs = 0;
+    mc_pool_free(&mc->allocs);
     golden_free(&mc->c);
+}
+
+/* The score rules' parameter names (ref_modern.h lists their shapes); Dh
+ * and Dout are the first dimension of the parameter named. */
+static const struct {
+    int rule;
+    const char *W1, *b1, *W2, *b2, *vw, *Dh, *Dout;
+} rule_params[] = {
+    {RM_GENERAL, "attn.weight", "attn.bias", NULL, NULL, NULL, NULL, NULL},
+    {RM_ADDITIVE, "query_proj.weight", NULL, "key_proj.weight", "key_proj.bias", "v.weight",
+     "query_proj.weight", NULL},
+    {RM_CONCAT_TANH, "attn.weight", "attn.bias", NULL, NULL, NULL, "attn.weight", NULL},
+    {RM_CONCAT, "att_weight.weight", "att_weight.bias", "out.weight", "out.bias", NULL, NULL,
+     "out.weight"},
+};
+
+/* param, or NULL where the rule has no such parameter. */
+static double *param_or_null(mc_case *mc, const golden_case *c, const char *name)
+{
+    return name ? param(mc, c, name) : NULL;
+}
+
+/* Reads the score rule's parameters; 0 when r->rule is not one of them. */
+static int read_rule_params(mc_case *mc, const golden_case *c, rm_request *r)
+{
+    for (size_t i = 0; i < sizeof rule_params / sizeof *rule_params; i++) {
+        if (rule_params[i].rule != (int)r->rule)
+            continue;
+        r->W1 = param_or_null(mc, c, rule_params[i].W1);
+        r->b1 = param_or_null(mc, c, rule_params[i].b1);
+        r->W2 = param_or_null(mc, c, rule_params[i].W2);
+        r->b2 = param_or_null(mc, c, rule_params[i].b2);
+        r->vw = param_or_null(mc, c, rule_params[i].vw);
+        if (rule_params[i].Dh)
+            r->Dh = golden_get(c, GOLDEN_PARAM, rule_params[i].Dh)->shape[0];
+        if (rule_params[i].Dout)
+            r->Dout = golden_get(c, GOLDEN_PARAM, rule_params[i].Dout)->shape[0];
+        return 1;
+    }
+    return 0;
 }
 
 /* The rule's parameters (multi-head's, with its head counts, encodings
  * and flags). */
 static void read_params(mc_case *mc, const golden_case *c, rm_request *r)
 {
+    if (read_rule_params(mc, c, r))
+        return;
     switch (r->rule) {
-    case RM_GENERAL:
-        r->W1 = param(mc, c, "attn.weight");
-        r->b1 = param(mc, c, "attn.bias");
-        break;
-    case RM_ADDITIVE:
-        r->W1 = param(mc, c, "query_proj.weight");
-        r->W2 = param(mc, c, "key_proj.weight");
-        r->b2 = param(mc, c, "key_proj.bias");
-        r->vw = param(mc, c, "v.weight");
-        r->Dh = golden_get(c, GOLDEN_PARAM, "query_proj.weight")->shape[0];
-        break;
-    case RM_CONCAT_TANH:
-        r->W1 = param(mc, c, "attn.weight");
-        r->b1 = param(mc, c, "attn.bias");
-        r->Dh = golden_get(c, GOLDEN_PARAM, "attn.weight")->shape[0];
-        break;
-    case RM_CONCAT:
-        r->W1 = param(mc, c, "att_weight.weight");
-        r->b1 = param(mc, c, "att_weight.bias");
-        r->W2 = param(mc, c, "out.weight");
-        r->b2 = param(mc, c, "out.bias");
-        r->Dout = golden_get(c, GOLDEN_PARAM, "out.weight")->shape[0];
-        break;
     case RM_MULTIHEAD: {
         int64_t E = r->Dq;
         r->H = opt_int(c, "num_heads", 1);
@@ -186,11 +233,8 @@ static void read_options(mc_case *mc, const golden_case *c, rm_request *r, int64
     r->causal = opt_int(c, "causal", 0) != 0;
     r->align = opt_is(c, "align", "bottom_right") ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
     if ((s = golden_opt(c, "window")) != NULL) {
-        char a[32] = "", b[32] = "";
-        int n = sscanf(s, "%31s %31s", a, b);
         r->has_window = 1;
-        r->left = strcmp(a, "null") ? strtoll(a, NULL, 10) : -1;
-        r->right = n < 2 ? r->left : (strcmp(b, "null") ? strtoll(b, NULL, 10) : -1);
+        mc_window(s, &r->left, &r->right);
     }
     if ((s = golden_opt(c, "softcap")) != NULL)
         r->softcap = (float)strtod(s, NULL);
@@ -326,7 +370,7 @@ int mc_read(const char *path, mc_case *mc, char *err, size_t errlen)
     mc->Dout = multihead ? r.Dq : (r.rule == RM_CONCAT ? r.Dout : r.Dv);
     mc->n_out = r.B * r.Lq * mc->Dout;
     mc->n_w = (multihead && !r.average_weights ? H : 1) * r.B * r.Lq * r.Lk;
-    if (mc->n_allocs >= MC_MAX_ALLOCS) {
+    if (mc->allocs.n >= MC_MAX_ALLOCS) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }

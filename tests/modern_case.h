@@ -11,6 +11,27 @@
 #define MC_MAX_ALLOCS 64
 #define MC_MAX_GLOBALS 64
 
+/* Allocations freed together (one case's). */
+typedef struct {
+    void *p[MC_MAX_ALLOCS];
+    int n;
+} mc_pool;
+
+/* Keeps p (owned by the pool from then on) for mc_pool_free; returns p, or
+ * NULL (and p freed) when p is NULL or the pool is full. */
+void *mc_pool_take(mc_pool *pl, void *p);
+
+/* Frees what the pool holds and empties it. */
+void mc_pool_free(mc_pool *pl);
+
+/* The case files of dir (golden_list: free with golden_list_free); with
+ * none, says so with one failure counted and returns 0. */
+int mc_list(const char *dir, char ***paths);
+
+/* The "window" option's value, "L R" or "L" (R = L), either "null" for
+ * unbounded (-1). */
+void mc_window(const char *s, int64_t *left, int64_t *right);
+
 typedef struct {
     golden_case c;        /* the file as golden.c reads it */
     rm_request r;         /* the request; arrays point into c or into allocs */
@@ -18,8 +39,7 @@ typedef struct {
     int64_t H;            /* heads (1 for the rules) */
     int64_t Dout;         /* output features */
     int64_t n_out, n_w;   /* floats of the output and of the weights */
-    void *allocs[MC_MAX_ALLOCS];
-    int n_allocs;
+    mc_pool allocs;       /* what the arrays not in c point into */
     int64_t globals[MC_MAX_GLOBALS];
 } mc_case;
 

@@ -24,7 +24,6 @@
 
 #define TOL_ABS 1e-12
 #define TOL_REL 1e-9
-#define MAX_ALLOCS 64
 
 static int n_pass, n_fail;
 
@@ -38,32 +37,8 @@ static void check(int ok, const char *name, const char *what)
     }
 }
 
-/* Allocations of one case, freed together. */
-typedef struct {
-    void *p[MAX_ALLOCS];
-    int n;
-} pool;
-
-static void *pool_take(pool *pl, void *p)
-{
-    if (p && pl->n < MAX_ALLOCS)
-        pl->p[pl->n++] = p;
-    else if (p) {
-        free(p);
-        p = NULL;
-    }
-    return p;
-}
-
-static void pool_free(pool *pl)
-{
-    for (int i = 0; i < pl->n; i++)
-        free(pl->p[i]);
-    pl->n = 0;
-}
-
 /* The values of "expect <name> ..." as doubles (golden.c rounds to float). */
-static double *expect_doubles(pool *pl, const char *path, const char *name, int64_t *count)
+static double *expect_doubles(mc_pool *pl, const char *path, const char *name, int64_t *count)
 {
     FILE *fp = fopen(path, "r");
     char line[1024], key[80];
@@ -80,7 +55,7 @@ static double *expect_doubles(pool *pl, const char *path, const char *name, int6
         int64_t n = 1;
         for (long d = 0; d < rank; d++)
             n *= strtoll(end, &end, 10);
-        v = pool_take(pl, malloc(sizeof(double) * (size_t)(n ? n : 1)));
+        v = mc_pool_take(pl, malloc(sizeof(double) * (size_t)(n ? n : 1)));
         if (!v)
             break;
         for (int64_t i = 0; i < n; i++)
@@ -153,7 +128,7 @@ static int run_case(const char *path)
 {
     mc_case mc;
     char err[512];
-    pool pl = {{0}, 0};
+    mc_pool pl = {{0}, 0};
     if (mc_read(path, &mc, err, sizeof err) != 0) {
         check(0, path, err);
         mc_free(&mc);
@@ -163,15 +138,15 @@ static int run_case(const char *path)
     const char *name = c->name;
     const rm_request *r = &mc.r;
     int64_t n_out = mc.n_out, n_w = mc.n_w;
-    double *out = pool_take(&pl, malloc(sizeof(double) * (size_t)n_out));
-    double *w = pool_take(&pl, malloc(sizeof(double) * (size_t)n_w));
+    double *out = mc_pool_take(&pl, malloc(sizeof(double) * (size_t)n_out));
+    double *w = mc_pool_take(&pl, malloc(sizeof(double) * (size_t)n_w));
     int64_t b = r->sparsity.block ? r->sparsity.block : 1;
     int64_t n_lay = ((r->Lq + b - 1) / b) * ((r->Lk + b - 1) / b);
-    uint8_t *lay = pool_take(&pl, calloc((size_t)n_lay, 1));
+    uint8_t *lay = mc_pool_take(&pl, calloc((size_t)n_lay, 1));
     rm_margin m;
     if (!out || !w || !lay || rm_compute(r, out, w, lay, &m) != 0) {
         check(0, name, "rm_compute failed (missing parameter or out of memory)");
-        pool_free(&pl);
+        mc_pool_free(&pl);
         mc_free(&mc);
         return -1;
     }
@@ -198,7 +173,7 @@ static int run_case(const char *path)
     if (golden_opt(c, "seed") && (golden_get(c, GOLDEN_EXPECT, "W_o.weight") ||
                                   golden_get(c, GOLDEN_EXPECT, "in_proj_weight")))
         check_seeded(c, name);
-    pool_free(&pl);
+    mc_pool_free(&pl);
     mc_free(&mc);
     return 0;
 }
@@ -231,12 +206,9 @@ int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/golden_modern";
     char **paths;
-    int n = golden_list(dir, &paths);
-    if (n <= 0) {
-        printf("no case files in %s\n", dir);
-        printf("0 passed, 1 failed\n");
+    int n = mc_list(dir, &paths);
+    if (n == 0)
         return 1;
-    }
     self_checks();
     for (int i = 0; i < n; i++)
         run_case(paths[i]);

@@ -22,6 +22,7 @@
  *      the reference in 2 is the main one).
  * Prints one line per failure and "N passed, N failed, N skipped". */
 #include "golden.h"
+#include "modern_case.h"
 #include "ref_modern.h"
 
 #include <math.h>
@@ -126,35 +127,33 @@ static attn_tensor tensor3(int batched, int64_t B, int64_t L, int64_t D, const f
     return t;
 }
 
-/* Runs req on a fresh context of threads_now threads; returns the status. */
-static attn_status run_rule(const attn_request *req, attn_shapes *sh, float **out, float **w,
-                            attn_error *e)
+/* Runs rule (or, when NULL, mha) on a fresh context of threads_now threads;
+ * returns the status. */
+static attn_status run_req(const attn_request *rule, const attn_mha_request *mha,
+                           attn_shapes *sh, float **out, float **w, attn_error *e)
 {
-    attn_status st = attn_plan(req, sh, e);
+    attn_status st = rule ? attn_plan(rule, sh, e) : attn_mha_plan(mha, sh, e);
     *out = *w = NULL;
     if (st != ATTN_OK)
         return st;
     *out = calloc((size_t)sh->out_count + 1, sizeof(float));
     *w = calloc((size_t)sh->w_count + 1, sizeof(float));
     attn_ctx *ctx = attn_ctx_new(threads_now);
-    st = attn_compute(ctx, req, *out, *w, e);
+    st = rule ? attn_compute(ctx, rule, *out, *w, e) : attn_mha_compute(ctx, mha, *out, *w, e);
     attn_ctx_free(ctx);
     return st;
+}
+
+static attn_status run_rule(const attn_request *req, attn_shapes *sh, float **out, float **w,
+                            attn_error *e)
+{
+    return run_req(req, NULL, sh, out, w, e);
 }
 
 static attn_status run_mha(const attn_mha_request *req, attn_shapes *sh, float **out, float **w,
                            attn_error *e)
 {
-    attn_status st = attn_mha_plan(req, sh, e);
-    *out = *w = NULL;
-    if (st != ATTN_OK)
-        return st;
-    *out = calloc((size_t)sh->out_count + 1, sizeof(float));
-    *w = calloc((size_t)sh->w_count + 1, sizeof(float));
-    attn_ctx *ctx = attn_ctx_new(threads_now);
-    st = attn_mha_compute(ctx, req, *out, *w, e);
-    attn_ctx_free(ctx);
-    return st;
+    return run_req(NULL, req, sh, out, w, e);
 }
 
 /* Sizes that cross the library's chunks of 64 rows and its query blocks. */
@@ -628,11 +627,8 @@ static void golden_options(const golden_case *c, attn_options *o, int64_t *globa
     s = golden_opt(c, "align");
     o->align = s && !strcmp(s, "bottom_right") ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
     if ((s = golden_opt(c, "window")) != NULL) {
-        char a[32] = "", b[32] = "";
-        int n = sscanf(s, "%31s %31s", a, b);
         o->has_window = 1;
-        o->window_left = strcmp(a, "null") ? strtoll(a, NULL, 10) : -1;
-        o->window_right = n < 2 ? o->window_left : (strcmp(b, "null") ? strtoll(b, NULL, 10) : -1);
+        mc_window(s, &o->window_left, &o->window_right);
     }
     if ((s = golden_opt(c, "softcap")) != NULL)
         o->softcap = strtof(s, NULL);
@@ -873,11 +869,9 @@ int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : "tests/golden_modern";
     char **paths;
-    int n = golden_list(dir, &paths);
-    if (n <= 0) {
-        printf("no case files in %s\n0 passed, 1 failed\n", dir);
+    int n = mc_list(dir, &paths);
+    if (n == 0)
         return 1;
-    }
     const char *env = getenv("ATTN_ISA");
     static const char *const isas[] = {"avx512", "avx2", "generic"};
     for (int k = 0; k < 3; k++) {
