@@ -127,6 +127,53 @@ const requested = [];
 page.on('request', r => requested.push(r.url()));
 const shot = (name, full = true) => page.screenshot({ path: path.join(SHOTS, name + '.png'), fullPage: full });
 const setRule = async rule => { await page.selectOption('#rule', rule); };
+// Clicks id on p and saves the download as dir/prefix + its name; returns the path.
+async function saveDownload(p, id, dir, prefix) {
+  const [dl] = await Promise.all([p.waitForEvent('download', { timeout: 30000 }), p.click(id)]);
+  const file = path.join(dir, prefix + dl.suggestedFilename());
+  await dl.saveAs(file);
+  return file;
+}
+// Opens the demo on p in load mode and gives it the export file.
+async function loadExport(p, file) {
+  await p.goto(BASE + '/');
+  await p.waitForSelector('#heatmap .cell');
+  await p.click('label:has(input[name="mode"][value="load"])');
+  await p.setInputFiles('#load-file', file);
+}
+// Milliseconds of 60 hovers on p over the cells of sel (every stride-th,
+// wrapping), each with the reflow of the readout (and, with box, of the hover
+// box): their median, max and the number of cells.
+function hoverTimes(p, sel, stride, readout, box) {
+  return p.evaluate(([sel, stride, readout, box]) => {
+    const cells = document.querySelectorAll(sel);
+    const times = [];
+    for (let k = 0; k < 60; k++) {
+      const c = cells[(k * stride) % cells.length];
+      const t0 = performance.now();
+      c.dispatchEvent(new MouseEvent('mouseover', { bubbles: true }));
+      void document.querySelector(readout).getBoundingClientRect();
+      if (box) void c.ownerSVGElement.querySelector('.hover-box').getBoundingClientRect();
+      times.push(performance.now() - t0);
+    }
+    times.sort((a, b) => a - b);
+    return { median: times[30], max: times[59], n: cells.length };
+  }, [sel, stride, readout, box]);
+}
+// How many bytes of RGBA pixels differ between two PNG files (buffers), or
+// the two sizes when they differ; decoded in page p.
+function pngDiff(p, png1, png2) {
+  return p.evaluate(async ([a, b]) => {
+    const img = async b64 => createImageBitmap(await (await fetch('data:image/png;base64,' + b64)).blob());
+    const [x, y] = [await img(a), await img(b)];
+    if (x.width !== y.width || x.height !== y.height) return `size ${x.width}x${x.height} vs ${y.width}x${y.height}`;
+    const px = i => { const c = new OffscreenCanvas(i.width, i.height); const g = c.getContext('2d'); g.drawImage(i, 0, 0); return g.getImageData(0, 0, i.width, i.height).data; };
+    const [p, q] = [px(x), px(y)];
+    let n = 0;
+    for (let k = 0; k < p.length; k++) if (p[k] !== q[k]) n++;
+    return n;
+  }, [png1.toString('base64'), png2.toString('base64')]);
+}
 // Each test after the first starts from a freshly loaded page, so one
 // failure does not cascade into the next.
 const fresh = async () => {
@@ -690,22 +737,14 @@ try {
 
   await test('exports reload to the same picture (JSON in, PNG pixels compared)', async () => {
     await fresh();
-    const save = async (p, id) => {
-      const [dl] = await Promise.all([p.waitForEvent('download', { timeout: 30000 }), p.click(id)]);
-      const file = path.join(SHOTS, 'roundtrip-' + dl.suggestedFilename());
-      await dl.saveAs(file);
-      return file;
-    };
+    const save = (p, id) => saveDownload(p, id, SHOTS, 'roundtrip-');
     await page.click('#heatmap .row-label[data-row="1"]');
     await page.mouse.move(2, 2);
     const jsonFile = await save(page, '#export-json');
     const png1 = fs.readFileSync(await save(page, '#export-png'));
     const other = await context.newPage();
     try {
-      await other.goto(BASE + '/');
-      await other.waitForSelector('#heatmap .cell');
-      await other.click('label:has(input[name="mode"][value="load"])');
-      await other.setInputFiles('#load-file', jsonFile);
+      await loadExport(other, jsonFile);
       await other.waitForFunction(() => /with its words/.test(document.querySelector('#status').textContent), null, { timeout: 30000 });
       const labels = await other.$$eval('#heatmap .row-label', e => e.map(x => x.textContent));
       assert(labels.join(' ') === tokenize(DEFAULT_SENTENCE).join(' '), `reloaded labels: ${labels.join(' ')}`);
@@ -713,16 +752,7 @@ try {
       await expectHeatmap(other, await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE)), 'reloaded');
       await other.mouse.move(2, 2);
       const png2 = fs.readFileSync(await save(other, '#export-png'));
-      const diff = await other.evaluate(async ([a, b]) => {
-        const img = async b64 => createImageBitmap(await (await fetch('data:image/png;base64,' + b64)).blob());
-        const [x, y] = [await img(a), await img(b)];
-        if (x.width !== y.width || x.height !== y.height) return `size ${x.width}x${x.height} vs ${y.width}x${y.height}`;
-        const px = i => { const c = new OffscreenCanvas(i.width, i.height); const g = c.getContext('2d'); g.drawImage(i, 0, 0); return g.getImageData(0, 0, i.width, i.height).data; };
-        const [p, q] = [px(x), px(y)];
-        let n = 0;
-        for (let k = 0; k < p.length; k++) if (p[k] !== q[k]) n++;
-        return n;
-      }, [png1.toString('base64'), png2.toString('base64')]);
+      const diff = await pngDiff(other, png1, png2);
       assert(diff === 0, `re-rendered PNG differs: ${diff}`);
     } finally {
       await other.close();
@@ -788,21 +818,7 @@ try {
     });
     assert(onTop === 'label', `a scrolled row label is hidden under "${onTop}"`);
     await shot('13-long-128', false);
-    const t = await page.evaluate(() => {
-      const fig = document.querySelector('#heatmap');
-      const cells = fig.querySelectorAll('.cell');
-      const times = [];
-      for (let k = 0; k < 60; k++) {
-        const c = cells[(k * 2731) % cells.length];
-        const t0 = performance.now();
-        c.dispatchEvent(new MouseEvent('mouseover', { bubbles: true }));
-        void document.querySelector('#readout').getBoundingClientRect();
-        void c.ownerSVGElement.querySelector('.hover-box').getBoundingClientRect();
-        times.push(performance.now() - t0);
-      }
-      times.sort((a, b) => a - b);
-      return { median: times[30], max: times[59] };
-    });
+    const t = await hoverTimes(page, '#heatmap .cell', 2731, '#readout', true);
     console.log(`  hover timing, heatmap 128x128: median ${t.median.toFixed(2)} ms, max ${t.max.toFixed(2)} ms`);
     // Lines: 8 heads x 128 x 128 would be 131,072 lines; only the focused token's are drawn.
     await page.$eval('#heatmap', f => { f.scrollTop = 0; f.scrollLeft = 0; });
@@ -1141,12 +1157,7 @@ try {
 
   await tfmTest('models: exports: JSON reloads with its words, PNG re-renders pixel for pixel, SVG keeps captions', async () => {
     await openModels(page, 'ms=rollout&mpin=fr3');
-    const save = async (p, id) => {
-      const [dl] = await Promise.all([p.waitForEvent('download', { timeout: 30000 }), p.click(id)]);
-      const file = path.join(MODEL_SHOTS, 'export-' + dl.suggestedFilename());
-      await dl.saveAs(file);
-      return file;
-    };
+    const save = (p, id) => saveDownload(p, id, MODEL_SHOTS, 'export-');
     const jf = await save(page, '#export-json');
     const j = JSON.parse(fs.readFileSync(jf, 'utf8'));
     assert(j.kind === 'models' && j.text === MODEL_TEXT && j.results.length === modelList.length, `export holds ${j.kind}, ${j.results && j.results.length} results`);
@@ -1158,10 +1169,7 @@ try {
     const before = await pageMatrix(page, '#m-rollout .m-roll[data-matrix="cross-rollout"]');
     const other = await context.newPage();
     try {
-      await other.goto(BASE + '/');
-      await other.waitForSelector('#heatmap .cell');
-      await other.click('label:has(input[name="mode"][value="load"])');
-      await other.setInputFiles('#load-file', jf);
+      await loadExport(other, jf);
       await other.waitForFunction(() => /Loaded a saved export/.test(document.querySelector('#m-status').textContent), null, { timeout: 30000 });
       assert(await other.isVisible('#m-rollout'), 'the reloaded export does not open its view');
       await expectHeatmap(other, before, 'reloaded rollout', '#m-rollout .m-roll[data-matrix="cross-rollout"]');
@@ -1170,16 +1178,7 @@ try {
       assert(await other.$eval('#m-rollout .m-roll[data-matrix="cross-rollout"] svg', s => s.dataset.pin) === 'q3', 'the pin did not survive');
       await other.mouse.move(2, 2);
       const png2 = fs.readFileSync(await save(other, '#export-png'));
-      const diff = await other.evaluate(async ([a, b]) => {
-        const img = async b64 => createImageBitmap(await (await fetch('data:image/png;base64,' + b64)).blob());
-        const [x, y] = [await img(a), await img(b)];
-        if (x.width !== y.width || x.height !== y.height) return `size ${x.width}x${x.height} vs ${y.width}x${y.height}`;
-        const px = i => { const c = new OffscreenCanvas(i.width, i.height); const g = c.getContext('2d'); g.drawImage(i, 0, 0); return g.getImageData(0, 0, i.width, i.height).data; };
-        const [p, q] = [px(x), px(y)];
-        let n = 0;
-        for (let k = 0; k < p.length; k++) if (p[k] !== q[k]) n++;
-        return n;
-      }, [png1.toString('base64'), png2.toString('base64')]);
+      const diff = await pngDiff(other, png1, png2);
       assert(diff === 0, `re-rendered PNG differs: ${diff}`);
       // The file input of the models' view loads the same export.
       await other.goto(BASE + '/#v=model');
@@ -1214,19 +1213,7 @@ try {
     await page.fill('#m-text', text);
     await page.click('#msub-grid');
     await page.waitForFunction(n => document.querySelectorAll('#m-detail-svg .col-label').length === n, ok.source_tokens.length, { timeout: 30000 });
-    const tm = await page.evaluate(() => {
-      const cells = document.querySelectorAll('#m-detail-svg .cell');
-      const times = [];
-      for (let k = 0; k < 60; k++) {
-        const c = cells[(k * 131) % cells.length];
-        const t0 = performance.now();
-        c.dispatchEvent(new MouseEvent('mouseover', { bubbles: true }));
-        void document.querySelector('#m-readout').getBoundingClientRect();
-        times.push(performance.now() - t0);
-      }
-      times.sort((a, b) => a - b);
-      return { median: times[30], max: times[59], n: cells.length };
-    });
+    const tm = await hoverTimes(page, '#m-detail-svg .cell', 131, '#m-readout', false);
     console.log(`  hover timing, models' grid detail ${ok.target_tokens.length}x${ok.source_tokens.length} (${tm.n} cells, the models' longest input is ${limit} tokens, not 128): median ${tm.median.toFixed(2)} ms, max ${tm.max.toFixed(2)} ms`);
   });
 
@@ -1321,10 +1308,7 @@ try {
       const b = await snap(other);
       for (const k of Object.keys(a)) assert(a[k] === b[k], `${k} differs after reopening the URL`);
       await other.goto('about:blank');
-      await other.goto(BASE + '/');
-      await other.waitForSelector('#heatmap .cell');
-      await other.click('label:has(input[name="mode"][value="load"])');
-      await other.setInputFiles('#load-file', file);
+      await loadExport(other, file);
       await other.waitForSelector('#view-neuron:not([hidden]) #neuron .nkey', { timeout: 30000 });
       await other.waitForFunction(() => document.querySelector('#neuron-readout').dataset.key === '5', null, { timeout: 30000 });
       const c = await snap(other);
