@@ -26,6 +26,8 @@ void mc_pool_free(mc_pool *pl)
 
 int mc_list(const char *dir, char ***paths)
 {
+    if (!dir)
+        dir = MC_DIR;
     int n = golden_list(dir, paths);
     if (n <= 0) {
         printf("no case files in %s\n0 passed, 1 failed\n", dir);
@@ -269,38 +271,57 @@ static void read_options(mc_case *mc, const golden_case *c, rm_request *r, int64
     }
 }
 
+int mc_sparsity(const golden_case *c, rm_sparsity *sp, int64_t *globals)
+{
+    const char *s = golden_opt(c, "sparsity");
+    if (!s)
+        return 0;
+    if (!strcmp(s, "local_global"))
+        sp->pattern = RM_SPARSE_LOCAL_GLOBAL;
+    else if (!strcmp(s, "bigbird"))
+        sp->pattern = RM_SPARSE_BIGBIRD;
+    else
+        sp->pattern = RM_SPARSE_BLOCKS;
+    sp->window = opt_int(c, "sparsity.window", 0);
+    sp->block = opt_int(c, "sparsity.block", 1);
+    sp->window_blocks = opt_int(c, "sparsity.window_blocks", 3);
+    sp->global_blocks = opt_int(c, "sparsity.global_blocks", 2);
+    sp->random_blocks = opt_int(c, "sparsity.random_blocks", 3);
+    const char *g = golden_opt(c, "sparsity.global");
+    char *end;
+    sp->n_global = 0;
+    while (g && sp->n_global < MC_MAX_GLOBALS) {
+        long long v = strtoll(g, &end, 10);
+        if (end == g)
+            break;
+        globals[sp->n_global++] = v;
+        g = end;
+    }
+    sp->global = globals;
+    const golden_tensor *t = golden_get(c, GOLDEN_MASK, "sparsity.layout");
+    sp->layout = t ? t->m : NULL;
+    return 1;
+}
+
+void mc_lib_sparsity(const rm_sparsity *sp, attn_sparsity *s)
+{
+    s->pattern = sp->pattern == RM_SPARSE_LOCAL_GLOBAL ? ATTN_SPARSE_LOCAL_GLOBAL
+               : sp->pattern == RM_SPARSE_BIGBIRD ? ATTN_SPARSE_BIGBIRD
+               : sp->pattern == RM_SPARSE_BLOCKS ? ATTN_SPARSE_BLOCKS : ATTN_SPARSE_NONE;
+    s->window = sp->window;
+    s->global = sp->global;
+    s->n_global = sp->n_global;
+    s->block = sp->block;
+    s->window_blocks = sp->window_blocks;
+    s->global_blocks = sp->global_blocks;
+    s->random_blocks = sp->random_blocks;
+}
+
 /* The request's seed, the sparsity pattern and the feature map. */
 static void read_sparsity(mc_case *mc, const golden_case *c, rm_request *r)
 {
-    const char *s;
-    const golden_tensor *t;
     r->seed = golden_opt(c, "seed") ? strtoull(golden_opt(c, "seed"), NULL, 10) : 0;
-    if ((s = golden_opt(c, "sparsity")) != NULL) {
-        rm_sparsity *sp = &r->sparsity;
-        if (!strcmp(s, "local_global"))
-            sp->pattern = RM_SPARSE_LOCAL_GLOBAL;
-        else if (!strcmp(s, "bigbird"))
-            sp->pattern = RM_SPARSE_BIGBIRD;
-        else
-            sp->pattern = RM_SPARSE_BLOCKS;
-        sp->window = opt_int(c, "sparsity.window", 0);
-        sp->block = opt_int(c, "sparsity.block", 1);
-        sp->window_blocks = opt_int(c, "sparsity.window_blocks", 3);
-        sp->global_blocks = opt_int(c, "sparsity.global_blocks", 2);
-        sp->random_blocks = opt_int(c, "sparsity.random_blocks", 3);
-        const char *g = golden_opt(c, "sparsity.global");
-        char *end;
-        while (g && sp->n_global < MC_MAX_GLOBALS) {
-            long long v = strtoll(g, &end, 10);
-            if (end == g)
-                break;
-            mc->globals[sp->n_global++] = v;
-            g = end;
-        }
-        sp->global = mc->globals;
-        if ((t = golden_get(c, GOLDEN_MASK, "sparsity.layout")) != NULL)
-            sp->layout = t->m;
-    }
+    mc_sparsity(c, &r->sparsity, mc->globals);
     r->feature_map = opt_is(c, "feature_map", "relu") ? RM_FM_RELU : RM_FM_ELU;
 }
 

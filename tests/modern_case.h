@@ -5,6 +5,7 @@
 #ifndef MODERN_CASE_H
 #define MODERN_CASE_H
 
+#include "attn.h"
 #include "golden.h"
 #include "ref_modern.h"
 
@@ -24,13 +25,24 @@ void *mc_pool_take(mc_pool *pl, void *p);
 /* Frees what the pool holds and empties it. */
 void mc_pool_free(mc_pool *pl);
 
-/* The case files of dir (golden_list: free with golden_list_free); with
- * none, says so with one failure counted and returns 0. */
+/* The case files of dir (NULL: MC_DIR) as golden_list gives them (free with
+ * golden_list_free); with none, says so with one failure counted and
+ * returns 0. */
+#define MC_DIR "tests/golden_modern"
 int mc_list(const char *dir, char ***paths);
 
 /* The "window" option's value, "L R" or "L" (R = L), either "null" for
  * unbounded (-1). */
 void mc_window(const char *s, int64_t *left, int64_t *right);
+
+/* The "sparsity" option lines of c into *sp, when c has them (returns 1;
+ * else 0 and *sp as it was): up to MC_MAX_GLOBALS global indices into
+ * globals (kept by the caller), the layout pointing into c. */
+int mc_sparsity(const golden_case *c, rm_sparsity *sp, int64_t *globals);
+
+/* For the tests that run the library: sp as the library's descriptor, the
+ * layout aside (its shape is the caller's). s->global borrows sp's. */
+void mc_lib_sparsity(const rm_sparsity *sp, attn_sparsity *s);
 
 typedef struct {
     golden_case c;        /* the file as golden.c reads it */

@@ -199,15 +199,7 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
     const rm_sparsity *sp = &q->sparsity;
     if (sp->pattern != RM_SPARSE_NONE) {
         attn_sparsity *s = &o.sparsity;
-        s->pattern = sp->pattern == RM_SPARSE_LOCAL_GLOBAL ? ATTN_SPARSE_LOCAL_GLOBAL
-                   : sp->pattern == RM_SPARSE_BIGBIRD ? ATTN_SPARSE_BIGBIRD : ATTN_SPARSE_BLOCKS;
-        s->window = sp->window;
-        s->global = sp->global;
-        s->n_global = sp->n_global;
-        s->block = sp->block;
-        s->window_blocks = sp->window_blocks;
-        s->global_blocks = sp->global_blocks;
-        s->random_blocks = sp->random_blocks;
+        mc_lib_sparsity(sp, s);
         if (sp->layout) {
             s->layout.rank = 2;
             s->layout.shape[0] = (q->Lq + sp->block - 1) / sp->block;
@@ -844,7 +836,7 @@ static void decode_loop(attn_ctx *ctx, int style)
 
 int main(int argc, char **argv)
 {
-    const char *dir = "tests/golden_modern";
+    const char *dir = MC_DIR;
     int trials = 250;
     uint64_t seed = 20261130;
     for (int i = 1; i < argc; i++) {

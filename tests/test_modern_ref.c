@@ -204,9 +204,8 @@ static void self_checks(void)
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/golden_modern";
     char **paths;
-    int n = mc_list(dir, &paths);
+    int n = mc_list(argc > 1 ? argv[1] : NULL, &paths);
     if (n == 0)
         return 1;
     self_checks();

@@ -603,16 +603,15 @@ static attn_tensor gt(const golden_tensor *t)
     return a;
 }
 
+/* gt's rank and shape, with the mask's bytes. */
 static attn_mask gm(const golden_tensor *t)
 {
+    attn_tensor shape = gt(t);
     attn_mask a;
     memset(&a, 0, sizeof a);
-    if (!t)
-        return a;
-    a.rank = t->rank;
-    for (int i = 0; i < t->rank; i++)
-        a.shape[i] = t->shape[i];
-    a.data = t->m;
+    a.rank = shape.rank;
+    memcpy(a.shape, shape.shape, sizeof a.shape);
+    a.data = t ? t->m : NULL;
     return a;
 }
 
@@ -661,26 +660,11 @@ static void golden_options(const golden_case *c, attn_options *o, int64_t *globa
     o->need_weights = golden_opt_int(c, "need_weights", 1) != 0;
     s = golden_opt(c, "feature_map");
     o->feature_map = s && !strcmp(s, "relu") ? ATTN_FM_RELU : ATTN_FM_ELU;
-    if ((s = golden_opt(c, "sparsity")) != NULL) {
-        attn_sparsity *sp = &o->sparsity;
-        sp->pattern = !strcmp(s, "local_global") ? ATTN_SPARSE_LOCAL_GLOBAL
-                    : !strcmp(s, "bigbird") ? ATTN_SPARSE_BIGBIRD : ATTN_SPARSE_BLOCKS;
-        sp->window = golden_opt_int(c, "sparsity.window", 0);
-        sp->block = golden_opt_int(c, "sparsity.block", 1);
-        sp->window_blocks = golden_opt_int(c, "sparsity.window_blocks", 3);
-        sp->global_blocks = golden_opt_int(c, "sparsity.global_blocks", 2);
-        sp->random_blocks = golden_opt_int(c, "sparsity.random_blocks", 3);
-        const char *g = golden_opt(c, "sparsity.global");
-        char *end;
-        while (g && sp->n_global < 64) {
-            long long v = strtoll(g, &end, 10);
-            if (end == g)
-                break;
-            globals[sp->n_global++] = v;
-            g = end;
-        }
-        sp->global = globals;
-        sp->layout = gm(golden_get(c, GOLDEN_MASK, "sparsity.layout"));
+    rm_sparsity rs;
+    memset(&rs, 0, sizeof rs);
+    if (mc_sparsity(c, &rs, globals)) {
+        mc_lib_sparsity(&rs, &o->sparsity);
+        o->sparsity.layout = gm(golden_get(c, GOLDEN_MASK, "sparsity.layout"));
     }
 }
 
@@ -867,9 +851,8 @@ static void run_random(void)
 
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "tests/golden_modern";
     char **paths;
-    int n = mc_list(dir, &paths);
+    int n = mc_list(argc > 1 ? argv[1] : NULL, &paths);
     if (n == 0)
         return 1;
     const char *env = getenv("ATTN_ISA");
