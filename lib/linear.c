@@ -305,11 +305,11 @@ attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
     a.s = sizes_of(a.lq, a.lk, a.d, a.dv, (double)n, a.causal, threads);
     double sums_bytes = attn_ws_bytes(a.s.sums, sizeof(float));
     double bytes = sums_bytes + (double)threads * a.s.worker * sizeof(float);
-    char *base = attn_ctx_region(ex->ctx, ATTN_WS_KERNELS, (size_t)bytes);
+    float *base = attn_ctx_region(ex->ctx, ATTN_WS_KERNELS, (size_t)bytes);
     if (!base)
         return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for linear attention's sums");
-    a.sums = (float *)base;
-    a.scratch = (float *)(base + (size_t)sums_bytes);
+    a.sums = base;
+    a.scratch = base + (size_t)sums_bytes / sizeof(float); /* a multiple of 64 bytes */
     double work = (double)n * (double)(a.lq + a.lk) * (double)a.d * (double)a.dv;
     if (work < 2e5)
         threads = 1;
