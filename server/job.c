@@ -129,11 +129,6 @@ static int compute(srv_job *j, srv_err *e)
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
-/* Weak until every library build defines it: a library without it answers
- * return_layout as not supported yet. */
-extern attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
-                                        uint8_t *layout, attn_error *err) __attribute__((weak));
-
 /* The block layout the sparsity pattern used, when asked (return_layout). */
 static int layout(srv_call *call, srv_job *j, srv_err *e)
 {
@@ -149,8 +144,6 @@ static int layout(srv_call *call, srv_job *j, srv_err *e)
                         "the layout would have %lld x %lld blocks; this server returns at most %lld",
                         (long long)j->sh.layout_rows, (long long)j->sh.layout_cols,
                         (long long)srv_cfg.max_elements);
-    if (!attn_sparsity_layout)
-        return srv_fail(e, 422, "invalid_param", "return_layout", "return_layout is not supported yet");
     j->layout = srv_arena_alloc(&call->arena, (size_t)n);
     if (!j->layout)
         return srv_fail(e, 413, "too_large", "return_layout", "not enough memory for the layout");
