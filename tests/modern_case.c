@@ -117,6 +117,27 @@ void mc_free(mc_case *mc)
     golden_free(&mc->c);
 }
 
+/* The rule lines the generator writes. */
+static const struct {
+    const char *name;
+    rm_rule rule;
+} rule_names[] = {
+    {"dot", RM_DOT}, {"scaled_dot", RM_SCALED_DOT}, {"general", RM_GENERAL},
+    {"additive", RM_ADDITIVE}, {"concat_tanh", RM_CONCAT_TANH}, {"concat", RM_CONCAT},
+    {"linear", RM_LINEAR}, {"multihead", RM_MULTIHEAD},
+};
+
+/* *rule for a rule line's name; -1 for a name not in rule_names. */
+static int rule_of(const char *name, rm_rule *rule)
+{
+    for (size_t i = 0; i < sizeof rule_names / sizeof *rule_names; i++)
+        if (!strcmp(name, rule_names[i].name)) {
+            *rule = rule_names[i].rule;
+            return 0;
+        }
+    return -1;
+}
+
 /* The score rules' parameter names (ref_modern.h lists their shapes); Dh
  * and Dout are the first dimension of the parameter named. */
 static const struct {
@@ -258,17 +279,23 @@ static void read_options(mc_case *mc, const golden_case *c, rm_request *r, int64
         r->rope.dims = opt_int(c, "rope.dims", 0);
         r->rope.offset = opt_int(c, "rope.offset", 0);
     }
-    if ((s = golden_opt(c, "hard")) != NULL) {
-        if (!strcmp(s, "argmax"))
-            r->hard = RM_HARD_ARGMAX;
-        else if (!strncmp(s, "top_k", 5)) {
-            r->hard = RM_HARD_TOPK;
-            r->top_k = strtoll(s + 5, NULL, 10);
-        } else if (!strncmp(s, "sample", 6)) {
-            r->hard = RM_HARD_SAMPLE;
-            r->temperature = s[6] ? (float)strtod(s + 6, NULL) : 1.0;
-        }
+    if ((s = golden_opt(c, "hard")) != NULL)
+        r->hard = mc_hard(s, &r->top_k, &r->temperature);
+}
+
+rm_hard mc_hard(const char *s, int64_t *top_k, double *temperature)
+{
+    if (!strcmp(s, "argmax"))
+        return RM_HARD_ARGMAX;
+    if (!strncmp(s, "top_k", 5)) {
+        *top_k = strtoll(s + 5, NULL, 10);
+        return RM_HARD_TOPK;
     }
+    if (!strncmp(s, "sample", 6)) {
+        *temperature = s[6] ? (float)strtod(s + 6, NULL) : 1.0;
+        return RM_HARD_SAMPLE;
+    }
+    return RM_HARD_NONE;
 }
 
 int mc_sparsity(const golden_case *c, rm_sparsity *sp, int64_t *globals)
@@ -341,23 +368,7 @@ int mc_read(const char *path, mc_case *mc, char *err, size_t errlen)
     }
     memset(&r, 0, sizeof r);
     multihead = !strcmp(c->rule, "multihead");
-    if (!strcmp(c->rule, "dot"))
-        r.rule = RM_DOT;
-    else if (!strcmp(c->rule, "scaled_dot"))
-        r.rule = RM_SCALED_DOT;
-    else if (!strcmp(c->rule, "general"))
-        r.rule = RM_GENERAL;
-    else if (!strcmp(c->rule, "additive"))
-        r.rule = RM_ADDITIVE;
-    else if (!strcmp(c->rule, "concat_tanh"))
-        r.rule = RM_CONCAT_TANH;
-    else if (!strcmp(c->rule, "concat"))
-        r.rule = RM_CONCAT;
-    else if (!strcmp(c->rule, "linear"))
-        r.rule = RM_LINEAR;
-    else if (multihead)
-        r.rule = RM_MULTIHEAD;
-    else {
+    if (rule_of(c->rule, &r.rule) != 0) {
         snprintf(err, errlen, "unknown rule %s", c->rule);
         return -1;
     }

@@ -35,6 +35,11 @@ int mc_list(const char *dir, char ***paths);
  * unbounded (-1). */
 void mc_window(const char *s, int64_t *left, int64_t *right);
 
+/* The "hard" option's value ("argmax", "top_k K", "sample [T]") as its
+ * kind, with K in *top_k and T (default 1) in *temperature; RM_HARD_NONE
+ * (and both untouched) for anything else. */
+rm_hard mc_hard(const char *s, int64_t *top_k, double *temperature);
+
 /* The "sparsity" option lines of c into *sp, when c has them (returns 1;
  * else 0 and *sp as it was): up to MC_MAX_GLOBALS global indices into
  * globals (kept by the caller), the layout pointing into c. */

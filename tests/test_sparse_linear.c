@@ -646,15 +646,13 @@ static void golden_options(const golden_case *c, attn_options *o, int64_t *globa
     if (golden_opt_int(c, "rope", 0))
         o->rope.on = 1;
     if ((s = golden_opt(c, "hard")) != NULL) {
-        if (!strcmp(s, "argmax"))
-            o->hard = ATTN_HARD_ARGMAX;
-        else if (!strncmp(s, "top_k", 5)) {
-            o->hard = ATTN_HARD_TOPK;
-            o->top_k = strtoll(s + 5, NULL, 10);
-        } else {
-            o->hard = ATTN_HARD_SAMPLE;
-            o->temperature = s[6] ? strtof(s + 6, NULL) : 1.0f;
-        }
+        double temperature = 1.0;
+        rm_hard h = mc_hard(s, &o->top_k, &temperature);
+        o->hard = h == RM_HARD_ARGMAX ? ATTN_HARD_ARGMAX
+                : h == RM_HARD_TOPK ? ATTN_HARD_TOPK
+                : h == RM_HARD_SAMPLE ? ATTN_HARD_SAMPLE : ATTN_HARD_NONE;
+        if (h == RM_HARD_SAMPLE)
+            o->temperature = (float)temperature;
     }
     o->seed = golden_opt(c, "seed") ? strtoull(golden_opt(c, "seed"), NULL, 10) : 0;
     o->need_weights = golden_opt_int(c, "need_weights", 1) != 0;
