@@ -994,52 +994,6 @@ static char **case_headers(const case_file *c)
     return h;
 }
 
-/* ------------------------------------------------------------ pending features */
-
-enum { MAX_PENDING = 32 };
-static int pending_mode; /* run_case_dir_pending is running */
-static struct {
-    char feature[96];
-    int cases;
-} pending[MAX_PENDING];
-static int n_pending;
-
-/* The feature a response says the library does not compute yet, into out;
- * 0 when it says no such thing. */
-static int unsupported_feature(const case_file *c, const response *r, char *out, size_t n)
-{
-    static const char tail[] = " is not supported yet";
-    json_t *m = json_path(r->json, "error.message");
-    if (!json_is_string(m))
-        m = json_path(r->json, "error"); /* KServe's {"error": "..."} */
-    const char *msg = json_is_string(m) ? json_string_value(m) : NULL;
-    const char *at = msg ? strstr(msg, tail) : NULL;
-    if (at && r->status >= 400 && r->status < 500) {
-        snprintf(out, n, "\"%.*s%s\"", (int)(at - msg), msg, tail);
-        return 1;
-    }
-    json_t *code = json_path(r->json, "error.code");
-    if (r->status == 404 && json_is_string(code) && !strcmp(json_string_value(code), "unknown_rule") &&
-        c->rq.path && !strncmp(c->rq.path, "/attention/", 11)) {
-        snprintf(out, n, "404 unknown_rule for %.60s (a rule the library does not have yet)", c->rq.path);
-        return 1;
-    }
-    return 0;
-}
-
-static void pending_add(const char *cname, const char *feature)
-{
-    int i = 0;
-    while (i < n_pending && strcmp(pending[i].feature, feature))
-        i++;
-    if (i == n_pending && n_pending < MAX_PENDING)
-        snprintf(pending[n_pending++].feature, sizeof pending[0].feature, "%s", feature);
-    if (i < MAX_PENDING)
-        pending[i].cases++;
-    skip_quiet();
-    if (h_verbose)
-        printf("skip %s: the library answers %s\n", cname, feature);
-}
 
 /* Sends the case and makes its checks; then Server-Timing, then (after an
  * error) that the server still answers. */
@@ -1048,13 +1002,6 @@ static void case_send(CURL *h, case_file *c, server *s)
     response r;
     http(h, s->base, &c->rq, &r);
     int bad = r.status >= 400 || r.curl_err;
-    char feature[96];
-    if (pending_mode && unsupported_feature(c, &r, feature, sizeof feature)) {
-        pending_add(c->name, feature);
-        response_free(&r);
-        check_alive(h, s, c->name);
-        return;
-    }
     for (int i = 0; i < c->nc; i++)
         case_check(c->name, c->checks[i][0], c->checks[i][1], &r);
     char st[4096], name[300];
@@ -1119,21 +1066,4 @@ void run_case_dir(const char *dir, const char *only, server *(*instance)(const c
     }
     free(list);
     curl_easy_cleanup(h);
-}
-
-void run_case_dir_pending(const char *dir, const char *only, server *(*instance)(const char *name))
-{
-    pending_mode = 1;
-    n_pending = 0;
-    run_case_dir(dir, only, instance);
-    pending_mode = 0;
-    int total = 0;
-    for (int i = 0; i < n_pending; i++) {
-        printf("skipped %3d case%s of %s: the library answers %s\n",
-               pending[i].cases, pending[i].cases == 1 ? "" : "s", dir, pending[i].feature);
-        total += pending[i].cases;
-    }
-    if (total)
-        printf("%s: %d case%s skipped until the library computes what they use\n", dir, total,
-               total == 1 ? "" : "s");
 }

@@ -145,12 +145,5 @@ void check_alive(CURL *h, const server *s, const char *after);
  * (NULL: the default). The format is in tests/http/README.md. */
 void run_case_dir(const char *dir, const char *only, server *(*instance)(const char *name));
 
-/* As run_case_dir, for cases of features the library may not compute yet:
- * a case whose response says "<feature> is not supported yet" (the
- * library's refusal, in either error form), or a POST /attention/{rule}
- * answered 404 unknown_rule, is counted as skipped (one per case, none of
- * its checks made) under that feature, and a summary line per feature is
- * printed; once the library computes the feature, the case runs. */
-void run_case_dir_pending(const char *dir, const char *only, server *(*instance)(const char *name));
 
 #endif
