@@ -64,7 +64,7 @@ typedef struct {
     char value[64]; /* the rest of the line, e.g. "top_k 3" */
 } golden_option;
 
-typedef struct {
+typedef struct golden_case {
     char name[96];
     char rule[32];
     golden_option *options;

@@ -1,5 +1,6 @@
 /* harness.c - the HTTP test harness shared by test_http and test_kserve: counting, buffers, tensors in the three forms, libcurl requests, servers on free loopback ports, and the .case file runner. */
 #include "harness.h"
+#include "golden.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -76,6 +77,20 @@ double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t *th = calloc(n > 0 ? (size_t)n : 1, sizeof *th);
+    if (!th) {
+        check(0, "run_threads: memory for the threads", "calloc failed");
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size);
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+    free(th);
 }
 
 /* ------------------------------------------------------------ buffers */
@@ -1066,4 +1081,28 @@ void run_case_dir(const char *dir, const char *only, server *(*instance)(const c
     }
     free(list);
     curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ golden vectors */
+
+void golden_each(const char *dir, const char *only, const char *prefix,
+                 void (*fn)(const char *file, const golden_case *gc, void *arg), void *arg)
+{
+    char **paths;
+    int n = golden_list(dir, &paths);
+    if (!check(n > 0, "golden vectors", "no golden cases in %s", dir))
+        return;
+    for (int i = 0; i < n; i++) {
+        if (only && !strstr(paths[i], only))
+            continue;
+        golden_case gc;
+        char err[256], name[400];
+        const char *file = strrchr(paths[i], '/') ? strrchr(paths[i], '/') + 1 : paths[i];
+        snprintf(name, sizeof name, "%s %s", prefix, file);
+        if (!check(golden_load(paths[i], &gc, err, sizeof err) == 0, name, "%s", err))
+            continue;
+        fn(file, &gc, arg);
+        golden_free(&gc);
+    }
+    golden_list_free(paths, n);
 }

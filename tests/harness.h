@@ -31,6 +31,11 @@ int h_report(void);
 
 double now_ms(void);
 
+/* Runs fn once per element of args (n elements, size bytes apart), each on
+ * its own thread, and returns when all have finished. args stays the
+ * caller's. */
+void run_threads(int n, void *(*fn)(void *), void *args, size_t size);
+
 /* ------------------------------------------------------------ buffers */
 
 typedef struct {
@@ -137,6 +142,17 @@ int server_stop(server *s);
 /* After a bad request the server must still answer its health path. One
  * test. */
 void check_alive(CURL *h, const server *s, const char *after);
+
+/* ------------------------------------------------------------ golden vectors */
+
+struct golden_case;
+
+/* Loads each golden case in dir (name order; only those whose path contains
+ * `only` when it is not NULL) and calls fn(file, case, arg): the case is
+ * freed after. One test that dir holds a case, and one per case that it
+ * loads, named "PREFIX FILE". */
+void golden_each(const char *dir, const char *only, const char *prefix,
+                 void (*fn)(const char *file, const struct golden_case *gc, void *arg), void *arg);
 
 /* ------------------------------------------------------------ case files */
 

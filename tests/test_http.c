@@ -241,21 +241,17 @@ static void golden_compare(const golden_case *gc, const response *r, const char 
 
 /* Posts one golden case in every input form, each with nested and with
  * base64 output, and compares every expected tensor with each response. */
-static void golden_run(CURL *h, const char *path)
+static void golden_run(const char *file, const golden_case *gc, void *curl)
 {
-    golden_case gc;
-    char err[256], cname[300], name[400];
-    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    snprintf(cname, sizeof cname, "golden %s", file);
-    if (!check(golden_load(path, &gc, err, sizeof err) == 0, cname, "%s", err))
-        return;
+    CURL *h = curl;
+    char cname[300], name[400];
     char url[128];
-    snprintf(url, sizeof url, "%s%s", strcmp(gc.rule, "multihead") ? "/attention/" : "/",
-             gc.rule);
+    snprintf(url, sizeof url, "%s%s", strcmp(gc->rule, "multihead") ? "/attention/" : "/",
+             gc->rule);
     for (int form = 0; form < N_FORMS; form++) {
         for (int b64_out = 0; b64_out < 2; b64_out++) {
             buf b = {0};
-            golden_body(&b, &gc, form, b64_out);
+            golden_body(&b, gc, form, b64_out);
             request rq = {.method = "POST", .path = url, .body = b.data, .body_len = b.len,
                           .has_body = 1};
             response r;
@@ -264,26 +260,18 @@ static void golden_run(CURL *h, const char *path)
                      b64_out ? "b64" : "nested");
             snprintf(name, sizeof name, "%s: status 200", cname);
             if (check(r.status == 200 && r.json, name, "got %ld, body %s", r.status, short_body(&r)))
-                golden_compare(&gc, &r, cname);
+                golden_compare(gc, &r, cname);
             response_free(&r);
             buf_free(&b);
         }
     }
-    golden_free(&gc);
 }
 
 static void run_golden(const char *dir)
 {
-    char **paths;
-    int n = golden_list(dir, &paths);
-    if (!check(n > 0, "golden vectors", "no golden cases in %s", dir))
-        return;
     CURL *h = curl_easy_init();
-    for (int i = 0; i < n; i++)
-        if (!only || strstr(paths[i], only))
-            golden_run(h, paths[i]);
+    golden_each(dir, only, "golden", golden_run, h);
     curl_easy_cleanup(h);
-    golden_list_free(paths, n);
 }
 
 /* ------------------------------------------------------------ tensor forms */
@@ -327,6 +315,14 @@ static void problem_make(problem *p, long b, long lq, long lk, long d, long dv,
 static void problem_free(problem *p)
 {
     free(p->q); free(p->k); free(p->v); free(p->out); free(p->w); free(p->keep);
+}
+
+/* A POST of body to /attention/scaled_dot (chunked when asked); body stays
+ * the caller's. */
+static request scaled_dot_post(const buf *body, int chunked)
+{
+    return (request){.method = "POST", .path = "/attention/scaled_dot", .body = body->data,
+                     .body_len = body->len, .has_body = 1, .chunked = chunked};
 }
 
 /* The request body for /attention/scaled_dot in the given forms. */
@@ -395,8 +391,7 @@ static void test_forms(void)
             for (int out = 0; out < 2; out++) {
                 buf b = {0};
                 problem_body(&b, &p, form, (form + out) % 3, out, 1);
-                request rq = {.method = "POST", .path = "/attention/scaled_dot",
-                              .body = b.data, .body_len = b.len, .has_body = 1};
+                request rq = scaled_dot_post(&b, 0);
                 response r;
                 http(h, srv_main.base, &rq, &r);
                 char name[200];
@@ -431,8 +426,7 @@ static void test_keepalive(void)
     buf b = {0};
     problem_body(&b, &p, FORM_NESTED, 0, 0, 1);
     for (int i = 0; i < 6; i++) {
-        request post = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
-                        .body_len = b.len, .has_body = 1};
+        request post = scaled_dot_post(&b, 0);
         request bad = {.method = "POST", .path = "/attention/dot", .body = "{\"query\":",
                        .body_len = 9, .has_body = 1};
         request get = {.method = "GET", .path = "/healthz"};
@@ -464,8 +458,7 @@ static void test_large_and_chunked(void)
     problem_body(&b, &p, FORM_NESTED, 0, 0, 0);
     char name[128];
     for (int chunked = 0; chunked < 2; chunked++) {
-        request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
-                      .body_len = b.len, .has_body = 1, .chunked = chunked};
+        request rq = scaled_dot_post(&b, chunked);
         response r;
         double t0 = now_ms();
         http(h, srv_main.base, &rq, &r);
@@ -488,8 +481,7 @@ static void test_large_and_chunked(void)
     problem_make(&p, 2, 3, 7, 5, 3, 8, 1);
     buf s = {0};
     problem_body(&s, &p, FORM_FLAT, FORM_FLAT, 1, 1);
-    request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = s.data,
-                  .body_len = s.len, .has_body = 1, .chunked = 1};
+    request rq = scaled_dot_post(&s, 1);
     response r;
     http(h, srv_main.base, &rq, &r);
     snprintf(name, sizeof name, "chunked upload of %zu bytes", s.len);
@@ -509,8 +501,7 @@ static void test_memcheck_large(void)
     problem_make(&p, 1, 64, 512, 64, 64, 31, 0);
     buf b = {0};
     problem_body(&b, &p, FORM_B64, 0, 1, 0);
-    request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
-                  .body_len = b.len, .has_body = 1};
+    request rq = scaled_dot_post(&b, 0);
     response r;
     http(h, srv_main.base, &rq, &r);
     char name[96];
@@ -571,8 +562,7 @@ static void *parallel_worker(void *arg)
         problem_make(&p, 1 + i % 2, 3 + i % 4, 4 + w->id, 8, 3, (uint64_t)(1000 * w->id + i), i % 3 == 0);
         buf b = {0};
         problem_body(&b, &p, (w->id + i) % 3, i % 3, i % 2, 1);
-        request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = b.data,
-                      .body_len = b.len, .has_body = 1};
+        request rq = scaled_dot_post(&b, 0);
         response r;
         http(h, srv_main.base, &rq, &r);
         char name[96];
@@ -589,18 +579,14 @@ static void *parallel_worker(void *arg)
 static void test_parallel(void)
 {
     enum { N = 8 };
-    pthread_t th[N];
     worker w[N];
     double t0 = now_ms();
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < N; i++)
         w[i] = (worker){.id = i};
-        pthread_create(&th[i], NULL, parallel_worker, &w[i]);
-    }
+    run_threads(N, parallel_worker, w, sizeof w[0]);
     int ok = 0;
-    for (int i = 0; i < N; i++) {
-        pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++)
         ok += w[i].ok;
-    }
     printf("parallel: %d of %d requests right from %d clients in %.0f ms\n", ok, N * 20, N,
            now_ms() - t0);
 }

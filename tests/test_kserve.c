@@ -488,46 +488,29 @@ static void golden_infer_mode(const golden_case *gc, const char *file, int mode)
     buf_free(&bin);
 }
 
-/* One golden case in every mode (modes[]). */
-static void golden_infer(const char *path)
+/* One golden case in every mode (modes[]); marks in seen[] the models that
+ * serve its rule. */
+static void golden_infer(const char *file, const golden_case *gc, void *seen_models)
 {
-    golden_case gc;
-    char err[256], name[400];
-    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    snprintf(name, sizeof name, "kserve golden %s: loads", file);
-    if (!check(golden_load(path, &gc, err, sizeof err) == 0, name, "%s", err))
-        return;
+    int *seen = seen_models;
     for (int mode = 0; mode < N_MODES; mode++)
-        golden_infer_mode(&gc, file, mode);
-    golden_free(&gc);
+        golden_infer_mode(gc, file, mode);
+    for (size_t m = 0; m < N_MODELS; m++) {
+        const char *mn = models[m].model;
+        const char *rule = strncmp(mn, "attention-", 10) ? mn : mn + 10;
+        seen[m] |= !strcmp(rule, gc->rule);
+    }
 }
 
 static void run_golden(const char *dir)
 {
-    char **paths;
-    int n = golden_list(dir, &paths);
-    if (!check(n > 0, "golden vectors", "no golden cases in %s", dir))
-        return;
     int seen[N_MODELS] = {0};
-    for (int i = 0; i < n; i++) {
-        golden_infer(paths[i]);
-        golden_case gc;
-        char err[200];
-        if (golden_load(paths[i], &gc, err, sizeof err) == 0) {
-            for (size_t m = 0; m < N_MODELS; m++) {
-                const char *mn = models[m].model;
-                const char *rule = strncmp(mn, "attention-", 10) ? mn : mn + 10;
-                seen[m] |= !strcmp(rule, gc.rule);
-            }
-            golden_free(&gc);
-        }
-    }
+    golden_each(dir, NULL, "kserve golden", golden_infer, seen);
     for (size_t m = 0; m < N_MODELS; m++) {
         char name[120];
         snprintf(name, sizeof name, "golden infer covers model %s", models[m].model);
         check(seen[m], name, "no golden case for it");
     }
-    golden_list_free(paths, n);
 }
 
 /* ------------------------------------------------------------ the documented binary example */

@@ -342,6 +342,26 @@ static int expect_error(const response *r, long status, const char *code, const 
                  text ? text : "", r->status, short_body(r));
 }
 
+/* A request body the server must refuse with status and error.code. */
+typedef struct {
+    const char *body;
+    long status;
+    const char *code;
+} refusal;
+
+/* POSTs each of the n bodies to path and expects its refusal; what names the call. */
+static void expect_refusals(CURL *h, const char *path, const char *what, const refusal *bad, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        response r;
+        post(h, &srv_main, path, bad[i].body, &r);
+        char name[400];
+        snprintf(name, sizeof name, "%s %s: %ld %s", what, bad[i].body, bad[i].status, bad[i].code);
+        expect_error(&r, bad[i].status, bad[i].code, NULL, name);
+        response_free(&r);
+    }
+}
+
 /* ------------------------------------------------------------ random sessions */
 
 /* Whether the server takes the score options at creation (softcap,
@@ -581,11 +601,7 @@ static void test_errors(void)
     if (create(h, &srv_main, &s, "errors: a session")) {
         char path[128];
         snprintf(path, sizeof path, "/sessions/%s/step", s.id);
-        static const struct {
-            const char *body;
-            long status;
-            const char *code;
-        } bad_step[] = {
+        static const refusal bad_step[] = {
             {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]]}", 400, "missing_field"},
             {"{\"key\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]]}", 400, "missing_field"},
             {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]],\"qurey\":1}", 400, "unknown_field"},
@@ -596,28 +612,16 @@ static void test_errors(void)
             {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]],\"output_format\":\"xml\"}", 400, "invalid_field"},
             {"{\"key\":[[[1,2],[3,4]]],\"value\":[[[1,2],[3,4]]],\"query\":[[[1,2],[3,4]]],\"need_weights\":1}", 400, "invalid_field"},
         };
-        for (size_t i = 0; i < sizeof bad_step / sizeof bad_step[0]; i++) {
-            post(h, &srv_main, path, bad_step[i].body, &r);
-            char name[400];
-            snprintf(name, sizeof name, "step %s: %ld %s", bad_step[i].body, bad_step[i].status,
-                     bad_step[i].code);
-            expect_error(&r, bad_step[i].status, bad_step[i].code, NULL, name);
-            response_free(&r);
-        }
+        expect_refusals(h, path, "step", bad_step, sizeof bad_step / sizeof bad_step[0]);
         check(get_length(h, &srv_main, &s) == 0, "errors: refused steps leave length 0", "changed");
         snprintf(path, sizeof path, "/sessions/%s/truncate", s.id);
-        post(h, &srv_main, path, "{\"length\":1}", &r);
-        expect_error(&r, 422, "invalid_param", NULL, "truncate past the length: 422 invalid_param");
-        response_free(&r);
-        post(h, &srv_main, path, "{\"length\":-1}", &r);
-        expect_error(&r, 422, "invalid_param", NULL, "truncate to -1: 422 invalid_param");
-        response_free(&r);
-        post(h, &srv_main, path, "{}", &r);
-        expect_error(&r, 400, "missing_field", NULL, "truncate without length: 400 missing_field");
-        response_free(&r);
-        post(h, &srv_main, path, "{\"lenght\":0}", &r);
-        expect_error(&r, 400, "unknown_field", NULL, "truncate with a typo: 400 unknown_field");
-        response_free(&r);
+        static const refusal bad_truncate[] = {
+            {"{\"length\":1}", 422, "invalid_param"},  /* past the length */
+            {"{\"length\":-1}", 422, "invalid_param"},
+            {"{}", 400, "missing_field"},
+            {"{\"lenght\":0}", 400, "unknown_field"}, /* a typo */
+        };
+        expect_refusals(h, path, "truncate", bad_truncate, sizeof bad_truncate / sizeof bad_truncate[0]);
         snprintf(path, sizeof path, "/sessions/%s", s.id);
         call(h, &srv_main, "PUT", path, &r);
         char allow[128] = "";
@@ -890,15 +894,11 @@ static void *shared_session_client(void *arg)
 static void test_parallel_own(void)
 {
     enum { N = 16 };
-    pthread_t th[N];
     client c[N];
     double t0 = now_ms();
-    for (int i = 0; i < N; i++) {
-        c[i] = (client){.id = i, .steps = 12};
-        pthread_create(&th[i], NULL, own_session_client, &c[i]);
-    }
     for (int i = 0; i < N; i++)
-        pthread_join(th[i], NULL);
+        c[i] = (client){.id = i, .steps = 12};
+    run_threads(N, own_session_client, c, sizeof c[0]);
     printf("parallel: %d clients x 12 steps on their own sessions in %.0f ms\n", N, now_ms() - t0);
 }
 
@@ -915,16 +915,12 @@ static void test_parallel_shared(void)
         curl_easy_cleanup(h);
         return;
     }
-    pthread_t th[N];
     client c[N];
     tstep st[N][STEPS];
     response r[N][STEPS];
-    for (int i = 0; i < N; i++) {
-        c[i] = (client){.id = i, .shared = &s, .steps = STEPS, .st = st[i], .r = r[i]};
-        pthread_create(&th[i], NULL, shared_session_client, &c[i]);
-    }
     for (int i = 0; i < N; i++)
-        pthread_join(th[i], NULL);
+        c[i] = (client){.id = i, .shared = &s, .steps = STEPS, .st = st[i], .r = r[i]};
+    run_threads(N, shared_session_client, c, sizeof c[0]);
     const tstep *order[N * STEPS] = {0};
     const response *ans[N * STEPS] = {0};
     int ok200 = 0, distinct = 1;
