@@ -299,6 +299,38 @@ static void finish(srv_reply *r, srv_call *call, int rc, const srv_err *e)
         srv_reply_error(r, e);
 }
 
+/* One POST's state: its call (arena, timings), job and error, and the
+ * session it holds (NULL: none yet). */
+typedef struct {
+    srv_call call;
+    srv_job j;
+    srv_err e;
+    srv_session *s;
+} ses_post;
+
+/* Starts q's clock; q holds nothing yet. */
+static void post_begin(ses_post *q)
+{
+    memset(&q->call, 0, sizeof q->call);
+    q->call.t0 = srv_now_ms();
+    q->s = NULL;
+}
+
+/* Holds the session t names, then parses body with the fields of `where`.
+ * 0 ok; on failure q->e says why (q->s may be held: post_end lets go). */
+static int post_open(ses_post *q, const srv_target *t, unsigned where, const char *body, size_t len)
+{
+    return !(q->s = acquire(t->session, &q->e)) || parse(&q->call, &q->j, where, body, len, &q->e);
+}
+
+/* Lets go of the session held, then answers r (its error when rc). */
+static void post_end(ses_post *q, int rc, srv_reply *r)
+{
+    if (q->s)
+        release(q->s);
+    finish(r, &q->call, rc, &q->e);
+}
+
 /* ------------------------------------------------------------ POST /sessions */
 
 /* The creation fields' values and the options, checked with the library's
@@ -443,14 +475,12 @@ static int insert(srv_session *s, const char *hdr, srv_err *e)
 
 void srv_serve_session_new(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
-    srv_err e;
-    srv_call call;
-    srv_job j;
-    memset(&call, 0, sizeof call);
-    call.t0 = srv_now_ms();
-    srv_session *s = NULL;
-    int rc = parse(&call, &j, SRV_F_SES_NEW, body, len, &e) || check_new(&call, &j, &e) ||
-             !(s = session_new(&j, &e)) || insert(s, t->session_hdr, &e);
+    ses_post q;
+    post_begin(&q);
+    srv_session *s = NULL; /* not held: once inserted, the table's */
+    int rc = parse(&q.call, &q.j, SRV_F_SES_NEW, body, len, &q.e) ||
+             check_new(&q.call, &q.j, &q.e) || !(s = session_new(&q.j, &q.e)) ||
+             insert(s, t->session_hdr, &q.e);
     if (rc && s)
         session_free(s);
     if (!rc) {
@@ -458,7 +488,7 @@ void srv_serve_session_new(const srv_target *t, const char *body, size_t len, sr
         srv_buf_printf(&r->body, "{\"id\":\"%s\",\"max_tokens\":%lld,\"ttl_seconds\":%u}\n",
                        s->id, (long long)s->max_tokens, srv_cfg.session_ttl);
     }
-    finish(r, &call, rc, &e);
+    post_end(&q, rc, r);
 }
 
 /* ------------------------------------------------------------ POST /sessions/{id}/step */
@@ -655,55 +685,43 @@ static void encode_step(srv_call *call, const srv_session *s, const srv_job *j, 
 
 void srv_serve_session_step(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
-    srv_err e;
-    srv_call call;
-    srv_job j;
+    ses_post q;
     step_out so;
-    memset(&call, 0, sizeof call);
     memset(&so, 0, sizeof so);
-    call.t0 = srv_now_ms();
-    srv_session *s = NULL;
-    int rc = !(s = acquire(t->session, &e)) || parse(&call, &j, SRV_F_SES_STEP, body, len, &e) ||
-             check_step(s, &j, &e);
-    call.t_parse = srv_now_ms() - call.t0;
+    post_begin(&q);
+    int rc = post_open(&q, t, SRV_F_SES_STEP, body, len) || check_step(q.s, &q.j, &q.e);
+    q.call.t_parse = srv_now_ms() - q.call.t0;
     if (!rc)
-        rc = run_step(&call, s, &j, &so, &e);
+        rc = run_step(&q.call, q.s, &q.j, &so, &q.e);
     if (!rc)
-        encode_step(&call, s, &j, &so, &r->body);
-    if (s)
-        release(s);
-    finish(r, &call, rc, &e);
+        encode_step(&q.call, q.s, &q.j, &so, &r->body);
+    post_end(&q, rc, r);
 }
 
 /* ------------------------------------------------------------ truncate, GET, DELETE */
 
 void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
-    srv_err e;
-    srv_call call;
-    srv_job j;
-    memset(&call, 0, sizeof call);
-    call.t0 = srv_now_ms();
-    srv_session *s = NULL;
-    int rc = !(s = acquire(t->session, &e)) || parse(&call, &j, SRV_F_SES_CUT, body, len, &e) ||
-             turn_begin(s, &e);
+    ses_post q;
+    post_begin(&q);
+    int rc = post_open(&q, t, SRV_F_SES_CUT, body, len) || turn_begin(q.s, &q.e);
     if (!rc) {
+        srv_session *s = q.s;
+        int64_t want = q.j.ses.length;
         pthread_mutex_lock(&s->mu);
         int64_t n = s->n;
-        if (j.ses.length <= n)
-            s->n = j.ses.length;
+        if (want <= n)
+            s->n = want;
         pthread_mutex_unlock(&s->mu);
         turn_end(s);
-        if (j.ses.length > n)
-            rc = srv_fail(&e, 422, "invalid_param", "length",
+        if (want > n)
+            rc = srv_fail(&q.e, 422, "invalid_param", "length",
                           "length %lld is past the session's %lld rows; truncate only drops rows",
-                          (long long)j.ses.length, (long long)n);
+                          (long long)want, (long long)n);
         else
-            srv_buf_printf(&r->body, "{\"length\":%lld}\n", (long long)j.ses.length);
+            srv_buf_printf(&r->body, "{\"length\":%lld}\n", (long long)want);
     }
-    if (s)
-        release(s);
-    finish(r, &call, rc, &e);
+    post_end(&q, rc, r);
 }
 
 void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r)
