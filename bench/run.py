@@ -23,7 +23,6 @@ ran.
 
 Usage: /usr/bin/python3 bench/run.py [--build DIR] [--threads N]
 """
-import argparse
 import glob
 import json
 import os
@@ -31,6 +30,7 @@ import platform
 import subprocess
 import sys
 
+from service_bench import bench_parser
 from service_table import print_service, print_sessions, print_table, ratio
 
 E = 512
@@ -402,10 +402,7 @@ def run_all(args):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    args = bench_parser(threads=2).parse_args()
     r = run_all(args)
     print_header(r, args.threads)
     print_kernels(r, args.threads)

@@ -36,6 +36,16 @@ SMALL_L, SMALL_D = 8, 16
 WRK_THREADS, WRK_CONNECTIONS = 2, 32
 
 
+def bench_parser(**ints):
+    """An argument parser with --build DIR (default build) and one integer
+    option per keyword, name=default (wrk_seconds becomes --wrk-seconds)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    for name, default in ints.items():
+        ap.add_argument("--" + name.replace("_", "-"), type=int, default=default)
+    return ap
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -215,11 +225,7 @@ def wrk(url, script, seconds):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--wrk-seconds", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap = bench_parser(reps=9, wrk_seconds=3, rounds=5)
     ap.add_argument("--small-only", action="store_true",
                     help="only the wrk rows (attn-server vs bare_mhd)")
     args = ap.parse_args()

@@ -12,7 +12,6 @@ client's, medians).
 
 Usage: /usr/bin/python3 bench/session_bench.py --build DIR [--reps N]
 """
-import argparse
 import http.client
 import json
 import os
@@ -20,7 +19,7 @@ import random
 import subprocess
 import sys
 
-from service_bench import Server, b64_tensor
+from service_bench import Server, b64_tensor, bench_parser
 
 N, H, D = 4096, 8, 64
 
@@ -55,10 +54,7 @@ def write(build, name, obj):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default="build")
-    ap.add_argument("--reps", type=int, default=41)
-    args = ap.parse_args()
+    args = bench_parser(reps=41).parse_args()
     b = args.build
     os.makedirs(os.path.join(b, "bench"), exist_ok=True)
     rng = random.Random(13)
