@@ -430,7 +430,10 @@ typedef struct {
 
 #define SRV_MODEL_MULTIHEAD ATTN_RULE_COUNT
 
-typedef void (*srv_handler)(const srv_target *t, const char *body, size_t len, srv_reply *r);
+/* A route's handler: answers the request t names, with its body, into r
+ * (every srv_serve_* below has this type; definitions spell it out). */
+typedef void srv_serve_fn(const srv_target *t, const char *body, size_t len, srv_reply *r);
+typedef srv_serve_fn *srv_handler;
 
 /* What differs between the native routes and KServe's, for http.c. */
 typedef struct {
@@ -458,7 +461,7 @@ void srv_reply_timings(srv_reply *r, const srv_call *call);
 /* Resolves method + path. Returns 0, or -1 with r filled (404, 405). */
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
 /* Serves a resolved target; body is NULL for GET routes. */
-void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_reply *r);
+srv_serve_fn srv_route_serve;
 /* Whether the target's work is heavy whatever its body's size (a
  * translation decodes token by token): such requests are served off the
  * polling threads and count against the cap on computations at once, as
@@ -471,14 +474,9 @@ void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route 
 void srv_target_length(srv_target *t, const char *value);
 
 /* The handlers of the route table's POST rows (native.c, kserve.c). */
-void srv_serve_attention(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_multihead(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_v2_server(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_v2_live(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_v2_ready(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_v2_model_ready(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_reply *r);
+srv_serve_fn srv_serve_attention, srv_serve_multihead;
+srv_serve_fn srv_serve_v2_server, srv_serve_v2_live, srv_serve_v2_ready, srv_serve_v2_model,
+    srv_serve_v2_model_ready, srv_serve_v2_infer;
 
 #define SRV_KS_MODEL_VERSION "1"
 /* "attention-<rule>" or "multihead". */
@@ -542,18 +540,14 @@ int  srv_models_unknown(const char *name, size_t len, srv_err *e);
 void srv_models_list(srv_buf *b);
 int  srv_models_translate(int model, const char *body, size_t len, srv_call *call, srv_buf *out, srv_err *e);
 /* GET /models and POST /models/{name}/translate. */
-void srv_serve_models(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_translate(const srv_target *t, const char *body, size_t len, srv_reply *r);
+srv_serve_fn srv_serve_models, srv_serve_translate;
 
 /* ------------------------------------------------------------ decode sessions (sessions.c) */
 
 /* The session routes: POST /sessions, POST /sessions/{id}/step and
  * /truncate, GET and DELETE /sessions/{id}. */
-void srv_serve_session_new(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_session_step(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r);
-void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r);
+srv_serve_fn srv_serve_session_new, srv_serve_session_step, srv_serve_session_truncate,
+    srv_serve_session_get, srv_serve_session_delete;
 /* Whether a step or truncate of t's session would wait for another
  * request's turn now (http.c then serves it on a thread of its own, so the
  * wait holds no polling thread). */
