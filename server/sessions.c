@@ -724,15 +724,23 @@ void srv_serve_session_truncate(const srv_target *t, const char *body, size_t le
     post_end(&q, rc, r);
 }
 
+/* Holds the session t names, or answers r with why not (404) and returns
+ * NULL. The caller releases what it got. */
+static srv_session *acquire_or_reply(const srv_target *t, srv_reply *r)
+{
+    srv_err e;
+    srv_session *s = acquire(t->session, &e);
+    if (!s)
+        srv_reply_error(r, &e);
+    return s;
+}
+
 void srv_serve_session_get(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
     (void)body, (void)len;
-    srv_err e;
-    srv_session *s = acquire(t->session, &e);
-    if (!s) {
-        srv_reply_error(r, &e);
+    srv_session *s = acquire_or_reply(t, r);
+    if (!s)
         return;
-    }
     pthread_mutex_lock(&s->mu);
     int64_t n = s->n;
     size_t bytes = s->bytes;
@@ -748,12 +756,9 @@ void srv_serve_session_get(const srv_target *t, const char *body, size_t len, sr
 void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
     (void)body, (void)len;
-    srv_err e;
-    srv_session *s = acquire(t->session, &e);
-    if (!s) {
-        srv_reply_error(r, &e);
+    srv_session *s = acquire_or_reply(t, r);
+    if (!s)
         return;
-    }
     pthread_mutex_lock(&table_mu);
     int first = !s->unlinked;
     if (first)
@@ -767,6 +772,7 @@ void srv_serve_session_delete(const srv_target *t, const char *body, size_t len,
         pthread_mutex_unlock(&s->mu);
         r->status = 204;
     } else {
+        srv_err e;
         unknown(&e, s->id, GONE_DELETED);
         srv_reply_error(r, &e);
     }
