@@ -79,18 +79,40 @@ double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-void run_threads(int n, void *(*fn)(void *), void *args, size_t size)
+typedef struct {
+    void (*fn)(CURL *h, int i, void *arg);
+    int i;
+    void *arg;
+} client_thread;
+
+static void *client_main(void *arg)
 {
-    pthread_t *th = calloc(n > 0 ? (size_t)n : 1, sizeof *th);
-    if (!th) {
-        check(0, "run_threads: memory for the threads", "calloc failed");
-        return;
+    const client_thread *c = arg;
+    CURL *h = curl_easy_init();
+    c->fn(h, c->i, c->arg);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+double run_clients(int n, void (*fn)(CURL *h, int i, void *arg), void *args, size_t size)
+{
+    double t0 = now_ms();
+    size_t count = n > 0 ? (size_t)n : 1;
+    pthread_t *th = calloc(count, sizeof *th);
+    client_thread *ct = calloc(count, sizeof *ct);
+    if (!th || !ct) {
+        check(0, "run_clients: memory for the threads", "calloc failed");
+        free(th), free(ct);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        ct[i] = (client_thread){fn, i, (char *)args + (size_t)i * size};
+        pthread_create(&th[i], NULL, client_main, &ct[i]);
     }
     for (int i = 0; i < n; i++)
-        pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size);
-    for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
-    free(th);
+    free(th), free(ct);
+    return now_ms() - t0;
 }
 
 /* ------------------------------------------------------------ buffers */

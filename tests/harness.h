@@ -31,10 +31,11 @@ int h_report(void);
 
 double now_ms(void);
 
-/* Runs fn once per element of args (n elements, size bytes apart), each on
- * its own thread, and returns when all have finished. args stays the
- * caller's. */
-void run_threads(int n, void *(*fn)(void *), void *args, size_t size);
+/* n concurrent clients: runs fn(h, i, arg) for i = 0..n-1, arg the i-th
+ * element of args (size bytes apart), each on its own thread with its own
+ * libcurl handle h (closed after). Returns when all have finished, with the
+ * wall time in ms. args stays the caller's. */
+double run_clients(int n, void (*fn)(CURL *h, int i, void *arg), void *args, size_t size);
 
 /* ------------------------------------------------------------ buffers */
 

@@ -549,46 +549,38 @@ static void test_content_length_cap(void)
 /* ------------------------------------------------------------ parallel */
 
 typedef struct {
-    int id;
     int ok;
 } worker;
 
-static void *parallel_worker(void *arg)
+static void parallel_worker(CURL *h, int id, void *arg)
 {
     worker *w = arg;
-    CURL *h = curl_easy_init();
     for (int i = 0; i < 20; i++) {
         problem p;
-        problem_make(&p, 1 + i % 2, 3 + i % 4, 4 + w->id, 8, 3, (uint64_t)(1000 * w->id + i), i % 3 == 0);
+        problem_make(&p, 1 + i % 2, 3 + i % 4, 4 + id, 8, 3, (uint64_t)(1000 * id + i), i % 3 == 0);
         buf b = {0};
-        problem_body(&b, &p, (w->id + i) % 3, i % 3, i % 2, 1);
+        problem_body(&b, &p, (id + i) % 3, i % 3, i % 2, 1);
         request rq = scaled_dot_post(&b, 0);
         response r;
         http(h, srv_main.base, &rq, &r);
         char name[96];
-        snprintf(name, sizeof name, "parallel: client %d request %d", w->id, i);
+        snprintf(name, sizeof name, "parallel: client %d request %d", id, i);
         w->ok += problem_check(&p, &r, name);
         response_free(&r);
         buf_free(&b);
         problem_free(&p);
     }
-    curl_easy_cleanup(h);
-    return NULL;
 }
 
 static void test_parallel(void)
 {
     enum { N = 8 };
-    worker w[N];
-    double t0 = now_ms();
-    for (int i = 0; i < N; i++)
-        w[i] = (worker){.id = i};
-    run_threads(N, parallel_worker, w, sizeof w[0]);
+    worker w[N] = {{0}};
+    double ms = run_clients(N, parallel_worker, w, sizeof w[0]);
     int ok = 0;
     for (int i = 0; i < N; i++)
         ok += w[i].ok;
-    printf("parallel: %d of %d requests right from %d clients in %.0f ms\n", ok, N * 20, N,
-           now_ms() - t0);
+    printf("parallel: %d of %d requests right from %d clients in %.0f ms\n", ok, N * 20, N, ms);
 }
 
 /* ------------------------------------------------------------ overload */

@@ -836,7 +836,6 @@ static void test_token(void)
 /* ------------------------------------------------------------ concurrency */
 
 typedef struct {
-    int id;
     tsess *shared;     /* the one session all append to, or NULL */
     int steps;
     /* shared-session answers: */
@@ -845,14 +844,13 @@ typedef struct {
     double ms;
 } client;
 
-static void *own_session_client(void *arg)
+static void own_session_client(CURL *h, int id, void *arg)
 {
     client *c = arg;
-    CURL *h = curl_easy_init();
-    uint64_t rs = 0xc0ffee + (uint64_t)c->id;
+    uint64_t rs = 0xc0ffee + (uint64_t)id;
     tsess s = {.H = 4, .Hkv = 2, .d = 8, .max_tokens = 64};
     char name[160];
-    snprintf(name, sizeof name, "parallel: client %d creates its session", c->id);
+    snprintf(name, sizeof name, "parallel: client %d creates its session", id);
     if (create(h, &srv_main, &s, name)) {
         for (int k = 0; k < c->steps; k++) {
             tstep st;
@@ -862,44 +860,38 @@ static void *own_session_client(void *arg)
             long n1 = s.n + st.T;
             memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
             memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
-            snprintf(name, sizeof name, "parallel: client %d step %d", c->id, k);
+            snprintf(name, sizeof name, "parallel: client %d step %d", id, k);
             if (check(status == 200, name, "got %ld %s", status, short_body(&r)) &&
                 step_check(&s, n1, &st, &r, name))
                 s.n = n1;
             response_free(&r);
             step_free(&st);
         }
-        snprintf(name, sizeof name, "parallel: client %d deletes", c->id);
+        snprintf(name, sizeof name, "parallel: client %d deletes", id);
         delete_session(h, &srv_main, &s, name);
     }
     tsess_free(&s);
-    curl_easy_cleanup(h);
-    return NULL;
 }
 
-static void *shared_session_client(void *arg)
+static void shared_session_client(CURL *h, int id, void *arg)
 {
     client *c = arg;
-    CURL *h = curl_easy_init();
-    uint64_t rs = 0xbeef + (uint64_t)c->id;
+    uint64_t rs = 0xbeef + (uint64_t)id;
     for (int k = 0; k < c->steps; k++) {
         step_make(&c->st[k], c->shared, 1, 1, &rs);
         c->st[k].need_weights = 1;
         step_post(h, &srv_main, c->shared, &c->st[k], &c->r[k]);
     }
-    curl_easy_cleanup(h);
-    return NULL;
 }
 
 static void test_parallel_own(void)
 {
     enum { N = 16 };
     client c[N];
-    double t0 = now_ms();
     for (int i = 0; i < N; i++)
-        c[i] = (client){.id = i, .steps = 12};
-    run_threads(N, own_session_client, c, sizeof c[0]);
-    printf("parallel: %d clients x 12 steps on their own sessions in %.0f ms\n", N, now_ms() - t0);
+        c[i] = (client){.steps = 12};
+    double ms = run_clients(N, own_session_client, c, sizeof c[0]);
+    printf("parallel: %d clients x 12 steps on their own sessions in %.0f ms\n", N, ms);
 }
 
 /* 8 clients append one row each step to one session at once. The server
@@ -919,8 +911,8 @@ static void test_parallel_shared(void)
     tstep st[N][STEPS];
     response r[N][STEPS];
     for (int i = 0; i < N; i++)
-        c[i] = (client){.id = i, .shared = &s, .steps = STEPS, .st = st[i], .r = r[i]};
-    run_threads(N, shared_session_client, c, sizeof c[0]);
+        c[i] = (client){.shared = &s, .steps = STEPS, .st = st[i], .r = r[i]};
+    run_clients(N, shared_session_client, c, sizeof c[0]);
     const tstep *order[N * STEPS] = {0};
     const response *ans[N * STEPS] = {0};
     int ok200 = 0, distinct = 1;
