@@ -330,6 +330,23 @@ static void delete_session(CURL *h, const server *sv, const tsess *s, const char
     response_free(&r);
 }
 
+/* A posted step that fits: its answer has status 200 (one test, "NAME: 200")
+ * and is right over s's rows plus the step's (step_check); s's reference
+ * then holds the step's rows. Returns 1 when both. */
+static int step_accept(tsess *s, const tstep *st, long status, const response *r, const char *name)
+{
+    long n1 = s->n + st->T;
+    memcpy(s->k + s->n * s->Hkv * s->d, st->k, sizeof(float) * (size_t)(st->T * s->Hkv * s->d));
+    memcpy(s->v + s->n * s->Hkv * s->d, st->v, sizeof(float) * (size_t)(st->T * s->Hkv * s->d));
+    char n2[400];
+    snprintf(n2, sizeof n2, "%s: 200", name);
+    if (!check(status == 200, n2, "got %ld %s", status, short_body(r)))
+        return 0;
+    int ok = step_check(s, n1, st, r, name);
+    s->n = n1;
+    return ok;
+}
+
 /* Expects status and error.code (and a message containing text, if any). */
 static int expect_error(const response *r, long status, const char *code, const char *text,
                         const char *name)
@@ -431,8 +448,7 @@ static void random_session(CURL *h, int sid, uint64_t seed)
         step_make(&st, &s, pick(&rs, 1, 4), pick(&rs, 1, 3), &rs);
         response r;
         long status = step_post(h, &srv_main, &s, &st, &r);
-        long n1 = s.n + st.T;
-        if (n1 > s.max_tokens) {
+        if (s.n + st.T > s.max_tokens) {
             snprintf(name, sizeof name, "random session %d step %ld: %ld + %ld rows past max_tokens: "
                      "413 session_full", sid, k, s.n, st.T);
             expect_error(&r, 413, "session_full", NULL, name);
@@ -441,16 +457,9 @@ static void random_session(CURL *h, int sid, uint64_t seed)
             long got = get_length(h, &srv_main, &s);
             check(got == s.n, name, "GET says %ld", got);
         } else {
-            memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
-            memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
             snprintf(name, sizeof name, "random session %d step %ld (T %ld, Tq %ld, n %ld, %s in, %s out)",
-                     sid, k, st.T, st.Tq, n1, form_names[st.form], st.b64_out ? "b64" : "json");
-            char n2[260];
-            snprintf(n2, sizeof n2, "%s: 200", name);
-            if (check(status == 200, n2, "got %ld %s", status, short_body(&r))) {
-                step_check(&s, n1, &st, &r, name);
-                s.n = n1;
-            }
+                     sid, k, st.T, st.Tq, s.n + st.T, form_names[st.form], st.b64_out ? "b64" : "json");
+            step_accept(&s, &st, status, &r, name);
         }
         response_free(&r);
         step_free(&st);
@@ -857,13 +866,8 @@ static void own_session_client(CURL *h, int id, void *arg)
             step_make(&st, &s, pick(&rs, 1, 3), pick(&rs, 1, 2), &rs);
             response r;
             long status = step_post(h, &srv_main, &s, &st, &r);
-            long n1 = s.n + st.T;
-            memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
-            memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
             snprintf(name, sizeof name, "parallel: client %d step %d", id, k);
-            if (check(status == 200, name, "got %ld %s", status, short_body(&r)) &&
-                step_check(&s, n1, &st, &r, name))
-                s.n = n1;
+            step_accept(&s, &st, status, &r, name);
             response_free(&r);
             step_free(&st);
         }
