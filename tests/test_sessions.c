@@ -330,20 +330,25 @@ static void delete_session(CURL *h, const server *sv, const tsess *s, const char
     response_free(&r);
 }
 
-/* A posted step that fits: its answer has status 200 (one test, "NAME: 200")
- * and is right over s's rows plus the step's (step_check); s's reference
- * then holds the step's rows. Returns 1 when both. */
-static int step_accept(tsess *s, const tstep *st, long status, const response *r, const char *name)
+/* Posts a step that fits to s on srv_main: its answer has status 200 (one
+ * test, "NAME: 200") and is right over s's rows plus the step's
+ * (step_check); s's reference then holds the step's rows. Returns 1 when
+ * both. */
+static int step_accept(CURL *h, tsess *s, const tstep *st, const char *name)
 {
+    response resp, *r = &resp;
+    long status = step_post(h, &srv_main, s, st, r);
     long n1 = s->n + st->T;
     memcpy(s->k + s->n * s->Hkv * s->d, st->k, sizeof(float) * (size_t)(st->T * s->Hkv * s->d));
     memcpy(s->v + s->n * s->Hkv * s->d, st->v, sizeof(float) * (size_t)(st->T * s->Hkv * s->d));
     char n2[400];
     snprintf(n2, sizeof n2, "%s: 200", name);
-    if (!check(status == 200, n2, "got %ld %s", status, short_body(r)))
-        return 0;
-    int ok = step_check(s, n1, st, r, name);
-    s->n = n1;
+    int ok = check(status == 200, n2, "got %ld %s", status, short_body(r));
+    if (ok) {
+        ok = step_check(s, n1, st, r, name);
+        s->n = n1;
+    }
+    response_free(r);
     return ok;
 }
 
@@ -446,12 +451,13 @@ static void random_session(CURL *h, int sid, uint64_t seed)
         }
         tstep st;
         step_make(&st, &s, pick(&rs, 1, 4), pick(&rs, 1, 3), &rs);
-        response r;
-        long status = step_post(h, &srv_main, &s, &st, &r);
         if (s.n + st.T > s.max_tokens) {
+            response r;
+            step_post(h, &srv_main, &s, &st, &r);
             snprintf(name, sizeof name, "random session %d step %ld: %ld + %ld rows past max_tokens: "
                      "413 session_full", sid, k, s.n, st.T);
             expect_error(&r, 413, "session_full", NULL, name);
+            response_free(&r);
             snprintf(name, sizeof name, "random session %d step %ld: refused step leaves length %ld",
                      sid, k, s.n);
             long got = get_length(h, &srv_main, &s);
@@ -459,9 +465,8 @@ static void random_session(CURL *h, int sid, uint64_t seed)
         } else {
             snprintf(name, sizeof name, "random session %d step %ld (T %ld, Tq %ld, n %ld, %s in, %s out)",
                      sid, k, st.T, st.Tq, s.n + st.T, form_names[st.form], st.b64_out ? "b64" : "json");
-            step_accept(&s, &st, status, &r, name);
+            step_accept(h, &s, &st, name);
         }
-        response_free(&r);
         step_free(&st);
     }
     snprintf(name, sizeof name, "random session %d: deleted", sid);
@@ -864,11 +869,8 @@ static void own_session_client(CURL *h, int id, void *arg)
         for (int k = 0; k < c->steps; k++) {
             tstep st;
             step_make(&st, &s, pick(&rs, 1, 3), pick(&rs, 1, 2), &rs);
-            response r;
-            long status = step_post(h, &srv_main, &s, &st, &r);
             snprintf(name, sizeof name, "parallel: client %d step %d", id, k);
-            step_accept(&s, &st, status, &r, name);
-            response_free(&r);
+            step_accept(h, &s, &st, name);
             step_free(&st);
         }
         snprintf(name, sizeof name, "parallel: client %d deletes", id);
