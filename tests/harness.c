@@ -79,6 +79,17 @@ double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+void h_begin(const char *server_path, const char *log_path, void (*usage)(void))
+{
+    if (!server_path)
+        usage();
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_ALL);
+    FILE *lf = fopen(log_path, "w");
+    if (lf)
+        fclose(lf);
+}
+
 typedef struct {
     void (*fn)(CURL *h, int i, void *arg);
     int i;

@@ -31,6 +31,12 @@ int h_report(void);
 
 double now_ms(void);
 
+/* Starts a test program's run: usage() (which exits) unless a server binary
+ * was given; SIGPIPE ignored (a server that dies mid-request must not kill
+ * the test); libcurl initialised; the server log at log_path emptied (one
+ * run per log). */
+void h_begin(const char *server_path, const char *log_path, void (*usage)(void));
+
 /* n concurrent clients: runs fn(h, i, arg) for i = 0..n-1, arg the i-th
  * element of args (size bytes apart), each on its own thread with its own
  * libcurl handle h (closed after). Returns when all have finished, with the

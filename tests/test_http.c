@@ -933,13 +933,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--memcheck")) memcheck = 1;
         else usage();
     }
-    if (!server_path)
-        usage();
-    signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_ALL);
-    FILE *lf = fopen(log_path, "w"); /* truncate: one run per log */
-    if (lf)
-        fclose(lf);
+    h_begin(server_path, log_path, usage);
 
     double t0 = now_ms();
     static const char *const env_small[] = {"ATTN_MAX_BODY=4096", "ATTN_MAX_ELEMENTS=4096",

@@ -1029,13 +1029,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--memcheck")) memcheck = 1;
         else usage();
     }
-    if (!server_path)
-        usage();
-    signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_ALL);
-    FILE *lf = fopen(log_path, "w");
-    if (lf)
-        fclose(lf);
+    h_begin(server_path, log_path, usage);
     double t0 = now_ms();
     /* ATTN_MODELS_DIR: a folder without weights, so no server spends its
      * start-up (long under valgrind) loading the translation models */
