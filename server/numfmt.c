@@ -368,6 +368,24 @@ static const char *parse_short(const char *p, const char *end, int neg, float *o
     return p;
 }
 
+/* m * 10^e10 as the nearest float, when m <= 2^53 and |e10| <= 22: both are
+ * exact doubles, so the double product or quotient is correctly rounded,
+ * and rounding it to float is exact unless it sits exactly on a float
+ * midpoint or below FLT_MIN (then 0: the caller takes the general path). */
+static inline int clinger(uint64_t m, int e10, int neg, float *out, int *finite)
+{
+    double d = (double)m;
+    d = e10 >= 0 ? d * pow10d(e10) : d / pow10d(-e10);
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    if (d < (double)FLT_MIN || (bits & 0x1fffffffull) == 0x10000000ull)
+        return 0;
+    float f = (float)d;
+    *finite = isfinite(f);
+    *out = neg ? -f : f;
+    return 1;
+}
+
 /* Everything parse_short does not take; kept out of line so the short
  * path does not pay this function's register saves. */
 __attribute__((noinline))
@@ -428,20 +446,9 @@ static const char *parse_general(const char *p, const char *end, float *out, int
         *out = neg ? -f : f;
         return p;
     }
-    if (drop == 0 && m <= (1ull << 53) && e10 >= -22 && e10 <= 22) {
-        double d = (double)m;
-        d = e10 >= 0 ? d * pow10d(e10) : d / pow10d(-e10);
-        /* d is the correctly rounded double; rounding it again to float is
-         * exact unless d sits exactly on a float midpoint. */
-        uint64_t bits;
-        memcpy(&bits, &d, sizeof bits);
-        if (d >= (double)FLT_MIN && (bits & 0x1fffffffull) != 0x10000000ull) {
-            float f = (float)d;
-            *finite = isfinite(f);
-            *out = neg ? -f : f;
-            return p;
-        }
-    }
+    if (drop == 0 && m <= (1ull << 53) && e10 >= -22 && e10 <= 22 &&
+        clinger(m, e10, neg, out, finite))
+        return p;
     if (drop == 0 && e10 >= -27 && e10 <= 27) {
         /* Up to 19 digits (Python's float32 repr gives 17): m and 10^|e10|
          * are exact in a 64-bit significand, so the long double result is
@@ -468,23 +475,6 @@ static const char *parse_general(const char *p, const char *end, float *out, int
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-/* m * 10^e10 as the nearest float, when m <= 2^53 and |e10| <= 22: both are
- * exact doubles, so the double product or quotient is correctly rounded,
- * and rounding it to float is exact unless it sits exactly on a float
- * midpoint or below FLT_MIN (then 0: the caller takes the general path). */
-static inline int clinger(uint64_t m, int e10, int neg, float *out, int *finite)
-{
-    double d = (double)m;
-    d = e10 >= 0 ? d * pow10d(e10) : d / pow10d(-e10);
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    if (d < (double)FLT_MIN || (bits & 0x1fffffffull) == 0x10000000ull)
-        return 0;
-    float f = (float)d;
-    *finite = isfinite(f);
-    *out = neg ? -f : f;
-    return 1;
-}
 
 /* The numbers a client's printer writes, in one pass with eight digits at a
  * time: -?(0|[1-9][0-9]{0,6})(.[0-9]{1,15})?([eE][+-]?[0-9]{1,3})? with at

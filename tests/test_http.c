@@ -15,9 +15,8 @@
  * Cases come from three places: the .case files in tests/http (requests and
  * the checks on their responses, as data; the format is in
  * tests/http/README.md, the reader in tests/harness.c), the modern-attention
- * cases in tests/golden_modern/http_cases (the same format; a case whose
- * feature the library answers "not supported yet" is counted as skipped
- * under that feature) and the C functions
+ * cases in tests/golden_modern/http_cases (the same format) and the C
+ * functions
  * below for what data files cannot say (every golden vector in each tensor
  * form and output format, the forms against a reference computed here,
  * keep-alive, large and chunked bodies, parallel clients, limits). Every
