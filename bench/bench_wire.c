@@ -8,12 +8,15 @@
  * Every value must survive each path bit for bit (float32 -> text -> float32);
  * a path that does not is reported as "exact_*": 0 and exits 1.
  *
- * Usage: bench_wire [reps]   (default 9 timed runs after one warm-up) */
+ * Usage: bench_wire [reps]   (default 9 timed runs after one warm-up)
+ *        bench_wire --parse [reps]   (the scanner alone on a 12 MB and a
+ *        6 MB multihead body: best CPU time of reps runs, default 15) */
 #include "srv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 srv_config srv_cfg; /* the codecs read no field of it; the linker wants it */
@@ -270,8 +273,195 @@ static void b64_jansson_write(void *arg)
     json_decref(s);
 }
 
+/* ------------------------------------------------------------ --parse */
+
+/* CPU seconds of this process (all its threads). */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Python's repr of the double d (what json.dumps writes for a float32
+ * tensor's tolist()): the shortest "%.{1..17}g" that reads back to d, with
+ * ".0" on integers and Python's exponent form below 1e-4 and from 1e16. */
+static char *put_repr(char *o, double d)
+{
+    char t[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(t, sizeof t, "%.*e", prec - 1, d);
+        if (strtod(t, NULL) == d)
+            break;
+    }
+    /* t is d.ddde[+-]XX: rewrite it as Python does */
+    char *e = strchr(t, 'e');
+    int x = atoi(e + 1);
+    *e = '\0';
+    char dig[24];
+    int nd = 0, neg = t[0] == '-';
+    for (const char *p = t + neg; *p; p++)
+        if (*p != '.')
+            dig[nd++] = *p;
+    if (neg)
+        *o++ = '-';
+    if (x < -4 || x >= 16) {
+        *o++ = dig[0];
+        if (nd > 1) {
+            *o++ = '.';
+            memcpy(o, dig + 1, (size_t)nd - 1);
+            o += nd - 1;
+        }
+        return o + sprintf(o, "e%c%02d", x < 0 ? '-' : '+', x < 0 ? -x : x);
+    }
+    if (x < 0) {
+        memcpy(o, "0.0000", (size_t)(1 - x));
+        o += 1 - x;
+        memcpy(o, dig, (size_t)nd);
+        return o + nd;
+    }
+    for (int i = 0; i <= x; i++)
+        *o++ = i < nd ? dig[i] : '0';
+    *o++ = '.';
+    if (nd <= x + 1) {
+        *o++ = '0';
+        return o;
+    }
+    memcpy(o, dig + x + 1, (size_t)(nd - x - 1));
+    return o + nd - x - 1;
+}
+
+/* A nested array of rows x cols float32 values from gen, repr-printed. */
+static char *put_matrix(char *o, int rows, int cols, float (*gen)(void))
+{
+    if (rows)
+        *o++ = '[';
+    for (int r = 0; r < (rows ? rows : 1); r++) {
+        if (r) {
+            *o++ = ',';
+            *o++ = ' ';
+        }
+        *o++ = '[';
+        for (int c = 0; c < cols; c++) {
+            if (c) {
+                *o++ = ',';
+                *o++ = ' ';
+            }
+            o = put_repr(o, (double)gen());
+        }
+        *o++ = ']';
+    }
+    if (rows)
+        *o++ = ']';
+    return o;
+}
+
+static uint64_t gen_s = 0x2545f4914f6cdd1dull;
+static double gen_u(void) /* uniform in [0, 1) */
+{
+    gen_s ^= gen_s << 13; gen_s ^= gen_s >> 7; gen_s ^= gen_s << 17;
+    return (double)(gen_s >> 11) * 0x1p-53;
+}
+static float gen_normal(void)
+{
+    double u = gen_u(), v = gen_u();
+    return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v));
+}
+static float gen_xavier(void) { return (float)((gen_u() * 2 - 1) * 0.07654655); }
+static float gen_kaiming(void) { return (float)((gen_u() * 2 - 1) * 0.0625); }
+static float gen_zero(void) { return 0.0f; }
+
+/* The /multihead request of a visualization: L = 64, E = 256, 8 heads,
+ * causal, and an nn.MultiheadAttention state_dict, all as Python's
+ * json.dumps writes tensor.tolist(), ", " between items (~6 MB). */
+static char *make_mha_body(size_t *len)
+{
+    char *body = xmalloc(64 * 256 * 28 + 1024 * 256 * 28 + 4096), *o = body;
+    o += sprintf(o, "{\"query\": ");
+    o = put_matrix(o, 64, 256, gen_normal);
+    o += sprintf(o, ", \"num_heads\": 8, \"causal\": true, \"params\": {\"in_proj_weight\": ");
+    o = put_matrix(o, 768, 256, gen_xavier);
+    o += sprintf(o, ", \"in_proj_bias\": ");
+    o = put_matrix(o, 0, 768, gen_zero);
+    o += sprintf(o, ", \"out_proj.weight\": ");
+    o = put_matrix(o, 256, 256, gen_kaiming);
+    o += sprintf(o, ", \"out_proj.bias\": ");
+    o = put_matrix(o, 0, 256, gen_zero);
+    o += sprintf(o, "}}");
+    *len = (size_t)(o - body);
+    return body;
+}
+
+/* The server's parse of a body (server/job.c: the scanner, then Jansson on
+ * the envelope); returns the floats lifted out, 0 on failure. */
+static int64_t parse_once(const char *body, size_t len)
+{
+    srv_arena arena = {0};
+    srv_scan_result sr;
+    json_error_t jerr;
+    int64_t n = 0;
+    if (srv_scan(body, len, &arena, &sr) == 0) {
+        json_t *root = json_loadb(sr.envelope, sr.envelope_len, JSON_REJECT_DUPLICATES, &jerr);
+        if (root)
+            for (size_t i = 0; i < sr.n_blobs; i++)
+                n += sr.blobs[i].count;
+        json_decref(root);
+    }
+    srv_arena_free(&arena);
+    return n;
+}
+
+static void parse_row(const char *name, const char *body, size_t len, int64_t want)
+{
+    double best_cpu = 1e30, best_wall = 1e30;
+    for (int i = 0; i < reps; i++) {
+        double c0 = cpu_now(), w0 = now();
+        int64_t n = parse_once(body, len);
+        double c = cpu_now() - c0, w = now() - w0;
+        if (n != want) {
+            fprintf(stderr, "bench_wire: %s: %lld floats parsed, %lld expected\n", name,
+                    (long long)n, (long long)want);
+            exit(1);
+        }
+        if (c < best_cpu)
+            best_cpu = c;
+        if (w < best_wall)
+            best_wall = w;
+    }
+    printf("%-28s %9.2f MB %8.3f ms cpu %7.0f MB/s cpu %8.3f ms wall %7.0f MB/s wall\n", name,
+           (double)len / 1e6, best_cpu * 1e3, (double)len / best_cpu / 1e6, best_wall * 1e3,
+           (double)len / best_wall / 1e6);
+}
+
+/* bench_wire --parse [reps]: the scanner's rate on two bodies, best of
+ * reps runs (the machine is shared), CPU time of the process and wall. */
+static int parse_bench(void)
+{
+    float *v = make_values();
+    size_t len;
+    char *body = make_body(v, &len);
+    parse_once(body, len);
+    parse_row("1M floats, %.9g", body, len, (int64_t)N);
+    free(body);
+    free(v);
+    body = make_mha_body(&len);
+    if (getenv("BENCH_WIRE_DUMP"))
+        fwrite(body, 1, len, stdout);
+    parse_once(body, len);
+    parse_row("multihead L64 E256, repr", body, len,
+              64 * 256 + 768 * 256 + 256 * 256 + 768 + 256);
+    free(body);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--parse") == 0) {
+        reps = argc > 2 ? atoi(argv[2]) : 15;
+        if (reps < 1)
+            return 2;
+        return parse_bench();
+    }
     if (argc > 1)
         reps = atoi(argv[1]);
     if (reps < 1 || reps > MAX_REPS) {
