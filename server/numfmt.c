@@ -1,10 +1,11 @@
 /* numfmt.c - exact float32 printing (9 significant digits, the text of
- * "%.9g") and parsing (fast paths, strtof fallback) without printf/strtod
- * in the common case: the wire's big number arrays go through here. */
+ * "%.9g") and parsing (Eisel-Lemire, numparse.h; strtof when it cannot
+ * decide) without printf/strtod in the common case: the wire's big number
+ * arrays go through here. */
 #include "srv.h"
+#include "numparse.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,9 +237,6 @@ size_t srv_fmt_ms(double ms, char *out)
 
 /* ------------------------------------------------------------ parsing */
 
-static const float p10f[] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f,
-                             1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
-
 static const char *parse_slow(const char *start, const char *stop,
                               float *out, int *finite)
 {
@@ -258,29 +256,6 @@ static const char *parse_slow(const char *start, const char *stop,
     return stop;
 }
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-/* SWAR: the 8 bytes at p less '0' in *d, and how many of them, from the
- * first, are digits. */
-static inline int swar_digits(const char *p, uint64_t *d)
-{
-    uint64_t x;
-    memcpy(&x, p, 8);
-    *d = x ^ 0x3030303030303030ull;
-    uint64_t nd = (((*d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | *d) &
-                  0x8080808080808080ull;
-    return nd ? __builtin_ctzll(nd) >> 3 : 8;
-}
-
-/* The number the first cnt (1..8) digits of d spell. */
-static inline uint64_t swar_value(uint64_t d, int cnt)
-{
-    uint64_t v = cnt == 8 ? d : d << (8 * (8 - cnt)); /* the digits, high-aligned */
-    v = v * 10 + (v >> 8);
-    return (((v & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-            (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
-}
-#endif
-
 /* Consumes a run of digits at p into m (at most 19 significant digits):
  * *kept counts digits taken into m, *extra those past the 19th and
  * *extra_nz whether any of those was not '0'. Eight digits at a time
@@ -294,14 +269,14 @@ static const char *digit_run(const char *p, const char *end, uint64_t *m, int *s
                                      10000000, 100000000};
     while (end - p >= 8) {
         uint64_t d;
-        int cnt = swar_digits(p, &d);
+        int cnt = srv_swar_digits(p, &d);
         if (cnt == 0)
             return p;
         uint64_t dm = cnt == 8 ? d : d & ((1ull << (8 * cnt)) - 1);
         int lz = *m ? 0 : (dm ? __builtin_ctzll(dm) >> 3 : cnt);
         if (*sig + cnt - lz > 19)
             break; /* the scalar loop below handles the 19-digit edge */
-        *m = *m * p10u[cnt] + swar_value(d, cnt);
+        *m = *m * p10u[cnt] + srv_swar_value(d, cnt);
         *sig += cnt - lz;
         *kept += cnt;
         p += cnt;
@@ -324,70 +299,12 @@ static const char *digit_run(const char *p, const char *end, uint64_t *m, int *s
     return p;
 }
 
-/* The common short decimal, -?d+(.d+)? with at most 7 digits in all and
- * no exponent: m < 2^24 and 10^frac are exact floats, so one division is
- * correctly rounded (the general path's first case, reached without its
- * bookkeeping). Returns the end, or NULL for anything else. */
-static const char *parse_short(const char *p, const char *end, int neg, float *out)
-{
-    uint32_t m = 0;
-    int nd = 0, frac = 0;
-    while (p < end && (unsigned)(*p - '0') <= 9 && nd < 8) {
-        m = m * 10 + (uint32_t)(*p++ - '0');
-        nd++;
-    }
-    if (nd == 0 || (nd > 1 && m < p10f[nd - 1]) || nd > 7)
-        return NULL; /* a leading zero, or long: the general path */
-    if (p < end && *p == '.') {
-        p++;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        if (end - p >= 8) {
-            /* all the fraction's digits at once (SWAR, as in digit_run) */
-            uint64_t d;
-            frac = swar_digits(p, &d);
-            if (frac == 0 || nd + frac > 7)
-                return NULL;
-            static const uint32_t p10u[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
-            m = m * p10u[frac] + (uint32_t)swar_value(d, frac);
-            p += frac;
-        } else
-#endif
-        {
-            while (p < end && (unsigned)(*p - '0') <= 9 && nd + frac < 8) {
-                m = m * 10 + (uint32_t)(*p++ - '0');
-                frac++;
-            }
-            if (frac == 0 || nd + frac > 7)
-                return NULL;
-        }
-    }
-    if (p < end && (*p == 'e' || *p == 'E' || (unsigned)(*p - '0') <= 9))
-        return NULL;
-    float f = (float)m / p10f[frac]; /* m == 0 gives +0 */
-    *out = neg ? -f : f;
-    return p;
-}
-
-/* m * 10^e10 as the nearest float, when m <= 2^53 and |e10| <= 22: both are
- * exact doubles, so the double product or quotient is correctly rounded,
- * and rounding it to float is exact unless it sits exactly on a float
- * midpoint or below FLT_MIN (then 0: the caller takes the general path). */
-static inline int clinger(uint64_t m, int e10, int neg, float *out, int *finite)
-{
-    double d = (double)m;
-    d = e10 >= 0 ? d * pow10d(e10) : d / pow10d(-e10);
-    uint64_t bits;
-    memcpy(&bits, &d, sizeof bits);
-    if (d < (double)FLT_MIN || (bits & 0x1fffffffull) == 0x10000000ull)
-        return 0;
-    float f = (float)d;
-    *finite = isfinite(f);
-    *out = neg ? -f : f;
-    return 1;
-}
-
-/* Everything parse_short does not take; kept out of line so the short
- * path does not pay this function's register saves. */
+/* Any JSON number, within [p, end): its digits (the first 19 significant
+ * ones) and exponent, then Eisel-Lemire; when digits past the 19th were
+ * dropped, the value lies between m and m + 1 units of the last kept digit,
+ * and if both round to the same float so does it. strtof decides what
+ * Eisel-Lemire cannot. Kept out of line so the fast path does not pay this
+ * function's register saves. */
 __attribute__((noinline))
 static const char *parse_general(const char *p, const char *end, float *out, int *finite)
 {
@@ -400,20 +317,18 @@ static const char *parse_general(const char *p, const char *end, float *out, int
     if (p >= end || (unsigned)(*p - '0') > 9)
         return NULL;
     uint64_t m = 0;
-    int sig = 0, drop = 0, kept = 0, extra_nz = 0;
+    int sig = 0, drop = 0, kept = 0, lost = 0;
     if (*p == '0')
         p++;
     else
-        p = digit_run(p, end, &m, &sig, &kept, &drop, &extra_nz);
+        p = digit_run(p, end, &m, &sig, &kept, &drop, &lost);
     int frac = 0;
     if (p < end && *p == '.') {
         p++;
         if (p >= end || (unsigned)(*p - '0') > 9)
             return NULL;
-        int fextra = 0, fnz = 0;
-        p = digit_run(p, end, &m, &sig, &frac, &fextra, &fnz);
-        if (fnz)
-            drop = -1000000; /* digits lost: only strtof is exact */
+        int fextra = 0;
+        p = digit_run(p, end, &m, &sig, &frac, &fextra, &lost);
     }
     int ex = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
@@ -431,125 +346,29 @@ static const char *parse_general(const char *p, const char *end, float *out, int
         if (eneg)
             ex = -ex;
     }
-    if (drop < 0)
-        return parse_slow(start, p, out, finite);
-    int e10 = ex - frac + drop;
-    *finite = 1;
-    if (m == 0) {
+    if (m == 0) { /* all digits zero (19 significant ones are kept) */
         *out = neg ? -0.0f : 0.0f;
+        *finite = 1;
         return p;
     }
-    if (drop == 0 && m <= (1u << 24) && e10 >= -10 && e10 <= 10) {
-        /* Both operands exact in float: one correctly rounded operation. */
-        float f = (float)m;
-        f = e10 >= 0 ? f * p10f[e10] : f / p10f[-e10];
-        *out = neg ? -f : f;
+    /* |ex| <= 100000 and frac, drop <= the body's length */
+    long long e10 = (long long)ex - frac + drop;
+    int q = e10 < -100000 ? -100000 : e10 > 100000 ? 100000 : (int)e10;
+    float hi;
+    int fin_hi;
+    if (srv_eisel_lemire(m, q, neg, out, finite) &&
+        (!lost || (srv_eisel_lemire(m + 1, q, neg, &hi, &fin_hi) &&
+                   memcmp(&hi, out, sizeof hi) == 0)))
         return p;
-    }
-    if (drop == 0 && m <= (1ull << 53) && e10 >= -22 && e10 <= 22 &&
-        clinger(m, e10, neg, out, finite))
-        return p;
-    if (drop == 0 && e10 >= -27 && e10 <= 27) {
-        /* Up to 19 digits (Python's float32 repr gives 17): m and 10^|e10|
-         * are exact in a 64-bit significand, so the long double result is
-         * correctly rounded, and rounding it to float is exact unless it
-         * sits exactly on a float midpoint (then strtof decides). */
-        static const long double p10l[] = {
-            1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L,
-            1e11L, 1e12L, 1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L,
-            1e21L, 1e22L, 1e23L, 1e24L, 1e25L, 1e26L, 1e27L};
-        if (LDBL_MANT_DIG >= 64) {
-            long double x = (long double)m;
-            x = e10 >= 0 ? x * p10l[e10] : x / p10l[-e10];
-            if (x >= (long double)FLT_MIN && x <= (long double)(FLT_MAX / 2)) {
-                float f = (float)x;
-                float g = x > (long double)f ? nextafterf(f, INFINITY) : nextafterf(f, -INFINITY);
-                if (x == (long double)f || x != ((long double)f + (long double)g) * 0.5L) {
-                    *out = neg ? -f : f;
-                    return p;
-                }
-            }
-        }
-    }
     return parse_slow(start, p, out, finite);
 }
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-
-/* The numbers a client's printer writes, in one pass with eight digits at a
- * time: -?(0|[1-9][0-9]{0,6})(.[0-9]{1,15})?([eE][+-]?[0-9]{1,3})? with at
- * most 19 digits in all (Python's float32 repr, C's "%.9g", JavaScript's
- * shortest form). Needs 32 readable bytes from p (the reads look ahead).
- * Returns the end, or NULL for anything else (the general path decides). */
-static const char *parse_fast(const char *p, float *out, int *finite)
-{
-    static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
-                                     10000000, 100000000};
-    int neg = *p == '-';
-    p += neg;
-    uint64_t d;
-    int n = swar_digits(p, &d);
-    if (n == 0 || n == 8 || (n > 1 && *p == '0'))
-        return NULL;
-    uint64_t m = swar_value(d, n);
-    p += n;
-    int frac = 0;
-    if (*p == '.') {
-        int f = swar_digits(++p, &d);
-        if (f == 8) {
-            m = m * 100000000u + swar_value(d, 8);
-            p += 8;
-            frac = 8;
-            f = swar_digits(p, &d);
-            if (f == 8)
-                return NULL;
-        } else if (f == 0) {
-            return NULL;
-        }
-        if (f) {
-            m = m * p10u[f] + swar_value(d, f);
-            p += f;
-            frac += f;
-        }
-        if (n + frac > 19)
-            return NULL;
-    }
-    int e10 = -frac;
-    if ((*p | 0x20) == 'e') {
-        p++;
-        int eneg = *p == '-', ex = 0, k = 0;
-        p += eneg || *p == '+';
-        for (; k < 3 && (unsigned)(*p - '0') <= 9; k++)
-            ex = ex * 10 + (*p++ - '0');
-        if (k == 0 || (unsigned)(*p - '0') <= 9)
-            return NULL;
-        e10 += eneg ? -ex : ex;
-    }
-    if (m == 0) {
-        *out = neg ? -0.0f : 0.0f;
-        *finite = 1;
-        return p;
-    }
-    if (m > (1ull << 53) || e10 < -22 || e10 > 22 || !clinger(m, e10, neg, out, finite))
-        return NULL;
-    return p;
-}
-#endif
-
 const char *srv_parse_float(const char *p, const char *end, float *out, int *finite)
 {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    if (end - p >= 32) {
-        const char *q = parse_fast(p, out, finite);
+    if (end - p >= SRV_PARSE_FAST_PAD) {
+        const char *q = srv_parse_float_fast(p, out, finite);
         if (q)
             return q;
-    }
-#endif
-    int neg = p < end && *p == '-';
-    const char *q = parse_short(p + neg, end, neg, out);
-    if (q) {
-        *finite = 1;
-        return q;
     }
     return parse_general(p, end, out, finite);
 }

@@ -37,13 +37,16 @@ static void check(int ok, const char *what, const char *detail)
  * number forbids): the same result as at the number's own end, or NULL. */
 static const char *parse_in_body(const char *s, size_t n, float *out, int *fin)
 {
-    char body[160];
-    if (n + 40 > sizeof body)
+    char *body = malloc(n + 80);
+    if (!body)
         return NULL;
     memcpy(body, s, n);
-    memcpy(body + n, ",]                                     ", 40);
-    const char *e = srv_parse_float(body, body + n + 40, out, fin);
-    return e ? s + (e - body) : NULL;
+    memcpy(body + n, ",]", 2);
+    memset(body + n + 2, ' ', 78);
+    const char *e = srv_parse_float(body, body + n + 80, out, fin);
+    e = e ? s + (e - body) : NULL;
+    free(body);
+    return e;
 }
 
 /* Every printed float must equal printf's "%.9g" text and parse back to
@@ -177,6 +180,119 @@ static void test_parse(long n)
     const char big[] = "1e39";
     srv_parse_float(big, big + 4, &g, &fin);
     check(!fin, "1e39 overflows float32", "");
+}
+
+/* One number text against strtof: the same bits and the same finiteness,
+ * the whole text consumed, both at the text's own end (the general path)
+ * and inside a body (the fast path). Returns 1 when all agree. */
+static int parse_agrees(const char *b)
+{
+    size_t len = strlen(b);
+    float want = strtof(b, NULL), got;
+    int fin = -1;
+    const char *e = srv_parse_float(b, b + len, &got, &fin);
+    if (!e || e != b + len || memcmp(&got, &want, 4) || fin != !!isfinite(want))
+        return 0;
+    fin = -1;
+    e = parse_in_body(b, len, &got, &fin);
+    return e && e == b + len && !memcmp(&got, &want, 4) && fin == !!isfinite(want);
+}
+
+/* The hard cases of decimal to float32, each against strtof: exact
+ * midpoints between neighbouring floats and the doubles just beside them
+ * (printed with 17 to 25 significant digits and in full), subnormals and
+ * the normal/subnormal edge, the overflow edge (FLT_MAX's midpoint to 2^128
+ * rounds to infinity, just under it does not), 19- and 20-digit and longer
+ * mantissas (digits dropped), exponents at and past the table's ends, -0
+ * and long runs of zeros. */
+static void test_parse_hard(long n)
+{
+    long bad = 0, total = 0;
+    char b[1200];
+#define HARD(...)                                                                 \
+    do {                                                                          \
+        snprintf(b, sizeof b, __VA_ARGS__);                                       \
+        total++;                                                                  \
+        if (!parse_agrees(b) && bad++ < 5)                                        \
+            check(0, "hard case vs strtof", b);                                   \
+    } while (0)
+    static const char *fixed[] = {
+        "0", "-0", "-0.0", "0.0e5", "-0e-999", "0e999", "1e-999", "-1e-999", "1e999", "-1e999",
+        "1e38", "1e39", "3.4028234e38", "3.40282347e38", "3.4028235e38",
+        "3.40282356779733661637539395458142568447e38", /* just under the midpoint */
+        "3.40282356779733661637539395458142568448e38", /* FLT_MAX/2^128 midpoint: inf */
+        "340282356779733661637539395458142568448", "340282356779733661637539395458142568447.9",
+        "1.17549435e-38", "1.1754942e-38", "1.1754943508222875e-38", "1.17549421069e-38",
+        "1.4e-45", "1.401298464324817e-45", "7.006492321624085e-46", "7.0064923216240854e-46",
+        "7.00649232162408535461864791644958065640130970938257885878534141944895541342930300743319094181060791015625e-46",
+        "7.00649232162408535461864791644958065640130970938257885878534141944895541342930300743319094181060791015626e-46",
+        "7.00649232162408535461864791644958065640130970938257885878534141944895541342930300743319094181060791015624e-46",
+        "2.1019476964872256e-45", "1e-45", "1e-46", "9999999999999999999e-65", "9999999999999999999e-64",
+        "1e-65", "1e-66", "12345678901234567890123e-85", "9999999999999999999e19", "1e38",
+        "0.000000000000000000000000000000000000000000001", "16777217", "16777217.0", "16777217.000000001",
+        "33554434", "33554435", "33554436", "0.1", "0.2", "0.3", "1.5", "2.5", "-2.5e-1",
+        "1.00000005960464477539062", "1.000000059604644775390625", "1.000000059604644775390626",
+        "1.00000017881393432617187499", "1.000000178813934326171875", "9007199254740993",
+        "18446744073709551615", "18446744073709551616", "99999999999999999999", "10000000000000000000001",
+        "0.99999997019767761230468749", "0.9999999701976776123046875", "0.99999997019767761230468751",
+        "4.7019774032891500318749461488889827112746622270883500860350068251e-38",
+        "1234567890123456789012345678901234567890e-40", "0.0000000000000000000000000000001e31",
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        HARD("%s", fixed[i]);
+    for (long i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)rnd();
+        int kind = (int)(i % 8);
+        if (kind == 1)
+            u &= 0x807fffffu; /* subnormals */
+        else if (kind == 2)
+            u = (u & 0x80ffffffu) | (rnd() & 1 ? 0 : 0x7e000000u); /* near 0 or FLT_MAX */
+        u &= rnd() % 16 ? 0xffffffffu : 0xffffff00u; /* some short mantissas */
+        if ((u & 0x7f800000u) == 0x7f800000u)
+            u &= 0xff7fffffu;
+        float f, g;
+        memcpy(&f, &u, 4);
+        g = nextafterf(f, signbit(f) ? -INFINITY : INFINITY);
+        double lo = (double)f;
+        double hi = isfinite(g) ? (double)g : (signbit(f) ? -0x1p128 : 0x1p128);
+        double mid = (lo + hi) / 2; /* exact in double */
+        double beside = rnd() & 1 ? nextafter(mid, 0) : nextafter(mid, 2 * mid);
+        int digits = 17 + (int)(rnd() % 9);
+        switch (kind) {
+        case 0:
+        case 1:
+        case 2:
+            HARD("%.*g", digits, mid);
+            HARD("%.*g", digits, beside);
+            HARD("%.9g", (double)f);
+            break;
+        case 3: /* the midpoint in full (every digit of it) */
+            HARD("%.1000g", mid);
+            HARD("%.1000e", beside);
+            break;
+        case 4: /* 19 and 20 significant digits, a shifted point */
+            HARD("%llu%se%d", (unsigned long long)(rnd() % 10000000000000000000ull),
+                 rnd() & 1 ? "" : "0", (int)(rnd() % 100) - 70);
+            HARD("0.%llue%d", (unsigned long long)(rnd() | 1), (int)(rnd() % 100) - 50);
+            break;
+        case 5: /* the mantissa of a midpoint, then digits that tip it or not */
+            HARD("%.17g%s", mid, rnd() & 1 ? "000000000000000001" : "00000000000000000");
+            HARD("%.25e", mid);
+            break;
+        case 6: /* exponents at the table's ends */
+            HARD("%llue%d", (unsigned long long)(1 + rnd() % 10000000000000000000ull),
+                 (rnd() & 1 ? -65 : 38) - (int)(rnd() % 20));
+            HARD("%s%llue-%d", rnd() & 1 ? "-" : "", (unsigned long long)(1 + rnd() % 100),
+                 40 + (int)(rnd() % 10));
+            break;
+        default: /* Python's repr form of the float */
+            HARD("%.17g", (double)f);
+            HARD("%.*e", (int)(rnd() % 10), (double)f);
+        }
+    }
+#undef HARD
+    check(bad == 0, "parse: the hard cases equal strtof", "");
+    printf("parse: %ld hard cases against strtof, %ld differ\n", total, bad);
 }
 
 static void test_b64(void)
@@ -384,6 +500,7 @@ int main(int argc, char **argv)
     long scale = argc > 1 ? atol(argv[1]) : 1;
     test_fmt(2000000 * scale);
     test_parse(2000000 * scale);
+    test_parse_hard(400000 * scale);
     test_b64();
     test_scan((int)(20000 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
