@@ -6,6 +6,7 @@
  * ragged or non-finite array, a string with escapes, broken JSON) is copied
  * as is, so Jansson and the codec's slow path report the exact error. */
 #include "srv.h"
+#include "numparse.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -50,9 +51,25 @@ static char *put_placeholder(char *o, char k, size_t i)
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+/* Room for one more float in *data (capacity *cap, doubling); -1 when the
+ * size would overflow or memory is out. */
+static int grow(float **data, size_t *cap)
+{
+    if (*cap > SIZE_MAX / 2 / sizeof **data)
+        return -1;
+    float *g = realloc(*data, *cap * 2 * sizeof **data);
+    if (!g)
+        return -1;
+    *data = g;
+    *cap *= 2;
+    return 0;
+}
+
 /* Parses the regular nested array at p ('[') into b, growing b->data
  * (malloc'd) as it goes: one pass, no pre-count. Returns the position after
- * the array, or NULL to leave the text to the slow path (b->data freed). */
+ * the array, or NULL to leave the text to the slow path (b->data freed).
+ * A leaf row's numbers are read by the inline fast parser while 64 bytes
+ * remain (numparse.h), each followed by ',' and whitespace or a ']'. */
 static const char *parse_array(const char *p, const char *end, srv_blob *b)
 {
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
@@ -82,37 +99,49 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b)
             leaf = depth;
         else if (depth != leaf)
             goto bail;
-        float f;
-        if (*p == 't' && end - p >= 4 && memcmp(p, "true", 4) == 0) {
-            f = 1.0f;
-            p += 4;
+        if (*p == 't' || *p == 'f') {
+            int t = *p == 't';
+            if (end - p < 5 - t || memcmp(p, t ? "true" : "false", (size_t)(5 - t)) != 0)
+                goto bail;
+            p += 5 - t;
             if (!b->has_bool)
                 b->first_bool = (int64_t)n;
             b->has_bool = 1;
-        } else if (*p == 'f' && end - p >= 5 && memcmp(p, "false", 5) == 0) {
-            f = 0.0f;
-            p += 5;
-            if (!b->has_bool)
-                b->first_bool = (int64_t)n;
-            b->has_bool = 1;
+            if (n == cap && grow(&data, &cap))
+                goto bail;
+            data[n++] = (float)t;
+            cnt[depth - 1]++;
         } else {
-            int finite;
-            p = srv_parse_float(p, end, &f, &finite);
-            if (!p || !finite)
-                goto bail;
+            /* a run of numbers, to the row's end or a boolean */
+            int64_t row = 0;
             b->has_num = 1;
+            for (;;) {
+                if (n == cap && grow(&data, &cap))
+                    goto bail;
+                int finite;
+                const char *q = end - p >= SRV_PARSE_FAST_PAD
+                                    ? srv_parse_float_fast(p, &data[n], &finite)
+                                    : NULL;
+                if (!q)
+                    q = srv_parse_float(p, end, &data[n], &finite);
+                if (!q || !finite)
+                    goto bail;
+                n++;
+                row++;
+                p = q;
+                if (p < end && *p == ',') {
+                    p++;
+                    while (p < end && is_ws(*p))
+                        p++;
+                    if (p < end && (*p == '-' || (unsigned)(*p - '0') <= 9))
+                        continue;
+                    cnt[depth - 1] += row;
+                    goto element;
+                }
+                break;
+            }
+            cnt[depth - 1] += row;
         }
-        if (n == cap) {
-            if (cap > SIZE_MAX / 2 / sizeof *data)
-                goto bail;
-            float *g = realloc(data, cap * 2 * sizeof *data);
-            if (!g)
-                goto bail;
-            data = g;
-            cap *= 2;
-        }
-        data[n++] = f;
-        cnt[depth - 1]++;
         /* then ',' (another element) or one or more ']' */
         for (;;) {
             while (p < end && is_ws(*p))
@@ -141,6 +170,7 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b)
             }
             cnt[depth - 1]++;
         }
+    element:;
     }
 bail:
     free(data);
