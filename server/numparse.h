@@ -133,7 +133,7 @@ static inline const char *srv_parse_float_fast(const char *p, float *out, int *f
     int n = srv_swar_digits(p, &d);
     if (n == 0 || n == 8 || (n > 1 && *p == '0'))
         return NULL;
-    uint64_t m = srv_swar_value(d, n);
+    uint64_t m = n == 1 ? (d & 0xff) : srv_swar_value(d, n);
     p += n;
     int frac = 0;
     if (*p == '.') {

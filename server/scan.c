@@ -8,6 +8,7 @@
 #include "srv.h"
 #include "numparse.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,8 @@ static char *put_placeholder(char *o, char k, size_t i)
     return o;
 }
 
+enum { PART_ALL, PART_HEAD, PART_TAIL }; /* parse_array's modes */
+
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
 /* Room for one more float in *data (capacity *cap, doubling); -1 when the
@@ -69,8 +72,11 @@ static int grow(float **data, size_t *cap)
  * (malloc'd) as it goes: one pass, no pre-count. Returns the position after
  * the array, or NULL to leave the text to the slow path (b->data freed).
  * A leaf row's numbers are read by the inline fast parser while 64 bytes
- * remain (numparse.h), each followed by ',' and whitespace or a ']'. */
-static const char *parse_array(const char *p, const char *end, srv_blob *b)
+ * remain (numparse.h), each followed by ',' and whitespace or a ']'.
+ * mode PART_HEAD: end is a ',' between two top-level elements, and stands
+ * for the array's ']'; PART_TAIL: p is just after such a ',', inside the
+ * array (see parse_split). */
+static const char *parse_array(const char *p, const char *end, srv_blob *b, int mode)
 {
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
     int depth = 0, leaf = -1;
@@ -80,6 +86,8 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b)
         return NULL;
     for (int i = 0; i < ATTN_MAX_RANK; i++)
         dims[i] = -1;
+    if (mode == PART_TAIL)
+        cnt[depth++] = 0; /* inside the array already */
     while (p < end) {
         /* expect an element (or ']' for an empty array: refused) */
         while (p < end && is_ws(*p))
@@ -146,15 +154,15 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b)
         for (;;) {
             while (p < end && is_ws(*p))
                 p++;
-            if (p >= end)
+            if (p >= end && !(mode == PART_HEAD && depth == 1))
                 goto bail;
-            if (*p == ',') {
+            if (p < end && *p == ',') {
                 p++;
                 break;
             }
-            if (*p != ']')
+            if (p < end && *p != ']')
                 goto bail;
-            p++;
+            p += p < end; /* the head's end stands for the top array's ']' */
             int d = --depth;
             if (dims[d] < 0)
                 dims[d] = cnt[d];
@@ -175,6 +183,122 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b)
 bail:
     free(data);
     return NULL;
+}
+
+/* Arrays of at least this much text are parsed in two halves on two
+ * threads (a visualization's state_dict: 4 MB for in_proj_weight). */
+#ifndef SPLIT_MIN_TEXT
+#define SPLIT_MIN_TEXT ((size_t)1 << 20)
+#endif
+
+/* A hint where to split the array at p: the byte after a ',' between two of
+ * its top-level elements near the middle of its text, or NULL. Found from
+ * the brackets alone, memchr from ']' to ']': in a regular array a '['
+ * only follows '[' or ',' (and whitespace), so the depth is known at each
+ * ']' run. Hostile text may mislead it; the halves' parses check the split
+ * (a wrong one costs only a sequential parse). *budget bounds the bytes
+ * walked in all calls for one body (its length): without it, text of many
+ * '[' that never close would be walked once per '[', quadratic. */
+static const char *split_point(const char *p, const char *end, size_t *budget)
+{
+    int depth = 0, rank = 0;
+    if ((size_t)(end - p) > *budget)
+        end = p + *budget;
+    const char *q = p, *stop = NULL;
+    while (!stop) {
+        while (q < end && (*q == '[' || is_ws(*q)))
+            depth += *q++ == '[';
+        if (!rank)
+            rank = depth;
+        if (depth <= 0 || depth > ATTN_MAX_RANK) {
+            *budget -= (size_t)(q - p);
+            return NULL;
+        }
+        const char *r = memchr(q, ']', (size_t)(end - q));
+        if (!r) {
+            *budget -= (size_t)(end - p);
+            return NULL;
+        }
+        q = r;
+        while (q < end && (*q == ']' || is_ws(*q)) && !stop)
+            if (*q++ == ']' && --depth == 0)
+                stop = q;
+        if (!stop && (q >= end || *q++ != ',')) {
+            *budget -= (size_t)(q - p);
+            return NULL;
+        }
+    }
+    *budget -= (size_t)(stop - p);
+    if ((size_t)(stop - p) < SPLIT_MIN_TEXT)
+        return NULL;
+    /* the first top-level boundary past the middle: a ',' after rank - 1
+     * closing brackets (for rank 1, any ',') */
+    q = p + (stop - p) / 2;
+    for (;;) {
+        const char *c = rank == 1 ? memchr(q, ',', (size_t)(stop - q)) : memchr(q, ']', (size_t)(stop - q));
+        if (!c)
+            return NULL;
+        int run = 0;
+        q = c;
+        while (q < stop && (*q == ']' || is_ws(*q)))
+            run += *q++ == ']';
+        if (run == rank - 1 && q < stop && *q == ',')
+            return q + 1;
+        if (q == c)
+            q++;
+    }
+}
+
+typedef struct {
+    const char *p, *end, *stop;
+    srv_blob b;
+} tail_job;
+
+static void *parse_tail(void *arg)
+{
+    tail_job *t = arg;
+    t->stop = parse_array(t->p, t->end, &t->b, PART_TAIL);
+    return NULL;
+}
+
+/* parse_array on two threads: the text before split_point's ',' here, the
+ * rest on a new thread, then the halves joined when they agree (same leaf
+ * depth and inner dimensions, as one pass would have checked). The result
+ * is parse_array's: anything else (no split found, no thread, a half
+ * refused, a disagreement) takes the one-pass parse. */
+static const char *parse_split(const char *p, const char *end, srv_blob *b, size_t *budget)
+{
+    const char *mid = split_point(p, end, budget);
+    tail_job t = {mid, end, NULL, {0}};
+    pthread_t th;
+    if (!mid || pthread_create(&th, NULL, parse_tail, &t) != 0)
+        return parse_array(p, end, b, PART_ALL);
+    srv_blob h = {0};
+    const char *hs = parse_array(p, mid - 1, &h, PART_HEAD);
+    pthread_join(th, NULL);
+    /* the head must end at the ',' (not at a ']' before it) */
+    int ok = hs == mid - 1 && t.stop && h.rank == t.b.rank;
+    for (int i = 1; ok && i < h.rank; i++)
+        ok = h.shape[i] == t.b.shape[i];
+    float *data = ok ? realloc(h.data, (size_t)(h.count + t.b.count) * sizeof *data) : NULL;
+    if (!data) {
+        if (hs)
+            free(h.data);
+        if (t.stop)
+            free(t.b.data);
+        return parse_array(p, end, b, PART_ALL);
+    }
+    memcpy(data + h.count, t.b.data, (size_t)t.b.count * sizeof *data);
+    free(t.b.data);
+    *b = h;
+    b->data = data;
+    b->shape[0] += t.b.shape[0];
+    b->count += t.b.count;
+    b->has_num |= t.b.has_num;
+    if (!h.has_bool && t.b.has_bool)
+        b->first_bool = h.count + t.b.first_bool;
+    b->has_bool |= t.b.has_bool;
+    return t.stop;
 }
 
 /* The string at *p: a long one after a colon becomes a placeholder, any
@@ -237,6 +361,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     blob_vec bv = {0};
     int after_colon = 0;
     int depth = 0, deepest = 0; /* counted as srv_json_too_deep does */
+    size_t walk = len;           /* split_point's budget */
     while (p < end) {
         char c = *p;
         if (c == '"') {
@@ -252,7 +377,8 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
             srv_blob *b = blob_push(&bv);
             if (!b)
                 goto oom;
-            const char *stop = parse_array(p, end, b);
+            const char *stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, &walk)
+                                                                   : parse_array(p, end, b, PART_ALL);
             if (stop && stop - p >= MIN_ARRAY_TEXT) {
                 if (depth + b->rank > deepest) /* its brackets nest rank deep */
                     deepest = depth + b->rank;

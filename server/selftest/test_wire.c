@@ -495,6 +495,82 @@ static void test_scan(int n)
     printf("scanner: %ld tensors equal, %ld errors equal (code and field), %ld differ\n", ok, err, bad);
 }
 
+/* Arrays of over a megabyte, which the scanner parses in two halves on two
+ * threads: against Jansson, clean and with one defect at a random place (a
+ * bad number, a non-finite one, a short or long row, a bracket too many,
+ * a boolean), so a defect lands in either half and near the split. */
+static void test_scan_split(int n)
+{
+    long bad = 0, ok = 0, err = 0;
+    for (int it = 0; it < n; it++) {
+        int rank = 1 + it % 3, rows = rank == 1 ? 1 : 300 + (int)(rnd() % 400);
+        int cols = rank == 1 ? 120000 : 80 + (int)(rnd() % 300), inner = rank == 3 ? 1 + (int)(rnd() % 3) : 1;
+        int total = rows * cols, defect = it % 4 ? (int)(rnd() % (uint64_t)total) : -1;
+        int kind = (int)(rnd() % 6);
+        if (rank == 3)
+            cols = (cols + inner - 1) / inner;
+        srv_buf b = {0};
+        srv_buf_puts(&b, "{\"query\": ");
+        if (rank > 1)
+            srv_buf_putc(&b, '[');
+        int k = 0;
+        for (int r = 0; r < rows; r++) {
+            if (r)
+                srv_buf_puts(&b, ", ");
+            srv_buf_putc(&b, '[');
+            for (int m = 0; m < (rank == 3 ? inner : 1); m++) {
+                if (m)
+                    srv_buf_puts(&b, ", ");
+                if (rank == 3)
+                    srv_buf_putc(&b, '[');
+                for (int c = 0; c < cols; c++, k++) {
+                    char t[64];
+                    if (k == defect && kind == 2)
+                        continue; /* a short row */
+                    if (c)
+                        srv_buf_puts(&b, rnd() % 2 ? ", " : ",");
+                    float f = (float)((double)(int64_t)rnd() / 4e18);
+                    if (k == defect)
+                        snprintf(t, sizeof t, "%s", kind == 0 ? "01" : kind == 1 ? "1e39" : kind == 3 ? "1, 2" : kind == 4 ? "[1]" : "true");
+                    else
+                        snprintf(t, sizeof t, rnd() % 2 ? "%.17g" : "%.9g", (double)f);
+                    srv_buf_puts(&b, t);
+                }
+                if (rank == 3)
+                    srv_buf_putc(&b, ']');
+            }
+            srv_buf_putc(&b, ']');
+        }
+        if (rank > 1)
+            srv_buf_putc(&b, ']');
+        srv_buf_puts(&b, ", \"key\": [1, 2]}");
+        srv_buf_putc(&b, '\0');
+        b.len--;
+        int mask = kind == 5 && rnd() % 2;
+        decoded fast, slow;
+        decode(b.data, b.len, 1, mask, &fast);
+        decode(b.data, b.len, 0, mask, &slow);
+        if (!same_result(&fast, &slow, mask)) {
+            if (bad++ < 3) {
+                char what[96];
+                snprintf(what, sizeof what, "rank %d, %d rows, defect %d at %d", rank, rows, kind, defect);
+                check(0, "split scanner and Jansson disagree", what);
+            }
+        } else if (fast.rc == 0) {
+            ok++;
+        } else {
+            err++;
+        }
+        json_decref(fast.root);
+        json_decref(slow.root);
+        srv_arena_free(&fast.a);
+        srv_arena_free(&slow.a);
+        srv_buf_free(&b);
+    }
+    check(bad == 0, "split scanner agrees with Jansson", "");
+    printf("scanner, arrays over 1 MB: %ld tensors equal, %ld errors equal, %ld differ\n", ok, err, bad);
+}
+
 int main(int argc, char **argv)
 {
     long scale = argc > 1 ? atol(argv[1]) : 1;
@@ -503,6 +579,7 @@ int main(int argc, char **argv)
     test_parse_hard(400000 * scale);
     test_b64();
     test_scan((int)(20000 * scale));
+    test_scan_split((int)(24 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed != 0;
 }
