@@ -107,16 +107,6 @@ void attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scrat
  * planner may ask with jobs that hold just those. */
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads);
 
-/* The two above with their scratch from the heap, for callers that hold
- * no workspace yet (scratch_heap.c). attn_sdpa_run_heap returns 0, or -1
- * when out of memory (outputs then undefined). */
-void attn_gemm_nt_heap(int64_t m, int64_t n, int64_t k,
-                       const float *a, int64_t lda,
-                       const float *b, int64_t ldb,
-                       const float *bias,
-                       float *c, int64_t ldc, int threads);
-int attn_sdpa_run_heap(const attn_sdpa_job *jobs, size_t n, int threads);
-
 /* Number of CPUs to use when a caller asks for "all" (>= 1). */
 int attn_cpu_count(void);
 
