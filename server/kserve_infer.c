@@ -647,6 +647,7 @@ static int decode_run(srv_call *call, srv_job *j, ks_seq *sq, srv_err *e)
 {
     srv_step_result res;
     char want[40];
+    call->t_parse = srv_now_ms() - call->t0;
     if (decode_id(&j->ses, sq, e) || srv_job_finish_options(j, e)) /* alibi and sinks inputs */
         return -1;
     if (j->ses.seq_start) {
