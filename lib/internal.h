@@ -368,10 +368,6 @@ attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads, void 
 /* Bytes of scratch attn_rows_run needs; SIZE_MAX when that overflows. */
 size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads);
 
-/* attn_rows_run with its scratch from the heap (scratch_heap.c). */
-attn_status attn_rows_run_heap(const attn_row_job *jobs, size_t n, int threads,
-                               attn_error *err);
-
 /* ---------------------------------------------------------- linear.c */
 
 /* Linear attention's options: ATTN_ERR_PARAM naming the first option that
