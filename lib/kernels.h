@@ -3,7 +3,7 @@
  * (kernels_isa.h). They never allocate: each takes its scratch from the
  * caller, 64-byte aligned, of the size its _scratch_bytes function gives
  * for the same shapes and thread count. Not installed; only the library
- * sources and the tests include it. */
+ * sources, the models (models/) and the tests include it. */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 

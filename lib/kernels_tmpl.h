@@ -27,6 +27,7 @@
 #define pack_t ISA_NAME(pack_t)
 #define gemm_task_a ISA_NAME(gemm_task_a)
 #define gemm_task_b ISA_NAME(gemm_task_b)
+#define gemm_dots ISA_NAME(gemm_dots)
 #define gemm_rows ISA_NAME(gemm_rows)
 #define gemm_rows_task ISA_NAME(gemm_rows_task)
 #define gemm_split ISA_NAME(gemm_split)
@@ -59,6 +60,7 @@
 #define decode_rope_block ISA_NAME(decode_rope_block)
 #define rope_rows ISA_NAME(rope_rows)
 #define decode_block ISA_NAME(decode_block)
+#define decode_weights ISA_NAME(decode_weights)
 #define sdpa_rows ISA_NAME(sdpa_rows)
 #define sdpa_task ISA_NAME(sdpa_task)
 #define sdpa_plan ISA_NAME(sdpa_plan)
@@ -224,20 +226,51 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
     }
 }
 
-/* Rows one at a time for short A (decode steps): dot products along k. */
-static TGT void gemm_rows(const gemm_args *g)
+/* C[i0+r][j0+c] for r < RI, c < CJ: RI x CJ dot products along k, each its
+ * own chain of FMAs over whole vectors, then a masked tail and a sum across
+ * lanes. Every output's arithmetic is the same whatever the block, so any
+ * blocking gives the same bits; the block only shares the loads of A and B
+ * among the chains, and gives the FMA units independent work. */
+static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t j0, int RI, int CJ)
 {
     VM tm = VTAILMASK((int)(g->k % VW));
     int64_t kf = g->k - g->k % VW;
-    for (int64_t i = 0; i < g->m; i++) {
-        const float *a = g->a + i * g->lda;
-        for (int64_t j = 0; j < g->n; j++) {
-            const float *b = g->b + j * g->ldb;
-            V s = VZERO();
-            for (int64_t p = 0; p < kf; p += VW) s = VFMA(VLOAD(a + p), VLOAD(b + p), s);
-            if (kf < g->k) s = VFMA(VLOADM(a + kf, tm), VLOADM(b + kf, tm), s);
-            g->c[i * g->ldc + j] = VHSUM(s) + (g->bias ? g->bias[j] : 0.0f);
+    const float *a = g->a + i0 * g->lda, *b = g->b + j0 * g->ldb;
+    V s[4][8];
+    UNROLL for (int r = 0; r < RI; r++)
+        UNROLL for (int c = 0; c < CJ; c++) s[r][c] = VZERO();
+    for (int64_t p = 0; p < kf; p += VW) {
+        V bv[8];
+        UNROLL for (int c = 0; c < CJ; c++) bv[c] = VLOAD(b + c * g->ldb + p);
+        UNROLL for (int r = 0; r < RI; r++) {
+            V av = VLOAD(a + r * g->lda + p);
+            UNROLL for (int c = 0; c < CJ; c++) s[r][c] = VFMA(av, bv[c], s[r][c]);
         }
+    }
+    if (kf < g->k)
+        UNROLL for (int r = 0; r < RI; r++)
+            UNROLL for (int c = 0; c < CJ; c++)
+                s[r][c] = VFMA(VLOADM(a + r * g->lda + kf, tm), VLOADM(b + c * g->ldb + kf, tm), s[r][c]);
+    UNROLL for (int r = 0; r < RI; r++)
+        UNROLL for (int c = 0; c < CJ; c++)
+            g->c[(i0 + r) * g->ldc + j0 + c] = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
+}
+
+/* Few rows of A (decode steps, short batches): dot products along k, in
+ * blocks of 4 rows x 4 columns of C (1 x 8 for a single row), so each
+ * load of B serves every row and the FMA chains run side by side. */
+static TGT void gemm_rows(const gemm_args *g)
+{
+    int64_t i = 0;
+    for (; i + 4 <= g->m; i += 4) {
+        int64_t j = 0;
+        for (; j + 4 <= g->n; j += 4) gemm_dots(g, i, j, 4, 4);
+        for (; j < g->n; j++) gemm_dots(g, i, j, 4, 1);
+    }
+    for (; i < g->m; i++) {
+        int64_t j = 0;
+        for (; j + 8 <= g->n; j += 8) gemm_dots(g, i, j, 1, 8);
+        for (; j < g->n; j++) gemm_dots(g, i, j, 1, 1);
     }
 }
 
@@ -1006,12 +1039,35 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, 
     return psum;
 }
 
+/* A decode row's weights, as flash_weights makes them: each key block's P
+ * (in wr, taken against the row's max then, bm[b]) rescaled by
+ * exp(bm[b] - m) / l; zero outside [klo, khi). */
+static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi, int64_t lk,
+                                             const float *bm, float m, float inv)
+{
+    for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
+    for (int64_t t = khi; t < lk; t++) wr[t] = 0.0f;
+    float mf = m == -INFINITY ? 0.0f : m, f[VW];
+    for (int64_t b = 0; klo + b * BK < khi; b++) {
+        int64_t at = klo + b * BK, n = khi - at < BK ? khi - at : BK, t = 0;
+        /* a block seen while the row had no allowed key holds only zeros */
+        VSTORE(f, bm[b] == -INFINITY ? VZERO() : VMUL(VEXP(VSET1(bm[b] - mf)), VSET1(inv)));
+        V fv = VSET1(f[0]);
+        for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(wr + at + t), fv));
+        if (t < n) {
+            VM tm = VTAILMASK((int)(n - t));
+            VSTOREM(wr + at + t, tm, VMUL(VLOADM(wr + at + t, tm), fv));
+        }
+    }
+}
+
 /* Decode-sized query blocks (a few rows): one row at a time along d and dv,
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
- * query, its q2, and those of the key block). */
+ * query, its q2, and those of the key block), with weights bm (one float a
+ * key block: the row's max after it). */
 static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc,
-                          float *r)
+                          float *r, float *bms)
 {
     int64_t vf = j->dv - j->dv % VW, d = j->d;
     float *qr = r, *q2 = r + d;
@@ -1031,10 +1087,15 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
             float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
             l = l * alpha + psum;
             m = bm;
+            if (j->w) {
+                memcpy(j->w + i * j->w_stride + jb, sc, (size_t)nk * sizeof(float));
+                bms[(jb - klo) / BK] = bm;
+            }
         }
         float inv = l > 0.0f ? 1.0f / l : 0.0f;
         float *o = j->o + i * j->o_stride;
         for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+        if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
     }
 }
 
@@ -1072,11 +1133,11 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
                           st + (size_t)BK * QB);
         return;
     }
-    if (j->lq < QB / 4 && !j->w) {
+    if (j->lq < QB / 4) {
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
-        float *acc = scr + BK;
-        sdpa_rows(j, i0, nr, scr, acc, acc + s->maxd + VW);
+        float *acc = scr + BK, *r = acc + s->maxd + VW;
+        sdpa_rows(j, i0, nr, scr, acc, r, r + 4 * s->maxd);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
@@ -1096,7 +1157,8 @@ static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int64_t *first, sdp
     double work = 0;
     for (size_t i = 0; i < n; i++) {
         const attn_sdpa_job *j = &jobs[i];
-        int64_t rows = j->lq < QB / 4 && !j->w ? QB / 4 : QB;
+        /* as sdpa_task splits them: sparse jobs with weights in whole blocks */
+        int64_t rows = j->lq < QB / 4 && !(j->sparse && j->w) ? QB / 4 : QB;
         if (first) first[i] = tasks;
         tasks += (j->lq + rows - 1) / rows;
         if (j->d > maxd) maxd = j->d;
