@@ -192,11 +192,13 @@ static int unknown(srv_err *e, const char *id, int why)
     if (why == GONE_EXPIRED)
         return srv_fail(e, 404, "unknown_session", "",
                         "session %s expired after %u s without a request (ATTN_SESSION_TTL) and "
-                        "its memory was freed: create a new one with POST /sessions (KServe: sequence_start)",
+                        "its memory was freed: create a new one with POST /sessions (KServe: "
+                        "sequence_start)",
                         id, srv_cfg.session_ttl);
     return srv_fail(e, 404, "unknown_session", "",
                     "no session %s on this server: it never existed here, or its server "
-                    "restarted (sessions live in memory): create a new one with POST /sessions (KServe: sequence_start)",
+                    "restarted (sessions live in memory): create a new one with POST /sessions "
+                    "(KServe: sequence_start)",
                     id);
 }
 
@@ -264,8 +266,6 @@ static void turn_end(srv_session *s)
 
 int srv_session_busy(const srv_target *t)
 {
-    if (t->route != SRV_R_SESSION_STEP && t->route != SRV_R_SESSION_TRUNCATE)
-        return 0;
     int busy = 0;
     pthread_mutex_lock(&table_mu);
     srv_session *s = find(t->session);

@@ -454,12 +454,20 @@ typedef struct {
 
 extern const srv_front srv_native_front, srv_kserve_front;
 
+/* Where a route's requests are served (the route table's last column). */
+enum {
+    SRV_SCHED_BODY,  /* on the polling thread, unless the body is large */
+    SRV_SCHED_HEAVY, /* always as a heavy computation, whatever the body */
+    SRV_SCHED_TURN   /* may wait for its session's turn: then off the polling thread */
+};
+
 struct srv_route {
     const char *method;    /* "GET" (and HEAD), "POST" or "DELETE" */
     const char *pattern;   /* "/v2/models/{model}/infer" */
     int route;             /* SRV_R_* */
     srv_handler serve;
     const srv_front *front;
+    int sched;             /* SRV_SCHED_* */
 };
 
 void srv_reply_init(srv_reply *r);
@@ -470,11 +478,13 @@ void srv_reply_timings(srv_reply *r, const srv_call *call);
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
 /* Serves a resolved target; body is NULL for GET routes. */
 srv_serve_fn srv_route_serve;
-/* Whether the target's work is heavy whatever its body's size (a
- * translation decodes token by token): such requests are served off the
- * polling threads and count against the cap on computations at once, as
- * large bodies do. */
-int srv_route_heavy(const srv_target *t);
+/* How to serve t with a body of len bytes, from its row's SRV_SCHED_*:
+ * SRV_RUN_HEAVY (a large body, or a heavy route: off the polling threads,
+ * counted against the cap on computations at once, 503 past it),
+ * SRV_RUN_AWAY (it would wait for its session's turn: off the polling
+ * thread when a thread is to be had, else here) or SRV_RUN_HERE. */
+enum { SRV_RUN_HERE, SRV_RUN_HEAVY, SRV_RUN_AWAY };
+int srv_route_schedule(const srv_target *t, size_t len);
 /* Calls fn for every row of the route table that front serves. */
 void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud);
 /* Records the value of the front end's length header (NULL: absent): a
@@ -578,9 +588,9 @@ int  srv_session_step(srv_call *call, const char *id, const srv_job *j, srv_step
                       srv_err *e);
 /* DELETE /sessions/{id}'s work: 0, or -1 with e filled (404). */
 int  srv_session_end(const char *id, srv_err *e);
-/* Whether a step or truncate of t's session would wait for another
- * request's turn now (http.c then serves it on a thread of its own, so the
- * wait holds no polling thread). */
+/* Whether a request for t's session would wait for another request's turn
+ * now (srv_route_schedule, for the rows marked SRV_SCHED_TURN: it then
+ * runs on a thread of its own, so the wait holds no polling thread). */
 int  srv_session_busy(const srv_target *t);
 /* Whether s[0..n) has the form of a session id (a path segment). */
 int  srv_session_id_ok(const char *s, size_t n);

@@ -1524,6 +1524,68 @@ static void test_kserve_errors(void)
     curl_easy_cleanup(h);
 }
 
+/* 8 clients, each on its own KServe sequence at once (GQA, 6 steps): every
+ * answer right, the sequences kept apart. */
+static void ks_own_sequence_client(CURL *h, int id, void *arg)
+{
+    (void)arg;
+    uint64_t rs = 0xd0d0 + (uint64_t)id;
+    tsess s = {.H = 4, .Hkv = 2, .d = 8, .max_tokens = 64};
+    s.k = calloc((size_t)(s.max_tokens * s.Hkv * s.d), sizeof(float));
+    s.v = calloc((size_t)(s.max_tokens * s.Hkv * s.d), sizeof(float));
+    client_id(s.id, &rs);
+    for (int k = 0; k < 6; k++) {
+        tstep st;
+        step_make(&st, &s, pick(&rs, 1, 3), pick(&rs, 1, 2), &rs);
+        ks_how how = {k == 0, k == 5, s.id, k % 2, k % 3 == 0};
+        response r;
+        ks_step_post(h, &srv_main, &s, &st, &how, NULL, &r);
+        memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+        memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+        char name[160];
+        snprintf(name, sizeof name, "kserve parallel: client %d step %d: 200", id, k);
+        if (check(r.status == 200, name, "got %ld %s", r.status, short_body(&r))) {
+            snprintf(name, sizeof name, "kserve parallel: client %d step %d", id, k);
+            ks_step_check(&s, s.n + st.T, &st, &r, name);
+            s.n += st.T;
+        }
+        response_free(&r);
+        step_free(&st);
+    }
+    tsess_free(&s);
+}
+
+static void test_kserve_parallel(void)
+{
+    enum { N = 8 };
+    char unused[N];
+    double ms = run_clients(N, ks_own_sequence_client, unused, 1);
+    printf("kserve parallel: %d clients x 6 steps on their own sequences in %.0f ms\n", N, ms);
+}
+
+/* A sequence idle past ATTN_SESSION_TTL is gone: 404, expired. */
+static void test_kserve_ttl(void)
+{
+    CURL *h = curl_easy_init();
+    tsess s = {.H = 1, .Hkv = 1, .d = 2, .max_tokens = 4};
+    uint64_t rs = 77;
+    client_id(s.id, &rs);
+    tstep st;
+    step_make(&st, &s, 1, 1, &rs);
+    ks_how how = {1, 0, s.id, 0, 0};
+    response r;
+    ks_step_post(h, &srv_ttl, &s, &st, &how, NULL, &r);
+    check(r.status == 200, "kserve ttl: a sequence starts", "got %ld %s", r.status, short_body(&r));
+    response_free(&r);
+    usleep(2600 * 1000);
+    how.start = 0;
+    ks_step_post(h, &srv_ttl, &s, &st, &how, NULL, &r);
+    ks_expect_error(&r, 404, "expired", "kserve ttl: a step after the idle TTL: 404, expired");
+    response_free(&r);
+    step_free(&st);
+    curl_easy_cleanup(h);
+}
+
 /* The token guards the KServe route as the native ones; the limits hold. */
 static void test_kserve_guarded(void)
 {
@@ -1596,14 +1658,17 @@ int main(int argc, char **argv)
         printf("sessions: concurrency done (%.0f ms)\n", now_ms() - t0);
         test_kserve_random();
         test_kserve_errors();
+        test_kserve_parallel();
         printf("sessions: kserve sequences done (%.0f ms)\n", now_ms() - t0);
     }
     if (up_guard && up_limits)
         test_kserve_guarded();
     if (up_limits)
         test_limits();
-    if (up_ttl)
+    if (up_ttl) {
         test_ttl();
+        test_kserve_ttl();
+    }
     if (up_guard)
         test_token();
     CURL *h = curl_easy_init();
