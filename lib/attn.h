@@ -248,8 +248,11 @@ typedef struct {
  * AMX-BF16 (and the kernel grants it), else with AVX512_BF16's vdpbf16ps,
  * else emulated in float32 with the same rounding: the answer then may
  * differ in the last bits (another summation order; the hardware flushes
- * subnormals). Error: |o - o_exact| is within about 2^-8 of max_j |v_j|
- * per row (README, "bf16"). Only where the flash kernel runs: rules dot,
+ * subnormals). Error: against float64 on the rounded inputs, within
+ * 2^-8 sum_j w_ij |v_jc| (the rounding of P); against the unrounded ones
+ * it grows with the scores, which the rounding of q and k moves by up to
+ * 2^-7 scale sum_p |q_ip k_jp| (the README's bf16 section measures it beside
+ * PyTorch's bf16). Only where the flash kernel runs: rules dot,
  * scaled_dot, general and multi-head softmax attention, without hard
  * attention or sparsity; elsewhere ATTN_ERR_PARAM naming "precision". */
 typedef enum { ATTN_PRECISION_FP32 = 0, ATTN_PRECISION_BF16 } attn_precision;

@@ -71,8 +71,22 @@
 #define VBLOAD(p) _mm512_loadu_si512(p)
 #define VBSTORE(p, b) _mm512_storeu_si512(p, b)
 #define VBSET1(u) _mm512_set1_epi32((int)(u))
+#ifdef SIMD_AVX512_BF16
+/* vcvtne2ps2bf16 rounds as attn_bf16_bits does, but flushes subnormals */
+#define VBPACK(lo, hi) _mm512_permutexvar_epi16(attn_bf16_pairs, (__m512i)_mm512_cvtne2ps_pbh(hi, lo))
+#define VBROW(a, b) ((__m512i)_mm512_cvtne2ps_pbh(b, a))
+#else
 #define VBPACK(lo, hi) _mm512_or_si512(attn_bf16_avx512(lo), _mm512_slli_epi32(attn_bf16_avx512(hi), 16))
 #define VBROW(a, b) attn_bf16_row_avx512(a, b)
+#endif
+
+#ifdef SIMD_AVX512_BF16
+/* vcvtne2ps2bf16(hi, lo) gives lo's 16 words, then hi's: word 2i of a
+ * pair vector is word i of that, word 2i + 1 word 16 + i. */
+#define attn_bf16_pairs                                                                     \
+    _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, \
+                     21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+#endif
 
 /* x rounded to bfloat16 as attn_bf16_bits does: the 16 bits in the low
  * half of each lane. */
