@@ -29,12 +29,13 @@
 #define bf16_load ISA_NAME(bf16_load)
 #define bf16_convert ISA_NAME(bf16_convert)
 #define bf16_pack_q ISA_NAME(bf16_pack_q)
-#define bf16_pack_p ISA_NAME(bf16_pack_p)
+#define bf16_exp_pack ISA_NAME(bf16_exp_pack)
 #define bf16_amx ISA_NAME(bf16_amx)
 #define kq_tile_bf16 ISA_NAME(kq_tile_bf16)
 #define pv_tile_bf16 ISA_NAME(pv_tile_bf16)
 #define flash_block_bf16 ISA_NAME(flash_block_bf16)
 #define flash_block_pv_bf16 ISA_NAME(flash_block_pv_bf16)
+#define bf16_np2 ISA_NAME(bf16_np2)
 
 /* Features and keys are padded to whole tiles of this many bfloat16. */
 #define BF_PAD 32
@@ -130,14 +131,32 @@ static inline ALWAYS TGT void bf16_pack_q(const attn_sdpa_job *j, const bf16_kv 
         }
 }
 
-/* pt2 of a key block's P (nk rows of st), zero from key nk to np2 pairs. */
-static inline ALWAYS TGT void bf16_pack_p(const float *st, int nk, int np2, uint32_t *pt2)
+/* The exponentials of a key block's final scores (nk rows of st) against
+ * the block max bm (the running max m before it; block_exp_exact's
+ * arithmetic, in one pass): P into pt2 as pairs, zero from key nk to np2
+ * pairs, and into st when keep is set (the weights); alpha, sum and m as
+ * block_exp_exact sets them. */
+static inline ALWAYS TGT void bf16_exp_pack(float *st, int nk, int np2, uint32_t *pt2, int keep,
+                                            const V bm[QV], V m[QV], V alpha[QV], V sum[QV])
 {
+    V mu[QV];
+    UNROLL for (int q = 0; q < QV; q++) {
+        mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
+        alpha[q] = VEXP(VSUB(m[q], mu[q]));
+        m[q] = bm[q];
+        sum[q] = VZERO();
+    }
     for (int t = 0; t < np2; t++)
         UNROLL for (int q = 0; q < QV; q++) {
-            V lo = 2 * t < nk ? VLOAD(st + 2 * t * QB + q * VW) : VZERO();
-            V hi = 2 * t + 1 < nk ? VLOAD(st + (2 * t + 1) * QB + q * VW) : VZERO();
-            VBSTORE(pt2 + t * QB + q * VW, VBPACK(lo, hi));
+            float *s0 = st + 2 * t * QB + q * VW, *s1 = s0 + QB;
+            V p0 = 2 * t < nk ? VEXP(VSUB(VLOAD(s0), mu[q])) : VZERO();
+            V p1 = 2 * t + 1 < nk ? VEXP(VSUB(VLOAD(s1), mu[q])) : VZERO();
+            sum[q] = VADD(sum[q], VADD(p0, p1));
+            if (keep) {
+                if (2 * t < nk) VSTORE(s0, p0);
+                if (2 * t + 1 < nk) VSTORE(s1, p1);
+            }
+            VBSTORE(pt2 + t * QB + q * VW, VBPACK(p0, p1));
         }
 }
 
@@ -160,12 +179,12 @@ static inline ALWAYS TGT void kq_tile_bf16(const uint32_t *qt2, int64_t np, cons
 }
 
 /* One key block's scores in bfloat16 (keys jb.. of kb, nk of them), then
- * its exponentials as flash_block_exact's (block_exp_exact): sets alpha
- * and sum, and st holds P^T. */
+ * its exponentials as flash_block_exact's: sets alpha and sum, pt2 holds P
+ * (np2 pairs, bf16_exp_pack) and with weights st holds P^T. */
 static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *c,
                                                const uint32_t *qt2, int64_t i0, int64_t nr,
-                                               int64_t jb, int nk, float *st, int amx, V m[QV],
-                                               V alpha[QV], V sum[QV])
+                                               int64_t jb, int nk, float *st, uint32_t *pt2,
+                                               int np2, int amx, V m[QV], V alpha[QV], V sum[QV])
 {
     const uint32_t *kb = c->kb + jb * c->ldk;
 #ifdef VTILE
@@ -190,7 +209,12 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
         score_fix(j, i0, jb + kk, kn, acc);
         score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
     }
-    block_exp_exact(st, nk, m, alpha, sum);
+    if (j->mask || j->bias) { /* they changed st after the tiles' maxima */
+        UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+        for (int kk = 0; kk < nk; kk++)
+            UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+    }
+    bf16_exp_pack(st, nk, np2, pt2, j->w != NULL, bm, m, alpha, sum);
 }
 
 /* O^T[c][lanes] = O^T alpha + sum_t vt[c][t] . pt2[t][lanes] over np2
@@ -218,20 +242,29 @@ static inline ALWAYS TGT void pv_tile_bf16(float *ot, const uint32_t *pt2, int n
             UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
 }
 
-/* O^T = O^T alpha + V^T P^T for one key block (nk keys from jb, even),
- * P rounded to bfloat16 through pt2. */
-static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const bf16_kv *c,
-                                                  float *ot, const float *st, uint32_t *pt2,
-                                                  int64_t jb, int nk, int amx, const V alpha[QV])
+/* Pairs of keys of a block of nk keys that the products read: whole tiles
+ * for AMX. */
+static inline ALWAYS int bf16_np2(int nk, int amx)
 {
-    int np2 = amx ? (int)BF_ROUND(nk) / 2 : (nk + 1) / 2;
-    bf16_pack_p(st, nk, np2, pt2);
+    return amx ? (int)BF_ROUND(nk) / 2 : (nk + 1) / 2;
+}
+
+/* O^T = O^T alpha + V^T P^T for one key block (np2 pairs of keys from jb,
+ * even), P in pt2. */
+static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const bf16_kv *c,
+                                                  float *ot, const uint32_t *pt2, int64_t jb,
+                                                  int np2, int amx, const V alpha[QV])
+{
     const uint32_t *vt = c->vt + jb / 2;
+    (void)amx; /* 0 without VTILE */
 #ifdef VTILE
     if (amx) {
-        for (int64_t cc = 0; cc < j->dv; cc++)
-            UNROLL for (int q = 0; q < QV; q++)
-                VSTORE(ot + cc * QB + q * VW, VMUL(VLOAD(ot + cc * QB + q * VW), alpha[q]));
+        int rescale = 0; /* alpha is 1 wherever the block left the max as it was */
+        UNROLL for (int q = 0; q < QV; q++) rescale |= VANYGT(VSET1(1.0f), alpha[q]);
+        if (rescale)
+            for (int64_t cc = 0; cc < j->dv; cc++)
+                UNROLL for (int q = 0; q < QV; q++)
+                    VSTORE(ot + cc * QB + q * VW, VMUL(VLOAD(ot + cc * QB + q * VW), alpha[q]));
         attn_amx_pv(vt, c->ldv, np2, pt2, j->dv, ot);
         return;
     }

@@ -918,7 +918,8 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
         V alpha[QV], sum[QV];
         if (bf) {
-            flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, amx, m, alpha, sum);
+            flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx, m,
+                             alpha, sum);
         } else {
             const float *kr = j->k + jb * j->k_stride;
             int64_t ks = j->k_stride;
@@ -936,7 +937,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
             UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
             store_t(st, nk, wdst + jb, wds, nr, stream && !staged);
         }
-        if (bf) flash_block_pv_bf16(j, bf, ot, st, pt2, jb, nk, amx, alpha);
+        if (bf) flash_block_pv_bf16(j, bf, ot, pt2, jb, bf16_np2(nk, amx), amx, alpha);
         else flash_block_pv(j, ot, st, i0, jb, nk, alpha);
     }
 #ifdef VTILE
