@@ -64,13 +64,20 @@ typedef struct {
      * c < n, row-major with row strides lda, ldb, ldo. */
     void (*lin_gemm_nn)(int64_t m, int64_t n, int64_t p, const float *a, int64_t lda,
                         const float *b, int64_t ldb, float *o, int64_t ldo, int acc);
+
+    /* Rotary embedding of n rows (rope.c's pre-pass; the flash kernel's own
+     * rotation is the same code): row r of x (stride xs) turned by table
+     * row t0 + r into row r of y (stride ys, may be x); see rope_apply in
+     * kernels_tmpl.h. */
+    void (*rope)(const float *table, int64_t t0, int64_t n, int64_t d, int64_t dims,
+                 int interleaved, const float *x, int64_t xs, float *y, int64_t ys);
 } attn_kernel_set;
 
 /* The table of the variant that includes this, from the names the
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
     {name, gemm_scratch_bytes, gemm_nt, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
-     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn}
+     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn, rope_apply}
 
 /* Defined only on x86-64 builds (kernels_avx512bf16.c, kernels_avx512.c,
  * kernels_avx2.c). */

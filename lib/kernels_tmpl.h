@@ -60,6 +60,7 @@
 #define decode_dot ISA_NAME(decode_dot)
 #define decode_rope_q ISA_NAME(decode_rope_q)
 #define decode_rope_block ISA_NAME(decode_rope_block)
+#define rope_apply ISA_NAME(rope_apply)
 #define rope_rows ISA_NAME(rope_rows)
 #define decode_block ISA_NAME(decode_block)
 #define decode_weights ISA_NAME(decode_weights)
@@ -642,16 +643,19 @@ static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t
     }
 }
 
-/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
- * (stride d): see attn_sdpa_job. */
-static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
-                                        int64_t t0, int64_t n, float *y)
+/* Rows of x (stride xs) turned by rope into y (stride ys; may be x): row r
+ * by table row t0 + r (2d floats, C then S, rope.c), d features a row, the
+ * first dims in pairs (a, a + dims/2), or (a, a + 1) when interleaved,
+ * feature a of a pair becoming x_a C[a] - x_b S[a] and feature b
+ * x_a S[a] + x_b C[a]; the features past dims copied. */
+static TGT void rope_apply(const float *table, int64_t t0, int64_t n, int64_t d, int64_t dims,
+                           int interleaved, const float *x, int64_t xs, float *y, int64_t ys)
 {
-    int64_t d = j->d, h = j->rope_dims / 2;
+    int64_t h = dims / 2;
     for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * xs, *c = j->rope + (t0 + r) * 2 * d, *sn = c + d;
-        float *yr = y + r * d;
-        if (j->rope_interleaved) {
+        const float *xr = x + r * xs, *c = table + (t0 + r) * 2 * d, *sn = c + d;
+        float *yr = y + r * ys;
+        if (interleaved) {
             for (int64_t k = 0; k < 2 * h; k += 2) {
                 float a = xr[k], b = xr[k + 1];
                 yr[k] = a * c[k] - b * sn[k];
@@ -672,6 +676,14 @@ static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, 
         }
         for (int64_t e = 2 * h; e < d; e++) yr[e] = xr[e];
     }
+}
+
+/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
+ * (stride d): see attn_sdpa_job. */
+static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
+                                        int64_t t0, int64_t n, float *y)
+{
+    rope_apply(j->rope, t0, n, j->d, j->rope_dims, j->rope_interleaved, x, xs, y, j->d);
 }
 
 /* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale sc once here
