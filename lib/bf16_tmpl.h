@@ -131,19 +131,23 @@ static inline ALWAYS TGT void bf16_pack_q(const attn_sdpa_job *j, const bf16_kv 
         }
 }
 
-/* The exponentials of a key block's final scores (nk rows of st) against
- * the block max bm (the running max m before it; block_exp_exact's
- * arithmetic, in one pass): P into pt2 as pairs, zero from key nk to np2
- * pairs, and into st when keep is set (the weights); alpha, sum and m as
- * block_exp_exact sets them. */
+/* The exponentials of a key block's final scores (nk rows of st), P =
+ * e^(S - m) against the reference max m, which moves to the block's max bm
+ * only where bm passes it by more than LAZY_MAX (FlashAttention-3's lazy
+ * rescaling, as flash_block_lazy; P stays below e^8): P into pt2 as pairs,
+ * zero from key nk to np2 pairs, and into st when keep is set (the
+ * weights); alpha (e^(m before - m after), 1 where m stayed) and sum. */
 static inline ALWAYS TGT void bf16_exp_pack(float *st, int nk, int np2, uint32_t *pt2, int keep,
                                             const V bm[QV], V m[QV], V alpha[QV], V sum[QV])
 {
     V mu[QV];
     UNROLL for (int q = 0; q < QV; q++) {
-        mu[q] = VSEL(VISNINF(bm[q]), VZERO(), bm[q]);
+        /* the reference max moves only where the block passes it by more
+         * than LAZY_MAX (flash_block_lazy's rule): elsewhere alpha is 1 */
+        V mn = VSEL(VCMPLT(VADD(m[q], VSET1(LAZY_MAX)), bm[q]), bm[q], m[q]);
+        mu[q] = VSEL(VISNINF(mn), VZERO(), mn);
         alpha[q] = VEXP(VSUB(m[q], mu[q]));
-        m[q] = bm[q];
+        m[q] = mn;
         sum[q] = VZERO();
     }
     for (int t = 0; t < np2; t++)
