@@ -17,6 +17,8 @@ static const char alpha[] =
 static uint16_t enc12[4096];        /* two output chars per 12 input bits */
 static uint32_t dec[4][256];        /* char -> its 6 bits at each position */
 #define BAD 0xff000000u
+static uint8_t vb_lut[128];         /* VBMI decoding: char -> 6 bits, or 0x80 */
+static uint8_t vb_pack[64];         /* VBMI decoding: 48 output bytes from 16 lanes */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init_tables(void)
@@ -28,8 +30,12 @@ static void init_tables(void)
     for (int c = 0; c < 256; c++)
         for (int k = 0; k < 4; k++)
             dec[k][c] = BAD;
+    memset(vb_lut, 0x80, sizeof vb_lut);
+    for (int j = 0; j < 48; j++) /* lane j/3, its 24 bits high byte first */
+        vb_pack[j] = (uint8_t)(j / 3 * 4 + 2 - j % 3);
     for (uint32_t v = 0; v < 64; v++) {
         unsigned char c = (unsigned char)alpha[v];
+        vb_lut[c] = (uint8_t)v;
         dec[0][c] = v << 18;
         dec[1][c] = v << 12;
         dec[2][c] = v << 6;
@@ -155,15 +161,8 @@ static size_t decode_avx2(const unsigned char *in, size_t len, uint8_t *out)
 __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 static size_t decode_vbmi(const unsigned char *in, size_t len, uint8_t *out)
 {
-    uint8_t lut[128], pk[64];
-    for (int c = 0; c < 128; c++)
-        lut[c] = 0x80;
-    for (int v = 0; v < 64; v++)
-        lut[(unsigned char)alpha[v]] = (uint8_t)v;
-    for (int j = 0; j < 64; j++) /* lane j/3, its 24 bits high byte first */
-        pk[j] = (uint8_t)(j < 48 ? j / 3 * 4 + 2 - j % 3 : 0);
-    const __m512i lut_lo = _mm512_loadu_si512(lut), lut_hi = _mm512_loadu_si512(lut + 64);
-    const __m512i pack = _mm512_loadu_si512(pk);
+    const __m512i lut_lo = _mm512_loadu_si512(vb_lut), lut_hi = _mm512_loadu_si512(vb_lut + 64);
+    const __m512i pack = _mm512_loadu_si512(vb_pack);
     const __m512i m1 = _mm512_set1_epi32(0x01400140), m2 = _mm512_set1_epi32(0x00011000);
     size_t done = 0;
     while (len - done >= 68) {

@@ -394,12 +394,82 @@ static void test_scan(int n)
     printf("scanner: %ld tensors equal, %ld errors equal (code and field), %ld differ\n", ok, err, bad);
 }
 
+/* A base64 tensor of 20000 floats (7 of the decoder's 16 KiB slices):
+ * the floats back, and every error as the whole text would give it: a
+ * padded quad at a slice's end is invalid, an invalid byte is reported
+ * before an earlier NaN, a NaN in a late slice by its own index. */
+static void b64_case(char *text, int64_t count, decoded *d)
+{
+    srv_buf b = {0};
+    srv_buf_printf(&b, "{\"query\":{\"shape\":[%lld],\"dtype\":\"float32\",\"b64\":\"", (long long)count);
+    srv_buf_puts(&b, text);
+    srv_buf_puts(&b, "\"}}");
+    decode(b.data, b.len, 1, 0, d);
+    srv_buf_free(&b);
+}
+
+static void test_b64_tensor(void)
+{
+    enum { N = 20000 };
+    float *f = malloc(N * sizeof *f);
+    size_t el = srv_b64_encoded_len(N * sizeof *f);
+    char *t = malloc(el + 1);
+    for (int i = 0; i < N; i++)
+        f[i] = (float)((int)(rnd() % 2001) - 1000) / 7.0f;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    t[el] = '\0';
+    decoded d;
+    b64_case(t, N, &d);
+    check(d.rc == 0 && d.t.rank == 1 && d.t.shape[0] == N && !memcmp(d.t.data, f, N * sizeof *f),
+          "b64 tensor of 20000 floats decodes to its floats", "");
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+
+    char keep[2] = {t[16382], t[16383]};
+    t[16382] = t[16383] = '='; /* the end of the first slice */
+    b64_case(t, N, &d);
+    check(d.rc == -1 && strstr(d.e.message, "not valid padded"), "b64 tensor: padding mid-text refused",
+          d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    t[16382] = keep[0];
+    t[16383] = keep[1];
+
+    float nan = NAN, inf = INFINITY, f0 = f[0], f1 = f[15001];
+    f[0] = inf;
+    f[15001] = nan;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    t[100000] = '*';
+    b64_case(t, N, &d);
+    check(d.rc == -1 && strstr(d.e.message, "not valid padded"), "b64 tensor: bad byte before an Inf",
+          d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    f[0] = f0;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    b64_case(t, N, &d);
+    check(d.rc == -1 && strstr(d.e.message, "element 15001 is not finite"),
+          "b64 tensor: NaN in the 5th slice found by its index", d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    f[15001] = f1;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    b64_case(t, N + 1, &d);
+    check(d.rc == -1 && strstr(d.e.message, "decodes to 80000 bytes"), "b64 tensor: size mismatch",
+          d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    free(f);
+    free(t);
+}
+
 int main(int argc, char **argv)
 {
     long scale = argc > 1 ? atol(argv[1]) : 1;
     test_fmt(2000000 * scale);
     test_parse(2000000 * scale);
     test_b64();
+    test_b64_tensor();
     test_scan((int)(20000 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed != 0;
