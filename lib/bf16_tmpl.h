@@ -31,7 +31,7 @@
 #define bf16_pack_q ISA_NAME(bf16_pack_q)
 #define bf16_exp_pack ISA_NAME(bf16_exp_pack)
 #define bf16_amx ISA_NAME(bf16_amx)
-#define kq_tile_bf16 ISA_NAME(kq_tile_bf16)
+#define bf16_tile ISA_NAME(bf16_tile)
 #define pv_tile_bf16 ISA_NAME(pv_tile_bf16)
 #define flash_block_bf16 ISA_NAME(flash_block_bf16)
 #define flash_block_pv_bf16 ISA_NAME(flash_block_pv_bf16)
@@ -164,19 +164,20 @@ static inline ALWAYS TGT void bf16_exp_pack(float *st, int nk, int np2, uint32_t
         }
 }
 
-/* acc[kk][v] = sum_p kb[kk][p] . qt2[p][v] over np pairs, kn keys. */
-static inline ALWAYS TGT void kq_tile_bf16(const uint32_t *qt2, int64_t np, const uint32_t *kb,
-                                           int64_t ldk, int kn, V acc[KN][QV])
+/* The one bfloat16 tile product of both P V and the scores:
+ * acc[r][v] += sum_t a[r][t] . b[t][v] over n pairs, for rows r < rn of
+ * R (a compile-time constant once inlined), a with lda words a row, b
+ * with QB lanes a row; the caller sets acc first (zero, or O^T alpha). */
+static inline ALWAYS TGT void bf16_tile(const uint32_t *b, int64_t n, const uint32_t *a,
+                                        int64_t lda, int R, int rn, V acc[][QV])
 {
-    UNROLL for (int kk = 0; kk < KN; kk++)
-        UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
-    for (int64_t p = 0; p < np; p++) {
-        VB q[QV];
-        UNROLL for (int v = 0; v < QV; v++) q[v] = VBLOAD(qt2 + p * QB + v * VW);
-        UNROLL for (int kk = 0; kk < KN; kk++) {
-            if (kk < kn) {
-                VB b = VBSET1(kb[kk * ldk + p]);
-                UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VDPBF(acc[kk][v], b, q[v]);
+    for (int64_t t = 0; t < n; t++) {
+        VB x[QV];
+        UNROLL for (int v = 0; v < QV; v++) x[v] = VBLOAD(b + t * QB + v * VW);
+        UNROLL for (int r = 0; r < R; r++) {
+            if (r < rn) {
+                VB s = VBSET1(a[r * lda + t]);
+                UNROLL for (int v = 0; v < QV; v++) acc[r][v] = VDPBF(acc[r][v], s, x[v]);
             }
         }
     }
@@ -203,10 +204,11 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
             UNROLL for (int t = 0; t < KN; t++)
                 UNROLL for (int v = 0; v < QV; v++)
                     acc[t][v] = t < kn ? VLOAD(st + (kk + t) * QB + v * VW) : VZERO();
-        } else if (kn == KN) {
-            kq_tile_bf16(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, acc);
         } else {
-            kq_tile_bf16(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, kn, acc);
+            UNROLL for (int t = 0; t < KN; t++)
+                UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VZERO();
+            if (kn == KN) bf16_tile(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, KN, acc);
+            else bf16_tile(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, kn, acc);
         }
         UNROLL for (int t = 0; t < KN; t++)
             UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
@@ -228,22 +230,9 @@ static inline ALWAYS TGT void pv_tile_bf16(float *ot, const uint32_t *pt2, int n
                                            const V alpha[QV])
 {
     V acc[CN][QV];
-    UNROLL for (int c = 0; c < CN; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
-    for (int t = 0; t < np2; t++) {
-        VB p[QV];
-        UNROLL for (int q = 0; q < QV; q++) p[q] = VBLOAD(pt2 + t * QB + q * VW);
-        UNROLL for (int c = 0; c < CN; c++) {
-            if (c < cn) {
-                VB b = VBSET1(vt[c * ldv + t]);
-                UNROLL for (int q = 0; q < QV; q++) acc[c][q] = VDPBF(acc[c][q], b, p[q]);
-            }
-        }
-    }
-    UNROLL for (int c = 0; c < CN; c++)
-        if (c < cn)
-            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+    pv_acc_load(ot, cn, alpha, acc);
+    bf16_tile(pt2, np2, vt, ldv, CN, cn, acc);
+    pv_acc_store(ot, cn, acc);
 }
 
 /* Pairs of keys of a block of nk keys that the products read: whole tiles

@@ -45,6 +45,8 @@
 #define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
 #define lazy_tile ISA_NAME(lazy_tile)
+#define pv_acc_load ISA_NAME(pv_acc_load)
+#define pv_acc_store ISA_NAME(pv_acc_store)
 #define pv_tile ISA_NAME(pv_tile)
 #define pv_cols ISA_NAME(pv_cols)
 #define store_t ISA_NAME(store_t)
@@ -564,6 +566,23 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
     return raised;
 }
 
+/* A P V tile's accumulators: acc = O^T alpha for cn value columns of ot
+ * (zero past them), and back into ot (pv_tile, pv_tile_bf16). */
+static inline ALWAYS TGT void pv_acc_load(const float *ot, int cn, const V alpha[QV],
+                                          V acc[CN][QV])
+{
+    UNROLL for (int c = 0; c < CN; c++)
+        UNROLL for (int q = 0; q < QV; q++)
+            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+}
+
+static inline ALWAYS TGT void pv_acc_store(float *ot, int cn, V acc[CN][QV])
+{
+    UNROLL for (int c = 0; c < CN; c++)
+        if (c < cn)
+            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+}
+
 /* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
  * cn value columns starting at c0. */
 static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
@@ -571,9 +590,7 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
                                           const V alpha[QV], int v0)
 {
     V acc[CN][QV];
-    UNROLL for (int c = 0; c < CN; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+    pv_acc_load(ot, cn, alpha, acc);
     for (int kk = 0; kk < nk; kk++) {
         V p[QV];
         UNROLL for (int q = 0; q < QV; q++) p[q] = q >= v0 ? VLOAD(st + kk * QB + q * VW) : VZERO();
@@ -586,9 +603,7 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
             }
         }
     }
-    UNROLL for (int c = 0; c < CN; c++)
-        if (c < cn)
-            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+    pv_acc_store(ot, cn, acc);
 }
 
 /* All dv value columns of O^T for nk keys of P^T (see pv_tile), query
