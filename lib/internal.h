@@ -207,6 +207,7 @@ typedef struct attn_head_job {
     float temperature;  /* ATTN_HARD_SAMPLE: row i draws output draw_base + i */
     uint64_t seed, draw_base;
     const struct attn_rope_pass *rope; /* the flash kernel rotates a and b; NULL: none */
+    int bf16;           /* attn_options.precision is bf16 (flash kernel only) */
 } attn_head_job;
 
 /* Row i of a head job's attention: s holds the raw scores (lk floats) and

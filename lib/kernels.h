@@ -94,6 +94,8 @@ typedef struct {
     int rope_interleaved;
     const attn_sparse *sparse;                 /* NULL: dense; else only the key blocks
                                                 * it allows are computed */
+    int bf16;                                  /* products in bfloat16 (bf16_tmpl.h);
+                                                * never with sparse */
 } attn_sdpa_job;
 
 /* Runs n independent head jobs (e.g. batch x heads), spreading the work
@@ -103,7 +105,7 @@ void attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scrat
 
 /* Bytes of scratch attn_sdpa_run needs for these jobs on up to `threads`
  * threads: per worker O(d + dv + lk) rows of a query block, never
- * Lq x Lk. Reads only each job's lq, lk, d, dv and whether w is set, so a
+ * Lq x Lk; with bf16 jobs, their keys and values in bfloat16 besides. Reads only each job's lq, lk, d, dv and whether w is set, so a
  * planner may ask with jobs that hold just those. */
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads);
 

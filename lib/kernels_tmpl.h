@@ -41,6 +41,8 @@
 #define score_consts_of ISA_NAME(score_consts_of)
 #define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
+#define score_fix ISA_NAME(score_fix)
+#define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
 #define lazy_tile ISA_NAME(lazy_tile)
 #define pv_tile ISA_NAME(pv_tile)
@@ -58,6 +60,7 @@
 #define decode_dot ISA_NAME(decode_dot)
 #define decode_rope_q ISA_NAME(decode_rope_q)
 #define decode_rope_block ISA_NAME(decode_rope_block)
+#define rope_apply ISA_NAME(rope_apply)
 #define rope_rows ISA_NAME(rope_rows)
 #define decode_block ISA_NAME(decode_block)
 #define decode_weights ISA_NAME(decode_weights)
@@ -66,6 +69,10 @@
 #define sdpa_plan ISA_NAME(sdpa_plan)
 #define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
 #define sdpa_run ISA_NAME(sdpa_run)
+#define sdpa_bf16_carve ISA_NAME(sdpa_bf16_carve)
+#define sdpa_bf16_bytes ISA_NAME(sdpa_bf16_bytes)
+#define bf16_task ISA_NAME(bf16_task)
+#define sdpa_by_rows ISA_NAME(sdpa_by_rows)
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
@@ -415,28 +422,14 @@ static inline ALWAYS TGT V score_terms(const score_consts *c, V s, float d, int 
     return s;
 }
 
-/* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
- * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
- * holds them already scaled), through softcap and ALiBi, with
+/* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
+ * i0.., QB of them, scale applied) through softcap and ALiBi, with
  * causal/window/key_mask applied. */
-static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                         const float *qt, int64_t i0, int64_t jb, int kn,
-                                         V acc[KN][QV])
+static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int64_t jb, int kn,
+                                        V acc[KN][QV])
 {
     int64_t bl, br;
     band_of(j, &bl, &br);
-    /* query vectors before v0 see none of keys jb.. (causal, window) */
-    int v0 = first_vector(j, br, i0, jb);
-    if (kn == KN) {
-        switch (v0) {
-        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
-        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
-        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc); break;
-        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc); break;
-        }
-    } else {
-        kq_tile(qt, j->d, kr, ks, kn, v0, acc);
-    }
     V ninf = VSET1(-INFINITY);
     score_consts sc = score_consts_of(j);
     int structural = bl >= 0 || br >= 0, terms = sc.softcap || sc.alibi;
@@ -464,16 +457,36 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr
     }
 }
 
-/* Scores of one tile into st, folded into the running maxima bm while
- * still in registers; then the explicit mask and bias (row-major in
- * memory, so a scalar pass, after which the caller takes the maxima
- * again). */
-static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                         const float *qt, int64_t i0, int64_t nr, int64_t jb,
-                                         int kn, float *st, V bm[QV])
+/* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
+ * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
+ * holds them already scaled), through score_fix. */
+static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                         const float *qt, int64_t i0, int64_t jb, int kn,
+                                         V acc[KN][QV])
 {
-    V acc[KN][QV];
-    score_regs(j, kr, ks, qt, i0, jb, kn, acc);
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    /* query vectors before v0 see none of keys jb.. (causal, window) */
+    int v0 = first_vector(j, br, i0, jb);
+    if (kn == KN) {
+        switch (v0) {
+        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
+        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
+        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc); break;
+        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc); break;
+        }
+    } else {
+        kq_tile(qt, j->d, kr, ks, kn, v0, acc);
+    }
+    score_fix(j, i0, jb, kn, acc);
+}
+
+/* A tile of final register scores into st, folded into the running maxima
+ * bm; then the explicit mask and bias (row-major in memory, so a scalar
+ * pass, after which the caller takes the maxima again). */
+static inline ALWAYS TGT void score_store(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                          int64_t jb, int kn, V acc[KN][QV], float *st, V bm[QV])
+{
     for (int kk = 0; kk < kn; kk++)
         UNROLL for (int v = 0; v < QV; v++) {
             bm[v] = VMAX(bm[v], acc[kk][v]);
@@ -491,6 +504,16 @@ static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr
             }
         }
     }
+}
+
+/* Scores of one tile into st (score_regs, then score_store). */
+static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                         const float *qt, int64_t i0, int64_t nr, int64_t jb,
+                                         int kn, float *st, V bm[QV])
+{
+    V acc[KN][QV];
+    score_regs(j, kr, ks, qt, i0, jb, kn, acc);
+    score_store(j, i0, nr, jb, kn, acc, st, bm);
 }
 
 /* Scores above the reference max by at most this much are exponentiated
@@ -620,16 +643,19 @@ static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t
     }
 }
 
-/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
- * (stride d): see attn_sdpa_job. */
-static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
-                                        int64_t t0, int64_t n, float *y)
+/* Rows of x (stride xs) turned by rope into y (stride ys; may be x): row r
+ * by table row t0 + r (2d floats, C then S, rope.c), d features a row, the
+ * first dims in pairs (a, a + dims/2), or (a, a + 1) when interleaved,
+ * feature a of a pair becoming x_a C[a] - x_b S[a] and feature b
+ * x_a S[a] + x_b C[a]; the features past dims copied. */
+static TGT void rope_apply(const float *table, int64_t t0, int64_t n, int64_t d, int64_t dims,
+                           int interleaved, const float *x, int64_t xs, float *y, int64_t ys)
 {
-    int64_t d = j->d, h = j->rope_dims / 2;
+    int64_t h = dims / 2;
     for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * xs, *c = j->rope + (t0 + r) * 2 * d, *sn = c + d;
-        float *yr = y + r * d;
-        if (j->rope_interleaved) {
+        const float *xr = x + r * xs, *c = table + (t0 + r) * 2 * d, *sn = c + d;
+        float *yr = y + r * ys;
+        if (interleaved) {
             for (int64_t k = 0; k < 2 * h; k += 2) {
                 float a = xr[k], b = xr[k + 1];
                 yr[k] = a * c[k] - b * sn[k];
@@ -652,11 +678,19 @@ static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, 
     }
 }
 
-/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale once here
+/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
+ * (stride d): see attn_sdpa_job. */
+static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
+                                        int64_t t0, int64_t n, float *y)
+{
+    rope_apply(j->rope, t0, n, j->d, j->rope_dims, j->rope_interleaved, x, xs, y, j->d);
+}
+
+/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale sc once here
  * rather than every score of every key block; with rope, rotated first
  * (through qr, QB x d floats). */
 static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
-                                           float *qr)
+                                           float *qr, float sc)
 {
     if (j->rope) {
         rope_rows(j, j->q + i0 * j->q_stride, j->q_stride, j->rope_q0 + i0, nr, qr);
@@ -664,10 +698,11 @@ static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, i
     } else {
         pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
     }
-    V sc = VSET1(j->scale);
+    if (sc == 1.0f) return;
+    V scv = VSET1(sc);
     for (int64_t p = 0; p < j->d; p++)
         UNROLL for (int q = 0; q < QV; q++)
-            VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), sc));
+            VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), scv));
 }
 
 /* One key block exponentiated tile by tile while the scores are still in
@@ -835,7 +870,11 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
                          stream);
 }
 
-/* One query block: the online-softmax loop over key blocks. Scratch: qt
+#include "bf16_tmpl.h" /* flash_block_bf16: a job with precision bf16 */
+
+/* One query block: the online-softmax loop over key blocks; with bf (a
+ * bf16 job's keys and values, bf16_tmpl.h) its products in bfloat16
+ * (qt2: ldk x QB words, pt2: BK / 2 x QB). Scratch: qt
  * (d x QB), st (BK x QB), ot (dv x QB), with rope kr_rope (BK x d, the
  * rotated queries and then each key block), and with weights mb (one QB
  * row per key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
@@ -844,11 +883,13 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
  * is staged in pb and that last pass writes the weights once from it
  * (non-temporal): the caller's buffer is touched once, not written, read
  * back and written again. */
-static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                 float *qt, float *st, float *ot, float *mb, float *pb,
-                                 float *kr_rope)
+static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0,
+                                 int64_t nr, float *qt, float *st, float *ot, float *mb, float *pb,
+                                 float *kr_rope, uint32_t *qt2, uint32_t *pt2)
 {
-    flash_pack_q(j, i0, nr, qt, kr_rope);
+    int amx = bf && bf16_amx(j);
+    if (bf) bf16_pack_q(j, bf, i0, nr, qt, kr_rope, qt2);
+    else flash_pack_q(j, i0, nr, qt, kr_rope, j->scale);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     /* a sink starts the online softmax as one key of logit z and no value
      * (m = z, l = 1); without keys the row's output stays zero */
@@ -859,6 +900,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     }
     int64_t klo, khi;
     key_range(j, i0, nr, &klo, &khi);
+    if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
     /* stream the weights once rows are long enough that caching them
      * costs more (a line read before each overwrite) than it saves;
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
@@ -869,26 +911,38 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     /* the first block takes its exact max (two passes over its scores);
      * later ones exponentiate against it lazily, unless the last raised */
     int lazy = 0;
+#ifdef VTILE
+    if (amx) attn_amx_begin();
+#endif
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
         V alpha[QV], sum[QV];
-        const float *kr = j->k + jb * j->k_stride;
-        int64_t ks = j->k_stride;
-        if (j->rope) { /* the block's keys rotated once for the QB queries */
-            rope_rows(j, kr, ks, j->rope_k0 + jb, nk, kr_rope);
-            kr = kr_rope;
-            ks = j->d;
+        if (bf) {
+            flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx, m,
+                             alpha, sum);
+        } else {
+            const float *kr = j->k + jb * j->k_stride;
+            int64_t ks = j->k_stride;
+            if (j->rope) { /* the block's keys rotated once for the QB queries */
+                rope_rows(j, kr, ks, j->rope_k0 + jb, nk, kr_rope);
+                kr = kr_rope;
+                ks = j->d;
+            }
+            if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum);
+            else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum);
         }
-        if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum);
-        else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum);
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
             int64_t blk = (jb - klo) / BK;
             UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
             store_t(st, nk, wdst + jb, wds, nr, stream && !staged);
         }
-        flash_block_pv(j, ot, st, i0, jb, nk, alpha);
+        if (bf) flash_block_pv_bf16(j, bf, ot, pt2, jb, bf16_np2(nk, amx), amx, alpha);
+        else flash_block_pv(j, ot, st, i0, jb, nk, alpha);
     }
+#ifdef VTILE
+    if (amx) attn_amx_end();
+#endif
     float inv[QB];
     flash_store_o(j, i0, nr, ot, l, inv);
     if (!j->w) return;
@@ -1111,7 +1165,18 @@ typedef struct {
     int64_t maxd;
     int64_t maxblk;       /* key blocks of the longest row with weights */
     int64_t maxstage;     /* keys of the longest row staged (pb) */
+    size_t bf_worker;     /* floats before a worker's qt2 and pt2 (0: no bf16 job) */
+    int64_t maxldk;       /* the widest qt2 of the bf16 jobs, in words */
+    bf16_kv *kv;          /* each job's keys and values in bfloat16 (bf16 jobs) */
 } sdpa_args;
+
+/* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
+ * (sdpa_rows), or for a sparse job without weights in smaller blocks; as
+ * sdpa_task splits them. bf16 jobs take whole blocks. */
+static inline int sdpa_by_rows(const attn_sdpa_job *j)
+{
+    return j->lq < QB / 4 && !(j->sparse && j->w) && !j->bf16;
+}
 
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
 {
@@ -1133,7 +1198,7 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
                           st + (size_t)BK * QB);
         return;
     }
-    if (j->lq < QB / 4) {
+    if (sdpa_by_rows(j)) {
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
         float *acc = scr + BK, *r = acc + s->maxd + VW;
@@ -1143,60 +1208,112 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
     float *mb = ot + (size_t)s->maxd * QB, *pb = mb + (size_t)(s->maxblk + 1) * QB;
-    sdpa_block_flash(j, i0, nr, qt, st, ot, mb, pb, pb + (size_t)s->maxstage * QB);
+    uint32_t *qt2 = (void *)(scr + s->bf_worker), *pt2 = qt2 + s->maxldk * QB;
+    sdpa_block_flash(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, qt, st, ot, mb, pb,
+                     pb + (size_t)s->maxstage * QB, qt2, pt2);
+}
+
+/* Conversion tasks per bf16 job (bf16_task). */
+#define BF_SPLIT 4
+
+/* Part task % BF_SPLIT of job task / BF_SPLIT's kb and vt. */
+static TGT void bf16_task(void *arg, int64_t task, int worker)
+{
+    const sdpa_args *s = arg;
+    const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
+    const bf16_kv *c = &s->kv[task / BF_SPLIT];
+    if (!j->bf16) return;
+    int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
+    int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
+    if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
 }
 
 /* Sizes for n jobs: per-worker scratch in a (qt + st + ot, + mb + pb with
- * weights, + the rotated rows of rope; the row path needs less), and with first not NULL each job's
- * first task (first[n] = all of them). Returns the work, for the thread
- * count. The sizes are bounded by buffers the caller holds (and pb by
- * STAGE_LK), so they fit. */
+ * weights, + the rotated rows of rope, + qt2 and pt2 with bf16 jobs; the
+ * row path needs less), and with first not NULL each job's first task
+ * (first[n] = all of them). Returns the work, for the thread count. The
+ * sizes are bounded by buffers the caller holds (and pb by STAGE_LK), so
+ * they fit. */
 static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int64_t *first, sdpa_args *a)
 {
-    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0;
+    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0, maxldk = 0;
     double work = 0;
     for (size_t i = 0; i < n; i++) {
         const attn_sdpa_job *j = &jobs[i];
-        /* as sdpa_task splits them: sparse jobs with weights in whole blocks */
-        int64_t rows = j->lq < QB / 4 && !(j->sparse && j->w) ? QB / 4 : QB;
+        int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB;
         if (first) first[i] = tasks;
         tasks += (j->lq + rows - 1) / rows;
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
         if (j->w && j->lk <= STAGE_LK && j->lk > maxstage) maxstage = j->lk;
+        if (j->bf16 && BF_ROUND(j->d) / 2 > maxldk) maxldk = BF_ROUND(j->d) / 2;
         work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
     }
     if (first) first[n] = tasks;
     a->maxd = maxd;
     a->maxblk = maxblk;
     a->maxstage = maxstage;
+    a->maxldk = maxldk;
     /* qt, st, ot, mb, pb, then the rotated rows of rope (BK x maxd) */
-    a->per_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
-                          (size_t)BK * (size_t)maxd);
+    a->bf_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
+                         (size_t)BK * (size_t)maxd);
+    a->per_worker = a->bf_worker + (maxldk ? LINES((size_t)(maxldk + BK / 2) * QB) : 0);
     return work;
 }
 
+/* Bytes of the bf16 jobs' keys and values (and their descriptors). */
+static size_t sdpa_bf16_bytes(const attn_sdpa_job *jobs, size_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += bf16_job_bytes(&jobs[i]);
+    return bytes ? bytes + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float) : 0;
+}
+
 /* Scratch sdpa_run needs for these jobs on up to `threads` threads: the
- * task index (n + 1 int64), then per_worker floats a worker. */
+ * task index (n + 1 int64), the bf16 jobs' keys and values, then
+ * per_worker floats a worker. */
 static size_t sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads)
 {
     if (n == 0) return 0;
     sdpa_args a;
     sdpa_plan(jobs, n, NULL, &a);
     size_t index = LINES((n + 1) * 2) * sizeof(float);
-    return index + (size_t)(threads < 1 ? 1 : threads) * a.per_worker * sizeof(float);
+    return index + sdpa_bf16_bytes(jobs, n) +
+           (size_t)(threads < 1 ? 1 : threads) * a.per_worker * sizeof(float);
+}
+
+/* Points each bf16 job's descriptor in kv at its part of the room after
+ * the descriptors; returns the end of that room. */
+static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
+{
+    char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
+    for (size_t i = 0; i < n; i++) {
+        if (!jobs[i].bf16) continue;
+        bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
+        kv[i].kb = (void *)at;
+        kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;
+        at += bf16_job_bytes(&jobs[i]);
+    }
+    return at;
 }
 
 /* The n jobs of attn_sdpa_run, in scratch of sdpa_scratch_bytes (64-byte
- * aligned). */
+ * aligned): the bf16 jobs' keys and values first, then the query blocks. */
 static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch)
 {
     if (n == 0) return;
     int64_t *first = scratch;
-    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0};
+    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL};
     double work = sdpa_plan(jobs, n, first, &a);
-    a.scratch = (float *)scratch + LINES((n + 1) * 2);
+    char *rest = (char *)scratch + LINES((n + 1) * 2) * sizeof(float);
     if (work < 2e5 || threads < 1) threads = 1;
+    if (sdpa_bf16_bytes(jobs, n)) {
+        a.kv = (void *)rest;
+        rest = sdpa_bf16_carve(jobs, n, a.kv);
+        a.scratch = (void *)rest;
+        attn_pool_run(threads, (int64_t)n * BF_SPLIT, bf16_task, &a);
+    }
+    a.scratch = (void *)rest;
     attn_pool_run(threads, first[n], sdpa_task, &a);
 }

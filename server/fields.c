@@ -68,6 +68,7 @@ static const srv_field fields[] = {
     {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
     {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP | LIN, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
+    {"precision", SRV_FT_WORD, S(PRECISION), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
     {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
@@ -146,6 +147,7 @@ static const struct {
     {S(POSENC), 0, {"none", "sinusoidal", "learned"}},
     {S(ATTENTION), 0, {"softmax", "linear"}},
     {S(FEATURE_MAP), 0, {"elu", "relu"}},
+    {S(PRECISION), 0, {"fp32", "bf16"}},
     {S(ROPE_STYLE), 0, {"half", "interleaved"}},
     {S(SP_PATTERN), 1, {"local_global", "bigbird", "blocks"}},
 };
@@ -192,6 +194,8 @@ int srv_field_applies(const srv_field *f, int rule)
         return rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
     if (!strcmp(f->name, "output_size"))
         return rule == ATTN_RULE_CONCAT;
+    if (!strcmp(f->name, "precision")) /* the rules of the flash kernel */
+        return rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_GENERAL;
     if (srv_rule_is_linear(rule)) /* no parameters, so no seed either */
         return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
     if (w & SRV_F_LINEAR_ONLY)
@@ -350,6 +354,7 @@ static void set_word(srv_job *j, int slot, int k)
     case SRV_SLOT_POSENC:        j->u.mha.positional_encoding = (attn_posenc)k; break;
     case SRV_SLOT_ATTENTION:     j->u.mha.linear = k; break;
     case SRV_SLOT_FEATURE_MAP:   o->feature_map = (attn_feature_map)k; break;
+    case SRV_SLOT_PRECISION:     o->precision = (attn_precision)k; break;
     case SRV_SLOT_ROPE_STYLE:    o->rope.style = (attn_rope_style)k; break;
     case SRV_SLOT_SP_PATTERN:    o->sparsity.pattern = (attn_pattern)k; break;
     default: break;

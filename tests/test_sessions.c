@@ -418,23 +418,30 @@ static void random_options(tsess *s, uint64_t *rs)
     }
 }
 
+/* A random session's heads, head dim, max_tokens (from min_tokens to 40),
+ * scale and (with_options) score options. */
+static void random_session_shape(tsess *s, uint64_t *rs, long min_tokens)
+{
+    static const long heads[] = {1, 2, 3, 4, 6, 8};
+    s->H = heads[pick(rs, 0, 5)];
+    do
+        s->Hkv = pick(rs, 1, s->H);
+    while (s->H % s->Hkv);
+    s->d = pick(rs, 1, 12);
+    s->max_tokens = pick(rs, min_tokens, 40);
+    s->has_scale = pick(rs, 0, 2) == 0;
+    s->scale = 0.05 + (double)pick(rs, 0, 100) / 100.0;
+    if (with_options)
+        random_options(s, rs);
+}
+
 /* One random session's life: steps of random sizes checked against the
  * reference, refused steps that leave it unchanged, truncations. */
 static void random_session(CURL *h, int sid, uint64_t seed)
 {
     uint64_t rs = seed;
-    static const long heads[] = {1, 2, 3, 4, 6, 8};
     tsess s = {0};
-    s.H = heads[pick(&rs, 0, 5)];
-    do
-        s.Hkv = pick(&rs, 1, s.H);
-    while (s.H % s.Hkv);
-    s.d = pick(&rs, 1, 12);
-    s.max_tokens = pick(&rs, 4, 40);
-    s.has_scale = pick(&rs, 0, 2) == 0;
-    s.scale = 0.05 + (double)pick(&rs, 0, 100) / 100.0;
-    if (with_options)
-        random_options(&s, &rs);
+    random_session_shape(&s, &rs, 4);
     char name[200];
     snprintf(name, sizeof name, "random session %d (H %ld, Hkv %ld, d %ld, max_tokens %ld, softcap %g, "
              "alibi %d, sinks %d, rope %d/%ld/%ld, window %d [%ld, %ld]): created", sid, s.H, s.Hkv, s.d,
@@ -1278,18 +1285,8 @@ static void client_id(char out[33], uint64_t *rs)
 static void ks_random_sequence(CURL *h, int sid, uint64_t seed)
 {
     uint64_t rs = seed;
-    static const long heads[] = {1, 2, 3, 4, 6, 8};
     tsess s = {0};
-    s.H = heads[pick(&rs, 0, 5)];
-    do
-        s.Hkv = pick(&rs, 1, s.H);
-    while (s.H % s.Hkv);
-    s.d = pick(&rs, 1, 12);
-    s.max_tokens = pick(&rs, 6, 40);
-    s.has_scale = pick(&rs, 0, 2) == 0;
-    s.scale = 0.05 + (double)pick(&rs, 0, 100) / 100.0;
-    if (with_options)
-        random_options(&s, &rs);
+    random_session_shape(&s, &rs, 6);
     int own_id = (int)pick(&rs, 0, 1);
     if (own_id)
         client_id(s.id, &rs);
