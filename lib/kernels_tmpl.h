@@ -45,6 +45,8 @@
 #define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
 #define lazy_tile ISA_NAME(lazy_tile)
+#define pv_acc_load ISA_NAME(pv_acc_load)
+#define pv_acc_store ISA_NAME(pv_acc_store)
 #define pv_tile ISA_NAME(pv_tile)
 #define pv_cols ISA_NAME(pv_cols)
 #define store_t ISA_NAME(store_t)
@@ -564,6 +566,23 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
     return raised;
 }
 
+/* A P V tile's accumulators: acc = O^T alpha for cn value columns of ot
+ * (zero past them), and back into ot (pv_tile, pv_tile_bf16). */
+static inline ALWAYS TGT void pv_acc_load(const float *ot, int cn, const V alpha[QV],
+                                          V acc[CN][QV])
+{
+    UNROLL for (int c = 0; c < CN; c++)
+        UNROLL for (int q = 0; q < QV; q++)
+            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+}
+
+static inline ALWAYS TGT void pv_acc_store(float *ot, int cn, V acc[CN][QV])
+{
+    UNROLL for (int c = 0; c < CN; c++)
+        if (c < cn)
+            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+}
+
 /* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
  * cn value columns starting at c0. */
 static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
@@ -571,9 +590,7 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
                                           const V alpha[QV], int v0)
 {
     V acc[CN][QV];
-    UNROLL for (int c = 0; c < CN; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+    pv_acc_load(ot, cn, alpha, acc);
     for (int kk = 0; kk < nk; kk++) {
         V p[QV];
         UNROLL for (int q = 0; q < QV; q++) p[q] = q >= v0 ? VLOAD(st + kk * QB + q * VW) : VZERO();
@@ -586,9 +603,7 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
             }
         }
     }
-    UNROLL for (int c = 0; c < CN; c++)
-        if (c < cn)
-            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+    pv_acc_store(ot, cn, acc);
 }
 
 /* All dv value columns of O^T for nk keys of P^T (see pv_tile), query
@@ -870,6 +885,14 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
                          stream);
 }
 
+/* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
+ * (sdpa_rows, in bfloat16 too), or for a sparse job without weights in
+ * smaller blocks; as sdpa_task splits them. */
+static inline int sdpa_by_rows(const attn_sdpa_job *j)
+{
+    return j->lq < QB / 4 && !(j->sparse && j->w);
+}
+
 #include "bf16_tmpl.h" /* flash_block_bf16: a job with precision bf16 */
 
 /* One query block: the online-softmax loop over key blocks; with bf (a
@@ -1032,11 +1055,13 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 }
 
 /* Scores of query row i (q; with rope r, the rotated row and its q2, then
- * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows)
- * against keys [jb, jb+nk) into sc (-inf where not allowed); returns their
- * max, or m when that is larger. */
+ * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows;
+ * with bf, the row in bfloat16 qp against bf's keys instead) against keys
+ * [jb, jb+nk) into sc (-inf where not allowed); returns their max, or m
+ * when that is larger. */
 static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
-                                             float *r, int64_t jb, int nk, float *sc, float m)
+                                             float *r, const bf16_kv *bf, const uint32_t *qp,
+                                             int64_t jb, int nk, float *sc, float m)
 {
     int64_t ip = i + j->off, bl, br, d = j->d;
     float *ub2 = r ? r + 3 * d : NULL;
@@ -1050,7 +1075,8 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
             sc[kk] = -INFINITY;
             continue;
         }
-        sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
+        if (bf) sc[kk] = bf16_dot(qp, bf->kb + t * bf->ldk, bf->ldk) * j->scale;
+        else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
     if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
@@ -1063,10 +1089,11 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
 }
 
 /* One key block of a decode row: P = e^(sc - mu) in place, acc (vf + VW
- * floats, the output so far) times alpha = e^(m - mu) plus P V. Returns
- * the sum of P. */
-static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, int nk, float *sc,
-                                            float m, float mu, float *acc, float *alpha)
+ * floats, the output so far) times alpha = e^(m - mu) plus P V (with bf,
+ * in bfloat16 through pw: bf16_pv_row). Returns the sum of P. */
+static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, const bf16_kv *bf,
+                                            uint32_t *pw, int64_t jb, int nk, float *sc, float m,
+                                            float mu, float *acc, float *alpha)
 {
     VM vm = VTAILMASK((int)(j->dv % VW));
     int64_t vf = j->dv - j->dv % VW;
@@ -1081,7 +1108,8 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, 
     for (kk = 0; kk < nk; kk++) psum += sc[kk];
     V a = VSET1(alpha_s[0]);
     for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), a));
-    for (kk = 0; kk < nk; kk++) {
+    if (bf) bf16_pv_row(bf, j->dv, jb, nk, sc, pw, acc);
+    for (kk = 0; !bf && kk < nk; kk++) {
         if (sc[kk] == 0.0f) continue;
         const float *vr = j->v + (jb + kk) * j->v_stride;
         V p = VSET1(sc[kk]);
@@ -1119,9 +1147,11 @@ static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
  * query, its q2, and those of the key block), with weights bm (one float a
- * key block: the row's max after it). */
-static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc,
-                          float *r, float *bms)
+ * key block: the row's max after it). With bf (a bf16 job's keys and
+ * values, bf16_tmpl.h) the products in bfloat16 as the flash kernel's:
+ * qp (ldk words, the row) and pw (BK / 2 + VW words, a block's P). */
+static TGT void sdpa_rows(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0, int64_t nr,
+                          float *sc, float *acc, float *r, float *bms, uint32_t *qp, uint32_t *pw)
 {
     int64_t vf = j->dv - j->dv % VW, d = j->d;
     float *qr = r, *q2 = r + d;
@@ -1131,14 +1161,17 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
             rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, qr);
             decode_rope_q(j, qr, q2);
         }
+        if (bf) bf16_pack_row(j->rope ? qr : q, d, bf->ldk, qp);
         float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi;
         key_range(j, i, 1, &klo, &khi);
+        if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
         for (int64_t jb = klo; jb < khi; jb += BK) {
             int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-            float bm = decode_scores(j, i, q, j->rope ? r : NULL, jb, nk, sc, m), alpha;
-            float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
+            float bm = decode_scores(j, i, q, j->rope && !bf ? r : NULL, bf, qp, jb, nk, sc, m);
+            float alpha, mu = bm == -INFINITY ? 0.0f : bm;
+            float psum = decode_block(j, bf, pw, jb, nk, sc, m, mu, acc, &alpha);
             l = l * alpha + psum;
             m = bm;
             if (j->w) {
@@ -1170,14 +1203,6 @@ typedef struct {
     bf16_kv *kv;          /* each job's keys and values in bfloat16 (bf16 jobs) */
 } sdpa_args;
 
-/* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
- * (sdpa_rows), or for a sparse job without weights in smaller blocks; as
- * sdpa_task splits them. bf16 jobs take whole blocks. */
-static inline int sdpa_by_rows(const attn_sdpa_job *j)
-{
-    return j->lq < QB / 4 && !(j->sparse && j->w) && !j->bf16;
-}
-
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
 {
     const sdpa_args *s = arg;
@@ -1202,7 +1227,8 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
         float *acc = scr + BK, *r = acc + s->maxd + VW;
-        sdpa_rows(j, i0, nr, scr, acc, r, r + 4 * s->maxd);
+        uint32_t *qp = (void *)(scr + s->bf_worker), *pw = qp + s->maxldk * QB;
+        sdpa_rows(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
@@ -1223,8 +1249,8 @@ static TGT void bf16_task(void *arg, int64_t task, int worker)
     const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
     const bf16_kv *c = &s->kv[task / BF_SPLIT];
     if (!j->bf16) return;
-    int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
-    int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
+    int64_t part = (c->np + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
+    int64_t t1 = t0 + part < c->np ? t0 + part : c->np;
     if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
 }
 
@@ -1290,9 +1316,9 @@ static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
     char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
     for (size_t i = 0; i < n; i++) {
         if (!jobs[i].bf16) continue;
-        bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
+        bf16_dims(&jobs[i], &kv[i]);
         kv[i].kb = (void *)at;
-        kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;
+        kv[i].vt = kv[i].kb + bf16_k_words(&kv[i]);
         at += bf16_job_bytes(&jobs[i]);
     }
     return at;
