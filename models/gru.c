@@ -74,7 +74,7 @@ int mdl_gru_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logit
     for (int64_t i = 0; i < (int64_t)N * H; i++)
         x[i] = x[i] > 0 ? x[i] : 0;
     mdl_gru_step(&m->dec, x, N, H, H, r->h, scratch);
-    mdl_linear(r->h, N, H, m->emb, NULL, m->info.vocab, logits);
+    mdl_linear(r->h, N, H, m->emb, m->out_b, m->info.vocab, logits);
     return 0;
 }
 

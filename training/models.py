@@ -8,6 +8,7 @@ three are identical except for `decoder.attention` (and `decoder.combine`,
 which concat does not need because its rule contains the `out` Linear):
 
   embedding.weight (V, E)            shared by source, target and output
+  out_bias (V)                       the output layer's bias (zeros at start)
   encoder: nn.GRU(E, H), 1 layer, unidirectional, batch_first
   decoder.gru: nn.GRUCell(H, H)
   step t (y = previous target token, h = previous decoder state,
@@ -19,7 +20,7 @@ which concat does not need because its rule contains the `out` Linear):
     general:  c = library rule general (query h, keys = values = M)
               x = combine([e ; c])                     (Linear(E+H, H))
     h' = GRUCell(relu(x), h)
-    logits = embedding.weight @ h'                     (tied, no bias; E == H)
+    logits = embedding.weight @ h' + out_bias          (tied weight, own bias; E == H)
   h0 = encoder output at the last source position (the <eos>).
 
 Transformer (post-norm, like nn.Transformer with norm_first=False but
@@ -131,7 +132,12 @@ class GRUSeq2Seq(nn.Module):
         nn.init.normal_(self.embedding.weight, 0.0, E ** -0.5)
         self.encoder = nn.GRU(E, H, batch_first=True)
         self.decoder = GRUDecoder(rule, E, H, max_src_len)
+        self.out_bias = nn.Parameter(torch.zeros(vocab_size))
         self.drop = nn.Dropout(dropout)
+
+    def logits(self, h):
+        """The output layer: tied weight (the embedding) plus its own bias."""
+        return F.linear(h, self.embedding.weight, self.out_bias)
 
     def encode(self, src, src_len):
         """src (B,Ls) padded with 0, src_len (B). Returns mem padded to
@@ -154,7 +160,7 @@ class GRUSeq2Seq(nn.Module):
             h, _ = self.decoder.step(emb[:, t], h, mem, kp, mask)
             outs.append(h)
         hs = self.drop(torch.stack(outs, 1))
-        return F.linear(hs, self.embedding.weight)
+        return self.logits(hs)
 
 
 def sinusoidal(L, d):
