@@ -67,7 +67,7 @@ def cmd_random(out):
         m = models.build(cfg)
         if hasattr(m, "out_bias"):  # zeros at init: make the C side's bias add count
             with torch.no_grad():
-                m.out_bias.normal_(0.0, 0.5)
+                m.out_bias.normal_(0.0, 2.0)
         train.export(m, cfg, os.path.join(out, name), dict(train_steps=0, note="random init"))
     import shutil
     shutil.copy(os.path.join(TRAINING, "bpe.json"), os.path.join(out, "bpe.json"))
