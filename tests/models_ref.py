@@ -130,7 +130,7 @@ def attention(m, cfg, src, out_ids):
         kp = m.decoder.prepare(mem)
         rows = []
         for t in range(tin.shape[1]):
-            h, a = m.decoder.step(m.embedding(tin[:, t]), h, mem, kp, mask)
+            h, a = m.decoder.step(m.embed(tin[:, t]), h, mem, kp, mask)
             rows.append(a[0, :len(src)])
         return [torch.stack(rows)]
     enc, dec = [], []

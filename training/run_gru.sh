@@ -1,27 +1,30 @@
 #!/bin/sh
-# Trains the three GRU models (one thread each), the same way and for the
-# same number of steps, never more than two processes at once:
-#   phase 1: STEPS1 steps from scratch;
-#   phase 2: from phase 1's best weights (--init, fresh Adam, the
-#            learning-rate schedule continuing at step STEPS1) to step STEPS2.
-# Schedule: concat and additive phase 1 in parallel; then general phase 1
-# and phase 2 in one lane, concat and additive phase 2 in the other.
-# MINUTES caps each process (a safety net: a capped run logs fewer steps).
-# Each run is its own session (setsid): Linux's scheduler autogroups share
-# the CPU per session, so two runs in one session would split one share.
-# Usage: training/run_gru.sh [STEPS1] [STEPS2] [MINUTES]
-S1=${1:-450}
-S2=${2:-1050}
-M=${3:-38}
+# Trains the three GRU models, one thread each, for the same number of
+# steps, with at most two of them running at a time: the three processes
+# take turns, one of them paused (SIGSTOP) for a minute in rotation, so each
+# gets two thirds of a core's lane and they end together. Pausing does not
+# change what a run computes (fixed seeds, one thread); MINUTES is a
+# wall-clock safety cap per process (paused time included; a capped run logs
+# fewer steps). Each run is its own session (setsid): Linux's scheduler
+# autogroups share the CPU per session.
+# Usage: training/run_gru.sh [STEPS] [MINUTES]
+S=${1:-2600}
+M=${2:-47}
 D=$(dirname "$0")
-py() { setsid -w /usr/bin/python3 "$D/train.py" "$@"; }
-p1() { py --model "$1" --max-steps "$S1" --minutes "$M" > "$D/logs/$1.log" 2>&1; }
-p2() { py --model "$1" --init "$D/weights/$1.safetensors" --start-step "$S1" --max-steps "$S2" \
-          --minutes "$M" > "$D/logs/$1_cont.log" 2>&1; }
-case "$4" in
-phase2-only) ;;   # (used once: phase 1 was already running when phase 2 was scheduled)
-*) p1 concat & p1 additive & wait ;;
-esac
-{ [ "$4" = phase2-only ] || p1 general; p2 general; } &
-{ p2 concat; p2 additive; } &
-wait
+PIDS=""
+for r in concat additive general; do
+  setsid /usr/bin/python3 "$D/train.py" --model $r --max-steps "$S" --minutes "$M" > "$D/logs/$r.log" 2>&1 &
+  PIDS="$PIDS $!"
+done
+alive() { n=0; for p in $PIDS; do kill -0 $p 2>/dev/null && n=$((n + 1)); done; echo $n; }
+i=0
+while [ "$(alive)" -gt 0 ]; do
+  k=0
+  for p in $PIDS; do
+    if [ "$(alive)" -ge 3 ] && [ $k -eq $((i % 3)) ]; then kill -STOP $p 2>/dev/null; else kill -CONT $p 2>/dev/null; fi
+    k=$((k + 1))
+  done
+  i=$((i + 1))
+  sleep 60
+done
+for p in $PIDS; do wait $p 2>/dev/null; done

@@ -36,7 +36,7 @@ CONFIGS = {
 }
 for _rule in ("concat", "additive", "general"):
     CONFIGS[_rule] = dict(arch="gru", rule=_rule, emb=128, hidden=128, max_src_len=MAX_SRC,
-                          dropout=0.05, lr=3e-3, warmup=100, batch_tokens=4000,
+                          dropout=0.05, lr=6e-3, warmup=100, batch_tokens=1000,
                           label_smoothing=0.1, eval_every=200)
 
 

@@ -76,7 +76,7 @@ class Stepper:
         N = len(prefixes)
         if self.gru:
             y = torch.tensor([p[-1] for p in prefixes])
-            e = self.m.embedding(y)
+            e = self.m.embed(y)
             mem = self.mem.expand(N, -1, -1)
             mask = self.mask.expand(N, -1)
             kp = None if self.kp is None else self.kp.expand(N, -1, -1)
