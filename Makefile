@@ -82,7 +82,7 @@ $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests
 # The kernel test links only the kernel objects, so it runs even while the
 # rest of lib/ is in progress.
 TEST_KERNELS = $(BUILD)/test_kernels
-KERN_OBJ = $(filter $(BUILD)/lib/kernels%.o $(BUILD)/lib/pool.o,$(LIB_OBJ))
+KERN_OBJ = $(filter $(BUILD)/lib/kernels%.o $(BUILD)/lib/amx.o $(BUILD)/lib/pool.o,$(LIB_OBJ))
 
 $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)

@@ -15,7 +15,10 @@
  * 32768, 8 heads of 64, no weights, sparse local_global and linear
  * attention, non-causal and causal, against the dense core timed on ONE
  * head (8 heads would take minutes; its time scales with the heads), each
- * with its peak memory growth measured in a child process).
+ * with its peak memory growth measured in a child process), or
+ * bench_kernels --bf16 [threads] (the core in float32 and in bf16 at L =
+ * 1024, 2048, 4096: the least process CPU time of 7 calls each, which a
+ * shared machine inflates far less than wall time, and the wall time).
  * BENCH_NO_MEMORY=1 skips the memory row. */
 #include "attn.h"
 #include "bench_util.h"
@@ -55,6 +58,12 @@ static void core_run(void *arg)
 {
     core_args *c = arg;
     ours_core(ctx, c->lq, c->lk, c->q, c->k, c->v, c->o, c->w, c->causal);
+}
+
+static void core_bf16_run(void *arg)
+{
+    core_args *c = arg;
+    ours_core_bf16(ctx, c->lq, c->lk, c->q, c->k, c->v, c->o, c->w, c->causal);
 }
 
 /* The same flops through OpenBLAS: S = Q K^T, then O = S V, per head (no
@@ -250,11 +259,51 @@ static void emit_l(const char *row, int64_t l, double t)
     bench_emit(key, t);
 }
 
+/* ------------------------------------------------------------- bf16 */
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The least CPU and wall seconds of reps calls of fn (after one warm-up). */
+static void least_of(bench_fn fn, void *arg, int reps, double *cpu, double *wall)
+{
+    fn(arg);
+    *cpu = *wall = INFINITY;
+    for (int i = 0; i < reps; i++) {
+        double c0 = cpu_now(), w0 = bench_now();
+        fn(arg);
+        *cpu = fmin(*cpu, cpu_now() - c0);
+        *wall = fmin(*wall, bench_now() - w0);
+    }
+}
+
+/* core_cpu_L, core_bf16_cpu_L (and _wall), bf16_speedup_cpu_L. */
+static void bf16_rows(const float *q, const float *k, const float *v, float *o)
+{
+    static const int64_t ls[] = {1024, 2048, 4096};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+        core_args c = {ls[i], ls[i], q, k, v, o, NULL, 0};
+        double fc, fw, bc, bw;
+        least_of(core_run, &c, 7, &fc, &fw);
+        least_of(core_bf16_run, &c, 7, &bc, &bw);
+        emit_l("core_cpu", ls[i], fc);
+        emit_l("core_bf16_cpu", ls[i], bc);
+        emit_l("core_wall", ls[i], fw);
+        emit_l("core_bf16_wall", ls[i], bw);
+        emit_l("bf16_speedup_cpu", ls[i], fc / bc);
+    }
+}
+
 /* core, weights and causal at L; w holds H L^2 floats. */
 static void core_rows(int64_t l, const float *q, const float *k, const float *v, float *o, float *w)
 {
     core_args c = {l, l, q, k, v, o, NULL, 0};
     emit_l("core", l, bench_median(core_run, &c, bench_reps(l), 3.0));
+    emit_l("core_bf16", l, bench_median(core_bf16_run, &c, bench_reps(l), 3.0));
     c.w = w;
     emit_l("weights", l, bench_median(core_run, &c, bench_reps(l), 3.0));
     c.w = NULL;
@@ -301,6 +350,20 @@ int main(int argc, char **argv)
         long_rows();
         bench_close();
         attn_ctx_free(ctx);
+        return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--bf16") == 0) {
+        threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
+        size_t n = (size_t)4096 * E;
+        float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
+        ctx = attn_ctx_new(threads);
+        if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
+        bench_open();
+        labels();
+        bf16_rows(q, k, v, o);
+        bench_close();
+        attn_ctx_free(ctx);
+        free(q); free(k); free(v); free(o);
         return 0;
     }
     if (argc > 1) threads = atoi(argv[1]);

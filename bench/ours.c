@@ -11,10 +11,11 @@ static void die(const char *what, const attn_error *err)
     exit(2);
 }
 
-void ours_core(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const float *k,
-               const float *v, float *o, float *w, int causal)
+static void core_in(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const float *k,
+                    const float *v, float *o, float *w, int causal, attn_precision p)
 {
     attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+    r.opt.precision = p;
     r.query = (attn_tensor){3, {BENCH_H, lq, BENCH_D, 0}, q};
     r.key = (attn_tensor){3, {BENCH_H, lk, BENCH_D, 0}, k};
     r.value = (attn_tensor){3, {BENCH_H, lk, BENCH_D, 0}, v};
@@ -23,6 +24,18 @@ void ours_core(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const floa
     attn_error err;
     memset(&err, 0, sizeof err);
     if (attn_compute(ctx, &r, o, w, &err) != ATTN_OK) die("attn_compute", &err);
+}
+
+void ours_core(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const float *k,
+               const float *v, float *o, float *w, int causal)
+{
+    core_in(ctx, lq, lk, q, k, v, o, w, causal, ATTN_PRECISION_FP32);
+}
+
+void ours_core_bf16(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const float *k,
+                    const float *v, float *o, float *w, int causal)
+{
+    core_in(ctx, lq, lk, q, k, v, o, w, causal, ATTN_PRECISION_BF16);
 }
 
 /* Spread over the sequence (as task tokens would not be), so that no

@@ -13,6 +13,9 @@
  * NULL. attn_compute with the scaled_dot rule. Exits on failure. */
 void ours_core(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const float *k,
                const float *v, float *o, float *w, int causal);
+/* The same with precision bf16 (attn_options.precision). */
+void ours_core_bf16(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const float *k,
+                    const float *v, float *o, float *w, int causal);
 
 /* nn.MultiheadAttention(512, 8) self-attention on x (1, L, 512) with the
  * parameters attn_mha_seed_params(seed 1) makes; attn_mha_compute, no

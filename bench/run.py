@@ -180,6 +180,18 @@ def core_rows(t, r, l):
           ">=1.2x ORT" + (", >=85% peak" if l >= 1024 else ""), status(misses, bad, c))
 
 
+def bf16_rows(t, r, l):
+    """The core with precision bf16 beside the float32 core of the same run."""
+    ours = r["ours"]
+    f = 4.0 * l * l * E
+    b, c = ours.get("core_bf16_%d" % l), ours.get("core_%d" % l)
+    miss = None
+    if l >= 1024 and b and c and c / b < 1.6:
+        miss = "%.2fx the float32 core (wall time on a shared machine: see bench_kernels --bf16 for CPU time)" % (c / b)
+    t.add("core bf16", l, f, b, target=(">=1.6x core (%s)" % ratio(c, b)) if l >= 1024 else "(%s core)" % ratio(c, b),
+          st=status([miss], None, b and c))
+
+
 def weights_rows(t, r, l):
     ours = r["ours"]
     f = 4.0 * l * l * E
@@ -232,6 +244,8 @@ def print_kernels(r, n):
     t = Rows(r, peak)
     for l in LS:
         core_rows(t, r, l)
+    for l in LS:
+        bf16_rows(t, r, l)
     for l in LS:
         weights_rows(t, r, l)
     for l in LS:

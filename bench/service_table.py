@@ -134,6 +134,11 @@ def print_sessions(ses, ours):
                      "<=1.2x", "met" if lib and c / (lib * 1e3) <= 1.2 else "missed"))
     else:
         rows.append(("POST /sessions/{id}/step, b64", size, "n/a", "-", "n/a", "-", ">=20x", "missed (not measured)"))
+    k = ses.get("kserve")
+    if k and s:
+        rows.append(("KServe multihead-decode sequence step, JSON", "%s, %.1f KB" % (size, k["request_bytes"] / 1e3),
+                     "%.2f" % k["wall_ms"], "POST /sessions/{id}/step, b64", "%.2f" % s["wall_ms"],
+                     ratio(k["wall_ms"], s["wall_ms"]), "-", "info"))
     if ses.get("bytes"):
         rows.append(("bytes held per session", size, "%d" % ses["bytes"], "2 n Hkv d 4", "%d" % ses["cache_bytes"],
                      "+%d B" % (ses["bytes"] - ses["cache_bytes"]), "cache + small constant",
@@ -151,3 +156,8 @@ def print_sessions(ses, ours):
               "Bytes held: GET /sessions/{id} at n = 4096 (max_tokens 4096, so the capacity is exact; while "
               "growing, the capacity doubles and holds up to twice the rows)."
               % (s["parse_ms"], s["compute_ms"], st["parse_ms"], st["compute_ms"]))
+    if k and s:
+        print("KServe row: the same step as POST /v2/models/multihead-decode/infer on the same session "
+              "(sequence_id = its id), key, value and query as JSON data (no binary: http_bench sends one body), "
+              "output as JSON; Server-Timing parse %.3f, compute %.3f, encode %.3f ms."
+              % (k["parse_ms"], k["compute_ms"], k["encode_ms"]))

@@ -6,7 +6,10 @@ with the whole cache in the body (query (8, 1, 64), key and value
 (8, 4096, 64): the same computation, heads as the batch). Each session step
 is followed by an untimed truncate back to 4095 rows, so every timed step
 runs at n = 4096. Also the bytes a session holds at n = 4096 beside what
-its cache needs, 2 n Hkv d 4. Prints one JSON object for bench/run.py
+its cache needs, 2 n Hkv d 4. And the same step as a KServe v2 sequence
+step (the multihead-decode model, the session's id as sequence_id: one
+session table), its inputs as JSON data, to price the protocol's layer.
+Prints one JSON object for bench/run.py
 (compute times are the server's Server-Timing figures; wall times the
 client's, medians).
 
@@ -74,6 +77,12 @@ def main():
         back = write(b, "session_truncate.json", {"length": N - 1})
         out["session"] = bench(client, "%s/sessions/%s/step" % (base, sid), step, args.reps,
                                ("%s/sessions/%s/truncate" % (base, sid), back))
+        ks = {"parameters": {"sequence_id": sid, "need_weights": False}, "inputs": [
+            {"name": nm, "shape": [1, H, D], "datatype": "FP32", "data": [rng.uniform(-1.0, 1.0) for _ in range(H * D)]}
+            for nm in ("key", "value", "query")]}
+        kstep = write(b, "session_kserve_step.json", ks)
+        out["kserve"] = bench(client, "%s/v2/models/multihead-decode/infer" % base, kstep, args.reps,
+                              ("%s/sessions/%s/truncate" % (base, sid), back))
         call(s.port, "/sessions/%s/step" % sid, json.load(open(step)))  # back to n = 4096
         info = call(s.port, "/sessions/%s" % sid)
         out["bytes"] = info["bytes"]

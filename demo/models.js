@@ -86,6 +86,18 @@ function bleuOf(m) {
   if (!b) return null;
   return b.greedy ?? b.beam4 ?? null;
 }
+// The share of copy tokens whose strongest cross-attention points at the
+// English token copied (GET /models "alignment"), as "69%"; null without it.
+const pct = x => `${Math.round(100 * x)}%`;
+function alignOf(m) {
+  const a = m && m.alignment;
+  return a && typeof a.accuracy === 'number' ? a : null;
+}
+// "layer 1, head 1" of the Transformer's best-aligning head, or null.
+function bestHead(m) {
+  const b = alignOf(m) && m.alignment.best_head;
+  return b ? b : null;
+}
 function fmtRange(xs) {
   const lo = Math.min(...xs), hi = Math.max(...xs);
   return lo === hi ? lo.toFixed(2) : `${lo.toFixed(2)}–${hi.toFixed(2)}`;
@@ -347,10 +359,16 @@ export function createModelViews(ctx) {
     const t = M.list.find(m => m.name === 'transformer');
     const note = h('p', { class: 'caveat m-honest' });
     const gb = gru.map(bleuOf);
+    const weak = gb.filter(b => b < COPY_FLOOR_BLEU).length;
+    const aligned = M.list.filter(alignOf);
+    const bh = bestHead(t);
     note.innerHTML = '<strong>Read with care:</strong> ' +
-      (gru.length ? `the GRU models are weak short trainings: test BLEU ${fmtRange(gb)}, below the ${COPY_FLOOR_BLEU} of answering with the English unchanged; ` +
-        'their French is mostly wrong and their attention barely follows the words. ' : '') +
+      (weak === gru.length && gru.length ? `the GRU models are weak short trainings: test BLEU ${fmtRange(gb)}, below the ${COPY_FLOOR_BLEU} of answering with the English unchanged; ` +
+        'their French is mostly wrong and their attention barely follows the words. '
+        : gru.length ? `the GRU models score test BLEU ${fmtRange(gb)} (answering with the English unchanged scores ${COPY_FLOOR_BLEU}). ` : '') +
       (t ? `The Transformer (${bleuText(t)}) is the one to read. ` : '') +
+      (aligned.length ? `How often the strongest attention points at the English word that a French word copies (numbers, names, options): ${aligned.map(m => `${m.name} ${pct(m.alignment.accuracy)}`).join(', ')}` +
+        `${bh ? ` (Transformer: its best head, layer ${bh.layer} head ${bh.head})` : ''}; chance ${pct(aligned[0].alignment.chance)}. ` : '') +
       'Rows: the French tokens each model wrote; columns: the English tokens it read.';
     const narrow = window.matchMedia('(max-width: 860px)').matches;
     // All panels in one row up to 10 English tokens (cells of 11 px and up
@@ -405,10 +423,14 @@ export function createModelViews(ctx) {
   // Which cross-attention the Translate view shows for the Transformer.
   function tfmPicker() {
     const P = tfm();
+    const bh = bestHead(M.list.find(m => m.name === 'transformer'));
     const s = h('select', { id: 'm-tfm-pick', 'aria-label': 'Transformer cross-attention shown' });
     for (let l = 0; l < P.L.cross; l++) {
       s.append(new Option(`layer ${l}, mean of heads`, `${l}:-1`));
-      for (let hh = 0; hh < P.H; hh++) s.append(new Option(`layer ${l}, head ${hh}`, `${l}:${hh}`));
+      for (let hh = 0; hh < P.H; hh++) {
+        const best = bh && bh.layer === l && bh.head === hh;
+        s.append(new Option(`layer ${l}, head ${hh}${best ? ` · aligns best (${pct(bh.accuracy)})` : ''}`, `${l}:${hh}`));
+      }
     }
     s.value = `${layerOf(P, 'cross')}:${M.sel.head}`;
     s.addEventListener('change', () => { const [l, hh] = s.value.split(':').map(Number); M.sel = { attn: 'cross', layer: l, head: hh }; render(); ctx.writeHash(); });
@@ -643,7 +665,7 @@ export function createModelViews(ctx) {
   function exportTarget() {
     return { container: $('m-' + M.sub), name: `attention-models-${M.sub}`,
       caption: `Trained EN→FR models · ${M.sub === 'translate' ? 'cross-attention of every model' : 'Transformer ' + M.sub} · “${M.text}” · ${SCALES[ctx.scale()].short}` +
-        (M.sub === 'translate' ? ' · GRU models weak (see BLEU)' : '') };
+        (M.sub === 'translate' && M.list.some(m => m.kind === 'seq2seq' && bleuOf(m) !== null && bleuOf(m) < COPY_FLOOR_BLEU) ? ' · GRU models weak (see BLEU)' : '') };
   }
   function load(obj) {
     if (!Array.isArray(obj.results)) throw new Error('a models export needs "results"');

@@ -262,6 +262,12 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
                              "value positions); it takes mask (Lq, Lv) and hard",
                              bad);
     }
+    if (o->precision != ATTN_PRECISION_FP32 && req->rule != ATTN_RULE_DOT &&
+        req->rule != ATTN_RULE_SCALED_DOT && req->rule != ATTN_RULE_GENERAL)
+        return attn_fail(err, ATTN_ERR_PARAM, "precision",
+                         "precision applies to rules dot, scaled_dot and general (and multi-head), "
+                         "not %s",
+                         info->name);
     if (o->rope.on && req->rule != ATTN_RULE_DOT && req->rule != ATTN_RULE_SCALED_DOT)
         return attn_fail(err, ATTN_ERR_PARAM, "rope",
                          "rope applies to rules dot and scaled_dot (and multi-head), not %s",

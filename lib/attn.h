@@ -234,6 +234,29 @@ typedef struct {
     attn_mask layout;        /* blocks: (ceil(Lq/b), ceil(Lk/b)) */
 } attn_sparsity;
 
+/* The precision of the products (attn_options.precision).
+ * ATTN_PRECISION_FP32 (the default): float32 throughout.
+ * ATTN_PRECISION_BF16: query and key rows (after rope; for general the
+ * keys W k_j + b; for multi-head after the projections), value rows and
+ * the softmax probabilities of each key block (before they multiply V) are
+ * rounded to bfloat16 (to nearest, ties to even), and their products are
+ * summed in float32: s_ij = scale * sum_p bf16(q_ip) bf16(k_jp), then the
+ * score pipeline in float32, o_i = sum_j bf16(p_ij) bf16(v_j) / l_i with
+ * p_ij = exp(s_ij - m) and l_i = sum_j p_ij in float32 (FlashAttention-2's
+ * bf16 arithmetic). Tensors in and out stay float32; weights, when asked,
+ * are the float32 softmax. The products run on AMX tiles where the CPU has
+ * AMX-BF16 (and the kernel grants it), else with AVX512_BF16's vdpbf16ps,
+ * else emulated in float32 with the same rounding: the answer then may
+ * differ in the last bits (another summation order; the hardware flushes
+ * subnormals). Error: against float64 on the rounded inputs, within
+ * 2^-8 sum_j w_ij |v_jc| (the rounding of P); against the unrounded ones
+ * it grows with the scores, which the rounding of q and k moves by up to
+ * 2^-7 scale sum_p |q_ip k_jp| (the README's bf16 section measures it beside
+ * PyTorch's bf16). Only where the flash kernel runs: rules dot,
+ * scaled_dot, general and multi-head softmax attention, without hard
+ * attention or sparsity; elsewhere ATTN_ERR_PARAM naming "precision". */
+typedef enum { ATTN_PRECISION_FP32 = 0, ATTN_PRECISION_BF16 } attn_precision;
+
 /* Feature map of linear attention (Katharopoulos et al. 2020). */
 typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map;
 
@@ -287,6 +310,7 @@ typedef struct {
                          * ATTN_ERR_PARAM naming "hard" */
     uint64_t seed;      /* the draws of ATTN_HARD_SAMPLE and of BigBird's random blocks */
     attn_feature_map feature_map; /* linear attention */
+    attn_precision precision; /* float32 (default) or bfloat16 products; see attn_precision */
     int need_weights;   /* 0: weights are not built; the weights buffer may be NULL */
 } attn_options;
 

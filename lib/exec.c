@@ -71,12 +71,13 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
         f->rope_interleaved = j->rope->r->style == ATTN_ROPE_INTERLEAVED;
     }
     f->sparse = j->m.sparse;
+    f->bf16 = j->bf16;
 }
 
 /* Scratch the kernel of n jobs like model asks on `threads` threads. Both
  * kernels ask a part per thread and a part per job (the flash kernel's
- * task index, the row driver's key panels): measured from one job on one
- * and on two threads, then scaled. */
+ * task index and bf16 keys and values, the row driver's key panels):
+ * measured from one job on one and on two threads, then scaled. */
 static double heads_scratch(const attn_head_job *model, int64_t n, int threads)
 {
     double one, two;
@@ -85,7 +86,11 @@ static double heads_scratch(const attn_head_job *model, int64_t n, int threads)
         to_flash(model, &f);
         one = (double)attn_sdpa_scratch_bytes(&f, 1, 1);
         two = (double)attn_sdpa_scratch_bytes(&f, 1, 2);
-        return (two - one) * threads + attn_ws_bytes((double)n + 1.0, sizeof(int64_t)) + 64.0;
+        /* a bf16 job's own part (its keys and values, and an index line
+         * more than it needs): 2 one - two */
+        double per_job = f.bf16 ? 2.0 * one - two : 0.0;
+        return (two - one) * threads + per_job * (double)n +
+               attn_ws_bytes((double)n + 1.0, sizeof(int64_t)) + 64.0;
     }
     size_t a = attn_rows_scratch_bytes(model, 1, 1), b = attn_rows_scratch_bytes(model, 1, 2);
     if (a == SIZE_MAX || b == SIZE_MAX)
@@ -121,6 +126,7 @@ void attn_head_init(attn_head_job *j, const attn_options *o, int64_t b, int64_t 
     j->temperature = o->temperature;
     j->seed = o->seed;
     j->draw_base = (uint64_t)((b * H + h) * lq);
+    j->bf16 = o->precision == ATTN_PRECISION_BF16;
     j->w = w;
     j->w_stride = lk;
 }

@@ -207,6 +207,7 @@ typedef struct attn_head_job {
     float temperature;  /* ATTN_HARD_SAMPLE: row i draws output draw_base + i */
     uint64_t seed, draw_base;
     const struct attn_rope_pass *rope; /* the flash kernel rotates a and b; NULL: none */
+    int bf16;           /* attn_options.precision is bf16 (flash kernel only) */
 } attn_head_job;
 
 /* Row i of a head job's attention: s holds the raw scores (lk floats) and
@@ -366,10 +367,6 @@ attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads, void 
 
 /* Bytes of scratch attn_rows_run needs; SIZE_MAX when that overflows. */
 size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads);
-
-/* attn_rows_run with its scratch from the heap (scratch_heap.c). */
-attn_status attn_rows_run_heap(const attn_row_job *jobs, size_t n, int threads,
-                               attn_error *err);
 
 /* ---------------------------------------------------------- linear.c */
 

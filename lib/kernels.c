@@ -15,6 +15,8 @@ static int cpu_runs(const char *isa)
     if (strcmp(isa, "generic") == 0) return 1;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
     __builtin_cpu_init();
+    if (strcmp(isa, "avx512bf16") == 0)
+        return cpu_runs("avx512") && __builtin_cpu_supports("avx512bf16");
     if (strcmp(isa, "avx512") == 0)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
@@ -28,6 +30,7 @@ static int cpu_runs(const char *isa)
 /* Every variant of this build, best first. */
 static const attn_kernel_set *const variants[] = {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    &attn_kernels_avx512bf16,
     &attn_kernels_avx512,
     &attn_kernels_avx2,
 #endif

@@ -3,7 +3,7 @@
  * (kernels_isa.h). They never allocate: each takes its scratch from the
  * caller, 64-byte aligned, of the size its _scratch_bytes function gives
  * for the same shapes and thread count. Not installed; only the library
- * sources and the tests include it. */
+ * sources, the models (models/) and the tests include it. */
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 
@@ -94,6 +94,8 @@ typedef struct {
     int rope_interleaved;
     const attn_sparse *sparse;                 /* NULL: dense; else only the key blocks
                                                 * it allows are computed */
+    int bf16;                                  /* products in bfloat16 (bf16_tmpl.h);
+                                                * never with sparse */
 } attn_sdpa_job;
 
 /* Runs n independent head jobs (e.g. batch x heads), spreading the work
@@ -103,19 +105,9 @@ void attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scrat
 
 /* Bytes of scratch attn_sdpa_run needs for these jobs on up to `threads`
  * threads: per worker O(d + dv + lk) rows of a query block, never
- * Lq x Lk. Reads only each job's lq, lk, d, dv and whether w is set, so a
+ * Lq x Lk; with bf16 jobs, their keys and values in bfloat16 besides. Reads only each job's lq, lk, d, dv and whether w is set, so a
  * planner may ask with jobs that hold just those. */
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads);
-
-/* The two above with their scratch from the heap, for callers that hold
- * no workspace yet (scratch_heap.c). attn_sdpa_run_heap returns 0, or -1
- * when out of memory (outputs then undefined). */
-void attn_gemm_nt_heap(int64_t m, int64_t n, int64_t k,
-                       const float *a, int64_t lda,
-                       const float *b, int64_t ldb,
-                       const float *bias,
-                       float *c, int64_t ldc, int threads);
-int attn_sdpa_run_heap(const attn_sdpa_job *jobs, size_t n, int threads);
 
 /* Number of CPUs to use when a caller asks for "all" (>= 1). */
 int attn_cpu_count(void);

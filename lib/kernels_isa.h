@@ -5,6 +5,10 @@
  * The variant is chosen once per process: the one named by the environment
  * variable ATTN_ISA when the CPU supports it, else the best the CPU has.
  * ATTN_ISA accepts exactly these names:
+ *   avx512bf16  avx512 with AVX512_BF16: bf16 products in vdpbf16ps, or on
+ *            the AMX tile unit when the CPU has AMX-BF16 and the kernel
+ *            grants this process its tile data (arch_prctl), unless the
+ *            environment variable ATTN_AMX is 0
  *   avx512   AVX-512 F/BW/DQ/VL with FMA (x86-64)
  *   avx2     AVX2 with FMA (x86-64)
  *   generic  portable C, any CPU
@@ -24,7 +28,7 @@
  * attn_gemm_nt, attn_sdpa_run and their scratch-size functions (kernels.h)
  * call; the row members serve the row-by-row driver (rows.c). */
 typedef struct {
-    const char *name; /* "avx512", "avx2" or "generic" */
+    const char *name; /* "avx512bf16", "avx512", "avx2" or "generic" */
     size_t (*gemm_scratch_bytes)(int64_t m, int64_t n, int64_t k, int threads);
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, const float *bias,
@@ -60,15 +64,24 @@ typedef struct {
      * c < n, row-major with row strides lda, ldb, ldo. */
     void (*lin_gemm_nn)(int64_t m, int64_t n, int64_t p, const float *a, int64_t lda,
                         const float *b, int64_t ldb, float *o, int64_t ldo, int acc);
+
+    /* Rotary embedding of n rows (rope.c's pre-pass; the flash kernel's own
+     * rotation is the same code): row r of x (stride xs) turned by table
+     * row t0 + r into row r of y (stride ys, may be x); see rope_apply in
+     * kernels_tmpl.h. */
+    void (*rope)(const float *table, int64_t t0, int64_t n, int64_t d, int64_t dims,
+                 int interleaved, const float *x, int64_t xs, float *y, int64_t ys);
 } attn_kernel_set;
 
 /* The table of the variant that includes this, from the names the
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
     {name, gemm_scratch_bytes, gemm_nt, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
-     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn}
+     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn, rope_apply}
 
-/* Defined only on x86-64 builds (kernels_avx512.c, kernels_avx2.c). */
+/* Defined only on x86-64 builds (kernels_avx512bf16.c, kernels_avx512.c,
+ * kernels_avx2.c). */
+extern const attn_kernel_set attn_kernels_avx512bf16;
 extern const attn_kernel_set attn_kernels_avx512;
 extern const attn_kernel_set attn_kernels_avx2;
 extern const attn_kernel_set attn_kernels_generic;
@@ -80,12 +93,33 @@ const attn_kernel_set *attn_kernels_active(void);
  * instructions. */
 const attn_kernel_set *attn_kernels_find(const char *isa);
 
-/* Name of the variant in use: "avx512", "avx2" or "generic". */
+/* Name of the variant in use: "avx512bf16", "avx512", "avx2" or "generic". */
 const char *attn_kernels_isa(void);
 
 /* Switches to the named variant. Returns 0, or -1 when the name is unknown
  * or the CPU lacks the instructions. Not thread-safe: call it while no
  * kernel runs (scratch sizes differ between variants). */
 int attn_kernels_use(const char *isa);
+
+/* The AMX tile unit (amx.c), for the bf16 kernel of avx512bf16: products
+ * of bfloat16 pairs in 16 x 16 float32 tiles (TDPBF16PS), on blocks of 64
+ * query lanes (rows of 64 words or floats, 256 bytes).
+ * attn_amx_ready: whether the CPU has AMX-BF16 and AMX-TILE, the kernel
+ * granted the tile data (asked once per process), and ATTN_AMX is not 0.
+ * attn_amx_begin / attn_amx_end: load the tile configuration on the
+ * calling thread / release the tiles, around a run of the two below.
+ * attn_amx_scores: st[k][q] = sum_p kb[k][p] . qt2[p][q] for k < nk (a
+ * multiple of 16), p < ldk (a multiple of 16 words), q < 64.
+ * attn_amx_pv: ot[c][q] += sum_t vt[c][t] . pt2[t][q] for c < dv (a
+ * multiple of 16), t < np2 (a multiple of 16), q < 64. */
+int attn_amx_ready(void);
+/* Tests: on 0, the tiles are no longer used; on 1, asked for again. Not
+ * thread-safe: call it while no kernel runs. */
+void attn_amx_set(int on);
+void attn_amx_begin(void);
+void attn_amx_end(void);
+void attn_amx_scores(const uint32_t *kb, int64_t ldk, const uint32_t *qt2, int nk, float *st);
+void attn_amx_pv(const uint32_t *vt, int64_t ldv, int np2, const uint32_t *pt2, int64_t dv,
+                 float *ot);
 
 #endif /* ATTN_KERNELS_ISA_H */

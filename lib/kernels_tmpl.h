@@ -27,6 +27,7 @@
 #define pack_t ISA_NAME(pack_t)
 #define gemm_task_a ISA_NAME(gemm_task_a)
 #define gemm_task_b ISA_NAME(gemm_task_b)
+#define gemm_dots ISA_NAME(gemm_dots)
 #define gemm_rows ISA_NAME(gemm_rows)
 #define gemm_rows_task ISA_NAME(gemm_rows_task)
 #define gemm_split ISA_NAME(gemm_split)
@@ -40,6 +41,8 @@
 #define score_consts_of ISA_NAME(score_consts_of)
 #define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
+#define score_fix ISA_NAME(score_fix)
+#define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
 #define lazy_tile ISA_NAME(lazy_tile)
 #define pv_tile ISA_NAME(pv_tile)
@@ -57,13 +60,19 @@
 #define decode_dot ISA_NAME(decode_dot)
 #define decode_rope_q ISA_NAME(decode_rope_q)
 #define decode_rope_block ISA_NAME(decode_rope_block)
+#define rope_apply ISA_NAME(rope_apply)
 #define rope_rows ISA_NAME(rope_rows)
 #define decode_block ISA_NAME(decode_block)
+#define decode_weights ISA_NAME(decode_weights)
 #define sdpa_rows ISA_NAME(sdpa_rows)
 #define sdpa_task ISA_NAME(sdpa_task)
 #define sdpa_plan ISA_NAME(sdpa_plan)
 #define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
 #define sdpa_run ISA_NAME(sdpa_run)
+#define sdpa_bf16_carve ISA_NAME(sdpa_bf16_carve)
+#define sdpa_bf16_bytes ISA_NAME(sdpa_bf16_bytes)
+#define bf16_task ISA_NAME(bf16_task)
+#define sdpa_by_rows ISA_NAME(sdpa_by_rows)
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
@@ -224,20 +233,51 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
     }
 }
 
-/* Rows one at a time for short A (decode steps): dot products along k. */
-static TGT void gemm_rows(const gemm_args *g)
+/* C[i0+r][j0+c] for r < RI, c < CJ: RI x CJ dot products along k, each its
+ * own chain of FMAs over whole vectors, then a masked tail and a sum across
+ * lanes. Every output's arithmetic is the same whatever the block, so any
+ * blocking gives the same bits; the block only shares the loads of A and B
+ * among the chains, and gives the FMA units independent work. */
+static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t j0, int RI, int CJ)
 {
     VM tm = VTAILMASK((int)(g->k % VW));
     int64_t kf = g->k - g->k % VW;
-    for (int64_t i = 0; i < g->m; i++) {
-        const float *a = g->a + i * g->lda;
-        for (int64_t j = 0; j < g->n; j++) {
-            const float *b = g->b + j * g->ldb;
-            V s = VZERO();
-            for (int64_t p = 0; p < kf; p += VW) s = VFMA(VLOAD(a + p), VLOAD(b + p), s);
-            if (kf < g->k) s = VFMA(VLOADM(a + kf, tm), VLOADM(b + kf, tm), s);
-            g->c[i * g->ldc + j] = VHSUM(s) + (g->bias ? g->bias[j] : 0.0f);
+    const float *a = g->a + i0 * g->lda, *b = g->b + j0 * g->ldb;
+    V s[4][8];
+    UNROLL for (int r = 0; r < RI; r++)
+        UNROLL for (int c = 0; c < CJ; c++) s[r][c] = VZERO();
+    for (int64_t p = 0; p < kf; p += VW) {
+        V bv[8];
+        UNROLL for (int c = 0; c < CJ; c++) bv[c] = VLOAD(b + c * g->ldb + p);
+        UNROLL for (int r = 0; r < RI; r++) {
+            V av = VLOAD(a + r * g->lda + p);
+            UNROLL for (int c = 0; c < CJ; c++) s[r][c] = VFMA(av, bv[c], s[r][c]);
         }
+    }
+    if (kf < g->k)
+        UNROLL for (int r = 0; r < RI; r++)
+            UNROLL for (int c = 0; c < CJ; c++)
+                s[r][c] = VFMA(VLOADM(a + r * g->lda + kf, tm), VLOADM(b + c * g->ldb + kf, tm), s[r][c]);
+    UNROLL for (int r = 0; r < RI; r++)
+        UNROLL for (int c = 0; c < CJ; c++)
+            g->c[(i0 + r) * g->ldc + j0 + c] = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
+}
+
+/* Few rows of A (decode steps, short batches): dot products along k, in
+ * blocks of 4 rows x 4 columns of C (1 x 8 for a single row), so each
+ * load of B serves every row and the FMA chains run side by side. */
+static TGT void gemm_rows(const gemm_args *g)
+{
+    int64_t i = 0;
+    for (; i + 4 <= g->m; i += 4) {
+        int64_t j = 0;
+        for (; j + 4 <= g->n; j += 4) gemm_dots(g, i, j, 4, 4);
+        for (; j < g->n; j++) gemm_dots(g, i, j, 4, 1);
+    }
+    for (; i < g->m; i++) {
+        int64_t j = 0;
+        for (; j + 8 <= g->n; j += 8) gemm_dots(g, i, j, 1, 8);
+        for (; j < g->n; j++) gemm_dots(g, i, j, 1, 1);
     }
 }
 
@@ -382,28 +422,14 @@ static inline ALWAYS TGT V score_terms(const score_consts *c, V s, float d, int 
     return s;
 }
 
-/* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
- * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
- * holds them already scaled), through softcap and ALiBi, with
+/* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
+ * i0.., QB of them, scale applied) through softcap and ALiBi, with
  * causal/window/key_mask applied. */
-static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                         const float *qt, int64_t i0, int64_t jb, int kn,
-                                         V acc[KN][QV])
+static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int64_t jb, int kn,
+                                        V acc[KN][QV])
 {
     int64_t bl, br;
     band_of(j, &bl, &br);
-    /* query vectors before v0 see none of keys jb.. (causal, window) */
-    int v0 = first_vector(j, br, i0, jb);
-    if (kn == KN) {
-        switch (v0) {
-        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
-        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
-        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc); break;
-        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc); break;
-        }
-    } else {
-        kq_tile(qt, j->d, kr, ks, kn, v0, acc);
-    }
     V ninf = VSET1(-INFINITY);
     score_consts sc = score_consts_of(j);
     int structural = bl >= 0 || br >= 0, terms = sc.softcap || sc.alibi;
@@ -431,16 +457,36 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr
     }
 }
 
-/* Scores of one tile into st, folded into the running maxima bm while
- * still in registers; then the explicit mask and bias (row-major in
- * memory, so a scalar pass, after which the caller takes the maxima
- * again). */
-static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                         const float *qt, int64_t i0, int64_t nr, int64_t jb,
-                                         int kn, float *st, V bm[QV])
+/* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
+ * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
+ * holds them already scaled), through score_fix. */
+static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                         const float *qt, int64_t i0, int64_t jb, int kn,
+                                         V acc[KN][QV])
 {
-    V acc[KN][QV];
-    score_regs(j, kr, ks, qt, i0, jb, kn, acc);
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    /* query vectors before v0 see none of keys jb.. (causal, window) */
+    int v0 = first_vector(j, br, i0, jb);
+    if (kn == KN) {
+        switch (v0) {
+        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
+        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
+        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc); break;
+        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc); break;
+        }
+    } else {
+        kq_tile(qt, j->d, kr, ks, kn, v0, acc);
+    }
+    score_fix(j, i0, jb, kn, acc);
+}
+
+/* A tile of final register scores into st, folded into the running maxima
+ * bm; then the explicit mask and bias (row-major in memory, so a scalar
+ * pass, after which the caller takes the maxima again). */
+static inline ALWAYS TGT void score_store(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                          int64_t jb, int kn, V acc[KN][QV], float *st, V bm[QV])
+{
     for (int kk = 0; kk < kn; kk++)
         UNROLL for (int v = 0; v < QV; v++) {
             bm[v] = VMAX(bm[v], acc[kk][v]);
@@ -458,6 +504,16 @@ static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr
             }
         }
     }
+}
+
+/* Scores of one tile into st (score_regs, then score_store). */
+static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                         const float *qt, int64_t i0, int64_t nr, int64_t jb,
+                                         int kn, float *st, V bm[QV])
+{
+    V acc[KN][QV];
+    score_regs(j, kr, ks, qt, i0, jb, kn, acc);
+    score_store(j, i0, nr, jb, kn, acc, st, bm);
 }
 
 /* Scores above the reference max by at most this much are exponentiated
@@ -587,16 +643,19 @@ static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t
     }
 }
 
-/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
- * (stride d): see attn_sdpa_job. */
-static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
-                                        int64_t t0, int64_t n, float *y)
+/* Rows of x (stride xs) turned by rope into y (stride ys; may be x): row r
+ * by table row t0 + r (2d floats, C then S, rope.c), d features a row, the
+ * first dims in pairs (a, a + dims/2), or (a, a + 1) when interleaved,
+ * feature a of a pair becoming x_a C[a] - x_b S[a] and feature b
+ * x_a S[a] + x_b C[a]; the features past dims copied. */
+static TGT void rope_apply(const float *table, int64_t t0, int64_t n, int64_t d, int64_t dims,
+                           int interleaved, const float *x, int64_t xs, float *y, int64_t ys)
 {
-    int64_t d = j->d, h = j->rope_dims / 2;
+    int64_t h = dims / 2;
     for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * xs, *c = j->rope + (t0 + r) * 2 * d, *sn = c + d;
-        float *yr = y + r * d;
-        if (j->rope_interleaved) {
+        const float *xr = x + r * xs, *c = table + (t0 + r) * 2 * d, *sn = c + d;
+        float *yr = y + r * ys;
+        if (interleaved) {
             for (int64_t k = 0; k < 2 * h; k += 2) {
                 float a = xr[k], b = xr[k + 1];
                 yr[k] = a * c[k] - b * sn[k];
@@ -619,11 +678,19 @@ static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, 
     }
 }
 
-/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale once here
+/* Rotary embedding of n rows of x (stride xs) at table rows t0.. into y
+ * (stride d): see attn_sdpa_job. */
+static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, int64_t xs,
+                                        int64_t t0, int64_t n, float *y)
+{
+    rope_apply(j->rope, t0, n, j->d, j->rope_dims, j->rope_interleaved, x, xs, y, j->d);
+}
+
+/* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale sc once here
  * rather than every score of every key block; with rope, rotated first
  * (through qr, QB x d floats). */
 static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
-                                           float *qr)
+                                           float *qr, float sc)
 {
     if (j->rope) {
         rope_rows(j, j->q + i0 * j->q_stride, j->q_stride, j->rope_q0 + i0, nr, qr);
@@ -631,10 +698,11 @@ static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, i
     } else {
         pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
     }
-    V sc = VSET1(j->scale);
+    if (sc == 1.0f) return;
+    V scv = VSET1(sc);
     for (int64_t p = 0; p < j->d; p++)
         UNROLL for (int q = 0; q < QV; q++)
-            VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), sc));
+            VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), scv));
 }
 
 /* One key block exponentiated tile by tile while the scores are still in
@@ -802,7 +870,11 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
                          stream);
 }
 
-/* One query block: the online-softmax loop over key blocks. Scratch: qt
+#include "bf16_tmpl.h" /* flash_block_bf16: a job with precision bf16 */
+
+/* One query block: the online-softmax loop over key blocks; with bf (a
+ * bf16 job's keys and values, bf16_tmpl.h) its products in bfloat16
+ * (qt2: ldk x QB words, pt2: BK / 2 x QB). Scratch: qt
  * (d x QB), st (BK x QB), ot (dv x QB), with rope kr_rope (BK x d, the
  * rotated queries and then each key block), and with weights mb (one QB
  * row per key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
@@ -811,11 +883,13 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
  * is staged in pb and that last pass writes the weights once from it
  * (non-temporal): the caller's buffer is touched once, not written, read
  * back and written again. */
-static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                 float *qt, float *st, float *ot, float *mb, float *pb,
-                                 float *kr_rope)
+static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0,
+                                 int64_t nr, float *qt, float *st, float *ot, float *mb, float *pb,
+                                 float *kr_rope, uint32_t *qt2, uint32_t *pt2)
 {
-    flash_pack_q(j, i0, nr, qt, kr_rope);
+    int amx = bf && bf16_amx(j);
+    if (bf) bf16_pack_q(j, bf, i0, nr, qt, kr_rope, qt2);
+    else flash_pack_q(j, i0, nr, qt, kr_rope, j->scale);
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     /* a sink starts the online softmax as one key of logit z and no value
      * (m = z, l = 1); without keys the row's output stays zero */
@@ -826,6 +900,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     }
     int64_t klo, khi;
     key_range(j, i0, nr, &klo, &khi);
+    if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
     /* stream the weights once rows are long enough that caching them
      * costs more (a line read before each overwrite) than it saves;
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
@@ -836,26 +911,38 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     /* the first block takes its exact max (two passes over its scores);
      * later ones exponentiate against it lazily, unless the last raised */
     int lazy = 0;
+#ifdef VTILE
+    if (amx) attn_amx_begin();
+#endif
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
         V alpha[QV], sum[QV];
-        const float *kr = j->k + jb * j->k_stride;
-        int64_t ks = j->k_stride;
-        if (j->rope) { /* the block's keys rotated once for the QB queries */
-            rope_rows(j, kr, ks, j->rope_k0 + jb, nk, kr_rope);
-            kr = kr_rope;
-            ks = j->d;
+        if (bf) {
+            flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx, m,
+                             alpha, sum);
+        } else {
+            const float *kr = j->k + jb * j->k_stride;
+            int64_t ks = j->k_stride;
+            if (j->rope) { /* the block's keys rotated once for the QB queries */
+                rope_rows(j, kr, ks, j->rope_k0 + jb, nk, kr_rope);
+                kr = kr_rope;
+                ks = j->d;
+            }
+            if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum);
+            else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum);
         }
-        if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum);
-        else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum);
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
             int64_t blk = (jb - klo) / BK;
             UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
             store_t(st, nk, wdst + jb, wds, nr, stream && !staged);
         }
-        flash_block_pv(j, ot, st, i0, jb, nk, alpha);
+        if (bf) flash_block_pv_bf16(j, bf, ot, pt2, jb, bf16_np2(nk, amx), amx, alpha);
+        else flash_block_pv(j, ot, st, i0, jb, nk, alpha);
     }
+#ifdef VTILE
+    if (amx) attn_amx_end();
+#endif
     float inv[QB];
     flash_store_o(j, i0, nr, ot, l, inv);
     if (!j->w) return;
@@ -1006,12 +1093,35 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, 
     return psum;
 }
 
+/* A decode row's weights, as flash_weights makes them: each key block's P
+ * (in wr, taken against the row's max then, bm[b]) rescaled by
+ * exp(bm[b] - m) / l; zero outside [klo, khi). */
+static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi, int64_t lk,
+                                             const float *bm, float m, float inv)
+{
+    for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
+    for (int64_t t = khi; t < lk; t++) wr[t] = 0.0f;
+    float mf = m == -INFINITY ? 0.0f : m, f[VW];
+    for (int64_t b = 0; klo + b * BK < khi; b++) {
+        int64_t at = klo + b * BK, n = khi - at < BK ? khi - at : BK, t = 0;
+        /* a block seen while the row had no allowed key holds only zeros */
+        VSTORE(f, bm[b] == -INFINITY ? VZERO() : VMUL(VEXP(VSET1(bm[b] - mf)), VSET1(inv)));
+        V fv = VSET1(f[0]);
+        for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(wr + at + t), fv));
+        if (t < n) {
+            VM tm = VTAILMASK((int)(n - t));
+            VSTOREM(wr + at + t, tm, VMUL(VLOADM(wr + at + t, tm), fv));
+        }
+    }
+}
+
 /* Decode-sized query blocks (a few rows): one row at a time along d and dv,
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
- * query, its q2, and those of the key block). */
+ * query, its q2, and those of the key block), with weights bm (one float a
+ * key block: the row's max after it). */
 static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc,
-                          float *r)
+                          float *r, float *bms)
 {
     int64_t vf = j->dv - j->dv % VW, d = j->d;
     float *qr = r, *q2 = r + d;
@@ -1031,10 +1141,15 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float 
             float psum = decode_block(j, jb, nk, sc, m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
             l = l * alpha + psum;
             m = bm;
+            if (j->w) {
+                memcpy(j->w + i * j->w_stride + jb, sc, (size_t)nk * sizeof(float));
+                bms[(jb - klo) / BK] = bm;
+            }
         }
         float inv = l > 0.0f ? 1.0f / l : 0.0f;
         float *o = j->o + i * j->o_stride;
         for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+        if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
     }
 }
 
@@ -1050,7 +1165,18 @@ typedef struct {
     int64_t maxd;
     int64_t maxblk;       /* key blocks of the longest row with weights */
     int64_t maxstage;     /* keys of the longest row staged (pb) */
+    size_t bf_worker;     /* floats before a worker's qt2 and pt2 (0: no bf16 job) */
+    int64_t maxldk;       /* the widest qt2 of the bf16 jobs, in words */
+    bf16_kv *kv;          /* each job's keys and values in bfloat16 (bf16 jobs) */
 } sdpa_args;
+
+/* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
+ * (sdpa_rows), or for a sparse job without weights in smaller blocks; as
+ * sdpa_task splits them. bf16 jobs take whole blocks. */
+static inline int sdpa_by_rows(const attn_sdpa_job *j)
+{
+    return j->lq < QB / 4 && !(j->sparse && j->w) && !j->bf16;
+}
 
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
 {
@@ -1072,69 +1198,122 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
                           st + (size_t)BK * QB);
         return;
     }
-    if (j->lq < QB / 4 && !j->w) {
+    if (sdpa_by_rows(j)) {
         int64_t i0 = b * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
-        float *acc = scr + BK;
-        sdpa_rows(j, i0, nr, scr, acc, acc + s->maxd + VW);
+        float *acc = scr + BK, *r = acc + s->maxd + VW;
+        sdpa_rows(j, i0, nr, scr, acc, r, r + 4 * s->maxd);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
     float *mb = ot + (size_t)s->maxd * QB, *pb = mb + (size_t)(s->maxblk + 1) * QB;
-    sdpa_block_flash(j, i0, nr, qt, st, ot, mb, pb, pb + (size_t)s->maxstage * QB);
+    uint32_t *qt2 = (void *)(scr + s->bf_worker), *pt2 = qt2 + s->maxldk * QB;
+    sdpa_block_flash(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, qt, st, ot, mb, pb,
+                     pb + (size_t)s->maxstage * QB, qt2, pt2);
+}
+
+/* Conversion tasks per bf16 job (bf16_task). */
+#define BF_SPLIT 4
+
+/* Part task % BF_SPLIT of job task / BF_SPLIT's kb and vt. */
+static TGT void bf16_task(void *arg, int64_t task, int worker)
+{
+    const sdpa_args *s = arg;
+    const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
+    const bf16_kv *c = &s->kv[task / BF_SPLIT];
+    if (!j->bf16) return;
+    int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
+    int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
+    if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
 }
 
 /* Sizes for n jobs: per-worker scratch in a (qt + st + ot, + mb + pb with
- * weights, + the rotated rows of rope; the row path needs less), and with first not NULL each job's
- * first task (first[n] = all of them). Returns the work, for the thread
- * count. The sizes are bounded by buffers the caller holds (and pb by
- * STAGE_LK), so they fit. */
+ * weights, + the rotated rows of rope, + qt2 and pt2 with bf16 jobs; the
+ * row path needs less), and with first not NULL each job's first task
+ * (first[n] = all of them). Returns the work, for the thread count. The
+ * sizes are bounded by buffers the caller holds (and pb by STAGE_LK), so
+ * they fit. */
 static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int64_t *first, sdpa_args *a)
 {
-    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0;
+    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0, maxldk = 0;
     double work = 0;
     for (size_t i = 0; i < n; i++) {
         const attn_sdpa_job *j = &jobs[i];
-        int64_t rows = j->lq < QB / 4 && !j->w ? QB / 4 : QB;
+        int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB;
         if (first) first[i] = tasks;
         tasks += (j->lq + rows - 1) / rows;
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
         if (j->w && j->lk <= STAGE_LK && j->lk > maxstage) maxstage = j->lk;
+        if (j->bf16 && BF_ROUND(j->d) / 2 > maxldk) maxldk = BF_ROUND(j->d) / 2;
         work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
     }
     if (first) first[n] = tasks;
     a->maxd = maxd;
     a->maxblk = maxblk;
     a->maxstage = maxstage;
+    a->maxldk = maxldk;
     /* qt, st, ot, mb, pb, then the rotated rows of rope (BK x maxd) */
-    a->per_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
-                          (size_t)BK * (size_t)maxd);
+    a->bf_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
+                         (size_t)BK * (size_t)maxd);
+    a->per_worker = a->bf_worker + (maxldk ? LINES((size_t)(maxldk + BK / 2) * QB) : 0);
     return work;
 }
 
+/* Bytes of the bf16 jobs' keys and values (and their descriptors). */
+static size_t sdpa_bf16_bytes(const attn_sdpa_job *jobs, size_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += bf16_job_bytes(&jobs[i]);
+    return bytes ? bytes + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float) : 0;
+}
+
 /* Scratch sdpa_run needs for these jobs on up to `threads` threads: the
- * task index (n + 1 int64), then per_worker floats a worker. */
+ * task index (n + 1 int64), the bf16 jobs' keys and values, then
+ * per_worker floats a worker. */
 static size_t sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads)
 {
     if (n == 0) return 0;
     sdpa_args a;
     sdpa_plan(jobs, n, NULL, &a);
     size_t index = LINES((n + 1) * 2) * sizeof(float);
-    return index + (size_t)(threads < 1 ? 1 : threads) * a.per_worker * sizeof(float);
+    return index + sdpa_bf16_bytes(jobs, n) +
+           (size_t)(threads < 1 ? 1 : threads) * a.per_worker * sizeof(float);
+}
+
+/* Points each bf16 job's descriptor in kv at its part of the room after
+ * the descriptors; returns the end of that room. */
+static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
+{
+    char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
+    for (size_t i = 0; i < n; i++) {
+        if (!jobs[i].bf16) continue;
+        bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
+        kv[i].kb = (void *)at;
+        kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;
+        at += bf16_job_bytes(&jobs[i]);
+    }
+    return at;
 }
 
 /* The n jobs of attn_sdpa_run, in scratch of sdpa_scratch_bytes (64-byte
- * aligned). */
+ * aligned): the bf16 jobs' keys and values first, then the query blocks. */
 static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch)
 {
     if (n == 0) return;
     int64_t *first = scratch;
-    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0};
+    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL};
     double work = sdpa_plan(jobs, n, first, &a);
-    a.scratch = (float *)scratch + LINES((n + 1) * 2);
+    char *rest = (char *)scratch + LINES((n + 1) * 2) * sizeof(float);
     if (work < 2e5 || threads < 1) threads = 1;
+    if (sdpa_bf16_bytes(jobs, n)) {
+        a.kv = (void *)rest;
+        rest = sdpa_bf16_carve(jobs, n, a.kv);
+        a.scratch = (void *)rest;
+        attn_pool_run(threads, (int64_t)n * BF_SPLIT, bf16_task, &a);
+    }
+    a.scratch = (void *)rest;
     attn_pool_run(threads, first[n], sdpa_task, &a);
 }

@@ -34,7 +34,8 @@ attn_status attn_linear_check(const attn_options *o, int64_t B, int64_t H, int64
                     : o->alibi ? "alibi" : o->sinks ? "sinks"
                     : o->hard != ATTN_HARD_NONE ? "hard"
                     : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity"
-                    : o->rope.on ? "rope" : NULL;
+                    : o->rope.on ? "rope"
+                    : o->precision != ATTN_PRECISION_FP32 ? "precision" : NULL;
     if (bad)
         return attn_fail(err, ATTN_ERR_PARAM, bad,
                          "%s has no linear-time form; linear attention takes causal, align, "

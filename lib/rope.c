@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 #include "internal.h"
+#include "kernels_isa.h"
 #include "pool.h"
 
 /* Positions per table task and rows per rotation task. */
@@ -125,22 +126,6 @@ void attn_rope_table(const attn_exec *ex, attn_rope_pass *p)
     p->table = table;
 }
 
-/* One row of hd features from x into y (which may be x), turned by the
- * table row cs (C, then S). */
-static void rotate(const attn_rope_pass *p, const float *x, float *y, const float *cs)
-{
-    const float *sn = cs + p->hd;
-    for (int64_t k = 0; k < p->dims / 2; k++) {
-        int64_t ia, ib;
-        pair_of(p, k, &ia, &ib);
-        float a = x[ia], b = x[ib];
-        y[ia] = a * cs[ia] - b * sn[ia];
-        y[ib] = a * sn[ia] + b * cs[ia];
-    }
-    if (y != x)
-        memcpy(y + p->dims, x + p->dims, (size_t)(p->hd - p->dims) * sizeof *y);
-}
-
 /* Task t: ROPE_CHUNK rows of the query set, then of the key set. */
 static void rows_task(void *arg, int64_t t, int worker)
 {
@@ -150,12 +135,15 @@ static void rows_task(void *arg, int64_t t, int worker)
     const attn_rope_set *s = &p->set[t < nq ? 0 : 1];
     int64_t r0 = (t < nq ? t : t - nq) * ROPE_CHUNK;
     int64_t r1 = r0 + ROPE_CHUNK < s->rows ? r0 + ROPE_CHUNK : s->rows;
-    for (int64_t r = r0; r < r1; r++) {
-        const float *cs = p->table + (s->pos0 + r % s->L) * 2 * p->hd;
-        for (int64_t h = 0; h < s->heads; h++)
-            rotate(p, s->src + r * s->src_stride + h * p->hd, s->dst + r * s->dst_stride + h * p->hd,
-                   cs);
-    }
+    const attn_kernel_set *ks = attn_kernels_active();
+    int interleaved = p->r->style != ATTN_ROPE_HALF;
+    for (int64_t h = 0; h < s->heads; h++)
+        for (int64_t r = r0, run; r < r1; r += run) { /* runs of positions within one batch row */
+            run = s->L - r % s->L < r1 - r ? s->L - r % s->L : r1 - r;
+            ks->rope(p->table, s->pos0 + r % s->L, run, p->hd, p->dims, interleaved,
+                     s->src + r * s->src_stride + h * p->hd, s->src_stride,
+                     s->dst + r * s->dst_stride + h * p->hd, s->dst_stride);
+        }
 }
 
 void attn_rope_set_rows(attn_rope_set *s, const float *src, int64_t src_stride, float *dst,

@@ -165,6 +165,14 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
     }
     if ((st = check_pipeline(o, H > 0 ? H : 1, err)) != ATTN_OK)
         return st;
+    if (o->precision != ATTN_PRECISION_FP32 && o->precision != ATTN_PRECISION_BF16)
+        return attn_fail(err, ATTN_ERR_PARAM, "precision", "precision must be \"fp32\" or \"bf16\"");
+    if (o->precision == ATTN_PRECISION_BF16 &&
+        (o->hard != ATTN_HARD_NONE || o->sparsity.pattern != ATTN_SPARSE_NONE))
+        return attn_fail(err, ATTN_ERR_PARAM, "precision",
+                         "precision \"bf16\" does not apply with %s (only the dense flash kernel "
+                         "computes in bfloat16)",
+                         o->hard != ATTN_HARD_NONE ? "hard" : "sparsity");
     if ((st = attn_sparsity_check(o, Lq, Lk, err)) != ATTN_OK)
         return st;
     switch (o->hard) {

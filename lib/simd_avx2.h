@@ -55,7 +55,36 @@
 #define VSFENCE() _mm_sfence()
 #define VTRANSPOSE(r) attn_transpose_avx2(r)
 
+#define VB __m256i
+#define VBLOAD(p) _mm256_loadu_si256((const __m256i *)(p))
+#define VBSTORE(p, b) _mm256_storeu_si256((__m256i *)(p), b)
+#define VBSET1(u) _mm256_set1_epi32((int)(u))
+#define VBPACK(lo, hi) _mm256_or_si256(attn_bf16_avx2(lo), _mm256_slli_epi32(attn_bf16_avx2(hi), 16))
+#define VBROW(a, b) _mm256_permute4x64_epi64(_mm256_packus_epi32(attn_bf16_avx2(a), attn_bf16_avx2(b)), 0xD8)
+#define VDPBF(acc, a, b) attn_dpbf_avx2(acc, a, b)
+
 #define SIMD_INLINE static inline __attribute__((always_inline)) TGT
+
+/* x rounded to bfloat16 as attn_bf16_bits does: the 16 bits in the low
+ * half of each lane. */
+SIMD_INLINE __m256i attn_bf16_avx2(__m256 x)
+{
+    __m256i u = _mm256_castps_si256(x);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+    __m256i q = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, q, _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q)));
+}
+
+/* vdpbf16ps emulated: see simd_avx512.h's attn_dpbf_avx512. */
+SIMD_INLINE __m256 attn_dpbf_avx2(__m256 acc, __m256i a, __m256i b)
+{
+    __m256i hm = _mm256_set1_epi32((int)0xffff0000u);
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(a, hm)),
+                          _mm256_castsi256_ps(_mm256_and_si256(b, hm)), acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)),
+                           _mm256_castsi256_ps(_mm256_slli_epi32(b, 16)), acc);
+}
 
 /* In-place 8 x 8 transpose: unpack and shuffle within lanes, then swap
  * 128-bit halves. */

@@ -2,7 +2,12 @@
  * registers), the words kernels_tmpl.h and rows_tmpl.h are written in (see
  * simd_generic.h for what each word means). Compiled through a function
  * target attribute, so the build needs no -march flag; kernels.c calls
- * these kernels only on CPUs that have the instructions. */
+ * these kernels only on CPUs that have the instructions.
+ *
+ * With SIMD_AVX512_BF16 defined before it (kernels_avx512bf16.c), the same
+ * words compile the variant "avx512bf16": VDPBF is vdpbf16ps itself, and
+ * VTILE says the AMX tile unit may take the bf16 kernel's products
+ * (amx.c, when the CPU and the kernel allow it). */
 #ifndef ATTN_SIMD_AVX512_H
 #define ATTN_SIMD_AVX512_H
 
@@ -12,8 +17,16 @@
 
 #include "simd_x86.h"
 
+#ifdef SIMD_AVX512_BF16
+#define ISA_NAME(x) attn_##x##_avx512bf16
+#define TGT __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma,avx512bf16")))
+#define VDPBF(acc, a, b) _mm512_dpbf16_ps(acc, (__m512bh)(a), (__m512bh)(b))
+#define VTILE 1
+#else
 #define ISA_NAME(x) attn_##x##_avx512
 #define TGT __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+#define VDPBF(acc, a, b) attn_dpbf_avx512(acc, a, b)
+#endif
 #define V __m512
 #define VM __mmask16
 #define VW 16
@@ -54,6 +67,58 @@
 #define VSTREAM(p, v) _mm512_stream_ps(p, v)
 #define VSFENCE() _mm_sfence()
 #define VTRANSPOSE(r) attn_transpose_avx512(r)
+#define VB __m512i
+#define VBLOAD(p) _mm512_loadu_si512(p)
+#define VBSTORE(p, b) _mm512_storeu_si512(p, b)
+#define VBSET1(u) _mm512_set1_epi32((int)(u))
+#ifdef SIMD_AVX512_BF16
+/* vcvtne2ps2bf16 rounds as attn_bf16_bits does, but flushes subnormals */
+#define VBPACK(lo, hi) _mm512_permutexvar_epi16(attn_bf16_pairs, (__m512i)_mm512_cvtne2ps_pbh(hi, lo))
+#define VBROW(a, b) ((__m512i)_mm512_cvtne2ps_pbh(b, a))
+#else
+#define VBPACK(lo, hi) _mm512_or_si512(attn_bf16_avx512(lo), _mm512_slli_epi32(attn_bf16_avx512(hi), 16))
+#define VBROW(a, b) attn_bf16_row_avx512(a, b)
+#endif
+
+#ifdef SIMD_AVX512_BF16
+/* vcvtne2ps2bf16(hi, lo) gives lo's 16 words, then hi's: word 2i of a
+ * pair vector is word i of that, word 2i + 1 word 16 + i. */
+#define attn_bf16_pairs                                                                     \
+    _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, \
+                     21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0)
+#endif
+
+/* x rounded to bfloat16 as attn_bf16_bits does: the 16 bits in the low
+ * half of each lane. */
+static inline __attribute__((always_inline)) TGT __m512i attn_bf16_avx512(__m512 x)
+{
+    __m512i u = _mm512_castps_si512(x);
+    __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+}
+
+static inline __attribute__((always_inline)) TGT __m512i attn_bf16_row_avx512(__m512 a, __m512 b)
+{
+    __m256i lo = _mm512_cvtepi32_epi16(attn_bf16_avx512(a));
+    __m256i hi = _mm512_cvtepi32_epi16(attn_bf16_avx512(b));
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+#ifndef SIMD_AVX512_BF16
+/* vdpbf16ps without AVX512_BF16: the products of bfloat16 are exact in
+ * float32, so two fused multiply-adds in its order give its sums (but
+ * keep subnormals). */
+static inline __attribute__((always_inline)) TGT __m512 attn_dpbf_avx512(__m512 acc, __m512i a, __m512i b)
+{
+    __m512i hm = _mm512_set1_epi32((int)0xffff0000u);
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a, hm)),
+                          _mm512_castsi512_ps(_mm512_and_si512(b, hm)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)),
+                           _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)), acc);
+}
+#endif
 
 /* In-place 16 x 16 transpose: 2x2 blocks by unpack, 4x4 by shuffle, then
  * the 128-bit lanes by two rounds of shuffle_f32x4. */

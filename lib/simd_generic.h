@@ -25,6 +25,15 @@
  *   VPOW2N(y,n) (y * 2^n for whole n, 0 where that is below the normal
  *   range), VHSUM(v) and VHMAX(v) (across lanes, to a float),
  *   VTRANSPOSE(r) (VW x VW in place).
+ * bfloat16 pairs (the bf16 kernel, bf16_tmpl.h): VB is a vector of VW
+ *   32-bit lanes, each holding two bfloat16 (the low half first);
+ *   VBLOAD(p), VBSTORE(p,b) (p: uint32_t), VBSET1(u) (every lane u),
+ *   VBPACK(lo,hi) (lane l: lo[l] and hi[l] rounded to bfloat16, to nearest
+ *   even, NaN kept), VBROW(a,b) (the 2 VW floats a then b, rounded, as VW
+ *   pairs in order: bfloat16 row-major), VDPBF(acc,a,b) (acc + a.hi b.hi +
+ *   a.lo b.lo per lane in float32, in that order: AVX512_BF16's
+ *   vdpbf16ps, which the variant with it runs as such; it flushes
+ *   subnormals, the emulation does not).
  * VEXP and VTANH come from simd_math.h, written once over these words;
  * here VEXP is libm's expf, the most exact exponential a scalar has. */
 #ifndef ATTN_SIMD_GENERIC_H
@@ -32,6 +41,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #define ISA_NAME(x) attn_##x##_generic
 #define TGT
@@ -76,6 +86,13 @@
 #define VSFENCE() ((void)0)
 #define VTRANSPOSE(r) ((void)(r))
 #define VEXP(x) expf(x)
+#define VB uint32_t
+#define VBLOAD(p) (*(p))
+#define VBSTORE(p, b) (*(p) = (b))
+#define VBSET1(u) ((uint32_t)(u))
+#define VBPACK(lo, hi) attn_bf16_pair(lo, hi)
+#define VBROW(a, b) attn_bf16_pair(a, b)
+#define VDPBF(acc, a, b) attn_dpbf_generic(acc, a, b)
 
 /* As maxps and minps: the second operand when either is NaN. */
 static inline float attn_max_generic(float a, float b)
@@ -86,6 +103,37 @@ static inline float attn_max_generic(float a, float b)
 static inline float attn_min_generic(float a, float b)
 {
     return a < b ? a : b;
+}
+
+/* x rounded to bfloat16 (to nearest, ties to even; a NaN stays a NaN):
+ * its 16 bits. Every vocabulary rounds as this does. */
+static inline uint32_t attn_bf16_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
+static inline uint32_t attn_bf16_pair(float lo, float hi)
+{
+    return attn_bf16_bits(lo) | attn_bf16_bits(hi) << 16;
+}
+
+/* The float32 value of bfloat16 bits b (in the low or high half). */
+static inline float attn_bf16_float(uint32_t b)
+{
+    float f;
+    b <<= 16;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+static inline float attn_dpbf_generic(float acc, uint32_t a, uint32_t b)
+{
+    acc += attn_bf16_float(a >> 16) * attn_bf16_float(b >> 16);
+    return acc + attn_bf16_float(a & 0xffffu) * attn_bf16_float(b & 0xffffu);
 }
 
 #endif /* ATTN_SIMD_GENERIC_H */

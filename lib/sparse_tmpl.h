@@ -301,7 +301,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
 static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
                                   float *st, float *ot)
 {
-    flash_pack_q(j, i0, nr, qt, NULL); /* rope: rotated before (attn_rope_in_kernel) */
+    flash_pack_q(j, i0, nr, qt, NULL, j->scale); /* rope: rotated before (attn_rope_in_kernel) */
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     V m[QV], l[QV]; /* a sink starts the softmax as in sdpa_block_flash */
     UNROLL for (int q = 0; q < QV; q++) {

@@ -1,5 +1,6 @@
 /* nn.c - the dense pieces around the attention: linear layers, LayerNorm, GRU cell, log-softmax. */
 #include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -23,124 +24,11 @@ int mdl_lib_fail(mdl_run *r, const char *what, attn_status st, const attn_error 
                     ae->message);
 }
 
-/* Four rows of X against one row of W at once: W is read once per 4 rows. */
-static inline __attribute__((always_inline)) void linear_body(const float *X, int N, int in, const float *W,
-                                                              const float *b, int out, float *Y, int ldy)
-{
-    for (int o = 0; o < out; o++) {
-        const float *w = W + (size_t)o * in;
-        float bias = b ? b[o] : 0.0f;
-        int n = 0;
-        for (; n + 4 <= N; n += 4) {
-            const float *x0 = X + (size_t)n * in, *x1 = x0 + in, *x2 = x1 + in, *x3 = x2 + in;
-            float a0[8] = {0}, a1[8] = {0}, a2[8] = {0}, a3[8] = {0};
-            int i = 0;
-            for (; i + 8 <= in; i += 8)
-                for (int j = 0; j < 8; j++) {
-                    a0[j] += w[i + j] * x0[i + j];
-                    a1[j] += w[i + j] * x1[i + j];
-                    a2[j] += w[i + j] * x2[i + j];
-                    a3[j] += w[i + j] * x3[i + j];
-                }
-            float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int j = 0; j < 8; j++) {
-                s0 += a0[j];
-                s1 += a1[j];
-                s2 += a2[j];
-                s3 += a3[j];
-            }
-            for (; i < in; i++) {
-                s0 += w[i] * x0[i];
-                s1 += w[i] * x1[i];
-                s2 += w[i] * x2[i];
-                s3 += w[i] * x3[i];
-            }
-            Y[(size_t)n * ldy + o] = s0 + bias;
-            Y[(size_t)(n + 1) * ldy + o] = s1 + bias;
-            Y[(size_t)(n + 2) * ldy + o] = s2 + bias;
-            Y[(size_t)(n + 3) * ldy + o] = s3 + bias;
-        }
-        for (; n < N; n++) {
-            const float *x = X + (size_t)n * in;
-            float a[8] = {0}, s = 0;
-            int i = 0;
-            for (; i + 8 <= in; i += 8)
-                for (int j = 0; j < 8; j++)
-                    a[j] += w[i + j] * x[i + j];
-            for (int j = 0; j < 8; j++)
-                s += a[j];
-            for (; i < in; i++)
-                s += w[i] * x[i];
-            Y[(size_t)n * ldy + o] = s + bias;
-        }
-    }
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-__attribute__((target("avx2,fma"))) static inline float hsum8(__m256 v)
-{
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* Blocks of 4 outputs: 4 independent FMA chains per row of X, the block's
- * 4 rows of W stay in L1 across the N rows. */
-__attribute__((target("avx2,fma"))) static void linear_avx2(const float *X, int N, int in, const float *W,
-                                                            const float *b, int out, float *Y)
-{
-    int o = 0, in8 = in & ~7;
-    for (; o + 4 <= out; o += 4) {
-        const float *w0 = W + (size_t)o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-        for (int n = 0; n < N; n++) {
-            const float *x = X + (size_t)n * in;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int i = 0; i < in8; i += 8) {
-                __m256 xv = _mm256_loadu_ps(x + i);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w0 + i), xv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w1 + i), xv, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w2 + i), xv, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w3 + i), xv, a3);
-            }
-            float s0 = hsum8(a0), s1 = hsum8(a1), s2 = hsum8(a2), s3 = hsum8(a3);
-            for (int i = in8; i < in; i++) {
-                s0 += w0[i] * x[i];
-                s1 += w1[i] * x[i];
-                s2 += w2[i] * x[i];
-                s3 += w3[i] * x[i];
-            }
-            float *y = Y + (size_t)n * out + o;
-            y[0] = s0 + (b ? b[o] : 0.0f);
-            y[1] = s1 + (b ? b[o + 1] : 0.0f);
-            y[2] = s2 + (b ? b[o + 2] : 0.0f);
-            y[3] = s3 + (b ? b[o + 3] : 0.0f);
-        }
-    }
-    if (o < out)
-        linear_body(X, N, in, W + (size_t)o * in, b ? b + o : NULL, out - o, Y + o, out);
-}
-#endif
-
-static void linear_generic(const float *X, int N, int in, const float *W, const float *b, int out, float *Y)
-{
-    linear_body(X, N, in, W, b, out, Y, out);
-}
-
+/* Y = X W^T + b (nn.Linear), one thread: the library's product for few rows
+ * (few rows x many outputs is what a decoder step needs). */
 void mdl_linear(const float *X, int N, int in, const float *W, const float *b, int out, float *Y)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    static int have = -1; /* a benign race: every thread computes the same value */
-    if (have < 0)
-        have = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (have) {
-        linear_avx2(X, N, in, W, b, out, Y);
-        return;
-    }
-#endif
-    linear_generic(X, N, in, W, b, out, Y);
+    attn_gemm_nt(N, out, in, X, in, W, in, b, Y, out, 1, NULL);
 }
 
 void mdl_add_norm(float *x, const float *d, int N, int E, const float *w, const float *b)

@@ -40,19 +40,19 @@ static const srv_field fields[] = {
     {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP | XC, 0, NULL, NULL, "query i sees key j only where j <= i' (i' = i, or i + Lk - Lq with align bottom_right)"},
     {"align", SRV_FT_WORD, S(ALIGN), BOTH | BODY | KSP | XC, 0, NULL, NULL, "\"top_left\" or \"bottom_right\": where the diagonal of causal, window, alibi and rope sits"},
     {"window", SRV_FT_WINDOW, S(WINDOW), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "w: |i' - j| <= w; or [left, right]: i' - left <= j <= i' + right, null for an unbounded side"},
-    {"window_left", SRV_FT_INT, S(WINDOW_LEFT), BOTH | KSP | XC | XL, 0, NULL, NULL, "keys up to this many before i' (the other side unbounded unless given)"},
-    {"window_right", SRV_FT_INT, S(WINDOW_RIGHT), BOTH | KSP | XC | XL, 0, NULL, NULL, "keys up to this many after i' (the other side unbounded unless given)"},
+    {"window_left", SRV_FT_INT, S(WINDOW_LEFT), BOTH | SN | KSP | XC | XL, 0, NULL, NULL, "keys up to this many before i' (the other side unbounded unless given)"},
+    {"window_right", SRV_FT_INT, S(WINDOW_RIGHT), BOTH | SN | KSP | XC | XL, 0, NULL, NULL, "keys up to this many after i' (the other side unbounded unless given)"},
     {"softcap", SRV_FT_NUMBER, S(SOFTCAP), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "c > 0: scores become c * tanh(s / c)"},
     {"alibi", SRV_FT_HEADS, S(ALIBI), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "true (the ALiBi paper's slopes), a slope (/attention) or one slope per head (/multihead)"},
-    {"alibi", SRV_FT_TENSOR, S(ALIBI), MHA | KSI, 0, NULL, "(H)", "one ALiBi slope per head"},
+    {"alibi", SRV_FT_TENSOR, S(ALIBI), MHA | SN | KSI, 0, NULL, "(H)", "one ALiBi slope per head"},
     {"sinks", SRV_FT_HEADS, S(SINKS), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "a sink logit in each softmax's denominator: a number (/attention) or one per head (/multihead)"},
-    {"sinks", SRV_FT_TENSOR, S(SINKS), MHA | KSI, 0, NULL, "(H)", "one sink logit per head"},
+    {"sinks", SRV_FT_TENSOR, S(SINKS), MHA | SN | KSI, 0, NULL, "(H)", "one sink logit per head"},
     {"rope", SRV_FT_OBJECT, S(ROPE), BOTH | SN | BODY | XC | XL | DOT, 0, NULL, NULL, "rotary embedding of query and key rows: {base, style, dims, offset}"},
-    {"rope", SRV_FT_BOOL, S(ROPE_ON), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rotary embedding with the defaults (rope_* parameters imply it)"},
-    {"rope_base", SRV_FT_NUMBER, S(ROPE_BASE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: the frequency base (10000)"},
-    {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
-    {"rope_dims", SRV_FT_INT, S(ROPE_DIMS), BOTH | KSP | XC | XL | DOT, 1, NULL, NULL, "rope: features turned (even, up to the head dim)"},
-    {"rope_offset", SRV_FT_INT, S(ROPE_OFFSET), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "rope: added to every position"},
+    {"rope", SRV_FT_BOOL, S(ROPE_ON), BOTH | SN | KSP | XC | XL | DOT, 0, NULL, NULL, "rotary embedding with the defaults (rope_* parameters imply it)"},
+    {"rope_base", SRV_FT_NUMBER, S(ROPE_BASE), BOTH | SN | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: the frequency base (10000)"},
+    {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | SN | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
+    {"rope_dims", SRV_FT_INT, S(ROPE_DIMS), BOTH | SN | KSP | XC | XL | DOT, 1, NULL, NULL, "rope: features turned (even, up to the head dim)"},
+    {"rope_offset", SRV_FT_INT, S(ROPE_OFFSET), BOTH | SN | KSP | XC | XL | DOT, ANY, NULL, NULL, "rope: added to every position"},
     {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | SS | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
     {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP | XL, 0, NULL, NULL, "\"argmax\", {\"top_k\": k} or {\"sample\": {\"temperature\": T}}"},
     {"temperature", SRV_FT_NUMBER, S(TEMPERATURE), BOTH | KSP | XL, 0, NULL, NULL, "hard \"sample\": draws from w^(1/T) (1)"},
@@ -68,10 +68,11 @@ static const srv_field fields[] = {
     {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
     {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP | LIN, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
+    {"precision", SRV_FT_WORD, S(PRECISION), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
     {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
-    {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
+    {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | SS | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
     {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | SN | BODY | KSP | RM | RS, ANY, NULL, NULL, "an integer that divides the embedding size"},
     {"num_kv_heads", SRV_FT_INT, S(NUM_KV_HEADS), MHA | SN | BODY | KSP, 1, NULL, NULL, "and divide num_heads"},
     {"average_weights", SRV_FT_BOOL, S(AVERAGE_WEIGHTS), MHA | BODY | KSP, 0, NULL, NULL, "weights averaged over the heads"},
@@ -81,9 +82,13 @@ static const srv_field fields[] = {
     {"hidden_size", SRV_FT_INT, S(HIDDEN_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dh of seeded additive / concat_tanh parameters"},
     {"output_size", SRV_FT_INT, S(OUTPUT_SIZE), ATT | BODY | KSP, 1, NULL, NULL, "Dout of seeded concat parameters"},
     {"scale", SRV_FT_NUMBER, S(SCALE), ATT | SN | BODY | KSP, 0, NULL, NULL, "scaled_dot's factor, 1/sqrt(Dk) by default"},
-    {"head_dim", SRV_FT_INT, S(HEAD_DIM), SN | BODY | RS, 1, NULL, NULL, "d, the width of each head's query, key and value rows"},
-    {"max_tokens", SRV_FT_INT, S(MAX_TOKENS), SN | BODY | RS, 1, NULL, NULL, "the most rows the session's cache holds"},
+    {"head_dim", SRV_FT_INT, S(HEAD_DIM), SN | BODY | KSP | RS, 1, NULL, NULL, "d, the width of each head's query, key and value rows"},
+    {"max_tokens", SRV_FT_INT, S(MAX_TOKENS), SN | BODY | KSP | RS, 1, NULL, NULL, "the most rows the session's cache holds"},
     {"length", SRV_FT_INT, S(LENGTH), SC | BODY | RS, 0, NULL, NULL, "the rows to keep"},
+    /* Triton's sequence extension, on the multihead-decode model */
+    {"sequence_id", SRV_FT_SEQ_ID, S(SEQ_ID), SN | SS | KSP, 0, NULL, NULL, "the sequence: the id a sequence_start answer gave, or 32 lowercase hex digits of the client's own (128 random bits)"},
+    {"sequence_start", SRV_FT_BOOL, S(SEQ_START), SN | SS | KSP, 0, NULL, NULL, "the sequence's first request: creates its session with the options given"},
+    {"sequence_end", SRV_FT_BOOL, S(SEQ_END), SN | SS | KSP, 0, NULL, NULL, "the sequence's last request: its session is freed once it is answered"},
     /* Multi-head parameters as KServe inputs (the rules' come from
      * attn_rule_describe). */
     {"in_proj_weight", SRV_FT_TENSOR, S(LEARNED), MHA | KSI, 0, NULL, "(3E, E)", ""},
@@ -142,6 +147,7 @@ static const struct {
     {S(POSENC), 0, {"none", "sinusoidal", "learned"}},
     {S(ATTENTION), 0, {"softmax", "linear"}},
     {S(FEATURE_MAP), 0, {"elu", "relu"}},
+    {S(PRECISION), 0, {"fp32", "bf16"}},
     {S(ROPE_STYLE), 0, {"half", "interleaved"}},
     {S(SP_PATTERN), 1, {"local_global", "bigbird", "blocks"}},
 };
@@ -151,7 +157,8 @@ static const char *const type_words[] = {
     [SRV_FT_BOOL] = "boolean", [SRV_FT_INT] = "integer", [SRV_FT_NUMBER] = "number",
     [SRV_FT_HARD] = "hard", [SRV_FT_SEED] = "seed", [SRV_FT_WORD] = "string",
     [SRV_FT_WINDOW] = "integer or [left, right]", [SRV_FT_HEADS] = "boolean, number or list",
-    [SRV_FT_OBJECT] = "object", [SRV_FT_INDICES] = "list of integers"};
+    [SRV_FT_OBJECT] = "object", [SRV_FT_INDICES] = "list of integers",
+    [SRV_FT_SEQ_ID] = "integer or string"};
 
 const char *srv_field_type(const srv_field *f)
 {
@@ -176,6 +183,8 @@ int srv_field_applies(const srv_field *f, int rule)
     unsigned w = f->where;
     if (rule == SRV_MODEL_MULTIHEAD)
         return (w & SRV_F_MHA) != 0;
+    if (rule == SRV_MODEL_DECODE)
+        return (w & (SRV_F_SES_NEW | SRV_F_SES_STEP)) != 0;
     if (!(w & SRV_F_ATT))
         return 0;
     /* the few fields of one rule */
@@ -185,6 +194,8 @@ int srv_field_applies(const srv_field *f, int rule)
         return rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
     if (!strcmp(f->name, "output_size"))
         return rule == ATTN_RULE_CONCAT;
+    if (!strcmp(f->name, "precision")) /* the rules of the flash kernel */
+        return rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_GENERAL;
     if (srv_rule_is_linear(rule)) /* no parameters, so no seed either */
         return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
     if (w & SRV_F_LINEAR_ONLY)
@@ -289,6 +300,8 @@ static int *bool_slot(srv_job *j, int slot)
     case SRV_SLOT_AVERAGE_WEIGHTS: return &j->u.mha.average_weights;
     case SRV_SLOT_RESIDUAL_NORM:   return &j->u.mha.residual_norm;
     case SRV_SLOT_ROPE_ON:         return &job_opt(j)->rope.on;
+    case SRV_SLOT_SEQ_START:       return &j->ses.seq_start;
+    case SRV_SLOT_SEQ_END:         return &j->ses.seq_end;
     default: return NULL;
     }
 }
@@ -341,6 +354,7 @@ static void set_word(srv_job *j, int slot, int k)
     case SRV_SLOT_POSENC:        j->u.mha.positional_encoding = (attn_posenc)k; break;
     case SRV_SLOT_ATTENTION:     j->u.mha.linear = k; break;
     case SRV_SLOT_FEATURE_MAP:   o->feature_map = (attn_feature_map)k; break;
+    case SRV_SLOT_PRECISION:     o->precision = (attn_precision)k; break;
     case SRV_SLOT_ROPE_STYLE:    o->rope.style = (attn_rope_style)k; break;
     case SRV_SLOT_SP_PATTERN:    o->sparsity.pattern = (attn_pattern)k; break;
     default: break;
@@ -626,6 +640,23 @@ int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, 
 static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, srv_codec *c,
                     srv_err *e);
 
+/* Triton's sequence_id: an unsigned 64-bit integer or a string (at most
+ * 64 bytes here); which ids name a session is the sessions' rule. */
+static int read_seq_id(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
+{
+    if (json_is_string(v)) {
+        if (json_string_length(v) > 64)
+            return bad_value(e, f, "at most 64 characters");
+        j->ses.seq_id_kind = 2;
+        j->ses.seq_text = json_string_value(v);
+        return 0;
+    }
+    if (srv_json_u64(v, &j->ses.seq_num))
+        return bad(e, f, "an integer from 0 to 18446744073709551615, or a string");
+    j->ses.seq_id_kind = 1;
+    return 0;
+}
+
 /* An object field: its members from a sub-table, named "field.member" in
  * errors; for sparsity, only the members of its pattern. */
 static int read_object(srv_job *j, const srv_field *f, json_t *v, srv_codec *c, srv_err *e)
@@ -705,6 +736,8 @@ static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, s
         return read_hard(j, f, v, where, e);
     case SRV_FT_SEED:
         return srv_json_u64(v, &j->seed) ? bad(e, f, "an integer from 0 to 18446744073709551615") : 0;
+    case SRV_FT_SEQ_ID:
+        return read_seq_id(j, f, v, e);
     case SRV_FT_WORD:
         return read_word(j, f, v, e);
     case SRV_FT_WINDOW:

@@ -12,7 +12,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#define HEAVY_BODY 65536 /* bodies this large are computed off the polling thread */
 #define DISCARD_MAX ((uint64_t)16 << 20) /* bytes read past the cap before closing */
 
 volatile int srv_draining;
@@ -344,20 +343,20 @@ static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
     return MHD_YES;
 }
 
-/* The whole body is in: serve it here, or on a thread of its own when it
- * is large. */
+/* The whole body is in: serve it here, or on a thread of its own, as its
+ * route's row says (srv_route_schedule). */
 static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
 {
     if (!rs->body && !(rs->body = malloc(1)))
         return MHD_NO;
     rs->body[rs->len] = '\0';
-    /* A step for a session whose turn another request holds would wait on
-     * this polling thread, and so stall its other connections: it waits
-     * on a thread of its own instead (inline when none is to be had). */
-    if (rs->len < HEAVY_BODY && srv_cfg.threads > 0 && srv_session_busy(&rs->target) &&
-        offload(conn, rs) == 0)
+    int how = srv_route_schedule(&rs->target, rs->len);
+    /* A request that would wait here (for its session's turn) would stall
+     * this polling thread's other connections: it waits on a thread of its
+     * own instead (here when none is to be had). */
+    if (how == SRV_RUN_AWAY && srv_cfg.threads > 0 && offload(conn, rs) == 0)
         return MHD_YES;
-    int heavy = rs->len >= HEAVY_BODY || srv_route_heavy(&rs->target);
+    int heavy = how == SRV_RUN_HEAVY;
     if (heavy) {
         /* With a thread per connection the computation already has its own
          * thread (and MHD allows no suspending there): count it only. */

@@ -1,5 +1,6 @@
 /* kserve.c - the KServe v2 / Open Inference Protocol front end: its models
- * (each rule, and multihead), errors, health and metadata. Inference
+ * (each rule, multihead, and multihead-decode: decode sessions driven by
+ * Triton's sequence parameters), errors, health and metadata. Inference
  * requests are in kserve_infer.c. */
 #include "srv.h"
 
@@ -9,7 +10,7 @@
 
 #define KS_SERVER_NAME "attention-service"
 #define KS_SERVER_VERSION "1.0.0" /* openapi.yaml info.version */
-#define KS_N_MODELS (ATTN_RULE_COUNT + 1) /* every rule, then multihead */
+#define KS_N_MODELS (ATTN_RULE_COUNT + 2) /* every rule, multihead, multihead-decode */
 
 /* --------------------------------------------------------------- errors */
 
@@ -70,6 +71,8 @@ void srv_kserve_model_name(int m, char *out, size_t n)
 {
     if (m == SRV_MODEL_MULTIHEAD)
         snprintf(out, n, "multihead");
+    else if (m == SRV_MODEL_DECODE)
+        snprintf(out, n, "multihead-decode");
     else
         snprintf(out, n, "attention-%s", attn_rule_name((attn_rule)m));
 }
@@ -174,6 +177,25 @@ typedef struct {
     int n, mha, model;
 } io_writer;
 
+/* The decode model's inputs: a step's rows (query heads H, key and value
+ * heads Hkv, head dim d), and per-head options at a sequence's start. */
+static const char *decode_shape(const char *name)
+{
+    static const char *const shapes[][2] = {{"query", "(Tq, H, d)"}, {"key", "(T, Hkv, d)"},
+                                            {"value", "(T, Hkv, d)"}, {"alibi", "(H)"},
+                                            {"sinks", "(H)"}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (!strcmp(shapes[i][0], name))
+            return shapes[i][1];
+    return "(-1)";
+}
+
+/* A field's shape for the model: its decode, multi-head or rule form. */
+static const char *field_shape(const io_writer *w, const srv_field *f)
+{
+    return w->model == SRV_MODEL_DECODE ? decode_shape(f->name) : w->mha ? f->mha_shape : f->shape;
+}
+
 static void put_io(io_writer *w, const char *name, const char *shape, const char *datatype)
 {
     srv_buf_puts(w->b, w->n++ ? ",{\"name\":" : "{\"name\":");
@@ -188,8 +210,42 @@ static void put_field(void *ud, const srv_field *f)
     io_writer *w = ud;
     if (!srv_field_applies(f, w->model))
         return;
-    put_io(w, f->name, w->mha ? f->mha_shape : f->shape,
+    put_io(w, f->name, field_shape(w, f),
            f->type == SRV_FT_MASK ? "BOOL" : f->type == SRV_FT_INDICES ? "INT64" : "FP32");
+}
+
+/* One request parameter: its name, JSON type and meaning; on the decode
+ * model, whether only a sequence's start takes it. */
+static void put_param(void *ud, const srv_field *f)
+{
+    io_writer *w = ud;
+    if (!srv_field_applies(f, w->model))
+        return;
+    srv_buf_puts(w->b, w->n++ ? ",{\"name\":" : "{\"name\":");
+    srv_buf_json_str(w->b, f->name);
+    srv_buf_puts(w->b, ",\"type\":");
+    srv_buf_json_str(w->b, srv_field_type(f));
+    if (w->model == SRV_MODEL_DECODE)
+        srv_buf_puts(w->b, (f->where & SRV_F_SES_STEP) ? ",\"sequence_start_only\":false"
+                                                       : ",\"sequence_start_only\":true");
+    srv_buf_puts(w->b, ",\"description\":");
+    srv_buf_json_str(w->b, f->desc);
+    srv_buf_putc(w->b, '}');
+}
+
+static void put_outputs(srv_buf *b, int m)
+{
+    int mha = m == SRV_MODEL_MULTIHEAD;
+    io_writer wo = {b, 0, mha, m};
+    if (m == SRV_MODEL_DECODE) {
+        put_io(&wo, "output", "(Tq, H, d)", "FP32");
+        put_io(&wo, "weights", "(H, Tq, n)", "FP32");
+        return;
+    }
+    put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", "FP32");
+    put_io(&wo, "weights", mha ? "(B, H, Lq, Lk)" : "(B, Lq, Lk)", "FP32");
+    if (mha || m == ATTN_RULE_DOT || m == ATTN_RULE_SCALED_DOT) /* sparsity's block layout */
+        put_io(&wo, "layout", "(Rb, Cb)", "BOOL");
 }
 
 void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_reply *r)
@@ -204,15 +260,14 @@ void srv_serve_v2_model(const srv_target *t, const char *body, size_t len, srv_r
     srv_buf_puts(b, ",\"versions\":[\"" SRV_KS_MODEL_VERSION "\"],\"platform\":\"attention-c\",\"inputs\":[");
     io_writer w = {b, 0, mha, m};
     srv_fields_each(srv_kserve_where(m, SRV_F_KS_INPUT), put_field, &w);
-    const attn_rule_info *ri = mha ? NULL : attn_rule_describe((attn_rule)m);
+    const attn_rule_info *ri = m < ATTN_RULE_COUNT ? attn_rule_describe((attn_rule)m) : NULL;
     for (size_t i = 0; ri && i < ri->n_params; i++)
         put_io(&w, ri->params[i].name, ri->params[i].shape, "FP32");
     srv_buf_puts(b, "],\"outputs\":[");
-    io_writer wo = {b, 0, mha, m};
-    put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", "FP32");
-    put_io(&wo, "weights", mha ? "(B, H, Lq, Lk)" : "(B, Lq, Lk)", "FP32");
-    if (mha || m == ATTN_RULE_DOT || m == ATTN_RULE_SCALED_DOT) /* sparsity's block layout */
-        put_io(&wo, "layout", "(Rb, Cb)", "BOOL");
+    put_outputs(b, m);
+    srv_buf_puts(b, "],\"parameters\":[");
+    io_writer wp = {b, 0, mha, m};
+    srv_fields_each(srv_kserve_where(m, SRV_F_KS_PARAM), put_param, &wp);
     srv_buf_puts(b, "]}\n");
 }
 
@@ -220,5 +275,7 @@ unsigned srv_kserve_where(int m, unsigned place)
 {
     if (m == SRV_MODEL_MULTIHEAD)
         return SRV_F_MHA | place;
+    if (m == SRV_MODEL_DECODE) /* a sequence's start takes the creation fields too */
+        return SRV_F_SES_NEW | SRV_F_SES_STEP | place;
     return SRV_F_ATT | place | (m == ATTN_RULE_CONCAT ? SRV_F_CONCAT : 0u);
 }

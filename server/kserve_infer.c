@@ -1,5 +1,7 @@
 /* kserve_infer.c - POST /v2/models/{name}/infer: the JSON header and its
- * binary tensor data to a job, and the job to the protocol's response. */
+ * binary tensor data to a job, and the job to the protocol's response; for
+ * multihead-decode, Triton's sequence parameters to a decode session's
+ * create, step and end (sessions.c: this file only adapts names). */
 #include "srv.h"
 
 #include <math.h>
@@ -21,9 +23,18 @@ typedef struct {
     size_t n_ix;
 } ks_input;
 
+/* A multihead-decode request's sequence: the session it names. */
+typedef struct {
+    char id[40];      /* the session's id once known ("" before) */
+    int created;      /* this request started it */
+    int64_t length;   /* the cache's rows after the step */
+} ks_seq;
+
 /* The body: the JSON header, then binary tensor data from bin on. */
 typedef struct {
     int model;
+    unsigned where;    /* the field table's job bits for this request */
+    ks_seq *seq;       /* multihead-decode only, else NULL */
     const char *bin;
     uint64_t bin_len, off; /* bytes after the header; bytes the inputs took */
 } ks_body;
@@ -90,8 +101,33 @@ static int parse_header(const srv_target *t, const char *body, size_t len, srv_c
     return srv_call_parse(call, hdr, hl, "the JSON header", e);
 }
 
+/* Whether only a sequence's start takes the field name at place. */
+static int start_only(const char *name, unsigned place)
+{
+    return srv_field_find(name, SRV_F_SES_NEW | place) && !srv_field_find(name, SRV_F_SES_STEP | place);
+}
+
+/* multihead-decode: a sequence's start takes the creation parameters (and
+ * inputs) beside the step's; its other requests only the step's. */
+static int decode_where(json_t *params, srv_job *j, srv_err *e)
+{
+    json_t *st = json_object_get(params, "sequence_start"), *v;
+    if (st && !json_is_boolean(st))
+        return srv_fail(e, 400, "invalid_field", "sequence_start", "sequence_start must be true or false");
+    int start = json_is_true(st);
+    j->ses.where = SRV_F_SES_STEP | (start ? SRV_F_SES_NEW : 0u);
+    const char *key;
+    json_object_foreach(params, key, v) {
+        if (!start && start_only(key, SRV_F_KS_PARAM))
+            return srv_fail(e, 400, "invalid_field", key,
+                            "parameter %s is taken only with sequence_start: true (a sequence's "
+                            "sizes and options are fixed when it starts)", key);
+    }
+    return 0;
+}
+
 /* id, model_name and parameters; the parameters into the job. */
-static int read_top(json_t *root, const ks_body *kb, srv_codec *c, srv_job *j, srv_err *e)
+static int read_top(json_t *root, ks_body *kb, srv_codec *c, srv_job *j, srv_err *e)
 {
     static const char *const root_keys[] = {"id", "parameters", "inputs", "outputs",
                                             "model_name", "model_version", NULL};
@@ -114,6 +150,9 @@ static int read_top(json_t *root, const ks_body *kb, srv_codec *c, srv_job *j, s
         if (!params || json_object_set_new(root, "parameters", params))
             return srv_fail(e, 503, "overloaded", "", "out of memory");
     }
+    if (kb->model == SRV_MODEL_DECODE && decode_where(params, j, e))
+        return -1;
+    kb->where = kb->model == SRV_MODEL_DECODE ? srv_job_where(j) : srv_kserve_where(kb->model, 0);
     unsigned place = SRV_F_KS_PARAM | (kb->model == ATTN_RULE_CONCAT ? SRV_F_CONCAT : 0u);
     return srv_fields_read(params, place, "parameter", c, j, e);
 }
@@ -213,10 +252,14 @@ static void list_field(void *ud, const srv_field *f)
  * learned parameter of the rule (*f NULL). */
 static int find_input(const ks_body *kb, const char *name, const srv_field **f, srv_err *e)
 {
-    unsigned where = srv_kserve_where(kb->model, SRV_F_KS_INPUT);
-    const attn_rule_info *ri = kb->model == SRV_MODEL_MULTIHEAD ? NULL : attn_rule_describe((attn_rule)kb->model);
+    unsigned where = kb->where | SRV_F_KS_INPUT;
+    const attn_rule_info *ri = kb->model < ATTN_RULE_COUNT ? attn_rule_describe((attn_rule)kb->model) : NULL;
     if ((*f = srv_field_find(name, where)))
         return 0;
+    if (kb->model == SRV_MODEL_DECODE && start_only(name, SRV_F_KS_INPUT))
+        return srv_fail(e, 400, "invalid_field", name,
+                        "input %.60s is taken only with sequence_start: true (a sequence's options "
+                        "are fixed when it starts)", name);
     for (size_t i = 0; ri && i < ri->n_params; i++)
         if (!strcmp(ri->params[i].name, name))
             return 0;
@@ -388,7 +431,7 @@ static int read_input(srv_call *call, srv_codec *c, ks_body *kb, json_t *j, ks_i
 /* One input into the job: a tensor or mask slot, or a learned parameter. */
 static void put_input(srv_job *j, const ks_body *kb, const ks_input *in, attn_named *pn, size_t *np)
 {
-    const srv_field *f = srv_field_find(in->name, srv_kserve_where(kb->model, SRV_F_KS_INPUT));
+    const srv_field *f = srv_field_find(in->name, kb->where | SRV_F_KS_INPUT);
     attn_mask *mk = f ? srv_job_mask(j, f->slot) : NULL;
     attn_tensor *t = f ? srv_job_tensor(j, f->slot) : NULL;
     if (in->is_int) {
@@ -417,7 +460,8 @@ typedef struct {
 static void check_required(void *ud, const srv_field *f)
 {
     req_check *rc = ud;
-    unsigned req = rc->j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA : SRV_F_REQ_ATT;
+    unsigned req = rc->j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA
+                 : rc->j->kind == SRV_JOB_SESSION ? SRV_F_REQ_SES : SRV_F_REQ_ATT;
     if (!rc->missing && (f->where & req) && !srv_job_tensor(rc->j, f->slot)->rank)
         rc->missing = f->name;
 }
@@ -449,7 +493,7 @@ static int read_inputs(srv_call *call, srv_codec *c, ks_body *kb, json_t *ji, sr
                         (unsigned long long)kb->bin_len, (unsigned long long)kb->off);
     srv_job_set_params(j, pn, np);
     req_check rc = {j, NULL};
-    srv_fields_each(srv_kserve_where(kb->model, SRV_F_KS_INPUT), check_required, &rc);
+    srv_fields_each(kb->where | SRV_F_KS_INPUT, check_required, &rc);
     if (rc.missing)
         return srv_fail(e, 400, "missing_field", rc.missing, "input %s is required", rc.missing);
     return 0;
@@ -545,6 +589,11 @@ static int write_response(srv_call *call, srv_reply *r, const ks_body *kb, const
         srv_buf_puts(b, ",\"id\":");
         srv_buf_json_str(b, json_string_value(id));
     }
+    if (kb->seq) {
+        srv_buf_puts(b, ",\"parameters\":{\"sequence_id\":");
+        srv_buf_json_str(b, kb->seq->id);
+        srv_buf_printf(b, ",\"length\":%lld}", (long long)kb->seq->length);
+    }
     srv_buf_puts(b, ",\"outputs\":[");
     int any_binary = 0;
     for (int i = 0; i < outs->n; i++) {
@@ -565,6 +614,81 @@ static int write_response(srv_call *call, srv_reply *r, const ks_body *kb, const
     return 0;
 }
 
+/* ---------------------------------------------------------------- sequences */
+
+/* The session a multihead-decode request names, into sq->id ("" on a
+ * start without an id: the server draws one). An id names a session only
+ * if nobody could guess it: 32 lowercase hex digits, as the server draws
+ * them (128 bits); Triton's integer ids are refused. */
+static int decode_id(const srv_ses_fields *f, ks_seq *sq, srv_err *e)
+{
+    int none = f->seq_id_kind == 0 || (f->seq_id_kind == 1 && f->seq_num == 0) ||
+               (f->seq_id_kind == 2 && !f->seq_text[0]);
+    sq->id[0] = '\0';
+    if (none && !f->seq_start)
+        return srv_fail(e, 400, "missing_field", "sequence_id",
+                        "multihead-decode needs the sequence_id parameter: the one the answer to "
+                        "the sequence's start gave (or begin a sequence with sequence_start: true)");
+    if (none)
+        return 0;
+    if (f->seq_id_kind == 1 || !srv_session_id_ok(f->seq_text, strlen(f->seq_text)))
+        return srv_fail(e, 400, "invalid_field", "sequence_id",
+                        "a sequence_id here is 32 lowercase hex digits (128 random bits), so that no "
+                        "client can guess another's: start with sequence_start and no sequence_id "
+                        "(the answer's sequence_id parameter names the sequence), or choose 128 "
+                        "random bits yourself (Python: uuid.uuid4().hex)");
+    memcpy(sq->id, f->seq_text, 33);
+    return 0;
+}
+
+/* A multihead-decode request: the session started (sequence_start), then
+ * the step, its result in the job as any model's. */
+static int decode_run(srv_call *call, srv_job *j, ks_seq *sq, srv_err *e)
+{
+    srv_step_result res;
+    char want[40];
+    call->t_parse = srv_now_ms() - call->t0;
+    if (decode_id(&j->ses, sq, e) || srv_job_finish_options(j, e)) /* alibi and sinks inputs */
+        return -1;
+    if (j->ses.seq_start) {
+        memcpy(want, sq->id, sizeof want);
+        if (srv_session_create(call, j, want, sq->id, e))
+            return -1;
+        sq->created = 1;
+    }
+    if (srv_session_step(call, sq->id, j, &res, e))
+        return -1;
+    sq->length = res.n;
+    j->out = res.out;
+    j->weights = res.w;
+    j->sh.out_rank = 3;
+    j->sh.out_shape[0] = res.Tq, j->sh.out_shape[1] = res.H, j->sh.out_shape[2] = res.d;
+    j->sh.out_count = res.Tq * res.H * res.d; /* the query's size: checked by the codec */
+    j->sh.w_rank = res.w ? 3 : 0;
+    j->sh.w_shape[0] = res.H, j->sh.w_shape[1] = res.Tq, j->sh.w_shape[2] = res.n;
+    j->sh.w_count = res.w ? res.H * res.Tq * res.n : 0; /* checked by the step's plan */
+    return 0;
+}
+
+/* Once answered: a sequence whose start failed leaves nothing behind, and
+ * one whose end succeeded is freed. A failed request leaves the sequence
+ * as it was, so the client may send it again. */
+static void decode_finish(const srv_job *j, const ks_seq *sq, int rc)
+{
+    srv_err e;
+    if (sq->id[0] && ((rc && sq->created) || (!rc && j->ses.seq_end)))
+        srv_session_end(sq->id, &e);
+}
+
+static int decode_outputs(const ks_outputs *outs, srv_err *e)
+{
+    for (int i = 0; i < outs->n; i++)
+        if (!strcmp(outs->o[i].name, "layout"))
+            return srv_fail(e, 400, "invalid_field", "outputs",
+                            "multihead-decode has no layout output; its outputs are output and weights");
+    return 0;
+}
+
 /* ---------------------------------------------------------------- the route */
 
 void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_reply *r)
@@ -572,19 +696,27 @@ void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_r
     srv_err e;
     srv_call call;
     srv_job j;
-    ks_body kb = {t->model, NULL, 0, 0};
+    int decode = t->model == SRV_MODEL_DECODE;
+    ks_seq seq = {"", 0, 0};
+    ks_body kb = {t->model, 0, decode ? &seq : NULL, NULL, 0, 0};
     ks_outputs outs;
     memset(&call, 0, sizeof call);
     call.t0 = srv_now_ms();
-    srv_job_init(&j, t->model == SRV_MODEL_MULTIHEAD ? SRV_JOB_MULTIHEAD : SRV_JOB_ATTENTION,
-                 t->model == SRV_MODEL_MULTIHEAD ? ATTN_RULE_DOT : (attn_rule)t->model);
+    if (decode)
+        srv_job_init(&j, SRV_JOB_SESSION, ATTN_RULE_SCALED_DOT);
+    else
+        srv_job_init(&j, t->model == SRV_MODEL_MULTIHEAD ? SRV_JOB_MULTIHEAD : SRV_JOB_ATTENTION,
+                     t->model == SRV_MODEL_MULTIHEAD ? ATTN_RULE_DOT : (attn_rule)t->model);
     srv_codec c = {&call.arena, &call.scan, srv_cfg.max_elements};
     int rc = parse_header(t, body ? body : "", body ? len : 0, &call, &kb, &e) ||
              read_top(call.root, &kb, &c, &j, &e) ||
              read_outputs(call.root, &j, &outs, &e) ||
+             (decode && decode_outputs(&outs, &e)) ||
              read_inputs(&call, &c, &kb, json_object_get(call.root, "inputs"), &j, &e) ||
-             srv_job_run(&call, &j, &e) ||
+             (decode ? decode_run(&call, &j, &seq, &e) : srv_job_run(&call, &j, &e)) ||
              write_response(&call, r, &kb, &j, &outs, &e);
+    if (decode)
+        decode_finish(&j, &seq, rc);
     srv_reply_timings(r, &call);
     srv_call_free(&call);
     if (rc)

@@ -68,6 +68,22 @@ static json_t *bleu_of(json_t *results, const char *name)
                      json_object_get(json_object_get(results, "test"), "sentences"));
 }
 
+/* results.json's copy-token alignment of a model on the test split, or JSON
+ * null: the share of copy tokens whose strongest cross-attention points at
+ * the source token they copy, with chance; for the Transformer per layer and
+ * head, and the head that aligns best. */
+static json_t *alignment_of(json_t *results, const char *name)
+{
+    json_t *a = json_object_get(json_object_get(json_object_get(results, "test"), name), "alignment");
+    if (!json_is_object(a))
+        return json_null();
+    json_t *best = json_object_get(a, "best_head");
+    json_t *acc = json_object_get(a, "accuracy");
+    return json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?}", "accuracy", acc ? acc : json_object_get(best, "accuracy"),
+                     "chance", json_object_get(a, "chance"), "copy_tokens", json_object_get(a, "copy_tokens"),
+                     "best_head", best, "per_layer_head", json_object_get(a, "per_layer_head"));
+}
+
 static char *entry_json(const mdl_model *m, json_t *results)
 {
     const mdl_info *in = mdl_model_info(m);
@@ -79,9 +95,10 @@ static char *entry_json(const mdl_model *m, json_t *results)
         : json_pack("{s:i,s:i,s:i,s:i,s:i}", "vocab", in->vocab, "emb", in->emb, "hidden", in->hidden,
                     "max_src_tokens", in->max_src, "max_tgt_tokens", in->max_tgt);
     json_t *o = json_pack(
-        "{s:s,s:s,s:s,s:o,s:I,s:o,s:{s:s,s:s,s:O?,s:O?,s:O?,s:O?,s:O?}}",
+        "{s:s,s:s,s:s,s:o,s:I,s:o,s:o,s:{s:s,s:s,s:O?,s:O?,s:O?,s:O?,s:O?}}",
         "name", in->name, "kind", in->kind == MDL_KIND_TRANSFORMER ? "transformer" : "seq2seq", "rule", in->rule,
         "sizes", sizes, "params", (json_int_t)in->params, "bleu", bleu_of(results, in->name),
+        "alignment", alignment_of(results, in->name),
         "trained_on", "corpus", "English->French UI strings from Debian 12's French message catalogs "
         "(training/README.md)", "split", "training/data/train.tsv; BLEU on training/data/test.tsv",
         "train_steps", json_object_get(cfg, "train_steps"), "train_epochs", json_object_get(cfg, "train_epochs"),

@@ -126,51 +126,71 @@ static void serve_static(const srv_target *t, const char *body, size_t len, srv_
 
 /* ------------------------------------------------------------ the table */
 
-int srv_route_heavy(const srv_target *t)
+#define HEAVY_BODY 65536 /* bodies this large are computed off the polling thread */
+
+int srv_route_schedule(const srv_target *t, size_t len)
 {
-    return t->route == SRV_R_MODELS_TRANSLATE;
+    int how = t->row ? t->row->sched : SRV_SCHED_BODY;
+    if (len >= HEAVY_BODY || how == SRV_SCHED_HEAVY)
+        return SRV_RUN_HEAVY;
+    if (how == SRV_SCHED_TURN && srv_session_busy(t))
+        return SRV_RUN_AWAY;
+    return SRV_RUN_HERE;
 }
 
 /* {rule}, {model}, {version}, {name} and {id} are one path segment, {file}
  * the rest of the path; each is checked as it is matched (see capture). GET rows
  * answer HEAD too. First match wins; a path that matches rows of other
- * methods only is a 405 whose Allow lists them. */
+ * methods only is a 405 whose Allow lists them. The last column says where
+ * a request is served (srv_route_schedule): BODY, on the polling thread
+ * unless its body is large; HEAVY, always off it and counted as a heavy
+ * computation (a translation decodes token by token); TURN, off it when it
+ * would wait for its session's turn. */
+#define BODY SRV_SCHED_BODY
+#define HEAVY SRV_SCHED_HEAVY
+#define TURN SRV_SCHED_TURN
 static const srv_route routes[] = {
-    {"POST", "/attention/{rule}", SRV_R_ATTENTION, srv_serve_attention, &srv_native_front},
-    {"POST", "/multihead", SRV_R_MULTIHEAD, srv_serve_multihead, &srv_native_front},
-    {"GET", "/models", SRV_R_MODELS, srv_serve_models, &srv_native_front},
-    {"POST", "/models/{name}/translate", SRV_R_MODELS_TRANSLATE, srv_serve_translate, &srv_native_front},
-    {"POST", "/sessions", SRV_R_SESSIONS, srv_serve_session_new, &srv_native_front},
-    {"POST", "/sessions/{id}/step", SRV_R_SESSION_STEP, srv_serve_session_step, &srv_native_front},
+    {"POST", "/attention/{rule}", SRV_R_ATTENTION, srv_serve_attention, &srv_native_front, BODY},
+    {"POST", "/multihead", SRV_R_MULTIHEAD, srv_serve_multihead, &srv_native_front, BODY},
+    {"GET", "/models", SRV_R_MODELS, srv_serve_models, &srv_native_front, BODY},
+    {"POST", "/models/{name}/translate", SRV_R_MODELS_TRANSLATE, srv_serve_translate,
+     &srv_native_front, HEAVY},
+    {"POST", "/sessions", SRV_R_SESSIONS, srv_serve_session_new, &srv_native_front, BODY},
+    {"POST", "/sessions/{id}/step", SRV_R_SESSION_STEP, srv_serve_session_step, &srv_native_front, TURN},
     {"POST", "/sessions/{id}/truncate", SRV_R_SESSION_TRUNCATE, srv_serve_session_truncate,
-     &srv_native_front},
-    {"GET", "/sessions/{id}", SRV_R_SESSION, srv_serve_session_get, &srv_native_front},
-    {"DELETE", "/sessions/{id}", SRV_R_SESSION, srv_serve_session_delete, &srv_native_front},
-    {"GET", "/healthz", SRV_R_HEALTHZ, serve_healthz, &srv_native_front},
-    {"GET", "/readyz", SRV_R_READYZ, serve_readyz, &srv_native_front},
-    {"GET", "/metrics", SRV_R_METRICS, serve_metrics, &srv_native_front},
-    {"GET", "/rules", SRV_R_RULES, serve_rules, &srv_native_front},
-    {"GET", "/openapi.yaml", SRV_R_OPENAPI, serve_openapi, &srv_native_front},
-    {"GET", "/", SRV_R_ROOT, serve_static, &srv_native_front},
-    {"GET", "/index.html", SRV_R_ROOT, serve_static, &srv_native_front},
-    {"GET", "/demo", SRV_R_ROOT, serve_static, &srv_native_front},
-    {"GET", "/demo/", SRV_R_ROOT, serve_static, &srv_native_front},
-    {"GET", "/v2", SRV_R_KSERVE, srv_serve_v2_server, &srv_kserve_front},
-    {"GET", "/v2/", SRV_R_KSERVE, srv_serve_v2_server, &srv_kserve_front},
-    {"GET", "/v2/health/live", SRV_R_KSERVE, srv_serve_v2_live, &srv_kserve_front},
-    {"GET", "/v2/health/ready", SRV_R_KSERVE, srv_serve_v2_ready, &srv_kserve_front},
-    {"GET", "/v2/models/{model}", SRV_R_KSERVE, srv_serve_v2_model, &srv_kserve_front},
+     &srv_native_front, TURN},
+    {"GET", "/sessions/{id}", SRV_R_SESSION, srv_serve_session_get, &srv_native_front, BODY},
+    {"DELETE", "/sessions/{id}", SRV_R_SESSION, srv_serve_session_delete, &srv_native_front, BODY},
+    {"GET", "/healthz", SRV_R_HEALTHZ, serve_healthz, &srv_native_front, BODY},
+    {"GET", "/readyz", SRV_R_READYZ, serve_readyz, &srv_native_front, BODY},
+    {"GET", "/metrics", SRV_R_METRICS, serve_metrics, &srv_native_front, BODY},
+    {"GET", "/rules", SRV_R_RULES, serve_rules, &srv_native_front, BODY},
+    {"GET", "/openapi.yaml", SRV_R_OPENAPI, serve_openapi, &srv_native_front, BODY},
+    {"GET", "/", SRV_R_ROOT, serve_static, &srv_native_front, BODY},
+    {"GET", "/index.html", SRV_R_ROOT, serve_static, &srv_native_front, BODY},
+    {"GET", "/demo", SRV_R_ROOT, serve_static, &srv_native_front, BODY},
+    {"GET", "/demo/", SRV_R_ROOT, serve_static, &srv_native_front, BODY},
+    {"GET", "/v2", SRV_R_KSERVE, srv_serve_v2_server, &srv_kserve_front, BODY},
+    {"GET", "/v2/", SRV_R_KSERVE, srv_serve_v2_server, &srv_kserve_front, BODY},
+    {"GET", "/v2/health/live", SRV_R_KSERVE, srv_serve_v2_live, &srv_kserve_front, BODY},
+    {"GET", "/v2/health/ready", SRV_R_KSERVE, srv_serve_v2_ready, &srv_kserve_front, BODY},
+    {"GET", "/v2/models/{model}", SRV_R_KSERVE, srv_serve_v2_model, &srv_kserve_front, BODY},
     {"GET", "/v2/models/{model}/versions/{version}", SRV_R_KSERVE, srv_serve_v2_model,
-     &srv_kserve_front},
-    {"GET", "/v2/models/{model}/ready", SRV_R_KSERVE, srv_serve_v2_model_ready, &srv_kserve_front},
+     &srv_kserve_front, BODY},
+    {"GET", "/v2/models/{model}/ready", SRV_R_KSERVE, srv_serve_v2_model_ready, &srv_kserve_front,
+     BODY},
     {"GET", "/v2/models/{model}/versions/{version}/ready", SRV_R_KSERVE, srv_serve_v2_model_ready,
-     &srv_kserve_front},
-    {"POST", "/v2/models/{model}/infer", SRV_R_KSERVE_INFER, srv_serve_v2_infer, &srv_kserve_front},
+     &srv_kserve_front, BODY},
+    {"POST", "/v2/models/{model}/infer", SRV_R_KSERVE_INFER, srv_serve_v2_infer, &srv_kserve_front,
+     BODY},
     {"POST", "/v2/models/{model}/versions/{version}/infer", SRV_R_KSERVE_INFER, srv_serve_v2_infer,
-     &srv_kserve_front},
-    {"GET", "/demo/{file}", SRV_R_STATIC, serve_static, &srv_native_front},
-    {"GET", "/{file}", SRV_R_STATIC, serve_static, &srv_native_front},
+     &srv_kserve_front, BODY},
+    {"GET", "/demo/{file}", SRV_R_STATIC, serve_static, &srv_native_front, BODY},
+    {"GET", "/{file}", SRV_R_STATIC, serve_static, &srv_native_front, BODY},
 };
+#undef BODY
+#undef HEAVY
+#undef TURN
 #define N_ROUTES (sizeof routes / sizeof routes[0])
 
 void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud)

@@ -192,11 +192,13 @@ static int unknown(srv_err *e, const char *id, int why)
     if (why == GONE_EXPIRED)
         return srv_fail(e, 404, "unknown_session", "",
                         "session %s expired after %u s without a request (ATTN_SESSION_TTL) and "
-                        "its memory was freed: create a new one with POST /sessions",
+                        "its memory was freed: create a new one with POST /sessions (KServe: "
+                        "sequence_start)",
                         id, srv_cfg.session_ttl);
     return srv_fail(e, 404, "unknown_session", "",
                     "no session %s on this server: it never existed here, or its server "
-                    "restarted (sessions live in memory): create a new one with POST /sessions",
+                    "restarted (sessions live in memory): create a new one with POST /sessions "
+                    "(KServe: sequence_start)",
                     id);
 }
 
@@ -264,8 +266,6 @@ static void turn_end(srv_session *s)
 
 int srv_session_busy(const srv_target *t)
 {
-    if (t->route != SRV_R_SESSION_STEP && t->route != SRV_R_SESSION_TRUNCATE)
-        return 0;
     int busy = 0;
     pthread_mutex_lock(&table_mu);
     srv_session *s = find(t->session);
@@ -439,21 +439,31 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     return s;
 }
 
-/* Puts s in the table under a fresh id (the balancer's, when trusted and
- * free). Returns 0, or -1 with e filled (503 past ATTN_MAX_SESSIONS). */
-static int insert(srv_session *s, const char *hdr, srv_err *e)
+/* Puts s in the table under a fresh id, or under want (32 lowercase hex
+ * digits) when no live session has it: the balancer's X-Session-Id, or a
+ * KServe client's sequence_id. A live want is refused when strict, else
+ * replaced by a fresh id. The id into id (ID_HEX + 1 bytes), written under
+ * the lock: once it is let go, a request naming the id may free s.
+ * Returns 0, or -1 with e filled (503 past ATTN_MAX_SESSIONS, 409
+ * sequence_live). */
+static int insert(srv_session *s, const char *want, int strict, char *id, srv_err *e)
 {
-    int trusted = hdr[0] && srv_session_id_ok(hdr, strlen(hdr));
+    int wanted = want && want[0] && srv_session_id_ok(want, strlen(want));
     pthread_mutex_lock(&table_mu);
-    if (n_open >= srv_cfg.max_sessions) {
+    int live = wanted && find(want);
+    if (n_open >= srv_cfg.max_sessions || (live && strict)) {
         pthread_mutex_unlock(&table_mu);
+        if (live && strict)
+            return srv_fail(e, 409, "sequence_live", "sequence_id",
+                            "sequence %s has already started and not ended: send its next step "
+                            "without sequence_start, or end it (sequence_end) first", want);
         return srv_fail(e, 503, "overloaded", "",
                         "this server holds %d sessions, its most (ATTN_MAX_SESSIONS): retry later, "
                         "or delete sessions you no longer use", srv_cfg.max_sessions);
     }
     int rc = 0;
-    if (trusted && !find(hdr)) {
-        memcpy(s->id, hdr, ID_HEX + 1);
+    if (wanted && !live) {
+        memcpy(s->id, want, ID_HEX + 1);
     } else {
         do
             rc = new_id(s->id);
@@ -465,6 +475,7 @@ static int insert(srv_session *s, const char *hdr, srv_err *e)
         buckets[b] = s;
         s->last_ms = srv_now_ms();
         n_open++;
+        memcpy(id, s->id, ID_HEX + 1);
     }
     pthread_mutex_unlock(&table_mu);
     if (rc)
@@ -473,20 +484,33 @@ static int insert(srv_session *s, const char *hdr, srv_err *e)
     return 0;
 }
 
+/* A session from j's checked fields, in the table under want (see insert)
+ * or a fresh id, written to id (ID_HEX + 1 bytes). 0, or -1 with e filled. */
+static int create(srv_call *call, srv_job *j, const char *want, int strict, char *id, srv_err *e)
+{
+    srv_session *s = NULL; /* not held: once inserted, the table's */
+    int rc = check_new(call, j, e) || !(s = session_new(j, e)) || insert(s, want, strict, id, e);
+    if (rc && s)
+        session_free(s);
+    return rc;
+}
+
+int srv_session_create(srv_call *call, srv_job *j, const char *want, char *id, srv_err *e)
+{
+    return create(call, j, want, 1, id, e);
+}
+
 void srv_serve_session_new(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
     ses_post q;
+    char id[ID_HEX + 1];
     post_begin(&q);
-    srv_session *s = NULL; /* not held: once inserted, the table's */
     int rc = parse(&q.call, &q.j, SRV_F_SES_NEW, body, len, &q.e) ||
-             check_new(&q.call, &q.j, &q.e) || !(s = session_new(&q.j, &q.e)) ||
-             insert(s, t->session_hdr, &q.e);
-    if (rc && s)
-        session_free(s);
+             create(&q.call, &q.j, t->session_hdr, 0, id, &q.e);
     if (!rc) {
         r->status = 201;
         srv_buf_printf(&r->body, "{\"id\":\"%s\",\"max_tokens\":%lld,\"ttl_seconds\":%u}\n",
-                       s->id, (long long)s->max_tokens, srv_cfg.session_ttl);
+                       id, (long long)q.j.ses.max_tokens, srv_cfg.session_ttl);
     }
     post_end(&q, rc, r);
 }
@@ -698,6 +722,21 @@ void srv_serve_session_step(const srv_target *t, const char *body, size_t len, s
     post_end(&q, rc, r);
 }
 
+int srv_session_step(srv_call *call, const char *id, const srv_job *j, srv_step_result *res,
+                     srv_err *e)
+{
+    step_out so;
+    memset(&so, 0, sizeof so);
+    srv_session *s = acquire(id, e);
+    if (!s)
+        return -1;
+    int rc = check_step(s, j, e) || run_step(call, s, j, &so, e);
+    if (!rc)
+        *res = (srv_step_result){so.n, so.Tq, s->H, s->d, so.out, so.w};
+    release(s);
+    return rc;
+}
+
 /* ------------------------------------------------------------ truncate, GET, DELETE */
 
 void srv_serve_session_truncate(const srv_target *t, const char *body, size_t len, srv_reply *r)
@@ -753,30 +792,47 @@ void srv_serve_session_get(const srv_target *t, const char *body, size_t len, sr
     release(s);
 }
 
+/* Takes the held session s out of the table: 0, or -1 with e filled when
+ * another request took it out first. */
+static int end_held(srv_session *s, srv_err *e)
+{
+    pthread_mutex_lock(&table_mu);
+    int first = !s->unlinked;
+    if (first)
+        unlink_session(s, GONE_DELETED);
+    pthread_mutex_unlock(&table_mu);
+    if (!first)
+        return unknown(e, s->id, GONE_DELETED);
+    /* Steps waiting for their turn now answer 404; the one computing
+     * finishes. The memory goes with the last holder. */
+    pthread_mutex_lock(&s->mu);
+    s->gone = GONE_DELETED;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
 void srv_serve_session_delete(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
     (void)body, (void)len;
     srv_session *s = acquire_or_reply(t, r);
     if (!s)
         return;
-    pthread_mutex_lock(&table_mu);
-    int first = !s->unlinked;
-    if (first)
-        unlink_session(s, GONE_DELETED);
-    pthread_mutex_unlock(&table_mu);
-    if (first) {
-        /* Steps waiting for their turn now answer 404; the one computing
-         * finishes. The memory goes with the last holder. */
-        pthread_mutex_lock(&s->mu);
-        s->gone = GONE_DELETED;
-        pthread_mutex_unlock(&s->mu);
-        r->status = 204;
-    } else {
-        srv_err e;
-        unknown(&e, s->id, GONE_DELETED);
+    srv_err e;
+    if (end_held(s, &e))
         srv_reply_error(r, &e);
-    }
+    else
+        r->status = 204;
     release(s);
+}
+
+int srv_session_end(const char *id, srv_err *e)
+{
+    srv_session *s = acquire(id, e);
+    if (!s)
+        return -1;
+    int rc = end_held(s, e);
+    release(s);
+    return rc;
 }
 
 /* ------------------------------------------------------------ expiry, shutdown, metrics */

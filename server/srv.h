@@ -232,8 +232,14 @@ typedef enum { SRV_JOB_ATTENTION = 0, SRV_JOB_MULTIHEAD, SRV_JOB_SESSION } srv_j
 /* What a session route's body holds besides the attention request's
  * fields (a SRV_JOB_SESSION job: scale, options and tensors in u.att). */
 typedef struct {
-    unsigned where;          /* SRV_F_SES_NEW, SRV_F_SES_STEP or SRV_F_SES_CUT */
+    unsigned where;          /* SRV_F_SES_NEW, SRV_F_SES_STEP or SRV_F_SES_CUT (KServe:
+                              * SRV_F_SES_STEP, with SRV_F_SES_NEW on a sequence's start) */
     int64_t num_heads, num_kv_heads, head_dim, max_tokens, length;
+    /* KServe's sequence parameters (the multihead-decode model) */
+    int seq_start, seq_end;
+    int seq_id_kind;         /* 0 absent, 1 an integer, 2 a string */
+    uint64_t seq_num;        /* the integer */
+    const char *seq_text;    /* the string (borrowed from the parsed body) */
 } srv_ses_fields;
 
 typedef struct {
@@ -285,7 +291,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
 typedef enum {
     SRV_FT_TENSOR, SRV_FT_MASK, SRV_FT_PARAMS, SRV_FT_BOOL, SRV_FT_INT, SRV_FT_NUMBER,
     SRV_FT_HARD, SRV_FT_SEED, SRV_FT_WORD, SRV_FT_WINDOW, SRV_FT_HEADS, SRV_FT_OBJECT,
-    SRV_FT_INDICES
+    SRV_FT_INDICES, SRV_FT_SEQ_ID
 } srv_ftype;
 
 /* Where a field is taken: the job kinds, then the places. */
@@ -324,10 +330,11 @@ enum {
     SRV_SLOT_ALIGN, SRV_SLOT_WINDOW_LEFT, SRV_SLOT_WINDOW_RIGHT, SRV_SLOT_SOFTCAP,
     SRV_SLOT_ALIBI, SRV_SLOT_SINKS, SRV_SLOT_ROPE, SRV_SLOT_ROPE_ON, SRV_SLOT_ROPE_BASE,
     SRV_SLOT_ROPE_STYLE, SRV_SLOT_ROPE_DIMS, SRV_SLOT_ROPE_OFFSET, SRV_SLOT_TEMPERATURE,
+    SRV_SLOT_SEQ_ID, SRV_SLOT_SEQ_START, SRV_SLOT_SEQ_END, /* KServe sequences */
     SRV_SLOT_SPARSITY, SRV_SLOT_SP_PATTERN, SRV_SLOT_SP_WINDOW, SRV_SLOT_SP_GLOBAL,
     SRV_SLOT_SP_BLOCK, SRV_SLOT_SP_WINDOW_BLOCKS, SRV_SLOT_SP_GLOBAL_BLOCKS,
     SRV_SLOT_SP_RANDOM_BLOCKS, SRV_SLOT_SP_LAYOUT, SRV_SLOT_RETURN_LAYOUT, SRV_SLOT_ATTENTION,
-    SRV_SLOT_FEATURE_MAP
+    SRV_SLOT_FEATURE_MAP, SRV_SLOT_PRECISION
 };
 
 typedef struct {
@@ -420,7 +427,7 @@ typedef struct {
     int route;             /* SRV_R_* (attention routes: + the rule) */
     int wants_body;        /* POST routes: read a body, then serve */
     attn_rule rule;        /* {rule} */
-    int model;             /* {model}: a rule, or SRV_MODEL_MULTIHEAD */
+    int model;             /* {model}: a rule, SRV_MODEL_MULTIHEAD or SRV_MODEL_DECODE */
     char rel[520];         /* {file}: a path under the static folder */
     char session[72];      /* {id}: a session id (its form checked, not its existence) */
     char session_hdr[40];  /* POST /sessions: X-Session-Id, when the server trusts it */
@@ -429,6 +436,7 @@ typedef struct {
 } srv_target;
 
 #define SRV_MODEL_MULTIHEAD ATTN_RULE_COUNT
+#define SRV_MODEL_DECODE (ATTN_RULE_COUNT + 1) /* multihead-decode: decode sessions */
 
 /* A route's handler: answers the request t names, with its body, into r
  * (every srv_serve_* below has this type; definitions spell it out). */
@@ -446,12 +454,20 @@ typedef struct {
 
 extern const srv_front srv_native_front, srv_kserve_front;
 
+/* Where a route's requests are served (the route table's last column). */
+enum {
+    SRV_SCHED_BODY,  /* on the polling thread, unless the body is large */
+    SRV_SCHED_HEAVY, /* always as a heavy computation, whatever the body */
+    SRV_SCHED_TURN   /* may wait for its session's turn: then off the polling thread */
+};
+
 struct srv_route {
     const char *method;    /* "GET" (and HEAD), "POST" or "DELETE" */
     const char *pattern;   /* "/v2/models/{model}/infer" */
     int route;             /* SRV_R_* */
     srv_handler serve;
     const srv_front *front;
+    int sched;             /* SRV_SCHED_* */
 };
 
 void srv_reply_init(srv_reply *r);
@@ -462,11 +478,13 @@ void srv_reply_timings(srv_reply *r, const srv_call *call);
 int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_reply *r);
 /* Serves a resolved target; body is NULL for GET routes. */
 srv_serve_fn srv_route_serve;
-/* Whether the target's work is heavy whatever its body's size (a
- * translation decodes token by token): such requests are served off the
- * polling threads and count against the cap on computations at once, as
- * large bodies do. */
-int srv_route_heavy(const srv_target *t);
+/* How to serve t with a body of len bytes, from its row's SRV_SCHED_*:
+ * SRV_RUN_HEAVY (a large body, or a heavy route: off the polling threads,
+ * counted against the cap on computations at once, 503 past it),
+ * SRV_RUN_AWAY (it would wait for its session's turn: off the polling
+ * thread when a thread is to be had, else here) or SRV_RUN_HERE. */
+enum { SRV_RUN_HERE, SRV_RUN_HEAVY, SRV_RUN_AWAY };
+int srv_route_schedule(const srv_target *t, size_t len);
 /* Calls fn for every row of the route table that front serves. */
 void srv_routes_each(const srv_front *front, void (*fn)(void *, const srv_route *), void *ud);
 /* Records the value of the front end's length header (NULL: absent): a
@@ -548,9 +566,31 @@ srv_serve_fn srv_serve_models, srv_serve_translate;
  * /truncate, GET and DELETE /sessions/{id}. */
 srv_serve_fn srv_serve_session_new, srv_serve_session_step, srv_serve_session_truncate,
     srv_serve_session_get, srv_serve_session_delete;
-/* Whether a step or truncate of t's session would wait for another
- * request's turn now (http.c then serves it on a thread of its own, so the
- * wait holds no polling thread). */
+/* The session functions the KServe sequence model shares with the routes
+ * above (one implementation; kserve_infer.c only adapts names). j is a
+ * SRV_JOB_SESSION job read with the SRV_F_SES_NEW fields (create) or the
+ * SRV_F_SES_STEP fields (step); call owns the arena the results live in.
+ *
+ * srv_session_create: a session from j's sizes and options under the id
+ * want (32 lowercase hex digits; refused with 409 sequence_live when a
+ * live session has it), or under a fresh random id when want is NULL or
+ * "". Its id into id (33 bytes). 0, or -1 with e filled. */
+int  srv_session_create(srv_call *call, srv_job *j, const char *want, char *id, srv_err *e);
+/* A step result: out (Tq, H, d) and w (H, Tq, n) or NULL, arena-owned. */
+typedef struct {
+    int64_t n, Tq, H, d;
+    float *out, *w;
+} srv_step_result;
+/* POST /sessions/{id}/step's work: appends j's key and value rows to the
+ * session id, then its queries attend the whole cache. 0, or -1 with e
+ * filled (404 unknown_session, 422 shapes, 413 session_full, 503). */
+int  srv_session_step(srv_call *call, const char *id, const srv_job *j, srv_step_result *res,
+                      srv_err *e);
+/* DELETE /sessions/{id}'s work: 0, or -1 with e filled (404). */
+int  srv_session_end(const char *id, srv_err *e);
+/* Whether a request for t's session would wait for another request's turn
+ * now (srv_route_schedule, for the rows marked SRV_SCHED_TURN: it then
+ * runs on a thread of its own, so the wait holds no polling thread). */
 int  srv_session_busy(const srv_target *t);
 /* Whether s[0..n) has the form of a session id (a path segment). */
 int  srv_session_id_ok(const char *s, size_t n);

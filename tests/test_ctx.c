@@ -334,6 +334,7 @@ typedef struct {
     attn_shapes sh;
     float *out, *w;
     int modern; /* scaled_dot with the score pipeline's options */
+    int bf16;   /* precision bf16: checked within 2^-5 (bfloat16's rounding) */
 } job;
 
 static attn_status job_plan(job *j)
@@ -365,11 +366,13 @@ static void job_free(job *j)
     free(j->w);
 }
 
-/* Elementwise |got - want| <= 1e-5 + 1e-4 |want| (test_lib's tolerance). */
-static int close_to(const float *got, const double *want, int64_t n, int64_t *bad)
+/* Elementwise |got - want| <= 1e-5 + 1e-4 |want| (test_lib's tolerance),
+ * or with loose set 2^-5 (1 + |want|): bfloat16 products. */
+static int close_to(const float *got, const double *want, int64_t n, int loose, int64_t *bad)
 {
+    double a = loose ? 1.0 / 32 : 1e-5, r = loose ? 1.0 / 32 : 1e-4;
     for (int64_t i = 0; i < n; i++)
-        if (!(fabs((double)got[i] - want[i]) <= 1e-5 + 1e-4 * fabs(want[i]))) {
+        if (!(fabs((double)got[i] - want[i]) <= a + r * fabs(want[i]))) {
             *bad = i;
             return 0;
         }
@@ -478,8 +481,8 @@ static int job_matches_ref(job *j, const float *out, const float *w)
            : r.rule == ATTN_RULE_LINEAR || j->modern ? ref_modern(&r, ro, w ? rw : NULL)
            : ref_attention(&r, ro, w ? rw : NULL, &gap);
     int64_t bad = -1;
-    int ok = rc == 0 && close_to(out, ro, j->sh.out_count, &bad) &&
-             (!w || close_to(w, rw, j->sh.w_count, &bad));
+    int ok = rc == 0 && close_to(out, ro, j->sh.out_count, j->bf16, &bad) &&
+             (!w || close_to(w, rw, j->sh.w_count, j->bf16, &bad));
     if (!ok)
         printf("     %s: differs from the reference at [%lld] (rc %d)\n", j->name,
                (long long)bad, rc);
@@ -530,16 +533,19 @@ static size_t make_jobs(job *jobs, attn_param_set **sets)
             }
         }
     static const float sinks[1] = {0.5f};
-    for (int decode = 0; decode < 2; decode++) {
+    for (int decode = 0; decode < 3; decode++) {
         job *j = &jobs[n++];
         memset(j, 0, sizeof *j);
         j->modern = 1;
-        j->name = decode ? "scaled_dot, every option, decode (Lq = 1)" : "scaled_dot, every option";
+        j->bf16 = decode == 2; /* its keys and values in bfloat16 from the workspace too */
+        j->name = decode == 1 ? "scaled_dot, every option, decode (Lq = 1)"
+                : decode ? "scaled_dot, every option, bf16" : "scaled_dot, every option";
         j->r = attn_request_default(ATTN_RULE_SCALED_DOT);
-        j->r.query = R(3, B, decode ? 1 : L, D, 0);
+        j->r.opt.precision = j->bf16 ? ATTN_PRECISION_BF16 : ATTN_PRECISION_FP32;
+        j->r.query = R(3, B, decode == 1 ? 1 : L, D, 0);
         j->r.key = R(3, B, 2 * L, D, 5000);
-        j->r.value = R(3, B, 2 * L, 24, 10000);
-        j->r.opt.need_weights = !decode;
+        j->r.value = R(3, B, 2 * L, decode == 2 ? 32 : 24, 10000);
+        j->r.opt.need_weights = decode != 1;
         j->r.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
         j->r.opt.causal = 1;
         j->r.opt.has_window = 1;
@@ -555,6 +561,7 @@ static size_t make_jobs(job *jobs, attn_param_set **sets)
         {"multihead self (fused)", 0, 0, 4, 0, 0, 0, 0, 1},
         {"multihead kdim/vdim, averaged, LayerNorm", 24, 16, 4, 0, 0, 1, 1, 1},
         {"multihead GQA, positional encoding, no weights", 24, 16, 4, 2, 1, 0, 0, 0},
+        {"multihead self, bf16", 0, 0, 2, 0, 0, 0, 0, 1},
     };
     for (size_t i = 0; i < sizeof mh / sizeof mh[0]; i++) {
         job *j = &jobs[n++];
@@ -574,6 +581,8 @@ static size_t make_jobs(job *jobs, attn_param_set **sets)
         j->m.residual_norm = mh[i].norm;
         j->m.opt.need_weights = mh[i].need;
         j->m.opt.causal = !mh[i].kd;
+        j->bf16 = strstr(mh[i].name, "bf16") != NULL;
+        j->m.opt.precision = j->bf16 ? ATTN_PRECISION_BF16 : ATTN_PRECISION_FP32;
     }
     /* sparse attention: its pattern's pieces come from the workspace too */
     static const int64_t globals[2] = {3, 40};
@@ -785,8 +794,8 @@ int main(int argc, char **argv)
 
     for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++)
         rnd[i] = (float)((i * 2654435761u) % 2001u) / 1000.0f - 1.0f;
-    job jobs[2 * ATTN_RULE_COUNT + 7];
-    attn_param_set *sets[2 * ATTN_RULE_COUNT + 7] = {0};
+    job jobs[2 * ATTN_RULE_COUNT + 9];
+    attn_param_set *sets[2 * ATTN_RULE_COUNT + 9] = {0};
     size_t n = make_jobs(jobs, sets);
     int planned = 1;
     for (size_t i = 0; i < n; i++)

@@ -433,7 +433,7 @@ int main(int argc, char **argv)
             cases = atol(argv[i]);
         }
     }
-    static const char *isas[] = {"avx512", "avx2", "generic"};
+    static const char *isas[] = {"avx512bf16", "avx512", "avx2", "generic"};
     for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
         if (attn_kernels_use(isas[v]) != 0) {
             printf("skip %s (not supported by this CPU)\n", isas[v]);

@@ -166,6 +166,51 @@ static void test_metadata(void)
     }
 }
 
+/* GET /v2/models/multihead-decode: a decode step's inputs and outputs
+ * (rank 3), the per-head options, and the parameters (the sequence's, the
+ * creation ones marked as taken at its start only). Its infer route is
+ * checked step by step in test_sessions. */
+static void test_decode_metadata(void)
+{
+    response r;
+    kv_http("GET", "/v2/models/multihead-decode", NULL, 0, NULL, &r);
+    json_t *j = r.json, *ins = j ? json_object_get(j, "inputs") : NULL;
+    json_t *outs = j ? json_object_get(j, "outputs") : NULL, *ps = j ? json_object_get(j, "parameters") : NULL;
+    static const struct {
+        const char *name;
+        size_t rank;
+    } io[] = {{"query", 3}, {"key", 3}, {"value", 3}, {"alibi", 1}, {"sinks", 1}};
+    int ok = r.status == 200 && json_array_size(ins) == 5 && json_array_size(outs) == 2;
+    for (size_t i = 0; ok && i < sizeof io / sizeof io[0]; i++) {
+        json_t *t = find_named(ins, io[i].name);
+        ok = t && json_array_size(json_object_get(t, "shape")) == io[i].rank &&
+             !strcmp(json_string_value(json_object_get(t, "datatype")) ?: "", "FP32");
+    }
+    check(ok, "metadata multihead-decode: inputs query, key, value (rank 3), alibi, sinks (H)", "%s",
+          short_body(&r));
+    json_t *o = find_named(outs, "output"), *w = find_named(outs, "weights");
+    check(o && w && json_array_size(json_object_get(o, "shape")) == 3 &&
+              json_array_size(json_object_get(w, "shape")) == 3,
+          "metadata multihead-decode: outputs output (Tq, H, d) and weights (H, Tq, n)", "%s", short_body(&r));
+    static const struct {
+        const char *name;
+        int start_only;
+    } want[] = {{"sequence_id", 0}, {"sequence_start", 0}, {"sequence_end", 0}, {"need_weights", 0},
+                {"num_heads", 1}, {"num_kv_heads", 1}, {"head_dim", 1}, {"max_tokens", 1},
+                {"softcap", 1}, {"rope_base", 1}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        json_t *p = find_named(ps, want[i].name), *so = p ? json_object_get(p, "sequence_start_only") : NULL;
+        char name[160];
+        snprintf(name, sizeof name, "metadata multihead-decode: parameter %s%s", want[i].name,
+                 want[i].start_only ? ", at the start only" : "");
+        check(json_is_boolean(so) && json_is_true(so) == want[i].start_only, name, "%s", short_body(&r));
+    }
+    check(!find_named(ps, "causal") && !find_named(ps, "hard"),
+          "metadata multihead-decode: no causal or hard parameter (a step is causal, bottom-right)", "%s",
+          short_body(&r));
+    response_free(&r);
+}
+
 /* ------------------------------------------------------------ golden infer */
 
 /* The ways one golden case is sent: every input form (flat or nested
@@ -741,6 +786,7 @@ int main(int argc, char **argv)
     }
     curl = curl_easy_init();
     test_metadata();
+    test_decode_metadata();
     run_golden(golden);
     test_documented_binary();
     test_json_outputs();

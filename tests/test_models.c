@@ -806,6 +806,46 @@ static void *worker_run(void *p)
     return NULL;
 }
 
+/* A /models entry's alignment: shares in [0, 1]; for the Transformer one
+ * score per decoder layer and head (sizes), and best_head the first head with
+ * the highest score, whose score is the entry's accuracy. */
+static void check_alignment(const char *nm, json_t *e)
+{
+    json_t *a = json_object_get(e, "alignment");
+    double acc = json_number_value(json_object_get(a, "accuracy"));
+    double chance = json_number_value(json_object_get(a, "chance"));
+    if (!check(json_is_object(a) && acc >= 0 && acc <= 1 && chance > 0 && chance <= 1, "GET /models alignment",
+               "%s: no alignment shares in [0, 1]", nm))
+        return;
+    json_t *grid = json_object_get(a, "per_layer_head"), *best = json_object_get(a, "best_head");
+    if (strcmp(nm, "transformer")) {
+        check(json_is_null(grid) && json_is_null(best), "GET /models alignment", "%s: heads of a GRU", nm);
+        return;
+    }
+    json_t *sizes = json_object_get(e, "sizes");
+    size_t layers = (size_t)json_integer_value(json_object_get(sizes, "dec_layers"));
+    size_t heads = (size_t)json_integer_value(json_object_get(sizes, "heads"));
+    int ok = json_array_size(grid) == layers && layers > 0;
+    size_t bl = 0, bh = 0;
+    double top = -1;
+    for (size_t l = 0; ok && l < layers; l++) {
+        json_t *row = json_array_get(grid, l);
+        ok = json_array_size(row) == heads;
+        for (size_t h = 0; ok && h < heads; h++) {
+            double v = json_number_value(json_array_get(row, h));
+            if (v > top) {
+                top = v;
+                bl = l;
+                bh = h;
+            }
+        }
+    }
+    check(ok && json_integer_value(json_object_get(best, "layer")) == (json_int_t)bl &&
+              json_integer_value(json_object_get(best, "head")) == (json_int_t)bh && top == acc,
+          "GET /models alignment", "transformer: best_head is not the best of per_layer_head (%zu x %zu)", layers,
+          heads);
+}
+
 static void test_http_models(mdl_model **models)
 {
     char base[64];
@@ -833,6 +873,7 @@ static void test_http_models(mdl_model **models)
         json_t *bl = json_object_get(e, "bleu");
         check(!json_is_number(json_object_get(bl, "beam4")) || json_is_number(json_object_get(bl, "greedy")),
               "GET /models bleu", "%s: beam-4 BLEU without the greedy one", nm ? nm : "?");
+        check_alignment(nm ? nm : "?", e);
     }
     json_decref(j);
     for (int i = 0; i < 4; i++) {

@@ -834,6 +834,285 @@ static void decode_loop(attn_ctx *ctx, int style)
     release(&A);
 }
 
+/* ------------------------------------------------------------- bfloat16 */
+
+/* bfloat16's unit roundoff: 8 significant bits, rounded to nearest. */
+#define BF_U 0.00390625
+
+/* x (as a float) rounded to bfloat16, to nearest even, from the format's
+ * definition: the value to 8 significant bits (not the library's bit
+ * trick). */
+static double bf16_round(double x)
+{
+    float f = (float)x;
+    if (f == 0.0f || !isfinite(f))
+        return f;
+    int e;
+    frexp(f, &e);
+    return ldexp(nearbyint(ldexp(f, 8 - e)), e - 8);
+}
+
+static double *bf16_copy(allocs *A, const double *x, int64_t n)
+{
+    double *y = keep(A, malloc(sizeof(double) * (size_t)(n > 0 ? n : 1)));
+    for (int64_t i = 0; i < n; i++)
+        y[i] = bf16_round(x[i]);
+    return y;
+}
+
+/* One dot-rule case (B = 1, D = Dv = 1) whose answer each rounding point
+ * sets: the library's output in bf16 and in fp32 precision. */
+static void bf16_case(attn_ctx *ctx, const char *cs, int64_t lk, const float *q, const float *k,
+                      const float *v, double want)
+{
+    attn_request r = attn_request_default(ATTN_RULE_DOT);
+    r.query = ten(2, 1, 1, 0, q);
+    r.key = ten(2, lk, 1, 0, k);
+    r.value = ten(2, lk, 1, 0, v);
+    r.opt.need_weights = 0;
+    float o[2];
+    attn_error err;
+    for (int p = 0; p < 2; p++) {
+        r.opt.precision = p ? ATTN_PRECISION_FP32 : ATTN_PRECISION_BF16;
+        attn_status st = attn_compute(ctx, &r, &o[p], NULL, &err);
+        if (st != ATTN_OK) {
+            fail(cs, "compute failed: %s", err.message);
+            n_failed++;
+            return;
+        }
+    }
+    /* bf16 within float32 rounding of the answer; fp32 (the same inputs
+     * without rounding) far from it, so the check can tell them apart */
+    double tol = 4e-7 * fabs(want);
+    if (!(fabs(o[0] - want) <= tol))
+        fail(cs, "bf16 output %.9g, expected %.9g", o[0], want);
+    else if (!(fabs(o[1] - want) > 100.0 * tol))
+        fail(cs, "fp32 output %.9g is as close to bf16's %.9g: the case tests nothing", o[1], want);
+    fabs(o[0] - want) <= tol && fabs(o[1] - want) > 100.0 * tol ? n_passed++ : n_failed++;
+}
+
+/* Each rounding point alone: the value row, the query, the key, and the
+ * probabilities before P V (keys of scores 0 and -1: P = 1 and e^-1,
+ * which bfloat16 holds as 188/512). 1 + 3 2^-10 rounds to 1. */
+static void bf16_directed(attn_ctx *ctx)
+{
+    const float off = 1.0f + 3.0f / 1024.0f, one = 1.0f, two = 2.0f;
+    const float k02[2] = {0.0f, 2.0f}, v01[2] = {0.0f, 1.0f}, k0o[2] = {0.0f, off};
+    const float k0m[2] = {0.0f, -1.0f}, one1[1] = {1.0f}, offv[1] = {off};
+    double sig2 = 1.0 / (1.0 + exp(-2.0)), e1 = exp(-1.0);
+    bf16_case(ctx, "bf16 value rounding", 1, one1, one1, offv, 1.0);
+    bf16_case(ctx, "bf16 query rounding", 2, &off, k02, v01, sig2);
+    bf16_case(ctx, "bf16 key rounding", 2, &two, k0o, v01, sig2);
+    bf16_case(ctx, "bf16 probability rounding", 2, &one, k0m, v01, bf16_round(e1) / (1.0 + e1));
+}
+
+/* Largest per-element excess over a bound, and the largest error seen. */
+typedef struct {
+    double worst_a, worst_b; /* error / bound, of each check */
+    double err_b;            /* largest |ours - float64 truth| */
+} bf16_stats;
+
+/* A random request the bf16 kernel takes: dot, scaled_dot, general or
+ * multi-head, every option but hard attention and sparsity; half the
+ * rules' with value rows of whole AMX tiles (16, 32 or 48 floats), which
+ * the tile unit takes where the CPU has it. */
+static void rnd_bf16(rm_request *q, lib_extra *x, allocs *A)
+{
+    do {
+        release(A);
+        memset(q, 0, sizeof *q);
+        *x = (lib_extra){0, 0, 1};
+        if (chance(30))
+            rnd_mha(q, x, A);
+        else
+            rnd_rule(q, x, A);
+    } while ((q->rule > RM_GENERAL && q->rule != RM_MULTIHEAD) || q->hard != RM_HARD_NONE ||
+             q->sparsity.pattern != RM_SPARSE_NONE);
+    if (q->rule != RM_MULTIHEAD && chance(50)) {
+        q->Dv = 16 * rnd(1, 3);
+        q->value = rnd_doubles(A, q->B * q->Lk * q->Dv, 1.0);
+    }
+}
+
+/* Output element (b, i, c) of a rule's request: its bound for check (a),
+ * u sum_j w_ij |v_jc| over the reference's weights and values (the
+ * rounding of P, the one rounding left), and float32's share. */
+static double bound_a(const rm_request *q, const double *w, int64_t b, int64_t i, int64_t c)
+{
+    double s = 0.0, vmax = 0.0;
+    for (int64_t j = 0; j < q->Lk; j++) {
+        double v = fabs(q->value[(b * q->Lk + j) * q->Dv + c]);
+        s += w[(b * q->Lq + i) * q->Lk + j] * v;
+        vmax = v > vmax ? v : vmax;
+    }
+    return BF_U * s + 2e-6 * (1.0 + vmax);
+}
+
+/* One random trial: (a) for dot and scaled_dot without rope, against the
+ * float64 reference of the bfloat16-rounded query, key and value, within
+ * bound_a (and the weights within test_lib's tolerance); (b) for every
+ * request, against the float64 truth of the unrounded request, within 2^-4
+ * of the row's largest |truth| plus 2^-6: an error that size is no
+ * rounding (errors of bf16's 2^-8 add up to about 2^-7 here), and shows a
+ * wrong product. */
+static void bf16_trial(attn_ctx *ctx, int trial, bf16_stats *S)
+{
+    allocs A = {{0}, 0};
+    rm_request q;
+    lib_extra x;
+    rnd_bf16(&q, &x, &A);
+    x.need_weights = chance(50);
+    int mha = q.rule == RM_MULTIHEAD;
+    int64_t Dout = mha ? q.Dq : q.Dv, n_out = q.B * q.Lq * Dout;
+    int64_t n_w = (mha && !q.average_weights ? q.H : 1) * q.B * q.Lq * q.Lk;
+    double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
+    double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
+    float *out = keep(&A, malloc(sizeof(float) * (size_t)n_out));
+    float *w = keep(&A, malloc(sizeof(float) * (size_t)n_w));
+    char name[512];
+    describe(name, sizeof name, trial, &q, &x, 1);
+    lib_req L;
+    to_lib(&q, &x, &A, &L);
+    attn_options *o = L.mha ? &L.m.opt : &L.r.opt;
+    o->precision = ATTN_PRECISION_BF16;
+    attn_error err;
+    attn_status st = lib_compute(ctx, &L, out, w, &err);
+    if (st != ATTN_OK || rm_compute(&q, ro, rw, NULL, NULL) != 0) {
+        fail(name, "bf16: %s", st != ATTN_OK ? err.message : "the reference failed");
+        n_failed++;
+        release(&A);
+        return;
+    }
+    int ok = 1;
+    for (int64_t r = 0; r < q.B * q.Lq; r++) {
+        double big = 0.0;
+        for (int64_t c = 0; c < Dout; c++)
+            big = fmax(big, fabs(ro[r * Dout + c]));
+        for (int64_t c = 0; c < Dout; c++) {
+            double e = fabs(out[r * Dout + c] - ro[r * Dout + c]), tol = big / 16.0 + 1.0 / 64.0;
+            S->err_b = fmax(S->err_b, e);
+            S->worst_b = fmax(S->worst_b, e / tol);
+            if (!(e <= tol) && ok) {
+                fail(name, "bf16 output[%lld] = %.7g, float64 truth %.7g", (long long)(r * Dout + c),
+                     out[r * Dout + c], ro[r * Dout + c]);
+                ok = 0;
+            }
+        }
+    }
+    if (ok && q.rule <= RM_SCALED_DOT && !q.rope.on) {
+        rm_request qr = q;
+        qr.query = bf16_copy(&A, q.query, q.B * q.Lq * q.Dq);
+        qr.key = bf16_copy(&A, q.key, q.B * q.Lk * q.Dk);
+        qr.value = bf16_copy(&A, q.value, q.B * q.Lk * q.Dv);
+        rm_compute(&qr, ro, rw, NULL, NULL);
+        for (int64_t r = 0; r < q.B * q.Lq && ok; r++)
+            for (int64_t c = 0; c < Dout && ok; c++) {
+                double e = fabs(out[r * Dout + c] - ro[r * Dout + c]);
+                double tol = bound_a(&qr, rw, r / q.Lq, r % q.Lq, c);
+                S->worst_a = fmax(S->worst_a, e / tol);
+                if (!(e <= tol)) {
+                    fail(name, "bf16 output[%lld] = %.7g, float64 of the rounded inputs %.7g "
+                         "(bound %.3g)", (long long)(r * Dout + c), out[r * Dout + c],
+                         ro[r * Dout + c], tol);
+                    ok = 0;
+                }
+            }
+        if (ok && x.need_weights)
+            ok = close_enough(name, "bf16 weights", w, rw, n_w);
+    }
+    ok ? n_passed++ : n_failed++;
+    release(&A);
+}
+
+/* The bf16 checks on the variant in use: the directed cases, then random
+ * trials on 1 and 2 threads (the same ones on every variant); prints the
+ * worst ratios to the bounds. */
+static void bf16_checks(attn_ctx *const ctx[2], int trials, uint64_t seed)
+{
+    bf16_stats S = {0, 0, 0};
+    rng_state = seed ^ 0xbf16;
+    bf16_directed(ctx[0]);
+    for (int t = 0; t < trials; t++)
+        bf16_trial(ctx[t % 2], t, &S);
+    printf("%s bf16: worst error / bound: %.3f (vs the rounded inputs), %.3f (vs float64 truth; "
+           "largest error %.3g)\n",
+           attn_kernels_isa(), S.worst_a, S.worst_b, S.err_b);
+}
+
+/* The emulated path (avx512) against the hardware's (avx512bf16: vdpbf16ps
+ * alone, then AMX tiles) on the same random dot and scaled_dot requests
+ * without rope: each output within 2 bound_a of the emulated one (both lie
+ * within bound_a of the float64 reference of the rounded inputs). Prints
+ * how many outputs vdpbf16ps gives bit for bit (its products and sums run
+ * in the emulation's order; only subnormals may differ) and the worst
+ * ratios. Skipped (and counted so) on CPUs without AVX512_BF16. */
+static void bf16_versus(attn_ctx *ctx, int trials, uint64_t seed)
+{
+    if (attn_kernels_use("avx512bf16") != 0 || attn_kernels_use("avx512") != 0) {
+        printf("SKIPPED: bf16 against the emulated path (this CPU lacks AVX512_BF16)\n");
+        n_skipped++;
+        return;
+    }
+    int amx = attn_amx_ready();
+    int64_t same = 0, total = 0;
+    double worst[2] = {0.0, 0.0};
+    rng_state = seed ^ 0x5eed;
+    for (int t = 0; t < trials; t++) {
+        allocs A = {{0}, 0};
+        rm_request q;
+        lib_extra x;
+        do
+            rnd_bf16(&q, &x, &A);
+        while (q.rule > RM_SCALED_DOT || q.rope.on);
+        x.need_weights = 0;
+        int64_t n_out = q.B * q.Lq * q.Dv, n_w = q.B * q.Lq * q.Lk;
+        float *out[3];
+        for (int v = 0; v < 3; v++)
+            out[v] = keep(&A, malloc(sizeof(float) * (size_t)n_out));
+        rm_request qr = q;
+        qr.query = bf16_copy(&A, q.query, q.B * q.Lq * q.Dq);
+        qr.key = bf16_copy(&A, q.key, q.B * q.Lk * q.Dk);
+        qr.value = bf16_copy(&A, q.value, q.B * q.Lk * q.Dv);
+        double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
+        double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
+        lib_req L;
+        to_lib(&q, &x, &A, &L);
+        L.r.opt.precision = ATTN_PRECISION_BF16;
+        attn_error err;
+        int ok = rm_compute(&qr, ro, rw, NULL, NULL) == 0;
+        for (int v = 0; v < 3 && ok; v++) {
+            attn_kernels_use(v == 0 ? "avx512" : "avx512bf16");
+            attn_amx_set(v == 2);
+            ok = v == 2 && !amx ? 1 : lib_compute(ctx, &L, out[v], NULL, &err) == ATTN_OK;
+        }
+        char name[512];
+        describe(name, sizeof name, t, &q, &x, 1);
+        for (int64_t i = 0; i < n_out && ok; i++) {
+            int64_t r = i / q.Dv;
+            double tol = 2.0 * bound_a(&qr, rw, r / q.Lq, r % q.Lq, i % q.Dv);
+            same += out[1][i] == out[0][i];
+            total++;
+            for (int v = 1; v <= (amx ? 2 : 1); v++) {
+                double e = fabs((double)out[v][i] - out[0][i]);
+                worst[v - 1] = fmax(worst[v - 1], e / tol);
+                if (!(e <= tol)) {
+                    fail(name, "bf16 output[%lld]: %s %.7g, emulated %.7g", (long long)i,
+                         v == 1 ? "vdpbf16ps" : "AMX", out[v][i], out[0][i]);
+                    ok = 0;
+                }
+            }
+        }
+        if (!ok && total == 0)
+            fail(name, "bf16 against the emulated path: %s", err.message);
+        ok ? n_passed++ : n_failed++;
+        release(&A);
+    }
+    attn_amx_set(1);
+    printf("bf16 against the emulated path: vdpbf16ps gives %lld of %lld outputs bit for bit, "
+           "worst difference / bound %.3f; AMX %s %.3f\n",
+           (long long)same, (long long)total, worst[0], amx ? "" : "(not run)", worst[1]);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = MC_DIR;
@@ -854,7 +1133,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_modern: out of memory\n");
         return 2;
     }
-    static const char *isas[] = {"avx512", "avx2", "generic"};
+    static const char *isas[] = {"avx512bf16", "avx512", "avx2", "generic"};
     for (size_t k = 0; k < sizeof isas / sizeof *isas; k++) {
         if (attn_kernels_use(isas[k]) != 0) {
             printf("SKIPPED: %s (this CPU lacks it)\n", isas[k]);
@@ -868,9 +1147,17 @@ int main(int argc, char **argv)
             random_trial(ctx, t);
         decode_loop(ctx[0], 0);
         decode_loop(ctx[1], 1);
+        bf16_checks(ctx, trials, seed);
+        if (strcmp(isas[k], "avx512bf16") == 0 && attn_amx_ready()) {
+            attn_amx_set(0); /* the same variant on vdpbf16ps alone */
+            printf("%s without AMX:\n", isas[k]);
+            bf16_checks(ctx, trials, seed);
+            attn_amx_set(1);
+        }
         printf("%s: golden vectors and %d random trials: %d passed, %d failed, %d skipped\n",
                isas[k], trials, n_passed - before_p, n_failed - before_f, n_skipped - before_s);
     }
+    bf16_versus(ctx[1], trials / 5, seed);
     attn_ctx_free(ctx[0]);
     attn_ctx_free(ctx[1]);
     printf("%d passed, %d failed, %d skipped\n", n_passed, n_failed, n_skipped);

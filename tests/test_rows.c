@@ -196,7 +196,7 @@ int main(int argc, char **argv)
             step = (uint32_t)strtoul(argv[++i], NULL, 10);
     if (step < 1)
         step = 1;
-    const char *isas[] = {"avx512", "avx2", "generic"};
+    const char *isas[] = {"avx512bf16", "avx512", "avx2", "generic"};
     int passed = 0, failed = 0, skipped = 0;
     for (int v = 0; v < 3; v++) {
         const attn_kernel_set *k = attn_kernels_find(isas[v]);

@@ -418,23 +418,30 @@ static void random_options(tsess *s, uint64_t *rs)
     }
 }
 
+/* A random session's heads, head dim, max_tokens (from min_tokens to 40),
+ * scale and (with_options) score options. */
+static void random_session_shape(tsess *s, uint64_t *rs, long min_tokens)
+{
+    static const long heads[] = {1, 2, 3, 4, 6, 8};
+    s->H = heads[pick(rs, 0, 5)];
+    do
+        s->Hkv = pick(rs, 1, s->H);
+    while (s->H % s->Hkv);
+    s->d = pick(rs, 1, 12);
+    s->max_tokens = pick(rs, min_tokens, 40);
+    s->has_scale = pick(rs, 0, 2) == 0;
+    s->scale = 0.05 + (double)pick(rs, 0, 100) / 100.0;
+    if (with_options)
+        random_options(s, rs);
+}
+
 /* One random session's life: steps of random sizes checked against the
  * reference, refused steps that leave it unchanged, truncations. */
 static void random_session(CURL *h, int sid, uint64_t seed)
 {
     uint64_t rs = seed;
-    static const long heads[] = {1, 2, 3, 4, 6, 8};
     tsess s = {0};
-    s.H = heads[pick(&rs, 0, 5)];
-    do
-        s.Hkv = pick(&rs, 1, s.H);
-    while (s.H % s.Hkv);
-    s.d = pick(&rs, 1, 12);
-    s.max_tokens = pick(&rs, 4, 40);
-    s.has_scale = pick(&rs, 0, 2) == 0;
-    s.scale = 0.05 + (double)pick(&rs, 0, 100) / 100.0;
-    if (with_options)
-        random_options(&s, &rs);
+    random_session_shape(&s, &rs, 4);
     char name[200];
     snprintf(name, sizeof name, "random session %d (H %ld, Hkv %ld, d %ld, max_tokens %ld, softcap %g, "
              "alibi %d, sinks %d, rope %d/%ld/%ld, window %d [%ld, %ld]): created", sid, s.H, s.Hkv, s.d,
@@ -1012,6 +1019,595 @@ static void test_slow_client(void)
     curl_easy_cleanup(h);
 }
 
+/* ------------------------------------------------------------ KServe: the multihead-decode model */
+
+/* The same sessions driven through KServe v2 with Triton's sequence
+ * parameters: every step checked against the same reference as above. */
+#define KS_INFER "/v2/models/multihead-decode/infer"
+
+/* A KServe request: the JSON header (its parameters and inputs written by
+ * the test) and the binary tensor data after it. */
+typedef struct {
+    buf json, bin;
+    int n_in;
+} ks_req;
+
+/* Little-endian float32 bytes, whatever the host. */
+static void put_le(buf *b, const float *d, long n)
+{
+    for (long i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &d[i], 4);
+        uint8_t p[4] = {(uint8_t)u, (uint8_t)(u >> 8), (uint8_t)(u >> 16), (uint8_t)(u >> 24)};
+        buf_put(b, p, 4);
+    }
+}
+
+static void ks_input(ks_req *q, const char *name, const float *d, int rank, const long *shape, int binary)
+{
+    long count = 1;
+    buf_printf(&q->json, "%s{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":[", q->n_in++ ? "," : "", name);
+    for (int i = 0; i < rank; i++) {
+        buf_printf(&q->json, "%s%ld", i ? "," : "", shape[i]);
+        count *= shape[i];
+    }
+    buf_puts(&q->json, "]");
+    if (binary) {
+        buf_printf(&q->json, ",\"parameters\":{\"binary_data_size\":%ld}}", count * 4);
+        put_le(&q->bin, d, count);
+        return;
+    }
+    buf_puts(&q->json, ",\"data\":[");
+    for (long i = 0; i < count; i++)
+        buf_printf(&q->json, "%s%.9g", i ? "," : "", (double)d[i]);
+    buf_puts(&q->json, "]}");
+}
+
+/* Posts q (its header closed by the caller) to sv, binary data after the
+ * header when there is any. */
+static void ks_send(CURL *h, const server *sv, ks_req *q, const char *const *auth, response *r)
+{
+    buf body = {0};
+    buf_put(&body, q->json.data, q->json.len);
+    char ihl[80];
+    const char *hdrs[4] = {NULL, NULL, NULL, NULL};
+    int nh = 0;
+    for (int i = 0; auth && auth[i]; i++)
+        hdrs[nh++] = auth[i];
+    if (q->bin.len) {
+        snprintf(ihl, sizeof ihl, "Inference-Header-Content-Length: %zu", q->json.len);
+        hdrs[nh++] = ihl;
+        buf_put(&body, q->bin.data, q->bin.len);
+    }
+    request rq = {.method = "POST", .path = KS_INFER, .headers = hdrs, .body = body.data,
+                  .body_len = body.len, .has_body = 1};
+    http(h, sv->base, &rq, r);
+    if (q->bin.len && !r->json && r->body.len) /* a binary answer: its JSON header alone */
+        r->json = NULL;
+    buf_free(&body);
+}
+
+/* The answer's JSON header (a binary answer's first
+ * Inference-Header-Content-Length bytes), new reference; *bin its binary
+ * data, *bin_len its size. */
+static json_t *ks_header(const response *r, const char **bin, size_t *bin_len)
+{
+    char ihl[40] = "";
+    size_t hl = r->body.len;
+    if (header_value(r, "Inference-Header-Content-Length", ihl, sizeof ihl) == 0)
+        hl = (size_t)strtoull(ihl, NULL, 10);
+    if (hl > r->body.len)
+        return NULL;
+    *bin = r->body.data + hl;
+    *bin_len = r->body.len - hl;
+    return json_loadb(r->body.data ? r->body.data : "", hl, 0, NULL);
+}
+
+/* Output `name` of a KServe answer as a tensor (JSON data or binary); 0 ok,
+ * -1 absent or malformed. */
+static int ks_output(const response *r, const char *name, tensor *t)
+{
+    const char *bin;
+    size_t bin_len, off = 0;
+    json_t *hj = ks_header(r, &bin, &bin_len), *outs = hj ? json_object_get(hj, "outputs") : NULL;
+    int rc = -1;
+    for (size_t i = 0; rc && i < json_array_size(outs); i++) {
+        json_t *o = json_array_get(outs, i), *sh = json_object_get(o, "shape");
+        json_t *bds = json_object_get(json_object_get(o, "parameters"), "binary_data_size");
+        size_t size = json_is_integer(bds) ? (size_t)json_integer_value(bds) : 0;
+        const char *nm = json_string_value(json_object_get(o, "name"));
+        if (!nm || strcmp(nm, name)) {
+            off += size;
+            continue;
+        }
+        memset(t, 0, sizeof *t);
+        t->rank = (int)json_array_size(sh);
+        t->count = 1;
+        for (int d = 0; d < t->rank && d < MAX_RANK; d++)
+            t->count *= t->shape[d] = (long)json_integer_value(json_array_get(sh, (size_t)d));
+        json_t *data = json_object_get(o, "data");
+        if (t->rank < 1 || t->rank > MAX_RANK || t->count < 1 ||
+            (bds ? size != (size_t)t->count * 4 || off + size > bin_len
+                 : json_array_size(data) != (size_t)t->count))
+            break;
+        t->data = malloc(sizeof(float) * (size_t)t->count);
+        for (long k = 0; k < t->count; k++) {
+            if (bds) {
+                const uint8_t *p = (const uint8_t *)bin + off + 4 * k;
+                uint32_t u = p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+                memcpy(&t->data[k], &u, 4);
+            } else {
+                t->data[k] = (float)json_number_value(json_array_get(data, (size_t)k));
+            }
+        }
+        rc = 0;
+    }
+    json_decref(hj);
+    return rc;
+}
+
+/* A parameter of a KServe answer (borrowed from *hold, which the caller
+ * frees). */
+static json_t *ks_param(const response *r, const char *name, json_t **hold)
+{
+    const char *bin;
+    size_t bin_len;
+    *hold = ks_header(r, &bin, &bin_len);
+    return *hold ? json_object_get(json_object_get(*hold, "parameters"), name) : NULL;
+}
+
+/* The parameters and inputs that start a sequence of s's sizes and
+ * options: the same fields as POST /sessions, as KServe parameters
+ * (window and rope spelled flat) and alibi slopes and sinks as inputs. */
+static void ks_start_params(buf *b, const tsess *s)
+{
+    buf_printf(b, ",\"sequence_start\":true,\"num_heads\":%ld,\"num_kv_heads\":%ld,\"head_dim\":%ld,"
+               "\"max_tokens\":%ld", s->H, s->Hkv, s->d, s->max_tokens);
+    if (s->has_scale)
+        buf_printf(b, ",\"scale\":%.9g", s->scale);
+    if (s->softcap > 0)
+        buf_printf(b, ",\"softcap\":%.9g", s->softcap);
+    if (s->alibi == 1)
+        buf_puts(b, ",\"alibi\":true");
+    if (s->rope)
+        buf_printf(b, ",\"rope\":true,\"rope_base\":%.9g,\"rope_style\":\"%s\",\"rope_dims\":%ld,"
+                   "\"rope_offset\":%ld", s->rope_base, s->rope_style ? "interleaved" : "half",
+                   s->rope_dims, s->rope_offset);
+    if (s->has_window && s->left >= 0)
+        buf_printf(b, ",\"window_left\":%ld", s->left);
+    if (s->has_window && s->right >= 0)
+        buf_printf(b, ",\"window_right\":%ld", s->right);
+}
+
+static void ks_start_inputs(ks_req *q, const tsess *s, int binary)
+{
+    float f[8];
+    long hs[1] = {s->H};
+    for (long h = 0; s->alibi == 2 && h < s->H; h++)
+        f[h] = (float)s->slopes[h];
+    if (s->alibi == 2)
+        ks_input(q, "alibi", f, 1, hs, binary);
+    for (long h = 0; s->has_sinks && h < s->H; h++)
+        f[h] = (float)s->sinks[h];
+    if (s->has_sinks)
+        ks_input(q, "sinks", f, 1, hs, binary);
+}
+
+/* What a KServe step sends besides its rows. */
+typedef struct {
+    int start, end;
+    const char *seq_id;   /* NULL: none (a start draws one) */
+    int bin_in, bin_out;  /* binary tensor data in, out */
+} ks_how;
+
+/* Builds and posts one step of s (st's rows) as KServe; r is the answer. */
+static void ks_step_post(CURL *h, const server *sv, const tsess *s, const tstep *st, const ks_how *how,
+                         const char *const *auth, response *r)
+{
+    ks_req q = {{0}, {0}, 0};
+    buf_puts(&q.json, "{\"id\":\"step\",\"parameters\":{");
+    buf_printf(&q.json, "\"need_weights\":%s", st->need_weights ? "true" : "false");
+    if (how->bin_out)
+        buf_puts(&q.json, ",\"binary_data_output\":true");
+    if (how->seq_id)
+        buf_printf(&q.json, ",\"sequence_id\":\"%s\"", how->seq_id);
+    if (how->end)
+        buf_puts(&q.json, ",\"sequence_end\":true");
+    if (how->start)
+        ks_start_params(&q.json, s);
+    buf_puts(&q.json, "},\"inputs\":[");
+    long ks[3] = {st->T, s->Hkv, s->d}, qs[3] = {st->Tq, s->H, s->d};
+    ks_input(&q, "key", st->k, 3, ks, how->bin_in);
+    ks_input(&q, "value", st->v, 3, ks, how->bin_in && st->T % 2);
+    ks_input(&q, "query", st->q, 3, qs, how->bin_in);
+    if (how->start)
+        ks_start_inputs(&q, s, how->bin_in);
+    buf_puts(&q.json, "]}");
+    ks_send(h, sv, &q, auth, r);
+    buf_free(&q.json);
+    buf_free(&q.bin);
+}
+
+/* Checks a 200 KServe step answer against the reference over rows 0..n-1
+ * and its parameters (sequence_id, length). Returns 1 when right. */
+static int ks_step_check(const tsess *s, long n, const tstep *st, const response *r, const char *name)
+{
+    char n2[700], why[200] = "missing";
+    long Tq = st->Tq;
+    float *out = malloc(sizeof(float) * (size_t)(Tq * s->H * s->d));
+    float *w = malloc(sizeof(float) * (size_t)(s->H * Tq * (n ? n : 1)));
+    expect_step(s, n, st->q, Tq, out, w);
+    long os[3] = {Tq, s->H, s->d}, ws[3] = {s->H, Tq, n};
+    tensor t;
+    int got = ks_output(r, "output", &t) == 0;
+    snprintf(n2, sizeof n2, "%s: output", name);
+    int ok = check(got && tensor_matches(&t, 3, os, out, why, sizeof why), n2, "%s", why);
+    if (got)
+        tensor_free(&t);
+    got = ks_output(r, "weights", &t) == 0;
+    snprintf(n2, sizeof n2, "%s: weights %s", name, st->need_weights ? "right" : "absent");
+    if (st->need_weights)
+        ok &= check(got && tensor_matches(&t, 3, ws, w, why, sizeof why), n2, "%s", why);
+    else
+        ok &= check(!got, n2, "weights present without need_weights");
+    if (got)
+        tensor_free(&t);
+    json_t *hold, *len = ks_param(r, "length", &hold), *hold2, *id = ks_param(r, "sequence_id", &hold2);
+    snprintf(n2, sizeof n2, "%s: parameters length %ld and sequence_id", name, n);
+    ok &= check(json_is_integer(len) && json_integer_value(len) == n && json_is_string(id) &&
+                !strcmp(json_string_value(id), s->id), n2, "%s", short_body(r));
+    json_decref(hold);
+    json_decref(hold2);
+    free(out);
+    free(w);
+    return ok;
+}
+
+/* Expects a KServe error: status and {"error": "...text..."}. */
+static int ks_expect_error(const response *r, long status, const char *text, const char *name)
+{
+    json_t *m = r->json ? json_object_get(r->json, "error") : NULL;
+    return check(r->status == status && json_is_string(m) && (!text || strstr(json_string_value(m), text)),
+                 name, "expected %ld with \"%s\", got %ld %s", status, text ? text : "", r->status,
+                 short_body(r));
+}
+
+/* A client-made sequence id: 32 lowercase hex digits from the test's generator. */
+static void client_id(char out[33], uint64_t *rs)
+{
+    uint64_t a = next_u64(rs), b = next_u64(rs);
+    snprintf(out, 33, "%016llx%016llx", (unsigned long long)a, (unsigned long long)b);
+}
+
+/* One random sequence through KServe: started (server- or client-chosen
+ * id), stepped with steps of random sizes and forms, one refused past
+ * max_tokens, ended; every answer against the reference. */
+static void ks_random_sequence(CURL *h, int sid, uint64_t seed)
+{
+    uint64_t rs = seed;
+    tsess s = {0};
+    random_session_shape(&s, &rs, 6);
+    int own_id = (int)pick(&rs, 0, 1);
+    if (own_id)
+        client_id(s.id, &rs);
+    s.k = calloc((size_t)(s.max_tokens * s.Hkv * s.d), sizeof(float));
+    s.v = calloc((size_t)(s.max_tokens * s.Hkv * s.d), sizeof(float));
+    long steps = pick(&rs, 3, 8);
+    char name[400];
+    for (long k = 0; k < steps; k++) {
+        tstep st;
+        step_make(&st, &s, pick(&rs, 1, 4), pick(&rs, 1, 3), &rs);
+        ks_how how = {k == 0, k == steps - 1, k == 0 && !own_id ? NULL : s.id, (int)pick(&rs, 0, 1),
+                      (int)pick(&rs, 0, 1)};
+        snprintf(name, sizeof name, "kserve sequence %d step %ld (H %ld, Hkv %ld, d %ld, T %ld, Tq %ld, "
+                 "n %ld, %s id, softcap %g, alibi %d, sinks %d, rope %d, window %d [%ld, %ld], %s in, %s out%s%s)",
+                 sid, k, s.H, s.Hkv, s.d, st.T, st.Tq, s.n + st.T, own_id ? "client's" : "server's",
+                 s.softcap, s.alibi, s.has_sinks, s.rope, s.has_window, s.left, s.right,
+                 how.bin_in ? "binary" : "json", how.bin_out ? "binary" : "json",
+                 how.start ? ", start" : "", how.end ? ", end" : "");
+        response r;
+        if (k > 0 && s.n + st.T > s.max_tokens) {
+            ks_step_post(h, &srv_main, &s, &st, &how, NULL, &r);
+            ks_expect_error(&r, 413, "max_tokens", name);
+            response_free(&r);
+            step_free(&st);
+            if (how.end) { /* a refused end leaves the sequence: end it as a client would */
+                snprintf(name, sizeof name, "kserve sequence %d: DELETE after a refused end", sid);
+                delete_session(h, &srv_main, &s, name);
+            }
+            continue;
+        }
+        ks_step_post(h, &srv_main, &s, &st, &how, NULL, &r);
+        if (how.start && !own_id) {
+            json_t *hold, *id = ks_param(&r, "sequence_id", &hold);
+            if (json_is_string(id))
+                snprintf(s.id, sizeof s.id, "%s", json_string_value(id));
+            json_decref(hold);
+        }
+        long n1 = s.n + st.T;
+        memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+        memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+        char n2[440];
+        snprintf(n2, sizeof n2, "%s: 200", name);
+        if (check(r.status == 200, n2, "got %ld %s", r.status, short_body(&r))) {
+            ks_step_check(&s, n1, &st, &r, name);
+            s.n = n1;
+        }
+        if (k == 0 && s.id[0]) { /* one table: the native route sees the same session */
+            snprintf(n2, sizeof n2, "kserve sequence %d: GET /sessions/{sequence_id} length %ld", sid, s.n);
+            check(get_length(h, &srv_main, &s) == s.n, n2, "length %ld", get_length(h, &srv_main, &s));
+        }
+        response_free(&r);
+        step_free(&st);
+    }
+    snprintf(name, sizeof name, "kserve sequence %d: sequence_end freed it (GET: 404 deleted)", sid);
+    char path[128];
+    snprintf(path, sizeof path, "/sessions/%s", s.id);
+    response r;
+    call(h, &srv_main, "GET", path, &r);
+    expect_error(&r, 404, "unknown_session", "deleted", name);
+    response_free(&r);
+    tsess_free(&s);
+}
+
+static void test_kserve_random(void)
+{
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < 30; i++)
+        ks_random_sequence(h, i, 0x7e57 + (uint64_t)i * 104729);
+    check_alive(h, &srv_main, "kserve sequences");
+    curl_easy_cleanup(h);
+}
+
+/* A raw KServe header (no binary data) to srv_main. */
+static void ks_post_raw(CURL *h, const char *json, response *r)
+{
+    ks_req q = {{0}, {0}, 0};
+    buf_puts(&q.json, json);
+    ks_send(h, &srv_main, &q, NULL, r);
+    buf_free(&q.json);
+}
+
+#define KS_ROWS "\"inputs\":[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[1,2]}," \
+                "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[3,4]}," \
+                "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]"
+#define KS_START "\"sequence_start\":true,\"num_heads\":2,\"num_kv_heads\":1,\"head_dim\":2,\"max_tokens\":4"
+
+static void test_kserve_errors(void)
+{
+    CURL *h = curl_easy_init();
+    response r;
+    uint64_t rs = 31337;
+    char live[33], fresh[33], body[2048];
+    client_id(live, &rs);
+    client_id(fresh, &rs);
+    long open0 = metric(h, &srv_main, "attn_sessions_open");
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"%s\"," KS_START "}," KS_ROWS "}", live);
+    ks_post_raw(h, body, &r);
+    check(r.status == 200, "kserve errors: a sequence with the client's id starts", "got %ld %s", r.status,
+          short_body(&r));
+    response_free(&r);
+    struct {
+        const char *params, *inputs; /* inputs NULL: KS_ROWS */
+        long status;
+        const char *text, *what;
+    } bad[] = {
+        {"", NULL, 400, "needs the sequence_id", "no sequence_id, no start"},
+        {"\"sequence_id\":42", NULL, 400, "32 lowercase hex", "an integer id (guessable)"},
+        {"\"sequence_id\":0", NULL, 400, "needs the sequence_id", "id 0 without a start"},
+        {"\"sequence_id\":\"abc\"", NULL, 400, "32 lowercase hex", "a short string id"},
+        {"\"sequence_id\":\"0123456789ABCDEF0123456789ABCDEF\"", NULL, 400, "32 lowercase hex", "upper-case hex"},
+        {"\"sequence_id\":1.5", NULL, 400, "sequence_id", "a fractional id"},
+        {"\"sequence_id\":-1", NULL, 400, "sequence_id", "a negative id"},
+        {"\"sequence_id\":[1]", NULL, 400, "sequence_id", "a list id"},
+        {"\"sequence_id\":\"00000000000000000000000000000000000000000000000000000000000000000\"", NULL, 400,
+         "64", "a 65-character id"},
+        {"\"sequence_id\":\"%s\"", NULL, 404, "never existed", "an id no one started"},
+        {"\"sequence_id\":\"%l\"," KS_START, NULL, 409, "already started", "a second start on a live id"},
+        {"\"sequence_start\":\"yes\"", NULL, 400, "sequence_start", "sequence_start not a boolean"},
+        {"\"sequence_end\":1,\"sequence_id\":\"%l\"", NULL, 400, "sequence_end", "sequence_end not a boolean"},
+        {"\"sequence_start\":true,\"head_dim\":2,\"max_tokens\":4", NULL, 400, "num_heads", "a start without num_heads"},
+        {"\"sequence_start\":true,\"num_heads\":2,\"max_tokens\":4", NULL, 400, "head_dim", "a start without head_dim"},
+        {"\"sequence_start\":true,\"num_heads\":2,\"head_dim\":2", NULL, 400, "max_tokens", "a start without max_tokens"},
+        {"\"sequence_start\":true,\"num_heads\":2,\"num_kv_heads\":3,\"head_dim\":2,\"max_tokens\":4", NULL, 400,
+         "num_kv_heads", "num_kv_heads not dividing num_heads"},
+        {"\"sequence_start\":true,\"num_heads\":2,\"head_dim\":2,\"max_tokens\":99999999999", NULL, 413,
+         "max_tokens", "max_tokens over the server's"},
+        {"\"sequence_id\":\"%l\",\"num_heads\":2", NULL, 400, "only with sequence_start", "num_heads mid-sequence"},
+        {"\"sequence_id\":\"%l\",\"softcap\":2", NULL, 400, "only with sequence_start", "softcap mid-sequence"},
+        {"\"sequence_id\":\"%l\",\"causal\":true", NULL, 400, "causal", "a parameter the model does not take"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[1,2]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]},"
+         "{\"name\":\"alibi\",\"datatype\":\"FP32\",\"shape\":[2],\"data\":[1,1]}]",
+         400, "only with sequence_start", "an alibi input mid-sequence"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,2,3,4]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,2,3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]",
+         400, "num_kv_heads", "keys of 2 heads for a 1-head cache"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[1,2]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,3],\"data\":[1,0,0,1,1,1]}]",
+         400, "head_dim", "queries of the wrong head_dim"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[1,2,3,4]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[2,2],\"data\":[1,2,3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]",
+         400, "key must have shape", "rank-2 keys"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"INT32\",\"shape\":[1,1,2],\"data\":[1,2]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]",
+         400, "datatype", "INT32 keys"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[1,2]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]",
+         400, "value", "no value input"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[1,2]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]},"
+         "{\"name\":\"mask\",\"datatype\":\"BOOL\",\"shape\":[1],\"data\":[true]}]",
+         400, "no input", "a mask input"},
+        {"\"sequence_id\":\"%l\"",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[4294967296,4294967296,2],\"data\":[1,2]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[1,1,2],\"data\":[3,4]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]",
+         413, "key", "a huge key shape"},
+        {"\"sequence_id\":\"%l\",\"sequence_end\":true",
+         "[{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[9,1,2],\"data\":[1,2,1,2,1,2,1,2,1,2,1,2,1,2,1,2,1,2]},"
+         "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[9,1,2],\"data\":[1,2,1,2,1,2,1,2,1,2,1,2,1,2,1,2,1,2]},"
+         "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]",
+         413, "max_tokens", "a last step past max_tokens (the sequence stays)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char params[600], *p = params;
+        for (const char *c = bad[i].params; *c && p < params + sizeof params - 40; c++)
+            if (c[0] == '%' && (c[1] == 's' || c[1] == 'l')) {
+                p += sprintf(p, "%s", c[1] == 's' ? fresh : live);
+                c++;
+            } else {
+                *p++ = *c;
+            }
+        *p = '\0';
+        snprintf(body, sizeof body, "{\"parameters\":{%s},\"inputs\":%s}", params,
+                 bad[i].inputs ? bad[i].inputs : strchr(KS_ROWS, '[') );
+        ks_post_raw(h, body, &r);
+        char name[300];
+        snprintf(name, sizeof name, "kserve errors: %s: %ld", bad[i].what, bad[i].status);
+        ks_expect_error(&r, bad[i].status, bad[i].text, name);
+        response_free(&r);
+    }
+    /* asking for layout */
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"%s\"},\"outputs\":[{\"name\":\"layout\"}]," KS_ROWS "}", live);
+    ks_post_raw(h, body, &r);
+    ks_expect_error(&r, 400, "no layout output", "kserve errors: the layout output: 400");
+    response_free(&r);
+    /* none of the refusals appended a row: the next step's length is 2 */
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"%s\"}," KS_ROWS "}", live);
+    ks_post_raw(h, body, &r);
+    json_t *hold, *len = ks_param(&r, "length", &hold);
+    check(r.status == 200 && json_is_integer(len) && json_integer_value(len) == 2,
+          "kserve errors: refused steps appended nothing (length 2 after one more)", "%s", short_body(&r));
+    json_decref(hold);
+    response_free(&r);
+    /* a start that fails after its session is made leaves nothing: the id starts again */
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"%s\"," KS_START "},\"inputs\":["
+             "{\"name\":\"key\",\"datatype\":\"FP32\",\"shape\":[5,1,2],\"data\":[1,2,1,2,1,2,1,2,1,2]},"
+             "{\"name\":\"value\",\"datatype\":\"FP32\",\"shape\":[5,1,2],\"data\":[1,2,1,2,1,2,1,2,1,2]},"
+             "{\"name\":\"query\",\"datatype\":\"FP32\",\"shape\":[1,2,2],\"data\":[1,0,0,1]}]}", fresh);
+    ks_post_raw(h, body, &r);
+    ks_expect_error(&r, 413, "max_tokens", "kserve errors: a start whose first step is past max_tokens: 413");
+    response_free(&r);
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"%s\"," KS_START ",\"sequence_end\":true}," KS_ROWS "}", fresh);
+    ks_post_raw(h, body, &r);
+    check(r.status == 200, "kserve errors: the failed start left no session: the id starts again "
+          "(start and end in one request)", "got %ld %s", r.status, short_body(&r));
+    response_free(&r);
+    /* end the live one */
+    snprintf(body, sizeof body, "{\"parameters\":{\"sequence_id\":\"%s\",\"sequence_end\":true}," KS_ROWS "}", live);
+    ks_post_raw(h, body, &r);
+    check(r.status == 200, "kserve errors: the sequence ends", "got %ld %s", r.status, short_body(&r));
+    response_free(&r);
+    ks_post_raw(h, body, &r);
+    ks_expect_error(&r, 404, "deleted", "kserve errors: a step after sequence_end: 404, deleted");
+    response_free(&r);
+    check(metric(h, &srv_main, "attn_sessions_open") == open0, "kserve errors: no session left open",
+          "open %ld, was %ld", metric(h, &srv_main, "attn_sessions_open"), open0);
+    check_alive(h, &srv_main, "kserve sequence errors");
+    curl_easy_cleanup(h);
+}
+
+/* 8 clients, each on its own KServe sequence at once (GQA, 6 steps): every
+ * answer right, the sequences kept apart. */
+static void ks_own_sequence_client(CURL *h, int id, void *arg)
+{
+    (void)arg;
+    uint64_t rs = 0xd0d0 + (uint64_t)id;
+    tsess s = {.H = 4, .Hkv = 2, .d = 8, .max_tokens = 64};
+    s.k = calloc((size_t)(s.max_tokens * s.Hkv * s.d), sizeof(float));
+    s.v = calloc((size_t)(s.max_tokens * s.Hkv * s.d), sizeof(float));
+    client_id(s.id, &rs);
+    for (int k = 0; k < 6; k++) {
+        tstep st;
+        step_make(&st, &s, pick(&rs, 1, 3), pick(&rs, 1, 2), &rs);
+        ks_how how = {k == 0, k == 5, s.id, k % 2, k % 3 == 0};
+        response r;
+        ks_step_post(h, &srv_main, &s, &st, &how, NULL, &r);
+        memcpy(s.k + s.n * s.Hkv * s.d, st.k, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+        memcpy(s.v + s.n * s.Hkv * s.d, st.v, sizeof(float) * (size_t)(st.T * s.Hkv * s.d));
+        char name[160];
+        snprintf(name, sizeof name, "kserve parallel: client %d step %d: 200", id, k);
+        if (check(r.status == 200, name, "got %ld %s", r.status, short_body(&r))) {
+            snprintf(name, sizeof name, "kserve parallel: client %d step %d", id, k);
+            ks_step_check(&s, s.n + st.T, &st, &r, name);
+            s.n += st.T;
+        }
+        response_free(&r);
+        step_free(&st);
+    }
+    tsess_free(&s);
+}
+
+static void test_kserve_parallel(void)
+{
+    enum { N = 8 };
+    char unused[N];
+    double ms = run_clients(N, ks_own_sequence_client, unused, 1);
+    printf("kserve parallel: %d clients x 6 steps on their own sequences in %.0f ms\n", N, ms);
+}
+
+/* A sequence idle past ATTN_SESSION_TTL is gone: 404, expired. */
+static void test_kserve_ttl(void)
+{
+    CURL *h = curl_easy_init();
+    tsess s = {.H = 1, .Hkv = 1, .d = 2, .max_tokens = 4};
+    uint64_t rs = 77;
+    client_id(s.id, &rs);
+    tstep st;
+    step_make(&st, &s, 1, 1, &rs);
+    ks_how how = {1, 0, s.id, 0, 0};
+    response r;
+    ks_step_post(h, &srv_ttl, &s, &st, &how, NULL, &r);
+    check(r.status == 200, "kserve ttl: a sequence starts", "got %ld %s", r.status, short_body(&r));
+    response_free(&r);
+    usleep(2600 * 1000);
+    how.start = 0;
+    ks_step_post(h, &srv_ttl, &s, &st, &how, NULL, &r);
+    ks_expect_error(&r, 404, "expired", "kserve ttl: a step after the idle TTL: 404, expired");
+    response_free(&r);
+    step_free(&st);
+    curl_easy_cleanup(h);
+}
+
+/* The token guards the KServe route as the native ones; the limits hold. */
+static void test_kserve_guarded(void)
+{
+    CURL *h = curl_easy_init();
+    static const char *const auth[] = {"Authorization: Bearer s3cret", NULL};
+    tsess s = {.H = 1, .Hkv = 1, .d = 2, .max_tokens = 4};
+    uint64_t rs = 5;
+    tstep st;
+    step_make(&st, &s, 1, 1, &rs);
+    ks_how how = {1, 1, NULL, 0, 0};
+    response r;
+    ks_step_post(h, &srv_guard, &s, &st, &how, NULL, &r);
+    ks_expect_error(&r, 401, NULL, "kserve token: a start without the token: 401");
+    response_free(&r);
+    ks_step_post(h, &srv_guard, &s, &st, &how, auth, &r);
+    check(r.status == 200, "kserve token: with it: 200", "got %ld %s", r.status, short_body(&r));
+    response_free(&r);
+    s.max_tokens = 65;
+    ks_step_post(h, &srv_limits, &s, &st, &how, NULL, &r);
+    ks_expect_error(&r, 413, "ATTN_SESSION_MAX_TOKENS", "kserve limits: max_tokens 65 > 64: 413");
+    response_free(&r);
+    step_free(&st);
+    curl_easy_cleanup(h);
+}
+
 /* ------------------------------------------------------------ main */
 
 static void usage(void)
@@ -1057,11 +1653,19 @@ int main(int argc, char **argv)
         test_parallel_shared();
         test_slow_client();
         printf("sessions: concurrency done (%.0f ms)\n", now_ms() - t0);
+        test_kserve_random();
+        test_kserve_errors();
+        test_kserve_parallel();
+        printf("sessions: kserve sequences done (%.0f ms)\n", now_ms() - t0);
     }
+    if (up_guard && up_limits)
+        test_kserve_guarded();
     if (up_limits)
         test_limits();
-    if (up_ttl)
+    if (up_ttl) {
         test_ttl();
+        test_kserve_ttl();
+    }
     if (up_guard)
         test_token();
     CURL *h = curl_easy_init();

@@ -854,7 +854,7 @@ int main(int argc, char **argv)
     if (n == 0)
         return 1;
     const char *env = getenv("ATTN_ISA");
-    static const char *const isas[] = {"avx512", "avx2", "generic"};
+    static const char *const isas[] = {"avx512bf16", "avx512", "avx2", "generic"};
     for (int k = 0; k < 3; k++) {
         if (env && *env && strcmp(env, isas[k]) != 0)
             continue;

@@ -1,0 +1,281 @@
+/* bf16_tmpl.h - bfloat16 compute in the flash kernel (attn_options.precision
+ * ATTN_PRECISION_BF16), written once over the vector vocabulary; included
+ * by kernels_tmpl.h, whose sdpa_block_flash calls it for such jobs.
+ *
+ * What is rounded (to nearest, ties to even, as attn_bf16_bits): the query
+ * and key rows (after rope), the value rows and the probabilities P of
+ * each key block before P V. The products run as VDPBF (pairs of
+ * bfloat16 products summed into float32: vdpbf16ps on AVX512_BF16, two
+ * exact float32 FMAs elsewhere), or with VTILE on the AMX tile unit
+ * (TDPBF16PS, amx.c) when the CPU and the kernel allow it. The scale,
+ * softcap, bias, ALiBi, masks, the online softmax and its sums stay in
+ * float32 (as FlashAttention-2 does in bf16); weights, when asked, are
+ * those float32 probabilities.
+ *
+ * Layouts, in 32-bit words that each hold two bfloat16 (VB lanes):
+ *   kb  the job's keys, row-major: key t's features 2p, 2p+1 in kb[t][p]
+ *       (ldk words a row: the features padded with zeros to BF_PAD);
+ *   vt  the job's values transposed: value column c of keys 2t, 2t+1 in
+ *       vt[c][t] (ldv words a row: the keys padded with zeros to BF_PAD
+ *       and one BF_PAD more, so a tile may read past any key block);
+ *   qt2 a query block: features 2p, 2p+1 of query lane q in qt2[p][q];
+ *   pt2 a key block's P: keys 2t, 2t+1 of query lane q in pt2[t][q].
+ * kb and vt are made once per run (bf16_convert, before the query
+ * blocks); qt2 and pt2 per query block and per key block. Key blocks
+ * start at even keys, so a block's pairs are pairs of vt. */
+
+#define bf16_dims ISA_NAME(bf16_dims)
+#define bf16_job_bytes ISA_NAME(bf16_job_bytes)
+#define bf16_load ISA_NAME(bf16_load)
+#define bf16_convert ISA_NAME(bf16_convert)
+#define bf16_pack_q ISA_NAME(bf16_pack_q)
+#define bf16_exp_pack ISA_NAME(bf16_exp_pack)
+#define bf16_amx ISA_NAME(bf16_amx)
+#define kq_tile_bf16 ISA_NAME(kq_tile_bf16)
+#define pv_tile_bf16 ISA_NAME(pv_tile_bf16)
+#define flash_block_bf16 ISA_NAME(flash_block_bf16)
+#define flash_block_pv_bf16 ISA_NAME(flash_block_pv_bf16)
+#define bf16_np2 ISA_NAME(bf16_np2)
+
+/* Features and keys are padded to whole tiles of this many bfloat16. */
+#define BF_PAD 32
+#define BF_ROUND(n) (((n) + BF_PAD - 1) / BF_PAD * BF_PAD)
+
+/* A job's keys and values in bfloat16 (see the layouts above). */
+typedef struct {
+    uint32_t *kb, *vt;
+    int64_t ldk, ldv; /* words per row */
+} bf16_kv;
+
+/* ldk and ldv of a job. */
+static inline void bf16_dims(const attn_sdpa_job *j, int64_t *ldk, int64_t *ldv)
+{
+    *ldk = BF_ROUND(j->d) / 2;
+    *ldv = (BF_ROUND(j->lk) + BF_PAD) / 2;
+}
+
+/* Bytes of kb and vt for a bf16 job (0 for the others), whole lines. */
+static size_t bf16_job_bytes(const attn_sdpa_job *j)
+{
+    if (!j->bf16) return 0;
+    int64_t ldk, ldv;
+    bf16_dims(j, &ldk, &ldv);
+    return LINES((size_t)(2 * ldv) * (size_t)ldk + (size_t)j->dv * (size_t)ldv) * sizeof(float);
+}
+
+/* VW floats of x from p, zero at n and past it. */
+static inline ALWAYS TGT V bf16_load(const float *x, int64_t p, int64_t n)
+{
+    if (p + VW <= n) return VLOAD(x + p);
+    if (p >= n) return VZERO();
+    return VLOADM(x + p, VTAILMASK((int)(n - p)));
+}
+
+/* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
+ * zero past lk); with rope, each key row is turned first (through row, d
+ * floats). */
+static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t0, int64_t t1,
+                             float *row)
+{
+    for (int64_t t = 2 * t0; t < 2 * t1; t++) {
+        uint32_t *dst = c->kb + t * c->ldk;
+        if (t >= j->lk) {
+            memset(dst, 0, (size_t)c->ldk * sizeof *dst);
+            continue;
+        }
+        const float *x = j->k + t * j->k_stride;
+        if (j->rope) {
+            rope_rows(j, x, j->k_stride, j->rope_k0 + t, 1, row);
+            x = row;
+        }
+        for (int64_t p = 0; p < 2 * c->ldk; p += 2 * VW)
+            VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, j->d), bf16_load(x, p + VW, j->d)));
+    }
+    for (int64_t t = t0; t < t1; t++) {
+        const float *v0 = 2 * t < j->lk ? j->v + 2 * t * j->v_stride : NULL;
+        const float *v1 = 2 * t + 1 < j->lk ? j->v + (2 * t + 1) * j->v_stride : NULL;
+        for (int64_t cc = 0; cc < j->dv; cc += VW) {
+            uint32_t pr[VW];
+            VBSTORE(pr, VBPACK(v0 ? bf16_load(v0, cc, j->dv) : VZERO(),
+                               v1 ? bf16_load(v1, cc, j->dv) : VZERO()));
+            int n = j->dv - cc < VW ? (int)(j->dv - cc) : VW;
+            for (int l = 0; l < n; l++) c->vt[(cc + l) * c->ldv + t] = pr[l];
+        }
+    }
+}
+
+/* Whether the job's products go to the AMX tiles: a variant with VTILE
+ * (QB = 64 lanes), a CPU and kernel that allow them, and whole tiles of
+ * value columns. */
+static inline ALWAYS int bf16_amx(const attn_sdpa_job *j)
+{
+#ifdef VTILE
+    return j->dv % 16 == 0 && attn_amx_ready();
+#else
+    (void)j;
+    return 0;
+#endif
+}
+
+/* qt2 of query rows [i0, i0+nr) (rotated with rope, unscaled), through
+ * qt (d x QB floats) and qr (as flash_pack_q). */
+static inline ALWAYS TGT void bf16_pack_q(const attn_sdpa_job *j, const bf16_kv *c, int64_t i0,
+                                          int64_t nr, float *qt, float *qr, uint32_t *qt2)
+{
+    flash_pack_q(j, i0, nr, qt, qr, 1.0f);
+    for (int64_t p = 0; p < c->ldk; p++)
+        UNROLL for (int q = 0; q < QV; q++) {
+            V lo = 2 * p < j->d ? VLOAD(qt + 2 * p * QB + q * VW) : VZERO();
+            V hi = 2 * p + 1 < j->d ? VLOAD(qt + (2 * p + 1) * QB + q * VW) : VZERO();
+            VBSTORE(qt2 + p * QB + q * VW, VBPACK(lo, hi));
+        }
+}
+
+/* The exponentials of a key block's final scores (nk rows of st), P =
+ * e^(S - m) against the reference max m, which moves to the block's max bm
+ * only where bm passes it by more than LAZY_MAX (FlashAttention-3's lazy
+ * rescaling, as flash_block_lazy; P stays below e^8): P into pt2 as pairs,
+ * zero from key nk to np2 pairs, and into st when keep is set (the
+ * weights); alpha (e^(m before - m after), 1 where m stayed) and sum. */
+static inline ALWAYS TGT void bf16_exp_pack(float *st, int nk, int np2, uint32_t *pt2, int keep,
+                                            const V bm[QV], V m[QV], V alpha[QV], V sum[QV])
+{
+    V mu[QV];
+    UNROLL for (int q = 0; q < QV; q++) {
+        /* the reference max moves only where the block passes it by more
+         * than LAZY_MAX (flash_block_lazy's rule): elsewhere alpha is 1 */
+        V mn = VSEL(VCMPLT(VADD(m[q], VSET1(LAZY_MAX)), bm[q]), bm[q], m[q]);
+        mu[q] = VSEL(VISNINF(mn), VZERO(), mn);
+        alpha[q] = VEXP(VSUB(m[q], mu[q]));
+        m[q] = mn;
+        sum[q] = VZERO();
+    }
+    for (int t = 0; t < np2; t++)
+        UNROLL for (int q = 0; q < QV; q++) {
+            float *s0 = st + 2 * t * QB + q * VW, *s1 = s0 + QB;
+            V p0 = 2 * t < nk ? VEXP(VSUB(VLOAD(s0), mu[q])) : VZERO();
+            V p1 = 2 * t + 1 < nk ? VEXP(VSUB(VLOAD(s1), mu[q])) : VZERO();
+            sum[q] = VADD(sum[q], VADD(p0, p1));
+            if (keep) {
+                if (2 * t < nk) VSTORE(s0, p0);
+                if (2 * t + 1 < nk) VSTORE(s1, p1);
+            }
+            VBSTORE(pt2 + t * QB + q * VW, VBPACK(p0, p1));
+        }
+}
+
+/* acc[kk][v] = sum_p kb[kk][p] . qt2[p][v] over np pairs, kn keys. */
+static inline ALWAYS TGT void kq_tile_bf16(const uint32_t *qt2, int64_t np, const uint32_t *kb,
+                                           int64_t ldk, int kn, V acc[KN][QV])
+{
+    UNROLL for (int kk = 0; kk < KN; kk++)
+        UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
+    for (int64_t p = 0; p < np; p++) {
+        VB q[QV];
+        UNROLL for (int v = 0; v < QV; v++) q[v] = VBLOAD(qt2 + p * QB + v * VW);
+        UNROLL for (int kk = 0; kk < KN; kk++) {
+            if (kk < kn) {
+                VB b = VBSET1(kb[kk * ldk + p]);
+                UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VDPBF(acc[kk][v], b, q[v]);
+            }
+        }
+    }
+}
+
+/* One key block's scores in bfloat16 (keys jb.. of kb, nk of them), then
+ * its exponentials as flash_block_exact's: sets alpha and sum, pt2 holds P
+ * (np2 pairs, bf16_exp_pack) and with weights st holds P^T. */
+static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *c,
+                                               const uint32_t *qt2, int64_t i0, int64_t nr,
+                                               int64_t jb, int nk, float *st, uint32_t *pt2,
+                                               int np2, int amx, V m[QV], V alpha[QV], V sum[QV])
+{
+    const uint32_t *kb = c->kb + jb * c->ldk;
+#ifdef VTILE
+    if (amx) attn_amx_scores(kb, c->ldk, qt2, (nk + 15) / 16 * 16, st);
+#endif
+    V bm[QV], sc = VSET1(j->scale);
+    UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+    for (int kk = 0; kk < nk; kk += KN) {
+        int kn = nk - kk < KN ? nk - kk : KN;
+        V acc[KN][QV];
+        if (amx) {
+            UNROLL for (int t = 0; t < KN; t++)
+                UNROLL for (int v = 0; v < QV; v++)
+                    acc[t][v] = t < kn ? VLOAD(st + (kk + t) * QB + v * VW) : VZERO();
+        } else if (kn == KN) {
+            kq_tile_bf16(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, acc);
+        } else {
+            kq_tile_bf16(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, kn, acc);
+        }
+        UNROLL for (int t = 0; t < KN; t++)
+            UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
+        score_fix(j, i0, jb + kk, kn, acc);
+        score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
+    }
+    if (j->mask || j->bias) { /* they changed st after the tiles' maxima */
+        UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
+        for (int kk = 0; kk < nk; kk++)
+            UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+    }
+    bf16_exp_pack(st, nk, np2, pt2, j->w != NULL, bm, m, alpha, sum);
+}
+
+/* O^T[c][lanes] = O^T alpha + sum_t vt[c][t] . pt2[t][lanes] over np2
+ * pairs, cn value columns (see pv_tile). */
+static inline ALWAYS TGT void pv_tile_bf16(float *ot, const uint32_t *pt2, int np2,
+                                           const uint32_t *vt, int64_t ldv, int cn,
+                                           const V alpha[QV])
+{
+    V acc[CN][QV];
+    UNROLL for (int c = 0; c < CN; c++)
+        UNROLL for (int q = 0; q < QV; q++)
+            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+    for (int t = 0; t < np2; t++) {
+        VB p[QV];
+        UNROLL for (int q = 0; q < QV; q++) p[q] = VBLOAD(pt2 + t * QB + q * VW);
+        UNROLL for (int c = 0; c < CN; c++) {
+            if (c < cn) {
+                VB b = VBSET1(vt[c * ldv + t]);
+                UNROLL for (int q = 0; q < QV; q++) acc[c][q] = VDPBF(acc[c][q], b, p[q]);
+            }
+        }
+    }
+    UNROLL for (int c = 0; c < CN; c++)
+        if (c < cn)
+            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+}
+
+/* Pairs of keys of a block of nk keys that the products read: whole tiles
+ * for AMX. */
+static inline ALWAYS int bf16_np2(int nk, int amx)
+{
+    return amx ? (int)BF_ROUND(nk) / 2 : (nk + 1) / 2;
+}
+
+/* O^T = O^T alpha + V^T P^T for one key block (np2 pairs of keys from jb,
+ * even), P in pt2. */
+static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const bf16_kv *c,
+                                                  float *ot, const uint32_t *pt2, int64_t jb,
+                                                  int np2, int amx, const V alpha[QV])
+{
+    const uint32_t *vt = c->vt + jb / 2;
+    (void)amx; /* 0 without VTILE */
+#ifdef VTILE
+    if (amx) {
+        int rescale = 0; /* alpha is 1 wherever the block left the max as it was */
+        UNROLL for (int q = 0; q < QV; q++) rescale |= VANYGT(VSET1(1.0f), alpha[q]);
+        if (rescale)
+            for (int64_t cc = 0; cc < j->dv; cc++)
+                UNROLL for (int q = 0; q < QV; q++)
+                    VSTORE(ot + cc * QB + q * VW, VMUL(VLOAD(ot + cc * QB + q * VW), alpha[q]));
+        attn_amx_pv(vt, c->ldv, np2, pt2, j->dv, ot);
+        return;
+    }
+#endif
+    int64_t c0 = 0;
+    for (; c0 + CN <= j->dv; c0 += CN)
+        pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, CN, alpha);
+    if (c0 < j->dv)
+        pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, (int)(j->dv - c0), alpha);
+}
