@@ -20,14 +20,23 @@
  *       and one BF_PAD more, so a tile may read past any key block);
  *   qt2 a query block: features 2p, 2p+1 of query lane q in qt2[p][q];
  *   pt2 a key block's P: keys 2t, 2t+1 of query lane q in pt2[t][q].
- * kb and vt are made once per run (bf16_convert, before the query
+ * A job of decode-sized query blocks (sdpa_by_rows: one row at a time,
+ * sdpa_rows) holds its values as pairs of rows instead of vt:
+ *   vp  value column c of keys 2t, 2t+1 in vp[t][c] (ldv words a row: dv
+ *       padded with zeros to whole lines), and a query row packed as a
+ *       row of kb (bf16_pack_row).
+ * kb and vt (or vp) are made once per run (bf16_convert, before the query
  * blocks); qt2 and pt2 per query block and per key block. Key blocks
  * start at even keys, so a block's pairs are pairs of vt. */
 
 #define bf16_dims ISA_NAME(bf16_dims)
 #define bf16_job_bytes ISA_NAME(bf16_job_bytes)
+#define bf16_k_words ISA_NAME(bf16_k_words)
 #define bf16_load ISA_NAME(bf16_load)
 #define bf16_convert ISA_NAME(bf16_convert)
+#define bf16_pack_row ISA_NAME(bf16_pack_row)
+#define bf16_dot ISA_NAME(bf16_dot)
+#define bf16_pv_row ISA_NAME(bf16_pv_row)
 #define bf16_pack_q ISA_NAME(bf16_pack_q)
 #define bf16_exp_pack ISA_NAME(bf16_exp_pack)
 #define bf16_amx ISA_NAME(bf16_amx)
@@ -43,24 +52,36 @@
 
 /* A job's keys and values in bfloat16 (see the layouts above). */
 typedef struct {
-    uint32_t *kb, *vt;
-    int64_t ldk, ldv; /* words per row */
+    uint32_t *kb, *vt; /* vt: vp for a job of the row path */
+    int64_t ldk, ldv;  /* words per row */
+    int64_t np;        /* pairs of keys made (2 np rows of kb) */
+    int rows;          /* the row path's job (sdpa_by_rows) */
 } bf16_kv;
 
-/* ldk and ldv of a job. */
-static inline void bf16_dims(const attn_sdpa_job *j, int64_t *ldk, int64_t *ldv)
+/* A job's layout: ldk, ldv, np and rows of its bf16_kv. */
+static inline void bf16_dims(const attn_sdpa_job *j, bf16_kv *c)
 {
-    *ldk = BF_ROUND(j->d) / 2;
-    *ldv = (BF_ROUND(j->lk) + BF_PAD) / 2;
+    c->rows = sdpa_by_rows(j);
+    c->ldk = BF_ROUND(j->d) / 2;
+    c->np = (BF_ROUND(j->lk) + BF_PAD) / 2;
+    c->ldv = c->rows ? LINES(j->dv) : c->np;
 }
 
-/* Bytes of kb and vt for a bf16 job (0 for the others), whole lines. */
+/* Words of kb and of vt (or vp) of a job's layout. */
+static inline size_t bf16_k_words(const bf16_kv *c)
+{
+    return (size_t)(2 * c->np) * (size_t)c->ldk;
+}
+
+/* Bytes of kb and vt (or vp) for a bf16 job (0 for the others), whole
+ * lines. */
 static size_t bf16_job_bytes(const attn_sdpa_job *j)
 {
     if (!j->bf16) return 0;
-    int64_t ldk, ldv;
-    bf16_dims(j, &ldk, &ldv);
-    return LINES((size_t)(2 * ldv) * (size_t)ldk + (size_t)j->dv * (size_t)ldv) * sizeof(float);
+    bf16_kv c;
+    bf16_dims(j, &c);
+    size_t vrows = c.rows ? (size_t)c.np : (size_t)j->dv;
+    return LINES(bf16_k_words(&c) + vrows * (size_t)c.ldv) * sizeof(float);
 }
 
 /* VW floats of x from p, zero at n and past it. */
@@ -71,7 +92,16 @@ static inline ALWAYS TGT V bf16_load(const float *x, int64_t p, int64_t n)
     return VLOADM(x + p, VTAILMASK((int)(n - p)));
 }
 
-/* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
+/* x (n floats, zero past them) rounded to bfloat16 as words of pairs:
+ * x[2p], x[2p+1] in dst[p] for p < words (a multiple of VW). */
+static inline ALWAYS TGT void bf16_pack_row(const float *x, int64_t n, int64_t words,
+                                            uint32_t *dst)
+{
+    for (int64_t p = 0; p < 2 * words; p += 2 * VW)
+        VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, n), bf16_load(x, p + VW, n)));
+}
+
+/* The key and value pairs [t0, t1) of kb and vt (or vp) (keys 2 t0 .. 2 t1 - 1,
  * zero past lk); with rope, each key row is turned first (through row, d
  * floats). */
 static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t0, int64_t t1,
@@ -88,13 +118,15 @@ static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t
             rope_rows(j, x, j->k_stride, j->rope_k0 + t, 1, row);
             x = row;
         }
-        for (int64_t p = 0; p < 2 * c->ldk; p += 2 * VW)
-            VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, j->d), bf16_load(x, p + VW, j->d)));
+        bf16_pack_row(x, j->d, c->ldk, dst);
     }
     for (int64_t t = t0; t < t1; t++) {
         const float *v0 = 2 * t < j->lk ? j->v + 2 * t * j->v_stride : NULL;
         const float *v1 = 2 * t + 1 < j->lk ? j->v + (2 * t + 1) * j->v_stride : NULL;
-        for (int64_t cc = 0; cc < j->dv; cc += VW) {
+        for (int64_t cc = 0; c->rows && cc < c->ldv; cc += VW)
+            VBSTORE(c->vt + t * c->ldv + cc, VBPACK(v0 ? bf16_load(v0, cc, j->dv) : VZERO(),
+                                                    v1 ? bf16_load(v1, cc, j->dv) : VZERO()));
+        for (int64_t cc = 0; !c->rows && cc < j->dv; cc += VW) {
             uint32_t pr[VW];
             VBSTORE(pr, VBPACK(v0 ? bf16_load(v0, cc, j->dv) : VZERO(),
                                v1 ? bf16_load(v1, cc, j->dv) : VZERO()));
@@ -267,4 +299,30 @@ static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const 
         pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, CN, alpha);
     if (c0 < j->dv)
         pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, (int)(j->dv - c0), alpha);
+}
+
+/* A decode row's score in bfloat16: qp (its query, bf16_pack_row) . kr (a
+ * row of kb), ldk words, summed in float32. */
+static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const uint32_t *kr, int64_t ldk)
+{
+    V s = VZERO();
+    for (int64_t p = 0; p < ldk; p += VW) s = VDPBF(s, VBLOAD(kr + p), VBLOAD(qp + p));
+    return VHSUM(s);
+}
+
+/* A decode row's P V for one key block in bfloat16: acc (dv floats and the
+ * rest of their last vector) += sum_t P_t v_t over keys jb (even) .. jb+nk,
+ * P (sc) rounded in pairs through pw (BK / 2 + VW words), v from vp. */
+static inline ALWAYS TGT void bf16_pv_row(const bf16_kv *c, int64_t dv, int64_t jb, int nk,
+                                          const float *sc, uint32_t *pw, float *acc)
+{
+    int np = (nk + 1) / 2;
+    bf16_pack_row(sc, nk, (np + VW - 1) / VW * VW, pw);
+    const uint32_t *vp = c->vt + jb / 2 * c->ldv;
+    for (int t = 0; t < np; t++) {
+        if (pw[t] == 0) continue; /* both keys masked or underflowed, as decode_block skips */
+        VB p = VBSET1(pw[t]);
+        for (int64_t cc = 0; cc < dv; cc += VW)
+            VSTORE(acc + cc, VDPBF(VLOAD(acc + cc), VBLOAD(vp + t * c->ldv + cc), p));
+    }
 }

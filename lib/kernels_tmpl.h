@@ -67,18 +67,18 @@
 #define decode_block ISA_NAME(decode_block)
 #define decode_weights ISA_NAME(decode_weights)
 #define sdpa_rows ISA_NAME(sdpa_rows)
-#define row_query ISA_NAME(row_query)
-#define row_keys ISA_NAME(row_keys)
-#define row_finish ISA_NAME(row_finish)
-#define sdpa_rows_part ISA_NAME(sdpa_rows_part)
-#define split_join ISA_NAME(split_join)
-#define split_range ISA_NAME(split_range)
+#define sdpa_part_floats ISA_NAME(sdpa_part_floats)
+#define sdpa_work ISA_NAME(sdpa_work)
+#define split_parts ISA_NAME(split_parts)
 #define split_row_floats ISA_NAME(split_row_floats)
+#define split_range ISA_NAME(split_range)
+#define split_join ISA_NAME(split_join)
+#define sdpa_rows_part ISA_NAME(sdpa_rows_part)
+#define row_finish ISA_NAME(row_finish)
+#define row_keys ISA_NAME(row_keys)
+#define row_query ISA_NAME(row_query)
 #define sdpa_task ISA_NAME(sdpa_task)
 #define sdpa_plan ISA_NAME(sdpa_plan)
-#define split_parts ISA_NAME(split_parts)
-#define sdpa_work ISA_NAME(sdpa_work)
-#define sdpa_part_floats ISA_NAME(sdpa_part_floats)
 #define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
 #define sdpa_run ISA_NAME(sdpa_run)
 #define sdpa_bf16_carve ISA_NAME(sdpa_bf16_carve)
@@ -895,6 +895,14 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
                          stream);
 }
 
+/* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
+ * (sdpa_rows, in bfloat16 too), or for a sparse job without weights in
+ * smaller blocks; as sdpa_task splits them. */
+static inline int sdpa_by_rows(const attn_sdpa_job *j)
+{
+    return j->lq < QB / 4 && !(j->sparse && j->w);
+}
+
 #include "bf16_tmpl.h" /* flash_block_bf16: a job with precision bf16 */
 
 /* One query block: the online-softmax loop over key blocks; with bf (a
@@ -1057,11 +1065,13 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 }
 
 /* Scores of query row i (q; with rope r, the rotated row and its q2, then
- * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows)
- * against keys [jb, jb+nk) into sc (-inf where not allowed); returns their
- * max, or m when that is larger. */
+ * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows;
+ * with bf, the row in bfloat16 qp against bf's keys instead) against keys
+ * [jb, jb+nk) into sc (-inf where not allowed); returns their max, or m
+ * when that is larger. */
 static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
-                                             float *r, int64_t jb, int nk, float *sc, float m)
+                                             float *r, const bf16_kv *bf, const uint32_t *qp,
+                                             int64_t jb, int nk, float *sc, float m)
 {
     int64_t ip = i + j->off, bl, br, d = j->d;
     float *ub2 = r ? r + 3 * d : NULL;
@@ -1075,7 +1085,8 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
             sc[kk] = -INFINITY;
             continue;
         }
-        sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
+        if (bf) sc[kk] = bf16_dot(qp, bf->kb + t * bf->ldk, bf->ldk) * j->scale;
+        else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
     if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
@@ -1088,10 +1099,11 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
 }
 
 /* One key block of a decode row: P = e^(sc - mu) in place, acc (vf + VW
- * floats, the output so far) times alpha = e^(m - mu) plus P V. Returns
- * the sum of P. */
-static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, int nk, float *sc,
-                                            float m, float mu, float *acc, float *alpha)
+ * floats, the output so far) times alpha = e^(m - mu) plus P V (with bf,
+ * in bfloat16 through pw: bf16_pv_row). Returns the sum of P. */
+static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, const bf16_kv *bf,
+                                            uint32_t *pw, int64_t jb, int nk, float *sc, float m,
+                                            float mu, float *acc, float *alpha)
 {
     VM vm = VTAILMASK((int)(j->dv % VW));
     int64_t vf = j->dv - j->dv % VW;
@@ -1106,7 +1118,8 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int64_t jb, 
     for (kk = 0; kk < nk; kk++) psum += sc[kk];
     V a = VSET1(alpha_s[0]);
     for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), a));
-    for (kk = 0; kk < nk; kk++) {
+    if (bf) bf16_pv_row(bf, j->dv, jb, nk, sc, pw, acc);
+    for (kk = 0; !bf && kk < nk; kk++) {
         if (sc[kk] == 0.0f) continue;
         const float *vr = j->v + (jb + kk) * j->v_stride;
         V p = VSET1(sc[kk]);
@@ -1141,28 +1154,33 @@ static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi
 }
 
 /* Query row i of a decode-sized block, with rope turned into r (the
- * rotated row and its q2, see decode_scores); returns the row. */
-static inline ALWAYS TGT const float *row_query(const attn_sdpa_job *j, int64_t i, float *r)
+ * rotated row and its q2, see decode_scores); with bf packed into qp as
+ * bfloat16 pairs. Returns the row. */
+static inline ALWAYS TGT const float *row_query(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i,
+                                                float *r, uint32_t *qp)
 {
     const float *q = j->q + i * j->q_stride;
     if (j->rope) {
         rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, r);
         decode_rope_q(j, r, r + j->d);
     }
+    if (bf) bf16_pack_row(j->rope ? r : q, j->d, bf->ldk, qp);
     return q;
 }
 
 /* Row i's keys [ka, kb) (whole blocks of BK counted from klo) into the
  * online softmax *m, *l and acc; with weights each block's P goes to the
- * weight row and its max to bms. */
-static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, int64_t i, const float *q, float *r,
+ * weight row and its max to bms. bf, qp, pw: as sdpa_rows. */
+static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i,
+                                       const float *q, float *r, const uint32_t *qp, uint32_t *pw,
                                        int64_t klo, int64_t ka, int64_t kb, float *sc, float *acc,
                                        float *bms, float *m, float *l)
 {
     for (int64_t jb = ka; jb < kb; jb += BK) {
         int nk = kb - jb < BK ? (int)(kb - jb) : BK;
-        float bm = decode_scores(j, i, q, j->rope ? r : NULL, jb, nk, sc, *m), alpha;
-        float psum = decode_block(j, jb, nk, sc, *m, bm == -INFINITY ? 0.0f : bm, acc, &alpha);
+        float bm = decode_scores(j, i, q, j->rope && !bf ? r : NULL, bf, qp, jb, nk, sc, *m);
+        float alpha, mu = bm == -INFINITY ? 0.0f : bm;
+        float psum = decode_block(j, bf, pw, jb, nk, sc, *m, mu, acc, &alpha);
         *l = *l * alpha + psum;
         *m = bm;
         if (j->w) {
@@ -1186,18 +1204,21 @@ static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int6
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
  * query, its q2, and those of the key block), with weights bm (one float a
- * key block: the row's max after it). */
-static TGT void sdpa_rows(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *sc, float *acc,
-                          float *r, float *bms)
+ * key block: the row's max after it). With bf (a bf16 job's keys and
+ * values, bf16_tmpl.h) the products in bfloat16 as the flash kernel's:
+ * qp (ldk words, the row) and pw (BK / 2 + VW words, a block's P). */
+static TGT void sdpa_rows(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0, int64_t nr,
+                          float *sc, float *acc, float *r, float *bms, uint32_t *qp, uint32_t *pw)
 {
     int64_t vf = j->dv - j->dv % VW;
     for (int64_t i = i0; i < i0 + nr; i++) {
-        const float *q = row_query(j, i, r);
+        const float *q = row_query(j, bf, i, r, qp);
         float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi;
         key_range(j, i, 1, &klo, &khi);
-        row_keys(j, i, q, r, klo, klo, khi, sc, acc, bms, &m, &l);
+        if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
+        row_keys(j, bf, i, q, r, qp, pw, klo, klo, khi, sc, acc, bms, &m, &l);
         row_finish(j, i, klo, khi, acc, bms, m, l);
     }
 }
@@ -1230,13 +1251,13 @@ static TGT void sdpa_rows_part(const attn_sdpa_job *j, int64_t i0, int64_t nr, i
     int64_t vf = j->dv - j->dv % VW;
     for (int64_t i = i0; i < i0 + nr; i++) {
         float *pr = part + (size_t)i * split_row_floats(j, nch), *pc = pr + c * (j->dv + 2);
-        const float *q = row_query(j, i, r);
+        const float *q = row_query(j, NULL, i, r, NULL);
         float m = -INFINITY, l = 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi, ka, kb;
         key_range(j, i, 1, &klo, &khi);
         split_range(klo, khi, c, nch, &ka, &kb);
-        row_keys(j, i, q, r, klo, ka, kb, sc, acc, pr + nch * (j->dv + 2), &m, &l);
+        row_keys(j, NULL, i, q, r, NULL, NULL, klo, ka, kb, sc, acc, pr + nch * (j->dv + 2), &m, &l);
         pc[0] = m;
         pc[1] = l;
         memcpy(pc + 2, acc, (size_t)j->dv * sizeof(float));
@@ -1286,14 +1307,6 @@ typedef struct {
     float *part;          /* their partial results (split_row_floats a row) */
 } sdpa_args;
 
-/* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
- * (sdpa_rows), or for a sparse job without weights in smaller blocks; as
- * sdpa_task splits them. bf16 jobs take whole blocks. */
-static inline int sdpa_by_rows(const attn_sdpa_job *j)
-{
-    return j->lq < QB / 4 && !(j->sparse && j->w) && !j->bf16;
-}
-
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
 {
     const sdpa_args *s = arg;
@@ -1318,8 +1331,9 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
         int64_t i0 = b / s->nch * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
         float *acc = scr + BK, *r = acc + s->maxd + VW;
+        uint32_t *qp = (void *)(scr + s->bf_worker), *pw = qp + s->maxldk * QB;
         if (s->nch > 1) sdpa_rows_part(j, i0, nr, b % s->nch, s->nch, scr, acc, r, s->part);
-        else sdpa_rows(j, i0, nr, scr, acc, r, r + 4 * s->maxd);
+        else sdpa_rows(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
@@ -1340,8 +1354,8 @@ static TGT void bf16_task(void *arg, int64_t task, int worker)
     const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
     const bf16_kv *c = &s->kv[task / BF_SPLIT];
     if (!j->bf16) return;
-    int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
-    int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
+    int64_t part = (c->np + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
+    int64_t t1 = t0 + part < c->np ? t0 + part : c->np;
     if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
 }
 
@@ -1352,12 +1366,12 @@ static TGT void bf16_task(void *arg, int64_t task, int worker)
  * sizes are bounded by buffers the caller holds (and pb by STAGE_LK), so
  * they fit. */
 /* Parts the keys of a lone decode job are split in, so that every thread
- * has work (1: not split): a single job of a few rows with long rows,
- * which a decode step per head is. work: the jobs' (sdpa_work). */
+ * has work (1: not split): a single float32 job of a few rows with long
+ * rows, which a decode step per head is. work: the jobs' (sdpa_work). */
 static int64_t split_parts(const attn_sdpa_job *jobs, size_t n, int threads, double work)
 {
     if (n != 1 || threads < 2 || work < 2e5 || !sdpa_by_rows(&jobs[0]) || jobs[0].sparse ||
-        jobs[0].lk < 2 * SPLIT_KEYS)
+        jobs[0].bf16 || jobs[0].lk < 2 * SPLIT_KEYS)
         return 1;
     return jobs[0].lk / SPLIT_KEYS < threads ? jobs[0].lk / SPLIT_KEYS : threads;
 }
@@ -1433,9 +1447,9 @@ static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
     char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
     for (size_t i = 0; i < n; i++) {
         if (!jobs[i].bf16) continue;
-        bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
+        bf16_dims(&jobs[i], &kv[i]);
         kv[i].kb = (void *)at;
-        kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;
+        kv[i].vt = kv[i].kb + bf16_k_words(&kv[i]);
         at += bf16_job_bytes(&jobs[i]);
     }
     return at;
