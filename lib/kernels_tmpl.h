@@ -1066,14 +1066,16 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 
 /* Scores of query row i (q; with rope r, the rotated row and its q2, then
  * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows;
- * with bf, the row in bfloat16 qp against bf's keys instead) against keys
- * [jb, jb+nk) into sc (-inf where not allowed); returns their max, or m
- * when that is larger. */
+ * with bf, the row in bfloat16 qp against each key rounded, with rope
+ * turned first in r + d) against keys [jb, jb+nk) into sc (-inf where not
+ * allowed); returns their max, or m when that is larger. */
 static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
-                                             float *r, const bf16_kv *bf, const uint32_t *qp,
-                                             int64_t jb, int nk, float *sc, float m)
+                                             float *r, int bf, const uint32_t *qp, int64_t jb,
+                                             int nk, float *sc, float m)
 {
     int64_t ip = i + j->off, bl, br, d = j->d;
+    float *kt = bf && r ? r + d : NULL; /* bf16: the key turned, not the query */
+    if (bf) r = NULL;
     float *ub2 = r ? r + 3 * d : NULL;
     band_of(j, &bl, &br);
     if (r) q = r + 2 * d;
@@ -1085,7 +1087,8 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
             sc[kk] = -INFINITY;
             continue;
         }
-        if (bf) sc[kk] = bf16_dot(qp, bf->kb + t * bf->ldk, bf->ldk) * j->scale;
+        if (bf && kt) rope_rows(j, j->k + t * j->k_stride, j->k_stride, j->rope_k0 + t, 1, kt);
+        if (bf) sc[kk] = bf16_dot(qp, kt ? kt : j->k + t * j->k_stride, d) * j->scale;
         else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
@@ -1101,8 +1104,7 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
 /* One key block of a decode row: P = e^(sc - mu) in place, acc (vf + VW
  * floats, the output so far) times alpha = e^(m - mu) plus P V (with bf,
  * in bfloat16 through pw: bf16_pv_row). Returns the sum of P. */
-static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, const bf16_kv *bf,
-                                            uint32_t *pw, int64_t jb, int nk, float *sc, float m,
+static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int bf, uint32_t *pw, int64_t jb, int nk, float *sc, float m,
                                             float mu, float *acc, float *alpha)
 {
     VM vm = VTAILMASK((int)(j->dv % VW));
@@ -1118,7 +1120,7 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, const bf16_k
     for (kk = 0; kk < nk; kk++) psum += sc[kk];
     V a = VSET1(alpha_s[0]);
     for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), a));
-    if (bf) bf16_pv_row(bf, j->dv, jb, nk, sc, pw, acc);
+    if (bf) bf16_pv_row(j, jb, nk, sc, pw, acc);
     for (kk = 0; !bf && kk < nk; kk++) {
         if (sc[kk] == 0.0f) continue;
         const float *vr = j->v + (jb + kk) * j->v_stride;
@@ -1156,29 +1158,29 @@ static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi
 /* Query row i of a decode-sized block, with rope turned into r (the
  * rotated row and its q2, see decode_scores); with bf packed into qp as
  * bfloat16 pairs. Returns the row. */
-static inline ALWAYS TGT const float *row_query(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i,
-                                                float *r, uint32_t *qp)
+static inline ALWAYS TGT const float *row_query(const attn_sdpa_job *j, int bf, int64_t i, float *r,
+                                                uint32_t *qp)
 {
     const float *q = j->q + i * j->q_stride;
     if (j->rope) {
         rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, r);
         decode_rope_q(j, r, r + j->d);
     }
-    if (bf) bf16_pack_row(j->rope ? r : q, j->d, bf->ldk, qp);
+    if (bf) bf16_pack_row(j->rope ? r : q, j->d, BF_ROUND(j->d) / 2, qp);
     return q;
 }
 
 /* Row i's keys [ka, kb) (whole blocks of BK counted from klo) into the
  * online softmax *m, *l and acc; with weights each block's P goes to the
  * weight row and its max to bms. bf, qp, pw: as sdpa_rows. */
-static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i,
-                                       const float *q, float *r, const uint32_t *qp, uint32_t *pw,
-                                       int64_t klo, int64_t ka, int64_t kb, float *sc, float *acc,
-                                       float *bms, float *m, float *l)
+static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, int bf, int64_t i, const float *q,
+                                       float *r, const uint32_t *qp, uint32_t *pw, int64_t klo,
+                                       int64_t ka, int64_t kb, float *sc, float *acc, float *bms,
+                                       float *m, float *l)
 {
     for (int64_t jb = ka; jb < kb; jb += BK) {
         int nk = kb - jb < BK ? (int)(kb - jb) : BK;
-        float bm = decode_scores(j, i, q, j->rope && !bf ? r : NULL, bf, qp, jb, nk, sc, *m);
+        float bm = decode_scores(j, i, q, j->rope ? r : NULL, bf, qp, jb, nk, sc, *m);
         float alpha, mu = bm == -INFINITY ? 0.0f : bm;
         float psum = decode_block(j, bf, pw, jb, nk, sc, *m, mu, acc, &alpha);
         *l = *l * alpha + psum;
@@ -1204,10 +1206,10 @@ static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int6
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
  * query, its q2, and those of the key block), with weights bm (one float a
- * key block: the row's max after it). With bf (a bf16 job's keys and
- * values, bf16_tmpl.h) the products in bfloat16 as the flash kernel's:
- * qp (ldk words, the row) and pw (BK / 2 + VW words, a block's P). */
-static TGT void sdpa_rows(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0, int64_t nr,
+ * key block: the row's max after it). With bf (a bf16 job) the products
+ * in bfloat16 with the flash kernel's rounding (bf16_tmpl.h): qp (ldk
+ * words, the row) and pw (BK / 2 + VW words, a block's P). */
+static TGT void sdpa_rows(const attn_sdpa_job *j, int bf, int64_t i0, int64_t nr,
                           float *sc, float *acc, float *r, float *bms, uint32_t *qp, uint32_t *pw)
 {
     int64_t vf = j->dv - j->dv % VW;
@@ -1251,13 +1253,13 @@ static TGT void sdpa_rows_part(const attn_sdpa_job *j, int64_t i0, int64_t nr, i
     int64_t vf = j->dv - j->dv % VW;
     for (int64_t i = i0; i < i0 + nr; i++) {
         float *pr = part + (size_t)i * split_row_floats(j, nch), *pc = pr + c * (j->dv + 2);
-        const float *q = row_query(j, NULL, i, r, NULL);
+        const float *q = row_query(j, 0, i, r, NULL);
         float m = -INFINITY, l = 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi, ka, kb;
         key_range(j, i, 1, &klo, &khi);
         split_range(klo, khi, c, nch, &ka, &kb);
-        row_keys(j, NULL, i, q, r, NULL, NULL, klo, ka, kb, sc, acc, pr + nch * (j->dv + 2), &m, &l);
+        row_keys(j, 0, i, q, r, NULL, NULL, klo, ka, kb, sc, acc, pr + nch * (j->dv + 2), &m, &l);
         pc[0] = m;
         pc[1] = l;
         memcpy(pc + 2, acc, (size_t)j->dv * sizeof(float));
@@ -1333,7 +1335,7 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
         float *acc = scr + BK, *r = acc + s->maxd + VW;
         uint32_t *qp = (void *)(scr + s->bf_worker), *pw = qp + s->maxldk * QB;
         if (s->nch > 1) sdpa_rows_part(j, i0, nr, b % s->nch, s->nch, scr, acc, r, s->part);
-        else sdpa_rows(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
+        else sdpa_rows(j, j->bf16, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
@@ -1353,9 +1355,9 @@ static TGT void bf16_task(void *arg, int64_t task, int worker)
     const sdpa_args *s = arg;
     const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
     const bf16_kv *c = &s->kv[task / BF_SPLIT];
-    if (!j->bf16) return;
-    int64_t part = (c->np + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
-    int64_t t1 = t0 + part < c->np ? t0 + part : c->np;
+    if (!bf16_blocks(j)) return;
+    int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
+    int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
     if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
 }
 
@@ -1446,10 +1448,10 @@ static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
 {
     char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
     for (size_t i = 0; i < n; i++) {
-        if (!jobs[i].bf16) continue;
-        bf16_dims(&jobs[i], &kv[i]);
+        if (!bf16_blocks(&jobs[i])) continue;
+        bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
         kv[i].kb = (void *)at;
-        kv[i].vt = kv[i].kb + bf16_k_words(&kv[i]);
+        kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;
         at += bf16_job_bytes(&jobs[i]);
     }
     return at;
