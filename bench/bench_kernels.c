@@ -18,7 +18,8 @@
  * with its peak memory growth measured in a child process), or
  * bench_kernels --bf16 [threads] (the core in float32 and in bf16 at L =
  * 1024, 2048, 4096: the least process CPU time of 7 calls each, which a
- * shared machine inflates far less than wall time, and the wall time).
+ * shared machine inflates far less than wall time, and the wall time; and
+ * one decode step, Lq = 1, Lk = 4096, least CPU time of 21).
  * BENCH_NO_MEMORY=1 skips the memory row. */
 #include "attn.h"
 #include "bench_util.h"
@@ -281,7 +282,9 @@ static void least_of(bench_fn fn, void *arg, int reps, double *cpu, double *wall
     }
 }
 
-/* core_cpu_L, core_bf16_cpu_L (and _wall), bf16_speedup_cpu_L. */
+/* core_cpu_L, core_bf16_cpu_L (and _wall), bf16_speedup_cpu_L, then one
+ * decode step (Lq = 1, Lk = 4096) in each: decode_cpu_4096,
+ * decode_bf16_cpu_4096. */
 static void bf16_rows(const float *q, const float *k, const float *v, float *o)
 {
     static const int64_t ls[] = {1024, 2048, 4096};
@@ -296,6 +299,12 @@ static void bf16_rows(const float *q, const float *k, const float *v, float *o)
         emit_l("core_bf16_wall", ls[i], bw);
         emit_l("bf16_speedup_cpu", ls[i], fc / bc);
     }
+    core_args c = {1, 4096, q, k, v, o, NULL, 0}; /* one decode step */
+    double fc, fw, bc, bw;
+    least_of(core_run, &c, 21, &fc, &fw);
+    least_of(core_bf16_run, &c, 21, &bc, &bw);
+    bench_emit("decode_cpu_4096", fc);
+    bench_emit("decode_bf16_cpu_4096", bc);
 }
 
 /* core, weights and causal at L; w holds H L^2 floats. */

@@ -20,18 +20,25 @@
  *       and one BF_PAD more, so a tile may read past any key block);
  *   qt2 a query block: features 2p, 2p+1 of query lane q in qt2[p][q];
  *   pt2 a key block's P: keys 2t, 2t+1 of query lane q in pt2[t][q].
+ * A job of decode-sized query blocks (sdpa_by_rows: one row at a time,
+ * sdpa_rows) has neither: a row reads each key once, so its keys and
+ * values are rounded as they are read (bf16_dot, bf16_pv_row).
  * kb and vt are made once per run (bf16_convert, before the query
  * blocks); qt2 and pt2 per query block and per key block. Key blocks
  * start at even keys, so a block's pairs are pairs of vt. */
 
 #define bf16_dims ISA_NAME(bf16_dims)
 #define bf16_job_bytes ISA_NAME(bf16_job_bytes)
+#define bf16_blocks ISA_NAME(bf16_blocks)
 #define bf16_load ISA_NAME(bf16_load)
 #define bf16_convert ISA_NAME(bf16_convert)
+#define bf16_pack_row ISA_NAME(bf16_pack_row)
+#define bf16_dot ISA_NAME(bf16_dot)
+#define bf16_pv_row ISA_NAME(bf16_pv_row)
 #define bf16_pack_q ISA_NAME(bf16_pack_q)
 #define bf16_exp_pack ISA_NAME(bf16_exp_pack)
 #define bf16_amx ISA_NAME(bf16_amx)
-#define kq_tile_bf16 ISA_NAME(kq_tile_bf16)
+#define bf16_tile ISA_NAME(bf16_tile)
 #define pv_tile_bf16 ISA_NAME(pv_tile_bf16)
 #define flash_block_bf16 ISA_NAME(flash_block_bf16)
 #define flash_block_pv_bf16 ISA_NAME(flash_block_pv_bf16)
@@ -54,10 +61,17 @@ static inline void bf16_dims(const attn_sdpa_job *j, int64_t *ldk, int64_t *ldv)
     *ldv = (BF_ROUND(j->lk) + BF_PAD) / 2;
 }
 
-/* Bytes of kb and vt for a bf16 job (0 for the others), whole lines. */
+/* Whether a job is a bf16 job of query blocks, the one kind with kb and vt. */
+static inline int bf16_blocks(const attn_sdpa_job *j)
+{
+    return j->bf16 && !sdpa_by_rows(j);
+}
+
+/* Bytes of kb and vt for a bf16 job of query blocks (0 for the others),
+ * whole lines. */
 static size_t bf16_job_bytes(const attn_sdpa_job *j)
 {
-    if (!j->bf16) return 0;
+    if (!bf16_blocks(j)) return 0;
     int64_t ldk, ldv;
     bf16_dims(j, &ldk, &ldv);
     return LINES((size_t)(2 * ldv) * (size_t)ldk + (size_t)j->dv * (size_t)ldv) * sizeof(float);
@@ -69,6 +83,15 @@ static inline ALWAYS TGT V bf16_load(const float *x, int64_t p, int64_t n)
     if (p + VW <= n) return VLOAD(x + p);
     if (p >= n) return VZERO();
     return VLOADM(x + p, VTAILMASK((int)(n - p)));
+}
+
+/* x (n floats, zero past them) rounded to bfloat16 as words of pairs:
+ * x[2p], x[2p+1] in dst[p] for p < words (a multiple of VW). */
+static inline ALWAYS TGT void bf16_pack_row(const float *x, int64_t n, int64_t words,
+                                            uint32_t *dst)
+{
+    for (int64_t p = 0; p < 2 * words; p += 2 * VW)
+        VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, n), bf16_load(x, p + VW, n)));
 }
 
 /* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
@@ -88,8 +111,7 @@ static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t
             rope_rows(j, x, j->k_stride, j->rope_k0 + t, 1, row);
             x = row;
         }
-        for (int64_t p = 0; p < 2 * c->ldk; p += 2 * VW)
-            VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, j->d), bf16_load(x, p + VW, j->d)));
+        bf16_pack_row(x, j->d, c->ldk, dst);
     }
     for (int64_t t = t0; t < t1; t++) {
         const float *v0 = 2 * t < j->lk ? j->v + 2 * t * j->v_stride : NULL;
@@ -164,19 +186,20 @@ static inline ALWAYS TGT void bf16_exp_pack(float *st, int nk, int np2, uint32_t
         }
 }
 
-/* acc[kk][v] = sum_p kb[kk][p] . qt2[p][v] over np pairs, kn keys. */
-static inline ALWAYS TGT void kq_tile_bf16(const uint32_t *qt2, int64_t np, const uint32_t *kb,
-                                           int64_t ldk, int kn, V acc[KN][QV])
+/* The one bfloat16 tile product of both P V and the scores:
+ * acc[r][v] += sum_t a[r][t] . b[t][v] over n pairs, for rows r < rn of
+ * R (a compile-time constant once inlined), a with lda words a row, b
+ * with QB lanes a row; the caller sets acc first (zero, or O^T alpha). */
+static inline ALWAYS TGT void bf16_tile(const uint32_t *b, int64_t n, const uint32_t *a,
+                                        int64_t lda, int R, int rn, V acc[][QV])
 {
-    UNROLL for (int kk = 0; kk < KN; kk++)
-        UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
-    for (int64_t p = 0; p < np; p++) {
-        VB q[QV];
-        UNROLL for (int v = 0; v < QV; v++) q[v] = VBLOAD(qt2 + p * QB + v * VW);
-        UNROLL for (int kk = 0; kk < KN; kk++) {
-            if (kk < kn) {
-                VB b = VBSET1(kb[kk * ldk + p]);
-                UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VDPBF(acc[kk][v], b, q[v]);
+    for (int64_t t = 0; t < n; t++) {
+        VB x[QV];
+        UNROLL for (int v = 0; v < QV; v++) x[v] = VBLOAD(b + t * QB + v * VW);
+        UNROLL for (int r = 0; r < R; r++) {
+            if (r < rn) {
+                VB s = VBSET1(a[r * lda + t]);
+                UNROLL for (int v = 0; v < QV; v++) acc[r][v] = VDPBF(acc[r][v], s, x[v]);
             }
         }
     }
@@ -203,10 +226,11 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
             UNROLL for (int t = 0; t < KN; t++)
                 UNROLL for (int v = 0; v < QV; v++)
                     acc[t][v] = t < kn ? VLOAD(st + (kk + t) * QB + v * VW) : VZERO();
-        } else if (kn == KN) {
-            kq_tile_bf16(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, acc);
         } else {
-            kq_tile_bf16(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, kn, acc);
+            UNROLL for (int t = 0; t < KN; t++)
+                UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VZERO();
+            if (kn == KN) bf16_tile(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, KN, acc);
+            else bf16_tile(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, kn, acc);
         }
         UNROLL for (int t = 0; t < KN; t++)
             UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
@@ -228,22 +252,9 @@ static inline ALWAYS TGT void pv_tile_bf16(float *ot, const uint32_t *pt2, int n
                                            const V alpha[QV])
 {
     V acc[CN][QV];
-    UNROLL for (int c = 0; c < CN; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
-    for (int t = 0; t < np2; t++) {
-        VB p[QV];
-        UNROLL for (int q = 0; q < QV; q++) p[q] = VBLOAD(pt2 + t * QB + q * VW);
-        UNROLL for (int c = 0; c < CN; c++) {
-            if (c < cn) {
-                VB b = VBSET1(vt[c * ldv + t]);
-                UNROLL for (int q = 0; q < QV; q++) acc[c][q] = VDPBF(acc[c][q], b, p[q]);
-            }
-        }
-    }
-    UNROLL for (int c = 0; c < CN; c++)
-        if (c < cn)
-            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+    pv_acc_load(ot, cn, alpha, acc);
+    bf16_tile(pt2, np2, vt, ldv, CN, cn, acc);
+    pv_acc_store(ot, cn, acc);
 }
 
 /* Pairs of keys of a block of nk keys that the products read: whole tiles
@@ -278,4 +289,35 @@ static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const 
         pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, CN, alpha);
     if (c0 < j->dv)
         pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, (int)(j->dv - c0), alpha);
+}
+
+/* A decode row's score in bfloat16: qp (its query, bf16_pack_row) . k
+ * (a key row of d floats, rounded here), summed in float32. */
+static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const float *k, int64_t d)
+{
+    V s = VZERO();
+    for (int64_t p = 0; p < d; p += 2 * VW)
+        s = VDPBF(s, VBROW(bf16_load(k, p, d), bf16_load(k, p + VW, d)), VBLOAD(qp + p / 2));
+    return VHSUM(s);
+}
+
+/* A decode row's P V for one key block in bfloat16: acc (dv floats and the
+ * rest of their last vector) += sum_t P_t v_t over keys jb (even) .. jb+nk,
+ * P (sc) rounded in pairs through pw (BK / 2 + VW words), each pair of
+ * value rows rounded as it is read. */
+static inline ALWAYS TGT void bf16_pv_row(const attn_sdpa_job *j, int64_t jb, int nk,
+                                          const float *sc, uint32_t *pw, float *acc)
+{
+    int np = (nk + 1) / 2;
+    bf16_pack_row(sc, nk, (np + VW - 1) / VW * VW, pw);
+    for (int t = 0; t < np; t++) {
+        if (pw[t] == 0) continue; /* both keys masked or underflowed, as decode_block skips */
+        VB p = VBSET1(pw[t]);
+        const float *v0 = j->v + (jb + 2 * t) * j->v_stride;
+        const float *v1 = jb + 2 * t + 1 < j->lk ? v0 + j->v_stride : NULL;
+        for (int64_t cc = 0; cc < j->dv; cc += VW) {
+            VB v = VBPACK(bf16_load(v0, cc, j->dv), v1 ? bf16_load(v1, cc, j->dv) : VZERO());
+            VSTORE(acc + cc, VDPBF(VLOAD(acc + cc), v, p));
+        }
+    }
 }

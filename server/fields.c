@@ -68,7 +68,7 @@ static const srv_field fields[] = {
     {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
     {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP | LIN, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
-    {"precision", SRV_FT_WORD, S(PRECISION), BOTH | BODY | KSP | XC | XL, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
+    {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
     {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},

@@ -155,12 +155,19 @@ static inline int scan_string(const char **pp, const char *end, char **op, blob_
 {
     const char *p = *pp;
     /* memchr runs at memory speed over megabytes of base64; only a string
-     * with a backslash needs the careful walk. */
-    const char *s = memchr(p + 1, '"', (size_t)(end - p - 1));
-    int esc = 0;
+     * with a backslash needs the careful walk. Both searches go 64 KiB at a
+     * time, the second over what the first just read (still in cache). */
+    const char *s = NULL, *w = p + 1;
+    int esc = 0, bs = 0;
+    while (!s && !bs && w < end) {
+        size_t k = (size_t)(end - w) < ((size_t)64 << 10) ? (size_t)(end - w) : (size_t)64 << 10;
+        s = memchr(w, '"', k);
+        bs = memchr(w, '\\', (size_t)((s ? s : w + k) - w)) != NULL;
+        w += k;
+    }
     if (!s)
         s = end;
-    if (memchr(p + 1, '\\', (size_t)(s - p - 1))) {
+    if (bs) {
         esc = 1;
         s = p + 1;
         while (s < end && *s != '"') {

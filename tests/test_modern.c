@@ -834,6 +834,61 @@ static void decode_loop(attn_ctx *ctx, int style)
     release(&A);
 }
 
+/* One head, a few query rows, thousands of keys, on two threads: the
+ * kernel splits the keys between the threads and joins the parts (sink,
+ * masks, every score option and the weights across the seam). Against
+ * the reference, with a key mask that leaves whole parts empty too. */
+static void split_decode(attn_ctx *ctx)
+{
+    static const int64_t lks[] = {2048, 2500, 4133, 3000};
+    for (int t = 0; t < 4; t++) {
+        allocs A = {{0}, 0};
+        rm_request q;
+        memset(&q, 0, sizeof q);
+        int64_t Lk = lks[t], Lq = 1 + t % 3, D = 40, DV = 24;
+        double sink = 0.5, slope = 0.002;
+        q.rule = RM_SCALED_DOT;
+        q.B = 1;
+        q.Lq = Lq;
+        q.Lk = Lk;
+        q.Dq = q.Dk = D;
+        q.Dv = DV;
+        q.query = rnd_doubles(&A, Lq * D, 1.0);
+        q.key = rnd_doubles(&A, Lk * D, 1.0);
+        q.value = rnd_doubles(&A, Lk * DV, 1.0);
+        q.align = RM_BOTTOM_RIGHT;
+        q.causal = t != 1;
+        q.softcap = t == 2 ? 0.0 : 6.0;
+        q.alibi = t == 3 ? NULL : &slope;
+        q.sinks = t == 2 ? NULL : &sink;
+        q.rope.on = t != 3;
+        q.rope.base = 10000.0;
+        q.rope.style = t % 2 ? RM_ROPE_INTERLEAVED : RM_ROPE_HALF;
+        q.has_window = t == 1;
+        q.left = 1500;
+        q.right = -1;
+        uint8_t *km = rnd_bytes(&A, Lk, 90);
+        if (t == 3) /* the second half of the keys masked: an empty part */
+            memset(km + Lk / 2, 0, (size_t)(Lk - Lk / 2));
+        q.key_mask = km;
+        q.key_mask_rank = 1;
+        lib_extra x = {0, 0, 1};
+        lib_req L;
+        double *ro = keep(&A, malloc(sizeof(double) * (size_t)(Lq * DV)));
+        double *rw = keep(&A, malloc(sizeof(double) * (size_t)(Lq * Lk)));
+        char name[96];
+        snprintf(name, sizeof name, "split decode: Lq %lld, Lk %lld, 2 threads", (long long)Lq, (long long)Lk);
+        if (rm_compute(&q, ro, rw, NULL, NULL) != 0) {
+            fail(name, "the reference failed");
+            n_failed++;
+        } else {
+            to_lib(&q, &x, &A, &L);
+            run_and_check(ctx, name, &L, ro, Lq * DV, rw, Lq * Lk) ? n_passed++ : n_failed++;
+        }
+        release(&A);
+    }
+}
+
 /* ------------------------------------------------------------- bfloat16 */
 
 /* bfloat16's unit roundoff: 8 significant bits, rounded to nearest. */
@@ -912,6 +967,11 @@ typedef struct {
     double err_b;            /* largest |ours - float64 truth| */
 } bf16_stats;
 
+/* Set: rnd_bf16 draws decode-sized queries only (1 to 15 rows, half of
+ * them 1 to 3), which the kernel runs row by row (fewer than a quarter of
+ * its query block: 16 rows on avx512, 4 on avx2). */
+static int bf16_short_q;
+
 /* A random request the bf16 kernel takes: dot, scaled_dot, general or
  * multi-head, every option but hard attention and sparsity; half the
  * rules' with value rows of whole AMX tiles (16, 32 or 48 floats), which
@@ -927,7 +987,8 @@ static void rnd_bf16(rm_request *q, lib_extra *x, allocs *A)
         else
             rnd_rule(q, x, A);
     } while ((q->rule > RM_GENERAL && q->rule != RM_MULTIHEAD) || q->hard != RM_HARD_NONE ||
-             q->sparsity.pattern != RM_SPARSE_NONE);
+             q->sparsity.pattern != RM_SPARSE_NONE ||
+             (bf16_short_q && q->Lq > (chance(50) ? 3 : 15)));
     if (q->rule != RM_MULTIHEAD && chance(50)) {
         q->Dv = 16 * rnd(1, 3);
         q->value = rnd_doubles(A, q->B * q->Lk * q->Dv, 1.0);
@@ -1025,23 +1086,29 @@ static void bf16_trial(attn_ctx *ctx, int trial, bf16_stats *S)
 }
 
 /* The bf16 checks on the variant in use: the directed cases, then random
- * trials on 1 and 2 threads (the same ones on every variant); prints the
- * worst ratios to the bounds. */
+ * trials on 1 and 2 threads (the same ones on every variant), and a
+ * quarter as many with decode-sized queries (the row path); prints the
+ * worst ratios to the bounds of each. */
 static void bf16_checks(attn_ctx *const ctx[2], int trials, uint64_t seed)
 {
-    bf16_stats S = {0, 0, 0};
     rng_state = seed ^ 0xbf16;
     bf16_directed(ctx[0]);
-    for (int t = 0; t < trials; t++)
-        bf16_trial(ctx[t % 2], t, &S);
-    printf("%s bf16: worst error / bound: %.3f (vs the rounded inputs), %.3f (vs float64 truth; "
-           "largest error %.3g)\n",
-           attn_kernels_isa(), S.worst_a, S.worst_b, S.err_b);
+    for (int s = 0; s < 2; s++) {
+        bf16_stats S = {0, 0, 0};
+        bf16_short_q = s;
+        for (int t = 0; t < (s ? trials / 4 : trials); t++)
+            bf16_trial(ctx[t % 2], t, &S);
+        printf("%s bf16%s: worst error / bound: %.3f (vs the rounded inputs), %.3f (vs float64 "
+               "truth; largest error %.3g)\n",
+               attn_kernels_isa(), s ? ", 1 to 15 query rows" : "", S.worst_a, S.worst_b,
+               S.err_b);
+    }
+    bf16_short_q = 0;
 }
 
 /* The emulated path (avx512) against the hardware's (avx512bf16: vdpbf16ps
  * alone, then AMX tiles) on the same random dot and scaled_dot requests
- * without rope: each output within 2 bound_a of the emulated one (both lie
+ * without rope (every other one of 1 to 15 query rows, the row path): each output within 2 bound_a of the emulated one (both lie
  * within bound_a of the float64 reference of the rounded inputs). Prints
  * how many outputs vdpbf16ps gives bit for bit (its products and sums run
  * in the emulation's order; only subnormals may differ) and the worst
@@ -1061,9 +1128,11 @@ static void bf16_versus(attn_ctx *ctx, int trials, uint64_t seed)
         allocs A = {{0}, 0};
         rm_request q;
         lib_extra x;
+        bf16_short_q = t % 2;
         do
             rnd_bf16(&q, &x, &A);
         while (q.rule > RM_SCALED_DOT || q.rope.on);
+        bf16_short_q = 0;
         x.need_weights = 0;
         int64_t n_out = q.B * q.Lq * q.Dv, n_w = q.B * q.Lq * q.Lk;
         float *out[3];
@@ -1147,6 +1216,7 @@ int main(int argc, char **argv)
             random_trial(ctx, t);
         decode_loop(ctx[0], 0);
         decode_loop(ctx[1], 1);
+        split_decode(ctx[1]);
         bf16_checks(ctx, trials, seed);
         if (strcmp(isas[k], "avx512bf16") == 0 && attn_amx_ready()) {
             attn_amx_set(0); /* the same variant on vdpbf16ps alone */

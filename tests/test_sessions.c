@@ -72,6 +72,7 @@ typedef struct {
     long rope_dims, rope_offset;
     int has_window;
     long left, right;         /* -1: unbounded */
+    int bf16;                 /* "precision": "bf16" */
     long n;        /* rows held */
     float *k, *v;  /* (max_tokens, Hkv, d): every row sent, in order */
 } tsess;
@@ -110,6 +111,8 @@ static void create_body(buf *b, const tsess *s)
         buf_printf(b, s->left < 0 ? "null," : "%ld,", s->left);
         buf_printf(b, s->right < 0 ? "null]" : "%ld]", s->right);
     }
+    if (s->bf16)
+        buf_puts(b, ",\"precision\":\"bf16\"");
     buf_puts(b, "}");
 }
 
@@ -516,7 +519,8 @@ static void test_exact_fit(void)
     tstep st;
     response r;
     step_make(&st, &s, 5, 2, &rs);
-    check(step_post(h, &srv_main, &s, &st, &r) == 200, "exact fit: max_tokens rows in one step",
+    step_post(h, &srv_main, &s, &st, &r); /* before check's arguments read r */
+    check(r.status == 200, "exact fit: max_tokens rows in one step",
           "got %ld %s", r.status, short_body(&r));
     memcpy(s.k, st.k, sizeof(float) * 15);
     memcpy(s.v, st.v, sizeof(float) * 15);
@@ -530,7 +534,8 @@ static void test_exact_fit(void)
     response_free(&r);
     check(get_length(h, &srv_main, &s) == 5, "exact fit: length still 5", "changed");
     truncate_to(h, &srv_main, &s, 4, "exact fit: truncate to 4");
-    check(step_post(h, &srv_main, &s, &st, &r) == 200, "exact fit: a row after truncate fits",
+    step_post(h, &srv_main, &s, &st, &r);
+    check(r.status == 200, "exact fit: a row after truncate fits",
           "got %ld %s", r.status, short_body(&r));
     memcpy(s.k + 4 * 3, st.k, sizeof(float) * 3);
     memcpy(s.v + 4 * 3, st.v, sizeof(float) * 3);
@@ -568,7 +573,8 @@ static void test_rope_truncate(void)
         st.need_weights = 1;
         char name[100];
         snprintf(name, sizeof name, "rope/truncate: step %d (rows %ld..%ld)", k, s.n, s.n + st.T - 1);
-        if (check(step_post(h, &srv_main, &s, &st, &r) == 200, name, "got %ld %s", r.status, short_body(&r))) {
+        step_post(h, &srv_main, &s, &st, &r);
+        if (check(r.status == 200, name, "got %ld %s", r.status, short_body(&r))) {
             memcpy(s.k + s.n * 8, st.k, sizeof(float) * (size_t)(st.T * 8));
             memcpy(s.v + s.n * 8, st.v, sizeof(float) * (size_t)(st.T * 8));
             step_check(&s, s.n + st.T, &st, &r, name);
@@ -578,6 +584,93 @@ static void test_rope_truncate(void)
         step_free(&st);
     }
     delete_session(h, &srv_main, &s, "rope/truncate: deleted");
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+}
+
+/* x rounded to bfloat16 (to nearest, ties to even; finite x). */
+static float bf16_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static float *bf16_copy(const float *x, long n)
+{
+    float *y = malloc(sizeof(float) * (size_t)n);
+    for (long i = 0; i < n; i++)
+        y[i] = bf16_of(x[i]);
+    return y;
+}
+
+/* A session created with "precision": "bf16": each step's output (prefill
+ * and decode steps) against the reference of the bfloat16-rounded query,
+ * key and value rows within 2^-8 max |v| + 2e-6 (the rounding of the
+ * probabilities, the one left: sum_j w_ij |v_jc| <= max |v|), and, over
+ * the session, farther from the unrounded rows' answer than float32 would
+ * be (1e-4): the option took effect. */
+static void test_bf16(void)
+{
+    CURL *h = curl_easy_init();
+    uint64_t rs = 0xbf16;
+    tsess s = {.H = 2, .Hkv = 1, .d = 16, .max_tokens = 32, .softcap = 20, .bf16 = 1};
+    if (!create(h, &srv_main, &s, "bf16 session: created")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    static const long sizes[][2] = {{9, 9}, {1, 1}, {1, 1}, {3, 2}, {1, 1}}; /* T, Tq */
+    double far = 0.0;
+    int ok = 1;
+    for (int k = 0; k < 5 && ok; k++) {
+        tstep st;
+        response r;
+        step_make(&st, &s, sizes[k][0], sizes[k][1], &rs);
+        st.need_weights = 0;
+        char name[100];
+        snprintf(name, sizeof name, "bf16 session: step %d (Tq %ld)", k, st.Tq);
+        long rows = st.T * s.d, nq = st.Tq * s.H * s.d;
+        step_post(h, &srv_main, &s, &st, &r);
+        ok = check(r.status == 200, name, "got %ld %s", r.status,
+                   short_body(&r));
+        tensor t = {0};
+        json_t *jo = r.json ? json_object_get(r.json, "output") : NULL;
+        ok = ok && check(jo && tensor_read(jo, &t) == 0 && t.count == nq, name, "no output of %ld", nq);
+        if (ok) {
+            memcpy(s.k + s.n * s.d, st.k, sizeof(float) * (size_t)rows);
+            memcpy(s.v + s.n * s.d, st.v, sizeof(float) * (size_t)rows);
+            s.n += st.T;
+            tsess sr = s;
+            sr.k = bf16_copy(s.k, s.n * s.d);
+            sr.v = bf16_copy(s.v, s.n * s.d);
+            float *qr = bf16_copy(st.q, nq), *want = malloc(sizeof(float) * (size_t)nq);
+            float *plain = malloc(sizeof(float) * (size_t)nq);
+            float *w = malloc(sizeof(float) * (size_t)(s.H * st.Tq * s.n));
+            double vmax = 0.0, worst = 0.0;
+            for (long i = 0; i < s.n * s.d; i++)
+                vmax = fmax(vmax, fabs(sr.v[i]));
+            expect_step(&sr, s.n, qr, st.Tq, want, w);
+            expect_step(&s, s.n, st.q, st.Tq, plain, w);
+            double tol = vmax / 256.0 + 2e-6;
+            for (long i = 0; i < nq; i++) {
+                worst = fmax(worst, fabs(t.data[i] - want[i]));
+                far = fmax(far, fabs(t.data[i] - plain[i]));
+            }
+            ok = check(worst <= tol, name, "worst |output - reference of the rounded rows| %.3g, over %.3g",
+                       worst, tol);
+            free(sr.k), free(sr.v), free(qr), free(want), free(plain), free(w);
+        }
+        if (jo && t.data)
+            tensor_free(&t);
+        response_free(&r);
+        step_free(&st);
+    }
+    if (ok)
+        check(far > 1e-4, "bf16 session: rounding took effect", "largest difference from the "
+              "unrounded rows' answer %.3g: float32's", far);
+    delete_session(h, &srv_main, &s, "bf16 session: deleted");
     tsess_free(&s);
     curl_easy_cleanup(h);
 }
@@ -1647,6 +1740,7 @@ int main(int argc, char **argv)
         test_random();
         test_exact_fit();
         test_rope_truncate();
+        test_bf16();
         test_errors();
         printf("sessions: random, edges and errors done (%.0f ms)\n", now_ms() - t0);
         test_parallel_own();

@@ -205,6 +205,18 @@ static void test_b64(void)
     srv_b64_encode(a, n, t);
     int64_t k = srv_b64_decode(t, srv_b64_encoded_len(n), b);
     check(k == (int64_t)n && memcmp(a, b, n) == 0, "b64 round trip of 100003 bytes", "");
+    /* The vector paths against RFC 4648 read bit by bit (an independent
+     * reference: a round trip alone would pass an encoder and a decoder
+     * wrong the same way). */
+    static const char az[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    int ref_ok = 1;
+    for (size_t c = 0; c < n / 3 * 4 && ref_ok; c++) {
+        unsigned v = 0;
+        for (size_t bit = c * 6; bit < c * 6 + 6; bit++)
+            v = v << 1 | ((a[bit / 8] >> (7 - bit % 8)) & 1u);
+        ref_ok = t[c] == az[v];
+    }
+    check(ref_ok, "b64 encode of 100003 bytes matches RFC 4648 bit by bit", "");
     /* Every length to 700 bytes (the vector decoder's block edges and its
      * 48-byte tail), and a bad byte at every position of a 400-byte text:
      * the output must hold exactly decoded_max bytes (writes past it are
@@ -220,7 +232,10 @@ static void test_b64(void)
     check(lens_ok, "b64 round trip of every length 0..700", "");
     srv_b64_encode(a, 300, t);
     uint8_t *d400 = malloc(srv_b64_decoded_max(400));
-    const char bads[] = {'*', '=', '\x80', '\n', ' ', '\0', '-', '_'};
+    /* bytes >= 0x80 whose low 7 bits are a letter ('A', 'a', '0', '+'):
+     * the VBMI decoder looks up the low 7 bits only */
+    const char bads[] = {'*', '=', '\x80', '\n', ' ', '\0', '-', '_', '\x7f', '\xff',
+                         '\xc1', '\xe1', '\xb0', '\xab'};
     for (size_t pos = 0; pos < 396; pos++)
         for (size_t j = 0; j < sizeof bads; j++) {
             char keep = t[pos];
@@ -379,12 +394,98 @@ static void test_scan(int n)
     printf("scanner: %ld tensors equal, %ld errors equal (code and field), %ld differ\n", ok, err, bad);
 }
 
+/* A base64 tensor of 20000 floats (7 of the decoder's 16 KiB slices):
+ * the floats back, and every error as the whole text would give it: a
+ * padded quad at a slice's end is invalid, an invalid byte is reported
+ * before an earlier NaN, a NaN in a late slice by its own index. */
+static void b64_case(char *text, int64_t count, decoded *d)
+{
+    srv_buf b = {0};
+    srv_buf_printf(&b, "{\"query\":{\"shape\":[%lld],\"dtype\":\"float32\",\"b64\":\"", (long long)count);
+    srv_buf_puts(&b, text);
+    srv_buf_puts(&b, "\"}}");
+    decode(b.data, b.len, 1, 0, d);
+    srv_buf_free(&b);
+}
+
+static void test_b64_tensor(void)
+{
+    enum { N = 20000 };
+    float *f = malloc(N * sizeof *f);
+    size_t el = srv_b64_encoded_len(N * sizeof *f);
+    char *t = malloc(el + 1);
+    for (int i = 0; i < N; i++)
+        f[i] = (float)((int)(rnd() % 2001) - 1000) / 7.0f;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    t[el] = '\0';
+    decoded d;
+    b64_case(t, N, &d);
+    check(d.rc == 0 && d.t.rank == 1 && d.t.shape[0] == N && !memcmp(d.t.data, f, N * sizeof *f),
+          "b64 tensor of 20000 floats decodes to its floats", "");
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+
+    char keep[2] = {t[16382], t[16383]};
+    t[16382] = t[16383] = '='; /* the end of the first slice */
+    b64_case(t, N, &d);
+    check(d.rc == -1 && strstr(d.e.message, "not valid padded"), "b64 tensor: padding mid-text refused",
+          d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    t[16382] = keep[0];
+    t[16383] = keep[1];
+
+    /* JSON escapes past the scanner's first 64 KiB window: "\/" is '/' */
+    char *esc = malloc(2 * el + 1);
+    size_t w = 0;
+    for (size_t c = 0; c < el; c++) {
+        if (t[c] == '/' && c > 70000)
+            esc[w++] = '\\';
+        esc[w++] = t[c];
+    }
+    esc[w] = '\0';
+    b64_case(esc, N, &d);
+    check(w > el && d.rc == 0 && !memcmp(d.t.data, f, N * sizeof *f),
+          "b64 tensor with escapes after 64 KiB decodes to its floats", d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    free(esc);
+
+    float nan = NAN, inf = INFINITY, f0 = f[0], f1 = f[15001];
+    f[0] = inf;
+    f[15001] = nan;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    t[100000] = '*';
+    b64_case(t, N, &d);
+    check(d.rc == -1 && strstr(d.e.message, "not valid padded"), "b64 tensor: bad byte before an Inf",
+          d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    f[0] = f0;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    b64_case(t, N, &d);
+    check(d.rc == -1 && strstr(d.e.message, "element 15001 is not finite"),
+          "b64 tensor: NaN in the 5th slice found by its index", d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    f[15001] = f1;
+    srv_b64_encode((const uint8_t *)f, N * sizeof *f, t);
+    b64_case(t, N + 1, &d);
+    check(d.rc == -1 && strstr(d.e.message, "decodes to 80000 bytes"), "b64 tensor: size mismatch",
+          d.e.message);
+    json_decref(d.root);
+    srv_arena_free(&d.a);
+    free(f);
+    free(t);
+}
+
 int main(int argc, char **argv)
 {
     long scale = argc > 1 ? atol(argv[1]) : 1;
     test_fmt(2000000 * scale);
     test_parse(2000000 * scale);
     test_b64();
+    test_b64_tensor();
     test_scan((int)(20000 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed != 0;

@@ -4,7 +4,8 @@
  * reply must be a contract status, and JSON replies must parse. Sessions
  * persist from input to input (the fuzzer interleaves creations, steps,
  * truncations and deletions); POST /sessions takes the id SESSION_ID, as
- * behind a load balancer that names sessions, so inputs can reach it. */
+ * behind a load balancer that names sessions, so inputs can reach it; the
+ * KServe model multihead-decode takes it as sequence_id. */
 #include "fuzz_common.h"
 
 #include <stdlib.h>
@@ -17,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int known_status(int s)
 {
-    static const int ok[] = {200, 201, 204, 400, 401, 404, 405, 413, 415, 422, 503};
+    static const int ok[] = {200, 201, 204, 400, 401, 404, 405, 409, 413, 415, 422, 503};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
         if (s == ok[i])
             return 1;
