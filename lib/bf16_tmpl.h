@@ -21,17 +21,15 @@
  *   qt2 a query block: features 2p, 2p+1 of query lane q in qt2[p][q];
  *   pt2 a key block's P: keys 2t, 2t+1 of query lane q in pt2[t][q].
  * A job of decode-sized query blocks (sdpa_by_rows: one row at a time,
- * sdpa_rows) holds its values as pairs of rows instead of vt:
- *   vp  value column c of keys 2t, 2t+1 in vp[t][c] (ldv words a row: dv
- *       padded with zeros to whole lines), and a query row packed as a
- *       row of kb (bf16_pack_row).
- * kb and vt (or vp) are made once per run (bf16_convert, before the query
+ * sdpa_rows) has neither: a row reads each key once, so its keys and
+ * values are rounded as they are read (bf16_dot, bf16_pv_row).
+ * kb and vt are made once per run (bf16_convert, before the query
  * blocks); qt2 and pt2 per query block and per key block. Key blocks
  * start at even keys, so a block's pairs are pairs of vt. */
 
 #define bf16_dims ISA_NAME(bf16_dims)
 #define bf16_job_bytes ISA_NAME(bf16_job_bytes)
-#define bf16_k_words ISA_NAME(bf16_k_words)
+#define bf16_blocks ISA_NAME(bf16_blocks)
 #define bf16_load ISA_NAME(bf16_load)
 #define bf16_convert ISA_NAME(bf16_convert)
 #define bf16_pack_row ISA_NAME(bf16_pack_row)
@@ -52,36 +50,31 @@
 
 /* A job's keys and values in bfloat16 (see the layouts above). */
 typedef struct {
-    uint32_t *kb, *vt; /* vt: vp for a job of the row path */
-    int64_t ldk, ldv;  /* words per row */
-    int64_t np;        /* pairs of keys made (2 np rows of kb) */
-    int rows;          /* the row path's job (sdpa_by_rows) */
+    uint32_t *kb, *vt;
+    int64_t ldk, ldv; /* words per row */
 } bf16_kv;
 
-/* A job's layout: ldk, ldv, np and rows of its bf16_kv. */
-static inline void bf16_dims(const attn_sdpa_job *j, bf16_kv *c)
+/* ldk and ldv of a job. */
+static inline void bf16_dims(const attn_sdpa_job *j, int64_t *ldk, int64_t *ldv)
 {
-    c->rows = sdpa_by_rows(j);
-    c->ldk = BF_ROUND(j->d) / 2;
-    c->np = (BF_ROUND(j->lk) + BF_PAD) / 2;
-    c->ldv = c->rows ? LINES(j->dv) : c->np;
+    *ldk = BF_ROUND(j->d) / 2;
+    *ldv = (BF_ROUND(j->lk) + BF_PAD) / 2;
 }
 
-/* Words of kb and of vt (or vp) of a job's layout. */
-static inline size_t bf16_k_words(const bf16_kv *c)
+/* Whether a job is a bf16 job of query blocks, the one kind with kb and vt. */
+static inline int bf16_blocks(const attn_sdpa_job *j)
 {
-    return (size_t)(2 * c->np) * (size_t)c->ldk;
+    return j->bf16 && !sdpa_by_rows(j);
 }
 
-/* Bytes of kb and vt (or vp) for a bf16 job (0 for the others), whole
- * lines. */
+/* Bytes of kb and vt for a bf16 job of query blocks (0 for the others),
+ * whole lines. */
 static size_t bf16_job_bytes(const attn_sdpa_job *j)
 {
-    if (!j->bf16) return 0;
-    bf16_kv c;
-    bf16_dims(j, &c);
-    size_t vrows = c.rows ? (size_t)c.np : (size_t)j->dv;
-    return LINES(bf16_k_words(&c) + vrows * (size_t)c.ldv) * sizeof(float);
+    if (!bf16_blocks(j)) return 0;
+    int64_t ldk, ldv;
+    bf16_dims(j, &ldk, &ldv);
+    return LINES((size_t)(2 * ldv) * (size_t)ldk + (size_t)j->dv * (size_t)ldv) * sizeof(float);
 }
 
 /* VW floats of x from p, zero at n and past it. */
@@ -101,7 +94,7 @@ static inline ALWAYS TGT void bf16_pack_row(const float *x, int64_t n, int64_t w
         VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, n), bf16_load(x, p + VW, n)));
 }
 
-/* The key and value pairs [t0, t1) of kb and vt (or vp) (keys 2 t0 .. 2 t1 - 1,
+/* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
  * zero past lk); with rope, each key row is turned first (through row, d
  * floats). */
 static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t0, int64_t t1,
@@ -123,10 +116,7 @@ static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t
     for (int64_t t = t0; t < t1; t++) {
         const float *v0 = 2 * t < j->lk ? j->v + 2 * t * j->v_stride : NULL;
         const float *v1 = 2 * t + 1 < j->lk ? j->v + (2 * t + 1) * j->v_stride : NULL;
-        for (int64_t cc = 0; c->rows && cc < c->ldv; cc += VW)
-            VBSTORE(c->vt + t * c->ldv + cc, VBPACK(v0 ? bf16_load(v0, cc, j->dv) : VZERO(),
-                                                    v1 ? bf16_load(v1, cc, j->dv) : VZERO()));
-        for (int64_t cc = 0; !c->rows && cc < j->dv; cc += VW) {
+        for (int64_t cc = 0; cc < j->dv; cc += VW) {
             uint32_t pr[VW];
             VBSTORE(pr, VBPACK(v0 ? bf16_load(v0, cc, j->dv) : VZERO(),
                                v1 ? bf16_load(v1, cc, j->dv) : VZERO()));
@@ -301,28 +291,33 @@ static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const 
         pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, (int)(j->dv - c0), alpha);
 }
 
-/* A decode row's score in bfloat16: qp (its query, bf16_pack_row) . kr (a
- * row of kb), ldk words, summed in float32. */
-static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const uint32_t *kr, int64_t ldk)
+/* A decode row's score in bfloat16: qp (its query, bf16_pack_row) . k
+ * (a key row of d floats, rounded here), summed in float32. */
+static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const float *k, int64_t d)
 {
     V s = VZERO();
-    for (int64_t p = 0; p < ldk; p += VW) s = VDPBF(s, VBLOAD(kr + p), VBLOAD(qp + p));
+    for (int64_t p = 0; p < d; p += 2 * VW)
+        s = VDPBF(s, VBROW(bf16_load(k, p, d), bf16_load(k, p + VW, d)), VBLOAD(qp + p / 2));
     return VHSUM(s);
 }
 
 /* A decode row's P V for one key block in bfloat16: acc (dv floats and the
  * rest of their last vector) += sum_t P_t v_t over keys jb (even) .. jb+nk,
- * P (sc) rounded in pairs through pw (BK / 2 + VW words), v from vp. */
-static inline ALWAYS TGT void bf16_pv_row(const bf16_kv *c, int64_t dv, int64_t jb, int nk,
+ * P (sc) rounded in pairs through pw (BK / 2 + VW words), each pair of
+ * value rows rounded as it is read. */
+static inline ALWAYS TGT void bf16_pv_row(const attn_sdpa_job *j, int64_t jb, int nk,
                                           const float *sc, uint32_t *pw, float *acc)
 {
     int np = (nk + 1) / 2;
     bf16_pack_row(sc, nk, (np + VW - 1) / VW * VW, pw);
-    const uint32_t *vp = c->vt + jb / 2 * c->ldv;
     for (int t = 0; t < np; t++) {
         if (pw[t] == 0) continue; /* both keys masked or underflowed, as decode_block skips */
         VB p = VBSET1(pw[t]);
-        for (int64_t cc = 0; cc < dv; cc += VW)
-            VSTORE(acc + cc, VDPBF(VLOAD(acc + cc), VBLOAD(vp + t * c->ldv + cc), p));
+        const float *v0 = j->v + (jb + 2 * t) * j->v_stride;
+        const float *v1 = jb + 2 * t + 1 < j->lk ? v0 + j->v_stride : NULL;
+        for (int64_t cc = 0; cc < j->dv; cc += VW) {
+            VB v = VBPACK(bf16_load(v0, cc, j->dv), v1 ? bf16_load(v1, cc, j->dv) : VZERO());
+            VSTORE(acc + cc, VDPBF(VLOAD(acc + cc), v, p));
+        }
     }
 }

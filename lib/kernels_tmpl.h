@@ -67,6 +67,16 @@
 #define decode_block ISA_NAME(decode_block)
 #define decode_weights ISA_NAME(decode_weights)
 #define sdpa_rows ISA_NAME(sdpa_rows)
+#define sdpa_part_floats ISA_NAME(sdpa_part_floats)
+#define sdpa_work ISA_NAME(sdpa_work)
+#define split_parts ISA_NAME(split_parts)
+#define split_row_floats ISA_NAME(split_row_floats)
+#define split_range ISA_NAME(split_range)
+#define split_join ISA_NAME(split_join)
+#define sdpa_rows_part ISA_NAME(sdpa_rows_part)
+#define row_finish ISA_NAME(row_finish)
+#define row_keys ISA_NAME(row_keys)
+#define row_query ISA_NAME(row_query)
 #define sdpa_task ISA_NAME(sdpa_task)
 #define sdpa_plan ISA_NAME(sdpa_plan)
 #define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
@@ -1056,14 +1066,16 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 
 /* Scores of query row i (q; with rope r, the rotated row and its q2, then
  * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows;
- * with bf, the row in bfloat16 qp against bf's keys instead) against keys
- * [jb, jb+nk) into sc (-inf where not allowed); returns their max, or m
- * when that is larger. */
+ * with bf, the row in bfloat16 qp against each key rounded, with rope
+ * turned first in r + d) against keys [jb, jb+nk) into sc (-inf where not
+ * allowed); returns their max, or m when that is larger. */
 static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, const float *q,
-                                             float *r, const bf16_kv *bf, const uint32_t *qp,
-                                             int64_t jb, int nk, float *sc, float m)
+                                             float *r, int bf, const uint32_t *qp, int64_t jb,
+                                             int nk, float *sc, float m)
 {
     int64_t ip = i + j->off, bl, br, d = j->d;
+    float *kt = bf && r ? r + d : NULL; /* bf16: the key turned, not the query */
+    if (bf) r = NULL;
     float *ub2 = r ? r + 3 * d : NULL;
     band_of(j, &bl, &br);
     if (r) q = r + 2 * d;
@@ -1075,7 +1087,8 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
             sc[kk] = -INFINITY;
             continue;
         }
-        if (bf) sc[kk] = bf16_dot(qp, bf->kb + t * bf->ldk, bf->ldk) * j->scale;
+        if (bf && kt) rope_rows(j, j->k + t * j->k_stride, j->k_stride, j->rope_k0 + t, 1, kt);
+        if (bf) sc[kk] = bf16_dot(qp, kt ? kt : j->k + t * j->k_stride, d) * j->scale;
         else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
@@ -1091,8 +1104,7 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
 /* One key block of a decode row: P = e^(sc - mu) in place, acc (vf + VW
  * floats, the output so far) times alpha = e^(m - mu) plus P V (with bf,
  * in bfloat16 through pw: bf16_pv_row). Returns the sum of P. */
-static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, const bf16_kv *bf,
-                                            uint32_t *pw, int64_t jb, int nk, float *sc, float m,
+static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int bf, uint32_t *pw, int64_t jb, int nk, float *sc, float m,
                                             float mu, float *acc, float *alpha)
 {
     VM vm = VTAILMASK((int)(j->dv % VW));
@@ -1108,7 +1120,7 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, const bf16_k
     for (kk = 0; kk < nk; kk++) psum += sc[kk];
     V a = VSET1(alpha_s[0]);
     for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), a));
-    if (bf) bf16_pv_row(bf, j->dv, jb, nk, sc, pw, acc);
+    if (bf) bf16_pv_row(j, jb, nk, sc, pw, acc);
     for (kk = 0; !bf && kk < nk; kk++) {
         if (sc[kk] == 0.0f) continue;
         const float *vr = j->v + (jb + kk) * j->v_stride;
@@ -1143,46 +1155,138 @@ static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi
     }
 }
 
+/* Query row i of a decode-sized block, with rope turned into r (the
+ * rotated row and its q2, see decode_scores); with bf packed into qp as
+ * bfloat16 pairs. Returns the row. */
+static inline ALWAYS TGT const float *row_query(const attn_sdpa_job *j, int bf, int64_t i, float *r,
+                                                uint32_t *qp)
+{
+    const float *q = j->q + i * j->q_stride;
+    if (j->rope) {
+        rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, r);
+        decode_rope_q(j, r, r + j->d);
+    }
+    if (bf) bf16_pack_row(j->rope ? r : q, j->d, BF_ROUND(j->d) / 2, qp);
+    return q;
+}
+
+/* Row i's keys [ka, kb) (whole blocks of BK counted from klo) into the
+ * online softmax *m, *l and acc; with weights each block's P goes to the
+ * weight row and its max to bms. bf, qp, pw: as sdpa_rows. */
+static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, int bf, int64_t i, const float *q,
+                                       float *r, const uint32_t *qp, uint32_t *pw, int64_t klo,
+                                       int64_t ka, int64_t kb, float *sc, float *acc, float *bms,
+                                       float *m, float *l)
+{
+    for (int64_t jb = ka; jb < kb; jb += BK) {
+        int nk = kb - jb < BK ? (int)(kb - jb) : BK;
+        float bm = decode_scores(j, i, q, j->rope ? r : NULL, bf, qp, jb, nk, sc, *m);
+        float alpha, mu = bm == -INFINITY ? 0.0f : bm;
+        float psum = decode_block(j, bf, pw, jb, nk, sc, *m, mu, acc, &alpha);
+        *l = *l * alpha + psum;
+        *m = bm;
+        if (j->w) {
+            memcpy(j->w + i * j->w_stride + jb, sc, (size_t)nk * sizeof(float));
+            bms[(jb - klo) / BK] = bm;
+        }
+    }
+}
+
+/* Row i's output acc / l and weights, from its max m and sum l. */
+static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int64_t klo, int64_t khi,
+                                         const float *acc, const float *bms, float m, float l)
+{
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float *o = j->o + i * j->o_stride;
+    for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+    if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
+}
+
 /* Decode-sized query blocks (a few rows): one row at a time along d and dv,
  * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
  * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
  * query, its q2, and those of the key block), with weights bm (one float a
- * key block: the row's max after it). With bf (a bf16 job's keys and
- * values, bf16_tmpl.h) the products in bfloat16 as the flash kernel's:
- * qp (ldk words, the row) and pw (BK / 2 + VW words, a block's P). */
-static TGT void sdpa_rows(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0, int64_t nr,
+ * key block: the row's max after it). With bf (a bf16 job) the products
+ * in bfloat16 with the flash kernel's rounding (bf16_tmpl.h): qp (ldk
+ * words, the row) and pw (BK / 2 + VW words, a block's P). */
+static TGT void sdpa_rows(const attn_sdpa_job *j, int bf, int64_t i0, int64_t nr,
                           float *sc, float *acc, float *r, float *bms, uint32_t *qp, uint32_t *pw)
 {
-    int64_t vf = j->dv - j->dv % VW, d = j->d;
-    float *qr = r, *q2 = r + d;
+    int64_t vf = j->dv - j->dv % VW;
     for (int64_t i = i0; i < i0 + nr; i++) {
-        const float *q = j->q + i * j->q_stride;
-        if (j->rope) {
-            rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, qr);
-            decode_rope_q(j, qr, q2);
-        }
-        if (bf) bf16_pack_row(j->rope ? qr : q, d, bf->ldk, qp);
+        const float *q = row_query(j, bf, i, r, qp);
         float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi;
         key_range(j, i, 1, &klo, &khi);
         if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
-        for (int64_t jb = klo; jb < khi; jb += BK) {
-            int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-            float bm = decode_scores(j, i, q, j->rope && !bf ? r : NULL, bf, qp, jb, nk, sc, m);
-            float alpha, mu = bm == -INFINITY ? 0.0f : bm;
-            float psum = decode_block(j, bf, pw, jb, nk, sc, m, mu, acc, &alpha);
-            l = l * alpha + psum;
-            m = bm;
-            if (j->w) {
-                memcpy(j->w + i * j->w_stride + jb, sc, (size_t)nk * sizeof(float));
-                bms[(jb - klo) / BK] = bm;
-            }
+        row_keys(j, bf, i, q, r, qp, pw, klo, klo, khi, sc, acc, bms, &m, &l);
+        row_finish(j, i, klo, khi, acc, bms, m, l);
+    }
+}
+
+/* Keys a decode row must have, each task, before its keys are split among
+ * tasks (flash-decoding: Dao et al. 2023). */
+#define SPLIT_KEYS 1024
+
+/* The keys of row i's part c of nch: whole blocks from klo. */
+static inline void split_range(int64_t klo, int64_t khi, int64_t c, int64_t nch, int64_t *ka, int64_t *kb)
+{
+    int64_t span = ((khi - klo + nch - 1) / nch + BK - 1) / BK * BK;
+    *ka = klo + c * span < khi ? klo + c * span : khi;
+    *kb = *ka + span < khi ? *ka + span : khi;
+}
+
+/* Floats of a split job's partial results: a row holds, per part, its max,
+ * sum and dv outputs, then with weights one max a key block. */
+static inline size_t split_row_floats(const attn_sdpa_job *j, int64_t nch)
+{
+    return (size_t)nch * (size_t)(j->dv + 2) + (j->w ? (size_t)((j->lk + BK - 1) / BK) : 0);
+}
+
+/* Part c of nch of decode rows [i0, i0+nr): each row's share of the keys
+ * into its partial results (part, split_row_floats a row), without the
+ * sink (split_join adds it once). */
+static TGT void sdpa_rows_part(const attn_sdpa_job *j, int64_t i0, int64_t nr, int64_t c,
+                               int64_t nch, float *sc, float *acc, float *r, float *part)
+{
+    int64_t vf = j->dv - j->dv % VW;
+    for (int64_t i = i0; i < i0 + nr; i++) {
+        float *pr = part + (size_t)i * split_row_floats(j, nch), *pc = pr + c * (j->dv + 2);
+        const float *q = row_query(j, 0, i, r, NULL);
+        float m = -INFINITY, l = 0.0f;
+        memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
+        int64_t klo, khi, ka, kb;
+        key_range(j, i, 1, &klo, &khi);
+        split_range(klo, khi, c, nch, &ka, &kb);
+        row_keys(j, 0, i, q, r, NULL, NULL, klo, ka, kb, sc, acc, pr + nch * (j->dv + 2), &m, &l);
+        pc[0] = m;
+        pc[1] = l;
+        memcpy(pc + 2, acc, (size_t)j->dv * sizeof(float));
+    }
+}
+
+/* A split job's rows from their parts: the max over the parts (and the
+ * sink), each part's sum and outputs rescaled to it, then row_finish.
+ * acc: dv floats. */
+static TGT void split_join(const attn_sdpa_job *j, int64_t nch, const float *part, float *acc)
+{
+    for (int64_t i = 0; i < j->lq; i++) {
+        const float *pr = part + (size_t)i * split_row_floats(j, nch);
+        float m = j->has_sink ? j->sink : -INFINITY, l = 0.0f;
+        for (int64_t c = 0; c < nch; c++) m = pr[c * (j->dv + 2)] > m ? pr[c * (j->dv + 2)] : m;
+        if (j->has_sink) l = expf(j->sink - m);
+        memset(acc, 0, (size_t)j->dv * sizeof(float));
+        for (int64_t c = 0; c < nch; c++) {
+            const float *pc = pr + c * (j->dv + 2);
+            if (pc[0] == -INFINITY) continue; /* no key allowed in this part */
+            float f = expf(pc[0] - m);
+            l += pc[1] * f;
+            for (int64_t e = 0; e < j->dv; e++) acc[e] += pc[2 + e] * f;
         }
-        float inv = l > 0.0f ? 1.0f / l : 0.0f;
-        float *o = j->o + i * j->o_stride;
-        for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
-        if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
+        int64_t klo, khi;
+        key_range(j, i, 1, &klo, &khi);
+        row_finish(j, i, klo, khi, acc, pr + nch * (j->dv + 2), m, l);
     }
 }
 
@@ -1201,6 +1305,8 @@ typedef struct {
     size_t bf_worker;     /* floats before a worker's qt2 and pt2 (0: no bf16 job) */
     int64_t maxldk;       /* the widest qt2 of the bf16 jobs, in words */
     bf16_kv *kv;          /* each job's keys and values in bfloat16 (bf16 jobs) */
+    int64_t nch;          /* > 1: the one job's keys split in nch parts (split_parts) */
+    float *part;          /* their partial results (split_row_floats a row) */
 } sdpa_args;
 
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
@@ -1224,11 +1330,12 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
         return;
     }
     if (sdpa_by_rows(j)) {
-        int64_t i0 = b * (QB / 4);
+        int64_t i0 = b / s->nch * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
         float *acc = scr + BK, *r = acc + s->maxd + VW;
         uint32_t *qp = (void *)(scr + s->bf_worker), *pw = qp + s->maxldk * QB;
-        sdpa_rows(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
+        if (s->nch > 1) sdpa_rows_part(j, i0, nr, b % s->nch, s->nch, scr, acc, r, s->part);
+        else sdpa_rows(j, j->bf16, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
@@ -1248,9 +1355,9 @@ static TGT void bf16_task(void *arg, int64_t task, int worker)
     const sdpa_args *s = arg;
     const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
     const bf16_kv *c = &s->kv[task / BF_SPLIT];
-    if (!j->bf16) return;
-    int64_t part = (c->np + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
-    int64_t t1 = t0 + part < c->np ? t0 + part : c->np;
+    if (!bf16_blocks(j)) return;
+    int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
+    int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
     if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
 }
 
@@ -1260,21 +1367,41 @@ static TGT void bf16_task(void *arg, int64_t task, int worker)
  * (first[n] = all of them). Returns the work, for the thread count. The
  * sizes are bounded by buffers the caller holds (and pb by STAGE_LK), so
  * they fit. */
-static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int64_t *first, sdpa_args *a)
+/* Parts the keys of a lone decode job are split in, so that every thread
+ * has work (1: not split): a single float32 job of a few rows with long
+ * rows, which a decode step per head is. work: the jobs' (sdpa_work). */
+static int64_t split_parts(const attn_sdpa_job *jobs, size_t n, int threads, double work)
+{
+    if (n != 1 || threads < 2 || work < 2e5 || !sdpa_by_rows(&jobs[0]) || jobs[0].sparse ||
+        jobs[0].bf16 || jobs[0].lk < 2 * SPLIT_KEYS)
+        return 1;
+    return jobs[0].lk / SPLIT_KEYS < threads ? jobs[0].lk / SPLIT_KEYS : threads;
+}
+
+/* The jobs' work, for the thread count: query-key pairs times d + dv. */
+static double sdpa_work(const attn_sdpa_job *jobs, size_t n)
+{
+    double work = 0;
+    for (size_t i = 0; i < n; i++)
+        work += (double)jobs[i].lq * (double)jobs[i].lk * (double)(jobs[i].d + jobs[i].dv);
+    return work;
+}
+
+static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int threads, int64_t *first, sdpa_args *a)
 {
     int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0, maxldk = 0;
-    double work = 0;
+    double work = sdpa_work(jobs, n);
+    a->nch = split_parts(jobs, n, threads, work);
     for (size_t i = 0; i < n; i++) {
         const attn_sdpa_job *j = &jobs[i];
         int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB;
         if (first) first[i] = tasks;
-        tasks += (j->lq + rows - 1) / rows;
+        tasks += (j->lq + rows - 1) / rows * a->nch;
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
         if (j->w && j->lk <= STAGE_LK && j->lk > maxstage) maxstage = j->lk;
         if (j->bf16 && BF_ROUND(j->d) / 2 > maxldk) maxldk = BF_ROUND(j->d) / 2;
-        work += (double)j->lq * (double)j->lk * (double)(j->d + j->dv);
     }
     if (first) first[n] = tasks;
     a->maxd = maxd;
@@ -1296,16 +1423,22 @@ static size_t sdpa_bf16_bytes(const attn_sdpa_job *jobs, size_t n)
     return bytes ? bytes + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float) : 0;
 }
 
+/* Floats of a split job's partial results (0 when not split). */
+static size_t sdpa_part_floats(const attn_sdpa_job *jobs, const sdpa_args *a)
+{
+    return a->nch > 1 ? LINES((size_t)jobs[0].lq * split_row_floats(&jobs[0], a->nch)) : 0;
+}
+
 /* Scratch sdpa_run needs for these jobs on up to `threads` threads: the
- * task index (n + 1 int64), the bf16 jobs' keys and values, then
- * per_worker floats a worker. */
+ * task index (n + 1 int64), a split job's partial results, the bf16 jobs'
+ * keys and values, then per_worker floats a worker. */
 static size_t sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads)
 {
     if (n == 0) return 0;
     sdpa_args a;
-    sdpa_plan(jobs, n, NULL, &a);
+    sdpa_plan(jobs, n, threads, NULL, &a);
     size_t index = LINES((n + 1) * 2) * sizeof(float);
-    return index + sdpa_bf16_bytes(jobs, n) +
+    return index + sdpa_part_floats(jobs, &a) * sizeof(float) + sdpa_bf16_bytes(jobs, n) +
            (size_t)(threads < 1 ? 1 : threads) * a.per_worker * sizeof(float);
 }
 
@@ -1315,10 +1448,10 @@ static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
 {
     char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
     for (size_t i = 0; i < n; i++) {
-        if (!jobs[i].bf16) continue;
-        bf16_dims(&jobs[i], &kv[i]);
+        if (!bf16_blocks(&jobs[i])) continue;
+        bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
         kv[i].kb = (void *)at;
-        kv[i].vt = kv[i].kb + bf16_k_words(&kv[i]);
+        kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;
         at += bf16_job_bytes(&jobs[i]);
     }
     return at;
@@ -1330,9 +1463,11 @@ static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void 
 {
     if (n == 0) return;
     int64_t *first = scratch;
-    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL};
-    double work = sdpa_plan(jobs, n, first, &a);
+    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL, 1, NULL};
+    double work = sdpa_plan(jobs, n, threads, first, &a);
     char *rest = (char *)scratch + LINES((n + 1) * 2) * sizeof(float);
+    a.part = (float *)rest;
+    rest += sdpa_part_floats(jobs, &a) * sizeof(float);
     if (work < 2e5 || threads < 1) threads = 1;
     if (sdpa_bf16_bytes(jobs, n)) {
         a.kv = (void *)rest;
@@ -1342,4 +1477,5 @@ static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void 
     }
     a.scratch = (void *)rest;
     attn_pool_run(threads, first[n], sdpa_task, &a);
+    if (a.nch > 1) split_join(&jobs[0], a.nch, a.part, a.scratch);
 }

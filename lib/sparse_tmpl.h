@@ -278,9 +278,9 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
     key_range(j, i, 1, &klo, &khi);
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        float bm = decode_scores(j, i, j->q + i * j->q_stride, NULL, NULL, NULL, jb, nk, sc, m);
+        float bm = decode_scores(j, i, j->q + i * j->q_stride, NULL, 0, NULL, jb, nk, sc, m);
         float alpha, mu = bm == -INFINITY ? 0.0f : bm;
-        float psum = decode_block(j, NULL, NULL, jb, nk, sc, m, mu, acc, &alpha);
+        float psum = decode_block(j, 0, NULL, jb, nk, sc, m, mu, acc, &alpha);
         l = l * alpha + psum;
         m = bm;
     }
@@ -292,7 +292,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
     memset(wr, 0, (size_t)j->lk * sizeof(float));
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        decode_scores(j, i, j->q + i * j->q_stride, NULL, NULL, NULL, jb, nk, sc, -INFINITY);
+        decode_scores(j, i, j->q + i * j->q_stride, NULL, 0, NULL, jb, nk, sc, -INFINITY);
         for (int kk = 0; kk < nk; kk++) wr[jb + kk] = expf(sc[kk] - mu) * inv;
     }
 }

@@ -3,15 +3,25 @@
 
 #include <string.h>
 
+/* x (E) = embedding[id] * sqrt(E) (float32), the GRU models' input. */
+static void gru_embed(const mdl_model *m, int32_t id, float *x)
+{
+    int E = m->info.emb;
+    const float *e = m->emb + (size_t)id * E;
+    for (int j = 0; j < E; j++)
+        x[j] = e[j] * m->emb_scale;
+}
+
 int mdl_gru_start(mdl_run *r)
 {
     const mdl_model *m = r->m;
     int H = m->info.hidden, E = m->info.emb;
-    float *h = r->h, *scratch = r->work;
+    float *h = r->h, *scratch = r->work, *x = r->work + 6 * (size_t)H;
     memset(r->mem, 0, sizeof(float) * (size_t)m->info.max_src * H);
     memset(h, 0, sizeof(float) * (size_t)H);
     for (int i = 0; i < r->n_src; i++) {
-        mdl_gru_step(&m->enc, m->emb + (size_t)r->src[i] * E, 1, E, H, h, scratch);
+        gru_embed(m, r->src[i], x);
+        mdl_gru_step(&m->enc, x, 1, E, H, h, scratch);
         memcpy(r->mem + (size_t)i * H, h, sizeof(float) * (size_t)H);
     }
     return 0; /* the decoder starts from h_L, already in slot 0 */
@@ -65,7 +75,7 @@ int mdl_gru_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logit
     float *e = r->work, *w = e + (size_t)N * E, *x = w + (size_t)N * m->info.max_src;
     float *scratch = x + (size_t)N * (3 * H + E + H);
     for (int k = 0; k < N; k++)
-        memcpy(e + (size_t)k * E, m->emb + (size_t)last[k] * E, sizeof(float) * (size_t)E);
+        gru_embed(m, last[k], e + (size_t)k * E);
     int64_t lk;
     if (gru_attend(r, N, e, x, w, &lk))
         return -1;
@@ -74,7 +84,7 @@ int mdl_gru_step_all(mdl_run *r, int N, const int32_t *last, int t, float *logit
     for (int64_t i = 0; i < (int64_t)N * H; i++)
         x[i] = x[i] > 0 ? x[i] : 0;
     mdl_gru_step(&m->dec, x, N, H, H, r->h, scratch);
-    mdl_linear(r->h, N, H, m->emb, NULL, m->info.vocab, logits);
+    mdl_linear(r->h, N, H, m->emb, m->out_b, m->info.vocab, logits);
     return 0;
 }
 

@@ -27,6 +27,7 @@ struct mdl_model {
     attn_named att[4];      /* the rule's library parameters */
     size_t n_att;
     const float *comb_w, *comb_b; /* additive, general: (H, E + H), (H) */
+    const float *out_b;     /* seq2seq: the output layer's bias (V); weight = emb */
     /* transformer */
     mdl_layer el[MDL_MAX_LAYERS], dl[MDL_MAX_LAYERS];
     float *pe;              /* (max_pos, E), owned */

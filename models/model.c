@@ -76,8 +76,10 @@ static int bind_seq2seq(loader *l)
 {
     mdl_model *m = l->m;
     int H = m->info.hidden, E = m->info.emb;
-    if (need_gru(l, &m->enc, "encoder.", "_l0", H) || need_gru(l, &m->dec, "decoder.gru.", "", H))
+    if (need_gru(l, &m->enc, "encoder.", "_l0", H) || need_gru(l, &m->dec, "decoder.gru.", "", H) ||
+        !(m->out_b = need(l, "out_bias", m->info.vocab, -1)))
         return -1;
+    m->emb_scale = (float)sqrt((double)E); /* the inputs are embedding * sqrt(E) */
     const char *p = "decoder.attention.";
     attn_named *a = m->att;
     int rc;

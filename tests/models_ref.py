@@ -65,6 +65,9 @@ def cmd_random(out):
                    eos_id=EOS, seed=100 + i)
         torch.manual_seed(100 + i)
         m = models.build(cfg)
+        if hasattr(m, "out_bias"):  # zeros at init: make the C side's bias add count
+            with torch.no_grad():
+                m.out_bias.normal_(0.0, 2.0)
         train.export(m, cfg, os.path.join(out, name), dict(train_steps=0, note="random init"))
     import shutil
     shutil.copy(os.path.join(TRAINING, "bpe.json"), os.path.join(out, "bpe.json"))
@@ -127,7 +130,7 @@ def attention(m, cfg, src, out_ids):
         kp = m.decoder.prepare(mem)
         rows = []
         for t in range(tin.shape[1]):
-            h, a = m.decoder.step(m.embedding(tin[:, t]), h, mem, kp, mask)
+            h, a = m.decoder.step(m.embed(tin[:, t]), h, mem, kp, mask)
             rows.append(a[0, :len(src)])
         return [torch.stack(rows)]
     enc, dec = [], []

@@ -834,6 +834,61 @@ static void decode_loop(attn_ctx *ctx, int style)
     release(&A);
 }
 
+/* One head, a few query rows, thousands of keys, on two threads: the
+ * kernel splits the keys between the threads and joins the parts (sink,
+ * masks, every score option and the weights across the seam). Against
+ * the reference, with a key mask that leaves whole parts empty too. */
+static void split_decode(attn_ctx *ctx)
+{
+    static const int64_t lks[] = {2048, 2500, 4133, 3000};
+    for (int t = 0; t < 4; t++) {
+        allocs A = {{0}, 0};
+        rm_request q;
+        memset(&q, 0, sizeof q);
+        int64_t Lk = lks[t], Lq = 1 + t % 3, D = 40, DV = 24;
+        double sink = 0.5, slope = 0.002;
+        q.rule = RM_SCALED_DOT;
+        q.B = 1;
+        q.Lq = Lq;
+        q.Lk = Lk;
+        q.Dq = q.Dk = D;
+        q.Dv = DV;
+        q.query = rnd_doubles(&A, Lq * D, 1.0);
+        q.key = rnd_doubles(&A, Lk * D, 1.0);
+        q.value = rnd_doubles(&A, Lk * DV, 1.0);
+        q.align = RM_BOTTOM_RIGHT;
+        q.causal = t != 1;
+        q.softcap = t == 2 ? 0.0 : 6.0;
+        q.alibi = t == 3 ? NULL : &slope;
+        q.sinks = t == 2 ? NULL : &sink;
+        q.rope.on = t != 3;
+        q.rope.base = 10000.0;
+        q.rope.style = t % 2 ? RM_ROPE_INTERLEAVED : RM_ROPE_HALF;
+        q.has_window = t == 1;
+        q.left = 1500;
+        q.right = -1;
+        uint8_t *km = rnd_bytes(&A, Lk, 90);
+        if (t == 3) /* the second half of the keys masked: an empty part */
+            memset(km + Lk / 2, 0, (size_t)(Lk - Lk / 2));
+        q.key_mask = km;
+        q.key_mask_rank = 1;
+        lib_extra x = {0, 0, 1};
+        lib_req L;
+        double *ro = keep(&A, malloc(sizeof(double) * (size_t)(Lq * DV)));
+        double *rw = keep(&A, malloc(sizeof(double) * (size_t)(Lq * Lk)));
+        char name[96];
+        snprintf(name, sizeof name, "split decode: Lq %lld, Lk %lld, 2 threads", (long long)Lq, (long long)Lk);
+        if (rm_compute(&q, ro, rw, NULL, NULL) != 0) {
+            fail(name, "the reference failed");
+            n_failed++;
+        } else {
+            to_lib(&q, &x, &A, &L);
+            run_and_check(ctx, name, &L, ro, Lq * DV, rw, Lq * Lk) ? n_passed++ : n_failed++;
+        }
+        release(&A);
+    }
+}
+
 /* ------------------------------------------------------------- bfloat16 */
 
 /* bfloat16's unit roundoff: 8 significant bits, rounded to nearest. */
@@ -1161,6 +1216,7 @@ int main(int argc, char **argv)
             random_trial(ctx, t);
         decode_loop(ctx[0], 0);
         decode_loop(ctx[1], 1);
+        split_decode(ctx[1]);
         bf16_checks(ctx, trials, seed);
         if (strcmp(isas[k], "avx512bf16") == 0 && attn_amx_ready()) {
             attn_amx_set(0); /* the same variant on vdpbf16ps alone */

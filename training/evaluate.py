@@ -59,7 +59,7 @@ def alignment(model, cfg, bpe, rows):
         if gru:
             mem, mask, h = model.encode(s, torch.tensor([len(src)]))
             kp = model.decoder.prepare(mem)
-            emb = model.embedding(tin)
+            emb = model.embed(tin)
             rows_a = []
             for t in range(tin.shape[1]):
                 h, a = model.decoder.step(emb[:, t], h, mem, kp, mask)

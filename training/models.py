@@ -8,18 +8,19 @@ three are identical except for `decoder.attention` (and `decoder.combine`,
 which concat does not need because its rule contains the `out` Linear):
 
   embedding.weight (V, E)            shared by source, target and output
+  out_bias (V)                       the output layer's bias (zeros at start)
   encoder: nn.GRU(E, H), 1 layer, unidirectional, batch_first
   decoder.gru: nn.GRUCell(H, H)
   step t (y = previous target token, h = previous decoder state,
           M = encoder outputs (Ls, H), mask = source positions):
-    e = embedding[y]                                   (E)
+    e = embedding[y] * sqrt(E)                         (E; the encoder's input too)
     concat:   x = out([e ; a M]), a = softmax(att_weight([e ; h]) masked)
               = library rule concat, query e, key h, value M padded to Lv
     additive: c = library rule additive(query h, keys = values = M)
     general:  c = library rule general (query h, keys = values = M)
               x = combine([e ; c])                     (Linear(E+H, H))
     h' = GRUCell(relu(x), h)
-    logits = embedding.weight @ h'                     (tied, no bias; E == H)
+    logits = embedding.weight @ h' + out_bias          (tied weight, own bias; E == H)
   h0 = encoder output at the last source position (the <eos>).
 
 Transformer (post-norm, like nn.Transformer with norm_first=False but
@@ -131,13 +132,23 @@ class GRUSeq2Seq(nn.Module):
         nn.init.normal_(self.embedding.weight, 0.0, E ** -0.5)
         self.encoder = nn.GRU(E, H, batch_first=True)
         self.decoder = GRUDecoder(rule, E, H, max_src_len)
+        self.out_bias = nn.Parameter(torch.zeros(vocab_size))
         self.drop = nn.Dropout(dropout)
+        self.emb_scale = math.sqrt(E)
+
+    def embed(self, ids):
+        """The encoder's and decoder's input: embedding[ids] * sqrt(E)."""
+        return self.embedding(ids) * self.emb_scale
+
+    def logits(self, h):
+        """The output layer: tied weight (the embedding) plus its own bias."""
+        return F.linear(h, self.embedding.weight, self.out_bias)
 
     def encode(self, src, src_len):
         """src (B,Ls) padded with 0, src_len (B). Returns mem padded to
         max_src_len (B,Lv,H), mask (B,Lv), h0 (B,H)."""
         B, Ls = src.shape
-        out, _ = self.encoder(self.drop(self.embedding(src)))
+        out, _ = self.encoder(self.drop(self.embed(src)))
         h0 = out[torch.arange(B), src_len - 1]
         if self.rule == "concat":
             out = F.pad(out, (0, 0, 0, self.max_src_len - Ls))
@@ -148,13 +159,13 @@ class GRUSeq2Seq(nn.Module):
     def forward(self, src, src_len, tgt_in):
         mem, mask, h = self.encode(src, src_len)
         kp = self.decoder.prepare(mem)
-        emb = self.drop(self.embedding(tgt_in))
+        emb = self.drop(self.embed(tgt_in))
         outs = []
         for t in range(tgt_in.shape[1]):
             h, _ = self.decoder.step(emb[:, t], h, mem, kp, mask)
             outs.append(h)
         hs = self.drop(torch.stack(outs, 1))
-        return F.linear(hs, self.embedding.weight)
+        return self.logits(hs)
 
 
 def sinusoidal(L, d):

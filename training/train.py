@@ -36,7 +36,7 @@ CONFIGS = {
 }
 for _rule in ("concat", "additive", "general"):
     CONFIGS[_rule] = dict(arch="gru", rule=_rule, emb=128, hidden=128, max_src_len=MAX_SRC,
-                          dropout=0.05, lr=2e-3, warmup=100, batch_tokens=1000,
+                          dropout=0.05, lr=6e-3, warmup=100, batch_tokens=1000,
                           label_smoothing=0.1, eval_every=200)
 
 
@@ -126,6 +126,8 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="a few steps of a tiny model on 64 pairs")
     ap.add_argument("--init", help="continue from these weights (.pt or .safetensors); Adam starts afresh")
     ap.add_argument("--start-step", type=int, default=0, help="step count to start from (learning-rate schedule)")
+    ap.add_argument("--batch-tokens", type=int, help="override the config's batch_tokens (measurements)")
+    ap.add_argument("--lr", type=float, help="override the config's lr (measurements)")
     ap.add_argument("--out", default=os.path.join(HERE, "weights"))
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     args = ap.parse_args()
@@ -137,6 +139,10 @@ def main():
 
     cfg = dict(CONFIGS[args.model])
     cfg["name"] = args.model
+    if args.batch_tokens:
+        cfg["batch_tokens"] = args.batch_tokens
+    if args.lr:
+        cfg["lr"] = args.lr
     bpe = BPE.load(os.path.join(HERE, "bpe.json"))
     cfg.update(vocab_size=len(bpe.vocab), max_src_tokens=MAX_SRC, max_tgt_tokens=MAX_TGT,
                tokenizer="bpe.json", pad_id=PAD, bos_id=BOS, eos_id=EOS, seed=args.seed)

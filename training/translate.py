@@ -76,12 +76,12 @@ class Stepper:
         N = len(prefixes)
         if self.gru:
             y = torch.tensor([p[-1] for p in prefixes])
-            e = self.m.embedding(y)
+            e = self.m.embed(y)
             mem = self.mem.expand(N, -1, -1)
             mask = self.mask.expand(N, -1)
             kp = None if self.kp is None else self.kp.expand(N, -1, -1)
             h, a = self.m.decoder.step(e, state, mem, kp, mask)
-            logits = torch.nn.functional.linear(h, self.m.embedding.weight)
+            logits = self.m.logits(h)
             return torch.log_softmax(logits, -1), h, a
         tin = torch.tensor(prefixes)
         mem = self.mem.expand(N, -1, -1)
