@@ -1466,7 +1466,7 @@ static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void 
     sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL, 1, NULL};
     double work = sdpa_plan(jobs, n, threads, first, &a);
     char *rest = (char *)scratch + LINES((n + 1) * 2) * sizeof(float);
-    a.part = (float *)rest;
+    a.part = (void *)rest;
     rest += sdpa_part_floats(jobs, &a) * sizeof(float);
     if (work < 2e5 || threads < 1) threads = 1;
     if (sdpa_bf16_bytes(jobs, n)) {

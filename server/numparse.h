@@ -61,8 +61,10 @@ static inline int srv_eisel_lemire(uint64_t w, int q, int neg, float *out, int *
         }
         int up = (int)(hi >> 63), shift = up + 64 - 26;
         uint64_t mant = hi >> shift;
-        /* floor(log2(10^q)) + 63 is (217706 q >> 16) + 63; 127: the bias */
-        int e2 = ((217706 * q) >> 16) + 63 + up - lz + 127;
+        /* floor(log2(10^q)) + 63 is floor(217706 q / 2^16) + 63, taken on
+         * q + 32768 > 0 (no shift of a negative value) less 217706 * 32768 /
+         * 2^16 = 108853; 127: the bias */
+        int e2 = (int)(((int64_t)217706 * (q + 32768)) >> 16) - 108853 + 63 + up - lz + 127;
         if (e2 <= 0) { /* subnormal, or 0 */
             if (1 - e2 >= 64) {
                 bits = 0;
