@@ -298,7 +298,7 @@ static char *put_repr(char *o, double d)
     char *e = strchr(t, 'e');
     int x = atoi(e + 1);
     *e = '\0';
-    char dig[24];
+    char dig[24] = {0};
     int nd = 0, neg = t[0] == '-';
     for (const char *p = t + neg; *p; p++)
         if (*p != '.')

@@ -1200,8 +1200,8 @@ static json_t *ks_header(const response *r, const char **bin, size_t *bin_len)
  * -1 absent or malformed. */
 static int ks_output(const response *r, const char *name, tensor *t)
 {
-    const char *bin;
-    size_t bin_len, off = 0;
+    const char *bin = NULL;
+    size_t bin_len = 0, off = 0;
     json_t *hj = ks_header(r, &bin, &bin_len), *outs = hj ? json_object_get(hj, "outputs") : NULL;
     int rc = -1;
     for (size_t i = 0; rc && i < json_array_size(outs); i++) {
