@@ -1323,7 +1323,7 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     if (j->causal || j->window_right >= 0) b = nb - 1 - b; /* the longest blocks first */
     float *scr = s->scratch + (size_t)worker * s->per_worker;
     if (j->sparse) {
-        int64_t rows = j->lq < QB / 4 && !j->w ? QB / 4 : QB, i0 = b * rows;
+        int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB, i0 = b * rows; /* as sdpa_plan */
         float *qt = scr, *st = qt + (size_t)s->maxd * QB;
         sdpa_block_sparse(j, i0, j->lq - i0 < rows ? j->lq - i0 : rows, qt, st,
                           st + (size_t)BK * QB);

@@ -474,6 +474,24 @@ static int same_result(const decoded *x, const decoded *y, int mask)
                 : !memcmp(x->t.data, y->t.data, (size_t)n * 4);
 }
 
+/* The body b decoded by the scanner and by Jansson: whether both give the
+ * same tensor or the same error (code and field), counting the agreeing
+ * tensors in *ok and errors in *err. */
+static int scanner_agrees(const srv_buf *b, int mask, long *ok, long *err)
+{
+    decoded fast, slow;
+    decode(b->data, b->len, 1, mask, &fast);
+    decode(b->data, b->len, 0, mask, &slow);
+    int same = same_result(&fast, &slow, mask);
+    if (same)
+        ++*(fast.rc == 0 ? ok : err);
+    json_decref(fast.root);
+    json_decref(slow.root);
+    srv_arena_free(&fast.a);
+    srv_arena_free(&slow.a);
+    return same;
+}
+
 static void test_scan(int n)
 {
     long bad = 0, ok = 0, err = 0;
@@ -489,21 +507,8 @@ static void test_scan(int n)
         srv_buf_putc(&b, '\0');
         b.len--;
         int mask = rnd() % 4 == 0;
-        decoded fast, slow;
-        decode(b.data, b.len, 1, mask, &fast);
-        decode(b.data, b.len, 0, mask, &slow);
-        if (!same_result(&fast, &slow, mask)) {
-            if (bad++ < 3)
-                check(0, "scanner and Jansson disagree on", b.data);
-        } else if (fast.rc == 0) {
-            ok++;
-        } else {
-            err++;
-        }
-        json_decref(fast.root);
-        json_decref(slow.root);
-        srv_arena_free(&fast.a);
-        srv_arena_free(&slow.a);
+        if (!scanner_agrees(&b, mask, &ok, &err) && bad++ < 3)
+            check(0, "scanner and Jansson disagree on", b.data);
         srv_buf_free(&b);
     }
     check(bad == 0, "scanner agrees with Jansson", "");
@@ -562,24 +567,11 @@ static void test_scan_split(int n)
         srv_buf_putc(&b, '\0');
         b.len--;
         int mask = kind == 5 && rnd() % 2;
-        decoded fast, slow;
-        decode(b.data, b.len, 1, mask, &fast);
-        decode(b.data, b.len, 0, mask, &slow);
-        if (!same_result(&fast, &slow, mask)) {
-            if (bad++ < 3) {
-                char what[96];
-                snprintf(what, sizeof what, "rank %d, %d rows, defect %d at %d", rank, rows, kind, defect);
-                check(0, "split scanner and Jansson disagree", what);
-            }
-        } else if (fast.rc == 0) {
-            ok++;
-        } else {
-            err++;
+        if (!scanner_agrees(&b, mask, &ok, &err) && bad++ < 3) {
+            char what[96];
+            snprintf(what, sizeof what, "rank %d, %d rows, defect %d at %d", rank, rows, kind, defect);
+            check(0, "split scanner and Jansson disagree", what);
         }
-        json_decref(fast.root);
-        json_decref(slow.root);
-        srv_arena_free(&fast.a);
-        srv_arena_free(&slow.a);
         srv_buf_free(&b);
     }
     check(bad == 0, "split scanner agrees with Jansson", "");
