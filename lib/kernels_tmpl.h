@@ -843,24 +843,25 @@ static inline ALWAYS TGT void flash_store_o(const attn_sdpa_job *j, int64_t i0, 
 }
 
 /* One weight row's last pass: zeros outside [klo, khi), and each key
- * block's P from src times its factor f[b * QB] (see flash_weights). With
- * stream, whole aligned vectors go straight to memory. */
+ * block's P from src (which may be wr) times its factor f[b * fs] (see
+ * flash_weights, decode_weights). With stream, whole aligned vectors go
+ * straight to memory. */
 static inline ALWAYS TGT void flash_weight_row(float *wr, const float *src, int64_t klo,
                                                int64_t khi, int64_t lk, const float *f,
-                                               int stream)
+                                               int64_t fs, int stream)
 {
     for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
     for (int64_t t = khi; t < lk; t++) wr[t] = 0.0f;
     for (int64_t b = 0; klo + b * BK < khi; b++) {
         int64_t at = klo + b * BK;
         int64_t n = khi - at < BK ? khi - at : BK;
-        float fs = f[b * QB];
-        V fv = VSET1(fs);
+        float fb = f[b * fs];
+        V fv = VSET1(fb);
         int64_t t = 0;
         if (stream) {
             /* unaligned head, then whole vectors straight to memory */
             for (; t < n && ((uintptr_t)(wr + at + t) & (VW * sizeof(float) - 1)) != 0; t++)
-                wr[at + t] = src[at + t] * fs;
+                wr[at + t] = src[at + t] * fb;
             for (; t + VW <= n; t += VW) VSTREAM(wr + at + t, VMUL(VLOAD(src + at + t), fv));
         } else {
             for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(src + at + t), fv));
@@ -891,7 +892,7 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
         }
     }
     for (int64_t r = 0; r < nr; r++)
-        flash_weight_row(j->w + (i0 + r) * j->w_stride, src + r * ss, klo, khi, j->lk, mb + r,
+        flash_weight_row(j->w + (i0 + r) * j->w_stride, src + r * ss, klo, khi, j->lk, mb + r, QB,
                          stream);
 }
 
@@ -1135,24 +1136,18 @@ static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int bf, uint
 
 /* A decode row's weights, as flash_weights makes them: each key block's P
  * (in wr, taken against the row's max then, bm[b]) rescaled by
- * exp(bm[b] - m) / l; zero outside [klo, khi). */
+ * exp(bm[b] - m) / l, bm turned into those factors in place; zero outside
+ * [klo, khi). */
 static inline ALWAYS TGT void decode_weights(float *wr, int64_t klo, int64_t khi, int64_t lk,
-                                             const float *bm, float m, float inv)
+                                             float *bm, float m, float inv)
 {
-    for (int64_t t = 0; t < klo; t++) wr[t] = 0.0f;
-    for (int64_t t = khi; t < lk; t++) wr[t] = 0.0f;
     float mf = m == -INFINITY ? 0.0f : m, f[VW];
     for (int64_t b = 0; klo + b * BK < khi; b++) {
-        int64_t at = klo + b * BK, n = khi - at < BK ? khi - at : BK, t = 0;
         /* a block seen while the row had no allowed key holds only zeros */
         VSTORE(f, bm[b] == -INFINITY ? VZERO() : VMUL(VEXP(VSET1(bm[b] - mf)), VSET1(inv)));
-        V fv = VSET1(f[0]);
-        for (; t + VW <= n; t += VW) VSTORE(wr + at + t, VMUL(VLOAD(wr + at + t), fv));
-        if (t < n) {
-            VM tm = VTAILMASK((int)(n - t));
-            VSTOREM(wr + at + t, tm, VMUL(VLOADM(wr + at + t, tm), fv));
-        }
+        bm[b] = f[0];
     }
+    flash_weight_row(wr, wr, klo, khi, lk, bm, 1, 0);
 }
 
 /* Query row i of a decode-sized block, with rope turned into r (the
@@ -1194,7 +1189,7 @@ static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, int bf, int64_t i
 
 /* Row i's output acc / l and weights, from its max m and sum l. */
 static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int64_t klo, int64_t khi,
-                                         const float *acc, const float *bms, float m, float l)
+                                         const float *acc, float *bms, float m, float l)
 {
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
     float *o = j->o + i * j->o_stride;
@@ -1269,10 +1264,10 @@ static TGT void sdpa_rows_part(const attn_sdpa_job *j, int64_t i0, int64_t nr, i
 /* A split job's rows from their parts: the max over the parts (and the
  * sink), each part's sum and outputs rescaled to it, then row_finish.
  * acc: dv floats. */
-static TGT void split_join(const attn_sdpa_job *j, int64_t nch, const float *part, float *acc)
+static TGT void split_join(const attn_sdpa_job *j, int64_t nch, float *part, float *acc)
 {
     for (int64_t i = 0; i < j->lq; i++) {
-        const float *pr = part + (size_t)i * split_row_floats(j, nch);
+        float *pr = part + (size_t)i * split_row_floats(j, nch);
         float m = j->has_sink ? j->sink : -INFINITY, l = 0.0f;
         for (int64_t c = 0; c < nch; c++) m = pr[c * (j->dv + 2)] > m ? pr[c * (j->dv + 2)] : m;
         if (j->has_sink) l = expf(j->sink - m);
