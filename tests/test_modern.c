@@ -736,6 +736,24 @@ static void describe(char *buf, size_t n, int trial, const rm_request *q, const 
              threads);
 }
 
+/* The reference's answer for q into ro and rw: 1 when the library is to
+ * be compared with it, 0 when the trial is counted already (the reference
+ * failed, or a near tie that float32 may break the other way). */
+static int reference_for(const char *name, const rm_request *q, double *ro, double *rw)
+{
+    rm_margin m;
+    if (rm_compute(q, ro, rw, NULL, &m) != 0) {
+        fail(name, "the reference failed");
+        n_failed++;
+        return 0;
+    }
+    if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
+        n_skipped++; /* a near tie: float32 may choose the other key */
+        return 0;
+    }
+    return 1;
+}
+
 static void random_trial(attn_ctx *const ctx[2], int trial)
 {
     allocs A = {{0}, 0};
@@ -754,16 +772,10 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
     char name[512];
-    rm_margin m;
     describe(name, sizeof name, trial, &q, &x, threads);
     if (verbose)
         printf("%s\n", name);
-    if (rm_compute(&q, ro, rw, NULL, &m) != 0) {
-        fail(name, "the reference failed");
-        n_failed++;
-    } else if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
-        n_skipped++; /* a near tie: float32 may choose the other key */
-    } else {
+    if (reference_for(name, &q, ro, rw)) {
         lib_req L;
         to_lib(&q, &x, &A, &L);
         run_and_check(ctx[threads - 1], name, &L, ro, n_out, rw, n_w) ? n_passed++ : n_failed++;
@@ -838,17 +850,9 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     rnd_hard(&q, q.Lk);
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)(q.Lq * E)));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq * q.Lk)));
-    char name[512];
-    describe(name, sizeof name, trial, &q, &x, threads);
-    memmove(name + 6, name, strlen(name) + 1); /* "cache " before it */
-    memcpy(name, "cache ", 6);
-    rm_margin m;
-    if (rm_compute(&q, ro, rw, NULL, &m) != 0) {
-        fail(name, "the reference failed");
-        n_failed++;
-    } else if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
-        n_skipped++; /* a near tie: float32 may choose the other key */
-    } else {
+    char name[512] = "cache ";
+    describe(name + 6, sizeof name - 6, trial, &q, &x, threads);
+    if (reference_for(name, &q, ro, rw)) {
         const float *kp[3], *vp[3];
         attn_cache_request c;
         cache_from(&q, &x, &A, &c, kp, vp);
