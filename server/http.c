@@ -280,7 +280,9 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
         reply_error(rs, &r, &e);
         return send_or_defer(conn, rs, &r);
     }
-    if (srv_cfg.trust_session_id && rs->target.route == SRV_R_SESSIONS) {
+    if (srv_cfg.trust_session_id && (rs->target.route == SRV_R_SESSIONS ||
+                                     (rs->target.route == SRV_R_KSERVE_INFER &&
+                                      rs->target.model == SRV_MODEL_DECODE))) {
         const char *sid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Session-Id");
         if (sid && strlen(sid) < sizeof rs->target.session_hdr)
             strcpy(rs->target.session_hdr, sid);

@@ -481,7 +481,7 @@ typedef struct {
     int model;             /* {model}: a rule, SRV_MODEL_MULTIHEAD or SRV_MODEL_DECODE */
     char rel[520];         /* {file}: a path under the static folder */
     char session[72];      /* {id}: a session id (its form checked, not its existence) */
-    char session_hdr[40];  /* POST /sessions: X-Session-Id, when the server trusts it */
+    char session_hdr[40];  /* POST /sessions, a multihead-decode start: X-Session-Id, when trusted */
     int len_hdr;           /* the front end's length header: 0 absent, 1 given, -1 malformed */
     uint64_t len_hdr_value;
 } srv_target;
