@@ -498,6 +498,41 @@ attn_status attn_mha_seed_params(const attn_mha_request *req, uint64_t seed,
 attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
                              float *output, float *weights, attn_error *err);
 
+/* ------------------------------------------- decoding over a KV cache */
+
+/* Attention of new query rows over a key/value cache the caller keeps,
+ * read in place (nothing is copied): for a decoder that appends each
+ * step's keys and values to per-head arrays, as POST /sessions/{id}/step
+ * does. KV head g's first len rows are key[g] and value[g], head_dim
+ * floats a row, rows head_dim apart. Query head h reads KV head
+ * h / (num_heads / num_kv_heads) (grouped-query attention). Every head is
+ * one job of one call, so the heads share the context's threads.
+ * The result equals scaled_dot over the cache per head with these
+ * options, which multi-head's checks apply to (H = num_heads, Lq = Tq,
+ * Lk = len): alibi_slopes and sinks hold one value per query head; masks
+ * may be per head; with align bottom-right query row i sits at position
+ * len - Tq + i, the convention of a decode step (set causal for one). */
+typedef struct {
+    attn_tensor query;      /* (Tq, num_heads, head_dim) */
+    int64_t num_heads;      /* H >= 1 */
+    int64_t num_kv_heads;   /* Hkv, H % Hkv == 0; 0 = H */
+    int64_t len;            /* cached rows (>= 1) */
+    const float *const *key;   /* Hkv arrays of len x head_dim floats */
+    const float *const *value; /* the same for the values */
+    int has_scale;
+    float scale;            /* default 1/sqrt(head_dim) */
+    attn_options opt;
+} attn_cache_request;
+
+attn_cache_request attn_cache_request_default(void);
+
+/* As attn_plan: output (Tq, H, head_dim), weights (H, Tq, len). */
+attn_status attn_cache_plan(const attn_cache_request *req, attn_shapes *shapes, attn_error *err);
+
+/* As attn_compute, for the cache. */
+attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, float *output,
+                               float *weights, attn_error *err);
+
 /* Seeded parameters.
  * The generator is SplitMix64 (Steele, Lea, Flood 2014) started at the seed.
  * Parameters are drawn in the order listed by attn_seed_params' set, each

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
+#include "pool.h"
 
 attn_mha_request attn_mha_request_default(void)
 {
@@ -51,6 +52,8 @@ typedef struct {
     int64_t jobs_n;   /* head jobs per kernel run */
     float *enc[3];    /* query, key, value with the positional encoding */
     float *qp, *kp, *vp, *ao, *hw; /* projections, heads' output, per-head weights */
+    int split;        /* the heads read kh and vh (heads_split) */
+    float *kh, *vh;   /* head-major copies of k and v (B, Hkv, Lk, hd) */
     attn_rope_pass rope; /* rotates qp and kp in place */
     attn_heads heads;
 } mplan;
@@ -588,6 +591,45 @@ static attn_gemm_call mha_out_gemm(const mplan *pl, float *out)
     return (attn_gemm_call){pl->d.B * pl->d.Lq, E, E, pl->ao, pl->wo, pl->bo, out, E, E, E};
 }
 
+/* Whether the heads read k and v from head-major copies: when each key
+ * row is read by many query blocks (Lq past the kernel's decode rows) and
+ * the projections' rows interleave the heads, so that a head's
+ * consecutive keys lie kilobytes apart (a TLB miss and no hardware
+ * prefetch for nearly each); one copying pass costs less. */
+static int heads_split(const mplan *pl)
+{
+    return pl->ks > pl->hd && pl->d.Lq > ATTN_ROPE_KERNEL_ROWS;
+}
+
+typedef struct {
+    const mplan *pl;
+    int64_t rows; /* key rows per task */
+    int64_t per;  /* tasks per (batch row, KV head) */
+} split_args;
+
+/* Task t: a run of one KV head's key and value rows into kh and vh. */
+static void split_task(void *arg, int64_t t, int worker)
+{
+    (void)worker;
+    const split_args *a = arg;
+    const mplan *pl = a->pl;
+    int64_t bg = t / a->per, b = bg / pl->Hkv, g = bg % pl->Hkv, hd = pl->hd, Lk = pl->d.Lk;
+    int64_t r0 = t % a->per * a->rows, r1 = r0 + a->rows < Lk ? r0 + a->rows : Lk;
+    size_t row = (size_t)hd * sizeof(float);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t from = (b * Lk + r) * pl->ks + g * hd, to = (bg * Lk + r) * hd;
+        memcpy(pl->kh + to, pl->kp + from, row);
+        memcpy(pl->vh + to, pl->vp + from, row);
+    }
+}
+
+/* k and v's rows into the head-major copies, on the call's threads. */
+static void mha_split(const attn_exec *ex, const mplan *pl)
+{
+    split_args a = {pl, 256, (pl->d.Lk + 255) / 256};
+    attn_pool_run(ex->threads, pl->d.B * pl->Hkv * a.per, split_task, &a);
+}
+
 /* The pieces: the encoded inputs (with positional encoding), the q (or
  * fused q/k/v), k and v projections, the heads' output, the per-head
  * weights when they are averaged, then the head jobs of one kernel run;
@@ -613,6 +655,10 @@ static void mha_lay_out(void *p, attn_ws *ws)
     pl->ao = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
     pl->hw = attn_ws_take(ws, pl->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0,
                           sizeof(float));
+    pl->split = heads_split(pl);
+    double kh = pl->split ? bk * (double)pl->ekv : 0.0;
+    pl->kh = attn_ws_take(ws, kh, sizeof(float));
+    pl->vh = attn_ws_take(ws, kh, sizeof(float));
     attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
     if (pl->fused) {
         pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
@@ -668,8 +714,13 @@ static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
             if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
                 j->m.sparse = &pl->sparse;
             j->a = pl->qp + b * Lq * pl->qw + h * hd; j->a_stride = pl->qw;
-            j->b = pl->kp + b * Lk * ks + g * hd; j->b_stride = ks;
-            j->v = pl->vp + b * Lk * ks + g * hd; j->v_stride = ks;
+            if (pl->split) {
+                j->b = pl->kh + (b * pl->Hkv + g) * Lk * hd; j->b_stride = hd;
+                j->v = pl->vh + (b * pl->Hkv + g) * Lk * hd; j->v_stride = hd;
+            } else {
+                j->b = pl->kp + b * Lk * ks + g * hd; j->b_stride = ks;
+                j->v = pl->vp + b * Lk * ks + g * hd; j->v_stride = ks;
+            }
             j->o = pl->ao + b * Lq * E + h * hd; j->o_stride = E;
             if (pl->req.opt.rope.on && attn_rope_in_kernel(&pl->req.opt, Lq))
                 j->rope = &pl->rope;
@@ -715,6 +766,8 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     attn_exec_gemms(ex, g, mha_gemms(pl, x, g));
     if (pl->req.opt.rope.on)
         mha_rope(ex, pl);
+    if (pl->split)
+        mha_split(ex, pl);
     for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
         size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
         attn_status st = pl->req.linear ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)

@@ -642,8 +642,11 @@ static int decode_id(const srv_ses_fields *f, ks_seq *sq, srv_err *e)
 }
 
 /* A multihead-decode request: the session started (sequence_start), then
- * the step, its result in the job as any model's. */
-static int decode_run(srv_call *call, srv_job *j, ks_seq *sq, srv_err *e)
+ * the step, its result in the job as any model's. A start without an id
+ * takes the balancer's (hdr: X-Session-Id, "" when not trusted), as
+ * POST /sessions does, so that the sequence lives on the replica its id
+ * hashes to. */
+static int decode_run(srv_call *call, srv_job *j, const char *hdr, ks_seq *sq, srv_err *e)
 {
     srv_step_result res;
     char want[40];
@@ -651,7 +654,7 @@ static int decode_run(srv_call *call, srv_job *j, ks_seq *sq, srv_err *e)
     if (decode_id(&j->ses, sq, e) || srv_job_finish_options(j, e)) /* alibi and sinks inputs */
         return -1;
     if (j->ses.seq_start) {
-        memcpy(want, sq->id, sizeof want);
+        snprintf(want, sizeof want, "%s", sq->id[0] ? sq->id : hdr);
         if (srv_session_create(call, j, want, sq->id, e))
             return -1;
         sq->created = 1;
@@ -713,7 +716,7 @@ void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_r
              read_outputs(call.root, &j, &outs, &e) ||
              (decode && decode_outputs(&outs, &e)) ||
              read_inputs(&call, &c, &kb, json_object_get(call.root, "inputs"), &j, &e) ||
-             (decode ? decode_run(&call, &j, &seq, &e) : srv_job_run(&call, &j, &e)) ||
+             (decode ? decode_run(&call, &j, t->session_hdr, &seq, &e) : srv_job_run(&call, &j, &e)) ||
              write_response(&call, r, &kb, &j, &outs, &e);
     if (decode)
         decode_finish(&j, &seq, rc);

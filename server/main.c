@@ -60,7 +60,8 @@ static const char usage[] =
     "                                         ask for (131072); more is 413 session_full\n"
     "  --session-ttl SECONDS  ATTN_SESSION_TTL  a session idle this long expires and its\n"
     "                                         memory is freed (300)\n"
-    "  --trust-session-id B  ATTN_TRUST_SESSION_ID 1: POST /sessions takes the new id from\n"
+    "  --trust-session-id B  ATTN_TRUST_SESSION_ID 1: POST /sessions (and a multihead-decode\n"
+    "                                         start without sequence_id) takes the new id from\n"
     "                                         an X-Session-Id header (32 hex digits) that the\n"
     "                                         load balancer sets; only behind one that does\n"
     "  --help               this text\n";

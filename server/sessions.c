@@ -2,7 +2,7 @@
  * requests, so each decoding step sends only its new rows. Per KV head the
  * cache is one contiguous (n, d) array of keys and one of values, grown by
  * doubling up to max_tokens (an amortised O(1) append); a step computes
- * scaled_dot per query head with attn_compute on views straight into them.
+ * every head in one attn_cache_compute, which reads the arrays in place.
  *
  * Locking: one table lock guards the id table, the memory count and the
  * reference counts, and is held only for lookups and bookkeeping, never
@@ -423,7 +423,7 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     s->max_tokens = f->max_tokens;
     s->tmpl = j->u.att;
     s->tmpl.query = s->tmpl.key = s->tmpl.value = (attn_tensor){0, {0}, NULL};
-    /* ALiBi and sinks per head: each head's call gets its own one */
+    /* ALiBi and sinks per head: the step passes the lists to the library */
     for (int64_t h = 0; h < s->H; h++) {
         if (s->slopes)
             s->slopes[h] = o->alibi_slopes ? o->alibi_slopes[h] : attn_alibi_slope(s->H, h);
@@ -582,43 +582,31 @@ static void append(srv_session *s, const attn_tensor *k, const attn_tensor *v, i
         }
 }
 
-/* Query head h over the first n rows of its KV head: q and o (Tq, d), w
- * (Tq, n) or NULL. Query row i sits at position n - Tq + i and sees the
- * keys up to it: causal, aligned bottom-right, as the session's template
- * says; the key and value tensors are views of the cache. */
-static attn_status head(const srv_session *s, attn_ctx *ctx, int64_t h, int64_t n, int64_t Tq,
-                        const float *q, float *o, float *w, attn_error *ae)
-{
-    int64_t g = h / (s->H / s->Hkv);
-    attn_request req = s->tmpl;
-    req.opt.alibi_slopes = s->slopes ? s->slopes + h : NULL;
-    req.opt.n_alibi_slopes = s->slopes ? 1 : 0;
-    req.opt.sinks = s->sinks ? s->sinks + h : NULL;
-    req.opt.n_sinks = s->sinks ? 1 : 0;
-    req.query = (attn_tensor){2, {Tq, s->d}, q};
-    req.key = (attn_tensor){2, {n, s->d}, s->k[g]};
-    req.value = (attn_tensor){2, {n, s->d}, s->v[g]};
-    req.opt.need_weights = w != NULL;
-    return attn_compute(ctx, &req, o, w, ae);
-}
-
-/* Every query head over the cache's first n rows: out (Tq, H, d), w (H,
- * Tq, n) or NULL; scratch holds 2 Tq d floats. */
+/* Every query head over the cache's first n rows, in one library call
+ * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL.
+ * Query row i sits at position n - Tq + i and sees the keys up to it:
+ * causal, aligned bottom-right, as the session's template says. */
 static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
-                   float *scratch, double flops, srv_err *e)
+                   double flops, srv_err *e)
 {
-    int64_t H = s->H, d = s->d, Tq = q->shape[0];
-    float *qh = scratch, *oh = scratch + Tq * d;
+    attn_cache_request req = attn_cache_request_default();
+    req.query = *q;
+    req.num_heads = s->H;
+    req.num_kv_heads = s->Hkv;
+    req.len = n;
+    req.key = (const float *const *)s->k;
+    req.value = (const float *const *)s->v;
+    req.has_scale = s->tmpl.has_scale;
+    req.scale = s->tmpl.scale;
+    req.opt = s->tmpl.opt;
+    req.opt.alibi_slopes = s->slopes;
+    req.opt.n_alibi_slopes = s->slopes ? s->H : 0;
+    req.opt.sinks = s->sinks;
+    req.opt.n_sinks = s->sinks ? s->H : 0;
+    req.opt.need_weights = w != NULL;
     attn_error ae = {{0}, {0}};
-    attn_status st = ATTN_OK;
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
-    for (int64_t h = 0; h < H && st == ATTN_OK; h++) {
-        for (int64_t i = 0; i < Tq; i++)
-            memcpy(qh + i * d, q->data + (i * H + h) * d, (size_t)d * sizeof(float));
-        st = head(s, ctx, h, n, Tq, qh, oh, w ? w + h * Tq * n : NULL, &ae);
-        for (int64_t i = 0; i < Tq && st == ATTN_OK; i++)
-            memcpy(out + (i * H + h) * d, oh + i * d, (size_t)d * sizeof(float));
-    }
+    attn_status st = attn_cache_compute(ctx, &req, out, w, &ae);
     srv_ctx_release(ctx);
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
@@ -627,14 +615,14 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
  * changes. */
 typedef struct {
     int64_t n, Tq;
-    float *out, *w, *scratch;
+    float *out, *w;
     double flops;
 } step_out;
 
 static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int64_t n,
                      step_out *so, srv_err *e)
 {
-    int64_t Tq = j->u.att.query.shape[0], oc, wc = 0, sc;
+    int64_t Tq = j->u.att.query.shape[0], oc, wc = 0;
     so->n = n;
     so->Tq = Tq;
     so->flops = 4.0 * (double)s->H * (double)Tq * (double)n * (double)s->d;
@@ -656,11 +644,9 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
                         "computes at most %.3g per request (ATTN_MAX_WORK): send fewer query rows",
                         so->flops, srv_cfg.max_work);
     attn_size_mul(s->H * Tq, s->d, &oc); /* the query's size: checked by the codec */
-    attn_size_mul(2 * Tq, s->d, &sc);
     so->out = srv_arena_alloc(&call->arena, (size_t)oc * sizeof(float));
-    so->scratch = srv_arena_alloc(&call->arena, (size_t)sc * sizeof(float));
     so->w = wc ? srv_arena_alloc(&call->arena, (size_t)wc * sizeof(float)) : NULL;
-    if (!so->out || !so->scratch || (wc && !so->w))
+    if (!so->out || (wc && !so->w))
         return srv_fail(e, 503, "overloaded", "", "not enough memory for the step's result");
     return 0;
 }
@@ -676,7 +662,7 @@ static int run_step(srv_call *call, srv_session *s, const srv_job *j, step_out *
     int rc = plan_step(call, s, j, n1, so, e) || grow(s, n1, e);
     if (!rc) {
         append(s, &j->u.att.key, &j->u.att.value, n0);
-        rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->scratch, so->flops, e);
+        rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->flops, e);
     }
     if (!rc) {
         pthread_mutex_lock(&s->mu);

@@ -736,6 +736,24 @@ static void describe(char *buf, size_t n, int trial, const rm_request *q, const 
              threads);
 }
 
+/* The reference's answer for q into ro and rw: 1 when the library is to
+ * be compared with it, 0 when the trial is counted already (the reference
+ * failed, or a near tie that float32 may break the other way). */
+static int reference_for(const char *name, const rm_request *q, double *ro, double *rw)
+{
+    rm_margin m;
+    if (rm_compute(q, ro, rw, NULL, &m) != 0) {
+        fail(name, "the reference failed");
+        n_failed++;
+        return 0;
+    }
+    if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
+        n_skipped++; /* a near tie: float32 may choose the other key */
+        return 0;
+    }
+    return 1;
+}
+
 static void random_trial(attn_ctx *const ctx[2], int trial)
 {
     allocs A = {{0}, 0};
@@ -754,19 +772,101 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
     char name[512];
-    rm_margin m;
     describe(name, sizeof name, trial, &q, &x, threads);
     if (verbose)
         printf("%s\n", name);
-    if (rm_compute(&q, ro, rw, NULL, &m) != 0) {
-        fail(name, "the reference failed");
-        n_failed++;
-    } else if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
-        n_skipped++; /* a near tie: float32 may choose the other key */
-    } else {
+    if (reference_for(name, &q, ro, rw)) {
         lib_req L;
         to_lib(&q, &x, &A, &L);
         run_and_check(ctx[threads - 1], name, &L, ro, n_out, rw, n_w) ? n_passed++ : n_failed++;
+    }
+    release(&A);
+}
+
+/* ------------------------------------------------- attn_cache_compute */
+
+/* An identity matrix of n x n doubles. */
+static double *eye(allocs *A, int64_t n)
+{
+    double *m = keep(A, calloc((size_t)(n * n), sizeof(double)));
+    for (int64_t i = 0; i < n; i++)
+        m[i * n + i] = 1.0;
+    return m;
+}
+
+/* The library's cache request for q (multi-head with identity
+ * projections, B = 1): the query rows as (Tq, H, d), and each KV head's
+ * keys and values in arrays of their own, as a decoder keeps them. */
+static void cache_from(const rm_request *q, const lib_extra *x, allocs *A, attn_cache_request *c,
+                       const float **kp, const float **vp)
+{
+    int64_t d = q->Dq / q->H, ekv = q->Hkv * d, n = q->Lk;
+    *c = attn_cache_request_default();
+    c->query = ten(3, q->Lq, q->H, d, fl(A, q->query, q->Lq * q->Dq));
+    c->num_heads = q->H;
+    c->num_kv_heads = q->Hkv;
+    c->len = n;
+    for (int64_t g = 0; g < q->Hkv; g++) {
+        float *k = keep(A, malloc(sizeof(float) * (size_t)(n * d)));
+        float *v = keep(A, malloc(sizeof(float) * (size_t)(n * d)));
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t e = 0; e < d; e++) {
+                k[j * d + e] = (float)q->key[j * ekv + g * d + e];
+                v[j * d + e] = (float)q->value[j * ekv + g * d + e];
+            }
+        kp[g] = k;
+        vp[g] = v;
+    }
+    c->key = kp;
+    c->value = vp;
+    c->opt = lib_options(q, q->H, x, A);
+}
+
+/* A random decode step over a cache (GQA, query rows from 1 to past the
+ * kernel's rope limit, every option of the pipeline and hard attention)
+ * against the reference's multi-head attention with identity projections:
+ * the same heads over the same rows. */
+static void cache_trial(attn_ctx *ctx, int threads, int trial)
+{
+    allocs A = {{0}, 0};
+    rm_request q;
+    lib_extra x = {0, 0, chance(60)};
+    memset(&q, 0, sizeof q);
+    q.rule = RM_MULTIHEAD;
+    q.Hkv = rnd(1, 3);
+    q.H = q.Hkv * rnd(1, 3);
+    int64_t d = rnd(1, 24), E = q.H * d, ekv = q.Hkv * d;
+    q.B = 1;
+    q.Lk = chance(5) ? rnd(2048, 2600) : rnd_len(300);
+    q.Lq = chance(70) ? rnd(1, 4) : rnd_len(160);
+    q.Dq = E;
+    q.Dk = q.Dv = ekv;
+    q.query = rnd_doubles(&A, q.Lq * E, 1.0);
+    q.key = rnd_doubles(&A, q.Lk * ekv, 1.0);
+    q.value = rnd_doubles(&A, q.Lk * ekv, 1.0);
+    q.Wq = q.Wo = eye(&A, E);
+    q.Wk = q.Wv = eye(&A, ekv);
+    rnd_pipeline(&q, q.H, d, 0, &x, &A);
+    rnd_hard(&q, q.Lk);
+    double *ro = keep(&A, malloc(sizeof(double) * (size_t)(q.Lq * E)));
+    double *rw = keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq * q.Lk)));
+    char name[512] = "cache ";
+    describe(name + 6, sizeof name - 6, trial, &q, &x, threads);
+    if (reference_for(name, &q, ro, rw)) {
+        const float *kp[3], *vp[3];
+        attn_cache_request c;
+        cache_from(&q, &x, &A, &c, kp, vp);
+        float *o = keep(&A, malloc(sizeof(float) * (size_t)(q.Lq * E)));
+        float *w = x.need_weights ? keep(&A, malloc(sizeof(float) * (size_t)(q.H * q.Lq * q.Lk))) : NULL;
+        attn_error err;
+        attn_status st = attn_cache_compute(ctx, &c, o, w, &err);
+        int ok = st == ATTN_OK;
+        if (!ok)
+            fail(name, "compute failed: %s (%s)", attn_status_str(st), err.message);
+        ok = ok && close_enough(name, "output", o, ro, q.Lq * E);
+        if (ok && w)
+            ok = close_enough(name, "weights", w, rw, q.H * q.Lq * q.Lk);
+        ok ? n_passed++ : n_failed++;
     }
     release(&A);
 }
@@ -1217,6 +1317,8 @@ int main(int argc, char **argv)
         decode_loop(ctx[0], 0);
         decode_loop(ctx[1], 1);
         split_decode(ctx[1]);
+        for (int t = 0; t < trials / 2; t++)
+            cache_trial(ctx[t % 2], 1 + t % 2, t);
         bf16_checks(ctx, trials, seed);
         if (strcmp(isas[k], "avx512bf16") == 0 && attn_amx_ready()) {
             attn_amx_set(0); /* the same variant on vdpbf16ps alone */

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""tests/replicas/sessions.py - decode sessions through the load balancer: create, step (every answer checked), find the holder, and after its SIGKILL expect 404 unknown_session.
+"""tests/replicas/sessions.py - decode sessions and KServe multihead-decode sequences through the load balancer: create, step (every answer checked), find the holder, and after its SIGKILL expect 404 unknown_session.
 
-Usage: sessions.py create LB_URL N STATE_FILE      makes N sessions, steps each 3 times
+Usage: sessions.py create LB_URL N STATE_FILE      makes N sessions and N KServe sequences,
+                                                   steps each 3 times
        sessions.py holders STATE_FILE URL...       which replica holds each session
                                                    (exactly one must); prints them
        sessions.py step LB_URL STATE_FILE [DEAD]   steps every session once more; those
@@ -64,6 +65,49 @@ def step(lb, sess, rng):
     return 200, ans
 
 
+def kserve_step(lb, sess, rng):
+    """One step of a KServe multihead-decode sequence: its first starts it
+    (no id: the balancer names it), the next ones name it in the body."""
+    k = [[rng.uniform(-1, 1) for _ in range(D)] for _ in range(HKV)]
+    v = [[rng.uniform(-1, 1) for _ in range(D)] for _ in range(HKV)]
+    q = [[rng.uniform(-1, 1) for _ in range(D)] for _ in range(H)]
+    params = {"need_weights": False}
+    if sess["id"]:
+        params["sequence_id"] = sess["id"]
+    else:
+        params.update({"sequence_start": True, "num_heads": H, "num_kv_heads": HKV, "head_dim": D, "max_tokens": 64})
+    flat = lambda rows: [x for r in rows for x in r]
+    body = {"parameters": params,
+            "inputs": [{"name": "key", "shape": [1, HKV, D], "datatype": "FP32", "data": flat(k)},
+                       {"name": "value", "shape": [1, HKV, D], "datatype": "FP32", "data": flat(v)},
+                       {"name": "query", "shape": [1, H, D], "datatype": "FP32", "data": flat(q)}]}
+    status, ans = call("POST", lb + "/v2/models/multihead-decode/infer", body)
+    if status != 200:
+        return status, ans
+    sess["id"] = sess["id"] or ans["parameters"]["sequence_id"]
+    sess["keys"].append(k)
+    sess["values"].append(v)
+    want = flat(reference(sess["keys"], sess["values"], q))
+    got = ans["outputs"][0]["data"]
+    if ans["parameters"]["length"] != len(sess["keys"]) or any(abs(a - b) > 1e-4 for a, b in zip(got, want)):
+        sys.exit("sequence %s: wrong answer %s, want %s (length %d)" % (sess["id"], ans, want, len(sess["keys"])))
+    return 200, ans
+
+
+def any_step(lb, sess, rng):
+    return (kserve_step if sess.get("kserve") else step)(lb, sess, rng)
+
+
+def lost_answer(status, ans, kserve):
+    """A killed replica's session: 404 unknown_session (KServe: 404 whose
+    error says the session is unknown here)."""
+    if status != 404 or not isinstance(ans, dict):
+        return False
+    if kserve:
+        return isinstance(ans.get("error"), str) and "session" in ans["error"]
+    return (ans.get("error") or {}).get("code") == "unknown_session"
+
+
 def main():
     cmd = sys.argv[1]
     rng = random.Random(11)
@@ -76,13 +120,15 @@ def main():
             if status != 201:
                 sys.exit("POST /sessions through the balancer: %d %s" % (status, made))
             sessions.append({"id": made["id"], "keys": [], "values": []})
+        # as many KServe sequences, started by their first step
+        sessions += [{"id": "", "kserve": True, "keys": [], "values": []} for _ in range(n)]
         for _ in range(3):
             for s in sessions:
-                status, ans = step(lb, s, rng)
+                status, ans = any_step(lb, s, rng)
                 if status != 200:
                     sys.exit("step of %s: %d %s" % (s["id"], status, ans))
         json.dump({"sessions": sessions}, open(path, "w"))
-        print("%d sessions made and stepped 3 times through the balancer, every answer right" % n)
+        print("%d sessions and %d KServe sequences made and stepped 3 times through the balancer, every answer right" % (n, n))
     elif cmd == "holders":
         path, urls = sys.argv[2], sys.argv[3:]
         state = json.load(open(path))
@@ -100,10 +146,9 @@ def main():
         lost = {s["id"] for s in state["sessions"] if s.get("holder") == dead}
         ok = gone = 0
         for s in state["sessions"]:
-            status, ans = step(lb, s, rng)
+            status, ans = any_step(lb, s, rng)
             if s["id"] in lost:
-                code = (ans.get("error") or {}).get("code") if isinstance(ans, dict) else None
-                if status != 404 or code != "unknown_session":
+                if not lost_answer(status, ans, s.get("kserve")):
                     sys.exit("session %s of the killed replica: %d %s, want 404 unknown_session" % (s["id"], status, ans))
                 gone += 1
             elif status != 200:

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# tests/replicas/sessions.sh - decode sessions through nginx and three replicas: new sessions spread, each session's requests reach its replica, a SIGKILLed replica's sessions answer 404 unknown_session.
+# tests/replicas/sessions.sh - decode sessions (and KServe multihead-decode sequences) through nginx and three replicas: new sessions spread, each session's requests reach its replica, a SIGKILLed replica's sessions answer 404 unknown_session.
 #
 # Usage: tests/replicas/sessions.sh SERVER_BINARY [BUILD_DIR]   (make test-replicas)
 # Needs nginx (Debian's). The nginx config is generated into
 # BUILD_DIR/replicas-sessions with the session rules of docker/nginx.conf
-# (hash of the id taken from the path, consistent; new ids from
-# $request_id, sent as X-Session-Id to replicas that trust it).
+# (hash of the id taken from the path, or for KServe sequences from the
+# body's sequence_id, consistent; new ids from $request_id, sent as
+# X-Session-Id to replicas that trust it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/replicas/common.sh
@@ -25,8 +26,17 @@ LB_PORT=$(free_port)
         "~^/sessions/(?<sid>[0-9a-f]{32})(/|\$)" \$sid;
         default \$request_id;
     }
+    map \$request_body \$sequence_key {
+        "~\"sequence_id\"\\s*:\\s*\"(?<seq>[0-9a-f]{32})\"" \$seq;
+        default \$request_id;
+    }
     upstream attn_sessions {
         hash \$session_key consistent;
+$(upstream_servers)
+        keepalive 16;
+    }
+    upstream attn_sequences {
+        hash \$sequence_key consistent;
 $(upstream_servers)
         keepalive 16;
     }
@@ -37,6 +47,19 @@ $(upstream_servers)
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header X-Session-Id \$request_id;
+            proxy_next_upstream error timeout;
+            proxy_next_upstream_tries 2;
+            proxy_connect_timeout 1s;
+            proxy_read_timeout 30s;
+        }
+        location ~ ^/v2/models/multihead-decode(/versions/[^/]+)?/infer\$ {
+            proxy_pass http://attn_sequences;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Session-Id \$request_id;
+            client_body_buffer_size 64m;
+            client_body_in_single_buffer on;
+            client_max_body_size 64m;
             proxy_next_upstream error timeout;
             proxy_next_upstream_tries 2;
             proxy_connect_timeout 1s;
@@ -55,7 +78,7 @@ passed=0 failed=0
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL: $*" >&2; failed=$((failed + 1)); }
 
-"$PY" tests/replicas/sessions.py create "$LB" 12 "$STATE" && ok "12 sessions made and stepped through nginx" ||
+"$PY" tests/replicas/sessions.py create "$LB" 12 "$STATE" && ok "12 sessions and 12 KServe sequences made and stepped through nginx" ||
     fail "sessions through nginx"
 holders=$("$PY" tests/replicas/sessions.py holders "$STATE" "${urls[@]}") && ok "each session is held by exactly one replica" ||
     fail "holders"

@@ -1,0 +1,201 @@
+/* cache.c - attention of new query rows over a key/value cache the caller
+ * keeps (attn_cache_compute): the decode step of a session. Its front end
+ * of the pipeline (exec.c): validation, the cost, and one head job per
+ * query head reading the cache in place, all run by one attn_exec_heads. */
+#include <math.h>
+#include <string.h>
+#include "internal.h"
+
+attn_cache_request attn_cache_request_default(void)
+{
+    attn_cache_request r;
+    memset(&r, 0, sizeof r);
+    r.opt = attn_options_default();
+    return r;
+}
+
+/* A validated request, then the workspace pieces cache_lay_out took. */
+typedef struct {
+    attn_cache_request req;
+    int64_t H, Hkv, d, Tq, n;
+    attn_shapes shapes;
+    attn_sparse sparse;  /* the sparsity pattern in the kernels' form */
+    attn_rope_pass rope;
+    int copies;          /* rope rotates copies before the kernel (qr, kr) */
+    float *qr, *kr;      /* (Tq, H, d) and (Hkv, n, d) */
+    attn_heads heads;
+} cplan;
+
+static const attn_front cache_front;
+
+/* The sizes: query (Tq, H, d), the head counts and the cache's arrays. */
+static attn_status check_sizes(const attn_cache_request *req, cplan *pl, attn_error *err)
+{
+    const attn_tensor *q = &req->query;
+    if (q->rank != 3 || !q->data || q->shape[0] < 1 || q->shape[2] < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "query",
+                         "query must be a non-empty (Tq, num_heads, head_dim) tensor");
+    pl->Tq = q->shape[0];
+    pl->d = q->shape[2];
+    pl->H = req->num_heads;
+    if (pl->H < 1 || q->shape[1] != pl->H)
+        return attn_fail(err, ATTN_ERR_PARAM, "num_heads",
+                         "num_heads (%lld) must be at least 1 and the query's second size (%lld)",
+                         (long long)pl->H, (long long)q->shape[1]);
+    pl->Hkv = req->num_kv_heads ? req->num_kv_heads : pl->H;
+    if (pl->Hkv < 1 || pl->Hkv > pl->H || pl->H % pl->Hkv != 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "num_kv_heads",
+                         "num_kv_heads must divide num_heads = %lld, got %lld",
+                         (long long)pl->H, (long long)pl->Hkv);
+    pl->n = req->len;
+    if (pl->n < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "len", "the cache must hold at least one row");
+    int64_t cells;
+    if (!attn_size_mul(pl->n, pl->Hkv, &cells) || !attn_size_mul(cells, pl->d, &cells))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "len", "the cache is too large");
+    for (int64_t g = 0; g < pl->Hkv; g++)
+        if (!req->key || !req->value || !req->key[g] || !req->value[g])
+            return attn_fail(err, ATTN_ERR_ARG, req->key && req->key[g] ? "value" : "key",
+                             "KV head %lld of the cache has no data", (long long)g);
+    return ATTN_OK;
+}
+
+static attn_status make_plan(const attn_cache_request *req, cplan *pl, attn_error *err)
+{
+    memset(pl, 0, sizeof *pl);
+    if (!req)
+        return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
+    pl->req = *req;
+    attn_status st = check_sizes(req, pl, err);
+    if (st != ATTN_OK)
+        return st;
+    const attn_options *o = &req->opt;
+    if (req->has_scale && !isfinite(req->scale))
+        return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
+    if (o->feature_map != ATTN_FM_ELU)
+        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
+                         "feature_map applies only to linear attention");
+    if ((st = attn_check_options(o, 1, pl->H, pl->Tq, pl->n, "len", err)) != ATTN_OK ||
+        (st = attn_check_rope(&o->rope, pl->d, err)) != ATTN_OK)
+        return st;
+    attn_shapes *sh = &pl->shapes;
+    sh->out_rank = sh->w_rank = 3;
+    int64_t out[3] = {pl->Tq, pl->H, pl->d}, w[3] = {pl->H, pl->Tq, pl->n}, wc;
+    memcpy(sh->out_shape, out, sizeof out);
+    memcpy(sh->w_shape, w, sizeof w);
+    if (!attn_count(3, out, &sh->out_count) || !attn_count(3, w, &wc))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
+    sh->w_count = o->need_weights ? wc : 0;
+    sh->flops = 4.0 * (double)pl->H * (double)pl->d * attn_sparsity_pairs(o, pl->Tq, pl->n);
+    attn_sparsity_dims(o, pl->Tq, pl->n, &sh->layout_rows, &sh->layout_cols, &sh->layout_block);
+    return ATTN_OK;
+}
+
+attn_status attn_cache_plan(const attn_cache_request *req, attn_shapes *shapes, attn_error *err)
+{
+    cplan pl;
+    attn_status st = make_plan(req, &pl, err);
+    if (st == ATTN_OK && shapes) {
+        pl.shapes.scratch_bytes = attn_front_scratch(&cache_front, &pl, 0);
+        *shapes = pl.shapes;
+    }
+    return st;
+}
+
+static size_t cache_seed_specs(const void *p, attn_seed_spec *specs)
+{
+    (void)p, (void)specs;
+    return 0;
+}
+
+static attn_status cache_bind(void *p, const attn_named *params, size_t n, attn_error *err)
+{
+    (void)p, (void)params, (void)n, (void)err;
+    return ATTN_OK;
+}
+
+/* The sparsity pattern, rope's table (and copies when the kernel does not
+ * rotate), then one head job per query head. */
+static void cache_lay_out(void *p, attn_ws *ws)
+{
+    cplan *pl = p;
+    const attn_options *o = &pl->req.opt;
+    int64_t H = pl->H, Tq = pl->Tq, n = pl->n, d = pl->d;
+    attn_sparse_lay_out(ws, o, Tq, n, &pl->sparse);
+    if (o->rope.on) {
+        attn_rope_plan(&o->rope, d, Tq, n, o->align == ATTN_ALIGN_BOTTOM_RIGHT ? n - Tq : 0,
+                       &pl->rope);
+        attn_rope_take(ws, &pl->rope);
+        pl->copies = !attn_rope_in_kernel(o, Tq);
+        double qf = (double)Tq * (double)H * (double)d, kf = (double)pl->Hkv * (double)n * (double)d;
+        pl->qr = attn_ws_take(ws, pl->copies ? qf : 0.0, sizeof(float));
+        pl->kr = attn_ws_take(ws, pl->copies ? kf : 0.0, sizeof(float));
+    }
+    if (ws->base) {
+        attn_heads_take(ws, H, NULL, &pl->heads);
+        return;
+    }
+    attn_head_job model; /* measuring: what the kernels will ask */
+    attn_head_init(&model, o, 0, 0, H, Tq, n, attn_model_weights(o->need_weights));
+    model.kind = ATTN_SCORE_DOT;
+    model.d = model.dv = d;
+    attn_heads_take(ws, H, &model, &pl->heads);
+}
+
+/* rope's table, and for the row driver the query rows and each KV head's
+ * keys rotated into qr and kr. */
+static void cache_rope(const attn_exec *ex, cplan *pl)
+{
+    attn_rope_table(ex, &pl->rope);
+    if (!pl->copies)
+        return;
+    int64_t Hd = pl->H * pl->d, nd = pl->n * pl->d;
+    attn_rope_pass p = pl->rope;
+    attn_rope_set_rows(&p.set[0], pl->req.query.data, Hd, pl->qr, Hd, 1, pl->Tq, pl->H);
+    for (int64_t g = 0; g < pl->Hkv; g++) {
+        attn_rope_set_rows(&p.set[1], pl->req.key[g], pl->d, pl->kr + g * nd, pl->d, 1, pl->n, 1);
+        attn_rope_rows(ex, &p);
+        p.set[0].rows = 0; /* the queries once */
+    }
+}
+
+static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
+{
+    cplan *pl = p;
+    const attn_options *o = &pl->req.opt;
+    int64_t H = pl->H, Tq = pl->Tq, n = pl->n, d = pl->d, group = H / pl->Hkv;
+    float scale = pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d));
+    if (o->rope.on)
+        cache_rope(ex, pl);
+    const float *q = pl->copies ? pl->qr : pl->req.query.data;
+    for (int64_t h = 0; h < H; h++) {
+        int64_t g = h / group;
+        attn_head_job *j = &pl->heads.jobs[h];
+        attn_head_init(j, o, 0, h, H, Tq, n, o->need_weights ? w + h * Tq * n : NULL);
+        j->kind = ATTN_SCORE_DOT;
+        j->d = j->dv = d;
+        j->scale = scale;
+        if (o->sparsity.pattern != ATTN_SPARSE_NONE)
+            j->m.sparse = &pl->sparse;
+        j->a = q + h * d; j->a_stride = H * d;
+        j->b = pl->copies ? pl->kr + g * n * d : pl->req.key[g]; j->b_stride = d;
+        j->v = pl->req.value[g]; j->v_stride = d;
+        j->o = out + h * d; j->o_stride = H * d;
+        j->rope = o->rope.on && !pl->copies ? &pl->rope : NULL;
+    }
+    return attn_exec_heads(ex, &pl->heads, (size_t)H, err);
+}
+
+attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, float *output,
+                               float *weights, attn_error *err)
+{
+    cplan pl;
+    attn_status st = make_plan(req, &pl, err);
+    return st != ATTN_OK ? st
+                         : attn_execute(ctx, &cache_front, &pl, 0, req->opt.need_weights,
+                                        output, weights, err);
+}
+
+static const attn_front cache_front = {
+    "attn_cache_compute", cache_seed_specs, cache_bind, cache_lay_out, cache_run,
+};
