@@ -13,6 +13,10 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* Up to this k, keep_top_k selects the k largest by insertion (k
+ * compares a key at worst) rather than sorting every allowed score. */
+#define TOPK_INSERT 32
+
 /* Keeps the k largest of the allowed scores (-INFINITY = not allowed),
  * ties going to the lowest index, by turning the rest into -INFINITY.
  * The k-th largest value t splits the row: everything above t stays, and
@@ -20,12 +24,31 @@ static int cmp_desc(const void *a, const void *b)
 static void keep_top_k(float *s, int64_t lk, int64_t k, float *tmp)
 {
     int64_t n = 0;
-    for (int64_t j = 0; j < lk; j++)
-        if (s[j] != -INFINITY)
-            tmp[n++] = s[j];
-    if (n <= k)
-        return; /* fewer allowed keys than k: all of them stay */
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_desc);
+    if (k <= TOPK_INSERT) {
+        /* the k largest so far in tmp, in decreasing order (by insertion) */
+        int64_t all = 0;
+        for (int64_t j = 0; j < lk; j++) {
+            float x = s[j];
+            if (x == -INFINITY)
+                continue;
+            all++;
+            if (n == k && !(x > tmp[k - 1]))
+                continue;
+            int64_t e = n < k ? n++ : k - 1;
+            for (; e > 0 && tmp[e - 1] < x; e--)
+                tmp[e] = tmp[e - 1];
+            tmp[e] = x;
+        }
+        if (all <= k)
+            return; /* fewer allowed keys than k: all of them stay */
+    } else {
+        for (int64_t j = 0; j < lk; j++)
+            if (s[j] != -INFINITY)
+                tmp[n++] = s[j];
+        if (n <= k)
+            return; /* fewer allowed keys than k: all of them stay */
+        qsort(tmp, (size_t)n, sizeof *tmp, cmp_desc);
+    }
     float t = tmp[k - 1];
     int64_t above = 0;
     for (int64_t e = 0; e < k; e++)
