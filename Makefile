@@ -268,7 +268,7 @@ bench-modern: $(BENCH_MODERN)
 # server answering a fixed 200 (bare_mhd), all on free 127.0.0.1 ports.
 BENCH_WIRE = $(BUILD)/bench_wire
 BARE_MHD   = $(BUILD)/bare_mhd
-BENCH_WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o error.o)
+BENCH_WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o)
 
 $(BUILD)/bench/bench_wire.o: ALL_CFLAGS += -Iserver
 
@@ -299,8 +299,9 @@ run: deps
 
 # The service's wire codecs (float text, base64, the big-array scanner)
 # against printf/strtof, RFC 4648 and Jansson; and a libFuzzer target.
-WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o error.o)
+WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o)
 TEST_WIRE = $(BUILD)/test_wire
+TEST_BODY = $(BUILD)/test_body
 FUZZ_SECONDS ?= 60
 
 $(BUILD)/server/selftest/%.o: ALL_CFLAGS += -Iserver
@@ -308,8 +309,14 @@ $(BUILD)/server/selftest/%.o: ALL_CFLAGS += -Iserver
 $(TEST_WIRE): $(BUILD)/server/selftest/test_wire.o $(WIRE_OBJ) $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
-test-wire: $(TEST_WIRE)
+# A body decoded as its chunks come (server/body.c) against the codec's own
+# decoding of the whole text, over random bodies, splits and breakages.
+$(TEST_BODY): $(BUILD)/server/selftest/test_body.o $(WIRE_OBJ) $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
+
+test-wire: $(TEST_WIRE) $(TEST_BODY)
 	$(TEST_WIRE)
+	$(TEST_BODY)
 
 fuzz-wire: $(STATIC)
 	@mkdir -p build-fuzz
@@ -417,7 +424,7 @@ lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
 
 # Every program make test compiles, without running any (build-matrix).
-test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) \
+test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) $(TEST_BODY) \
            $(BUILD)/lib_example $(BUILD)/lib_decode $(BENCH_WIRE) $(BARE_MHD)
 
 # The library, server, tests and benchmarks built with gcc and clang at -O0,

@@ -1,9 +1,13 @@
 /* http_bench.c - a C client for the service rows of `make bench`: posts one
  * body to one URL over a kept-alive loopback connection, REPS times after a
  * warm-up, and prints the medians as one JSON object: the client's wall
- * time per request (sent to answer fully read) and the Server-Timing parts
- * (parse, compute, encode) the server reported. libcurl, as a C program
- * calling the service would; the answer is read and dropped.
+ * time per request (sent to answer fully read), the time to the answer's
+ * status line (the rest of the wall is the answer's transfer), the wall
+ * minus the Server-Timing compute of the same request (rest_ms: what the
+ * service adds around the computation) and the Server-Timing parts (parse,
+ * compute, encode) the server reported; best_wall_ms and best_rest_ms are
+ * the least of each, steadier than medians on a shared machine. libcurl,
+ * as a C program calling the service would; the answer is read and dropped.
  *
  * Usage: http_bench URL BODY_FILE [REPS [THEN_URL THEN_BODY_FILE]]
  *        (REPS default 9, at most 200)
@@ -26,6 +30,7 @@ static const char *const part_names[PARTS] = {"parse", "compute", "encode"};
 typedef struct {
     double part[PARTS]; /* ms, from the last Server-Timing header */
     size_t bytes;       /* of the answer's body */
+    double first_byte;  /* when the status line came (now()), then s from the start */
 } reply;
 
 static double now(void)
@@ -47,6 +52,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
     reply *r = arg;
     size_t len = size * n;
+    if (len > 5 && strncmp(p, "HTTP/", 5) == 0)
+        r->first_byte = now();
     static const char key[] = "server-timing:";
     if (len < sizeof key || strncasecmp(p, key, sizeof key - 1) != 0)
         return len;
@@ -103,6 +110,7 @@ static int post(CURL *c, reply *r, double *seconds)
     double t0 = now();
     CURLcode rc = curl_easy_perform(c);
     *seconds = now() - t0;
+    r->first_byte -= t0;
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     if (rc != CURLE_OK || status != 200) {
@@ -141,7 +149,7 @@ int main(int argc, char **argv)
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
 
-    double wall[MAX_REPS], part[PARTS][MAX_REPS], t;
+    double wall[MAX_REPS], first[MAX_REPS], rest[MAX_REPS], part[PARTS][MAX_REPS], t;
     reply after;
     int bad = post(c, &r, &t); /* warm-up */
     for (int i = 0; i <= reps && !bad; i++) {
@@ -158,12 +166,17 @@ int main(int argc, char **argv)
             break;
         bad = post(c, &r, &t);
         wall[i] = t * 1e3;
+        first[i] = r.first_byte * 1e3;
+        rest[i] = wall[i] - r.part[COMPUTE];
         for (int p = 0; p < PARTS; p++)
             part[p][i] = r.part[p];
     }
     if (!bad) {
         printf("{\"request_bytes\": %zu, \"response_bytes\": %zu, \"reps\": %d, \"wall_ms\": %.4f",
                len, r.bytes, reps, median(wall, reps));
+        printf(", \"first_byte_ms\": %.4f, \"best_wall_ms\": %.4f", median(first, reps), wall[0]);
+        double rest_med = median(rest, reps); /* sorts: rest[0] is the least */
+        printf(", \"rest_ms\": %.4f, \"best_rest_ms\": %.4f", rest_med, rest[0]);
         for (int p = 0; p < PARTS; p++)
             printf(", \"%s_ms\": %.4f", part_names[p], median(part[p], reps));
         printf("}\n");

@@ -41,7 +41,7 @@ static uint32_t block_nonfinite(const uint32_t *u)
 /* Index of the first Inf or NaN among n floats, or -1. Blocks of 1024 are
  * checked whole (this runs over every base64 tensor), and only a bad block,
  * or the short last one, is walked. */
-static int64_t first_nonfinite(const void *data, int64_t n)
+int64_t srv_first_nonfinite(const void *data, int64_t n)
 {
     const uint32_t *u = data;
     for (int64_t b = 0; b < n; b += 1024) {
@@ -74,7 +74,7 @@ static int64_t decode_b64(const char *s, size_t len, uint8_t *dst, int64_t *bad)
         if (n < 0 || (done + k < len && n != (int64_t)(k / 4 * 3)))
             return -1;
         if (bad && *bad < 0) {
-            int64_t i = first_nonfinite(dst + out, n / 4);
+            int64_t i = srv_first_nonfinite(dst + out, n / 4);
             if (i >= 0)
                 *bad = out / 4 + i;
         }
@@ -291,14 +291,16 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
         size_t slen;
         if (get_string(c, jb, &s, &slen))
             return srv_fail(e, 400, "invalid_tensor", sub, "%s must be a base64 string", sub);
-        void *raw = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen)); /* max-aligned */
-        uint8_t *dst = raw;
-        if (!dst)
-            return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
         /* little-endian floats are checked as they are decoded */
         int fused = kind == K_FLOAT && host_is_le();
-        int64_t bad = -1;
-        int64_t n = decode_b64(s, slen, dst, fused ? &bad : NULL);
+        int64_t bad = -1, n;
+        uint8_t *dst;
+        if (!fused || !srv_body_decoded(s, slen, &dst, &n, &bad)) { /* not decoded as it came */
+            void *raw = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen)); /* max-aligned */
+            if (!(dst = raw))
+                return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+            n = decode_b64(s, slen, dst, fused ? &bad : NULL);
+        }
         if (n < 0)
             return srv_fail(e, 400, "invalid_tensor", sub, "%s is not valid padded standard base64", sub);
         if (n != count * (int64_t)esz)
@@ -308,7 +310,7 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
         if (kind == K_FLOAT) {
             if (!fused) {
                 swap32(dst, count);
-                bad = first_nonfinite(raw, count);
+                bad = srv_first_nonfinite(dst, count);
             }
             if (bad >= 0)
                 return srv_fail(e, 400, "invalid_tensor", sub,

@@ -23,9 +23,7 @@ typedef struct {
     char method[16];
     char path[256];
     double t0;
-    char *body;
-    size_t len, alloc;   /* bytes held, bytes allocated */
-    size_t expect;       /* Content-Length, 0 when chunked */
+    srv_body body;
     int body_over;        /* grew past the cap while chunked */
     int status;
     uint64_t bytes_in, bytes_out;
@@ -75,6 +73,16 @@ static int authorized(const char *hdr)
     return diff == 0;
 }
 
+/* Serves the body held in rs into r, the codec taking the strings decoded
+ * as they came, then frees the body. */
+static void serve_held(req_state *rs, srv_reply *r)
+{
+    srv_body_use(&rs->body);
+    srv_route_serve(&rs->target, rs->body.text, rs->body.len, r);
+    srv_body_use(NULL);
+    srv_body_free(&rs->body);
+}
+
 /* A large request runs on a thread of its own while its connection is
  * suspended: the polling thread goes on serving its other connections
  * (health checks, small requests) meanwhile. */
@@ -82,10 +90,8 @@ static void *offloaded(void *arg)
 {
     req_state *rs = arg;
     srv_reply_init(&rs->pending);
-    srv_route_serve(&rs->target, rs->body, rs->len, &rs->pending);
+    serve_held(rs, &rs->pending);
     srv_compute_leave();
-    free(rs->body);
-    rs->body = NULL;
     rs->has_pending = 1;
     MHD_resume_connection(rs->conn); /* last touch: MHD owns rs again */
     return NULL;
@@ -205,10 +211,13 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
             reply_error(rs, r, &e);
         }
         rs->bytes_out = r->body.len;
-        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
-                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        /* The answer's own buffer, no copy: MHD hands it to srv_big_free
+         * when sent, which keeps a large one for the next large answer. */
+        resp = r->body.data ? MHD_create_response_from_buffer_with_free_callback(r->body.len, r->body.data,
+                                                                                 srv_big_free)
+                            : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (resp)
-            r->body.data = NULL; /* MHD frees it now */
+            r->body.data = NULL; /* MHD's now */
     }
     if (!resp) {
         if (r->fd >= 0)
@@ -282,6 +291,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
             strcpy(rs->target.session_hdr, sid);
     }
     const srv_front *front = rs->target.row->front;
+    size_t expect = 0; /* chunked */
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl) {
         char *endp;
@@ -292,7 +302,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
                      cl, srv_cfg.max_body);
             return send_error(conn, rs, 413, "body_too_large", msg);
         }
-        rs->expect = (size_t)n;
+        expect = (size_t)n;
     }
     if (front->length_header)
         srv_target_length(&rs->target, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -303,6 +313,9 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
         snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
         return send_error(conn, rs, 415, "unsupported_media_type", msg);
     }
+    /* Only a JSON body may hold base64 strings (a KServe body may end in
+     * raw tensor bytes: nothing there to decode). */
+    srv_body_init(&rs->body, expect, srv_cfg.max_body, front == &srv_native_front);
     return MHD_YES;
 }
 
@@ -313,13 +326,11 @@ static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
     rs->bytes_in += n;
     if (rs->body_over) /* discarding; a sender that never stops is cut off */
         return rs->bytes_in - srv_cfg.max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
-    if (n > srv_cfg.max_body - rs->len) {
+    if (n > srv_cfg.max_body - rs->body.len) {
         /* A chunked body that grew past the cap: answer now if MHD lets
          * us, else drop the rest and answer at its end. */
         rs->body_over = 1;
-        free(rs->body);
-        rs->body = NULL;
-        rs->len = 0;
+        srv_body_free(&rs->body);
         char msg[120];
         snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
         if (send_error(conn, rs, 413, "body_too_large", msg) == MHD_YES)
@@ -327,32 +338,16 @@ static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
         rs->status = 0;
         return MHD_YES;
     }
-    size_t need = rs->len + n + 1; /* <= max_body + 1: checked above */
-    if (need > rs->alloc) {
-        size_t cap = rs->alloc ? rs->alloc * 2 : rs->expect ? rs->expect + 1 : 65536;
-        if (cap < need)
-            cap = need;
-        if (cap > srv_cfg.max_body + 1)
-            cap = srv_cfg.max_body + 1;
-        char *p = realloc(rs->body, cap);
-        if (!p)
-            return MHD_NO;
-        rs->body = p;
-        rs->alloc = cap;
-    }
-    memcpy(rs->body + rs->len, upload, n);
-    rs->len += n;
-    return MHD_YES;
+    return srv_body_append(&rs->body, upload, n) == 0 ? MHD_YES : MHD_NO;
 }
 
 /* The whole body is in: serve it here, or on a thread of its own, as its
  * route's row says (srv_route_schedule). */
 static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
 {
-    if (!rs->body && !(rs->body = malloc(1)))
+    if (srv_body_finish(&rs->body) != 0)
         return MHD_NO;
-    rs->body[rs->len] = '\0';
-    int how = srv_route_schedule(&rs->target, rs->len);
+    int how = srv_route_schedule(&rs->target, rs->body.len);
     /* A request that would wait here (for its session's turn) would stall
      * this polling thread's other connections: it waits on a thread of its
      * own instead (here when none is to be had). */
@@ -374,11 +369,9 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     }
     srv_reply r;
     srv_reply_init(&r);
-    srv_route_serve(&rs->target, rs->body, rs->len, &r);
+    serve_held(rs, &r);
     if (heavy)
         srv_compute_leave();
-    free(rs->body);
-    rs->body = NULL;
     return send_reply(conn, rs, &r);
 }
 
@@ -397,6 +390,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         snprintf(rs->method, sizeof rs->method, "%s", method);
         snprintf(rs->path, sizeof rs->path, "%s", url);
         rs->target.route = SRV_R_OTHER;
+        srv_body_init(&rs->body, 0, srv_cfg.max_body, 0);
         srv_metrics_begin();
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
         if (cors_allowed(origin))
@@ -480,7 +474,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             close(rs->pending.fd);
         srv_buf_free(&rs->pending.body);
     }
-    free(rs->body);
+    srv_body_free(&rs->body);
     free(rs);
 }
 

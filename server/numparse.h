@@ -11,6 +11,10 @@
 
 #include "pow5.h"
 
+#if defined(__SSE2__) && defined(__x86_64__) && !defined(SRV_PARSE_SWAR)
+#include <emmintrin.h>
+#endif
+
 /* Bytes srv_parse_float_fast may read from p, whatever the text: the reads
  * look ahead eight bytes at a time. */
 #define SRV_PARSE_FAST_PAD 64
@@ -115,66 +119,170 @@ static inline uint64_t srv_swar_value(uint64_t d, int cnt)
             (((v >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
 }
 
-/* The numbers printers write, in one pass with eight digits at a time:
- * -?(0|[1-9][0-9]{0,6})(.[0-9]{1,23})?([eE][+-]?[0-9]{1,3})? with at most
- * 19 significant digits (Python's repr of a float32 gives up to 17, C's
- * "%.9g" 9). Reads at most SRV_PARSE_FAST_PAD bytes from p. Returns the
- * end, or NULL for anything else (the general path decides, and reports). */
+/* The two primitives of the fast path, per instruction set: SSE2 (every
+ * x86-64) or 64-bit words (SWAR, any little-endian CPU; -DSRV_PARSE_SWAR
+ * picks it on x86 too, to test it). */
+#if defined(__SSE2__) && defined(__x86_64__) && !defined(SRV_PARSE_SWAR)
+/* Bit i of *digits: p[i] is a digit; of *zeros: p[i] is '0'; i < 32. */
+static inline void srv_classify32(const char *p, uint32_t *digits, uint32_t *zeros)
+{
+    __m128i a = _mm_loadu_si128((const __m128i *)(const void *)p),
+            b = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+    /* x - ('0' + 128) wraps the digits to -128..-119, nothing else */
+    const __m128i off = _mm_set1_epi8((char)('0' + 128)), lim = _mm_set1_epi8(-118),
+                  zero = _mm_set1_epi8('0');
+    *digits = (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(_mm_sub_epi8(a, off), lim)) |
+              (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(_mm_sub_epi8(b, off), lim)) << 16;
+    *zeros = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(a, zero)) |
+             (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, zero)) << 16;
+}
+
+/* Lanes 0..15 of a byte mask: 0xff from lane 16 - i of srv_lanes + i. */
+static const uint8_t srv_lanes[48] = {
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
+
+/* The number sixteen digits spell, the first the most significant: digit j
+ * is src[j] for j < k and src[j + 1] from k on (a decimal point at src[k]
+ * left out), and 0 from j = n on. 0 <= k, n <= 16. The conversion is
+ * simdjson's and fast_float's: pairs, quads, then octets by multiply-add. */
+static inline uint64_t srv_sixteen_digits(const char *src, int k, int n)
+{
+    __m128i from_k = _mm_loadu_si128((const __m128i *)(const void *)(srv_lanes + 32 - k)),
+            below_n = _mm_loadu_si128((const __m128i *)(const void *)(srv_lanes + 16 - n));
+    __m128i v = _mm_or_si128(_mm_andnot_si128(from_k, _mm_loadu_si128((const __m128i *)(const void *)src)),
+                             _mm_and_si128(from_k, _mm_loadu_si128((const __m128i *)(const void *)(src + 1))));
+    v = _mm_and_si128(_mm_sub_epi8(v, _mm_set1_epi8('0')), below_n);
+    v = _mm_add_epi16(_mm_mullo_epi16(_mm_and_si128(v, _mm_set1_epi16(0xff)), _mm_set1_epi16(10)),
+                      _mm_srli_epi16(v, 8));
+    v = _mm_madd_epi16(v, _mm_set1_epi32(100 | 1 << 16));
+    v = _mm_packs_epi32(v, v);
+    v = _mm_madd_epi16(v, _mm_set1_epi32(10000 | 1 << 16));
+    uint64_t x = (uint64_t)_mm_cvtsi128_si64(v);
+    return (x & 0xffffffffu) * 100000000u + (x >> 32);
+}
+#else
+/* The high bit of each byte of x gathered into bits 0..7. */
+static inline uint32_t srv_swar_bits(uint64_t x)
+{
+    return (uint32_t)(((x & 0x8080808080808080ull) * 0x02040810204081ull) >> 56);
+}
+
+static inline void srv_classify32(const char *p, uint32_t *digits, uint32_t *zeros)
+{
+    *digits = *zeros = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t d;
+        memcpy(&d, p + 8 * i, 8);
+        d ^= 0x3030303030303030ull;
+        uint64_t nd = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d),
+                 nz = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7f7f7f7f7f7f7f7full) | d);
+        *digits |= srv_swar_bits(~nd) << (8 * i);
+        *zeros |= srv_swar_bits(~nz) << (8 * i);
+    }
+}
+
+/* Bytes 0..c-1 of a word (c in 0..8). */
+static inline uint64_t srv_swar_low(int c)
+{
+    return c >= 8 ? ~0ull : (1ull << (8 * c)) - 1;
+}
+
+static inline uint64_t srv_sixteen_digits(const char *src, int k, int n)
+{
+    uint64_t w[2], x, y;
+    for (int i = 0; i < 2; i++) {
+        int ki = k - 8 * i < 0 ? 0 : k - 8 * i, ni = n - 8 * i < 0 ? 0 : n - 8 * i;
+        memcpy(&x, src + 8 * i, 8);
+        memcpy(&y, src + 8 * i + 1, 8);
+        uint64_t m = srv_swar_low(ki);
+        w[i] = srv_swar_value((((x & m) | (y & ~m)) ^ 0x3030303030303030ull) & srv_swar_low(ni), 8);
+    }
+    return w[0] * 100000000u + w[1];
+}
+#endif
+
+/* Whether the double d (positive) rounds to the float32 nearest the value it
+ * stands for, within 32 units of its last place: nowhere near a midpoint
+ * between two floats (bit 28 of the 29 below a float's), in the normal
+ * range. */
+static inline int srv_rounds_as_float(double d)
+{
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    uint32_t ex = (uint32_t)(bits >> 52), low = (uint32_t)bits & 0x1fffffffu;
+    return ex - (1023u - 126u) <= 253u && low - 0x10000000u + 32u > 64u;
+}
+
+/* The numbers printers write, with no branch on their length:
+ * -?(0|[1-9][0-9]{0,14})(.[0-9]+)?([eE][+-]?[0-9]{1,3})? within 32 bytes
+ * (Python's repr of a float32 as a double gives up to 17 significant
+ * digits, C's "%.9g" 9). One classification of 32 bytes places the point,
+ * the end and the leading zeros; the first 16 significant digits are
+ * converted at once (w, zero-padded), and w * 10^q is computed in double
+ * precision: the value is within 11 units of the double's last place of it
+ * (16 digits or more: 10^-15 of truncation, 9 units; one rounding each of
+ * w, of 10^q, of the product), so a double not within 32 units of a midpoint between
+ * two floats rounds as the exact value does (strtof's result). Anything
+ * else (about one number in ten million, a midpoint, or a form outside the
+ * above) returns NULL: the general path decides exactly, and reports. Reads
+ * at most SRV_PARSE_FAST_PAD bytes from p. */
 static inline const char *srv_parse_float_fast(const char *p, float *out, int *finite)
 {
-    static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
-                                     10000000, 100000000};
-    /* m * 10^k + (k digits) < 10^19 (19 digits, none lost) iff m < lim[k] */
-    static const uint64_t lim[9] = {0, 1000000000000000000ull, 100000000000000000ull,
-                                    10000000000000000ull, 1000000000000000ull,
-                                    100000000000000ull, 10000000000000ull,
-                                    1000000000000ull, 100000000000ull};
+    /* 10^q for q in [-44, 22] (those below 0 rounded: one more rounding) */
+    static const double p10[67] = {
+        1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39, 1e-38, 1e-37, 1e-36, 1e-35, 1e-34, 1e-33,
+        1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21,
+        1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9,
+        1e-8,  1e-7,  1e-6,  1e-5,  1e-4,  1e-3,  1e-2,  1e-1,  1e0,   1e1,   1e2,   1e3,
+        1e4,   1e5,   1e6,   1e7,   1e8,   1e9,   1e10,  1e11,  1e12,  1e13,  1e14,  1e15,
+        1e16,  1e17,  1e18,  1e19,  1e20,  1e21,  1e22};
     int neg = *p == '-';
     p += neg;
-    uint64_t d;
-    int n = srv_swar_digits(p, &d);
-    if (n == 0 || n == 8 || (n > 1 && *p == '0'))
+    uint32_t dig, zer;
+    srv_classify32(p, &dig, &zer);
+    uint64_t nd = ~(uint64_t)dig, nz = ~(uint64_t)zer; /* bits 32..63 set */
+    int ni = __builtin_ctzll(nd); /* integer digits */
+    if (ni == 0 || ni > 15 || (ni > 1 && *p == '0'))
         return NULL;
-    uint64_t m = n == 1 ? (d & 0xff) : srv_swar_value(d, n);
-    p += n;
-    int frac = 0;
-    if (*p == '.') {
-        const char *f0 = ++p;
-        int k = srv_swar_digits(p, &d);
-        for (int chunks = 0; k == 8; chunks++) {
-            if (chunks == 2 || m >= lim[8])
-                return NULL; /* past 24 digits, or past 19 significant */
-            m = m * 100000000u + srv_swar_value(d, 8);
-            p += 8;
-            k = srv_swar_digits(p, &d);
-        }
-        if (k) {
-            if (m >= lim[k])
-                return NULL;
-            m = m * p10u[k] + srv_swar_value(d, k);
-            p += k;
-        }
-        frac = (int)(p - f0);
-        if (frac == 0)
-            return NULL;
-    }
-    int e10 = -frac;
+    int point = p[ni] == '.', at = ni + point;
+    int fd = __builtin_ctzll(nd >> at), end = at + fd; /* fraction digits */
+    if (end >= 32 || (point && fd == 0))
+        return NULL;
+    /* "0.00ddd": the significant digits start after the fraction's zeros
+     * and hold no point; otherwise at p, with the point after ni digits */
+    int lz = __builtin_ctzll(nz >> at), zint = *p == '0';
+    lz = lz < fd ? lz : fd;
+    const char *src = zint ? p + at + lz - 1 : p;
+    int k = zint ? 0 : ni, sig = zint ? fd - lz : ni + fd;
+    uint64_t w = srv_sixteen_digits(src, k, sig < 16 ? sig : 16);
+    int q = (zint ? -lz : ni) - 16;
+    p += end;
     if ((*p | 0x20) == 'e') {
         p++;
-        int eneg = *p == '-', ex = 0, k = 0;
+        int eneg = *p == '-', ex = 0, c = 0;
         p += eneg || *p == '+';
-        for (; k < 3 && (unsigned)(*p - '0') <= 9; k++)
+        for (; c < 3 && (unsigned)(*p - '0') <= 9; c++)
             ex = ex * 10 + (*p++ - '0');
-        if (k == 0 || (unsigned)(*p - '0') <= 9)
+        if (c == 0 || (unsigned)(*p - '0') <= 9)
             return NULL;
-        e10 += eneg ? -ex : ex;
+        q += eneg ? -ex : ex;
     }
-    if (m == 0) {
+    if (w == 0) {
         *out = neg ? -0.0f : 0.0f;
         *finite = 1;
         return p;
     }
-    return srv_eisel_lemire(m, e10, neg, out, finite) ? p : NULL;
+    if (q < -44 || q > 22)
+        return NULL;
+    double d = (double)w * p10[q + 44];
+    if (!srv_rounds_as_float(d))
+        return NULL;
+    float f = (float)d;
+    *out = neg ? -f : f;
+    *finite = 1;
+    return p;
 }
 #else
 static inline const char *srv_parse_float_fast(const char *p, float *out, int *finite)

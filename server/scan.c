@@ -313,6 +313,9 @@ static inline int scan_string(const char **pp, const char *end, char **op, blob_
      * time, the second over what the first just read (still in cache). */
     const char *s = NULL, *w = p + 1;
     int esc = 0, bs = 0;
+    size_t known = srv_body_string_len(w); /* read as it came: no quote or backslash in it */
+    if (known && known < (size_t)(end - w))
+        s = w + known;
     while (!s && !bs && w < end) {
         size_t k = (size_t)(end - w) < ((size_t)64 << 10) ? (size_t)(end - w) : (size_t)64 << 10;
         s = memchr(w, '"', k);

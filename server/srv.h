@@ -53,13 +53,22 @@ double srv_now_ms(void);
 
 /* ------------------------------------------------------------ buffers */
 
+/* A buffer of at least want bytes, 64-byte aligned, its usable size in
+ * *cap: one kept from an earlier large request when one fits, else new.
+ * NULL when out of memory. The caller owns it: free, realloc or (better)
+ * srv_big_free it. */
+void *srv_big_alloc(size_t want, size_t *cap);
+/* Frees p (any malloc'd block; NULL is fine), or keeps it for the next
+ * srv_big_alloc when it is large and there is room. */
+void  srv_big_free(void *p);
+
 /* A growable byte buffer. On allocation failure `failed` is set and later
  * appends are dropped; the caller checks it once at the end. */
 typedef struct {
     char *data;
     size_t len, cap;
     int failed;
-} srv_buf;
+} srv_buf; /* data: malloc'd; srv_buf_free keeps a large one (srv_big_free) */
 
 int  srv_buf_reserve(srv_buf *b, size_t extra); /* 0 ok, -1 failed */
 void srv_buf_put(srv_buf *b, const void *p, size_t n);
@@ -117,6 +126,57 @@ void   srv_b64_encode(const uint8_t *in, size_t n, char *out);
  * (which must hold srv_b64_decoded_max(len) bytes), or -1 when invalid. */
 int64_t srv_b64_decode(const char *in, size_t len, uint8_t *out);
 size_t srv_b64_decoded_max(size_t len);
+/* Index of the first Inf or NaN among n floats, or -1 (codec.c). */
+int64_t srv_first_nonfinite(const void *data, int64_t n);
+
+/* ------------------------------------------------------------ request bodies (body.c) */
+
+/* One long string of a body, decoded as base64 while the body came in. */
+typedef struct {
+    size_t off, len;     /* its text: body text[off, off + len) */
+    size_t out;          /* its bytes: area + out (64-byte aligned) */
+    int64_t n;           /* bytes decoded */
+    int64_t bad;         /* first float (4 bytes each) that is Inf or NaN, or -1 */
+} srv_body_str;
+
+/* A request body as it arrives. Owns text, area and strs. */
+typedef struct {
+    char *text;              /* NUL-terminated after srv_body_finish */
+    size_t len, cap;
+    size_t expect, max;      /* Content-Length (0: chunked); the cap on len */
+    int decode;              /* strings are decoded as they come */
+    uint8_t *area;           /* the decoded strings */
+    size_t area_cap, area_used;
+    int no_area;
+    srv_body_str *strs;      /* in text order */
+    size_t n_strs, strs_cap;
+    /* the tokenizer: text[0, pos) seen; the current string's state */
+    size_t pos, s_off, s_done, s_out, s_n, checked;
+    int in_str, slow, esc, tried, live, padded;
+    int64_t bad;
+} srv_body;
+
+/* An empty body of Content-Length expect (0 when chunked) that will never
+ * hold more than max bytes; decode: decode its long strings as they come
+ * (a JSON body with a Content-Length; other bodies are only held). */
+void srv_body_init(srv_body *b, size_t expect, size_t max, int decode);
+/* Appends n bytes (the caller keeps len + n <= max). -1: out of memory. */
+int  srv_body_append(srv_body *b, const char *p, size_t n);
+/* NUL-terminates the text. -1: out of memory. */
+int  srv_body_finish(srv_body *b);
+/* Frees what b holds; b is empty (and reusable) after. */
+void srv_body_free(srv_body *b);
+/* Makes b this thread's current body (NULL: none) for srv_body_decoded;
+ * b must outlive its use. */
+void srv_body_use(const srv_body *b);
+/* Whether the string s[0, len) (a pointer into the current body's text) was
+ * decoded as it came: then *data (borrowed; lives as long as the body),
+ * *n bytes, and *bad as srv_first_nonfinite would say over them. */
+int  srv_body_decoded(const char *s, size_t len, uint8_t **data, int64_t *n, int64_t *bad);
+/* When s is the first character of a string of the current body that was
+ * decoded as it came: its length (its closing quote is s[len]; no quote or
+ * backslash before it). Else 0. */
+size_t srv_body_string_len(const char *s);
 
 /* ------------------------------------------------------------ errors */
 

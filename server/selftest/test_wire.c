@@ -257,6 +257,12 @@ static void test_parse_hard(long n)
         double hi = isfinite(g) ? (double)g : (signbit(f) ? -0x1p128 : 0x1p128);
         double mid = (lo + hi) / 2; /* exact in double */
         double beside = rnd() & 1 ? nextafter(mid, 0) : nextafter(mid, 2 * mid);
+        /* a few to a hundred doubles from the midpoint: the fast path's
+         * double-precision check must send those within its error bound
+         * (12 units) to the exact path, and may keep the others */
+        double near = mid, away = rnd() & 1 ? 0 : 2 * mid;
+        for (int k = (int)(rnd() % 100); k >= 0; k--)
+            near = nextafter(near, away);
         int digits = 17 + (int)(rnd() % 9);
         switch (kind) {
         case 0:
@@ -265,6 +271,7 @@ static void test_parse_hard(long n)
             HARD("%.*g", digits, mid);
             HARD("%.*g", digits, beside);
             HARD("%.9g", (double)f);
+            HARD("%.*g", 16 + (int)(rnd() % 4), near);
             break;
         case 3: /* the midpoint in full (every digit of it) */
             HARD("%.1000g", mid);

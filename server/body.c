@@ -1,0 +1,291 @@
+/* body.c - a request body as it arrives: held in one buffer sized from its
+ * Content-Length, and each long string in it decoded as base64 (its floats
+ * checked for Inf and NaN) while the chunks arrive and are still in cache,
+ * so the codec takes the bytes (srv_body_decoded) instead of reading
+ * megabytes of text again after the whole body is in.
+ *
+ * The tokenizer below only finds strings; it never judges the JSON. What
+ * it records is "the text body[off, off + len) decodes to these bytes", a
+ * fact about those bytes alone: the codec uses an entry only when the
+ * string the real parser found is exactly that range, so a body that
+ * confuses the tokenizer costs the work, never a wrong tensor. Text and
+ * decoded bytes come from srv_big_alloc: a large body's are kept for the
+ * next large body (no page faults) when it is freed. */
+#include "srv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LIVE_MIN ((size_t)4096) /* characters of a string before it is decoded as it comes */
+
+static _Thread_local const srv_body *current;
+
+/* ------------------------------------------------------------ the body */
+
+void srv_body_init(srv_body *b, size_t expect, size_t max, int decode)
+{
+    memset(b, 0, sizeof *b);
+    b->expect = expect;
+    b->max = max;
+    b->decode = decode && expect > 0;
+    b->bad = -1;
+}
+
+void srv_body_free(srv_body *b)
+{
+    srv_big_free(b->text); /* kept for the next large body */
+    srv_big_free(b->area);
+    free(b->strs);
+    srv_body_init(b, 0, b->max, 0);
+}
+
+/* Room for n more characters and the NUL: the Content-Length at once, else
+ * doubling from 64 KiB, never past max + 1. */
+static int text_room(srv_body *b, size_t n)
+{
+    size_t need = b->len + n + 1; /* the caller keeps len + n <= max */
+    if (need <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : b->expect ? b->expect + 1 : n ? (size_t)65536 : 1;
+    while (cap < need && cap <= SIZE_MAX / 2)
+        cap *= 2;
+    if (cap < need)
+        cap = need;
+    if (cap > b->max + 1)
+        cap = b->max + 1 > need ? b->max + 1 : need;
+    if (!b->text) {
+        b->text = srv_big_alloc(cap, &b->cap);
+        return b->text ? 0 : -1;
+    }
+    char *p = realloc(b->text, cap);
+    if (!p)
+        return -1;
+    b->text = p;
+    b->cap = cap;
+    return 0;
+}
+
+/* The decoded area, once: room for everything a body of Content-Length
+ * bytes can decode to, each string 64-byte aligned (as the arena's blocks
+ * are: the kernels read rows with aligned loads). Only long strings get an
+ * entry, so there are at most expect / LIVE_MIN of them. */
+static int area_ready(srv_body *b)
+{
+    if (b->area)
+        return 0;
+    if (b->no_area)
+        return -1;
+    size_t cap = b->expect / 4 * 3 + (b->expect / LIVE_MIN + 2) * 64;
+    if (!(b->area = srv_big_alloc(cap, &b->area_cap))) {
+        b->no_area = 1;
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks the whole floats decoded since the last check (while in cache). */
+static void check_floats(srv_body *b)
+{
+    if (b->bad >= 0)
+        return;
+    size_t first = b->checked;
+    int64_t i = srv_first_nonfinite(b->area + b->s_out + first * 4, (int64_t)(b->s_n / 4 - first));
+    if (i >= 0)
+        b->bad = (int64_t)first + i;
+    b->checked = b->s_n / 4;
+}
+
+/* Decodes the current string's characters up to text[limit) (whole quads
+ * only unless final: the closing quote is at limit). A string that is not
+ * valid base64 stops being decoded; the codec finds and words the error. */
+static void decode_run(srv_body *b, size_t limit, int final)
+{
+    size_t from = b->s_off + b->s_done, k = limit - from;
+    if (!final)
+        k -= k % 4;
+    else if ((limit - b->s_off) % 4)
+        k = SIZE_MAX; /* not a whole number of quads: give up below */
+    if (k == SIZE_MAX || (k && b->padded) || k / 4 * 3 > b->area_cap - b->s_out - b->s_n) {
+        b->live = 0;
+        return;
+    }
+    if (!k)
+        return;
+    uint8_t *o = b->area + b->s_out + b->s_n;
+    int64_t n = srv_b64_decode(b->text + from, k, o);
+    if (n < 0) {
+        b->live = 0;
+        return;
+    }
+    b->padded = n != (int64_t)(k / 4 * 3); /* padding: nothing may follow */
+    b->s_done += k;
+    b->s_n += (size_t)n;
+    check_floats(b);
+}
+
+/* Decodes the whole quads that have come, without looking for the closing
+ * quote first: the decoder refuses '"' and '\\' (neither is a base64
+ * letter), so when it takes them all, none is among them. Returns 0 when
+ * it did not (the quote, padding or a bad letter is there; the careful
+ * path looks), 1 when it did and text[pos] moved on. */
+static int fast_run(srv_body *b)
+{
+    size_t from = b->s_off + b->s_done, k = (b->len - from) / 4 * 4;
+    if (!k || b->padded || k / 4 * 3 > b->area_cap - b->s_out - b->s_n)
+        return 0;
+    int64_t n = srv_b64_decode(b->text + from, k, b->area + b->s_out + b->s_n);
+    if (n != (int64_t)(k / 4 * 3))
+        return 0;
+    b->s_done += k;
+    b->s_n += (size_t)n;
+    check_floats(b);
+    b->pos = from + k;
+    return 1;
+}
+
+/* Starts decoding the current string (enough of it has come). */
+static void go_live(srv_body *b)
+{
+    b->tried = 1;
+    if (b->n_strs == b->strs_cap) {
+        size_t cap = b->strs_cap ? b->strs_cap * 2 : 8;
+        srv_body_str *p = realloc(b->strs, cap * sizeof *p);
+        if (!p)
+            return;
+        b->strs = p;
+        b->strs_cap = cap;
+    }
+    if (area_ready(b) != 0)
+        return;
+    size_t out = (b->area_used + 63) & ~(size_t)63;
+    if (out > b->area_cap)
+        return;
+    b->live = 1;
+    b->s_out = out;
+    b->s_done = b->s_n = b->checked = 0;
+    b->padded = 0;
+    b->bad = -1;
+}
+
+/* The current string ends at text[q]: a decoded one gets its entry. */
+static void end_string(srv_body *b, size_t q)
+{
+    if (!b->tried && q - b->s_off >= LIVE_MIN)
+        go_live(b);
+    if (b->live)
+        decode_run(b, q, 1);
+    if (b->live) {
+        srv_body_str *s = &b->strs[b->n_strs++];
+        s->off = b->s_off;
+        s->len = q - b->s_off;
+        s->out = b->s_out;
+        s->n = (int64_t)b->s_n;
+        s->bad = b->bad;
+        b->area_used = b->s_out + b->s_n;
+    }
+    b->in_str = b->live = b->tried = b->esc = b->slow = 0;
+}
+
+/* Tokenizes text[pos, len): strings found, long ones decoded. */
+static void tokenize(srv_body *b)
+{
+    const char *t = b->text;
+    while (b->pos < b->len) {
+        if (!b->in_str) {
+            const char *q = memchr(t + b->pos, '"', b->len - b->pos);
+            if (!q) {
+                b->pos = b->len;
+                return;
+            }
+            b->in_str = 1;
+            b->pos = b->s_off = (size_t)(q - t) + 1;
+            continue;
+        }
+        if (b->slow) { /* a string with escapes: walked, never decoded */
+            char c = t[b->pos++];
+            if (b->esc)
+                b->esc = 0;
+            else if (c == '\\')
+                b->esc = 1;
+            else if (c == '"')
+                end_string(b, b->pos - 1);
+            continue;
+        }
+        if (b->live && fast_run(b))
+            continue;
+        const char *q = memchr(t + b->pos, '"', b->len - b->pos);
+        size_t limit = q ? (size_t)(q - t) : b->len;
+        const char *bs = memchr(t + b->pos, '\\', limit - b->pos);
+        if (bs) {
+            b->live = 0;
+            b->slow = 1;
+            b->pos = (size_t)(bs - t);
+            continue;
+        }
+        if (q) {
+            end_string(b, limit);
+            b->pos = limit + 1;
+            continue;
+        }
+        if (!b->tried && limit - b->s_off >= LIVE_MIN)
+            go_live(b);
+        if (b->live)
+            decode_run(b, limit, 0);
+        b->pos = limit;
+    }
+}
+
+int srv_body_append(srv_body *b, const char *p, size_t n)
+{
+    if (text_room(b, n) != 0)
+        return -1;
+    memcpy(b->text + b->len, p, n);
+    b->len += n;
+    if (b->decode)
+        tokenize(b);
+    return 0;
+}
+
+int srv_body_finish(srv_body *b)
+{
+    if (text_room(b, 0) != 0)
+        return -1;
+    b->text[b->len] = '\0';
+    return 0;
+}
+
+void srv_body_use(const srv_body *b) { current = b; }
+
+/* The current body's entry for the string whose text starts at s, or NULL. */
+static const srv_body_str *entry_at(const char *s)
+{
+    const srv_body *b = current;
+    if (!b || !b->n_strs || s < b->text || (size_t)(s - b->text) > b->len)
+        return NULL;
+    size_t off = (size_t)(s - b->text), lo = 0, hi = b->n_strs;
+    while (lo < hi) { /* entries are in text order */
+        size_t mid = lo + (hi - lo) / 2;
+        if (b->strs[mid].off < off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < b->n_strs && b->strs[lo].off == off ? &b->strs[lo] : NULL;
+}
+
+int srv_body_decoded(const char *s, size_t len, uint8_t **data, int64_t *n, int64_t *bad)
+{
+    const srv_body_str *e = entry_at(s);
+    if (!e || e->len != len)
+        return 0;
+    *data = current->area + e->out;
+    *n = e->n;
+    *bad = e->bad;
+    return 1;
+}
+
+size_t srv_body_string_len(const char *s)
+{
+    const srv_body_str *e = entry_at(s);
+    return e ? e->len : 0;
+}
