@@ -50,6 +50,7 @@
 #define pv_tile ISA_NAME(pv_tile)
 #define pv_cols ISA_NAME(pv_cols)
 #define store_t ISA_NAME(store_t)
+#define store_t_by ISA_NAME(store_t_by)
 #define flash_pack_q ISA_NAME(flash_pack_q)
 #define flash_block_lazy ISA_NAME(flash_block_lazy)
 #define flash_block_exact ISA_NAME(flash_block_exact)
@@ -93,7 +94,9 @@
 /* Rows up to this many keys stage a query block's weights in scratch (QB x
  * lk floats, within L2) rather than in the caller's buffer; see
  * sdpa_block_flash. */
-#define STAGE_LK 1024
+#define STAGE_LK 4096
+/* Keys of a staged row's blocks in pb: whole blocks of BK. */
+#define STAGE_KEYS(lk) (((lk) + BK - 1) / BK * BK)
 /* Rows of A from which gemm_nt packs B once per column panel (C stored
  * as rows) rather than A once per row block (C stored transposed): below
  * it, packing all of B costs more than the transposed stores save
@@ -637,14 +640,15 @@ static inline ALWAYS TGT void pv_cols(float *ot, const float *st, int nk, const 
 #undef PV_COLS
 }
 
-/* Writes a tile of P^T (nk keys x QB lanes) into the weight rows as P:
- * VW x VW blocks transposed in registers, then row stores. w is row i0's
- * first visible key; only nr rows and nk keys are written. With stream set,
+/* Writes a tile of P^T (nk keys x QB lanes) into the weight rows as P,
+ * each lane times its factor in f (QB floats) unless f is NULL: VW x VW
+ * blocks transposed in registers, then row stores. w is row i0's first
+ * visible key; only nr rows and nk keys are written. With stream set,
  * aligned full vectors bypass the cache (non-temporal): the weights of a
  * long row are far more than the caches hold, and a normal store would
  * first read each line from memory only to overwrite it. */
-static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t ws, int64_t nr,
-                                          int stream)
+static inline ALWAYS TGT void store_t_by(const float *st, int nk, float *w, int64_t ws,
+                                         int64_t nr, int stream, const float *f)
 {
     for (int kk0 = 0; kk0 < nk; kk0 += VW) {
         int n = nk - kk0 < VW ? nk - kk0 : VW;
@@ -652,8 +656,11 @@ static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t
         UNROLL for (int q = 0; q < QV; q++) {
             if (q * VW >= nr) break;
             V r[VW];
-            UNROLL for (int t = 0; t < VW; t++)
+            V fq = f ? VLOAD(f + q * VW) : VZERO();
+            UNROLL for (int t = 0; t < VW; t++) {
                 r[t] = t < n ? VLOAD(st + (kk0 + t) * QB + q * VW) : VZERO();
+                if (f) r[t] = VMUL(r[t], fq);
+            }
             VTRANSPOSE(r);
             for (int t = 0; t < VW && q * VW + t < nr; t++) {
                 float *dst = w + (q * VW + t) * ws + kk0;
@@ -666,6 +673,12 @@ static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t
             }
         }
     }
+}
+
+static inline ALWAYS TGT void store_t(const float *st, int nk, float *w, int64_t ws, int64_t nr,
+                                      int stream)
+{
+    store_t_by(st, nk, w, ws, nr, stream, NULL);
 }
 
 /* Rows of x (stride xs) turned by rope into y (stride ys; may be x): row r
@@ -875,11 +888,13 @@ static inline ALWAYS TGT void flash_weight_row(float *wr, const float *src, int6
 
 /* The weights' last pass: each key block's P was taken against the max at
  * its time (kept in mb), so it is rescaled by exp(max then - final max) /
- * sum, from the staged copy (src, stride ss) or in place. */
+ * sum: in place in the weight rows, or with pb from the staged blocks of
+ * P^T (BK x QB each, as the block's exponentials left them), transposed
+ * out as store_t does, and zeros outside [klo, khi). */
 static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, int64_t nr,
                                             int64_t klo, int64_t khi, const V m[QV],
-                                            const float inv[QB], float *mb, const float *src,
-                                            int64_t ss, int stream)
+                                            const float inv[QB], float *mb, const float *pb,
+                                            int stream)
 {
     int64_t nblk = (khi - klo + BK - 1) / BK;
     UNROLL for (int q = 0; q < QV; q++) {
@@ -891,9 +906,22 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
             VSTORE(mb + b * QB + q * VW, f);
         }
     }
-    for (int64_t r = 0; r < nr; r++)
-        flash_weight_row(j->w + (i0 + r) * j->w_stride, src + r * ss, klo, khi, j->lk, mb + r, QB,
-                         stream);
+    float *w = j->w + i0 * j->w_stride;
+    if (!pb) {
+        for (int64_t r = 0; r < nr; r++)
+            flash_weight_row(w + r * j->w_stride, w + r * j->w_stride, klo, khi, j->lk, mb + r,
+                             QB, 0);
+        return;
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        memset(w + r * j->w_stride, 0, (size_t)klo * sizeof(float));
+        memset(w + r * j->w_stride + khi, 0, (size_t)(j->lk - khi) * sizeof(float));
+    }
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t jb = klo + b * BK;
+        int nk = khi - jb < BK ? (int)(khi - jb) : BK;
+        store_t_by(pb + b * BK * QB, nk, w + jb, j->w_stride, nr, stream, mb + b * QB);
+    }
 }
 
 /* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
@@ -911,12 +939,15 @@ static inline int sdpa_by_rows(const attn_sdpa_job *j)
  * (qt2: ldk x QB words, pt2: BK / 2 x QB). Scratch: qt
  * (d x QB), st (BK x QB), ot (dv x QB), with rope kr_rope (BK x d, the
  * rotated queries and then each key block), and with weights mb (one QB
- * row per key block) and pb (QB x lk, when lk <= STAGE_LK). With weights, each
- * block's P (relative to the running max then) goes to the weight rows, its
- * max to mb; flash_weights rescales them at the end. For rows that fit, P
- * is staged in pb and that last pass writes the weights once from it
- * (non-temporal): the caller's buffer is touched once, not written, read
- * back and written again. */
+ * row per key block) and pb (STAGE_KEYS(lk) x QB, when lk <= STAGE_LK).
+ * With weights, each block's P (relative to the running max then) is kept
+ * and its max goes to mb; flash_weights rescales them at the end. For rows
+ * that fit, each block's P^T stays where its exponentials were taken, in
+ * its own BK x QB block of pb (in place of st, so nothing is copied), and
+ * that last pass transposes it into the weight rows once (non-temporal):
+ * the caller's buffer is touched once, not written, read back and written
+ * again. Longer rows go to the weight rows block by block and are
+ * rescaled there. */
 static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0,
                                  int64_t nr, float *qt, float *st, float *ot, float *mb, float *pb,
                                  float *kr_rope, uint32_t *qt2, uint32_t *pt2)
@@ -940,8 +971,6 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
     int stream = j->w && j->lk >= 512;
     int staged = j->w && j->lk <= STAGE_LK;
-    float *wdst = staged ? pb : j->w ? j->w + i0 * j->w_stride : NULL;
-    int64_t wds = staged ? j->lk : j->w_stride;
     /* the first block takes its exact max (two passes over its scores);
      * later ones exponentiate against it lazily, unless the last raised */
     int lazy = 0;
@@ -950,7 +979,9 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
 #endif
     for (int64_t jb = klo; jb < khi; jb += BK) {
         int nk = khi - jb < BK ? (int)(khi - jb) : BK;
+        int64_t blk = (jb - klo) / BK;
         V alpha[QV], sum[QV];
+        if (staged) st = pb + blk * BK * QB;
         if (bf) {
             flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx, m,
                              alpha, sum);
@@ -967,9 +998,8 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
         }
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
-            int64_t blk = (jb - klo) / BK;
             UNROLL for (int q = 0; q < QV; q++) VSTORE(mb + blk * QB + q * VW, m[q]);
-            store_t(st, nk, wdst + jb, wds, nr, stream && !staged);
+            if (!staged) store_t(st, nk, j->w + i0 * j->w_stride + jb, j->w_stride, nr, stream);
         }
         if (bf) flash_block_pv_bf16(j, bf, ot, pt2, jb, bf16_np2(nk, amx), amx, alpha);
         else flash_block_pv(j, ot, st, i0, jb, nk, alpha);
@@ -981,7 +1011,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     flash_store_o(j, i0, nr, ot, l, inv);
     if (!j->w) return;
     if (stream && !staged) VSFENCE(); /* non-temporal stores are weakly ordered */
-    flash_weights(j, i0, nr, klo, khi, m, inv, mb, wdst, wds, staged && stream);
+    flash_weights(j, i0, nr, klo, khi, m, inv, mb, staged ? pb : NULL, staged && stream);
     if (stream && staged) VSFENCE();
 }
 
@@ -1395,7 +1425,7 @@ static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int threads, int64_
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
-        if (j->w && j->lk <= STAGE_LK && j->lk > maxstage) maxstage = j->lk;
+        if (j->w && j->lk <= STAGE_LK && STAGE_KEYS(j->lk) > maxstage) maxstage = STAGE_KEYS(j->lk);
         if (j->bf16 && BF_ROUND(j->d) / 2 > maxldk) maxldk = BF_ROUND(j->d) / 2;
     }
     if (first) first[n] = tasks;

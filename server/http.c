@@ -211,10 +211,13 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
             reply_error(rs, r, &e);
         }
         rs->bytes_out = r->body.len;
-        resp = MHD_create_response_from_buffer(r->body.len, r->body.data ? r->body.data : (void *)"",
-                                               r->body.data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        /* The answer's own buffer, no copy: MHD hands it to srv_big_free
+         * when sent, which keeps a large one for the next large answer. */
+        resp = r->body.data ? MHD_create_response_from_buffer_with_free_callback(r->body.len, r->body.data,
+                                                                                 srv_big_free)
+                            : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
         if (resp)
-            r->body.data = NULL; /* MHD frees it now */
+            r->body.data = NULL; /* MHD's now */
     }
     if (!resp) {
         if (r->fd >= 0)
