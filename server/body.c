@@ -8,68 +8,17 @@
  * it records is "the text body[off, off + len) decodes to these bytes", a
  * fact about those bytes alone: the codec uses an entry only when the
  * string the real parser found is exactly that range, so a body that
- * confuses the tokenizer costs the work, never a wrong tensor. */
+ * confuses the tokenizer costs the work, never a wrong tensor. Text and
+ * decoded bytes come from srv_big_alloc: a large body's are kept for the
+ * next large body (no page faults) when it is freed. */
 #include "srv.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LIVE_MIN ((size_t)4096) /* characters of a string before it is decoded as it comes */
 
 static _Thread_local const srv_body *current;
-
-/* ------------------------------------------------------------ kept buffers */
-
-/* Large bodies' text and decoded areas, kept for the next large body
- * instead of freed: a fresh 8 MB buffer costs 2000 page faults (zeroed
- * pages) each time it is written, a kept one none. At most KEEP of each,
- * each at most KEEP_BYTES, so an idle server holds at most 2 x KEEP x
- * KEEP_BYTES; a small body (under KEEP_MIN) never takes or leaves one. */
-#define KEEP 2
-#define KEEP_MIN ((size_t)64 << 10)
-#define KEEP_BYTES ((size_t)32 << 20)
-
-typedef struct {
-    void *p;
-    size_t cap;
-} kept;
-
-static pthread_mutex_t keep_mu = PTHREAD_MUTEX_INITIALIZER;
-static kept keep_text[KEEP], keep_area[KEEP];
-
-/* A kept buffer of at least want bytes (its capacity in *cap), or NULL. */
-static void *keep_take(kept *k, size_t want, size_t *cap)
-{
-    void *p = NULL;
-    if (want < KEEP_MIN || want > KEEP_BYTES)
-        return NULL;
-    pthread_mutex_lock(&keep_mu);
-    for (int i = 0; i < KEEP && !p; i++)
-        if (k[i].p && k[i].cap >= want) {
-            p = k[i].p;
-            *cap = k[i].cap;
-            k[i].p = NULL;
-        }
-    pthread_mutex_unlock(&keep_mu);
-    return p;
-}
-
-/* Keeps p (cap bytes) when there is room, else frees it. */
-static void keep_give(kept *k, void *p, size_t cap)
-{
-    if (p && cap >= KEEP_MIN && cap <= KEEP_BYTES) {
-        pthread_mutex_lock(&keep_mu);
-        for (int i = 0; i < KEEP && p; i++)
-            if (!k[i].p) {
-                k[i].p = p;
-                k[i].cap = cap;
-                p = NULL;
-            }
-        pthread_mutex_unlock(&keep_mu);
-    }
-    free(p);
-}
 
 /* ------------------------------------------------------------ the body */
 
@@ -78,14 +27,14 @@ void srv_body_init(srv_body *b, size_t expect, size_t max, int decode)
     memset(b, 0, sizeof *b);
     b->expect = expect;
     b->max = max;
-    b->decode = decode && expect > 0;
+    b->decode = decode && expect >= LIVE_MIN; /* a smaller body has no long string */
     b->bad = -1;
 }
 
 void srv_body_free(srv_body *b)
 {
-    keep_give(keep_text, b->text, b->cap);
-    keep_give(keep_area, b->area, b->area_cap);
+    srv_big_free(b->text); /* kept for the next large body */
+    srv_big_free(b->area);
     free(b->strs);
     srv_body_init(b, 0, b->max, 0);
 }
@@ -104,14 +53,11 @@ static int text_room(srv_body *b, size_t n)
         cap = need;
     if (cap > b->max + 1)
         cap = b->max + 1 > need ? b->max + 1 : need;
-    size_t kcap;
-    char *p = b->text ? NULL : keep_take(keep_text, cap, &kcap);
-    if (p) {
-        b->text = p;
-        b->cap = kcap;
-        return 0;
+    if (!b->text && cap >= SRV_BIG_MIN) {
+        b->text = srv_big_alloc(cap, &b->cap);
+        return b->text ? 0 : -1;
     }
-    p = realloc(b->text, cap);
+    char *p = realloc(b->text, cap);
     if (!p)
         return -1;
     b->text = p;
@@ -129,19 +75,11 @@ static int area_ready(srv_body *b)
         return 0;
     if (b->no_area)
         return -1;
-    size_t cap = b->expect / 4 * 3 + (b->expect / LIVE_MIN + 2) * 64, kcap;
-    void *p = keep_take(keep_area, cap, &kcap);
-    if (p) {
-        b->area = p;
-        b->area_cap = kcap;
-        return 0;
-    }
-    if (posix_memalign(&p, 64, cap) != 0) {
+    size_t cap = b->expect / 4 * 3 + (b->expect / LIVE_MIN + 2) * 64;
+    if (!(b->area = srv_big_alloc(cap, &b->area_cap))) {
         b->no_area = 1;
         return -1;
     }
-    b->area = p;
-    b->area_cap = cap;
     return 0;
 }
 

@@ -1,11 +1,79 @@
-/* buf.c - growable output buffers and per-request arenas. */
+/* buf.c - large buffers kept between requests, growable output buffers and
+ * per-request arenas. */
 #include "srv.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------ kept large buffers */
+
+/* A request of megabytes writes a body, its decoded tensors, an output and
+ * an answer of megabytes each: fresh from malloc, every page of them is a
+ * page fault (a zeroed page) each time, ~2000 per 8 MB. Freed buffers of
+ * 64 KiB to 32 MiB are kept instead (at most KEEP_N, KEEP_TOTAL bytes in
+ * all, so an idle server holds at most that) and handed to the next large
+ * request, whose pages are then already there. */
+#define KEEP_N 8
+#define KEEP_MIN SRV_BIG_MIN
+#define KEEP_MAX ((size_t)32 << 20)
+#define KEEP_TOTAL ((size_t)96 << 20)
+
+static pthread_mutex_t keep_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    void *p;
+    size_t cap;
+} keep[KEEP_N];
+static size_t keep_bytes;
+
+void *srv_big_alloc(size_t want, size_t *cap)
+{
+    void *p = NULL;
+    if (want >= KEEP_MIN && want <= KEEP_MAX) {
+        int best = -1;
+        pthread_mutex_lock(&keep_mu);
+        for (int i = 0; i < KEEP_N; i++) /* the smallest that fits */
+            if (keep[i].p && keep[i].cap >= want && (best < 0 || keep[i].cap < keep[best].cap))
+                best = i;
+        if (best >= 0) {
+            p = keep[best].p;
+            *cap = keep[best].cap;
+            keep[best].p = NULL;
+            keep_bytes -= *cap;
+        }
+        pthread_mutex_unlock(&keep_mu);
+        if (p)
+            return p;
+    }
+    if (posix_memalign(&p, 64, want ? want : 1) != 0)
+        return NULL;
+    *cap = malloc_usable_size(p);
+    return p;
+}
+
+void srv_big_free(void *p)
+{
+    if (!p)
+        return;
+    size_t cap = malloc_usable_size(p);
+    if (cap >= KEEP_MIN && cap <= KEEP_MAX) {
+        pthread_mutex_lock(&keep_mu);
+        for (int i = 0; i < KEEP_N && p; i++)
+            if (!keep[i].p && keep_bytes + cap <= KEEP_TOTAL) {
+                keep[i].p = p;
+                keep[i].cap = cap;
+                keep_bytes += cap;
+                p = NULL;
+            }
+        pthread_mutex_unlock(&keep_mu);
+    }
+    free(p);
+}
+
+/* ------------------------------------------------------------ growable buffers */
 
 int srv_buf_reserve(srv_buf *b, size_t extra)
 {
@@ -20,6 +88,13 @@ int srv_buf_reserve(srv_buf *b, size_t extra)
     size_t want = b->len + extra, cap = b->cap ? b->cap : 256;
     while (cap < want)
         cap *= 2;
+    if (!b->data && cap >= KEEP_MIN) { /* a large answer at once (reserved) */
+        if (!(b->data = srv_big_alloc(cap, &b->cap))) {
+            b->failed = 1;
+            return -1;
+        }
+        return 0;
+    }
     char *p = realloc(b->data, cap);
     if (!p) {
         b->failed = 1;
@@ -126,14 +201,15 @@ void srv_buf_json_str(srv_buf *b, const char *s)
 
 void srv_buf_free(srv_buf *b)
 {
-    free(b->data);
+    srv_big_free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
 }
 
 /* ------------------------------------------------------------ arena */
 
-/* Large allocations (a request's big tensors) are blocks of their own;
+/* Large allocations (a request's big tensors) are blocks of their own
+ * (srv_big_alloc: kept between large requests);
  * small ones are cut from a 64 KB chunk that each thread keeps between
  * requests, so a small request costs a handful of pointer bumps instead of
  * a dozen mallocs and frees. Everything is 64-byte (cache-line) aligned:
@@ -187,10 +263,10 @@ void *srv_arena_alloc(srv_arena *a, size_t n)
         if (p)
             return p;
     }
-    void *mem = NULL;
-    if (posix_memalign(&mem, 64, sizeof(srv_arena_blk) + (n ? n : 1)) != 0)
+    size_t cap;
+    srv_arena_blk *blk = srv_big_alloc(sizeof(srv_arena_blk) + (n ? n : 1), &cap); /* 64-aligned */
+    if (!blk)
         return NULL;
-    srv_arena_blk *blk = mem;
     blk->next = a->head;
     blk->adopted = NULL;
     a->head = blk;
@@ -224,7 +300,7 @@ void srv_arena_free(srv_arena *a)
     while (blk) {
         srv_arena_blk *next = blk->next;
         free(blk->adopted);
-        free(blk);
+        srv_big_free(blk);
         blk = next;
     }
     for (blk = a->carved; blk; blk = blk->next)

@@ -53,13 +53,23 @@ double srv_now_ms(void);
 
 /* ------------------------------------------------------------ buffers */
 
+/* A buffer of at least want bytes, 64-byte aligned, its usable size in
+ * *cap: one kept from an earlier large request when one fits, else new.
+ * NULL when out of memory. The caller owns it: free, realloc or (better)
+ * srv_big_free it. */
+void *srv_big_alloc(size_t want, size_t *cap);
+#define SRV_BIG_MIN ((size_t)64 << 10) /* smaller buffers are never kept */
+/* Frees p (any malloc'd block; NULL is fine), or keeps it for the next
+ * srv_big_alloc when it is large and there is room. */
+void  srv_big_free(void *p);
+
 /* A growable byte buffer. On allocation failure `failed` is set and later
  * appends are dropped; the caller checks it once at the end. */
 typedef struct {
     char *data;
     size_t len, cap;
     int failed;
-} srv_buf;
+} srv_buf; /* data: malloc'd; srv_buf_free keeps a large one (srv_big_free) */
 
 int  srv_buf_reserve(srv_buf *b, size_t extra); /* 0 ok, -1 failed */
 void srv_buf_put(srv_buf *b, const void *p, size_t n);
