@@ -375,6 +375,14 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     return send_reply(conn, rs, &r);
 }
 
+/* src into dst[cap], cut short if need be, always NUL-terminated. */
+static void copy_cut(char *dst, size_t cap, const char *src)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **con_cls)
@@ -387,14 +395,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         *con_cls = rs;
         rs->t0 = srv_now_ms();
-        snprintf(rs->method, sizeof rs->method, "%s", method);
-        snprintf(rs->path, sizeof rs->path, "%s", url);
+        copy_cut(rs->method, sizeof rs->method, method);
+        copy_cut(rs->path, sizeof rs->path, url);
         rs->target.route = SRV_R_OTHER;
         srv_body_init(&rs->body, 0, srv_cfg.max_body, 0);
         srv_metrics_begin();
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
         if (cors_allowed(origin))
-            snprintf(rs->origin, sizeof rs->origin, "%s", origin);
+            copy_cut(rs->origin, sizeof rs->origin, origin);
         return begin_request(conn, rs, url, method);
     }
     if (*upload_size > 0) {
