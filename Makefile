@@ -216,9 +216,13 @@ test-metrics: $(SERVER)
 $(BUILD)/lib_example: $(BUILD)/examples/lib_example.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
-test-examples: $(SERVER) $(BUILD)/lib_example
+$(BUILD)/lib_decode: $(BUILD)/examples/lib_decode.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+test-examples: $(SERVER) $(BUILD)/lib_example $(BUILD)/lib_decode
 	tests/examples.sh $(SERVER) $(BUILD)
 	$(BUILD)/lib_example | $(PYTHON) examples/lib_example_check.py
+	$(BUILD)/lib_decode | $(PYTHON) examples/lib_decode_check.py
 
 # ------------------------------------------------------------------ bench
 
@@ -421,7 +425,7 @@ lint: lint-openapi
 
 # Every program make test compiles, without running any (build-matrix).
 test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) $(TEST_BODY) \
-           $(BUILD)/lib_example $(BENCH_WIRE) $(BARE_MHD)
+           $(BUILD)/lib_example $(BUILD)/lib_decode $(BENCH_WIRE) $(BARE_MHD)
 
 # The library, server, tests and benchmarks built with gcc and clang at -O0,
 # -O1, -O2, -O3 and -Os, warnings as errors (tests/build_matrix.sh; each in

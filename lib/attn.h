@@ -503,10 +503,48 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
 
 /* ------------------------------------------- decoding over a KV cache */
 
-/* Attention of new query rows over a key/value cache the caller keeps,
- * read in place (nothing is copied): for a decoder that appends each
- * step's keys and values to per-head arrays, as POST /sessions/{id}/step
- * does. KV head g's first len rows are key[g] and value[g], head_dim
+/* A key/value cache for decoding: per KV head, one array of key rows and
+ * one of value rows (head_dim floats each), appended to step by step. An
+ * append is amortised O(1) per row: each array doubles (from 16 rows, up
+ * to max_tokens) when full, and rows never move otherwise. Not
+ * thread-safe: one writer at a time, and no append while a computation
+ * reads it. */
+typedef struct attn_kv_cache attn_kv_cache;
+
+/* An empty cache; NULL when a size is below 1 or out of memory. Nothing
+ * is allocated for rows until the first append. */
+attn_kv_cache *attn_kv_cache_new(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens);
+void attn_kv_cache_free(attn_kv_cache *c); /* NULL is a no-op */
+
+int64_t attn_kv_cache_len(const attn_kv_cache *c); /* rows held */
+
+/* Bytes the cache holds now (its arrays at their capacity, and its own
+ * bookkeeping), and what it would hold once it has room for rows rows
+ * (the same when it has room already): for a caller that caps memory. */
+size_t attn_kv_cache_bytes(const attn_kv_cache *c);
+size_t attn_kv_cache_bytes_for(const attn_kv_cache *c, int64_t rows);
+
+/* Appends T rows: key and value (T, num_kv_heads, head_dim). A shape
+ * that does not fit is ATTN_ERR_SHAPE (naming "key" or "value"), rows past
+ * max_tokens ATTN_ERR_TOO_LARGE, no memory ATTN_ERR_NOMEM; on any error
+ * nothing is appended. */
+attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *key,
+                                 const attn_tensor *value, attn_error *err);
+
+/* Keeps the first n rows (0 <= n <= len; else ATTN_ERR_ARG); the memory
+ * stays for the rows to come. */
+attn_status attn_kv_cache_truncate(attn_kv_cache *c, int64_t n, attn_error *err);
+
+/* The arrays of KV head g < num_kv_heads: len rows, head_dim floats
+ * apart, valid until the next append (which may move them). */
+const float *const *attn_kv_cache_keys(const attn_kv_cache *c);
+const float *const *attn_kv_cache_values(const attn_kv_cache *c);
+
+/* Attention of new query rows over a key/value cache, read in place
+ * (nothing is copied): an attn_kv_cache (key = attn_kv_cache_keys(c),
+ * value = attn_kv_cache_values(c), len = attn_kv_cache_len(c)) or
+ * per-head arrays of the caller's own, as POST /sessions/{id}/step uses.
+ * KV head g's first len rows are key[g] and value[g], head_dim
  * floats a row, rows head_dim apart. Query head h reads KV head
  * h / (num_heads / num_kv_heads) (grouped-query attention). Every head is
  * one job of one call, so the heads share the context's threads.

@@ -27,7 +27,7 @@ void srv_body_init(srv_body *b, size_t expect, size_t max, int decode)
     memset(b, 0, sizeof *b);
     b->expect = expect;
     b->max = max;
-    b->decode = decode && expect > 0;
+    b->decode = decode && expect >= LIVE_MIN; /* a smaller body has no long string */
     b->bad = -1;
 }
 
@@ -53,7 +53,7 @@ static int text_room(srv_body *b, size_t n)
         cap = need;
     if (cap > b->max + 1)
         cap = b->max + 1 > need ? b->max + 1 : need;
-    if (!b->text) {
+    if (!b->text && cap >= SRV_BIG_MIN) {
         b->text = srv_big_alloc(cap, &b->cap);
         return b->text ? 0 : -1;
     }

@@ -18,7 +18,7 @@
  * all, so an idle server holds at most that) and handed to the next large
  * request, whose pages are then already there. */
 #define KEEP_N 8
-#define KEEP_MIN ((size_t)64 << 10)
+#define KEEP_MIN SRV_BIG_MIN
 #define KEEP_MAX ((size_t)32 << 20)
 #define KEEP_TOTAL ((size_t)96 << 20)
 

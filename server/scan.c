@@ -9,6 +9,7 @@
 #include "numparse.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,7 +53,45 @@ static char *put_placeholder(char *o, char k, size_t i)
 
 enum { PART_ALL, PART_HEAD, PART_TAIL }; /* parse_array's modes */
 
+/* A big array parsed on two threads (parse_split): the helper finds where
+ * to split and publishes it in mid (the byte after a ',' between two
+ * top-level elements), then parses from there to the array's end into b;
+ * the caller parses from the start, and stops at mid when it meets it
+ * (stopped): it compares at every top-level ',', and publishes where it is
+ * (at), so the split halves what is left (it misses mid only if it parsed
+ * half of that meanwhile: the tail is then parsed for nothing). */
+typedef struct {
+    const char *p, *end;        /* the array's '[', the body's end */
+    size_t budget;              /* split_point's */
+    _Atomic(const char *) mid;  /* NULL until published */
+    _Atomic(const char *) at;   /* the caller's last top-level ',' + 1 */
+    int stopped;                /* the caller's parse ended at mid */
+    const char *stop;           /* the tail's end, NULL if not parsed */
+    srv_blob b;                 /* the tail */
+} split_job;
+
+/* Whether the caller's parse, just past a top-level ',' (at p), is at the
+ * split: it then ends there as a PART_HEAD parse would. */
+static int at_split(split_job *sj, const char *p)
+{
+    if (!sj)
+        return 0;
+    atomic_store_explicit(&sj->at, p, memory_order_relaxed);
+    if (p != atomic_load_explicit(&sj->mid, memory_order_relaxed))
+        return 0;
+    sj->stopped = 1;
+    return 1;
+}
+
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Whether c starts a number ('-' or a digit), with no branch: a sign is
+ * random in the data, and a branch on it mispredicts every other number. */
+static inline int num_start(char c)
+{
+    unsigned t = (unsigned)(unsigned char)c - '-';
+    return (t <= 12u) & (0x1ff9u >> (t & 15u));
+}
 
 /* Room for one more float in *data (capacity *cap, doubling); -1 when the
  * size would overflow or memory is out. */
@@ -75,8 +114,10 @@ static int grow(float **data, size_t *cap)
  * remain (numparse.h), each followed by ',' and whitespace or a ']'.
  * mode PART_HEAD: end is a ',' between two top-level elements, and stands
  * for the array's ']'; PART_TAIL: p is just after such a ',', inside the
- * array (see parse_split). */
-static const char *parse_array(const char *p, const char *end, srv_blob *b, int mode)
+ * array (see parse_split). sj (or NULL): the split to stop at, which turns
+ * the parse into a PART_HEAD one ending at the ',' before it. */
+static inline __attribute__((always_inline)) const char *
+parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job *sj)
 {
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
     int depth = 0, leaf = -1;
@@ -130,18 +171,34 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b, int 
                 const char *q = end - p >= SRV_PARSE_FAST_PAD
                                     ? srv_parse_float_fast(p, &data[n], &finite)
                                     : NULL;
-                if (!q)
-                    q = srv_parse_float(p, end, &data[n], &finite);
-                if (!q || !finite)
-                    goto bail;
                 n++;
                 row++;
+                if (q) {
+                    /* the usual separator, "," or ", ", and another number:
+                     * q is at most 40 bytes into the 64 known to be there */
+                    const char *s = q + 1;
+                    if (*s == ' ')
+                        s++;
+                    if ((*q == ',') & num_start(*s) && !(sj && depth == 1)) {
+                        p = s;
+                        continue;
+                    }
+                } else {
+                    q = srv_parse_float(p, end, &data[n - 1], &finite);
+                    if (!q || !finite)
+                        goto bail;
+                }
                 p = q;
                 if (p < end && *p == ',') {
                     p++;
+                    if (depth == 1 && at_split(sj, p)) { /* a rank-1 array's split */
+                        end = --p;
+                        mode = PART_HEAD;
+                        break;
+                    }
                     while (p < end && is_ws(*p))
                         p++;
-                    if (p < end && (*p == '-' || (unsigned)(*p - '0') <= 9))
+                    if (p < end && num_start(*p))
                         continue;
                     cnt[depth - 1] += row;
                     goto element;
@@ -158,6 +215,11 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b, int 
                 goto bail;
             if (p < end && *p == ',') {
                 p++;
+                if (depth == 1 && at_split(sj, p)) {
+                    end = --p; /* stands for the ']', as a PART_HEAD's end */
+                    mode = PART_HEAD;
+                    continue;
+                }
                 break;
             }
             if (p < end && *p != ']')
@@ -185,10 +247,23 @@ bail:
     return NULL;
 }
 
+/* parse_array_in twice: without a split (sj NULL, every test of it compiled
+ * away: the hot loop as tight as it can be), and with one. */
+static const char *parse_array(const char *p, const char *end, srv_blob *b, int mode)
+{
+    return parse_array_in(p, end, b, mode, NULL);
+}
+
+static const char *parse_array_head(const char *p, const char *end, srv_blob *b, split_job *sj)
+{
+    return parse_array_in(p, end, b, PART_ALL, sj);
+}
+
 /* Arrays of at least this much text are parsed in two halves on two
- * threads (a visualization's state_dict: 4 MB for in_proj_weight). */
+ * threads (a visualization's state_dict: 4 MB for in_proj_weight, 450 KB
+ * for its query): a thread costs some 50 us, the half of this 150 us. */
 #ifndef SPLIT_MIN_TEXT
-#define SPLIT_MIN_TEXT ((size_t)1 << 20)
+#define SPLIT_MIN_TEXT ((size_t)256 << 10)
 #endif
 
 /* A hint where to split the array at p: the byte after a ',' between two of
@@ -198,10 +273,15 @@ bail:
  * ']' run. Hostile text may mislead it; the halves' parses check the split
  * (a wrong one costs only a sequential parse). *budget bounds the bytes
  * walked in all calls for one body (its length): without it, text of many
- * '[' that never close would be walked once per '[', quadratic. */
-static const char *split_point(const char *p, const char *end, size_t *budget)
+ * '[' that never close would be walked once per '[', quadratic.
+ * array_end: the walk, to the byte after the array's ']' (and its rank in
+ * *rankp), or NULL: *open says whether the text (or *budget) ended with
+ * the array still open, well formed so far. */
+static const char *array_end(const char *p, const char *end, size_t *budget, int *rankp,
+                             int *open)
 {
     int depth = 0, rank = 0;
+    *open = 0;
     if ((size_t)(end - p) > *budget)
         end = p + *budget;
     const char *q = p, *stop = NULL;
@@ -217,6 +297,7 @@ static const char *split_point(const char *p, const char *end, size_t *budget)
         const char *r = memchr(q, ']', (size_t)(end - q));
         if (!r) {
             *budget -= (size_t)(end - p);
+            *open = 1;
             return NULL;
         }
         q = r;
@@ -224,16 +305,29 @@ static const char *split_point(const char *p, const char *end, size_t *budget)
             if (*q++ == ']' && --depth == 0)
                 stop = q;
         if (!stop && (q >= end || *q++ != ',')) {
+            *open = q >= end;
             *budget -= (size_t)(q - p);
             return NULL;
         }
     }
     *budget -= (size_t)(stop - p);
-    if ((size_t)(stop - p) < SPLIT_MIN_TEXT)
+    *rankp = rank;
+    return stop;
+}
+
+static const char *split_point(const char *p, const char *end, size_t *budget,
+                               _Atomic(const char *) *from)
+{
+    int rank, open;
+    const char *stop = array_end(p, end, budget, &rank, &open), *q;
+    if (!stop || (size_t)(stop - p) < SPLIT_MIN_TEXT)
         return NULL;
-    /* the first top-level boundary past the middle: a ',' after rank - 1
-     * closing brackets (for rank 1, any ',') */
-    q = p + (stop - p) / 2;
+    /* the first top-level boundary past the middle of what the other
+     * thread has yet to parse: a ',' after rank - 1 closing brackets (for
+     * rank 1, any ',') */
+    q = atomic_load_explicit(from, memory_order_relaxed);
+    q = q > p && q < stop ? q : p;
+    q += (stop - q) / 2;
     for (;;) {
         const char *c = rank == 1 ? memchr(q, ',', (size_t)(stop - q)) : memchr(q, ']', (size_t)(stop - q));
         if (!c)
@@ -249,56 +343,79 @@ static const char *split_point(const char *p, const char *end, size_t *budget)
     }
 }
 
-typedef struct {
-    const char *p, *end, *stop;
-    srv_blob b;
-} tail_job;
-
 static void *parse_tail(void *arg)
 {
-    tail_job *t = arg;
-    t->stop = parse_array(t->p, t->end, &t->b, PART_TAIL);
+    split_job *t = arg;
+    const char *mid = split_point(t->p, t->end, &t->budget, &t->at);
+    if (mid) {
+        atomic_store_explicit(&t->mid, mid, memory_order_release);
+        t->stop = parse_array(mid, t->end, &t->b, PART_TAIL);
+    }
     return NULL;
 }
 
-/* parse_array on two threads: the text before split_point's ',' here, the
- * rest on a new thread, then the halves joined when they agree (same leaf
- * depth and inner dimensions, as one pass would have checked). The result
- * is parse_array's: anything else (no split found, no thread, a half
- * refused, a disagreement) takes the one-pass parse. */
+/* The tail t appended to the head h (its data freed), or -1 (out of
+ * memory: both left as they were). */
+static int join(srv_blob *h, srv_blob *t)
+{
+    float *data = realloc(h->data, (size_t)(h->count + t->count) * sizeof *data);
+    if (!data)
+        return -1;
+    memcpy(data + h->count, t->data, (size_t)t->count * sizeof *data);
+    free(t->data);
+    h->data = data;
+    h->shape[0] += t->shape[0];
+    if (!h->has_bool && t->has_bool)
+        h->first_bool = h->count + t->first_bool;
+    h->count += t->count;
+    h->has_num |= t->has_num;
+    h->has_bool |= t->has_bool;
+    return 0;
+}
+
+/* parse_array on two threads for an array of SPLIT_MIN_TEXT or more: a
+ * helper walks it for a split point (split_point) while this thread
+ * already parses from the start, up to the point once published; the
+ * helper parses the rest, and the halves are joined when they agree (same
+ * leaf depth and inner dimensions, as one pass would have checked). The
+ * result is parse_array's: anything else (a small array, no split found,
+ * no thread, a half refused, a disagreement) takes the one-pass parse. */
 static const char *parse_split(const char *p, const char *end, srv_blob *b, size_t *budget)
 {
-    const char *mid = split_point(p, end, budget);
-    tail_job t = {mid, end, NULL, {0}};
+    /* a thread only for an array still open, and well formed as far as
+     * the walk sees, after SPLIT_MIN_TEXT: at most one per so much of the
+     * body (the walk's budget) */
+    int rank, open = 0;
+    if ((size_t)(end - p) < SPLIT_MIN_TEXT || *budget < 2 * SPLIT_MIN_TEXT ||
+        array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open) || !open)
+        return parse_array(p, end, b, PART_ALL);
+    split_job t = {p, end, *budget, NULL, NULL, 0, NULL, {0}};
     pthread_t th;
-    if (!mid || pthread_create(&th, NULL, parse_tail, &t) != 0)
+    if (pthread_create(&th, NULL, parse_tail, &t) != 0)
         return parse_array(p, end, b, PART_ALL);
     srv_blob h = {0};
-    const char *hs = parse_array(p, mid - 1, &h, PART_HEAD);
+    const char *hs = parse_array_head(p, end, &h, &t);
     pthread_join(th, NULL);
-    /* the head must end at the ',' (not at a ']' before it) */
-    int ok = hs == mid - 1 && t.stop && h.rank == t.b.rank;
-    for (int i = 1; ok && i < h.rank; i++)
-        ok = h.shape[i] == t.b.shape[i];
-    float *data = ok ? realloc(h.data, (size_t)(h.count + t.b.count) * sizeof *data) : NULL;
-    if (!data) {
-        if (hs)
-            free(h.data);
+    *budget = t.budget;
+    if (!t.stopped) { /* the whole array here (or refused before the split) */
         if (t.stop)
             free(t.b.data);
-        return parse_array(p, end, b, PART_ALL);
+        if (hs)
+            *b = h;
+        return hs;
     }
-    memcpy(data + h.count, t.b.data, (size_t)t.b.count * sizeof *data);
-    free(t.b.data);
-    *b = h;
-    b->data = data;
-    b->shape[0] += t.b.shape[0];
-    b->count += t.b.count;
-    b->has_num |= t.b.has_num;
-    if (!h.has_bool && t.b.has_bool)
-        b->first_bool = h.count + t.b.first_bool;
-    b->has_bool |= t.b.has_bool;
-    return t.stop;
+    int ok = hs && t.stop && h.rank == t.b.rank;
+    for (int i = 1; ok && i < h.rank; i++)
+        ok = h.shape[i] == t.b.shape[i];
+    if (ok && join(&h, &t.b) == 0) {
+        *b = h;
+        return t.stop;
+    }
+    if (hs)
+        free(h.data);
+    if (t.stop)
+        free(t.b.data);
+    return parse_array(p, end, b, PART_ALL);
 }
 
 /* The string at *p: a long one after a colon becomes a placeholder, any
@@ -371,7 +488,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     blob_vec bv = {0};
     int after_colon = 0;
     int depth = 0, deepest = 0; /* counted as srv_json_too_deep does */
-    size_t walk = len;           /* split_point's budget */
+    size_t walk = 2 * len;       /* array_end's budget: a body's arrays are walked twice */
     while (p < end) {
         char c = *p;
         if (c == '"') {

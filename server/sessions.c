@@ -1,8 +1,9 @@
 /* sessions.c - decode sessions: a key/value cache kept on the server between
- * requests, so each decoding step sends only its new rows. Per KV head the
- * cache is one contiguous (n, d) array of keys and one of values, grown by
- * doubling up to max_tokens (an amortised O(1) append); a step computes
- * every head in one attn_cache_compute, which reads the arrays in place.
+ * requests, so each decoding step sends only its new rows. The cache is
+ * the library's attn_kv_cache (per KV head one array of keys and one of
+ * values, doubled up to max_tokens: an amortised O(1) append), its growth
+ * counted against ATTN_SESSION_MEMORY; a step computes every head in one
+ * attn_cache_compute, which reads the arrays in place.
  *
  * Locking: one table lock guards the id table, the memory count and the
  * reference counts, and is held only for lookups and bookkeeping, never
@@ -21,7 +22,6 @@
 #define ID_HEX 32        /* 128 random bits */
 #define BUCKETS 1024
 #define GONE_MAX 4096    /* ids remembered as deleted or expired */
-#define FIRST_CAP 16     /* rows of a cache's first allocation */
 
 enum { GONE_NO = 0, GONE_DELETED, GONE_EXPIRED };
 
@@ -45,8 +45,7 @@ struct srv_session {
     int64_t n;            /* rows held */
     size_t bytes;         /* what the session holds, as counted in `held` */
     /* the turn's holder only */
-    int64_t cap;          /* rows each array has room for */
-    float **k, **v;       /* Hkv arrays of cap * d floats */
+    attn_kv_cache *cache; /* the rows; s->n of them committed */
 };
 
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -169,12 +168,7 @@ static void mem_give(size_t n)
 
 static void session_free(srv_session *s)
 {
-    for (int64_t g = 0; s->k && g < s->Hkv; g++)
-        free(s->k[g]);
-    for (int64_t g = 0; s->v && g < s->Hkv; g++)
-        free(s->v[g]);
-    free(s->k);
-    free(s->v);
+    attn_kv_cache_free(s->cache);
     free(s->slopes);
     free(s->sinks);
     pthread_mutex_destroy(&s->mu);
@@ -394,27 +388,24 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     const srv_ses_fields *f = &j->ses;
     const attn_options *o = &j->u.att.opt;
     size_t lists = (size_t)((o->alibi != 0) + (o->sinks != NULL)) * (size_t)f->num_heads;
-    size_t bytes = sizeof(srv_session) + 2 * (size_t)f->num_kv_heads * sizeof(float *) +
-                   lists * sizeof(float);
-    if (mem_take(bytes, e))
-        return NULL;
     srv_session *s = calloc(1, sizeof *s);
     if (s) {
-        s->k = calloc((size_t)f->num_kv_heads, sizeof *s->k);
-        s->v = calloc((size_t)f->num_kv_heads, sizeof *s->v);
+        s->cache = attn_kv_cache_new(f->num_kv_heads, f->head_dim, f->max_tokens);
         s->slopes = o->alibi ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
         s->sinks = o->sinks ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
     }
-    if (!s || !s->k || !s->v || (o->alibi && !s->slopes) || (o->sinks && !s->sinks)) {
+    size_t bytes = sizeof(srv_session) + lists * sizeof(float) +
+                   (s && s->cache ? attn_kv_cache_bytes(s->cache) : 0);
+    if (!s || !s->cache || (o->alibi && !s->slopes) || (o->sinks && !s->sinks) ||
+        mem_take(bytes, e)) {
         if (s) {
-            free(s->k);
-            free(s->v);
+            attn_kv_cache_free(s->cache);
             free(s->slopes);
             free(s->sinks);
         }
+        if (!s || !s->cache || (o->alibi && !s->slopes) || (o->sinks && !s->sinks))
+            srv_fail(e, 503, "overloaded", "", "out of memory for a new session");
         free(s);
-        mem_give(bytes);
-        srv_fail(e, 503, "overloaded", "", "out of memory for a new session");
         return NULL;
     }
     s->H = f->num_heads;
@@ -537,49 +528,27 @@ static int check_step(const srv_session *s, const srv_job *j, srv_err *e)
     return 0;
 }
 
-/* Room for `need` rows: the arrays doubled (up to max_tokens) and the
- * growth counted against ATTN_SESSION_MEMORY. 0, or -1 with e filled. */
-static int grow(srv_session *s, int64_t need, srv_err *e)
+/* The step's T rows appended to the cache, its growth (the arrays
+ * doubled, up to max_tokens) counted against ATTN_SESSION_MEMORY. 0, or
+ * -1 with e filled and nothing appended. */
+static int append_rows(srv_session *s, const attn_tensor *k, const attn_tensor *v, srv_err *e)
 {
-    if (need <= s->cap)
-        return 0;
-    int64_t cap = s->cap ? s->cap : FIRST_CAP;
-    while (cap < need && cap < s->max_tokens)
-        cap *= 2;
-    if (cap > s->max_tokens)
-        cap = s->max_tokens;
-    /* max_tokens x Hkv x d x 8 fits session_memory: checked at creation */
-    size_t row = (size_t)s->d * sizeof(float), extra = (size_t)(cap - s->cap) * row * 2 * (size_t)s->Hkv;
-    if (mem_take(extra, e))
+    int64_t n1 = attn_kv_cache_len(s->cache) + k->shape[0];
+    size_t extra = attn_kv_cache_bytes_for(s->cache, n1) - attn_kv_cache_bytes(s->cache);
+    if (extra && mem_take(extra, e))
         return -1;
-    for (int64_t g = 0; g < s->Hkv; g++) {
-        float *k = realloc(s->k[g], (size_t)cap * row);
-        if (k)
-            s->k[g] = k;
-        float *v = k ? realloc(s->v[g], (size_t)cap * row) : NULL;
-        if (v)
-            s->v[g] = v;
-        if (!k || !v) { /* the arrays grown so far stay larger; cap is the least */
-            mem_give(extra);
-            return srv_fail(e, 503, "overloaded", "", "out of memory for the session's cache");
-        }
+    attn_error ae = {{0}, {0}};
+    attn_status st = attn_kv_cache_append(s->cache, k, v, &ae);
+    if (st != ATTN_OK) {
+        mem_give(extra);
+        return st == ATTN_ERR_NOMEM
+                   ? srv_fail(e, 503, "overloaded", "", "out of memory for the session's cache")
+                   : srv_fail_lib(e, st, &ae);
     }
-    s->cap = cap;
     pthread_mutex_lock(&s->mu);
     s->bytes += extra;
     pthread_mutex_unlock(&s->mu);
     return 0;
-}
-
-/* The step's T rows into rows n.. of each KV head's arrays. */
-static void append(srv_session *s, const attn_tensor *k, const attn_tensor *v, int64_t n)
-{
-    int64_t T = k->shape[0], d = s->d;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t g = 0; g < s->Hkv; g++) {
-            memcpy(s->k[g] + (n + t) * d, k->data + (t * s->Hkv + g) * d, (size_t)d * sizeof(float));
-            memcpy(s->v[g] + (n + t) * d, v->data + (t * s->Hkv + g) * d, (size_t)d * sizeof(float));
-        }
 }
 
 /* Every query head over the cache's first n rows, in one library call
@@ -594,8 +563,8 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     req.num_heads = s->H;
     req.num_kv_heads = s->Hkv;
     req.len = n;
-    req.key = (const float *const *)s->k;
-    req.value = (const float *const *)s->v;
+    req.key = attn_kv_cache_keys(s->cache);
+    req.value = attn_kv_cache_values(s->cache);
     req.has_scale = s->tmpl.has_scale;
     req.scale = s->tmpl.scale;
     req.opt = s->tmpl.opt;
@@ -659,11 +628,9 @@ static int run_step(srv_call *call, srv_session *s, const srv_job *j, step_out *
         return -1;
     int64_t n0 = s->n, n1 = n0 + j->u.att.key.shape[0];
     double t0 = srv_now_ms();
-    int rc = plan_step(call, s, j, n1, so, e) || grow(s, n1, e);
-    if (!rc) {
-        append(s, &j->u.att.key, &j->u.att.value, n0);
-        rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->flops, e);
-    }
+    int rc = plan_step(call, s, j, n1, so, e) || append_rows(s, &j->u.att.key, &j->u.att.value, e);
+    if (!rc && (rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->flops, e)))
+        attn_kv_cache_truncate(s->cache, n0, NULL); /* the refused step's rows out again */
     if (!rc) {
         pthread_mutex_lock(&s->mu);
         s->n = n1;
@@ -738,6 +705,8 @@ void srv_serve_session_truncate(const srv_target *t, const char *body, size_t le
         if (want <= n)
             s->n = want;
         pthread_mutex_unlock(&s->mu);
+        if (want <= n)
+            attn_kv_cache_truncate(s->cache, want, NULL);
         turn_end(s);
         if (want > n)
             rc = srv_fail(&q.e, 422, "invalid_param", "length",

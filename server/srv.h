@@ -58,6 +58,7 @@ double srv_now_ms(void);
  * NULL when out of memory. The caller owns it: free, realloc or (better)
  * srv_big_free it. */
 void *srv_big_alloc(size_t want, size_t *cap);
+#define SRV_BIG_MIN ((size_t)64 << 10) /* smaller buffers are never kept */
 /* Frees p (any malloc'd block; NULL is fine), or keeps it for the next
  * srv_big_alloc when it is large and there is room. */
 void  srv_big_free(void *p);

@@ -822,6 +822,58 @@ static void cache_from(const rm_request *q, const lib_extra *x, allocs *A, attn_
     c->opt = lib_options(q, q->H, x, A);
 }
 
+/* Appends rows [j0, j0 + T) of q's keys and values to kv; 1 when it
+ * answers want. */
+static int cache_append(attn_kv_cache *kv, const rm_request *q, int64_t j0, int64_t T,
+                        int64_t Hkv, attn_status want, const char *name)
+{
+    int64_t ekv = q->Dk;
+    allocs A = {{0}, 0};
+    attn_tensor k = ten(3, T, Hkv, ekv / Hkv, fl(&A, q->key + j0 * ekv, T * ekv));
+    attn_tensor v = ten(3, T, Hkv, ekv / Hkv, fl(&A, q->value + j0 * ekv, T * ekv));
+    attn_error err;
+    attn_status st = attn_kv_cache_append(kv, &k, &v, &err);
+    release(&A);
+    if (st != want)
+        fail(name, "append of %lld rows: %s, expected %s (%s)", (long long)T, attn_status_str(st),
+             attn_status_str(want), st == ATTN_OK ? "" : err.message);
+    return st == want;
+}
+
+/* q's keys and values into kv (max_tokens: q->Lk) as a decoder would put
+ * them: in steps of random sizes, with rows taken back by a truncate
+ * (drafted then rejected), and appends that must be refused without a
+ * trace (a shape that does not fit, rows past max_tokens). 1 when every
+ * call answered as it should and kv holds exactly q's rows. */
+static int cache_fill(attn_kv_cache *kv, const rm_request *q, const char *name)
+{
+    int64_t n = q->Lk, Hkv = q->Hkv, j = 0;
+    int ok = 1;
+    attn_error err;
+    while (ok && j < n) {
+        int64_t T = rnd(1, n - j < 40 ? n - j : 40);
+        ok = cache_append(kv, q, j, T, Hkv, ATTN_OK, name);
+        if (ok && chance(30)) { /* a draft taken back: the same rows again after */
+            ok = attn_kv_cache_truncate(kv, j, &err) == ATTN_OK;
+            ok = ok && cache_append(kv, q, j, T, Hkv, ATTN_OK, name);
+        }
+        j += T;
+        if (ok && chance(10) && Hkv > 1) /* (T, 1, d * Hkv): the wrong shape */
+            ok = cache_append(kv, q, 0, 1, 1, ATTN_ERR_SHAPE, name);
+    }
+    ok = ok && cache_append(kv, q, 0, 1, Hkv, ATTN_ERR_TOO_LARGE, name); /* past max_tokens */
+    ok = ok && attn_kv_cache_truncate(kv, n + 1, &err) == ATTN_ERR_ARG;
+    int64_t floats = 2 * n * q->Dk;
+    if (ok && (attn_kv_cache_len(kv) != n || attn_kv_cache_bytes(kv) < (size_t)floats * 4 ||
+               attn_kv_cache_bytes_for(kv, n) != attn_kv_cache_bytes(kv))) {
+        fail(name, "the cache holds %lld rows in %zu bytes; expected %lld rows, at least %lld bytes",
+             (long long)attn_kv_cache_len(kv), attn_kv_cache_bytes(kv), (long long)n,
+             (long long)floats * 4);
+        ok = 0;
+    }
+    return ok;
+}
+
 /* A random decode step over a cache (GQA, query rows from 1 to past the
  * kernel's rope limit, every option of the pipeline and hard attention)
  * against the reference's multi-head attention with identity projections:
@@ -852,15 +904,23 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq * q.Lk)));
     char name[512] = "cache ";
     describe(name + 6, sizeof name - 6, trial, &q, &x, threads);
-    if (reference_for(name, &q, ro, rw)) {
+    attn_kv_cache *kv = trial % 2 ? attn_kv_cache_new(q.Hkv, d, q.Lk) : NULL;
+    int ok = !(trial % 2) || (kv && cache_fill(kv, &q, name));
+    if (!ok)
+        n_failed++;
+    else if (reference_for(name, &q, ro, rw)) {
         const float *kp[3], *vp[3];
         attn_cache_request c;
         cache_from(&q, &x, &A, &c, kp, vp);
+        if (kv) { /* the library's cache instead of the arrays */
+            c.key = attn_kv_cache_keys(kv);
+            c.value = attn_kv_cache_values(kv);
+        }
         float *o = keep(&A, malloc(sizeof(float) * (size_t)(q.Lq * E)));
         float *w = x.need_weights ? keep(&A, malloc(sizeof(float) * (size_t)(q.H * q.Lq * q.Lk))) : NULL;
         attn_error err;
         attn_status st = attn_cache_compute(ctx, &c, o, w, &err);
-        int ok = st == ATTN_OK;
+        ok = st == ATTN_OK;
         if (!ok)
             fail(name, "compute failed: %s (%s)", attn_status_str(st), err.message);
         ok = ok && close_enough(name, "output", o, ro, q.Lq * E);
@@ -868,6 +928,7 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
             ok = close_enough(name, "weights", w, rw, q.H * q.Lq * q.Lk);
         ok ? n_passed++ : n_failed++;
     }
+    attn_kv_cache_free(kv);
     release(&A);
 }
 

@@ -1,0 +1,174 @@
+/* kvcache.c - attn_kv_cache: a decoder's keys and values, per KV head one
+ * array of key rows and one of value rows, doubled when full (amortised
+ * O(1) appends); attn_cache_compute (cache.c) reads them in place. */
+#include <stdlib.h>
+#include <string.h>
+#include "internal.h"
+
+#define FIRST_ROWS 16 /* rows of an array's first allocation */
+
+struct attn_kv_cache {
+    int64_t hkv, d, max;
+    int64_t len, cap; /* rows held, rows each array has room for */
+    float **k, **v;   /* hkv arrays of cap x d floats (NULL while cap is 0) */
+};
+
+attn_kv_cache *attn_kv_cache_new(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens)
+{
+    int64_t all;
+    if (num_kv_heads < 1 || head_dim < 1 || max_tokens < 1 ||
+        !attn_size_mul(max_tokens, num_kv_heads, &all) || !attn_size_mul(all, head_dim, &all) ||
+        !attn_size_mul(all, 2 * (int64_t)sizeof(float), &all))
+        return NULL;
+    attn_kv_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->hkv = num_kv_heads;
+    c->d = head_dim;
+    c->max = max_tokens;
+    c->k = calloc((size_t)num_kv_heads, sizeof *c->k);
+    c->v = calloc((size_t)num_kv_heads, sizeof *c->v);
+    if (!c->k || !c->v) {
+        attn_kv_cache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void attn_kv_cache_free(attn_kv_cache *c)
+{
+    if (!c)
+        return;
+    for (int64_t g = 0; g < c->hkv; g++) {
+        free(c->k ? c->k[g] : NULL);
+        free(c->v ? c->v[g] : NULL);
+    }
+    free(c->k);
+    free(c->v);
+    free(c);
+}
+
+int64_t attn_kv_cache_len(const attn_kv_cache *c)
+{
+    return c->len;
+}
+
+/* The capacity an array gets to hold rows rows: doubled from FIRST_ROWS,
+ * at most max_tokens (rows <= max_tokens). */
+static int64_t cap_for(const attn_kv_cache *c, int64_t rows)
+{
+    if (rows <= c->cap)
+        return c->cap;
+    int64_t cap = c->cap ? c->cap : FIRST_ROWS;
+    while (cap < rows && cap < c->max)
+        cap *= 2;
+    return cap < c->max ? cap : c->max;
+}
+
+/* Bytes at a capacity of cap rows; the product fits (checked at creation). */
+static size_t bytes_at(const attn_kv_cache *c, int64_t cap)
+{
+    return sizeof *c + 2 * (size_t)c->hkv * sizeof(float *) +
+           2 * (size_t)c->hkv * (size_t)cap * (size_t)c->d * sizeof(float);
+}
+
+size_t attn_kv_cache_bytes(const attn_kv_cache *c)
+{
+    return bytes_at(c, c->cap);
+}
+
+size_t attn_kv_cache_bytes_for(const attn_kv_cache *c, int64_t rows)
+{
+    return bytes_at(c, cap_for(c, rows < c->max ? rows : c->max));
+}
+
+/* Room for rows rows in every array. On failure the arrays grown so far
+ * go back to the old capacity, so that every array has cap rows. */
+static int grow(attn_kv_cache *c, int64_t rows)
+{
+    int64_t cap = cap_for(c, rows), n = 2 * c->hkv, done = 0;
+    if (cap == c->cap)
+        return 0;
+    size_t row = (size_t)c->d * sizeof(float);
+    float **arr[2] = {c->k, c->v}; /* array i is arr[i % 2][i / 2] */
+    for (; done < n; done++) {
+        float **p = &arr[done % 2][done / 2], *q = realloc(*p, (size_t)cap * row);
+        if (!q)
+            break;
+        *p = q;
+    }
+    if (done == n) {
+        c->cap = cap;
+        return 0;
+    }
+    for (int64_t i = 0; i < done; i++) {
+        float **p = &arr[i % 2][i / 2];
+        if (c->cap == 0) {
+            free(*p);
+            *p = NULL;
+        } else { /* shrinking: when it fails, the block stays as it is */
+            float *q = realloc(*p, (size_t)c->cap * row);
+            *p = q ? q : *p;
+        }
+    }
+    return -1;
+}
+
+/* key or value's shape against (T, num_kv_heads, head_dim). */
+static attn_status check_rows(const attn_kv_cache *c, const char *name, const attn_tensor *t,
+                              int64_t T, attn_error *err)
+{
+    if (t->rank == 3 && t->data && t->shape[0] == T && t->shape[1] == c->hkv &&
+        t->shape[2] == c->d)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_SHAPE, name,
+                     "%s must be a (T, num_kv_heads, head_dim) = (%lld, %lld, %lld) tensor", name,
+                     (long long)T, (long long)c->hkv, (long long)c->d);
+}
+
+attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *key,
+                                 const attn_tensor *value, attn_error *err)
+{
+    int64_t T = key->rank == 3 ? key->shape[0] : -1;
+    attn_status st;
+    if (T < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "key",
+                         "key must be a (T, num_kv_heads, head_dim) tensor with T >= 1");
+    if ((st = check_rows(c, "key", key, T, err)) != ATTN_OK ||
+        (st = check_rows(c, "value", value, T, err)) != ATTN_OK)
+        return st;
+    if (T > c->max - c->len)
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "key",
+                         "the cache holds %lld of its %lld rows; %lld more do not fit",
+                         (long long)c->len, (long long)c->max, (long long)T);
+    if (grow(c, c->len + T))
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for the cache");
+    size_t row = (size_t)c->d * sizeof(float);
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t g = 0; g < c->hkv; g++) {
+            memcpy(c->k[g] + (c->len + t) * c->d, key->data + (t * c->hkv + g) * c->d, row);
+            memcpy(c->v[g] + (c->len + t) * c->d, value->data + (t * c->hkv + g) * c->d, row);
+        }
+    c->len += T;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_truncate(attn_kv_cache *c, int64_t n, attn_error *err)
+{
+    if (n < 0 || n > c->len)
+        return attn_fail(err, ATTN_ERR_ARG, "length",
+                         "the cache holds %lld rows; it can keep 0 to %lld of them, not %lld",
+                         (long long)c->len, (long long)c->len, (long long)n);
+    c->len = n;
+    return ATTN_OK;
+}
+
+const float *const *attn_kv_cache_keys(const attn_kv_cache *c)
+{
+    return (const float *const *)c->k;
+}
+
+const float *const *attn_kv_cache_values(const attn_kv_cache *c)
+{
+    return (const float *const *)c->v;
+}
