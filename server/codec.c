@@ -4,6 +4,7 @@
 #include "srv.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,22 +406,71 @@ int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
 
 /* ------------------------------------------------------------ output */
 
-static char *write_nested(char *o, const float *data, int rank, const int64_t *shape,
-                          int64_t stride_elems)
+/* Elements i0 .. i1-1 of the first dimension of a tensor of count floats,
+ * comma-separated, without brackets around them; at most 20 bytes a float
+ * (15 for its text, a comma, and no more brackets than elements). */
+static char *write_range(char *o, const float *data, int rank, const int64_t *shape,
+                         int64_t count, int64_t i0, int64_t i1)
 {
-    *o++ = '[';
-    if (rank == 1) {
-        for (int64_t i = 0; i < shape[0]; i++) {
-            if (i)
-                *o++ = ',';
+    int64_t inner = rank > 1 && shape[0] ? count / shape[0] : 1;
+    for (int64_t i = i0; i < i1; i++) {
+        if (i > i0)
+            *o++ = ',';
+        if (rank == 1) {
             o += srv_fmt_float(data[i], o);
+        } else {
+            *o++ = '[';
+            o = write_range(o, data + i * inner, rank - 1, shape + 1, inner, 0, shape[1]);
+            *o++ = ']';
         }
-    } else {
-        int64_t inner = stride_elems / shape[0];
-        for (int64_t i = 0; i < shape[0]; i++) {
-            if (i)
-                *o++ = ',';
-            o = write_nested(o, data + i * inner, rank - 1, shape + 1, inner);
+    }
+    return o;
+}
+
+/* Tensors of this many floats are written by two threads, a half each (a
+ * thread costs some 50 us; these take 250 us or more). */
+#define ENCODE_SPLIT 16384
+
+typedef struct {
+    const float *data;
+    int rank;
+    const int64_t *shape;
+    int64_t count, i0, i1;
+    char *text; /* malloc'd, NULL when out of memory */
+    size_t len;
+} encode_half;
+
+static void *encode_tail(void *arg)
+{
+    encode_half *h = arg;
+    int64_t n = h->count / h->shape[0] * (h->i1 - h->i0);
+    h->text = malloc((size_t)n * 20 + 16);
+    if (h->text)
+        h->len = (size_t)(write_range(h->text, h->data, h->rank, h->shape, h->count, h->i0, h->i1) - h->text);
+    return NULL;
+}
+
+/* The nested array at o (room for count * 20 + 2 bytes); returns the end.
+ * A big one in two halves, the second on a helper thread into its own
+ * buffer, then copied after the first (the same text). */
+static char *write_nested(char *o, const float *data, int rank, const int64_t *shape,
+                          int64_t count)
+{
+    int64_t mid = shape[0] / 2;
+    encode_half t = {data, rank, shape, count, mid, shape[0], NULL, 0};
+    pthread_t th;
+    int split = count >= ENCODE_SPLIT && mid > 0 && pthread_create(&th, NULL, encode_tail, &t) == 0;
+    *o++ = '[';
+    o = write_range(o, data, rank, shape, count, 0, split ? mid : shape[0]);
+    if (split) {
+        pthread_join(th, NULL);
+        *o++ = ',';
+        if (t.text) {
+            memcpy(o, t.text, t.len);
+            o += t.len;
+            free(t.text);
+        } else {
+            o = write_range(o, data, rank, shape, count, mid, shape[0]);
         }
     }
     *o++ = ']';

@@ -205,14 +205,14 @@ static inline uint64_t srv_sixteen_digits(const char *src, int k, int n)
 
 /* Whether the double d (positive) rounds to the float32 nearest the value it
  * stands for, within 32 units of its last place: nowhere near a midpoint
- * between two floats (bit 28 of the 29 below a float's), in the normal
- * range. */
+ * between two floats (bit 28 of the 29 below a float's), in [2^-126,
+ * 2^127): a normal float, never rounded up to infinity. */
 static inline int srv_rounds_as_float(double d)
 {
     uint64_t bits;
     memcpy(&bits, &d, sizeof bits);
     uint32_t ex = (uint32_t)(bits >> 52), low = (uint32_t)bits & 0x1fffffffu;
-    return ex - (1023u - 126u) <= 253u && low - 0x10000000u + 32u > 64u;
+    return ex - (1023u - 126u) <= 252u && low - 0x10000000u + 32u > 64u;
 }
 
 /* The numbers printers write, with no branch on their length:
@@ -280,7 +280,10 @@ static inline const char *srv_parse_float_fast(const char *p, float *out, int *f
     if (!srv_rounds_as_float(d))
         return NULL;
     float f = (float)d;
-    *out = neg ? -f : f;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bits |= (uint32_t)neg << 31; /* no branch on the sign, random in the data */
+    memcpy(out, &bits, sizeof bits);
     *finite = 1;
     return p;
 }

@@ -85,6 +85,14 @@ static int at_split(split_job *sj, const char *p)
 
 static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
+/* Whether c starts a number ('-' or a digit), with no branch: a sign is
+ * random in the data, and a branch on it mispredicts every other number. */
+static inline int num_start(char c)
+{
+    unsigned t = (unsigned)(unsigned char)c - '-';
+    return (t <= 12u) & (0x1ff9u >> (t & 15u));
+}
+
 /* Room for one more float in *data (capacity *cap, doubling); -1 when the
  * size would overflow or memory is out. */
 static int grow(float **data, size_t *cap)
@@ -108,8 +116,8 @@ static int grow(float **data, size_t *cap)
  * for the array's ']'; PART_TAIL: p is just after such a ',', inside the
  * array (see parse_split). sj (or NULL): the split to stop at, which turns
  * the parse into a PART_HEAD one ending at the ',' before it. */
-static const char *parse_array(const char *p, const char *end, srv_blob *b, int mode,
-                               split_job *sj)
+static inline __attribute__((always_inline)) const char *
+parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job *sj)
 {
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
     int depth = 0, leaf = -1;
@@ -163,12 +171,23 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b, int 
                 const char *q = end - p >= SRV_PARSE_FAST_PAD
                                     ? srv_parse_float_fast(p, &data[n], &finite)
                                     : NULL;
-                if (!q)
-                    q = srv_parse_float(p, end, &data[n], &finite);
-                if (!q || !finite)
-                    goto bail;
                 n++;
                 row++;
+                if (q) {
+                    /* the usual separator, "," or ", ", and another number:
+                     * q is at most 40 bytes into the 64 known to be there */
+                    const char *s = q + 1;
+                    if (*s == ' ')
+                        s++;
+                    if ((*q == ',') & num_start(*s) && !(sj && depth == 1)) {
+                        p = s;
+                        continue;
+                    }
+                } else {
+                    q = srv_parse_float(p, end, &data[n - 1], &finite);
+                    if (!q || !finite)
+                        goto bail;
+                }
                 p = q;
                 if (p < end && *p == ',') {
                     p++;
@@ -179,7 +198,7 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b, int 
                     }
                     while (p < end && is_ws(*p))
                         p++;
-                    if (p < end && (*p == '-' || (unsigned)(*p - '0') <= 9))
+                    if (p < end && num_start(*p))
                         continue;
                     cnt[depth - 1] += row;
                     goto element;
@@ -226,6 +245,18 @@ static const char *parse_array(const char *p, const char *end, srv_blob *b, int 
 bail:
     free(data);
     return NULL;
+}
+
+/* parse_array_in twice: without a split (sj NULL, every test of it compiled
+ * away: the hot loop as tight as it can be), and with one. */
+static const char *parse_array(const char *p, const char *end, srv_blob *b, int mode)
+{
+    return parse_array_in(p, end, b, mode, NULL);
+}
+
+static const char *parse_array_head(const char *p, const char *end, srv_blob *b, split_job *sj)
+{
+    return parse_array_in(p, end, b, PART_ALL, sj);
 }
 
 /* Arrays of at least this much text are parsed in two halves on two
@@ -318,9 +349,28 @@ static void *parse_tail(void *arg)
     const char *mid = split_point(t->p, t->end, &t->budget, &t->at);
     if (mid) {
         atomic_store_explicit(&t->mid, mid, memory_order_release);
-        t->stop = parse_array(mid, t->end, &t->b, PART_TAIL, NULL);
+        t->stop = parse_array(mid, t->end, &t->b, PART_TAIL);
     }
     return NULL;
+}
+
+/* The tail t appended to the head h (its data freed), or -1 (out of
+ * memory: both left as they were). */
+static int join(srv_blob *h, srv_blob *t)
+{
+    float *data = realloc(h->data, (size_t)(h->count + t->count) * sizeof *data);
+    if (!data)
+        return -1;
+    memcpy(data + h->count, t->data, (size_t)t->count * sizeof *data);
+    free(t->data);
+    h->data = data;
+    h->shape[0] += t->shape[0];
+    if (!h->has_bool && t->has_bool)
+        h->first_bool = h->count + t->first_bool;
+    h->count += t->count;
+    h->has_num |= t->has_num;
+    h->has_bool |= t->has_bool;
+    return 0;
 }
 
 /* parse_array on two threads for an array of SPLIT_MIN_TEXT or more: a
@@ -338,13 +388,13 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
     int rank, open = 0;
     if ((size_t)(end - p) < SPLIT_MIN_TEXT || *budget < 2 * SPLIT_MIN_TEXT ||
         array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open) || !open)
-        return parse_array(p, end, b, PART_ALL, NULL);
+        return parse_array(p, end, b, PART_ALL);
     split_job t = {p, end, *budget, NULL, NULL, 0, NULL, {0}};
     pthread_t th;
     if (pthread_create(&th, NULL, parse_tail, &t) != 0)
-        return parse_array(p, end, b, PART_ALL, NULL);
+        return parse_array(p, end, b, PART_ALL);
     srv_blob h = {0};
-    const char *hs = parse_array(p, end, &h, PART_ALL, &t);
+    const char *hs = parse_array_head(p, end, &h, &t);
     pthread_join(th, NULL);
     *budget = t.budget;
     if (!t.stopped) { /* the whole array here (or refused before the split) */
@@ -357,25 +407,15 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
     int ok = hs && t.stop && h.rank == t.b.rank;
     for (int i = 1; ok && i < h.rank; i++)
         ok = h.shape[i] == t.b.shape[i];
-    float *data = ok ? realloc(h.data, (size_t)(h.count + t.b.count) * sizeof *data) : NULL;
-    if (!data) {
-        if (hs)
-            free(h.data);
-        if (t.stop)
-            free(t.b.data);
-        return parse_array(p, end, b, PART_ALL, NULL);
+    if (ok && join(&h, &t.b) == 0) {
+        *b = h;
+        return t.stop;
     }
-    memcpy(data + h.count, t.b.data, (size_t)t.b.count * sizeof *data);
-    free(t.b.data);
-    *b = h;
-    b->data = data;
-    b->shape[0] += t.b.shape[0];
-    b->count += t.b.count;
-    b->has_num |= t.b.has_num;
-    if (!h.has_bool && t.b.has_bool)
-        b->first_bool = h.count + t.b.first_bool;
-    b->has_bool |= t.b.has_bool;
-    return t.stop;
+    if (hs)
+        free(h.data);
+    if (t.stop)
+        free(t.b.data);
+    return parse_array(p, end, b, PART_ALL);
 }
 
 /* The string at *p: a long one after a colon becomes a placeholder, any
@@ -465,7 +505,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
             if (!b)
                 goto oom;
             const char *stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, &walk)
-                                                                   : parse_array(p, end, b, PART_ALL, NULL);
+                                                                   : parse_array(p, end, b, PART_ALL);
             if (stop && stop - p >= MIN_ARRAY_TEXT) {
                 if (depth + b->rank > deepest) /* its brackets nest rank deep */
                     deepest = depth + b->rank;

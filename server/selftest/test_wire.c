@@ -218,7 +218,8 @@ static void test_parse_hard(long n)
     } while (0)
     static const char *fixed[] = {
         "0", "-0", "-0.0", "0.0e5", "-0e-999", "0e999", "1e-999", "-1e-999", "1e999", "-1e999",
-        "1e38", "1e39", "3.4028234e38", "3.40282347e38", "3.4028235e38",
+        "1e38", "1e39", "3.4028234e38", "3.40282347e38", "3.4028235e38", "3.4028236e38",
+        "-3.40282357e38", "3.3e38", "2e38", "0.34028236e39", "340282357000000000000000000000000000000",
         "3.40282356779733661637539395458142568447e38", /* just under the midpoint */
         "3.40282356779733661637539395458142568448e38", /* FLT_MAX/2^128 midpoint: inf */
         "340282356779733661637539395458142568448", "340282356779733661637539395458142568447.9",
@@ -670,6 +671,57 @@ static void test_b64_tensor(void)
     free(t);
 }
 
+/* Tensors written by two threads (from 16384 floats) against the same
+ * values written one by one with "%.9g" by the C library (and small ones,
+ * written by one): the same text. */
+static void test_encode_split(void)
+{
+    static const int64_t shapes[][3] = {{16384, 0, 0}, {128, 129, 0}, {8, 64, 64}, {3, 7, 1000}, {1, 20000, 0}, {5, 3, 0}};
+    static const int ranks[] = {1, 2, 3, 3, 2, 2};
+    for (size_t s = 0; s < sizeof ranks / sizeof *ranks; s++) {
+        int rank = ranks[s];
+        const int64_t *sh = shapes[s];
+        int64_t n = 1;
+        for (int i = 0; i < rank; i++)
+            n *= sh[i];
+        float *v = malloc((size_t)n * sizeof *v);
+        srv_buf want = {0}, got = {0};
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)rnd();
+            v[i] = i % 3 == 0 ? 0.0f : (float)((double)(int32_t)u / 2e9) * (i % 7 ? 1.0f : 1e-20f);
+        }
+        /* the reference: brackets by the shape, each float by printf */
+        for (int64_t i = 0; i < n; i++) {
+            int opens = 0, closes = 0; /* dimensions that start, end here */
+            for (int64_t q = 1, d = rank - 1; d >= 0; d--) {
+                q *= sh[d];
+                opens += i % q == 0;
+                closes += (i + 1) % q == 0;
+            }
+            if (i)
+                srv_buf_putc(&want, ',');
+            for (int k = 0; k < opens; k++)
+                srv_buf_putc(&want, '[');
+            char t[32];
+            if (v[i] == 0.0f)
+                snprintf(t, sizeof t, "%s0", signbit(v[i]) ? "-" : "");
+            else
+                snprintf(t, sizeof t, "%.9g", (double)v[i]);
+            srv_buf_puts(&want, t);
+            for (int k = 0; k < closes; k++)
+                srv_buf_putc(&want, ']');
+        }
+        srv_encode_tensor(&got, v, rank, sh, 0);
+        char what[64];
+        snprintf(what, sizeof what, "rank %d, %lld floats", rank, (long long)n);
+        check(!want.failed && !got.failed && got.len == want.len && memcmp(got.data, want.data, got.len) == 0,
+              "a nested tensor's text equals printf's", what);
+        srv_buf_free(&want);
+        srv_buf_free(&got);
+        free(v);
+    }
+}
+
 int main(int argc, char **argv)
 {
     long scale = argc > 1 ? atol(argv[1]) : 1;
@@ -680,6 +732,7 @@ int main(int argc, char **argv)
     test_b64_tensor();
     test_scan((int)(20000 * scale));
     test_scan_split((int)(24 * scale));
+    test_encode_split();
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed != 0;
 }
