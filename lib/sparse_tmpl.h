@@ -31,30 +31,6 @@
 #define sparse_weights ISA_NAME(sparse_weights)
 #define sparse_global_row ISA_NAME(sparse_global_row)
 #define sdpa_block_sparse ISA_NAME(sdpa_block_sparse)
-#define sparse_ftz_on ISA_NAME(sparse_ftz_on)
-#define sparse_ftz_off ISA_NAME(sparse_ftz_off)
-
-/* A masked score (-inf) reaches exp as e^-104 (simd_math.h), whose result
- * is below the least normal float: with gradual underflow each such
- * vector costs the CPU a microcode assist, and
- * the band's edges and the layout's mixed blocks are full of them (a
- * quarter of the time at w = 256). A sparse block therefore runs with
- * flush-to-zero on, and restores the caller's mode after: a weight below
- * the least normal float (e^-87 of its row's largest) becomes 0 rather
- * than a subnormal. */
-#if defined(__SSE__)
-#include <xmmintrin.h>
-static inline unsigned sparse_ftz_on(void)
-{
-    unsigned csr = _mm_getcsr();
-    _mm_setcsr(csr | _MM_FLUSH_ZERO_ON);
-    return csr;
-}
-static inline void sparse_ftz_off(unsigned csr) { _mm_setcsr(csr); }
-#else
-static inline unsigned sparse_ftz_on(void) { return 0; }
-static inline void sparse_ftz_off(unsigned csr) { (void)csr; }
-#endif
 
 /* What a span's pairs are: all allowed, local_global's band (a window to
  * the kernel), or layout blocks some rows allow and others not. */
@@ -326,7 +302,6 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
 static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
                                   float *st, float *ot)
 {
-    unsigned csr = sparse_ftz_on();
     flash_pack_q(j, i0, nr, qt, NULL, j->scale); /* rope: rotated before (attn_rope_in_kernel) */
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     V m[QV], l[QV]; /* a sink starts the softmax as in sdpa_block_flash */
@@ -360,5 +335,4 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     if (!j->sparse->layout) /* st and ot are free again */
         for (int64_t r = 0; r < nr; r++)
             if (j->sparse->qglobal[i0 + r]) sparse_global_row(j, i0 + r, st, ot);
-    sparse_ftz_off(csr);
 }
