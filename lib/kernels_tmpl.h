@@ -447,7 +447,12 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
     band_of(j, &bl, &br);
     V ninf = VSET1(-INFINITY);
     score_consts sc = score_consts_of(j);
-    int structural = bl >= 0 || br >= 0, terms = sc.softcap || sc.alibi;
+    /* a tile every row of the block sees whole (below a causal diagonal,
+     * inside a window) needs no band: the upper side binds on the first
+     * row, the lower on the last */
+    int inside = (br < 0 || jb + kn - 1 <= i0 + j->off + br) &&
+                 (bl < 0 || jb >= i0 + QB - 1 + j->off - bl);
+    int structural = (bl >= 0 || br >= 0) && !inside, terms = sc.softcap || sc.alibi;
     for (int kk = 0; kk < kn; kk++) {
         int64_t jj = jb + kk;
         int dead = j->key_mask && !j->key_mask[jj];

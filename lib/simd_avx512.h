@@ -57,6 +57,7 @@
 #define VCOPYSIGN(y, x) _mm512_or_ps(y, _mm512_and_ps(x, _mm512_set1_ps(-0.0f)))
 #define VROUND(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define VPOW2N(y, n) _mm512_scalef_ps(y, n) /* subnormal below the normal range, at a microcode assist: VEXP never goes there */
+#define VPOW2N_OR0(keep, y, n) _mm512_maskz_scalef_ps(keep, y, n) /* 0 where keep is not set */
 #define VSEL(m, a, b) _mm512_mask_blend_ps(m, b, a)
 #define VCMPLT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
 #define VISNINF(x) _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)
