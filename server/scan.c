@@ -60,13 +60,16 @@ enum { PART_ALL, PART_HEAD, PART_TAIL }; /* parse_array's modes */
  * (stopped): it compares at every top-level ',', and publishes where it is
  * (at), so the split halves what is left (it misses mid only if it parsed
  * half of that meanwhile). A caller that parsed the whole array sets
- * cancel, and the helper gives up its walk or tail at the next row. */
+ * cancel, and the helper gives up its walk or tail at the next row; one
+ * that finishes before the helper even started (a busy machine) claims
+ * the job and leaves without it, the helper freeing it when it runs. */
 typedef struct {
     const char *p, *end;        /* the array's '[', the body's end */
     size_t budget;              /* split_point's */
     _Atomic(const char *) mid;  /* NULL until published */
     _Atomic(const char *) at;   /* the caller's last top-level ',' + 1 */
     atomic_int cancel;          /* the caller needs no tail */
+    atomic_int claim;           /* 1: the helper started, 2: the caller left first */
     int stopped;                /* the caller's parse ended at mid */
     const char *stop;           /* the tail's end, NULL if not parsed */
     srv_blob b;                 /* the tail */
@@ -364,6 +367,11 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
 static void *parse_tail(void *arg)
 {
     split_job *t = arg;
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&t->claim, &none, 1)) {
+        free(t); /* the caller finished and left: nothing else to read */
+        return NULL;
+    }
     const char *mid = split_point(t->p, t->end, &t->budget, &t->at, &t->cancel);
     if (mid) {
         atomic_store_explicit(&t->mid, mid, memory_order_release);
@@ -407,34 +415,49 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
     if ((size_t)(end - p) < SPLIT_MIN_TEXT || *budget < 2 * SPLIT_MIN_TEXT ||
         array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open, NULL) || !open)
         return parse_array(p, end, b, PART_ALL);
-    split_job t = {p, end, *budget, NULL, NULL, 0, 0, NULL, {0}};
+    split_job *t = malloc(sizeof *t);
     pthread_t th;
-    if (pthread_create(&th, NULL, parse_tail, &t) != 0)
+    if (t)
+        *t = (split_job){p, end, *budget, NULL, NULL, 0, 0, 0, NULL, {0}};
+    if (!t || pthread_create(&th, NULL, parse_tail, t) != 0) {
+        free(t);
         return parse_array(p, end, b, PART_ALL);
+    }
     srv_blob h = {0};
-    const char *hs = parse_array_head(p, end, &h, &t);
-    if (!t.stopped)
-        atomic_store_explicit(&t.cancel, 1, memory_order_relaxed);
-    pthread_join(th, NULL);
-    *budget = t.budget;
-    if (!t.stopped) { /* the whole array here (or refused before the split) */
-        if (t.stop)
-            free(t.b.data);
+    const char *hs = parse_array_head(p, end, &h, t);
+    int none = 0;
+    if (!t->stopped && atomic_compare_exchange_strong(&t->claim, &none, 2)) {
+        pthread_detach(th); /* not started: it frees t */
         if (hs)
             *b = h;
         return hs;
     }
-    int ok = hs && t.stop && h.rank == t.b.rank;
+    if (!t->stopped)
+        atomic_store_explicit(&t->cancel, 1, memory_order_relaxed);
+    pthread_join(th, NULL);
+    *budget = t->budget;
+    int stopped = t->stopped;
+    const char *ts = t->stop; /* the tail's end */
+    srv_blob tb = t->b;
+    free(t);
+    if (!stopped) { /* the whole array here (or refused before the split) */
+        if (ts)
+            free(tb.data);
+        if (hs)
+            *b = h;
+        return hs;
+    }
+    int ok = hs && ts && h.rank == tb.rank;
     for (int i = 1; ok && i < h.rank; i++)
-        ok = h.shape[i] == t.b.shape[i];
-    if (ok && join(&h, &t.b) == 0) {
+        ok = h.shape[i] == tb.shape[i];
+    if (ok && join(&h, &tb) == 0) {
         *b = h;
-        return t.stop;
+        return ts;
     }
     if (hs)
         free(h.data);
-    if (t.stop)
-        free(t.b.data);
+    if (ts)
+        free(tb.data);
     return parse_array(p, end, b, PART_ALL);
 }
 
