@@ -214,7 +214,10 @@ typedef struct {
  * "sparsity.window_blocks", ..., "sparsity.layout"). A global index marks
  * query row i when i < Lq and key j when j < Lk; it must be below
  * max(Lq, Lk). Hard attention (argmax, top_k, sample) with a pattern runs
- * row by row at the dense cost. */
+ * row by row, each row scoring only the keys the pattern allows it (its
+ * cost grows with the allowed pairs too), with the answers, draws included,
+ * of the dense definition: a key outside the pattern has weight 0 and is
+ * never drawn. */
 typedef enum {
     ATTN_SPARSE_NONE = 0,
     ATTN_SPARSE_LOCAL_GLOBAL, /* Longformer: |i' - j| <= window, or query i or key j global */

@@ -216,6 +216,17 @@ typedef struct attn_head_job {
  * max-subtracted softmax over allowed keys with the sink (all zero when
  * none), then hard attention. */
 void attn_row_softmax(float *s, int64_t i, const attn_head_job *j, float *w, float *tmp);
+/* attn_row_softmax in two steps, for a row scored in parts: the score
+ * pipeline on keys [a, b) of row i (raw scores s[a..b)) into c[0..b-a)
+ * (-INFINITY where not allowed; c may be s + a, or below it), returning
+ * their max; then softmax and hard attention on n such scores (mx their
+ * max) into w (n floats). Over the allowed keys in increasing order, the
+ * weights are those of the whole row, bit for bit: the masked keys only
+ * ever added zeros. */
+float attn_row_scores(float *s, int64_t i, const attn_head_job *j, int64_t a, int64_t b,
+                      float *c);
+void attn_row_weights(float *s, int64_t n, float mx, int64_t i, const attn_head_job *j,
+                      float *w, float *tmp);
 
 /* n head jobs and room to run them on either kernel. */
 typedef struct {

@@ -5,7 +5,9 @@
  * holds three rows of Lk floats per worker (and the dot scores' GEMM
  * scratch), plus, for the tanh scores, each job's keys packed once as a
  * transposed panel the SIMD score kernel streams through (rows_tmpl.h).
- * The Lq x Lk matrix is only written when wanted. */
+ * The Lq x Lk matrix is only written when wanted. A row under a sparsity
+ * pattern (hard attention) scores only the runs of keys the pattern allows
+ * it (sparse_row). */
 #include <math.h>
 #include <string.h>
 #include "internal.h"
@@ -29,30 +31,154 @@ typedef struct {
     int64_t panel_floats;
 } rows_run;
 
+/* The runs of keys a sparsity pattern allows query row i within [lo, hi)
+ * (the keys causal and the window leave), in increasing order: the layout
+ * row's key blocks, or local_global's band |i' - j| <= w with the global
+ * keys outside it (every key for a global row). */
+typedef struct {
+    const attn_sparse *sp;
+    int64_t i, pos, hi;       /* the next key not handed out, the end */
+    int64_t band_lo, band_hi; /* local_global: the band [lo, hi) */
+    int64_t g;                /* local_global: the next global key's index */
+} key_runs;
+
+static void key_runs_init(key_runs *it, const attn_sparse *sp, int64_t i, int64_t lo, int64_t hi)
+{
+    memset(it, 0, sizeof *it);
+    it->sp = sp;
+    it->i = i;
+    it->pos = lo;
+    it->hi = hi;
+    if (!sp->layout && sp->qglobal[i]) {
+        it->band_lo = lo;
+        it->band_hi = hi;
+    } else if (!sp->layout) { /* window and off are clamped by sparse.c: no overflow */
+        it->band_lo = i + sp->off - sp->window;
+        it->band_hi = i + sp->off + sp->window + 1;
+    }
+}
+
+/* The next run [*a, *b); 0 when none is left. */
+static int key_runs_next(key_runs *it, int64_t *a, int64_t *b)
+{
+    const attn_sparse *sp = it->sp;
+    if (it->pos >= it->hi)
+        return 0;
+    if (sp->layout) {
+        const uint8_t *row = sp->layout + it->i / sp->block * sp->lcols;
+        int64_t kb = it->pos / sp->block;
+        while (kb * sp->block < it->hi && !row[kb])
+            kb++;
+        if (kb * sp->block >= it->hi)
+            return 0;
+        *a = kb * sp->block > it->pos ? kb * sp->block : it->pos;
+        while (kb * sp->block < it->hi && row[kb])
+            kb++;
+        *b = it->pos = kb * sp->block < it->hi ? kb * sp->block : it->hi;
+        return 1;
+    }
+    while (it->pos < it->hi) {
+        if (it->pos >= it->band_lo && it->pos < it->band_hi) {
+            *a = it->pos;
+            *b = it->pos = it->band_hi < it->hi ? it->band_hi : it->hi;
+            return 1;
+        }
+        /* outside the band: the global keys up to the band or the end */
+        int64_t stop = it->pos < it->band_lo && it->band_lo < it->hi ? it->band_lo : it->hi;
+        while (it->g < sp->n_gkeys && sp->gkeys[it->g] < it->pos)
+            it->g++;
+        if (it->g < sp->n_gkeys && sp->gkeys[it->g] < stop) {
+            *a = sp->gkeys[it->g++];
+            *b = *a + 1;
+            while (it->g < sp->n_gkeys && sp->gkeys[it->g] == *b && *b < stop) {
+                it->g++;
+                ++*b;
+            }
+            it->pos = *b;
+            return 1;
+        }
+        it->pos = stop;
+    }
+    return 0;
+}
+
+/* Raw scores of row i against keys [a, b) into s[a..b) (the tanh scores
+ * write whole vectors around them, inside s's ldb floats); gemm: the dot
+ * products' scratch. */
+static void score_keys(const rows_run *r, int64_t job, int64_t i, int64_t a, int64_t b, float *s,
+                       float *gemm)
+{
+    const attn_row_job *jb = &r->jobs[job];
+    const float *q = jb->a + i * jb->a_stride;
+    switch (jb->kind) {
+    case ATTN_SCORE_DOT:
+        attn_gemm_nt(1, b - a, jb->d, q, jb->a_stride, jb->b + a * jb->b_stride, jb->b_stride,
+                     NULL, s + a, b - a, 1, gemm);
+        if (jb->scale != 1.0f)
+            for (int64_t j = a; j < b; j++)
+                s[j] *= jb->scale;
+        break;
+    case ATTN_SCORE_TANH:
+        r->k->tanh_scores(q, r->panels + job * r->panel_floats, r->ldb, jb->d, jb->vw, a, b, s);
+        break;
+    case ATTN_SCORE_GIVEN:
+        memcpy(s + a, q + a, (size_t)(b - a) * sizeof *s);
+        break;
+    }
+}
+
+/* Row i of a job with a sparsity pattern (hard attention: the flash kernel
+ * takes the rest), at the cost of the keys the pattern allows it: only
+ * they are scored (raw, at their keys, into tmp), their final scores
+ * packed in key order into s, and their weights (attn_row_weights: the
+ * bits the whole row would give, so the same argmax, top_k and draws) into
+ * wc; the output sums the value rows of the keys with a weight (one for
+ * argmax and sample, whose output is then that value row exactly). Keys
+ * outside the runs have weight 0 and are never drawn. */
+static void sparse_row(const rows_run *r, int64_t job, int64_t i, float *s, float *tmp,
+                       float *wc)
+{
+    const attn_row_job *jb = &r->jobs[job];
+    int64_t lo, hi, a, b, n = 0;
+    float mx = -INFINITY;
+    key_runs it;
+    attn_row_range(&jb->m, i, jb->lk, &lo, &hi);
+    key_runs_init(&it, jb->m.sparse, i, lo, hi);
+    while (key_runs_next(&it, &a, &b)) {
+        score_keys(r, job, i, a, b, tmp, s + 3 * r->ldb);
+        float x = attn_row_scores(tmp, i, jb, a, b, s + n);
+        mx = x > mx ? x : mx;
+        n += b - a;
+    }
+    attn_row_weights(s, n, mx, i, jb, wc, tmp);
+    float *o = jb->o + i * jb->o_stride, *w = jb->w ? jb->w + i * jb->w_stride : NULL;
+    memset(o, 0, (size_t)jb->dv * sizeof *o);
+    if (w)
+        memset(w, 0, (size_t)jb->lk * sizeof *w);
+    key_runs_init(&it, jb->m.sparse, i, lo, hi);
+    for (int64_t t = 0; key_runs_next(&it, &a, &b); t += b - a) {
+        if (w)
+            memcpy(w + a, wc + t, (size_t)(b - a) * sizeof *w);
+        for (int64_t j = a; j < b; j++) {
+            float x = wc[t + j - a];
+            const float *vr = jb->v + j * jb->v_stride;
+            if (x != 0.0f)
+                for (int64_t c = 0; c < jb->dv; c++)
+                    o[c] += x * vr[c];
+        }
+    }
+}
+
+/* Raw scores of row i into s: every key, or for the tanh scores the
+ * keys causal and the window leave (the rest is masked after). */
 static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
 {
     const attn_row_job *jb = &r->jobs[job];
-    const float *a = jb->a + i * jb->a_stride;
-    switch (jb->kind) {
-    case ATTN_SCORE_DOT:
-        attn_gemm_nt(1, jb->lk, jb->d, a, jb->a_stride, jb->b, jb->b_stride, NULL, s, jb->lk, 1,
-                     s + 3 * r->ldb);
-        if (jb->scale != 1.0f)
-            for (int64_t j = 0; j < jb->lk; j++)
-                s[j] *= jb->scale;
-        break;
-    case ATTN_SCORE_TANH: {
-        int64_t j0, j1;
+    int64_t j0 = 0, j1 = jb->lk;
+    if (jb->kind == ATTN_SCORE_TANH)
         attn_row_range(&jb->m, i, jb->lk, &j0, &j1);
-        if (j0 < j1)
-            r->k->tanh_scores(a, r->panels + job * r->panel_floats, r->ldb, jb->d, jb->vw, j0,
-                              j1, s);
-        break;
-    }
-    case ATTN_SCORE_GIVEN:
-        memcpy(s, a, (size_t)jb->lk * sizeof *s);
-        break;
-    }
+    if (j0 < j1)
+        score_keys(r, job, i, j0, j1, s, s + 3 * r->ldb);
 }
 
 static void rows_task(void *arg, int64_t row, int worker)
@@ -63,11 +189,15 @@ static void rows_task(void *arg, int64_t row, int worker)
     float *wrow = tmp + r->ldb;
     int64_t job = row / r->lq, i = row % r->lq;
     const attn_row_job *jb = &r->jobs[job];
+    if (jb->m.sparse) {
+        sparse_row(r, job, i, s, tmp, wrow);
+        return;
+    }
     float *w = jb->w ? jb->w + i * jb->w_stride : wrow;
     score_row(r, job, i, s);
     const attn_row_masks *m = &jb->m;
     if (jb->hard == ATTN_HARD_NONE && !m->mask && !m->key_mask && !m->bias &&
-        m->softcap == 0.0f && m->alibi == 0.0f && !m->has_sink && !m->sparse) {
+        m->softcap == 0.0f && m->alibi == 0.0f && !m->has_sink) {
         /* Only causal / window, if anything: the allowed keys are one
          * range, so the SIMD softmax runs over it and the rest is zero. */
         int64_t j0, j1;

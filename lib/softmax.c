@@ -13,6 +13,10 @@ static int cmp_desc(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* Up to this k, keep_top_k selects the k largest by insertion (k
+ * compares a key at worst) rather than sorting every allowed score. */
+#define TOPK_INSERT 32
+
 /* Keeps the k largest of the allowed scores (-INFINITY = not allowed),
  * ties going to the lowest index, by turning the rest into -INFINITY.
  * The k-th largest value t splits the row: everything above t stays, and
@@ -20,12 +24,31 @@ static int cmp_desc(const void *a, const void *b)
 static void keep_top_k(float *s, int64_t lk, int64_t k, float *tmp)
 {
     int64_t n = 0;
-    for (int64_t j = 0; j < lk; j++)
-        if (s[j] != -INFINITY)
-            tmp[n++] = s[j];
-    if (n <= k)
-        return; /* fewer allowed keys than k: all of them stay */
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_desc);
+    if (k <= TOPK_INSERT) {
+        /* the k largest so far in tmp, in decreasing order (by insertion) */
+        int64_t all = 0;
+        for (int64_t j = 0; j < lk; j++) {
+            float x = s[j];
+            if (x == -INFINITY)
+                continue;
+            all++;
+            if (n == k && !(x > tmp[k - 1]))
+                continue;
+            int64_t e = n < k ? n++ : k - 1;
+            for (; e > 0 && tmp[e - 1] < x; e--)
+                tmp[e] = tmp[e - 1];
+            tmp[e] = x;
+        }
+        if (all <= k)
+            return; /* fewer allowed keys than k: all of them stay */
+    } else {
+        for (int64_t j = 0; j < lk; j++)
+            if (s[j] != -INFINITY)
+                tmp[n++] = s[j];
+        if (n <= k)
+            return; /* fewer allowed keys than k: all of them stay */
+        qsort(tmp, (size_t)n, sizeof *tmp, cmp_desc);
+    }
     float t = tmp[k - 1];
     int64_t above = 0;
     for (int64_t e = 0; e < k; e++)
@@ -80,59 +103,72 @@ static int64_t sample_key(const float *s, int64_t lk, float mx, float temperatur
     return last; /* rounding cannot reach here; the last key that could be drawn */
 }
 
-void attn_row_softmax(float *s, int64_t i, const attn_head_job *jb, float *w, float *tmp)
+float attn_row_scores(float *s, int64_t i, const attn_head_job *jb, int64_t a, int64_t b,
+                      float *c)
 {
     const attn_row_masks *m = &jb->m;
-    int64_t lk = jb->lk, j0, j1;
+    int64_t j0, j1;
     const uint8_t *mr = m->mask ? m->mask + i * m->mask_stride : NULL;
     const float *br = m->bias ? m->bias + i * m->bias_stride : NULL;
     const uint8_t *km = m->key_mask;
     float mx = -INFINITY;
-    attn_row_range(m, i, lk, &j0, &j1);
-    for (int64_t j = 0; j < lk; j++) {
+    attn_row_range(m, i, jb->lk, &j0, &j1);
+    for (int64_t j = a; j < b; j++) {
         int ok = j >= j0 && j < j1 && (!mr || mr[j]) && (!km || km[j]) &&
                  (!m->sparse || attn_sparse_allows(m->sparse, i, j));
+        float x = -INFINITY;
         if (ok) {
-            float x = attn_row_terms(m, i, j, s[j]);
+            x = attn_row_terms(m, i, j, s[j]);
             if (br)
                 x += br[j];
-            s[j] = x;
             if (x > mx)
                 mx = x;
-        } else {
-            s[j] = -INFINITY;
         }
+        c[j - a] = x;
     }
+    return mx;
+}
+
+void attn_row_weights(float *s, int64_t n, float mx, int64_t i, const attn_head_job *jb,
+                      float *w, float *tmp)
+{
+    const attn_row_masks *m = &jb->m;
     if (mx == -INFINITY) { /* nothing to attend: defined as zeros, sink or not */
-        memset(w, 0, (size_t)lk * sizeof *w);
+        memset(w, 0, (size_t)n * sizeof *w);
         return;
     }
     if (jb->hard == ATTN_HARD_ARGMAX || jb->hard == ATTN_HARD_SAMPLE) {
         int64_t at = 0;
         if (jb->hard == ATTN_HARD_SAMPLE) {
             uint64_t state = jb->seed + (jb->draw_base + (uint64_t)i) * 0x9E3779B97F4A7C15ull;
-            at = sample_key(s, lk, mx, jb->temperature, attn_splitmix64(&state));
+            at = sample_key(s, n, mx, jb->temperature, attn_splitmix64(&state));
         } else {
             while (s[at] != mx)
                 at++;
         }
-        memset(w, 0, (size_t)lk * sizeof *w);
+        memset(w, 0, (size_t)n * sizeof *w);
         w[at] = 1.0f;
         return;
     }
     if (jb->hard == ATTN_HARD_TOPK)
-        keep_top_k(s, lk, jb->top_k, tmp);
+        keep_top_k(s, n, jb->top_k, tmp);
     /* with a sink (and no hard attention, which drops its share) the sum
      * has one more term, exp(z - M) */
     int sink = m->has_sink && jb->hard == ATTN_HARD_NONE;
     float top = sink && m->sink > mx ? m->sink : mx;
     double sum = sink ? exp((double)m->sink - top) : 0.0;
-    for (int64_t j = 0; j < lk; j++) {
+    for (int64_t j = 0; j < n; j++) {
         float e = s[j] == -INFINITY ? 0.0f : expf(s[j] - top);
         w[j] = e;
         sum += e;
     }
     float inv = (float)(1.0 / sum);
-    for (int64_t j = 0; j < lk; j++)
+    for (int64_t j = 0; j < n; j++)
         w[j] *= inv;
+}
+
+void attn_row_softmax(float *s, int64_t i, const attn_head_job *jb, float *w, float *tmp)
+{
+    float mx = attn_row_scores(s, i, jb, 0, jb->lk, s);
+    attn_row_weights(s, jb->lk, mx, i, jb, w, tmp);
 }

@@ -20,6 +20,10 @@
  *   3. Sparse attention equals the library's dense attention with the
  *      pattern expanded to a mask (an extra check of the block skipping:
  *      the reference in 2 is the main one).
+ *   4. Hard attention (argmax, top_k, sample) with a pattern, which runs
+ *      over the allowed keys only, equals the reference given the pattern
+ *      expanded into a dense mask, and bit for bit the library's dense path
+ *      with that mask (weights; output for argmax and sample).
  * Prints one line per failure and "N passed, N failed, N skipped". */
 #include "golden.h"
 #include "modern_case.h"
@@ -576,6 +580,122 @@ static void random_sparse(int it)
     free(dq); free(dk); free(dv); free(ro); free(rw);
 }
 
+/* Hard attention (argmax, top_k, sample) with a random pattern, which the
+ * row driver scores over the allowed keys only: against rm_compute given
+ * the pattern expanded into a dense mask and no pattern (so the same keys
+ * kept and drawn as the dense definition; rows whose choice lies within
+ * the reference's margin of another are skipped), and bit for bit against
+ * the library's own dense path with that mask: the same weights, and for
+ * argmax and sample the same output (one value row). */
+static void random_hard_sparse(int it)
+{
+    int64_t B = rnd_int(1, 2), Lq = rnd_len() * 2, Lk = rnd_len() * 2, globals[4];
+    int64_t D = rnd_int(1, 24), Dv = rnd_int(1, 24);
+    float *q = rnd_floats(B * Lq * D, 1.5f), *k = rnd_floats(B * Lk * D, 1.5f);
+    float *v = rnd_floats(B * Lk * Dv, 1.0f);
+    uint8_t *km = rnd_mask(B * Lk, 85), *layout;
+    static const attn_hard hards[] = {ATTN_HARD_ARGMAX, ATTN_HARD_TOPK, ATTN_HARD_SAMPLE};
+    static const rm_hard rm_hards[] = {RM_HARD_ARGMAX, RM_HARD_TOPK, RM_HARD_SAMPLE};
+    attn_request r = attn_request_default(next_u() % 2 ? ATTN_RULE_SCALED_DOT : ATTN_RULE_DOT);
+    r.query = tensor3(1, B, Lq, D, q);
+    r.key = tensor3(1, B, Lk, D, k);
+    r.value = tensor3(1, B, Lk, Dv, v);
+    r.opt.causal = next_u() % 3 == 0;
+    r.opt.need_weights = (int)(next_u() % 2);
+    r.opt.seed = next_u();
+    r.opt.align = next_u() % 2 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    r.opt.hard = hards[it % 3];
+    r.opt.top_k = rnd_int(1, Lk < 5 ? Lk : 5);
+    r.opt.temperature = next_u() % 3 ? 1.0f : (float)rnd_int(1, 8) / 4.0f;
+    if (next_u() % 4 == 0)
+        r.opt.softcap = 2.0f;
+    if (next_u() % 4 == 0) {
+        r.opt.has_window = 1;
+        r.opt.window_left = next_u() % 3 ? rnd_int(0, 90) : -1;
+        r.opt.window_right = next_u() % 3 ? rnd_int(0, 90) : -1;
+    }
+    int keys = next_u() % 3 == 0;
+    if (keys) {
+        r.opt.key_mask.rank = 2;
+        r.opt.key_mask.shape[0] = B;
+        r.opt.key_mask.shape[1] = Lk;
+        r.opt.key_mask.data = km;
+    }
+    rm_sparsity rs;
+    rnd_pattern(Lq, Lk, &r.opt.sparsity, &rs, globals, &layout);
+    uint8_t *dense = malloc((size_t)(Lq * Lk));
+    rm_request m;
+    memset(&m, 0, sizeof m);
+    m.align = r.opt.align ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    rm_sparsity_expand(&rs, Lq, Lk, m.align, r.opt.seed, dense, NULL);
+    m.rule = r.rule == ATTN_RULE_DOT ? RM_DOT : RM_SCALED_DOT;
+    m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = D; m.Dv = Dv;
+    double *dq = to_d(q, B * Lq * D), *dk = to_d(k, B * Lk * D), *dv = to_d(v, B * Lk * Dv);
+    m.query = dq; m.key = dk; m.value = dv;
+    m.causal = r.opt.causal;
+    m.seed = r.opt.seed;
+    m.softcap = r.opt.softcap;
+    m.has_window = r.opt.has_window;
+    m.left = r.opt.window_left;
+    m.right = r.opt.window_right;
+    m.key_mask = keys ? km : NULL;
+    m.key_mask_rank = keys ? 2 : 0;
+    m.mask = dense;
+    m.mask_rank = 2;
+    m.hard = rm_hards[it % 3];
+    m.top_k = r.opt.top_k;
+    m.temperature = r.opt.temperature;
+    double *ro = malloc(sizeof(double) * (size_t)(B * Lq * Dv));
+    double *rw = malloc(sizeof(double) * (size_t)(B * Lq * Lk));
+    char name[240];
+    snprintf(name, sizeof name,
+             "hard sparse #%d (%s, %s, B %lld, Lq %lld, Lk %lld, D %lld, Dv %lld, window %lld, "
+             "%zu globals, block %lld%s%s%s%s%s%s)",
+             it, r.opt.hard == ATTN_HARD_ARGMAX ? "argmax" : r.opt.hard == ATTN_HARD_TOPK ? "top_k"
+                                                                                       : "sample",
+             pattern_name(r.opt.sparsity.pattern), (long long)B, (long long)Lq, (long long)Lk,
+             (long long)D, (long long)Dv, (long long)r.opt.sparsity.window,
+             r.opt.sparsity.n_global, (long long)r.opt.sparsity.block,
+             r.opt.causal ? ", causal" : "", keys ? ", key_mask" : "",
+             r.opt.need_weights ? ", weights" : "", r.opt.align ? ", bottom_right" : "",
+             r.opt.softcap > 0 ? ", softcap" : "", r.opt.has_window ? ", window pair" : "");
+    attn_shapes sh;
+    attn_error e;
+    float *out, *w;
+    rm_margin mg;
+    attn_status st = run_rule(&r, &sh, &out, &w, &e);
+    int ref = rm_compute(&m, ro, rw, NULL, &mg);
+    check(st == ATTN_OK && ref == 0, name, "computes: ",
+          st == ATTN_OK ? "reference failed" : e.message);
+    if (!(mg.hard_gap > 1e-5 && mg.sample_gap > 1e-5)) {
+        n_skip++; /* a near tie: float32 may keep or draw another key */
+    } else if (st == ATTN_OK && ref == 0) {
+        compare(name, "output = reference with the expanded mask", out, ro, B * Lq * Dv);
+        if (r.opt.need_weights)
+            compare(name, "weights = reference with the expanded mask", w, rw, B * Lq * Lk);
+    }
+    attn_request dr = r;
+    memset(&dr.opt.sparsity, 0, sizeof dr.opt.sparsity);
+    dr.opt.mask.rank = 2;
+    dr.opt.mask.shape[0] = Lq;
+    dr.opt.mask.shape[1] = Lk;
+    dr.opt.mask.data = dense;
+    float *dout, *dw;
+    attn_shapes dsh;
+    attn_status dst = run_rule(&dr, &dsh, &dout, &dw, &e);
+    check(dst == ATTN_OK, name, "dense with the expanded mask: ", e.message);
+    if (st == ATTN_OK && dst == ATTN_OK) {
+        int same_w = !r.opt.need_weights ||
+                     memcmp(w, dw, sizeof(float) * (size_t)(B * Lq * Lk)) == 0;
+        check(same_w, name, "weights differ in some bit from the dense path's", NULL);
+        if (r.opt.hard != ATTN_HARD_TOPK)
+            check(memcmp(out, dout, sizeof(float) * (size_t)(B * Lq * Dv)) == 0, name,
+                  "output differs in some bit from the dense path's", NULL);
+    }
+    free(out); free(w); free(dout); free(dw); free(q); free(k); free(v); free(km); free(layout);
+    free(dense); free(dq); free(dk); free(dv); free(ro); free(rw);
+}
+
 /* ------------------------------------------------------------- golden */
 
 /* Fields of the score pipeline another part of the library computes: a
@@ -842,6 +962,8 @@ static void run_random(void)
         random_mha(it, 1, ATTN_SPARSE_NONE);
     for (int it = 0; it < 60; it++)
         random_sparse(it);
+    for (int it = 0; it < 60; it++)
+        random_hard_sparse(it);
     for (int it = 0; it < 20; it++)
         random_mha(it, 0, ATTN_SPARSE_LOCAL_GLOBAL);
     hostile_patterns();
