@@ -410,7 +410,7 @@ static inline ALWAYS int first_vector(const attn_sdpa_job *j, int64_t br, int64_
 /* Softcap and ALiBi of a job, as vectors made once per tile. */
 typedef struct {
     int softcap, alibi;
-    V cap, inv_cap, slope, iota;
+    V inv_cap, lim, nlim, slope, iota;
 } score_consts;
 
 static inline ALWAYS TGT score_consts score_consts_of(const attn_sdpa_job *j)
@@ -418,8 +418,9 @@ static inline ALWAYS TGT score_consts score_consts_of(const attn_sdpa_job *j)
     score_consts c;
     c.softcap = j->softcap > 0.0f;
     c.alibi = j->alibi != 0.0f;
-    c.cap = VSET1(j->softcap);
     c.inv_cap = VSET1(c.softcap ? 1.0f / j->softcap : 0.0f);
+    c.lim = VSET1(SOFTCAP_X * j->softcap);
+    c.nlim = VSET1(-SOFTCAP_X * j->softcap);
     c.slope = VSET1(j->alibi);
     c.iota = VLOAD(lane_iota);
     return c;
@@ -429,7 +430,7 @@ static inline ALWAYS TGT score_consts score_consts_of(const attn_sdpa_job *j)
  * i' = d + j + l when drow, else key j + l of row i' = d). */
 static inline ALWAYS TGT V score_terms(const score_consts *c, V s, float d, int drow)
 {
-    if (c->softcap) s = VMUL(c->cap, VTANH_FAST(VMUL(s, c->inv_cap)));
+    if (c->softcap) s = VSOFTCAP(s, c->inv_cap, c->lim, c->nlim);
     if (c->alibi) {
         V dist = drow ? VADD(VSET1(d), c->iota) : VSUB(VSET1(d), c->iota);
         s = VFNMA(c->slope, VABS(dist), s);

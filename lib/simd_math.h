@@ -107,16 +107,20 @@ static inline __attribute__((always_inline)) TGT V tanh_cephes(V x)
 }
 #define VTANH(x) tanh_cephes(x)
 
-/* tanh x as one rational function, without exp: Eigen's ptanh_float
- * (the odd degree-13 over even degree-6 fit on x clamped to +-7.905, where
- * tanh rounds to +-1 in float32), within 3e-7 of tanh over every float
- * (measured against tanh() in double), about half the work of VTANH. For
- * softcap (c tanh(s/c)), where what matters is the absolute error of the
- * score, c * 3e-7; NaN is not propagated. */
-#define tanh_rational ISA_NAME(tanh_rational)
-static inline __attribute__((always_inline)) TGT V tanh_rational(V a)
+/* Softcap, c tanh(s / c), with tanh as one rational function, without
+ * exp: Eigen's ptanh_float (the odd degree-13 over even degree-6 fit on x
+ * clamped to +-7.905, where tanh rounds to +-1 in float32), within 3e-7 of
+ * tanh over every float (measured against tanh() in double), about half
+ * the work of VTANH. Here s itself is clamped, to lim = +-7.905 c, and
+ * c (s/c) (p / q) is taken as s (p / q), one multiply fewer. What matters
+ * is the absolute error of the score, c * 3e-7; NaN is not propagated
+ * (it becomes c). inv_c = 1 / c. */
+#define softcap_rational ISA_NAME(softcap_rational)
+#define SOFTCAP_X 7.90531110763549805f
+static inline __attribute__((always_inline)) TGT V softcap_rational(V s, V inv_c, V lim, V nlim)
 {
-    V x = VMAX(VMIN(a, VSET1(7.90531110763549805f)), VSET1(-7.90531110763549805f));
+    V y = VMAX(VMIN(s, lim), nlim);
+    V x = VMUL(y, inv_c);
     V x2 = VMUL(x, x);
     V p = VFMA(x2, VSET1(-2.76076847742355e-16f), VSET1(2.00018790482477e-13f));
     p = VFMA(x2, p, VSET1(-8.60467152213735e-11f));
@@ -131,8 +135,8 @@ static inline __attribute__((always_inline)) TGT V tanh_rational(V a)
      * a division would cost as much as the rest together */
     V r = VRCP(q);
     r = VFMA(r, VFNMA(q, r, VSET1(1.0f)), r);
-    return VMUL(VMUL(x, p), r);
+    return VMUL(VMUL(y, p), r);
 }
-#define VTANH_FAST(x) tanh_rational(x)
+#define VSOFTCAP(s, inv_c, lim, nlim) softcap_rational(s, inv_c, lim, nlim)
 
 #endif /* ATTN_SIMD_MATH_H */

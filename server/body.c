@@ -83,16 +83,20 @@ static int area_ready(srv_body *b)
     return 0;
 }
 
-/* Checks the whole floats decoded since the last check (while in cache). */
-static void check_floats(srv_body *b)
+/* Checks the floats decoded since the last check (while in cache): whole
+ * blocks of 1024, which srv_first_nonfinite checks vectorised (a chunk's
+ * ragged end waits for the next chunk), and the rest once final. */
+static void check_floats(srv_body *b, int final)
 {
-    if (b->bad >= 0)
+    size_t first = b->checked, n = b->s_n / 4 - first;
+    if (!final)
+        n -= n % 1024;
+    if (b->bad >= 0 || !n)
         return;
-    size_t first = b->checked;
-    int64_t i = srv_first_nonfinite(b->area + b->s_out + first * 4, (int64_t)(b->s_n / 4 - first));
+    int64_t i = srv_first_nonfinite(b->area + b->s_out + first * 4, (int64_t)n);
     if (i >= 0)
         b->bad = (int64_t)first + i;
-    b->checked = b->s_n / 4;
+    b->checked = first + n;
 }
 
 /* Decodes the current string's characters up to text[limit) (whole quads
@@ -109,8 +113,11 @@ static void decode_run(srv_body *b, size_t limit, int final)
         b->live = 0;
         return;
     }
-    if (!k)
+    if (!k) {
+        if (final) /* all came through fast_run: the ragged end is left */
+            check_floats(b, 1);
         return;
+    }
     uint8_t *o = b->area + b->s_out + b->s_n;
     int64_t n = srv_b64_decode(b->text + from, k, o);
     if (n < 0) {
@@ -120,7 +127,7 @@ static void decode_run(srv_body *b, size_t limit, int final)
     b->padded = n != (int64_t)(k / 4 * 3); /* padding: nothing may follow */
     b->s_done += k;
     b->s_n += (size_t)n;
-    check_floats(b);
+    check_floats(b, final);
 }
 
 /* Decodes the whole quads that have come, without looking for the closing
@@ -138,7 +145,7 @@ static int fast_run(srv_body *b)
         return 0;
     b->s_done += k;
     b->s_n += (size_t)n;
-    check_floats(b);
+    check_floats(b, 0);
     b->pos = from + k;
     return 1;
 }

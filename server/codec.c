@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,11 +439,17 @@ typedef struct {
     int64_t count, i0, i1;
     char *text; /* malloc'd, NULL when out of memory */
     size_t len;
+    atomic_int claim; /* 1: the helper writes the half, 2: the caller does */
 } encode_half;
 
 static void *encode_tail(void *arg)
 {
     encode_half *h = arg;
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&h->claim, &none, 1)) {
+        free(h); /* started too late: the caller wrote the half, and left */
+        return NULL;
+    }
     int64_t n = h->count / h->shape[0] * (h->i1 - h->i0);
     h->text = malloc((size_t)n * 20 + 16);
     if (h->text)
@@ -452,25 +459,41 @@ static void *encode_tail(void *arg)
 
 /* The nested array at o (room for count * 20 + 2 bytes); returns the end.
  * A big one in two halves, the second on a helper thread into its own
- * buffer, then copied after the first (the same text). */
+ * buffer, then copied after the first (the same text). If the helper has
+ * not started when the first half is done (a busy machine), the caller
+ * claims the second half too, and leaves the helper (detached) to free
+ * their shared record when it runs. */
 static char *write_nested(char *o, const float *data, int rank, const int64_t *shape,
                           int64_t count)
 {
     int64_t mid = shape[0] / 2;
-    encode_half t = {data, rank, shape, count, mid, shape[0], NULL, 0};
+    encode_half *t = count >= ENCODE_SPLIT && mid > 0 ? malloc(sizeof *t) : NULL;
     pthread_t th;
-    int split = count >= ENCODE_SPLIT && mid > 0 && pthread_create(&th, NULL, encode_tail, &t) == 0;
+    if (t) {
+        *t = (encode_half){data, rank, shape, count, mid, shape[0], NULL, 0, 0};
+        if (pthread_create(&th, NULL, encode_tail, t) != 0) {
+            free(t);
+            t = NULL;
+        }
+    }
     *o++ = '[';
-    o = write_range(o, data, rank, shape, count, 0, split ? mid : shape[0]);
-    if (split) {
-        pthread_join(th, NULL);
+    o = write_range(o, data, rank, shape, count, 0, t ? mid : shape[0]);
+    if (t) {
+        int none = 0;
         *o++ = ',';
-        if (t.text) {
-            memcpy(o, t.text, t.len);
-            o += t.len;
-            free(t.text);
-        } else {
+        if (atomic_compare_exchange_strong(&t->claim, &none, 2)) {
+            pthread_detach(th);
             o = write_range(o, data, rank, shape, count, mid, shape[0]);
+        } else {
+            pthread_join(th, NULL);
+            if (t->text) {
+                memcpy(o, t->text, t->len);
+                o += t->len;
+            } else {
+                o = write_range(o, data, rank, shape, count, mid, shape[0]);
+            }
+            free(t->text);
+            free(t);
         }
     }
     *o++ = ']';

@@ -59,23 +59,31 @@ enum { PART_ALL, PART_HEAD, PART_TAIL }; /* parse_array's modes */
  * the caller parses from the start, and stops at mid when it meets it
  * (stopped): it compares at every top-level ',', and publishes where it is
  * (at), so the split halves what is left (it misses mid only if it parsed
- * half of that meanwhile: the tail is then parsed for nothing). */
+ * half of that meanwhile). A caller that parsed the whole array sets
+ * cancel, and the helper gives up its walk or tail at the next row; one
+ * that finishes before the helper even started (a busy machine) claims
+ * the job and leaves without it, the helper freeing it when it runs. */
 typedef struct {
     const char *p, *end;        /* the array's '[', the body's end */
     size_t budget;              /* split_point's */
     _Atomic(const char *) mid;  /* NULL until published */
     _Atomic(const char *) at;   /* the caller's last top-level ',' + 1 */
+    atomic_int cancel;          /* the caller needs no tail */
+    atomic_int claim;           /* 1: the helper started, 2: the caller left first */
     int stopped;                /* the caller's parse ended at mid */
     const char *stop;           /* the tail's end, NULL if not parsed */
     srv_blob b;                 /* the tail */
 } split_job;
 
-/* Whether the caller's parse, just past a top-level ',' (at p), is at the
- * split: it then ends there as a PART_HEAD parse would. */
-static int at_split(split_job *sj, const char *p)
+/* At a top-level ',' (p just past it): 1 when the caller's parse is at
+ * the split, and ends there as a PART_HEAD parse would; -1 when the
+ * helper's tail parse (mode PART_TAIL) is cancelled; else 0. */
+static int at_split(split_job *sj, const char *p, int mode)
 {
     if (!sj)
         return 0;
+    if (mode == PART_TAIL)
+        return atomic_load_explicit(&sj->cancel, memory_order_relaxed) ? -1 : 0;
     atomic_store_explicit(&sj->at, p, memory_order_relaxed);
     if (p != atomic_load_explicit(&sj->mid, memory_order_relaxed))
         return 0;
@@ -191,7 +199,10 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
                 p = q;
                 if (p < end && *p == ',') {
                     p++;
-                    if (depth == 1 && at_split(sj, p)) { /* a rank-1 array's split */
+                    int sp = depth == 1 ? at_split(sj, p, mode) : 0;
+                    if (sp) { /* a rank-1 array's split */
+                        if (sp < 0)
+                            goto bail;
                         end = --p;
                         mode = PART_HEAD;
                         break;
@@ -215,7 +226,10 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
                 goto bail;
             if (p < end && *p == ',') {
                 p++;
-                if (depth == 1 && at_split(sj, p)) {
+                int sp = depth == 1 ? at_split(sj, p, mode) : 0;
+                if (sp) {
+                    if (sp < 0)
+                        goto bail;
                     end = --p; /* stands for the ']', as a PART_HEAD's end */
                     mode = PART_HEAD;
                     continue;
@@ -259,6 +273,11 @@ static const char *parse_array_head(const char *p, const char *end, srv_blob *b,
     return parse_array_in(p, end, b, PART_ALL, sj);
 }
 
+static const char *parse_array_tail(const char *p, const char *end, srv_blob *b, split_job *sj)
+{
+    return parse_array_in(p, end, b, PART_TAIL, sj);
+}
+
 /* Arrays of at least this much text are parsed in two halves on two
  * threads (a visualization's state_dict: 4 MB for in_proj_weight, 450 KB
  * for its query): a thread costs some 50 us, the half of this 150 us. */
@@ -278,7 +297,7 @@ static const char *parse_array_head(const char *p, const char *end, srv_blob *b,
  * *rankp), or NULL: *open says whether the text (or *budget) ended with
  * the array still open, well formed so far. */
 static const char *array_end(const char *p, const char *end, size_t *budget, int *rankp,
-                             int *open)
+                             int *open, atomic_int *cancel)
 {
     int depth = 0, rank = 0;
     *open = 0;
@@ -295,6 +314,8 @@ static const char *array_end(const char *p, const char *end, size_t *budget, int
             return NULL;
         }
         const char *r = memchr(q, ']', (size_t)(end - q));
+        if (cancel && atomic_load_explicit(cancel, memory_order_relaxed))
+            r = NULL, end = q; /* given up: walked to q */
         if (!r) {
             *budget -= (size_t)(end - p);
             *open = 1;
@@ -316,10 +337,10 @@ static const char *array_end(const char *p, const char *end, size_t *budget, int
 }
 
 static const char *split_point(const char *p, const char *end, size_t *budget,
-                               _Atomic(const char *) *from)
+                               _Atomic(const char *) *from, atomic_int *cancel)
 {
     int rank, open;
-    const char *stop = array_end(p, end, budget, &rank, &open), *q;
+    const char *stop = array_end(p, end, budget, &rank, &open, cancel), *q;
     if (!stop || (size_t)(stop - p) < SPLIT_MIN_TEXT)
         return NULL;
     /* the first top-level boundary past the middle of what the other
@@ -346,10 +367,15 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
 static void *parse_tail(void *arg)
 {
     split_job *t = arg;
-    const char *mid = split_point(t->p, t->end, &t->budget, &t->at);
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&t->claim, &none, 1)) {
+        free(t); /* the caller finished and left: nothing else to read */
+        return NULL;
+    }
+    const char *mid = split_point(t->p, t->end, &t->budget, &t->at, &t->cancel);
     if (mid) {
         atomic_store_explicit(&t->mid, mid, memory_order_release);
-        t->stop = parse_array(mid, t->end, &t->b, PART_TAIL);
+        t->stop = parse_array_tail(mid, t->end, &t->b, t);
     }
     return NULL;
 }
@@ -387,34 +413,51 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
      * body (the walk's budget) */
     int rank, open = 0;
     if ((size_t)(end - p) < SPLIT_MIN_TEXT || *budget < 2 * SPLIT_MIN_TEXT ||
-        array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open) || !open)
+        array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open, NULL) || !open)
         return parse_array(p, end, b, PART_ALL);
-    split_job t = {p, end, *budget, NULL, NULL, 0, NULL, {0}};
+    split_job *t = malloc(sizeof *t);
     pthread_t th;
-    if (pthread_create(&th, NULL, parse_tail, &t) != 0)
+    if (t)
+        *t = (split_job){p, end, *budget, NULL, NULL, 0, 0, 0, NULL, {0}};
+    if (!t || pthread_create(&th, NULL, parse_tail, t) != 0) {
+        free(t);
         return parse_array(p, end, b, PART_ALL);
+    }
     srv_blob h = {0};
-    const char *hs = parse_array_head(p, end, &h, &t);
-    pthread_join(th, NULL);
-    *budget = t.budget;
-    if (!t.stopped) { /* the whole array here (or refused before the split) */
-        if (t.stop)
-            free(t.b.data);
+    const char *hs = parse_array_head(p, end, &h, t);
+    int none = 0;
+    if (!t->stopped && atomic_compare_exchange_strong(&t->claim, &none, 2)) {
+        pthread_detach(th); /* not started: it frees t */
         if (hs)
             *b = h;
         return hs;
     }
-    int ok = hs && t.stop && h.rank == t.b.rank;
+    if (!t->stopped)
+        atomic_store_explicit(&t->cancel, 1, memory_order_relaxed);
+    pthread_join(th, NULL);
+    *budget = t->budget;
+    int stopped = t->stopped;
+    const char *ts = t->stop; /* the tail's end */
+    srv_blob tb = t->b;
+    free(t);
+    if (!stopped) { /* the whole array here (or refused before the split) */
+        if (ts)
+            free(tb.data);
+        if (hs)
+            *b = h;
+        return hs;
+    }
+    int ok = hs && ts && h.rank == tb.rank;
     for (int i = 1; ok && i < h.rank; i++)
-        ok = h.shape[i] == t.b.shape[i];
-    if (ok && join(&h, &t.b) == 0) {
+        ok = h.shape[i] == tb.shape[i];
+    if (ok && join(&h, &tb) == 0) {
         *b = h;
-        return t.stop;
+        return ts;
     }
     if (hs)
         free(h.data);
-    if (t.stop)
-        free(t.b.data);
+    if (ts)
+        free(tb.data);
     return parse_array(p, end, b, PART_ALL);
 }
 
