@@ -448,6 +448,59 @@ static void check_layout(const char *name, const attn_options *o, const rm_spars
     free(dense);
 }
 
+
+/* r without its sparsity pattern and with the pattern's dense (Lq, Lk)
+ * expansion as its mask instead: the same request on the library's dense
+ * path. */
+static attn_request dense_twin(const attn_request *r, const uint8_t *dense, int64_t Lq, int64_t Lk)
+{
+    attn_request dr = *r;
+    memset(&dr.opt.sparsity, 0, sizeof dr.opt.sparsity);
+    dr.opt.mask.rank = 2;
+    dr.opt.mask.shape[0] = Lq;
+    dr.opt.mask.shape[1] = Lk;
+    dr.opt.mask.data = dense;
+    return dr;
+}
+
+/* A window in one request of one_in, each side up to 90 keys or (one in
+ * three) unbounded. */
+static void rnd_window(attn_options *o, int one_in)
+{
+    if (next_u() % (uint64_t)one_in == 0) {
+        o->has_window = 1;
+        o->window_left = next_u() % 3 ? rnd_int(0, 90) : -1;
+        o->window_right = next_u() % 3 ? rnd_int(0, 90) : -1;
+    }
+}
+
+/* The reference's request for rule request r (B batch rows, Lq queries,
+ * Lk keys, D and Dv features): the rule, the sizes, the data in double
+ * (ref_free frees it), causal, seed, align, softcap and the window. */
+static void ref_from(const attn_request *r, int64_t B, int64_t Lq, int64_t Lk, int64_t D,
+                     int64_t Dv, rm_request *m)
+{
+    memset(m, 0, sizeof *m);
+    m->rule = r->rule == ATTN_RULE_DOT ? RM_DOT : RM_SCALED_DOT;
+    m->B = B; m->Lq = Lq; m->Lk = Lk; m->Dq = m->Dk = D; m->Dv = Dv;
+    m->query = to_d(r->query.data, B * Lq * D);
+    m->key = to_d(r->key.data, B * Lk * D);
+    m->value = to_d(r->value.data, B * Lk * Dv);
+    m->causal = r->opt.causal;
+    m->seed = r->opt.seed;
+    m->align = r->opt.align ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    m->softcap = r->opt.softcap;
+    m->has_window = r->opt.has_window;
+    m->left = r->opt.window_left;
+    m->right = r->opt.window_right;
+}
+
+static void ref_free(rm_request *m)
+{
+    free((void *)m->query);
+    free((void *)m->key);
+    free((void *)m->value);
+}
 /* One random sparse request of dot or scaled_dot: against rm_compute,
  * and against the library's dense attention with the expanded mask. */
 static void random_sparse(int it)
@@ -474,11 +527,7 @@ static void random_sparse(int it)
     }
     if (next_u() % 4 == 0)
         r.opt.softcap = 2.0f;
-    if (next_u() % 5 == 0) {
-        r.opt.has_window = 1;
-        r.opt.window_left = next_u() % 3 ? rnd_int(0, 90) : -1;
-        r.opt.window_right = next_u() % 3 ? rnd_int(0, 90) : -1;
-    }
+    rnd_window(&r.opt, 5);
     int extra = (int)(next_u() % 4); /* 1: key_mask, 2: mask, 3: top_k (the row driver) */
     if (extra == 1) {
         r.opt.key_mask.rank = 1;
@@ -494,21 +543,10 @@ static void random_sparse(int it)
         r.opt.top_k = rnd_int(1, Lk < 4 ? Lk : 4);
     }
     rm_request m;
-    memset(&m, 0, sizeof m);
+    ref_from(&r, B, Lq, Lk, D, Dv, &m);
     rnd_pattern(Lq, Lk, &r.opt.sparsity, &m.sparsity, globals, &layout);
-    m.rule = r.rule == ATTN_RULE_DOT ? RM_DOT : RM_SCALED_DOT;
-    m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = D; m.Dv = Dv;
-    double *dq = to_d(q, B * Lq * D), *dk = to_d(k, B * Lk * D), *dv = to_d(v, B * Lk * Dv);
-    m.query = dq; m.key = dk; m.value = dv;
-    m.causal = r.opt.causal;
-    m.seed = r.opt.seed;
-    m.align = r.opt.align ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
     double sink_d = sink;
     m.sinks = r.opt.sinks ? &sink_d : NULL;
-    m.softcap = r.opt.softcap;
-    m.has_window = r.opt.has_window;
-    m.left = r.opt.window_left;
-    m.right = r.opt.window_right;
     m.key_mask = extra == 1 ? km : NULL;
     m.key_mask_rank = extra == 1;
     m.mask = extra == 2 ? mk : NULL;
@@ -557,12 +595,7 @@ static void random_sparse(int it)
         rm_sparsity_expand(&m.sparsity, Lq, Lk, m.align, r.opt.seed, dense, NULL);
         for (int64_t e2 = 0; extra == 2 && e2 < Lq * Lk; e2++)
             dense[e2] &= mk[e2];
-        attn_request dr = r;
-        memset(&dr.opt.sparsity, 0, sizeof dr.opt.sparsity);
-        dr.opt.mask.rank = 2;
-        dr.opt.mask.shape[0] = Lq;
-        dr.opt.mask.shape[1] = Lk;
-        dr.opt.mask.data = dense;
+        attn_request dr = dense_twin(&r, dense, Lq, Lk);
         float *dout, *dw;
         attn_shapes dsh;
         st = run_rule(&dr, &dsh, &dout, &dw, &e);
@@ -577,7 +610,7 @@ static void random_sparse(int it)
         free(dout); free(dw); free(dense);
     }
     free(out); free(w); free(q); free(k); free(v); free(km); free(mk); free(layout);
-    free(dq); free(dk); free(dv); free(ro); free(rw);
+    ref_free(&m); free(ro); free(rw);
 }
 
 /* Hard attention (argmax, top_k, sample) with a random pattern, which the
@@ -609,11 +642,7 @@ static void random_hard_sparse(int it)
     r.opt.temperature = next_u() % 3 ? 1.0f : (float)rnd_int(1, 8) / 4.0f;
     if (next_u() % 4 == 0)
         r.opt.softcap = 2.0f;
-    if (next_u() % 4 == 0) {
-        r.opt.has_window = 1;
-        r.opt.window_left = next_u() % 3 ? rnd_int(0, 90) : -1;
-        r.opt.window_right = next_u() % 3 ? rnd_int(0, 90) : -1;
-    }
+    rnd_window(&r.opt, 4);
     int keys = next_u() % 3 == 0;
     if (keys) {
         r.opt.key_mask.rank = 2;
@@ -625,19 +654,8 @@ static void random_hard_sparse(int it)
     rnd_pattern(Lq, Lk, &r.opt.sparsity, &rs, globals, &layout);
     uint8_t *dense = malloc((size_t)(Lq * Lk));
     rm_request m;
-    memset(&m, 0, sizeof m);
-    m.align = r.opt.align ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+    ref_from(&r, B, Lq, Lk, D, Dv, &m);
     rm_sparsity_expand(&rs, Lq, Lk, m.align, r.opt.seed, dense, NULL);
-    m.rule = r.rule == ATTN_RULE_DOT ? RM_DOT : RM_SCALED_DOT;
-    m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = D; m.Dv = Dv;
-    double *dq = to_d(q, B * Lq * D), *dk = to_d(k, B * Lk * D), *dv = to_d(v, B * Lk * Dv);
-    m.query = dq; m.key = dk; m.value = dv;
-    m.causal = r.opt.causal;
-    m.seed = r.opt.seed;
-    m.softcap = r.opt.softcap;
-    m.has_window = r.opt.has_window;
-    m.left = r.opt.window_left;
-    m.right = r.opt.window_right;
     m.key_mask = keys ? km : NULL;
     m.key_mask_rank = keys ? 2 : 0;
     m.mask = dense;
@@ -674,12 +692,7 @@ static void random_hard_sparse(int it)
         if (r.opt.need_weights)
             compare(name, "weights = reference with the expanded mask", w, rw, B * Lq * Lk);
     }
-    attn_request dr = r;
-    memset(&dr.opt.sparsity, 0, sizeof dr.opt.sparsity);
-    dr.opt.mask.rank = 2;
-    dr.opt.mask.shape[0] = Lq;
-    dr.opt.mask.shape[1] = Lk;
-    dr.opt.mask.data = dense;
+    attn_request dr = dense_twin(&r, dense, Lq, Lk);
     float *dout, *dw;
     attn_shapes dsh;
     attn_status dst = run_rule(&dr, &dsh, &dout, &dw, &e);
@@ -693,7 +706,7 @@ static void random_hard_sparse(int it)
                   "output differs in some bit from the dense path's", NULL);
     }
     free(out); free(w); free(dout); free(dw); free(q); free(k); free(v); free(km); free(layout);
-    free(dense); free(dq); free(dk); free(dv); free(ro); free(rw);
+    free(dense); ref_free(&m); free(ro); free(rw);
 }
 
 /* ------------------------------------------------------------- golden */

@@ -5,35 +5,13 @@
  * no closing quote), must give the same tensors or the same error text;
  * and the valid long strings must have been decoded as they came (else
  * the comparison would prove nothing). */
-#include "srv.h"
+#define SELFTEST_SEED 0x2545f4914f6cdd1dull
+#include "selftest.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-srv_config srv_cfg; /* the codec reads no field of it; the linker wants it */
-
-static long passed, failed;
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static void check(int ok, const char *what, const char *detail)
-{
-    if (ok) {
-        passed++;
-    } else {
-        if (failed < 20)
-            printf("FAIL %s: %s\n", what, detail);
-        failed++;
-    }
-}
 
 static const char *const fields[] = {"query", "key", "value"};
 enum { NF = 3 };

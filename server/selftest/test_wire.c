@@ -2,35 +2,13 @@
  * printing against printf("%.9g"), float parsing against strtof, base64
  * against RFC 4648's vectors and a round trip, and the scanner's fast path
  * against the plain Jansson path on random (and randomly broken) tensors. */
-#include "srv.h"
+#define SELFTEST_SEED 0x9e3779b97f4a7c15ull
+#include "selftest.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-srv_config srv_cfg; /* the codec reads no field of it; the linker wants it */
-
-static long passed, failed;
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-static void check(int ok, const char *what, const char *detail)
-{
-    if (ok) {
-        passed++;
-    } else {
-        if (failed < 20)
-            printf("FAIL %s: %s\n", what, detail);
-        failed++;
-    }
-}
 
 /* srv_parse_float on the n bytes at s followed by ",]" and spaces, as in
  * a body (the parser's fast path reads ahead, which the end of a lone
