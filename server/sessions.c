@@ -394,17 +394,17 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
         s->slopes = o->alibi ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
         s->sinks = o->sinks ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
     }
+    int made = s && s->cache && (!o->alibi || s->slopes) && (!o->sinks || s->sinks);
     size_t bytes = sizeof(srv_session) + lists * sizeof(float) +
-                   (s && s->cache ? attn_kv_cache_bytes(s->cache) : 0);
-    if (!s || !s->cache || (o->alibi && !s->slopes) || (o->sinks && !s->sinks) ||
-        mem_take(bytes, e)) {
+                   (made ? attn_kv_cache_bytes(s->cache) : 0);
+    if (!made || mem_take(bytes, e)) { /* mem_take fills e itself */
+        if (!made)
+            srv_fail(e, 503, "overloaded", "", "out of memory for a new session");
         if (s) {
             attn_kv_cache_free(s->cache);
             free(s->slopes);
             free(s->sinks);
         }
-        if (!s || !s->cache || (o->alibi && !s->slopes) || (o->sinks && !s->sinks))
-            srv_fail(e, 503, "overloaded", "", "out of memory for a new session");
         free(s);
         return NULL;
     }
