@@ -42,11 +42,9 @@ static attn_status check_sizes(const attn_cache_request *req, cplan *pl, attn_er
         return attn_fail(err, ATTN_ERR_PARAM, "num_heads",
                          "num_heads (%lld) must be at least 1 and the query's second size (%lld)",
                          (long long)pl->H, (long long)q->shape[1]);
-    pl->Hkv = req->num_kv_heads ? req->num_kv_heads : pl->H;
-    if (pl->Hkv < 1 || pl->Hkv > pl->H || pl->H % pl->Hkv != 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "num_kv_heads",
-                         "num_kv_heads must divide num_heads = %lld, got %lld",
-                         (long long)pl->H, (long long)pl->Hkv);
+    attn_status st = attn_check_kv_heads(pl->H, req->num_kv_heads, &pl->Hkv, err);
+    if (st != ATTN_OK)
+        return st;
     pl->n = req->len;
     if (pl->n < 1)
         return attn_fail(err, ATTN_ERR_SHAPE, "len", "the cache must hold at least one row");

@@ -91,6 +91,10 @@ attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
 /* hidden_size and output_size: 0 (the default, Dq) or positive. */
 attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err);
 
+/* Grouped-query heads: *hkv = given (0: H), which must divide H
+ * (ATTN_ERR_PARAM naming "num_kv_heads" otherwise). */
+attn_status attn_check_kv_heads(int64_t H, int64_t given, int64_t *hkv, attn_error *err);
+
 attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
 

@@ -361,11 +361,9 @@ static attn_status check_heads(const attn_mha_request *req, mplan *pl, attn_erro
                          "the embedding size E = %lld (query's features) is not divisible by "
                          "num_heads = %lld",
                          (long long)E, (long long)pl->H);
-    pl->Hkv = req->num_kv_heads ? req->num_kv_heads : pl->H;
-    if (pl->Hkv < 1 || pl->Hkv > pl->H || pl->H % pl->Hkv != 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "num_kv_heads",
-                         "num_kv_heads must divide num_heads = %lld, got %lld",
-                         (long long)pl->H, (long long)pl->Hkv);
+    attn_status st = attn_check_kv_heads(pl->H, req->num_kv_heads, &pl->Hkv, err);
+    if (st != ATTN_OK)
+        return st;
     pl->hd = E / pl->H;
     pl->ekv = pl->Hkv * pl->hd;
     if (!attn_size_mul(E, 3, &pl->E3))

@@ -291,6 +291,16 @@ attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err)
     return ATTN_OK;
 }
 
+attn_status attn_check_kv_heads(int64_t H, int64_t given, int64_t *hkv, attn_error *err)
+{
+    *hkv = given ? given : H;
+    if (*hkv < 1 || *hkv > H || H % *hkv != 0)
+        return attn_fail(err, ATTN_ERR_PARAM, "num_kv_heads",
+                         "num_kv_heads must divide num_heads = %lld, got %lld", (long long)H,
+                         (long long)*hkv);
+    return ATTN_OK;
+}
+
 attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err)
 {
     if (hidden_size < 0)
