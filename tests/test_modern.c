@@ -796,9 +796,10 @@ static double *eye(allocs *A, int64_t n)
 
 /* The library's cache request for q (multi-head with identity
  * projections, B = 1): the query rows as (Tq, H, d), and each KV head's
- * keys and values in arrays of their own, as a decoder keeps them. */
-static void cache_from(const rm_request *q, const lib_extra *x, allocs *A, attn_cache_request *c,
-                       const float **kp, const float **vp)
+ * keys and values from kv, or (kv NULL) in arrays of their own in kp and
+ * vp, as a decoder keeps them. */
+static void cache_from(const rm_request *q, const lib_extra *x, allocs *A, const attn_kv_cache *kv,
+                       attn_cache_request *c, const float **kp, const float **vp)
 {
     int64_t d = q->Dq / q->H, ekv = q->Hkv * d, n = q->Lk;
     *c = attn_cache_request_default();
@@ -806,6 +807,12 @@ static void cache_from(const rm_request *q, const lib_extra *x, allocs *A, attn_
     c->num_heads = q->H;
     c->num_kv_heads = q->Hkv;
     c->len = n;
+    c->opt = lib_options(q, q->H, x, A);
+    if (kv) {
+        c->key = attn_kv_cache_keys(kv);
+        c->value = attn_kv_cache_values(kv);
+        return;
+    }
     for (int64_t g = 0; g < q->Hkv; g++) {
         float *k = keep(A, malloc(sizeof(float) * (size_t)(n * d)));
         float *v = keep(A, malloc(sizeof(float) * (size_t)(n * d)));
@@ -819,7 +826,6 @@ static void cache_from(const rm_request *q, const lib_extra *x, allocs *A, attn_
     }
     c->key = kp;
     c->value = vp;
-    c->opt = lib_options(q, q->H, x, A);
 }
 
 /* Appends rows [j0, j0 + T) of q's keys and values to kv; 1 when it
@@ -911,11 +917,7 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     else if (reference_for(name, &q, ro, rw)) {
         const float *kp[3], *vp[3];
         attn_cache_request c;
-        cache_from(&q, &x, &A, &c, kp, vp);
-        if (kv) { /* the library's cache instead of the arrays */
-            c.key = attn_kv_cache_keys(kv);
-            c.value = attn_kv_cache_values(kv);
-        }
+        cache_from(&q, &x, &A, kv, &c, kp, vp);
         float *o = keep(&A, malloc(sizeof(float) * (size_t)(q.Lq * E)));
         float *w = x.need_weights ? keep(&A, malloc(sizeof(float) * (size_t)(q.H * q.Lq * q.Lk))) : NULL;
         attn_error err;
