@@ -112,3 +112,93 @@ int attn_cpu_count(void)
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 1024 ? 1024 : (int)n;
 }
+
+/* ------------------------------------------------- key spans (kernels.h) */
+
+void attn_span_init(attn_span_it *it, const attn_sparse *sp, int64_t i0, int64_t nr, int64_t klo,
+                      int64_t khi)
+{
+    memset(it, 0, sizeof *it);
+    it->sp = sp;
+    it->i0 = i0;
+    it->nr = nr;
+    it->klo = it->pos = klo;
+    it->khi = khi;
+    if (sp->layout) {
+        it->qb0 = i0 / sp->block;
+        it->qb1 = (i0 + nr - 1) / sp->block;
+        return;
+    }
+    /* window and off are clamped by sparse.c, so these sums cannot overflow */
+    int64_t lo = i0 + sp->off - sp->window, hi = i0 + nr + sp->off + sp->window;
+    it->band_lo = lo < klo ? klo : lo > khi ? khi : lo;
+    it->band_hi = hi < it->band_lo ? it->band_lo : hi > khi ? khi : hi;
+}
+
+/* The next run of global keys in [pos, end); 0 when there is none. */
+static int span_globals(attn_span_it *it, int64_t end, int64_t *lo, int64_t *hi)
+{
+    const attn_sparse *sp = it->sp;
+    while (it->g < sp->n_gkeys && sp->gkeys[it->g] < it->pos)
+        it->g++;
+    if (it->g >= sp->n_gkeys || sp->gkeys[it->g] >= end)
+        return 0;
+    *lo = sp->gkeys[it->g++];
+    *hi = *lo + 1;
+    while (it->g < sp->n_gkeys && sp->gkeys[it->g] == *hi && *hi < end) {
+        ++*hi;
+        it->g++;
+    }
+    it->pos = *hi;
+    return 1;
+}
+
+int attn_span_next(attn_span_it *it, int64_t *lo, int64_t *hi, int *kind)
+{
+    const attn_sparse *sp = it->sp;
+    if (it->pos >= it->khi)
+        return 0;
+    if (sp->layout) {
+        int64_t b = sp->block, kb = it->pos / b, nkb = sp->lcols;
+        for (;; kb++) { /* the first key block some row of the block allows */
+            if (kb >= nkb || kb * b >= it->khi)
+                return 0;
+            int on = 0;
+            for (int64_t q = it->qb0; q <= it->qb1 && !on; q++)
+                on = sp->layout[q * nkb + kb] != 0;
+            if (on)
+                break;
+        }
+        *lo = kb * b > it->pos ? kb * b : it->pos;
+        for (kb++; kb < nkb && kb * b < it->khi; kb++) { /* and the run after it */
+            int on = 0;
+            for (int64_t q = it->qb0; q <= it->qb1 && !on; q++)
+                on = sp->layout[q * nkb + kb] != 0;
+            if (!on)
+                break;
+        }
+        *hi = kb * b < it->khi ? kb * b : it->khi;
+        *kind = it->qb0 != it->qb1 ? ATTN_SPAN_MIXED : ATTN_SPAN_FULL;
+        it->pos = *hi;
+        return 1;
+    }
+    *kind = ATTN_SPAN_FULL;
+    if (it->pos < it->band_lo && span_globals(it, it->band_lo, lo, hi))
+        return 1;
+    if (it->pos < it->band_hi) {
+        /* the band, cut around the global keys in it: a global key is
+         * allowed for every row, not only those whose window holds it */
+        if (it->pos < it->band_lo)
+            it->pos = it->band_lo;
+        if (span_globals(it, it->pos + 1, lo, hi))
+            return 1;
+        /* span_globals left g at the next global key */
+        *lo = it->pos;
+        *hi = it->g < sp->n_gkeys && sp->gkeys[it->g] < it->band_hi ? sp->gkeys[it->g]
+                                                                     : it->band_hi;
+        *kind = ATTN_SPAN_BAND;
+        it->pos = *hi;
+        return 1;
+    }
+    return span_globals(it, it->khi, lo, hi);
+}

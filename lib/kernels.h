@@ -49,6 +49,28 @@ static inline int attn_sparse_allows(const attn_sparse *s, int64_t i, int64_t j)
     return (d <= s->window && -d <= s->window) || s->qglobal[i] || s->kglobal[j];
 }
 
+/* What a span's pairs are: all allowed, local_global's band (a window to
+ * the kernel), or layout blocks some rows allow and others not. */
+enum { ATTN_SPAN_FULL, ATTN_SPAN_BAND, ATTN_SPAN_MIXED };
+
+/* Walks the key spans one query block visits, in increasing order. */
+typedef struct {
+    const attn_sparse *sp;
+    int64_t i0, nr, klo, khi; /* the rows, and the keys causal / window leave */
+    int64_t pos;              /* the next key not yet handed out */
+    int64_t band_lo, band_hi; /* local_global: the band [lo, hi), within [klo, khi) */
+    int64_t g;                /* local_global: the next global key's index */
+    int64_t qb0, qb1;         /* layout: the block's first and last layout rows */
+} attn_span_it;
+
+/* Starts the walk over the key spans that query rows [i0, i0 + nr) visit
+ * within [klo, khi) (the keys causal and the window leave); kernels.c. */
+void attn_span_init(attn_span_it *it, const attn_sparse *sp, int64_t i0, int64_t nr, int64_t klo,
+                    int64_t khi);
+
+/* The next span [lo, hi) and its kind (ATTN_SPAN_*): 0 when none is left. */
+int attn_span_next(attn_span_it *it, int64_t *lo, int64_t *hi, int *kind);
+
 /* One head of scaled-dot-product attention, the score pipeline of attn.h:
  *   s[i][j] = scale * (q_i . k_j)
  *   s       = softcap * tanh(s / softcap)          when softcap > 0

@@ -32,74 +32,30 @@ typedef struct {
 } rows_run;
 
 /* The runs of keys a sparsity pattern allows query row i within [lo, hi)
- * (the keys causal and the window leave), in increasing order: the layout
- * row's key blocks, or local_global's band |i' - j| <= w with the global
- * keys outside it (every key for a global row). */
+ * (the keys causal and the window leave), in increasing order: the spans
+ * of the one-row block (kernels.h), or every key for a global query row. */
 typedef struct {
-    const attn_sparse *sp;
-    int64_t i, pos, hi;       /* the next key not handed out, the end */
-    int64_t band_lo, band_hi; /* local_global: the band [lo, hi) */
-    int64_t g;                /* local_global: the next global key's index */
+    attn_span_it it;
+    int whole; /* local_global's global row: [lo, hi) as one run */
 } key_runs;
 
-static void key_runs_init(key_runs *it, const attn_sparse *sp, int64_t i, int64_t lo, int64_t hi)
+static void key_runs_init(key_runs *r, const attn_sparse *sp, int64_t i, int64_t lo, int64_t hi)
 {
-    memset(it, 0, sizeof *it);
-    it->sp = sp;
-    it->i = i;
-    it->pos = lo;
-    it->hi = hi;
-    if (!sp->layout && sp->qglobal[i]) {
-        it->band_lo = lo;
-        it->band_hi = hi;
-    } else if (!sp->layout) { /* window and off are clamped by sparse.c: no overflow */
-        it->band_lo = i + sp->off - sp->window;
-        it->band_hi = i + sp->off + sp->window + 1;
-    }
+    r->whole = !sp->layout && sp->qglobal[i];
+    attn_span_init(&r->it, sp, i, 1, lo, hi);
 }
 
 /* The next run [*a, *b); 0 when none is left. */
-static int key_runs_next(key_runs *it, int64_t *a, int64_t *b)
+static int key_runs_next(key_runs *r, int64_t *a, int64_t *b)
 {
-    const attn_sparse *sp = it->sp;
-    if (it->pos >= it->hi)
+    int kind;
+    if (!r->whole)
+        return attn_span_next(&r->it, a, b, &kind);
+    if (r->it.pos >= r->it.khi)
         return 0;
-    if (sp->layout) {
-        const uint8_t *row = sp->layout + it->i / sp->block * sp->lcols;
-        int64_t kb = it->pos / sp->block;
-        while (kb * sp->block < it->hi && !row[kb])
-            kb++;
-        if (kb * sp->block >= it->hi)
-            return 0;
-        *a = kb * sp->block > it->pos ? kb * sp->block : it->pos;
-        while (kb * sp->block < it->hi && row[kb])
-            kb++;
-        *b = it->pos = kb * sp->block < it->hi ? kb * sp->block : it->hi;
-        return 1;
-    }
-    while (it->pos < it->hi) {
-        if (it->pos >= it->band_lo && it->pos < it->band_hi) {
-            *a = it->pos;
-            *b = it->pos = it->band_hi < it->hi ? it->band_hi : it->hi;
-            return 1;
-        }
-        /* outside the band: the global keys up to the band or the end */
-        int64_t stop = it->pos < it->band_lo && it->band_lo < it->hi ? it->band_lo : it->hi;
-        while (it->g < sp->n_gkeys && sp->gkeys[it->g] < it->pos)
-            it->g++;
-        if (it->g < sp->n_gkeys && sp->gkeys[it->g] < stop) {
-            *a = sp->gkeys[it->g++];
-            *b = *a + 1;
-            while (it->g < sp->n_gkeys && sp->gkeys[it->g] == *b && *b < stop) {
-                it->g++;
-                ++*b;
-            }
-            it->pos = *b;
-            return 1;
-        }
-        it->pos = stop;
-    }
-    return 0;
+    *a = r->it.pos;
+    *b = r->it.pos = r->it.khi;
+    return 1;
 }
 
 /* Raw scores of row i against keys [a, b) into s[a..b) (the tanh scores

@@ -22,9 +22,6 @@
  * Weights, when asked, are written in a second pass over the same spans
  * with the rows' final max and sum: zero outside the pattern. */
 
-#define span_init ISA_NAME(span_init)
-#define span_globals ISA_NAME(span_globals)
-#define span_next ISA_NAME(span_next)
 #define band_job ISA_NAME(band_job)
 #define sparse_mask_tile ISA_NAME(sparse_mask_tile)
 #define sparse_scores ISA_NAME(sparse_scores)
@@ -34,109 +31,6 @@
 #define sparse_global_rows ISA_NAME(sparse_global_rows)
 #define sparse_store_o ISA_NAME(sparse_store_o)
 #define sdpa_block_sparse ISA_NAME(sdpa_block_sparse)
-
-/* What a span's pairs are: all allowed, local_global's band (a window to
- * the kernel), or layout blocks some rows allow and others not. */
-enum { SPAN_FULL, SPAN_BAND, SPAN_MIXED };
-
-/* Walks the key spans one query block visits, in increasing order. */
-typedef struct {
-    const attn_sparse *sp;
-    int64_t i0, nr, klo, khi; /* the rows, and the keys causal / window leave */
-    int64_t pos;              /* the next key not yet handed out */
-    int64_t band_lo, band_hi; /* local_global: the band [lo, hi), within [klo, khi) */
-    int64_t g;                /* local_global: the next global key's index */
-    int64_t qb0, qb1;         /* layout: the block's first and last layout rows */
-} span_it;
-
-static void span_init(span_it *it, const attn_sparse *sp, int64_t i0, int64_t nr, int64_t klo,
-                      int64_t khi)
-{
-    memset(it, 0, sizeof *it);
-    it->sp = sp;
-    it->i0 = i0;
-    it->nr = nr;
-    it->klo = it->pos = klo;
-    it->khi = khi;
-    if (sp->layout) {
-        it->qb0 = i0 / sp->block;
-        it->qb1 = (i0 + nr - 1) / sp->block;
-        return;
-    }
-    /* window and off are clamped by sparse.c, so these sums cannot overflow */
-    int64_t lo = i0 + sp->off - sp->window, hi = i0 + nr + sp->off + sp->window;
-    it->band_lo = lo < klo ? klo : lo > khi ? khi : lo;
-    it->band_hi = hi < it->band_lo ? it->band_lo : hi > khi ? khi : hi;
-}
-
-/* The next run of global keys in [pos, end); 0 when there is none. */
-static int span_globals(span_it *it, int64_t end, int64_t *lo, int64_t *hi)
-{
-    const attn_sparse *sp = it->sp;
-    while (it->g < sp->n_gkeys && sp->gkeys[it->g] < it->pos)
-        it->g++;
-    if (it->g >= sp->n_gkeys || sp->gkeys[it->g] >= end)
-        return 0;
-    *lo = sp->gkeys[it->g++];
-    *hi = *lo + 1;
-    while (it->g < sp->n_gkeys && sp->gkeys[it->g] == *hi && *hi < end) {
-        ++*hi;
-        it->g++;
-    }
-    it->pos = *hi;
-    return 1;
-}
-
-/* The next span [lo, hi) and its kind (SPAN_*): 0 when none is left. */
-static int span_next(span_it *it, int64_t *lo, int64_t *hi, int *kind)
-{
-    const attn_sparse *sp = it->sp;
-    if (it->pos >= it->khi)
-        return 0;
-    if (sp->layout) {
-        int64_t b = sp->block, kb = it->pos / b, nkb = sp->lcols;
-        for (;; kb++) { /* the first key block some row of the block allows */
-            if (kb >= nkb || kb * b >= it->khi)
-                return 0;
-            int on = 0;
-            for (int64_t q = it->qb0; q <= it->qb1 && !on; q++)
-                on = sp->layout[q * nkb + kb] != 0;
-            if (on)
-                break;
-        }
-        *lo = kb * b > it->pos ? kb * b : it->pos;
-        for (kb++; kb < nkb && kb * b < it->khi; kb++) { /* and the run after it */
-            int on = 0;
-            for (int64_t q = it->qb0; q <= it->qb1 && !on; q++)
-                on = sp->layout[q * nkb + kb] != 0;
-            if (!on)
-                break;
-        }
-        *hi = kb * b < it->khi ? kb * b : it->khi;
-        *kind = it->qb0 != it->qb1 ? SPAN_MIXED : SPAN_FULL;
-        it->pos = *hi;
-        return 1;
-    }
-    *kind = SPAN_FULL;
-    if (it->pos < it->band_lo && span_globals(it, it->band_lo, lo, hi))
-        return 1;
-    if (it->pos < it->band_hi) {
-        /* the band, cut around the global keys in it: a global key is
-         * allowed for every row, not only those whose window holds it */
-        if (it->pos < it->band_lo)
-            it->pos = it->band_lo;
-        if (span_globals(it, it->pos + 1, lo, hi))
-            return 1;
-        /* span_globals left g at the next global key */
-        *lo = it->pos;
-        *hi = it->g < sp->n_gkeys && sp->gkeys[it->g] < it->band_hi ? sp->gkeys[it->g]
-                                                                     : it->band_hi;
-        *kind = SPAN_BAND;
-        it->pos = *hi;
-        return 1;
-    }
-    return span_globals(it, it->khi, lo, hi);
-}
 
 /* The job local_global's band spans run as: its window the narrower of
  * the job's own sides and the pattern's (band, filled here); the job
@@ -251,16 +145,16 @@ static TGT void sparse_weights(const attn_sdpa_job *j, const float *qt, int64_t 
         mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
         iv[q] = VLOAD(inv + q * VW);
     }
-    span_it it;
+    attn_span_it it;
     int64_t lo, hi;
     int kind;
     attn_sdpa_job band;
     const attn_sdpa_job *bj = band_job(j, &band);
-    span_init(&it, j->sparse, i0, nr, klo, khi);
-    while (span_next(&it, &lo, &hi, &kind))
+    attn_span_init(&it, j->sparse, i0, nr, klo, khi);
+    while (attn_span_next(&it, &lo, &hi, &kind))
         for (int64_t jb = lo; jb < hi; jb += BK) {
             int nk = hi - jb < BK ? (int)(hi - jb) : BK;
-            sparse_scores(kind == SPAN_BAND ? bj : j, qt, i0, nr, jb, nk, kind == SPAN_MIXED, st);
+            sparse_scores(kind == ATTN_SPAN_BAND ? bj : j, qt, i0, nr, jb, nk, kind == ATTN_SPAN_MIXED, st);
             for (int kk = 0; kk < nk; kk++)
                 UNROLL for (int q = 0; q < QV; q++) {
                     V x = VLOAD(st + kk * QB + q * VW);
@@ -377,15 +271,15 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     }
     int64_t klo, khi, lo, hi;
     key_range(j, i0, nr, &klo, &khi);
-    span_it it;
+    attn_span_it it;
     int kind, lazy = 0;
     attn_sdpa_job band;
     const attn_sdpa_job *bj = band_job(j, &band);
-    span_init(&it, j->sparse, i0, nr, klo, khi);
-    while (span_next(&it, &lo, &hi, &kind))
+    attn_span_init(&it, j->sparse, i0, nr, klo, khi);
+    while (attn_span_next(&it, &lo, &hi, &kind))
         for (int64_t jb = lo; jb < hi; jb += BK) {
-            int nk = hi - jb < BK ? (int)(hi - jb) : BK, p = kind == SPAN_MIXED;
-            const attn_sdpa_job *js = kind == SPAN_BAND ? bj : j;
+            int nk = hi - jb < BK ? (int)(hi - jb) : BK, p = kind == ATTN_SPAN_MIXED;
+            const attn_sdpa_job *js = kind == ATTN_SPAN_BAND ? bj : j;
             V alpha[QV], sum[QV];
             if (lazy && !p)
                 lazy = flash_block_lazy(js, js->k + jb * js->k_stride, js->k_stride, qt, i0, jb, nk,
