@@ -71,13 +71,19 @@ typedef struct {
      * kernels_tmpl.h. */
     void (*rope)(const float *table, int64_t t0, int64_t n, int64_t d, int64_t dims,
                  int interleaved, const float *x, int64_t xs, float *y, int64_t ys);
+
+    /* y[e] = c tanh(x[e] / c) for e < n (c > 0), the flash kernel's softcap
+     * of a score (simd_math.h); here for test_rows, which checks its
+     * accuracy. */
+    void (*softcap)(const float *x, float *y, int64_t n, float c);
 } attn_kernel_set;
 
 /* The table of the variant that includes this, from the names the
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
     {name, gemm_scratch_bytes, gemm_nt, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
-     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn, rope_apply}
+     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn, rope_apply, \
+     softcap_apply}
 
 /* Defined only on x86-64 builds (kernels_avx512bf16.c, kernels_avx512.c,
  * kernels_avx2.c). */

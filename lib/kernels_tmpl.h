@@ -64,6 +64,7 @@
 #define decode_rope_q ISA_NAME(decode_rope_q)
 #define decode_rope_block ISA_NAME(decode_rope_block)
 #define rope_apply ISA_NAME(rope_apply)
+#define softcap_apply ISA_NAME(softcap_apply)
 #define rope_rows ISA_NAME(rope_rows)
 #define decode_block ISA_NAME(decode_block)
 #define decode_weights ISA_NAME(decode_weights)
@@ -436,6 +437,19 @@ static inline ALWAYS TGT V score_terms(const score_consts *c, V s, float d, int 
         s = VFNMA(c->slope, VABS(dist), s);
     }
     return s;
+}
+
+/* y[e] = c tanh(x[e] / c) for e < n, c > 0, exactly as score_terms caps
+ * a score (the kernel set's softcap, which test_rows checks). */
+static TGT void softcap_apply(const float *x, float *y, int64_t n, float c)
+{
+    V inv_c = VSET1(1.0f / c), lim = VSET1(SOFTCAP_X * c), nlim = VSET1(-SOFTCAP_X * c);
+    int64_t e = 0;
+    for (; e + VW <= n; e += VW) VSTORE(y + e, VSOFTCAP(VLOAD(x + e), inv_c, lim, nlim));
+    if (e < n) {
+        VM m = VTAILMASK((int)(n - e));
+        VSTOREM(y + e, m, VSOFTCAP(VLOADM(x + e, m), inv_c, lim, nlim));
+    }
 }
 
 /* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows

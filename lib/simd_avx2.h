@@ -49,6 +49,7 @@
 #define VISNINF(x) _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ)
 #define VANYGT(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ)) != 0)
+#define VANYNLE(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NLE_UQ)) != 0)
 #define VHSUM(v) attn_hsum_avx2(v)
 #define VHMAX(v) attn_hmax_avx2(v)
 #define VSTREAM(p, v) _mm256_stream_ps(p, v)

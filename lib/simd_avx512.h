@@ -63,6 +63,7 @@
 #define VISNINF(x) _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ)
 #define VGTZERO(x) _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ)
 #define VANYGT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) != 0)
+#define VANYNLE(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ) != 0)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
 #define VHMAX(v) _mm512_reduce_max_ps(v)
 #define VSTREAM(p, v) _mm512_stream_ps(p, v)

@@ -17,7 +17,8 @@
  * Masks: VTAILMASK(n) (the first n lanes, every lane when n is 0),
  *   VLANES(l,h) (lanes l..h; VLANES(0,-1) is none), VCMPLT(a,b),
  *   VISNINF(x) (lanes equal to -inf), VGTZERO(x), VANYGT(a,b) (nonzero
- *   when a lane of a exceeds b's), VSEL(m,a,b) (m ? a : b).
+ *   when a lane of a exceeds b's), VANYNLE(a,b) (nonzero when a lane of a
+ *   is not <= b's: greater, or NaN in either), VSEL(m,a,b) (m ? a : b).
  * Arithmetic: VSET1, VZERO, VADD, VSUB, VMUL, VDIV, VRCP (1/x to at least
  *   12 bits, x > 0 normal), VFMA(a,b,c) (a*b + c),
  *   VFNMA(a,b,c) (c - a*b), VMAX, VMIN (VMIN(NaN, b) is b), VABS,
@@ -80,6 +81,7 @@
 #define VISNINF(x) ((x) == -INFINITY)
 #define VGTZERO(x) ((x) > 0.0f)
 #define VANYGT(a, b) ((a) > (b))
+#define VANYNLE(a, b) (!((a) <= (b)))
 #define VHSUM(v) (v)
 #define VHMAX(v) (v)
 #define VSTREAM(p, v) VSTORE(p, v)

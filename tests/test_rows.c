@@ -5,10 +5,14 @@
  *     clamp edge) and odd symmetry; max relative and absolute error are
  *     printed and must stay within TANH_REL_TOL / TANH_ABS_TOL;
  *   - tanh_scores, weighted_sum and softmax on random odd shapes and key ranges,
- *     against the same formulas summed in double with libm tanh().
+ *     against the same formulas summed in double with libm tanh();
+ *   - the flash kernel's softcap, c tanh(x / c), for c from 0.3 to 1000 over
+ *     a spread of floats in +-[1e-6 c, 10 c] (both sides of its small-score
+ *     path's switch at c/2 among them), NaN and +-inf, against libm tanh()
+ *     in double, within SOFTCAP_TOL c.
  *
  * Usage: test_rows [--step N]   (make test-rows; ROWS_STEP=1 for every float)
- * Three checks per variant (specials, random kernels, sweep); a variant the
+ * Four checks per variant (specials, random kernels, sweep, softcap); a variant the
  * CPU lacks is skipped. Prints "N passed, N failed, N skipped"; exits 1 on
  * any failure. */
 #include <math.h>
@@ -24,6 +28,8 @@
  * float (--step 97) against the same bound. */
 #define TANH_REL_TOL 1.5e-7
 #define TANH_ABS_TOL 1e-7
+/* attn.h's bound on a capped score: within 4e-7 c of c tanh(x / c). */
+#define SOFTCAP_TOL 4e-7
 /* The fused sums: each tanh within TANH_REL_TOL, float accumulation. */
 #define SUM_TOL(mag, n) (1e-6 * (mag) + 1e-7 * (double)(n))
 
@@ -101,6 +107,51 @@ static void specials(const attn_kernel_set *k)
     for (int e = 0; e < M; e++)
         if (y[e] != -ny[e])
             fail("tanh not odd at %.9g: %.9g vs %.9g", k->name, x[e], y[e], ny[e]);
+}
+
+/* The kernel's softcap for several c: every 211th float of +-[1e-6 c,
+ * 10 c], the switch point c/2 and its neighbours, +-inf and NaN (those
+ * two only need a finite answer in [-c, c]). */
+static void softcaps(const attn_kernel_set *k)
+{
+    static const float caps[] = {0.3f, 1.0f, 5.0f, 30.0f, 50.0f, 1000.0f};
+    enum { CH = 4096 };
+    static float x[CH], y[CH];
+    for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
+        float c = caps[ci];
+        double worst = 0, at = 0, small = 0; /* small: |x| <= c/2 */
+        uint32_t lo, hi;
+        float flo = 1e-6f * c, fhi = 10.0f * c;
+        memcpy(&lo, &flo, sizeof lo);
+        memcpy(&hi, &fhi, sizeof hi);
+        for (uint64_t u = lo; u <= hi;) {
+            int n = 0;
+            if (u == lo) {
+                float half = 0.5f * c;
+                x[n++] = half, x[n++] = nextafterf(half, 0), x[n++] = nextafterf(half, c);
+                x[n++] = INFINITY, x[n++] = NAN, x[n++] = 0.0f;
+            }
+            for (; n + 1 < CH && u <= hi; u += 211) {
+                x[n++] = f_of((uint32_t)u);
+                x[n] = -x[n - 1], n++;
+            }
+            k->softcap(x, y, n, c);
+            for (int e = 0; e < n; e++) {
+                if (!isfinite(x[e])) {
+                    if (!(fabsf(y[e]) <= c))
+                        fail("softcap(%g) with c = %g gave %g", k->name, x[e], c, y[e]);
+                    continue;
+                }
+                double err = fabs((double)y[e] - c * tanh((double)x[e] / c)) / c;
+                if (err > worst) worst = err, at = x[e];
+                if (fabsf(x[e]) <= 0.5f * c && err > small) small = err;
+            }
+        }
+        printf("[%s] softcap c = %g: max error %.3g c at x = %.9g (%.3g c for |x| <= c/2)\n",
+               k->name, c, worst, at, small);
+        if (worst > SOFTCAP_TOL)
+            fail("softcap: error %.3g c at x = %.9g (c = %g)", k->name, worst, at, c);
+    }
 }
 
 static uint64_t rng = 88172645463325252ull;
@@ -201,18 +252,20 @@ int main(int argc, char **argv)
     for (int v = 0; v < 3; v++) {
         const attn_kernel_set *k = attn_kernels_find(isas[v]);
         if (!k) {
-            printf("[%s] not supported by this CPU: 3 checks skipped\n", isas[v]);
-            skipped += 3;
+            printf("[%s] not supported by this CPU: 4 checks skipped\n", isas[v]);
+            skipped += 4;
             continue;
         }
-        for (int c = 0; c < 3; c++) {
+        for (int c = 0; c < 4; c++) {
             int before = failures;
             if (c == 0)
                 specials(k);
             else if (c == 1)
                 kernels(k, 3000);
-            else
+            else if (c == 2)
                 sweep(k, step);
+            else
+                softcaps(k);
             if (failures == before)
                 passed++;
             else
