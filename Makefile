@@ -268,7 +268,7 @@ bench-modern: $(BENCH_MODERN)
 # server answering a fixed 200 (bare_mhd), all on free 127.0.0.1 ports.
 BENCH_WIRE = $(BUILD)/bench_wire
 BARE_MHD   = $(BUILD)/bare_mhd
-BENCH_WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o)
+BENCH_WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o tasks.o)
 
 $(BUILD)/bench/bench_wire.o: ALL_CFLAGS += -Iserver
 
@@ -299,7 +299,7 @@ run: deps
 
 # The service's wire codecs (float text, base64, the big-array scanner)
 # against printf/strtof, RFC 4648 and Jansson; and a libFuzzer target.
-WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o)
+WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o tasks.o)
 TEST_WIRE = $(BUILD)/test_wire
 TEST_BODY = $(BUILD)/test_body
 FUZZ_SECONDS ?= 60

@@ -1,16 +1,20 @@
 /* kvcache.c - attn_kv_cache: a decoder's keys and values, per KV head one
- * array of key rows and one of value rows, doubled when full (amortised
- * O(1) appends); attn_cache_compute (cache.c) reads them in place. */
+ * array of key rows and one of value rows, all in one block that doubles
+ * when full (amortised O(1) appends); attn_cache_compute (cache.c) reads
+ * them in place. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include "internal.h"
 
-#define FIRST_ROWS 16 /* rows of an array's first allocation */
+#define FIRST_ROWS 16       /* rows of an array's first allocation */
+#define HUGE_PAGE (2 << 20) /* x86-64's transparent huge page */
 
 struct attn_kv_cache {
     int64_t hkv, d, max;
-    int64_t len, cap; /* rows held, rows each array has room for */
-    float **k, **v;   /* hkv arrays of cap x d floats (NULL while cap is 0) */
+    int64_t len, cap;   /* rows held, rows each array has room for */
+    float *block;       /* the 2 hkv arrays of cap x d floats (NULL while cap is 0) */
+    float **k, **v;     /* KV head g's arrays in block: k[g] = block + g cap d, then the values */
 };
 
 attn_kv_cache *attn_kv_cache_new(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens)
@@ -39,10 +43,7 @@ void attn_kv_cache_free(attn_kv_cache *c)
 {
     if (!c)
         return;
-    for (int64_t g = 0; g < c->hkv; g++) {
-        free(c->k ? c->k[g] : NULL);
-        free(c->v ? c->v[g] : NULL);
-    }
+    free(c->block);
     free(c->k);
     free(c->v);
     free(c);
@@ -82,36 +83,50 @@ size_t attn_kv_cache_bytes_for(const attn_kv_cache *c, int64_t rows)
     return bytes_at(c, cap_for(c, rows < c->max ? rows : c->max));
 }
 
-/* Room for rows rows in every array. On failure the arrays grown so far
- * go back to the old capacity, so that every array has cap rows. */
+/* A block of bytes for the arrays. A decode step reads the whole cache,
+ * a page at a time, so from 2 MB up the block is aligned to transparent
+ * huge pages and asked to have them (madvise, where the kernel has it):
+ * 16 MB of 4 KB pages overflow the TLB on every step, and the page walks
+ * cost about a fifth of the step on one thread. Only the whole huge pages
+ * are asked for, so the cache never holds more memory than its bytes. */
+static float *block_new(size_t bytes)
+{
+    if (bytes < HUGE_PAGE)
+        return malloc(bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, bytes / HUGE_PAGE * HUGE_PAGE, MADV_HUGEPAGE); /* a hint: failure is harmless */
+#endif
+    return p;
+}
+
+/* Room for rows rows in every array: a new block at the doubled capacity,
+ * the rows held copied to their arrays' new places. On failure the cache
+ * is as it was. */
 static int grow(attn_kv_cache *c, int64_t rows)
 {
-    int64_t cap = cap_for(c, rows), n = 2 * c->hkv, done = 0;
+    int64_t cap = cap_for(c, rows);
     if (cap == c->cap)
         return 0;
-    size_t row = (size_t)c->d * sizeof(float);
-    float **arr[2] = {c->k, c->v}; /* array i is arr[i % 2][i / 2] */
-    for (; done < n; done++) {
-        float **p = &arr[done % 2][done / 2], *q = realloc(*p, (size_t)cap * row);
-        if (!q)
-            break;
-        *p = q;
-    }
-    if (done == n) {
-        c->cap = cap;
-        return 0;
-    }
-    for (int64_t i = 0; i < done; i++) {
-        float **p = &arr[i % 2][i / 2];
-        if (c->cap == 0) {
-            free(*p);
-            *p = NULL;
-        } else { /* shrinking: when it fails, the block stays as it is */
-            float *q = realloc(*p, (size_t)c->cap * row);
-            *p = q ? q : *p;
+    size_t row = (size_t)c->d * sizeof(float), array = (size_t)cap * (size_t)c->d;
+    float *b = block_new(2 * (size_t)c->hkv * array * sizeof(float));
+    if (!b)
+        return -1;
+    for (int64_t g = 0; g < c->hkv; g++) {
+        float *k = b + (size_t)g * array, *v = b + (size_t)(c->hkv + g) * array;
+        if (c->len) {
+            memcpy(k, c->k[g], (size_t)c->len * row);
+            memcpy(v, c->v[g], (size_t)c->len * row);
         }
+        c->k[g] = k;
+        c->v[g] = v;
     }
-    return -1;
+    free(c->block);
+    c->block = b;
+    c->cap = cap;
+    return 0;
 }
 
 /* key or value's shape against (T, num_kv_heads, head_dim). */

@@ -6,6 +6,13 @@
  * a multi-head request runs several loops back to back and a condition
  * variable wake-up costs tens of microseconds.
  *
+ * A loop does not wait for a worker that has not joined it by the time the
+ * caller has taken the last task: the loop closes then, and a worker that
+ * wakes later sits it out. When the machine is busy, a woken worker can
+ * wait a whole time slice for a CPU (or for the caller's own, when the
+ * scheduler puts it there); waiting for it made a loop the caller could
+ * finish alone several times slower.
+ *
  * Every context owns a pool (attn_pool_new); the thread that computes with
  * a context makes its pool current (attn_pool_use) for the call, so two
  * threads with two contexts run on disjoint workers. Code that calls the
@@ -45,8 +52,10 @@ struct attn_pool {
     int quit;
     unsigned forks;         /* fork_count when its locks and workers were made */
     uint64_t generation;
-    int wanted;             /* workers 1..wanted take part in this loop */
-    int finished;
+    int wanted;             /* workers 1..wanted may take part in this loop */
+    int open;               /* workers may still join it */
+    int joined;             /* workers that joined it */
+    int finished;           /* of those, the ones done */
     attn_pool_fn fn;
     void *arg;
     int64_t ntasks;
@@ -166,7 +175,8 @@ static void *worker_main(void *arg)
         if (p->quit)
             break;
         seen = p->generation;
-        if (self->id > p->wanted) continue;
+        if (self->id > p->wanted || !p->open) continue;
+        p->joined++;
         attn_pool_fn fn = p->fn;
         void *a = p->arg;
         int64_t n = p->ntasks;
@@ -216,6 +226,8 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
     p->arg = arg;
     p->ntasks = ntasks;
     p->wanted = helpers;
+    p->open = 1;
+    p->joined = 0;
     p->finished = 0;
     atomic_store(&p->finished_hint, 0);
     atomic_store(&p->next, 0);
@@ -226,12 +238,17 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
 
     drain(p, fn, arg, ntasks, 0);
 
-    for (int s = 0; s < SPIN && atomic_load_explicit(&p->finished_hint, memory_order_acquire) < helpers; s++)
+    /* every task is taken: the workers in finish theirs, the others stay out */
+    pthread_mutex_lock(&p->lock);
+    p->open = 0;
+    int joined = p->joined;
+    pthread_mutex_unlock(&p->lock);
+    for (int s = 0; s < SPIN && atomic_load_explicit(&p->finished_hint, memory_order_acquire) < joined; s++)
         cpu_relax();
     pthread_mutex_lock(&p->lock);
-    while (p->finished < helpers)
+    while (p->finished < joined)
         pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&p->busy);
-    return helpers + 1;
+    return joined + 1;
 }

@@ -31,8 +31,9 @@ attn_pool *attn_pool_use(attn_pool *pool);
  * Pools are independent: loops of different pools run in parallel, each
  * with its own workers. When the pool is already busy (a loop started
  * from inside a task, or two threads sharing the process-wide pool) or
- * threads <= 1, the caller runs every task itself. Returns the number of
- * threads that took part (>= 1). */
+ * threads <= 1, the caller runs every task itself. A worker that has not
+ * joined by the time the caller takes the last task sits the loop out.
+ * Returns the number of threads that took part (>= 1). */
 int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg);
 
 #endif /* ATTN_POOL_H */

@@ -4,8 +4,6 @@
 #include "srv.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -428,8 +426,8 @@ static char *write_range(char *o, const float *data, int rank, const int64_t *sh
     return o;
 }
 
-/* Tensors of this many floats are written by two threads, a half each (a
- * thread costs some 50 us; these take 250 us or more). */
+/* Tensors of this many floats are written by two threads, a half each
+ * (handing a half over costs some tens of us; these take 250 us or more). */
 #define ENCODE_SPLIT 16384
 
 typedef struct {
@@ -439,62 +437,41 @@ typedef struct {
     int64_t count, i0, i1;
     char *text; /* malloc'd, NULL when out of memory */
     size_t len;
-    atomic_int claim; /* 1: the helper writes the half, 2: the caller does */
+    srv_task task;
 } encode_half;
 
-static void *encode_tail(void *arg)
+static void encode_tail(void *arg)
 {
     encode_half *h = arg;
-    int none = 0;
-    if (!atomic_compare_exchange_strong(&h->claim, &none, 1)) {
-        free(h); /* started too late: the caller wrote the half, and left */
-        return NULL;
-    }
     int64_t n = h->count / h->shape[0] * (h->i1 - h->i0);
     h->text = malloc((size_t)n * 20 + 16);
     if (h->text)
         h->len = (size_t)(write_range(h->text, h->data, h->rank, h->shape, h->count, h->i0, h->i1) - h->text);
-    return NULL;
 }
 
 /* The nested array at o (room for count * 20 + 2 bytes); returns the end.
- * A big one in two halves, the second on a helper thread into its own
- * buffer, then copied after the first (the same text). If the helper has
- * not started when the first half is done (a busy machine), the caller
- * claims the second half too, and leaves the helper (detached) to free
- * their shared record when it runs. */
+ * A big one in two halves, the second on a kept thread (tasks.c) into its
+ * own buffer, then copied after the first (the same text). If no thread
+ * has taken the second half when the first is done (a busy machine), this
+ * thread writes it too. */
 static char *write_nested(char *o, const float *data, int rank, const int64_t *shape,
                           int64_t count)
 {
     int64_t mid = shape[0] / 2;
-    encode_half *t = count >= ENCODE_SPLIT && mid > 0 ? malloc(sizeof *t) : NULL;
-    pthread_t th;
-    if (t) {
-        *t = (encode_half){data, rank, shape, count, mid, shape[0], NULL, 0, 0};
-        if (pthread_create(&th, NULL, encode_tail, t) != 0) {
-            free(t);
-            t = NULL;
-        }
-    }
+    encode_half half = {data, rank, shape, count, mid, shape[0], NULL, 0, {0}};
+    int split = count >= ENCODE_SPLIT && mid > 0 &&
+                srv_task_start(&half.task, encode_tail, &half, 1) == 0;
     *o++ = '[';
-    o = write_range(o, data, rank, shape, count, 0, t ? mid : shape[0]);
-    if (t) {
-        int none = 0;
+    o = write_range(o, data, rank, shape, count, 0, split ? mid : shape[0]);
+    if (split) {
         *o++ = ',';
-        if (atomic_compare_exchange_strong(&t->claim, &none, 2)) {
-            pthread_detach(th);
-            o = write_range(o, data, rank, shape, count, mid, shape[0]);
+        if (srv_task_settle(&half.task) && half.text) {
+            memcpy(o, half.text, half.len);
+            o += half.len;
         } else {
-            pthread_join(th, NULL);
-            if (t->text) {
-                memcpy(o, t->text, t->len);
-                o += t->len;
-            } else {
-                o = write_range(o, data, rank, shape, count, mid, shape[0]);
-            }
-            free(t->text);
-            free(t);
+            o = write_range(o, data, rank, shape, count, mid, shape[0]);
         }
+        free(half.text);
     }
     *o++ = ']';
     return o;

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <strings.h>
 #include <unistd.h>
 
@@ -30,7 +29,7 @@ typedef struct req_state {
     int has_pending;      /* a reply decided at the first call, sent at the next */
     srv_reply pending;
     struct MHD_Connection *conn; /* for the offloaded job to resume */
-    struct req_state *off_next; /* the next request waiting for an offload thread */
+    srv_task task;        /* its run on a kept thread, when offloaded */
     char origin[256];     /* an Origin on the CORS allow-list, echoed back; "" = none */
     int preflight;        /* an OPTIONS preflight: answer with the CORS method list */
 } req_state;
@@ -84,11 +83,12 @@ static void serve_held(req_state *rs, srv_reply *r)
     srv_body_free(&rs->body);
 }
 
-/* A large request runs on a thread of its own while its connection is
- * suspended: the polling thread goes on serving its other connections
+/* A large request runs on a kept thread (tasks.c) while its connection
+ * is suspended: the polling thread goes on serving its other connections
  * (health checks, small requests) meanwhile. */
-static void offloaded(req_state *rs)
+static void offloaded(void *arg)
 {
+    req_state *rs = arg;
     srv_reply_init(&rs->pending);
     serve_held(rs, &rs->pending);
     srv_compute_leave();
@@ -96,71 +96,19 @@ static void offloaded(req_state *rs)
     MHD_resume_connection(rs->conn); /* last touch: MHD owns rs again */
 }
 
-/* The threads that run them, kept waiting for the next one instead of one
- * created per request: a new thread costs its creation and its stack's
- * pages, and on a busy machine the scheduler starts it behind every thread
- * already running (2-5 ms at a load of 5 on 2 cores), where a woken one
- * runs at once. There are never more than requests offloaded at once
- * (srv_compute_enter caps them at ATTN_MAX_INFLIGHT). */
-static pthread_mutex_t off_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t off_cv = PTHREAD_COND_INITIALIZER;
-static req_state *off_head, *off_tail; /* waiting for a thread, first first */
-static int off_queued, off_idle;
-
-static void *off_worker(void *arg)
-{
-    (void)arg;
-    pthread_mutex_lock(&off_mu);
-    for (;;) {
-        off_idle++;
-        while (!off_head)
-            pthread_cond_wait(&off_cv, &off_mu);
-        off_idle--;
-        req_state *rs = off_head;
-        off_head = rs->off_next;
-        if (!off_head)
-            off_tail = NULL;
-        off_queued--;
-        pthread_mutex_unlock(&off_mu);
-        offloaded(rs);
-        pthread_mutex_lock(&off_mu);
-    }
-    return NULL;
-}
-
-/* Starts rs on an offload thread. Returns 0, or -1 when it must not run:
- * too many large requests already (503) or no thread to be had. */
+/* Starts rs on a kept thread. Returns 0, or -1 when it must not run: too
+ * many large requests already (503) or no thread to be had. */
 static int offload(struct MHD_Connection *conn, req_state *rs)
 {
     if (srv_compute_enter() != 0)
         return -1;
     rs->conn = conn;
-    rs->off_next = NULL;
     MHD_suspend_connection(conn); /* before a thread can resume it */
-    pthread_mutex_lock(&off_mu);
-    if (off_idle <= off_queued) { /* every idle thread has its request: one more */
-        pthread_attr_t attr;
-        pthread_t th;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_attr_setstacksize(&attr, (size_t)1 << 20);
-        int rc = pthread_create(&th, &attr, off_worker, NULL);
-        pthread_attr_destroy(&attr);
-        if (rc != 0) {
-            pthread_mutex_unlock(&off_mu);
-            MHD_resume_connection(conn);
-            srv_compute_leave();
-            return -1;
-        }
+    if (srv_task_start(&rs->task, offloaded, rs, 0) != 0) {
+        MHD_resume_connection(conn);
+        srv_compute_leave();
+        return -1;
     }
-    if (off_tail)
-        off_tail->off_next = rs;
-    else
-        off_head = rs;
-    off_tail = rs;
-    off_queued++;
-    pthread_cond_signal(&off_cv);
-    pthread_mutex_unlock(&off_mu);
     return 0;
 }
 

@@ -8,7 +8,6 @@
 #include "srv.h"
 #include "numparse.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #if defined(__SSE2__) && defined(__x86_64__)
 #include <emmintrin.h>
@@ -56,26 +55,25 @@ static char *put_placeholder(char *o, char k, size_t i)
 
 enum { PART_ALL, PART_HEAD, PART_TAIL }; /* parse_array's modes */
 
-/* A big array parsed on two threads (parse_split): the helper finds where
- * to split and publishes it in mid (the byte after a ',' between two
- * top-level elements), then parses from there to the array's end into b;
- * the caller parses from the start, and stops at mid when it meets it
- * (stopped): it compares at every top-level ',', and publishes where it is
- * (at), so the split halves what is left (it misses mid only if it parsed
- * half of that meanwhile). A caller that parsed the whole array sets
- * cancel, and the helper gives up its walk or tail at the next row; one
- * that finishes before the helper even started (a busy machine) claims
- * the job and leaves without it, the helper freeing it when it runs. */
+/* A big array parsed on two threads (parse_split): the helper (a kept
+ * thread, tasks.c) finds where to split and publishes it in mid (the byte
+ * after a ',' between two top-level elements), then parses from there to
+ * the array's end into b; the caller parses from the start, and stops at
+ * mid when it meets it (stopped): it compares at every top-level ',', and
+ * publishes where it is (at), so the split halves what is left (it misses
+ * mid only if it parsed half of that meanwhile). A caller that parsed the
+ * whole array sets cancel, and the helper gives up its walk or tail at
+ * the next row; if no thread took the task by then, it never will. */
 typedef struct {
     const char *p, *end;        /* the array's '[', the body's end */
     size_t budget;              /* split_point's */
     _Atomic(const char *) mid;  /* NULL until published */
     _Atomic(const char *) at;   /* the caller's last top-level ',' + 1 */
     atomic_int cancel;          /* the caller needs no tail */
-    atomic_int claim;           /* 1: the helper started, 2: the caller left first */
     int stopped;                /* the caller's parse ended at mid */
     const char *stop;           /* the tail's end, NULL if not parsed */
     srv_blob b;                 /* the tail */
+    srv_task task;
 } split_job;
 
 /* At a top-level ',' (p just past it): 1 when the caller's parse is at
@@ -449,20 +447,14 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
     }
 }
 
-static void *parse_tail(void *arg)
+static void parse_tail(void *arg)
 {
     split_job *t = arg;
-    int none = 0;
-    if (!atomic_compare_exchange_strong(&t->claim, &none, 1)) {
-        free(t); /* the caller finished and left: nothing else to read */
-        return NULL;
-    }
     const char *mid = split_point(t->p, t->end, &t->budget, &t->at, &t->cancel);
     if (mid) {
         atomic_store_explicit(&t->mid, mid, memory_order_release);
         t->stop = parse_array_tail(mid, t->end, &t->b, t);
     }
-    return NULL;
 }
 
 /* The tail t appended to the head h (its data freed), or -1 (out of
@@ -500,31 +492,22 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
     if ((size_t)(end - p) < SPLIT_MIN_TEXT || *budget < 2 * SPLIT_MIN_TEXT ||
         array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open, NULL) || !open)
         return parse_array(p, end, b, PART_ALL);
-    split_job *t = malloc(sizeof *t);
-    pthread_t th;
-    if (t)
-        *t = (split_job){p, end, *budget, NULL, NULL, 0, 0, 0, NULL, {0}};
-    if (!t || pthread_create(&th, NULL, parse_tail, t) != 0) {
-        free(t);
+    split_job job = {p, end, *budget, NULL, NULL, 0, 0, NULL, {0}, {0}}, *t = &job;
+    if (srv_task_start(&t->task, parse_tail, t, 1) != 0)
         return parse_array(p, end, b, PART_ALL);
-    }
     srv_blob h = {0};
     const char *hs = parse_array_head(p, end, &h, t);
-    int none = 0;
-    if (!t->stopped && atomic_compare_exchange_strong(&t->claim, &none, 2)) {
-        pthread_detach(th); /* not started: it frees t */
+    if (!t->stopped)
+        atomic_store_explicit(&t->cancel, 1, memory_order_relaxed);
+    if (!srv_task_settle(&t->task)) { /* no thread took it: the whole array is here */
         if (hs)
             *b = h;
         return hs;
     }
-    if (!t->stopped)
-        atomic_store_explicit(&t->cancel, 1, memory_order_relaxed);
-    pthread_join(th, NULL);
     *budget = t->budget;
     int stopped = t->stopped;
     const char *ts = t->stop; /* the tail's end */
     srv_blob tb = t->b;
-    free(t);
     if (!stopped) { /* the whole array here (or refused before the split) */
         if (ts)
             free(tb.data);

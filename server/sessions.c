@@ -31,8 +31,8 @@ struct srv_session {
     char id[ID_HEX + 1];
     /* fixed at creation */
     int64_t H, Hkv, d, max_tokens;
-    attn_request tmpl;    /* scaled_dot with the session's scale and options */
-    float *slopes, *sinks; /* per query head (H each), or NULL: ALiBi and sinks */
+    attn_cache_request req; /* a step's request but its query, arrays and len */
+    float *slopes, *sinks; /* req's lists (H each), or NULL: ALiBi's slopes and sinks */
     /* table lock */
     int refs;             /* requests holding the session */
     int unlinked;         /* out of the table: freed when refs reaches 0 */
@@ -327,8 +327,25 @@ static void post_end(ses_post *q, int rc, srv_reply *r)
 
 /* ------------------------------------------------------------ POST /sessions */
 
-/* The creation fields' values and the options, checked with the library's
- * own validation on a one-row request. */
+/* The cache request every step of a session j creates starts from: its
+ * heads, scale and options, causal and aligned bottom-right (query row i
+ * of Tq sits at position len - Tq + i). ALiBi's slopes and the sinks are
+ * j's lists (NULL: none, or ALiBi's own slopes). */
+static attn_cache_request step_request(const srv_job *j)
+{
+    attn_cache_request r = attn_cache_request_default();
+    r.num_heads = j->ses.num_heads;
+    r.num_kv_heads = j->ses.num_kv_heads;
+    r.has_scale = j->u.att.has_scale;
+    r.scale = j->u.att.scale;
+    r.opt = j->u.att.opt;
+    r.opt.causal = 1;
+    r.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    return r;
+}
+
+/* The creation fields' values and the options, checked by the library's
+ * own planner on a one-row step, then against this server's caps. */
 static int check_new(srv_call *call, srv_job *j, srv_err *e)
 {
     srv_ses_fields *f = &j->ses;
@@ -336,15 +353,27 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
         f->num_kv_heads = f->num_heads;
     if (f->num_heads < 1)
         return srv_fail(e, 422, "invalid_param", "num_heads", "num_heads must be at least 1");
-    if (f->num_kv_heads > f->num_heads || f->num_heads % f->num_kv_heads)
-        return srv_fail(e, 422, "invalid_param", "num_kv_heads",
-                        "num_kv_heads (%lld) must divide num_heads (%lld)",
-                        (long long)f->num_kv_heads, (long long)f->num_heads);
     int64_t row, all;
     if (!attn_size_mul(f->num_heads, f->head_dim, &row) || row > srv_cfg.max_elements)
         return srv_fail(e, 422, "invalid_param", "head_dim",
                         "num_heads x head_dim is over this server's %lld (ATTN_MAX_ELEMENTS)",
                         (long long)srv_cfg.max_elements);
+    /* a query row of zeros over a cache of one such row per KV head */
+    float *zeros = srv_arena_alloc(&call->arena, (size_t)row * sizeof(float));
+    const float **kv = srv_arena_alloc(&call->arena, (size_t)f->num_heads * sizeof(float *));
+    if (!zeros || !kv)
+        return srv_fail(e, 503, "overloaded", "", "out of memory");
+    memset(zeros, 0, (size_t)row * sizeof(float));
+    for (int64_t g = 0; g < f->num_heads; g++) /* num_kv_heads <= num_heads, or refused */
+        kv[g] = zeros;
+    attn_cache_request req = step_request(j);
+    req.query = (attn_tensor){3, {1, f->num_heads, f->head_dim}, zeros};
+    req.len = 1;
+    req.key = req.value = kv;
+    attn_error ae = {{0}, {0}};
+    attn_status st = attn_cache_plan(&req, NULL, &ae);
+    if (st != ATTN_OK)
+        return srv_fail_lib(e, st, &ae);
     if (f->max_tokens > srv_cfg.session_max_tokens)
         return srv_fail(e, 413, "session_full", "max_tokens",
                         "max_tokens %lld is over this server's %lld (ATTN_SESSION_MAX_TOKENS)",
@@ -355,31 +384,17 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
                         "a full cache of max_tokens %lld rows would be over this server's session "
                         "memory, %zu bytes (ATTN_SESSION_MEMORY)",
                         (long long)f->max_tokens, srv_cfg.session_memory);
-    const attn_options *o = &j->u.att.opt;
-    if (o->alibi && o->alibi_slopes && o->n_alibi_slopes != f->num_heads)
-        return srv_fail(e, 422, "invalid_param", "alibi",
-                        "alibi must be true or one slope per head: %lld numbers, got %lld",
-                        (long long)f->num_heads, (long long)o->n_alibi_slopes);
-    if (o->sinks && o->n_sinks != f->num_heads)
-        return srv_fail(e, 422, "invalid_param", "sinks",
-                        "sinks must be one logit per head: %lld numbers, got %lld",
-                        (long long)f->num_heads, (long long)o->n_sinks);
-    /* the library checks the rest, on head 0's request */
-    attn_request req = j->u.att;
-    req.opt.causal = 1;
-    req.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
-    req.opt.n_alibi_slopes = req.opt.alibi_slopes ? 1 : 0;
-    req.opt.n_sinks = req.opt.sinks ? 1 : 0;
-    float *one = srv_arena_alloc(&call->arena, (size_t)f->head_dim * sizeof(float));
-    if (!one)
-        return srv_fail(e, 503, "overloaded", "", "out of memory");
-    memset(one, 0, (size_t)f->head_dim * sizeof(float));
-    attn_tensor t = {2, {1, f->head_dim}, one};
-    req.query = req.key = req.value = t;
-    attn_shapes sh;
-    attn_error ae = {{0}, {0}};
-    attn_status st = attn_plan(&req, &sh, &ae);
-    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+    return 0;
+}
+
+/* A copy of the list of n floats v (NULL: none) into *out; 0, or -1 when
+ * out of memory. */
+static int copy_list(const float *v, int64_t n, float **out)
+{
+    *out = v ? malloc((size_t)n * sizeof(float)) : NULL;
+    if (v && *out)
+        memcpy(*out, v, (size_t)n * sizeof(float));
+    return v && !*out ? -1 : 0;
 }
 
 /* A new session from a checked job (not yet in the table). */
@@ -387,14 +402,11 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
 {
     const srv_ses_fields *f = &j->ses;
     const attn_options *o = &j->u.att.opt;
-    size_t lists = (size_t)((o->alibi != 0) + (o->sinks != NULL)) * (size_t)f->num_heads;
     srv_session *s = calloc(1, sizeof *s);
-    if (s) {
-        s->cache = attn_kv_cache_new(f->num_kv_heads, f->head_dim, f->max_tokens);
-        s->slopes = o->alibi ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
-        s->sinks = o->sinks ? malloc((size_t)f->num_heads * sizeof(float)) : NULL;
-    }
-    int made = s && s->cache && (!o->alibi || s->slopes) && (!o->sinks || s->sinks);
+    int made = s && (s->cache = attn_kv_cache_new(f->num_kv_heads, f->head_dim, f->max_tokens)) &&
+               !copy_list(o->alibi ? o->alibi_slopes : NULL, f->num_heads, &s->slopes) &&
+               !copy_list(o->sinks, f->num_heads, &s->sinks);
+    size_t lists = (size_t)((s && s->slopes) + (s && s->sinks)) * (size_t)f->num_heads;
     size_t bytes = sizeof(srv_session) + lists * sizeof(float) +
                    (made ? attn_kv_cache_bytes(s->cache) : 0);
     if (!made || mem_take(bytes, e)) { /* mem_take fills e itself */
@@ -412,18 +424,9 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     s->Hkv = f->num_kv_heads;
     s->d = f->head_dim;
     s->max_tokens = f->max_tokens;
-    s->tmpl = j->u.att;
-    s->tmpl.query = s->tmpl.key = s->tmpl.value = (attn_tensor){0, {0}, NULL};
-    /* ALiBi and sinks per head: the step passes the lists to the library */
-    for (int64_t h = 0; h < s->H; h++) {
-        if (s->slopes)
-            s->slopes[h] = o->alibi_slopes ? o->alibi_slopes[h] : attn_alibi_slope(s->H, h);
-        if (s->sinks)
-            s->sinks[h] = o->sinks[h];
-    }
-    s->tmpl.opt.alibi_slopes = s->tmpl.opt.sinks = NULL;
-    s->tmpl.opt.causal = 1;
-    s->tmpl.opt.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    s->req = step_request(j);
+    s->req.opt.alibi_slopes = s->slopes;
+    s->req.opt.sinks = s->sinks;
     s->bytes = bytes;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -552,26 +555,15 @@ static int append_rows(srv_session *s, const attn_tensor *k, const attn_tensor *
 }
 
 /* Every query head over the cache's first n rows, in one library call
- * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL.
- * Query row i sits at position n - Tq + i and sees the keys up to it:
- * causal, aligned bottom-right, as the session's template says. */
+ * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL. */
 static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
                    double flops, srv_err *e)
 {
-    attn_cache_request req = attn_cache_request_default();
+    attn_cache_request req = s->req;
     req.query = *q;
-    req.num_heads = s->H;
-    req.num_kv_heads = s->Hkv;
     req.len = n;
     req.key = attn_kv_cache_keys(s->cache);
     req.value = attn_kv_cache_values(s->cache);
-    req.has_scale = s->tmpl.has_scale;
-    req.scale = s->tmpl.scale;
-    req.opt = s->tmpl.opt;
-    req.opt.alibi_slopes = s->slopes;
-    req.opt.n_alibi_slopes = s->slopes ? s->H : 0;
-    req.opt.sinks = s->sinks;
-    req.opt.n_sinks = s->sinks ? s->H : 0;
     req.opt.need_weights = w != NULL;
     attn_error ae = {{0}, {0}};
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */

@@ -7,6 +7,30 @@
 #include <jansson.h>
 #include "attn.h"
 
+/* ------------------------------------------------------------ tasks */
+
+/* A function run on one of the server's kept threads (tasks.c). The
+ * record is the caller's, untouched by tasks.c once the task has run
+ * (unsettled) or been settled. */
+typedef struct srv_task {
+    void (*fn)(void *arg);
+    void *arg;
+    struct srv_task *next; /* tasks.c's queue */
+    int state;             /* tasks.c's, under its lock */
+    int settled;           /* the caller will call srv_task_settle */
+} srv_task;
+
+/* Runs fn(arg) on a kept thread, starting one when none is idle. With
+ * settled, the caller must call srv_task_settle(t) before t goes away;
+ * without, t is only read until fn starts. Returns 0, or -1 when no
+ * thread could be had (fn will not run). */
+int srv_task_start(srv_task *t, void (*fn)(void *), void *arg, int settled);
+
+/* For a task started with settled: 1 when fn ran (waiting for it to
+ * return if it is running), 0 when no thread had taken it yet (it never
+ * will: the caller does that work itself). */
+int srv_task_settle(srv_task *t);
+
 /* ------------------------------------------------------------ config */
 
 typedef struct {

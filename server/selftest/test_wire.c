@@ -1,14 +1,17 @@
 /* test_wire.c - the wire codecs against independent references: float
  * printing against printf("%.9g"), float parsing against strtof, base64
- * against RFC 4648's vectors and a round trip, and the scanner's fast path
- * against the plain Jansson path on random (and randomly broken) tensors. */
+ * against RFC 4648's vectors and a round trip, the scanner's fast path
+ * against the plain Jansson path on random (and randomly broken) tensors,
+ * and the kept threads that parse and print big arrays' second halves. */
 #define SELFTEST_SEED 0x9e3779b97f4a7c15ull
 #include "selftest.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* srv_parse_float on the n bytes at s followed by ",]" and spaces, as in
  * a body (the parser's fast path reads ahead, which the end of a lone
@@ -747,6 +750,47 @@ static void test_encode_split(void)
     }
 }
 
+/* The kept threads behind the split parse and print (tasks.c): tasks
+ * started and settled at once, some taken by a thread by then and some
+ * not. A settled task ran exactly when settle says so (a withdrawn one
+ * never runs, even later), and a task's record is free to reuse after
+ * settle: each round reuses the same one. */
+static atomic_int task_runs;
+
+static void count_run(void *arg)
+{
+    atomic_fetch_add(&task_runs, 1);
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+static void test_tasks(int rounds)
+{
+    srv_task t;
+    atomic_int mine[8];
+    int said_ran = 0, withdrawn = 0, wrong = 0;
+    for (int r = 0; r < rounds; r++) {
+        atomic_int *m = &mine[r % 8];
+        atomic_store(m, 0);
+        if (srv_task_start(&t, count_run, m, 1) != 0) {
+            check(0, "a task gets a thread", "srv_task_start failed");
+            return;
+        }
+        if (r % 3 == 0) /* sometimes give the thread time to take it */
+            for (volatile int spin = 0; spin < 2000; spin++) {}
+        int ran = srv_task_settle(&t);
+        said_ran += ran;
+        withdrawn += !ran;
+        wrong += atomic_load(m) != ran; /* settled: a run has returned */
+    }
+    struct timespec pause = {0, 20 * 1000 * 1000};
+    nanosleep(&pause, NULL); /* a withdrawn task that still ran would show now */
+    char what[96];
+    snprintf(what, sizeof what, "%d rounds: %d ran, %d withdrawn, %d counted runs", rounds, said_ran,
+             withdrawn, atomic_load(&task_runs));
+    check(wrong == 0 && atomic_load(&task_runs) == said_ran, "settle tells whether a task ran", what);
+    printf("tasks: %s\n", what);
+}
+
 int main(int argc, char **argv)
 {
     long scale = argc > 1 ? atol(argv[1]) : 1;
@@ -759,6 +803,7 @@ int main(int argc, char **argv)
     test_scan((int)(20000 * scale));
     test_scan_split((int)(24 * scale));
     test_encode_split();
+    test_tasks((int)(20000 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed != 0;
 }
