@@ -215,6 +215,46 @@ static inline int srv_rounds_as_float(double d)
     return ex - (1023u - 126u) <= 252u && low - 0x10000000u + 32u > 64u;
 }
 
+/* The short numbers most requests carry, p past the sign: 1 to 7 integer
+ * digits (no leading zero but a lone one), then either nothing or '.' and
+ * 1 to 7 fraction digits, and no exponent. The digits are w < 10^14 < 2^53
+ * and the value w / 10^k (k <= 7), both exact in double precision: the
+ * quotient rounded to double then to float is the correctly rounded float
+ * (strtof's). It could only differ if the double rounding landed on a
+ * float midpoint M = m 2^e (m < 2^25) the exact quotient is not at; but
+ * w - M 10^k is a nonzero multiple of 2^-s with 2^s <= 2^(-e-k) (or an
+ * integer), so |w / 10^k - M| >= 1 / (2^s 10^k) > M 2^-53 whenever
+ * m 5^k < 2^53 (5^7 < 2^28) and w < 2^53: more than half a double's unit
+ * away. Returns the end, or NULL for any other form (the caller's general
+ * fast path takes it). Reads at most 17 bytes from p. */
+static inline const char *srv_parse_short(const char *p, int neg, float *out, int *finite)
+{
+    static const double p10k[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
+    static const uint32_t p10u[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
+    uint64_t di, df = 0;
+    int ni = srv_swar_digits(p, &di), nf = 0;
+    if (ni == 0 || ni > 7 || (ni > 1 && *p == '0'))
+        return NULL;
+    const char *e = p + ni;
+    if (*e == '.') {
+        nf = srv_swar_digits(e + 1, &df);
+        if (nf == 0 || nf > 7)
+            return NULL;
+        e += 1 + nf;
+    }
+    if ((*e | 0x20) == 'e')
+        return NULL;
+    uint64_t w = srv_swar_value(di, ni) * p10u[nf] + (nf ? srv_swar_value(df, nf) : 0);
+    float f = (float)((double)w / p10k[nf]);
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    bits |= (uint32_t)neg << 31;
+    memcpy(out, &bits, sizeof bits);
+    *finite = 1;
+    return e;
+}
+
+
 /* The numbers printers write, with no branch on their length:
  * -?(0|[1-9][0-9]{0,14})(.[0-9]+)?([eE][+-]?[0-9]{1,3})? within 32 bytes
  * (Python's repr of a float32 as a double gives up to 17 significant
@@ -240,6 +280,9 @@ static inline const char *srv_parse_float_fast(const char *p, float *out, int *f
         1e16,  1e17,  1e18,  1e19,  1e20,  1e21,  1e22};
     int neg = *p == '-';
     p += neg;
+    const char *s = srv_parse_short(p, neg, out, finite);
+    if (s)
+        return s;
     uint32_t dig, zer;
     srv_classify32(p, &dig, &zer);
     uint64_t nd = ~(uint64_t)dig, nz = ~(uint64_t)zer; /* bits 32..63 set */

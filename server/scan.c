@@ -9,6 +9,9 @@
 #include "numparse.h"
 
 #include <stdatomic.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +116,71 @@ static int grow(float **data, size_t *cap)
     return 0;
 }
 
+/* Bit i: p[i] is ',' or ']', for i < 64. */
+static inline uint64_t stops64(const char *p)
+{
+#if defined(__SSE2__) && defined(__x86_64__)
+    const __m128i comma = _mm_set1_epi8(','), close = _mm_set1_epi8(']');
+    uint64_t m = 0;
+    for (int i = 0; i < 4; i++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 16 * i));
+        m |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(v, comma),
+                                                                 _mm_cmpeq_epi8(v, close)))
+             << (16 * i);
+    }
+    return m;
+#else
+    uint64_t m = 0;
+    for (int i = 0; i < 64; i++)
+        m |= (uint64_t)(p[i] == ',' || p[i] == ']') << i;
+    return m;
+#endif
+}
+
+enum { ROW_AT_NUMBER, ROW_AFTER_COMMA, ROW_CLOSED }; /* row_run's *how */
+
+/* The numbers of a leaf row from p (a number's start), found by their
+ * separators before any is read: the ',' and ']' of 64 bytes at a time as
+ * a bit mask, then each number parsed from its own start, so no parse waits
+ * for the one before it to find where it ends (the one-by-one loop's chain
+ * of dependent loads). Each number must be the fast path's and end exactly
+ * at the next separator. Returns where the caller goes on, *how saying
+ * what is there: the row's ']' (ROW_CLOSED), or the first number this does
+ * not take (ROW_AT_NUMBER, p itself) or the byte after the ',' before it
+ * (ROW_AFTER_COMMA), when a number is of another form, is followed by
+ * whitespace, or is within 128 bytes of the body's end. NULL: out of
+ * memory. */
+static inline const char *row_run(const char *p, const char *end, float **data, size_t *n,
+                                  size_t *cap, int64_t *row, int *how)
+{
+    const char *s = p;
+    while (end - p >= 2 * SRV_PARSE_FAST_PAD) {
+        uint64_t stops = stops64(p);
+        while (stops) {
+            const char *t = p + __builtin_ctzll(stops);
+            stops &= stops - 1;
+            if (*n == *cap && grow(data, cap))
+                return NULL;
+            int finite;
+            if (srv_parse_float_fast(s, *data + *n, &finite) != t)
+                goto out;
+            ++*n;
+            ++*row;
+            if (*t == ']') {
+                *how = ROW_CLOSED;
+                return t;
+            }
+            s = t + 1;
+        }
+        if (s == p)
+            break; /* no separator in 64 bytes */
+        p = s;
+    }
+out:
+    *how = *row ? ROW_AFTER_COMMA : ROW_AT_NUMBER; /* s is past a ',' once a number is in */
+    return s;
+}
+
 /* Parses the regular nested array at p ('[') into b, growing b->data
  * (malloc'd) as it goes: one pass, no pre-count. Returns the position after
  * the array, or NULL to leave the text to the slow path (b->data freed).
@@ -170,6 +238,23 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
             /* a run of numbers, to the row's end or a boolean */
             int64_t row = 0;
             b->has_num = 1;
+            if (!(sj && depth == 1)) { /* a rank-1 split checks every ',' */
+                int how;
+                if (!(p = row_run(p, end, &data, &n, &cap, &row, &how)))
+                    goto bail;
+                if (how == ROW_CLOSED) {
+                    cnt[depth - 1] += row;
+                    goto closing;
+                }
+                if (how == ROW_AFTER_COMMA) {
+                    while (p < end && is_ws(*p))
+                        p++;
+                    if (!(p < end && num_start(*p))) {
+                        cnt[depth - 1] += row;
+                        goto element;
+                    }
+                }
+            }
             for (;;) {
                 if (n == cap && grow(&data, &cap))
                     goto bail;
@@ -216,7 +301,7 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
             }
             cnt[depth - 1] += row;
         }
-        /* then ',' (another element) or one or more ']' */
+    closing: /* then ',' (another element) or one or more ']' */
         for (;;) {
             while (p < end && is_ws(*p))
                 p++;

@@ -179,6 +179,47 @@ static int parse_agrees(const char *b)
     return e && e == b + len && !memcmp(&got, &want, 4) && fin == !!isfinite(want);
 }
 
+/* The short form srv_parse_short takes (1-7 integer digits, 1-7 fraction
+ * digits or none, no exponent), against strtof: uniform digit counts, and
+ * the decimals of that form nearest to a float midpoint (and one unit of
+ * the last digit beside it), where a rounding of the quotient to double
+ * then to float could go wrong. */
+static void test_parse_short(long n)
+{
+    long bad = 0, nearest = 0;
+    char b[64];
+    for (long i = 0; i < n; i++) {
+        int len = 0;
+        if (i % 2) {
+            int nint = 1 + (int)(rnd() % 7), nfrac = (int)(rnd() % 8);
+            if (rnd() & 1)
+                b[len++] = '-';
+            for (int k = 0; k < nint; k++)
+                b[len++] = (char)('0' + (k == 0 && nint > 1 ? 1 + rnd() % 9 : rnd() % 10));
+            if (nfrac)
+                b[len++] = '.';
+            for (int k = 0; k < nfrac; k++)
+                b[len++] = (char)('0' + rnd() % 10);
+            b[len] = '\0';
+        } else {
+            /* a float in [1e-7, 1e7): its midpoint to the next, to 1..7
+             * fraction digits, then maybe one unit of the last digit off */
+            float f = ldexpf(1.0f + (float)(rnd() % 8388608) / 8388608.0f, (int)(rnd() % 47) - 23);
+            double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
+            int nfrac = 1 + (int)(rnd() % 7);
+            double unit = pow(10.0, -nfrac), off = (double)((int)(rnd() % 3) - 1) * unit;
+            len = snprintf(b, sizeof b, "%s%.*f", rnd() & 1 ? "-" : "", nfrac,
+                           mid + off > 0 ? mid + off : mid);
+            nearest++;
+        }
+        if (!parse_agrees(b) && bad++ < 5)
+            check(0, "short form vs strtof", b);
+    }
+    check(bad == 0, "parse: the short form equals strtof", "");
+    printf("parse: %ld short numbers (%ld near a midpoint) against strtof, %ld differ\n", n,
+           nearest, bad);
+}
+
 /* The hard cases of decimal to float32, each against strtof: exact
  * midpoints between neighbouring floats and the doubles just beside them
  * (printed with 17 to 25 significant digits and in full), subnormals and
@@ -357,9 +398,11 @@ static void test_b64(void)
 
 /* ---------------------------------------------------- scanner vs Jansson */
 
+static int compact; /* no whitespace at all: the scanner's row runs */
+
 static void put_ws(srv_buf *b)
 {
-    while (rnd() % 3 == 0)
+    while (!compact && rnd() % 3 == 0)
         srv_buf_putc(b, " \n\t\r"[rnd() % 4]);
 }
 
@@ -489,9 +532,13 @@ static void test_scan(int n)
         for (int i = 0; i < 4; i++)
             dims[i] = 1 + (int)(rnd() % (rank > 2 ? 4 : 20));
         srv_buf b = {0};
+        compact = rnd() % 2;
         srv_buf_puts(&b, "{\"query\":");
         put_ws(&b);
         put_array(&b, 0, rank, dims);
+        if (rnd() % 2) /* text after the array: its rows are not near the end */
+            srv_buf_puts(&b, ",\"pad\":\"0123456789012345678901234567890123456789012345678901234567890123"
+                             "45678901234567890123456789012345678901234567890123456789\"");
         srv_buf_puts(&b, "}");
         srv_buf_putc(&b, '\0');
         b.len--;
@@ -750,6 +797,7 @@ int main(int argc, char **argv)
     test_fmt(2000000 * scale);
     test_parse(2000000 * scale);
     test_parse_hard(400000 * scale);
+    test_parse_short(1000000 * scale);
     test_b64();
     test_b64_tensor();
     test_scan((int)(20000 * scale));
