@@ -234,7 +234,7 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
         }
         UNROLL for (int t = 0; t < KN; t++)
             UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
-        score_fix(j, i0, jb + kk, kn, acc);
+        score_fix(j, i0, jb + kk, kn, 0, acc);
         score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
     }
     if (j->mask || j->bias) { /* they changed st after the tiles' maxima */

@@ -134,11 +134,13 @@ static inline ALWAYS TGT void kq_tile(const float *qt, int64_t d,
     }
 }
 
-/* Packs rows [i0, i0+n) of x (stride xs, width d) as x^T: d x QB, zero
- * rows past n, so every tile computes on full vectors. VW x VW blocks go
- * through a register transpose; partial blocks use masked loads. */
-static TGT void pack_t(const float *x, int64_t xs, int64_t d, int64_t n, float *xt)
+/* Packs rows [i0, i0+n) of x (stride xs, width d) as x^T times sc: d x
+ * QB, zero rows past n, so every tile computes on full vectors. VW x VW
+ * blocks go through a register transpose; partial blocks use masked
+ * loads. */
+static TGT void pack_t(const float *x, int64_t xs, int64_t d, int64_t n, float sc, float *xt)
 {
+    V scv = VSET1(sc);
     for (int64_t r0 = 0; r0 < QB; r0 += VW) {
         int64_t rows = n - r0 < 0 ? 0 : n - r0 > VW ? VW : n - r0;
         for (int64_t p0 = 0; p0 < d; p0 += VW) {
@@ -150,7 +152,8 @@ static TGT void pack_t(const float *x, int64_t xs, int64_t d, int64_t n, float *
                 r[t] = t >= rows ? VZERO() : cols == VW ? VLOAD(src) : VLOADM(src, cm);
             }
             VTRANSPOSE(r);
-            for (int t = 0; t < cols; t++) VSTORE(xt + (p0 + t) * QB + r0, r[t]);
+            for (int t = 0; t < cols; t++)
+                VSTORE(xt + (p0 + t) * QB + r0, sc == 1.0f ? r[t] : VMUL(r[t], scv));
         }
     }
 }
@@ -188,7 +191,7 @@ static TGT void gemm_task_a(void *arg, int64_t task, int worker)
     int64_t i0 = ib * QB, nr = g->m - i0 < QB ? g->m - i0 : QB;
     int64_t j0 = jt * g->ncols, j1 = j0 + g->ncols < g->n ? j0 + g->ncols : g->n;
     float *at = g->scratch + (size_t)worker * gemm_worker_floats(g->k);
-    pack_t(g->a + i0 * g->lda, g->lda, g->k, nr, at);
+    pack_t(g->a + i0 * g->lda, g->lda, g->k, nr, 1.0f, at);
     float tile[KN * QB];
     for (int64_t j = j0; j < j1; j += KN) {
         int kn = j1 - j < KN ? (int)(j1 - j) : KN;
@@ -220,7 +223,7 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
     int64_t j0 = jp * QB, nc = g->n - j0 < QB ? g->n - j0 : QB;
     int64_t r0 = rc * g->rows, r1 = g->m - r0 < g->rows ? g->m : r0 + g->rows;
     float *bt = g->scratch + (size_t)worker * gemm_worker_floats(g->k);
-    pack_t(g->b + j0 * g->ldb, g->ldb, g->k, nc, bt);
+    pack_t(g->b + j0 * g->ldb, g->ldb, g->k, nc, 1.0f, bt);
     V bias[QV];
     VM tm[QV];
     int lanes[QV];
@@ -398,14 +401,31 @@ static void key_range(const attn_sdpa_job *j, int64_t i0, int64_t nr,
     *hi = b;
 }
 
+/* The first query vector of a block that may see a key t places past the
+ * block's first row's last key (under the band's upper side): vector v's
+ * last row sees t up to (v+1) VW - 1. */
+static inline ALWAYS int vector_past(int64_t t)
+{
+    int v0 = t >= VW ? (int)(t / VW) : 0;
+    return v0 >= QV ? QV - 1 : v0; /* QV - 1 cannot happen: key_range stops at the last row */
+}
+
+/* The gap of a job without an upper side: every vector sees every key,
+ * however far along a block (vector_past(NO_EDGE + kk) = 0). */
+#define NO_EDGE (INT64_MIN / 4)
+
+/* How far key jb lies past the last key row i0 may see under the band's
+ * upper side br (NO_EDGE when it has none). */
+static inline ALWAYS int64_t upper_gap(const attn_sdpa_job *j, int64_t br, int64_t i0, int64_t jb)
+{
+    return br >= 0 ? jb - (i0 + j->off + br) : NO_EDGE;
+}
+
 /* The first query vector of a block from i0 that may see key jb under the
- * band's upper side br (>= 0): vector v's last row sees keys up to
- * i0 + off + br + (v+1) VW - 1. */
+ * band's upper side br (< 0: none). */
 static inline ALWAYS int first_vector(const attn_sdpa_job *j, int64_t br, int64_t i0, int64_t jb)
 {
-    int64_t t = jb - (i0 + j->off + br);
-    int v0 = br >= 0 && t >= VW ? (int)(t / VW) : 0;
-    return v0 >= QV ? QV - 1 : v0; /* QV - 1 cannot happen: key_range stops at the last row */
+    return vector_past(upper_gap(j, br, i0, jb));
 }
 
 /* Softcap and ALiBi of a job, as vectors made once per tile. */
@@ -454,9 +474,10 @@ static TGT void softcap_apply(const float *x, float *y, int64_t n, float c)
 
 /* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
  * i0.., QB of them, scale applied) through softcap and ALiBi, with
- * causal/window/key_mask applied. */
+ * causal/window/key_mask applied; vectors before v0 see none of the keys
+ * (first_vector) and become -inf outright. */
 static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int64_t jb, int kn,
-                                        V acc[KN][QV])
+                                        int v0, V acc[KN][QV])
 {
     int64_t bl, br;
     band_of(j, &bl, &br);
@@ -474,9 +495,9 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
         UNROLL for (int v = 0; v < QV; v++) {
             /* lane l is row i0 + v*VW + l, at i' = base + l */
             int64_t base = i0 + v * VW + j->off;
-            V s = dead ? ninf : acc[kk][v];
-            if (terms && !dead) s = score_terms(&sc, s, (float)(base - jj), 1);
-            if (structural && !dead) {
+            V s = dead || v < v0 ? ninf : acc[kk][v];
+            if (terms && !dead && v >= v0) s = score_terms(&sc, s, (float)(base - jj), 1);
+            if (structural && !dead && v >= v0) {
                 /* allowed lanes form a range: l >= jj - base - br, l <= jj - base + bl */
                 int64_t lo = -1, hi = VW;
                 if (br >= 0) lo = jj - base - br;
@@ -494,8 +515,9 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
 
 /* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
  * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
- * holds them already scaled), through score_fix. */
-static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
+ * holds them already scaled), through score_fix. Returns the first vector
+ * that may see a key of the tile: those before it are -inf. */
+static inline ALWAYS TGT int score_regs(const attn_sdpa_job *j, const float *kr, int64_t ks,
                                          const float *qt, int64_t i0, int64_t jb, int kn,
                                          V acc[KN][QV])
 {
@@ -503,7 +525,10 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr
     band_of(j, &bl, &br);
     /* query vectors before v0 see none of keys jb.. (causal, window) */
     int v0 = first_vector(j, br, i0, jb);
-    if (kn == KN) {
+    /* a short tile followed by KN - kn more of the job's own key rows (not
+     * rope's rotated block) runs as a whole one: the extra rows' scores are
+     * made and dropped, cheaper than a tile of run-time size */
+    if (kn == KN || (!j->rope && jb + KN <= j->lk)) {
         switch (v0) {
         case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
         case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
@@ -513,7 +538,8 @@ static inline ALWAYS TGT void score_regs(const attn_sdpa_job *j, const float *kr
     } else {
         kq_tile(qt, j->d, kr, ks, kn, v0, acc);
     }
-    score_fix(j, i0, jb, kn, acc);
+    score_fix(j, i0, jb, kn, v0, acc);
+    return v0;
 }
 
 /* A tile of final register scores into st, folded into the running maxima
@@ -569,9 +595,10 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
                                         float *st, V m[QV], V mu[QV], V alpha[QV], V sum[QV])
 {
     V acc[KN][QV];
-    score_regs(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, acc);
+    int v0 = score_regs(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, acc);
     int raised = 0;
     UNROLL for (int v = 0; v < QV; v++) {
+        if (v < v0) continue; /* all -inf */
         V tmax = acc[0][v];
         UNROLL for (int t = 1; t < KN; t++)
             if (t < kn) tmax = VMAX(tmax, acc[t][v]);
@@ -592,6 +619,10 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
     UNROLL for (int t = 0; t < KN; t++)
         if (t < kn)
             UNROLL for (int v = 0; v < QV; v++) {
+                if (v < v0) { /* e^-inf: the weights read it, P V does not */
+                    VSTORE(st + (kk + t) * QB + v * VW, VZERO());
+                    continue;
+                }
                 V p = VEXP(VSUB(acc[t][v], mu[v]));
                 sum[v] = VADD(sum[v], p);
                 VSTORE(st + (kk + t) * QB + v * VW, p);
@@ -616,14 +647,11 @@ static inline ALWAYS TGT void pv_acc_store(float *ot, int cn, V acc[CN][QV])
             UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
 }
 
-/* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
- * cn value columns starting at c0. */
-static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
-                                          const float *v, int64_t vs, int cn,
-                                          const V alpha[QV], int v0)
+/* acc[c][lanes] += sum_kk V[kk][c] * P^T[kk][lanes] for nk keys, cn value
+ * columns, query vectors v0.. (the others' P is zero there). */
+static inline ALWAYS TGT void pv_keys(V acc[CN][QV], const float *st, int nk, const float *v,
+                                      int64_t vs, int cn, int v0)
 {
-    V acc[CN][QV];
-    pv_acc_load(ot, cn, alpha, acc);
     for (int kk = 0; kk < nk; kk++) {
         V p[QV];
         UNROLL for (int q = 0; q < QV; q++) p[q] = q >= v0 ? VLOAD(st + kk * QB + q * VW) : VZERO();
@@ -636,6 +664,17 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
             }
         }
     }
+}
+
+/* O^T[c][lanes] = O^T * alpha + sum_kk V[jb+kk][c] * P^T[kk][lanes] for
+ * cn value columns starting at c0, query vectors v0... */
+static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
+                                          const float *v, int64_t vs, int cn,
+                                          const V alpha[QV], int v0)
+{
+    V acc[CN][QV];
+    pv_acc_load(ot, cn, alpha, acc);
+    pv_keys(acc, st, nk, v, vs, cn, v0);
     pv_acc_store(ot, cn, acc);
 }
 
@@ -745,22 +784,17 @@ static inline ALWAYS TGT void rope_rows(const attn_sdpa_job *j, const float *x, 
 }
 
 /* Q^T of rows [i0, i0+nr) into qt (d x QB), times the scale sc once here
- * rather than every score of every key block; with rope, rotated first
- * (through qr, QB x d floats). */
+ * (as it is packed) rather than every score of every key block; with
+ * rope, rotated first (through qr, QB x d floats). */
 static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
                                            float *qr, float sc)
 {
     if (j->rope) {
         rope_rows(j, j->q + i0 * j->q_stride, j->q_stride, j->rope_q0 + i0, nr, qr);
-        pack_t(qr, j->d, j->d, nr, qt);
+        pack_t(qr, j->d, j->d, nr, sc, qt);
     } else {
-        pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, qt);
+        pack_t(j->q + i0 * j->q_stride, j->q_stride, j->d, nr, sc, qt);
     }
-    if (sc == 1.0f) return;
-    V scv = VSET1(sc);
-    for (int64_t p = 0; p < j->d; p++)
-        UNROLL for (int q = 0; q < QV; q++)
-            VSTORE(qt + p * QB + q * VW, VMUL(VLOAD(qt + p * QB + q * VW), scv));
 }
 
 /* One key block exponentiated tile by tile while the scores are still in
@@ -789,13 +823,20 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
 /* The second pass of an exact block: the max of the nk score columns in st
  * (and the running max m), then st = exp(st - max) in place, the columns'
  * sums in sum and the rescale of what came before in alpha; m becomes the
- * new max. Shared by flash_block_exact and sparse_block_exact. */
-static inline ALWAYS TGT void block_exp_exact(float *st, int nk, V m[QV], V alpha[QV], V sum[QV])
+ * new max. The block's first key lies gap keys past the first row's last
+ * (upper_gap), so key kk's vectors before vector_past(gap + kk) hold -inf
+ * and become 0 without an exponential. Shared by flash_block_exact and
+ * sparse_block_exact. */
+static inline ALWAYS TGT void block_exp_exact(float *st, int nk, int64_t gap, V m[QV], V alpha[QV],
+                                              V sum[QV])
 {
     V bm[QV], mu[QV];
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-    for (int kk = 0; kk < nk; kk++)
-        UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+    for (int kk = 0; kk < nk; kk++) {
+        int v0 = vector_past(gap + kk);
+        UNROLL for (int q = 0; q < QV; q++)
+            if (q >= v0) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+    }
     UNROLL for (int q = 0; q < QV; q++) {
         /* a row with nothing allowed yet keeps max -inf: subtract 0
          * instead, so exp gives 0 rather than NaN */
@@ -804,12 +845,18 @@ static inline ALWAYS TGT void block_exp_exact(float *st, int nk, V m[QV], V alph
         m[q] = bm[q];
         sum[q] = VZERO();
     }
-    for (int kk = 0; kk < nk; kk++)
+    for (int kk = 0; kk < nk; kk++) {
+        int v0 = vector_past(gap + kk);
         UNROLL for (int q = 0; q < QV; q++) {
+            if (q < v0) {
+                VSTORE(st + kk * QB + q * VW, VZERO());
+                continue;
+            }
             V p = VEXP(VSUB(VLOAD(st + kk * QB + q * VW), mu[q]));
             sum[q] = VADD(sum[q], p);
             VSTORE(st + kk * QB + q * VW, p);
         }
+    }
 }
 
 /* One key block in two passes: its exact max, then the exponentials (the
@@ -826,14 +873,42 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
         int kn = nk - kk < KN ? nk - kk : KN;
         score_tile(j, kr + kk * ks, ks, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
     }
-    block_exp_exact(st, nk, m, alpha, sum);
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    block_exp_exact(st, nk, upper_gap(j, br, i0, jb), m, alpha, sum);
     return !j->mask && !j->bias;
 }
 
+/* One tile of cn value columns (from vb's first) of a key block on the
+ * band's upper edge (br >= 0): O^T alpha, then the block's keys in runs
+ * over which the first query vector that sees them stays the same, each
+ * run skipping the vectors before it, the accumulators held in registers
+ * from the first run to the last. */
+static inline ALWAYS TGT void pv_edge_tile(const attn_sdpa_job *j, int64_t br, float *ot,
+                                           const float *st, int64_t i0, int64_t jb, int nk,
+                                           const float *vb, int cn, const V alpha[QV])
+{
+    V acc[CN][QV];
+    pv_acc_load(ot, cn, alpha, acc);
+    for (int s0 = 0; s0 < nk;) {
+        int v0 = first_vector(j, br, i0, jb + s0);
+        int64_t e = i0 + j->off + br + (int64_t)(v0 + 1) * VW - jb;
+        int s1 = e > nk || v0 == QV - 1 ? nk : (int)e;
+        const float *sp = st + s0 * QB, *vp = vb + s0 * j->v_stride;
+        switch (v0) {
+        case 0: pv_keys(acc, sp, s1 - s0, vp, j->v_stride, cn, 0); break;
+        case 1: pv_keys(acc, sp, s1 - s0, vp, j->v_stride, cn, 1); break;
+        case 2: pv_keys(acc, sp, s1 - s0, vp, j->v_stride, cn, 2); break;
+        default: pv_keys(acc, sp, s1 - s0, vp, j->v_stride, cn, 3); break;
+        }
+        s0 = s1;
+    }
+    pv_acc_store(ot, cn, acc);
+}
+
 /* O^T = O^T alpha + V^T P^T for one key block (nk keys from jb). Blocks
- * on the band's upper edge (causal, window) go in runs of VW keys, each run
- * skipping the query vectors that see none of it; alpha applies on the
- * first run only. */
+ * on the band's upper edge (causal, window) go by pv_edge_tile, skipping
+ * for each run of keys the query vectors that see none of it. */
 static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, const float *st,
                                              int64_t i0, int64_t jb, int nk, const V alpha[QV])
 {
@@ -844,16 +919,11 @@ static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, 
         pv_cols(ot, st, nk, vb, j->v_stride, j->dv, alpha, 0);
         return;
     }
-    V one[QV];
-    UNROLL for (int q = 0; q < QV; q++) one[q] = VSET1(1.0f);
-    for (int s0 = 0; s0 < nk;) {
-        int v0 = first_vector(j, br, i0, jb + s0);
-        int64_t e = i0 + j->off + br + (int64_t)(v0 + 1) * VW - jb;
-        int s1 = e > nk || v0 == QV - 1 ? nk : (int)e;
-        pv_cols(ot, st + s0 * QB, s1 - s0, vb + s0 * j->v_stride, j->v_stride, j->dv,
-                s0 == 0 ? alpha : one, v0);
-        s0 = s1;
-    }
+    int64_t c0 = 0;
+    for (; c0 + CN <= j->dv; c0 += CN)
+        pv_edge_tile(j, br, ot + c0 * QB, st, i0, jb, nk, vb + c0, CN, alpha);
+    if (c0 < j->dv)
+        pv_edge_tile(j, br, ot + c0 * QB, st, i0, jb, nk, vb + c0, (int)(j->dv - c0), alpha);
 }
 
 /* O = O^T / l, transposed out to rows [i0, i0+nr); inv receives 1/l per
@@ -865,13 +935,11 @@ static inline ALWAYS TGT void flash_store_o(const attn_sdpa_job *j, int64_t i0, 
         V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
         VSTORE(inv + q * VW, VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO()));
     }
-    /* O^T has the tile layout (columns x lanes): scale, then transpose out */
-    for (int64_t c = 0; c < j->dv; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            VSTORE(ot + c * QB + q * VW, VMUL(VLOAD(ot + c * QB + q * VW), VLOAD(inv + q * VW)));
+    /* O^T has the tile layout (columns x lanes): scaled as it is
+     * transposed out */
     for (int64_t c = 0; c < j->dv; c += BK) {
         int n = j->dv - c < BK ? (int)(j->dv - c) : BK;
-        store_t(ot + c * QB, n, j->o + i0 * j->o_stride + c, j->o_stride, nr, 0);
+        store_t_by(ot + c * QB, n, j->o + i0 * j->o_stride + c, j->o_stride, nr, 0, inv);
     }
 }
 

@@ -128,7 +128,7 @@ static inline ALWAYS TGT int sparse_block_exact(const attn_sdpa_job *j, const fl
                                                 float *st, V m[QV], V alpha[QV], V sum[QV])
 {
     sparse_scores(j, qt, i0, nr, jb, nk, partial, st);
-    block_exp_exact(st, nk, m, alpha, sum);
+    block_exp_exact(st, nk, NO_EDGE, m, alpha, sum);
     return !j->mask && !j->bias;
 }
 
