@@ -244,13 +244,21 @@ static void list_one(void *ud, const srv_field *f)
     srv_name_list(ud, LIST_MAX, f->name);
 }
 
-/* Every key of obj must be a field of `where`; what names them in errors. */
-static int only_fields(json_t *obj, unsigned where, const char *what, srv_err *e)
+/* Every key of obj must be a field of `where`; what names them in errors.
+ * present[i]: fields[i] is one of them (so a request's few keys are looked
+ * up, not every field the table has). */
+static int only_fields(json_t *obj, unsigned where, const char *what, unsigned char *present,
+                       srv_err *e)
 {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
-        if (srv_field_find(key, where))
+        int found = 0;
+        for (size_t i = 0; i < N_FIELDS; i++)
+            if (fields[i].name[0] == key[0] && accepts(&fields[i], where) &&
+                strcmp(fields[i].name, key) == 0)
+                found = present[i] = 1;
+        if (found)
             continue;
         char list[LIST_MAX] = "";
         srv_fields_each(where, list_one, list);
@@ -763,7 +771,8 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
                     srv_err *e)
 {
     where |= srv_job_where(j);
-    if (only_fields(obj, where, what, e))
+    unsigned char present[N_FIELDS] = {0};
+    if (only_fields(obj, where, what, present, e))
         return -1;
     unsigned required = j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA
                       : j->kind == SRV_JOB_SESSION ? SRV_F_REQ_SES : SRV_F_REQ_ATT;
@@ -771,7 +780,7 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
         const srv_field *f = &fields[i];
         if (!accepts(f, where))
             continue;
-        json_t *v = json_object_get(obj, f->name);
+        json_t *v = present[i] ? json_object_get(obj, f->name) : NULL;
         if (v ? read_one(j, f, v, where, c, e) != 0 : (f->where & required) != 0)
             return v ? -1 : srv_fail(e, 400, "missing_field", f->name, "%s is required (%s)",
                                      f->name, f->desc);

@@ -66,6 +66,7 @@ static void serve(srv_job *j, const char *body, size_t len, srv_reply *r)
     srv_err e;
     srv_call call;
     memset(&call, 0, sizeof call);
+    call.share_root = 1; /* srv_fields_read only reads it */
     call.t0 = srv_now_ms();
     srv_codec c = {&call.arena, &call.scan, srv_cfg.max_elements};
     int rc = srv_call_parse(&call, body, len, "the body", &e) ||

@@ -369,6 +369,11 @@ const char *srv_parse_float(const char *p, const char *end, float *out, int *fin
         const char *q = srv_parse_float_fast(p, out, finite);
         if (q)
             return q;
+    } else if (end - p >= SRV_PARSE_SHORT_PAD) { /* a body's last numbers */
+        int neg = *p == '-';
+        const char *q = srv_parse_short(p + neg, neg, out, finite);
+        if (q)
+            return q;
     }
     return parse_general(p, end, out, finite);
 }

@@ -18,6 +18,8 @@
 /* Bytes srv_parse_float_fast may read from p, whatever the text: the reads
  * look ahead eight bytes at a time. */
 #define SRV_PARSE_FAST_PAD 64
+/* And srv_parse_short, from the sign on. */
+#define SRV_PARSE_SHORT_PAD 17
 
 /* The high and low 64 bits of a * b. */
 static inline uint64_t srv_mul128(uint64_t a, uint64_t b, uint64_t *lo)
@@ -226,7 +228,8 @@ static inline int srv_rounds_as_float(double d)
  * integer), so |w / 10^k - M| >= 1 / (2^s 10^k) > M 2^-53 whenever
  * m 5^k < 2^53 (5^7 < 2^28) and w < 2^53: more than half a double's unit
  * away. Returns the end, or NULL for any other form (the caller's general
- * fast path takes it). Reads at most 17 bytes from p. */
+ * fast path takes it). Reads at most 16 bytes from p (SRV_PARSE_SHORT_PAD
+ * with the sign). */
 static inline const char *srv_parse_short(const char *p, int neg, float *out, int *finite)
 {
     static const double p10k[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
@@ -331,6 +334,12 @@ static inline const char *srv_parse_float_fast(const char *p, float *out, int *f
     return p;
 }
 #else
+static inline const char *srv_parse_short(const char *p, int neg, float *out, int *finite)
+{
+    (void)p, (void)neg, (void)out, (void)finite;
+    return NULL;
+}
+
 static inline const char *srv_parse_float_fast(const char *p, float *out, int *finite)
 {
     (void)p, (void)out, (void)finite;

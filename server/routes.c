@@ -223,7 +223,9 @@ static int capture(const char *ph, const char *s, size_t n, srv_target *t, srv_e
     char list[300];
     if (is(ph, "{rule}")) {
         char word[64];
-        snprintf(word, sizeof word, "%.*s", n < 63 ? (int)n : 63, s);
+        size_t k = n < 63 ? n : 63;
+        memcpy(word, s, k); /* no printf on every request's path */
+        word[k] = '\0';
         if (n < 63 && attn_rule_from_name(word, &t->rule)) {
             t->route = SRV_R_ATTENTION + (int)t->rule;
             return 1;

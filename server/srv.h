@@ -298,12 +298,15 @@ typedef struct {
     srv_scan_result scan;
     json_t *root;
     srv_seeded *seeded;     /* parameters made from the seed, if any (a cache reference) */
+    int share_root;         /* set before srv_call_parse by a caller that only reads root:
+                             * the tree may be one shared with this thread's other calls */
     double t0;              /* when decoding began */
     double t_parse, t_compute, t_encode; /* ms */
 } srv_call;
 
 /* Scans and parses text[0..len) (text[len] must be NUL) into call->root, a
- * JSON object; what names the text in errors ("the body"). 0, or -1. */
+ * JSON object (a reference of the call's own; with share_root, read it
+ * only); what names the text in errors ("the body"). 0, or -1. */
 int srv_call_parse(srv_call *call, const char *text, size_t len, const char *what, srv_err *e);
 void srv_call_free(srv_call *call);
 

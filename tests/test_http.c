@@ -415,6 +415,40 @@ static void test_forms(void)
     curl_easy_cleanup(h);
 }
 
+/* Requests of one shape back to back on one connection, so on one server
+ * thread, which reuses its parse of the last envelope (the body less its
+ * big arrays) when the next is the same text: each answer must be its own
+ * data's, and two envelopes of the same length that differ (need_weights
+ * true and false) must each keep their meaning. */
+static void test_same_shape(void)
+{
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < 6; i++) {
+        problem p;
+        problem_make(&p, 1, 8, 8, 16, 16, 40 + (uint64_t)i, 0);
+        buf b = {0};
+        problem_body(&b, &p, FORM_NESTED, 0, 0, 1);
+        int weights = i % 3 != 2;
+        b.len--; /* the closing brace: "true }" and "false}" are one length */
+        buf_puts(&b, weights ? ",\"need_weights\":true }" : ",\"need_weights\":false}");
+        request rq = scaled_dot_post(&b, 0);
+        response r;
+        http(h, srv_main.base, &rq, &r);
+        char name[128];
+        snprintf(name, sizeof name, "same shape: request %d (weights %s)", i + 1,
+                 weights ? "asked" : "not asked");
+        if (problem_check(&p, &r, name)) {
+            char n2[160];
+            snprintf(n2, sizeof n2, "%s: weights %s", name, weights ? "present" : "absent");
+            check(!json_object_get(r.json, "weights") == !weights, n2, "%s", short_body(&r));
+        }
+        response_free(&r);
+        buf_free(&b);
+        problem_free(&p);
+    }
+    curl_easy_cleanup(h);
+}
+
 /* ------------------------------------------------------------ connections */
 
 static void test_keepalive(void)
@@ -968,6 +1002,7 @@ int main(int argc, char **argv)
         /* under valgrind: the paths, not the clock (one body over 64 KiB
          * for the offloaded thread and the compute pool) */
         test_forms();
+        test_same_shape();
         test_keepalive();
         test_content_length_cap();
         test_parallel();
@@ -977,6 +1012,7 @@ int main(int argc, char **argv)
     if (up_main && !only && !memcheck) {
         test_server_timing();
         test_forms();
+        test_same_shape();
         test_keepalive();
         test_large_and_chunked();
         test_content_length_cap();
