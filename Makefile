@@ -232,7 +232,9 @@ test-examples: $(SERVER) $(BUILD)/lib_example $(BUILD)/lib_decode
 # package onnxruntime-node ships; its install script is skipped), PyTorch
 # (Debian python3-torch) and OpenBLAS sgemm (libopenblas-dev), with the
 # issue's targets; bench/models.py writes ONNX Runtime's models (Debian
-# python3-onnx). bench/run.py says what each column and target means.
+# python3-onnx). bench/run.py says what each column and target means. Then
+# the trained models: their BLEU (training/results.json) and translation
+# speed in C against PyTorch (bench/translate_bench.py, as make bench-models).
 BENCH_KERNELS = $(BUILD)/bench_kernels
 BENCH_PEAK    = $(BUILD)/peak
 BENCH_ORT     = $(BUILD)/ort_capi
@@ -283,10 +285,13 @@ HTTP_BENCH = $(BUILD)/http_bench
 $(HTTP_BENCH): $(BUILD)/bench/http_bench.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL)
 
-bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM)
+bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM) $(BUILD)/bench_models
 	@mkdir -p $(BUILD)/bench
 	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
+	@echo; echo "Trained models: quality (training/results.json, from training/evaluate.py)"; echo
+	$(PYTHON) training/report.py
+	$(PYTHON) bench/translate_bench.py $(BUILD)
 
 # ------------------------------------------------------------------ run
 
