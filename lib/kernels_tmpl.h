@@ -79,6 +79,7 @@
 #define row_finish ISA_NAME(row_finish)
 #define row_keys ISA_NAME(row_keys)
 #define row_query ISA_NAME(row_query)
+#define task_block ISA_NAME(task_block)
 #define sdpa_task ISA_NAME(sdpa_task)
 #define sdpa_plan ISA_NAME(sdpa_plan)
 #define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
@@ -152,8 +153,8 @@ static TGT void pack_t(const float *x, int64_t xs, int64_t d, int64_t n, float s
                 r[t] = t >= rows ? VZERO() : cols == VW ? VLOAD(src) : VLOADM(src, cm);
             }
             VTRANSPOSE(r);
-            for (int t = 0; t < cols; t++)
-                VSTORE(xt + (p0 + t) * QB + r0, sc == 1.0f ? r[t] : VMUL(r[t], scv));
+            UNROLL for (int t = 0; t < VW; t++) /* unrolled, so r stays in registers */
+                if (t < cols) VSTORE(xt + (p0 + t) * QB + r0, sc == 1.0f ? r[t] : VMUL(r[t], scv));
         }
     }
 }
@@ -721,7 +722,8 @@ static inline ALWAYS TGT void store_t_by(const float *st, int nk, float *w, int6
                 if (f) r[t] = VMUL(r[t], fq);
             }
             VTRANSPOSE(r);
-            for (int t = 0; t < VW && q * VW + t < nr; t++) {
+            UNROLL for (int t = 0; t < VW; t++) { /* unrolled, so r stays in registers */
+                if (q * VW + t >= nr) break;
                 float *dst = w + (q * VW + t) * ws + kk0;
                 if (n == VW) {
                     if (stream && ((uintptr_t)dst & (VW * sizeof(float) - 1)) == 0) VSTREAM(dst, r[t]);
@@ -1422,18 +1424,27 @@ typedef struct {
     float *part;          /* their partial results (split_row_floats a row) */
 } sdpa_args;
 
-static TGT void sdpa_task(void *arg, int64_t task, int worker)
+/* The job (its index) and query block b (of nb) of a task. */
+static size_t task_block(const sdpa_args *s, int64_t task, int64_t *b, int64_t *nb)
 {
-    const sdpa_args *s = arg;
     size_t lo = 0, hi = s->n; /* the job whose task range holds task */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
         if (s->first[mid] <= task) lo = mid; else hi = mid;
     }
     const attn_sdpa_job *j = &s->jobs[lo];
-    int64_t nb = s->first[lo + 1] - s->first[lo];
-    int64_t b = task - s->first[lo];
-    if (j->causal || j->window_right >= 0) b = nb - 1 - b; /* the longest blocks first */
+    *nb = s->first[lo + 1] - s->first[lo];
+    *b = task - s->first[lo];
+    if (j->causal || j->window_right >= 0) *b = *nb - 1 - *b; /* the longest blocks first */
+    return lo;
+}
+
+static TGT void sdpa_task(void *arg, int64_t task, int worker)
+{
+    const sdpa_args *s = arg;
+    int64_t b, nb;
+    size_t lo = task_block(s, task, &b, &nb);
+    const attn_sdpa_job *j = &s->jobs[lo];
     float *scr = s->scratch + (size_t)worker * s->per_worker;
     if (j->sparse) {
         int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB, i0 = b * rows; /* as sdpa_plan */

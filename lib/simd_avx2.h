@@ -93,10 +93,12 @@ SIMD_INLINE void attn_transpose_avx2(__m256 r[8])
 {
     __m256 t[8];
     SIMD_TRANSPOSE_IN_LANES(_mm256, 8, r, t);
+    _Pragma("GCC unroll 4")
     for (int k = 0; k < 4; k++) {
         t[k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x20);
         t[4 + k] = _mm256_permute2f128_ps(r[k], r[4 + k], 0x31);
     }
+    _Pragma("GCC unroll 8")
     for (int k = 0; k < 8; k++) r[k] = t[k];
 }
 

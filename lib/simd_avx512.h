@@ -129,12 +129,14 @@ static inline __attribute__((always_inline)) TGT void attn_transpose_avx512(__m5
     __m512 t[16];
     SIMD_TRANSPOSE_IN_LANES(_mm512, 16, r, t);
     /* r[4g+k], 128-bit lane L: column 4L+k of rows 4g..4g+3 */
+    _Pragma("GCC unroll 4")
     for (int k = 0; k < 4; k++) {
         t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
         t[4 + k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xdd);
         t[8 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
         t[12 + k] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xdd);
     }
+    _Pragma("GCC unroll 4")
     for (int k = 0; k < 4; k++) {
         r[k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0x88);
         r[8 + k] = _mm512_shuffle_f32x4(t[k], t[8 + k], 0xdd);

@@ -934,6 +934,43 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     release(&A);
 }
 
+/* A cache past 2 MB, whose block takes huge pages (kvcache.c): rows
+ * appended in random steps, some taken back by a truncate, every row of
+ * every KV head compared bit for bit with the source after each append
+ * (a growth copies the rows to the new block). */
+static void cache_rows(void)
+{
+    enum { HKV = 3, D = 64, MAX = 3000 }; /* 4.6 MB at MAX */
+    float *src = malloc(sizeof(float) * 2 * MAX * HKV * D);
+    attn_kv_cache *kv = attn_kv_cache_new(HKV, D, MAX);
+    int ok = src && kv;
+    for (int64_t i = 0; ok && i < 2 * MAX * HKV * D; i++)
+        src[i] = (float)rnd(-1000000, 1000000);
+    int64_t n = 0;
+    while (ok && n < MAX) {
+        int64_t T = rnd(1, MAX - n < 700 ? MAX - n : 700);
+        if (n > 0 && chance(25))
+            n = rnd(0, n); /* a truncate: those rows again after */
+        ok = attn_kv_cache_truncate(kv, n, NULL) == ATTN_OK;
+        const float *k = src + n * HKV * D, *v = k + MAX * HKV * D;
+        attn_tensor kt = {3, {T, HKV, D}, (float *)k}, vt = {3, {T, HKV, D}, (float *)v};
+        ok = ok && attn_kv_cache_append(kv, &kt, &vt, NULL) == ATTN_OK;
+        n += T;
+        const float *const *K = attn_kv_cache_keys(kv), *const *V = attn_kv_cache_values(kv);
+        for (int64_t t = 0; ok && t < n; t++)
+            for (int g = 0; ok && g < HKV; g++)
+                ok = !memcmp(K[g] + t * D, src + (t * HKV + g) * D, D * sizeof(float)) &&
+                     !memcmp(V[g] + t * D, src + ((MAX + t) * HKV + g) * D, D * sizeof(float));
+        ok = ok && attn_kv_cache_len(kv) == n;
+    }
+    if (!ok)
+        fail("cache rows past 2 MB", "a row differs from the one appended, or a call failed, at %lld rows",
+             (long long)n);
+    ok ? n_passed++ : n_failed++;
+    attn_kv_cache_free(kv);
+    free(src);
+}
+
 /* A decode loop on one context: step n attends query row n (Lq = 1,
  * bottom-right causal, every option, rope in both styles) over keys
  * 0..n, as a KV cache grows, so the context's rotary table is reused,
@@ -1393,6 +1430,7 @@ int main(int argc, char **argv)
                isas[k], trials, n_passed - before_p, n_failed - before_f, n_skipped - before_s);
     }
     bf16_versus(ctx[1], trials / 5, seed);
+    cache_rows();
     attn_ctx_free(ctx[0]);
     attn_ctx_free(ctx[1]);
     printf("%d passed, %d failed, %d skipped\n", n_passed, n_failed, n_skipped);
