@@ -99,6 +99,14 @@ static inline int srv_eisel_lemire(uint64_t w, int q, int neg, float *out, int *
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* How many of the 8 bytes of d (text less '0'), from the first, are digits. */
+static inline int srv_swar_run(uint64_t d)
+{
+    uint64_t nd = (((d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | d) &
+                  0x8080808080808080ull;
+    return nd ? __builtin_ctzll(nd) >> 3 : 8;
+}
+
 /* SWAR: the 8 bytes at p less '0' in *d, and how many of them, from the
  * first, are digits. */
 static inline int srv_swar_digits(const char *p, uint64_t *d)
@@ -106,9 +114,7 @@ static inline int srv_swar_digits(const char *p, uint64_t *d)
     uint64_t x;
     memcpy(&x, p, 8);
     *d = x ^ 0x3030303030303030ull;
-    uint64_t nd = (((*d & 0x7f7f7f7f7f7f7f7full) + 0x7676767676767676ull) | *d) &
-                  0x8080808080808080ull;
-    return nd ? __builtin_ctzll(nd) >> 3 : 8;
+    return srv_swar_run(*d);
 }
 
 /* The number the first cnt (1..8) digits of d spell (after simdjson's
@@ -219,36 +225,44 @@ static inline int srv_rounds_as_float(double d)
 
 /* The short numbers most requests carry, p past the sign: 1 to 7 integer
  * digits (no leading zero but a lone one), then either nothing or '.' and
- * 1 to 7 fraction digits, and no exponent. The digits are w < 10^14 < 2^53
- * and the value w / 10^k (k <= 7), both exact in double precision: the
- * quotient rounded to double then to float is the correctly rounded float
- * (strtof's). It could only differ if the double rounding landed on a
- * float midpoint M = m 2^e (m < 2^25) the exact quotient is not at; but
- * w - M 10^k is a nonzero multiple of 2^-s with 2^s <= 2^(-e-k) (or an
- * integer), so |w / 10^k - M| >= 1 / (2^s 10^k) > M 2^-53 whenever
- * m 5^k < 2^53 (5^7 < 2^28) and w < 2^53: more than half a double's unit
- * away. Returns the end, or NULL for any other form (the caller's general
- * fast path takes it). Reads at most 16 bytes from p (SRV_PARSE_SHORT_PAD
+ * fraction digits, 7 digits in all, and no exponent. The digits are
+ * w < 10^7 and the value w / 10^k (k <= 6), both exact in double
+ * precision: the quotient rounded to double then to float is the correctly
+ * rounded float (strtof's). It could only differ if the double rounding
+ * landed on a float midpoint M = m 2^e (m < 2^25) the exact quotient is not
+ * at; but w - M 10^k is a nonzero multiple of 2^-s with 2^s <= 2^(-e-k) (or
+ * an integer), so |w / 10^k - M| >= 1 / (2^s 10^k) > M 2^-53 whenever
+ * m 5^k < 2^53 (5^6 < 2^28) and w < 2^53: more than half a double's unit
+ * away. Returns the end, or NULL for any other form (srv_parse_float_long
+ * takes it). Reads at most 9 bytes from p (SRV_PARSE_SHORT_PAD covers them
  * with the sign). */
-static inline const char *srv_parse_short(const char *p, int neg, float *out, int *finite)
+static inline __attribute__((always_inline)) const char *
+srv_parse_short(const char *p, int neg, float *out, int *finite)
 {
     static const double p10k[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
-    static const uint32_t p10u[8] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000};
-    uint64_t di, df = 0;
+    uint64_t di, w;
     int ni = srv_swar_digits(p, &di), nf = 0;
     if (ni == 0 || ni > 7 || (ni > 1 && *p == '0'))
         return NULL;
     const char *e = p + ni;
     if (*e == '.') {
-        nf = srv_swar_digits(e + 1, &df);
-        if (nf == 0 || nf > 7)
+        /* the digits either side of the point in one word: bytes below
+         * ni from p, the others from p + 1 */
+        uint64_t y, m = (1ull << (8 * ni)) - 1;
+        memcpy(&y, p + 1, 8);
+        uint64_t z = (di & m) | ((y ^ 0x3030303030303030ull) & ~m);
+        int nt = srv_swar_run(z);
+        nf = nt - ni;
+        if (nf == 0 || nt == 8) /* "1.", or 8 digits or more: the general path's */
             return NULL;
+        w = srv_swar_value(z, nt);
         e += 1 + nf;
+    } else {
+        w = srv_swar_value(di, ni);
     }
     if ((*e | 0x20) == 'e')
         return NULL;
-    uint64_t w = srv_swar_value(di, ni) * p10u[nf] + (nf ? srv_swar_value(df, nf) : 0);
-    float f = (float)((double)w / p10k[nf]);
+    float f = (float)((double)(int64_t)w / p10k[nf]); /* w < 2^53: a signed conversion */
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
     bits |= (uint32_t)neg << 31;
@@ -271,7 +285,7 @@ static inline const char *srv_parse_short(const char *p, int neg, float *out, in
  * else (about one number in ten million, a midpoint, or a form outside the
  * above) returns NULL: the general path decides exactly, and reports. Reads
  * at most SRV_PARSE_FAST_PAD bytes from p. */
-static inline const char *srv_parse_float_fast(const char *p, float *out, int *finite)
+static inline const char *srv_parse_float_long(const char *p, float *out, int *finite)
 {
     /* 10^q for q in [-44, 22] (those below 0 rounded: one more rounding) */
     static const double p10[67] = {
@@ -283,9 +297,6 @@ static inline const char *srv_parse_float_fast(const char *p, float *out, int *f
         1e16,  1e17,  1e18,  1e19,  1e20,  1e21,  1e22};
     int neg = *p == '-';
     p += neg;
-    const char *s = srv_parse_short(p, neg, out, finite);
-    if (s)
-        return s;
     uint32_t dig, zer;
     srv_classify32(p, &dig, &zer);
     uint64_t nd = ~(uint64_t)dig, nz = ~(uint64_t)zer; /* bits 32..63 set */
@@ -333,10 +344,24 @@ static inline const char *srv_parse_float_fast(const char *p, float *out, int *f
     *finite = 1;
     return p;
 }
+
+/* srv_parse_short's form, else srv_parse_float_long's. */
+static inline const char *srv_parse_float_fast(const char *p, float *out, int *finite)
+{
+    int neg = *p == '-';
+    const char *q = srv_parse_short(p + neg, neg, out, finite);
+    return q ? q : srv_parse_float_long(p, out, finite);
+}
 #else
 static inline const char *srv_parse_short(const char *p, int neg, float *out, int *finite)
 {
     (void)p, (void)neg, (void)out, (void)finite;
+    return NULL;
+}
+
+static inline const char *srv_parse_float_long(const char *p, float *out, int *finite)
+{
+    (void)p, (void)out, (void)finite;
     return NULL;
 }
 

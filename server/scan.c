@@ -143,8 +143,9 @@ enum { ROW_AT_NUMBER, ROW_AFTER_COMMA, ROW_CLOSED }; /* row_run's *how */
  * separators before any is read: the ',' and ']' of 64 bytes at a time as
  * a bit mask, then each number parsed from its own start, so no parse waits
  * for the one before it to find where it ends (the one-by-one loop's chain
- * of dependent loads). Each number must be the fast path's and end exactly
- * at the next separator. Returns where the caller goes on, *how saying
+ * of dependent loads). Each number must be srv_parse_short's (the rows of
+ * longer ones are the one-by-one loop's) and end exactly at the next
+ * separator; one space may follow a ','. Returns where the caller goes on, *how saying
  * what is there: the row's ']' (ROW_CLOSED), or the first number this does
  * not take (ROW_AT_NUMBER, p itself) or the byte after the ',' before it
  * (ROW_AFTER_COMMA), when a number is of another form, is followed by
@@ -161,8 +162,8 @@ static inline const char *row_run(const char *p, const char *end, float **data, 
             stops &= stops - 1;
             if (*n == *cap && grow(data, cap))
                 return NULL;
-            int finite;
-            if (srv_parse_float_fast(s, *data + *n, &finite) != t)
+            int finite, neg = *s == '-';
+            if (t - s > 9 || srv_parse_short(s + neg, neg, *data + *n, &finite) != t)
                 goto out;
             ++*n;
             ++*row;
@@ -171,6 +172,7 @@ static inline const char *row_run(const char *p, const char *end, float **data, 
                 return t;
             }
             s = t + 1;
+            s += *s == ' '; /* ", " as Python's json.dumps writes it */
         }
         if (s == p)
             break; /* no separator in 64 bytes */
@@ -260,7 +262,7 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
                     goto bail;
                 int finite;
                 const char *q = end - p >= SRV_PARSE_FAST_PAD
-                                    ? srv_parse_float_fast(p, &data[n], &finite)
+                                    ? srv_parse_float_long(p, &data[n], &finite)
                                     : NULL;
                 n++;
                 row++;
