@@ -175,7 +175,8 @@ def main():
         stp = T.Stepper(model, cfg)
         merge(args.results, args.split, {name: {
             "params": sum(p.numel() for p in model.state_dict().values()),
-            "train_steps": cfg.get("train_steps"), "train_seconds": cfg.get("train_seconds"),
+            "train_steps": cfg.get("train_steps"),
+            "train_seconds": cfg.get("train_seconds_total", cfg.get("train_seconds")),
             "best_step": cfg.get("best_step"), "best_valid_nll": cfg.get("best_valid_nll")}})
         for mode in args.modes:
             if mode == "align":
