@@ -62,6 +62,23 @@ static void test_fmt(long n)
     check(badp == 0, "fmt: all round trip", "");
 }
 
+/* A random decimal into b: an optional '-', nint digits (no leading zero
+ * unless alone), then '.' and nfrac digits when nfrac > 0; returns its
+ * length (not terminated). */
+static int random_decimal(char *b, int nint, int nfrac)
+{
+    int n = 0;
+    if (rnd() & 1)
+        b[n++] = '-';
+    for (int i = 0; i < nint; i++)
+        b[n++] = (char)('0' + (i == 0 && nint > 1 ? 1 + rnd() % 9 : rnd() % 10));
+    if (nfrac)
+        b[n++] = '.';
+    for (int i = 0; i < nfrac; i++)
+        b[n++] = (char)('0' + rnd() % 10);
+    return n;
+}
+
 /* A number of the parser's fast form (see numfmt.c), or just past it:
  * sign, 1-8 integer digits, 0-17 fraction digits, an exponent or not; one
  * in four is a float midpoint printed with 16-19 significant digits, where
@@ -75,15 +92,8 @@ static int fast_form(char *b, size_t cap)
         double mid = ((double)f + (double)nextafterf(f, INFINITY)) / 2;
         return snprintf(b, cap, "%.*g", (int)(16 + rnd() % 4), rnd() & 1 ? mid : -mid);
     }
-    int n = 0, nint = 1 + (int)(rnd() % 8), nfrac = (int)(rnd() % 18);
-    if (rnd() & 1)
-        b[n++] = '-';
-    for (int i = 0; i < nint; i++)
-        b[n++] = (char)('0' + (i == 0 && nint > 1 ? 1 + rnd() % 9 : rnd() % 10));
-    if (nfrac)
-        b[n++] = '.';
-    for (int i = 0; i < nfrac; i++)
-        b[n++] = (char)('0' + rnd() % 10);
+    int nint = 1 + (int)(rnd() % 8), nfrac = (int)(rnd() % 18);
+    int n = random_decimal(b, nint, nfrac);
     if (rnd() & 1)
         n += snprintf(b + n, cap - (size_t)n, "%c%s%d", rnd() & 1 ? 'e' : 'E',
                       rnd() % 3 == 0 ? "+" : rnd() & 1 ? "-" : "",
@@ -205,14 +215,7 @@ static void test_parse_short(long n)
         int len = 0;
         if (i % 2) {
             int nint = 1 + (int)(rnd() % 7), nfrac = (int)(rnd() % 8);
-            if (rnd() & 1)
-                b[len++] = '-';
-            for (int k = 0; k < nint; k++)
-                b[len++] = (char)('0' + (k == 0 && nint > 1 ? 1 + rnd() % 9 : rnd() % 10));
-            if (nfrac)
-                b[len++] = '.';
-            for (int k = 0; k < nfrac; k++)
-                b[len++] = (char)('0' + rnd() % 10);
+            len = random_decimal(b, nint, nfrac);
             b[len] = '\0';
         } else {
             /* a float in [1e-7, 1e7): its midpoint to the next, to 1..7
