@@ -501,11 +501,9 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
     const char *hs = parse_array_head(p, end, &h, t);
     if (!t->stopped)
         atomic_store_explicit(&t->cancel, 1, memory_order_relaxed);
-    if (!srv_task_settle(&t->task)) { /* no thread took it: the whole array is here */
-        if (hs)
-            *b = h;
-        return hs;
-    }
+    /* a task no thread took left mid unset (stopped is 0), stop NULL and the
+     * budget as it was: the head then holds the whole array */
+    srv_task_settle(&t->task);
     *budget = t->budget;
     int stopped = t->stopped;
     const char *ts = t->stop; /* the tail's end */

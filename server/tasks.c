@@ -72,7 +72,7 @@ int srv_task_start(srv_task *t, void (*fn)(void *), void *arg, int settled)
         pthread_attr_setstacksize(&attr, (size_t)1 << 20);
         int rc = pthread_create(&th, &attr, worker, NULL);
         pthread_attr_destroy(&attr);
-        if (rc != 0 && idle <= queued) {
+        if (rc != 0) {
             pthread_mutex_unlock(&mu);
             return -1;
         }
