@@ -590,7 +590,8 @@ static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr
  * raise, the block's earlier P rows, its partial sums and its alpha (the
  * factor for O^T and l, e^(m before the block - m now)) are scaled by
  * e^(m old - m new). kk is the tile's first row in st. Returns the number
- * of vectors raised. */
+ * of vectors raised from a finite max (the first max a vector takes is no
+ * raise). */
 static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
                                         const float *qt, int64_t i0, int64_t jb, int kk, int kn,
                                         float *st, V m[QV], V mu[QV], V alpha[QV], V sum[QV])
@@ -609,12 +610,16 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
             V mn = VMAX(m[v], tmax);
             mu[v] = VSEL(VISNINF(mn), VZERO(), mn);
             V c = VEXP(VSUB(m[v], mu[v]));
-            for (int t = 0; t < kk; t++)
-                VSTORE(st + t * QB + v * VW, VMUL(VLOAD(st + t * QB + v * VW), c));
+            /* a vector none of whose rows had a key yet holds zeros so
+             * far: the first max it takes costs no pass */
+            if (VANYGT(m[v], VSET1(-INFINITY))) {
+                for (int t = 0; t < kk; t++)
+                    VSTORE(st + t * QB + v * VW, VMUL(VLOAD(st + t * QB + v * VW), c));
+                raised++;
+            }
             sum[v] = VMUL(sum[v], c);
             alpha[v] = VMUL(alpha[v], c);
             m[v] = mn;
-            raised++;
         }
     }
     UNROLL for (int t = 0; t < KN; t++)
@@ -1061,9 +1066,10 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
     int stream = j->w && j->lk >= 512;
     int staged = j->w && j->lk <= STAGE_LK;
-    /* the first block takes its exact max (two passes over its scores);
-     * later ones exponentiate against it lazily, unless the last raised */
-    int lazy = 0;
+    /* blocks exponentiate lazily against the max of their first tile,
+     * unless the last one raised it (then two passes, its exact max), or a
+     * mask or bias changes the scores after the tiles */
+    int lazy = !j->mask && !j->bias;
 #ifdef VTILE
     if (amx) attn_amx_begin();
 #endif
