@@ -106,8 +106,11 @@
 /* Rows of A from which gemm_nt packs B once per column panel (C stored
  * as rows) rather than A once per row block (C stored transposed): below
  * it, packing all of B costs more than the transposed stores save
- * (measured on Zen 5 at k = 512: m = 128 favours A, m = 512 favours B). */
+ * (measured on Zen 5 at k = 512: m = 128 favours A, m = 512 favours B;
+ * with AVX2 at m = 32, A by 1.2x). A vocabulary may set its own. */
+#ifndef GEMM_PACK_B
 #define GEMM_PACK_B (4 * QB)
+#endif
 #define UNROLL _Pragma("GCC unroll 16")
 #define ALWAYS __attribute__((always_inline))
 /* Scratch is handed out in whole cache lines (64 bytes, 16 floats). */
