@@ -36,6 +36,8 @@ from service_table import print_service, print_sessions, print_table, ratio
 E = 512
 LS = (128, 512, 1024, 2048, 4096)
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "training"))
+import blas_env  # noqa: E402
 CHECK_LIMIT = 1e-4
 
 
@@ -83,12 +85,6 @@ def cpu_info():
     except OSError:
         pass
     return name, flags
-
-
-def openblas_coretype(flags):
-    if "avx512f" in flags:
-        return "Cooperlake" if "avx512_bf16" in flags else "SkylakeX"
-    return "Haswell" if "avx2" in flags and "fma" in flags else None
 
 
 def ort_library():
@@ -386,8 +382,8 @@ def run_all(args):
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
                BENCH_THREADS=str(args.threads))
     detected = run_json([os.path.join(b, "bench_kernels"), "--labels"], "bench_kernels --labels", env)
-    if "OPENBLAS_CORETYPE" not in os.environ and openblas_coretype(flags):
-        env["OPENBLAS_CORETYPE"] = openblas_coretype(flags)
+    if "OPENBLAS_CORETYPE" not in os.environ and blas_env.coretype(flags):
+        env["OPENBLAS_CORETYPE"] = blas_env.coretype(flags)
     r = {"cpu": name, "flags": flags, "load0": os.getloadavg()[0],
          "openblas_detected": detected.get("openblas_corename", "?"),
          "coretype_env": env.get("OPENBLAS_CORETYPE")}

@@ -13,6 +13,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "training"))
+import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
+CORETYPE = blas_env.use_cpu_kernels()
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one thread each: OpenBLAS's own threads too
 
 TEXT = "Open the selected file in a new window and save the changes"
 
@@ -52,7 +55,8 @@ def main():
     c = subprocess.run([os.path.join(a.build, "bench_models"), a.weights, os.path.join(ROOT, "training", "bpe.json"),
                         TEXT, str(a.reps)], check=True, capture_output=True, text=True).stdout
     print('sentence: "%s"; one thread each; best / median of %d (C), %d (PyTorch), ms;'
-          ' CPU = the thread\'s CPU time (fair on a loaded machine)' % (TEXT, a.reps, max(3, a.reps // 4)))
+          ' CPU = the thread\'s CPU time (fair on a loaded machine); PyTorch\'s OpenBLAS kernels: %s'
+          % (TEXT, a.reps, max(3, a.reps // 4), "OPENBLAS_CORETYPE=" + CORETYPE if CORETYPE else "detected"))
     print("| model | decoding | tokens in/out | C wall | C CPU | PyTorch wall | PyTorch CPU | PyTorch / C (CPU) |")
     print("|---|---|---|---|---|---|---|---|")
     for line in c.split("\n"):

@@ -9,6 +9,8 @@
  *   V, VM, VW    a vector of floats, a lane mask, lanes per vector
  *   QV, KN, CN   query vectors per block, keys per score tile, value
  *                columns per output tile (kernels_tmpl.h)
+ *   GEMM_PACK_B  rows of A from which the projection packs B rather than
+ *                A (kernels_tmpl.h; 4 QB unless the vocabulary sets it)
  *   RN, WN       tanh-score vectors and weighted-sum column vectors per
  *                pass (rows_tmpl.h)
  * Memory: VLOAD(p), VSTORE(p,v), VLOADM(p,m) (masked-off lanes read as 0

@@ -29,11 +29,12 @@ import json
 import os
 import sys
 
-import torch
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINING = os.path.join(ROOT, "training")
 sys.path.insert(0, TRAINING)
+import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
+blas_env.use_cpu_kernels()
+import torch  # noqa: E402
 import models  # noqa: E402
 import translate as T  # noqa: E402
 from tokenizer import BPE, BOS, EOS, read_tsv  # noqa: E402

@@ -22,7 +22,10 @@ import os
 import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
+blas_env.use_cpu_kernels()
+import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,6 +51,7 @@ def alignment(model, cfg, bpe, rows):
     hits = None
     n = 0
     chance = 0.0
+    rows_seen = 0
     for en, fr in rows:
         src = T.prepare_src(bpe, cfg, en)
         tgt = (bpe.encode(fr) + [EOS])[:cfg["max_tgt_tokens"]]
@@ -72,18 +76,24 @@ def alignment(model, cfg, bpe, rows):
             A = torch.stack([w[0] for w in ws])  # (layers, heads, Lt, Ls)
         if hits is None:
             hits = torch.zeros(A.shape[0], A.shape[1])
+            peaks = torch.zeros(A.shape[0], A.shape[1])
+        peaks += A.max(-1).values.sum(-1)
+        rows_seen += A.shape[2]
         for t, j in cp:
             hits += (torch.argmax(A[:, :, t, :], -1) == j).float()
             n += 1
             chance += 1.0 / len(src)
     acc = (hits / max(n, 1)).tolist()
+    peak = (peaks / max(rows_seen, 1)).tolist()
     res = {"copy_tokens": n, "chance": round(chance / max(n, 1), 4)}
     if gru:
         res["accuracy"] = round(acc[0][0], 4)
+        res["mean_peak_weight"] = round(peak[0][0], 4)
     else:
         res["per_layer_head"] = [[round(x, 4) for x in row] for row in acc]
         best = max(((l, h) for l in range(len(acc)) for h in range(len(acc[0]))), key=lambda lh: acc[lh[0]][lh[1]])
-        res["best_head"] = {"layer": best[0], "head": best[1], "accuracy": round(acc[best[0]][best[1]], 4)}
+        res["best_head"] = {"layer": best[0], "head": best[1], "accuracy": round(acc[best[0]][best[1]], 4),
+                            "mean_peak_weight": round(peak[best[0]][best[1]], 4)}
     return res
 
 

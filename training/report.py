@@ -5,6 +5,13 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def peak_note(al):
+    """The mean over target tokens of the largest attention weight, if measured."""
+    return "; mean peak weight %.2f" % al["mean_peak_weight"] if "mean_peak_weight" in al else ""
+
+
 res = json.load(open(os.path.join(HERE, "results.json")))
 for split in ("test", "heldout"):
     r = res.get(split)
@@ -21,9 +28,10 @@ for split in ("test", "heldout"):
         al = m.get("alignment", {})
         if "best_head" in al:
             b = al["best_head"]
-            a = "%.1f%% (layer %d head %d; chance %.1f%%)" % (100 * b["accuracy"], b["layer"], b["head"], 100 * al["chance"])
+            a = "%.1f%% (layer %d head %d; chance %.1f%%%s)" % (
+                100 * b["accuracy"], b["layer"], b["head"], 100 * al["chance"], peak_note(b))
         elif al:
-            a = "%.1f%% (chance %.1f%%)" % (100 * al["accuracy"], 100 * al["chance"])
+            a = "%.1f%% (chance %.1f%%%s)" % (100 * al["accuracy"], 100 * al["chance"], peak_note(al))
         else:
             a = ""
         g = (m.get("greedy") or m.get("greedyb") or {}).get("bleu")

@@ -16,8 +16,10 @@ import random
 import sys
 import time
 
-import numpy as np
-import torch
+import blas_env  # before torch: OpenBLAS reads its core type when it loads
+blas_env.use_cpu_kernels()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
