@@ -81,6 +81,10 @@
 #define row_query ISA_NAME(row_query)
 #define task_block ISA_NAME(task_block)
 #define sdpa_task ISA_NAME(sdpa_task)
+#define flash_chain ISA_NAME(flash_chain)
+#define chains ISA_NAME(chains)
+#define weights_write ISA_NAME(weights_write)
+#define weight_factors ISA_NAME(weight_factors)
 #define sdpa_plan ISA_NAME(sdpa_plan)
 #define sdpa_scratch_bytes ISA_NAME(sdpa_scratch_bytes)
 #define sdpa_run ISA_NAME(sdpa_run)
@@ -593,7 +597,8 @@ static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr
  * raise, the block's earlier P rows, its partial sums and its alpha (the
  * factor for O^T and l, e^(m before the block - m now)) are scaled by
  * e^(m old - m new). kk is the tile's first row in st. Returns the number
- * of vectors raised. */
+ * of vectors raised from a finite max (the first max a vector takes is no
+ * raise). */
 static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
                                         const float *qt, int64_t i0, int64_t jb, int kk, int kn,
                                         float *st, V m[QV], V mu[QV], V alpha[QV], V sum[QV])
@@ -612,12 +617,16 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
             V mn = VMAX(m[v], tmax);
             mu[v] = VSEL(VISNINF(mn), VZERO(), mn);
             V c = VEXP(VSUB(m[v], mu[v]));
-            for (int t = 0; t < kk; t++)
-                VSTORE(st + t * QB + v * VW, VMUL(VLOAD(st + t * QB + v * VW), c));
+            /* a vector none of whose rows had a key yet holds zeros so
+             * far: the first max it takes costs no pass */
+            if (VANYGT(m[v], VSET1(-INFINITY))) {
+                for (int t = 0; t < kk; t++)
+                    VSTORE(st + t * QB + v * VW, VMUL(VLOAD(st + t * QB + v * VW), c));
+                raised++;
+            }
             sum[v] = VMUL(sum[v], c);
             alpha[v] = VMUL(alpha[v], c);
             m[v] = mn;
-            raised++;
         }
     }
     UNROLL for (int t = 0; t < KN; t++)
@@ -709,32 +718,39 @@ static inline ALWAYS TGT void pv_cols(float *ot, const float *st, int nk, const 
  * visible key; only nr rows and nk keys are written. With stream set,
  * aligned full vectors bypass the cache (non-temporal): the weights of a
  * long row are far more than the caches hold, and a normal store would
- * first read each line from memory only to overwrite it. */
+ * first read each line from memory only to overwrite it. store_chunk
+ * writes one VW x VW block of it: keys kk0.. (n of them), vector q. */
+static inline ALWAYS TGT void store_chunk(const float *st, int kk0, int n, int q, float *w,
+                                          int64_t ws, int64_t nr, int stream, const float *f)
+{
+    VM tm = VTAILMASK(n == VW ? 0 : n);
+    V r[VW];
+    V fq = f ? VLOAD(f + q * VW) : VZERO();
+    UNROLL for (int t = 0; t < VW; t++) {
+        r[t] = t < n ? VLOAD(st + (kk0 + t) * QB + q * VW) : VZERO();
+        if (f) r[t] = VMUL(r[t], fq);
+    }
+    VTRANSPOSE(r);
+    UNROLL for (int t = 0; t < VW; t++) { /* unrolled, so r stays in registers */
+        if (q * VW + t >= nr) break;
+        float *dst = w + (q * VW + t) * ws + kk0;
+        if (n == VW) {
+            if (stream && ((uintptr_t)dst & (VW * sizeof(float) - 1)) == 0) VSTREAM(dst, r[t]);
+            else VSTORE(dst, r[t]);
+        } else {
+            VSTOREM(dst, tm, r[t]);
+        }
+    }
+}
+
 static inline ALWAYS TGT void store_t_by(const float *st, int nk, float *w, int64_t ws,
                                          int64_t nr, int stream, const float *f)
 {
     for (int kk0 = 0; kk0 < nk; kk0 += VW) {
         int n = nk - kk0 < VW ? nk - kk0 : VW;
-        VM tm = VTAILMASK(n == VW ? 0 : n);
         UNROLL for (int q = 0; q < QV; q++) {
             if (q * VW >= nr) break;
-            V r[VW];
-            V fq = f ? VLOAD(f + q * VW) : VZERO();
-            UNROLL for (int t = 0; t < VW; t++) {
-                r[t] = t < n ? VLOAD(st + (kk0 + t) * QB + q * VW) : VZERO();
-                if (f) r[t] = VMUL(r[t], fq);
-            }
-            VTRANSPOSE(r);
-            UNROLL for (int t = 0; t < VW; t++) { /* unrolled, so r stays in registers */
-                if (q * VW + t >= nr) break;
-                float *dst = w + (q * VW + t) * ws + kk0;
-                if (n == VW) {
-                    if (stream && ((uintptr_t)dst & (VW * sizeof(float) - 1)) == 0) VSTREAM(dst, r[t]);
-                    else VSTORE(dst, r[t]);
-                } else {
-                    VSTOREM(dst, tm, r[t]);
-                }
-            }
+            store_chunk(st, kk0, n, q, w, ws, nr, stream, f);
         }
     }
 }
@@ -802,6 +818,59 @@ static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, i
     }
 }
 
+/* VW x VW chunks of a staged key block's weights (store_chunk). */
+#define BLOCK_CHUNKS ((BK + VW - 1) / VW * QV)
+
+/* A staged query block's weights still to be written (see
+ * sdpa_block_flash; none while j is NULL): rows [i0, i0+nr), keys
+ * [klo, khi) in nblk blocks of BK, each block's P^T in pb (BK x QB) and
+ * its factors in f (one QB row a block), written a chunk at a time: done
+ * of the nblk BLOCK_CHUNKS chunks so far. While the next query block
+ * computes, its keys [at, at + over) pace them (weights_pace). */
+typedef struct {
+    const attn_sdpa_job *j;
+    int64_t i0, nr, klo, khi, nblk, done;
+    int zeroed; /* the zeros outside [klo, khi) are written */
+    int stream;
+    const float *f, *pb;
+    int64_t at, over;
+} weights_due;
+
+/* Writes a staged block's weights up to chunk upto (of nblk
+ * BLOCK_CHUNKS), times their factors; the first call writes the zeros
+ * outside [klo, khi) too. With d->stream, non-temporal (the caller fences
+ * once the last is written). */
+static inline ALWAYS TGT void weights_write(weights_due *d, int64_t upto)
+{
+    const attn_sdpa_job *j = d->j;
+    if (!j) return; /* none due */
+    float *w = j->w + d->i0 * j->w_stride;
+    if (!d->zeroed) {
+        d->zeroed = 1;
+        for (int64_t r = 0; r < d->nr; r++) {
+            memset(w + r * j->w_stride, 0, (size_t)d->klo * sizeof(float));
+            memset(w + r * j->w_stride + d->khi, 0, (size_t)(j->lk - d->khi) * sizeof(float));
+        }
+    }
+    if (upto > d->nblk * BLOCK_CHUNKS) upto = d->nblk * BLOCK_CHUNKS;
+    for (; d->done < upto; d->done++) {
+        int64_t b = d->done / BLOCK_CHUNKS, jb = d->klo + b * BK;
+        int c = (int)(d->done % BLOCK_CHUNKS), kk0 = c / QV * VW, q = c % QV;
+        int nk = d->khi - jb < BK ? (int)(d->khi - jb) : BK;
+        if (kk0 >= nk || q * VW >= d->nr) continue;
+        store_chunk(d->pb + b * BK * QB, kk0, nk - kk0 < VW ? nk - kk0 : VW, q, w + jb,
+                    j->w_stride, d->nr, d->stream, d->f + b * QB);
+    }
+}
+
+/* The share of the weights due that keys up to `to` of the query block
+ * computing now (see weights_due) bring: all of them by its last key. */
+static inline ALWAYS TGT void weights_pace(weights_due *d, int64_t to)
+{
+    if (d && d->j && d->over > 0)
+        weights_write(d, (d->nblk * BLOCK_CHUNKS * (to - d->at) + d->over - 1) / d->over);
+}
+
 /* One key block exponentiated tile by tile while the scores are still in
  * registers (lazy_tile), against the reference max m. Sets alpha (the
  * factor for the block's earlier O^T and l) and sum (its P summed per
@@ -810,7 +879,8 @@ static inline ALWAYS TGT void flash_pack_q(const attn_sdpa_job *j, int64_t i0, i
  * (widely spread scores) the two-pass form is cheaper. */
 static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const float *kr, int64_t ks,
                                               const float *qt, int64_t i0, int64_t jb, int nk,
-                                              float *st, V m[QV], V alpha[QV], V sum[QV])
+                                              float *st, V m[QV], V alpha[QV], V sum[QV],
+                                              weights_due *due)
 {
     V mu[QV];
     UNROLL for (int q = 0; q < QV; q++) {
@@ -819,9 +889,12 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
         sum[q] = VZERO();
     }
     int kk = 0, raised = 0;
-    for (; kk + KN <= nk; kk += KN)
+    for (; kk + KN <= nk; kk += KN) {
         raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
+        weights_pace(due, jb + kk + KN);
+    }
     if (kk < nk) raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
+    weights_pace(due, jb + nk);
     return raised == 0;
 }
 
@@ -870,13 +943,15 @@ static inline ALWAYS TGT void block_exp_exact(float *st, int nk, int64_t gap, V 
  * the next block may go lazily. */
 static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
                                                const float *qt, int64_t i0, int64_t nr, int64_t jb,
-                                               int nk, float *st, V m[QV], V alpha[QV], V sum[QV])
+                                               int nk, float *st, V m[QV], V alpha[QV], V sum[QV],
+                                               weights_due *due)
 {
     V bm[QV];
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
         score_tile(j, kr + kk * ks, ks, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+        weights_pace(due, jb + kk + kn);
     }
     int64_t bl, br;
     band_of(j, &bl, &br);
@@ -979,17 +1054,12 @@ static inline ALWAYS TGT void flash_weight_row(float *wr, const float *src, int6
     }
 }
 
-/* The weights' last pass: each key block's P was taken against the max at
- * its time (kept in mb), so it is rescaled by exp(max then - final max) /
- * sum: in place in the weight rows, or with pb from the staged blocks of
- * P^T (BK x QB each, as the block's exponentials left them), transposed
- * out as store_t does, and zeros outside [klo, khi). */
-static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                            int64_t klo, int64_t khi, const V m[QV],
-                                            const float inv[QB], float *mb, const float *pb,
-                                            int stream)
+/* The factor of each key block's P: it was taken against the max at its
+ * time (kept in mb), so it is rescaled by exp(max then - final max) / sum;
+ * into mb in place (nblk QB rows). */
+static inline ALWAYS TGT void weight_factors(const V m[QV], const float inv[QB], float *mb,
+                                             int64_t nblk)
 {
-    int64_t nblk = (khi - klo + BK - 1) / BK;
     UNROLL for (int q = 0; q < QV; q++) {
         V mf = VSEL(VISNINF(m[q]), VZERO(), m[q]), iv = VLOAD(inv + q * VW);
         for (int64_t b = 0; b < nblk; b++) {
@@ -999,22 +1069,19 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
             VSTORE(mb + b * QB + q * VW, f);
         }
     }
+}
+
+/* The weights' last pass in place in the weight rows (rows too long to
+ * stage): each key block's P times its factor, zeros outside [klo, khi). */
+static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                            int64_t klo, int64_t khi, const V m[QV],
+                                            const float inv[QB], float *mb)
+{
+    weight_factors(m, inv, mb, (khi - klo + BK - 1) / BK);
     float *w = j->w + i0 * j->w_stride;
-    if (!pb) {
-        for (int64_t r = 0; r < nr; r++)
-            flash_weight_row(w + r * j->w_stride, w + r * j->w_stride, klo, khi, j->lk, mb + r,
-                             QB, 0);
-        return;
-    }
-    for (int64_t r = 0; r < nr; r++) {
-        memset(w + r * j->w_stride, 0, (size_t)klo * sizeof(float));
-        memset(w + r * j->w_stride + khi, 0, (size_t)(j->lk - khi) * sizeof(float));
-    }
-    for (int64_t b = 0; b < nblk; b++) {
-        int64_t jb = klo + b * BK;
-        int nk = khi - jb < BK ? (int)(khi - jb) : BK;
-        store_t_by(pb + b * BK * QB, nk, w + jb, j->w_stride, nr, stream, mb + b * QB);
-    }
+    for (int64_t r = 0; r < nr; r++)
+        flash_weight_row(w + r * j->w_stride, w + r * j->w_stride, klo, khi, j->lk, mb + r, QB,
+                         0);
 }
 
 /* Whether a job's query rows go QB / 4 to a task (a few rows): row by row
@@ -1034,16 +1101,20 @@ static inline int sdpa_by_rows(const attn_sdpa_job *j)
  * rotated queries and then each key block), and with weights mb (one QB
  * row per key block) and pb (STAGE_KEYS(lk) x QB, when lk <= STAGE_LK).
  * With weights, each block's P (relative to the running max then) is kept
- * and its max goes to mb; flash_weights rescales them at the end. For rows
- * that fit, each block's P^T stays where its exponentials were taken, in
- * its own BK x QB block of pb (in place of st, so nothing is copied), and
- * that last pass transposes it into the weight rows once (non-temporal):
- * the caller's buffer is touched once, not written, read back and written
- * again. Longer rows go to the weight rows block by block and are
- * rescaled there. */
+ * and its max goes to mb, to be rescaled once the block's max and sum are
+ * final. For rows that fit (staged), each block's P^T stays where its
+ * exponentials were taken, in its own BK x QB block of pb (in place of
+ * st, so nothing is copied), and is transposed into the weight rows once
+ * (non-temporal): the caller's buffer is touched once, not written, read
+ * back and written again. Those writes are left in *due (weights_write)
+ * for the caller: due holds the previous query block's on entry (if any),
+ * which go out a share after each tile of scores (weights_pace), so that
+ * the stores drain while the products run; the caller keeps mb and pb of this block alive
+ * until its own are written. Longer rows go to the weight rows block by
+ * block and are rescaled there. */
 static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0,
                                  int64_t nr, float *qt, float *st, float *ot, float *mb, float *pb,
-                                 float *kr_rope, uint32_t *qt2, uint32_t *pt2)
+                                 float *kr_rope, uint32_t *qt2, uint32_t *pt2, weights_due *due)
 {
     int amx = bf && bf16_amx(j);
     if (bf) bf16_pack_q(j, bf, i0, nr, qt, kr_rope, qt2);
@@ -1059,14 +1130,20 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     int64_t klo, khi;
     key_range(j, i0, nr, &klo, &khi);
     if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
+    int64_t nblk = (khi - klo + BK - 1) / BK;
+    if (due) { /* the previous block's weights go out as these keys' scores are made */
+        due->at = klo;
+        due->over = khi - klo;
+    }
     /* stream the weights once rows are long enough that caching them
      * costs more (a line read before each overwrite) than it saves;
      * measured on Zen 5: a loss at lk = 256, a gain from 512 */
     int stream = j->w && j->lk >= 512;
     int staged = j->w && j->lk <= STAGE_LK;
-    /* the first block takes its exact max (two passes over its scores);
-     * later ones exponentiate against it lazily, unless the last raised */
-    int lazy = 0;
+    /* blocks exponentiate lazily against the max of their first tile,
+     * unless the last one raised it (then two passes, its exact max), or a
+     * mask or bias changes the scores after the tiles */
+    int lazy = !j->mask && !j->bias;
 #ifdef VTILE
     if (amx) attn_amx_begin();
 #endif
@@ -1078,6 +1155,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
         if (bf) {
             flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx, m,
                              alpha, sum);
+            weights_pace(due, jb + nk);
         } else {
             const float *kr = j->k + jb * j->k_stride;
             int64_t ks = j->k_stride;
@@ -1086,8 +1164,8 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
                 kr = kr_rope;
                 ks = j->d;
             }
-            if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum);
-            else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum);
+            if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
+            else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum, due);
         }
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
@@ -1102,10 +1180,21 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
 #endif
     float inv[QB];
     flash_store_o(j, i0, nr, ot, l, inv);
+    if (due) weights_write(due, due->nblk * BLOCK_CHUNKS); /* the previous block's rest */
     if (!j->w) return;
-    if (stream && !staged) VSFENCE(); /* non-temporal stores are weakly ordered */
-    flash_weights(j, i0, nr, klo, khi, m, inv, mb, staged ? pb : NULL, staged && stream);
-    if (stream && staged) VSFENCE();
+    if (!staged) {
+        if (stream) VSFENCE(); /* non-temporal stores are weakly ordered */
+        flash_weights(j, i0, nr, klo, khi, m, inv, mb);
+        return;
+    }
+    weight_factors(m, inv, mb, nblk);
+    weights_due own = {j, i0, nr, klo, khi, nblk, 0, 0, stream, mb, pb, 0, 0};
+    if (due) {
+        *due = own;
+        return;
+    }
+    weights_write(&own, nblk * BLOCK_CHUNKS);
+    if (stream) VSFENCE();
 }
 
 /* Softcap and ALiBi over a decode row's scores sc (nk keys from jb, row
@@ -1424,10 +1513,11 @@ typedef struct {
     int64_t maxldk;       /* the widest qt2 of the bf16 jobs, in words */
     bf16_kv *kv;          /* each job's keys and values in bfloat16 (bf16 jobs) */
     int64_t nch;          /* > 1: the one job's keys split in nch parts (split_parts) */
+    int64_t chain;        /* query blocks a task of a job that chains (chains) */
     float *part;          /* their partial results (split_row_floats a row) */
 } sdpa_args;
 
-/* The job (its index) and query block b (of nb) of a task. */
+/* The job (its index) and its task b (of nb) of a task. */
 static size_t task_block(const sdpa_args *s, int64_t task, int64_t *b, int64_t *nb)
 {
     size_t lo = 0, hi = s->n; /* the job whose task range holds task */
@@ -1440,6 +1530,32 @@ static size_t task_block(const sdpa_args *s, int64_t task, int64_t *b, int64_t *
     *b = task - s->first[lo];
     if (j->causal || j->window_right >= 0) *b = *nb - 1 - *b; /* the longest blocks first */
     return lo;
+}
+
+/* Whether a job's tasks take a run of query blocks each (sdpa_args'
+ * chain): a job whose weights are staged, so that each block's weight
+ * writes go out while the next block computes (sdpa_block_flash). */
+static inline int chains(const attn_sdpa_job *j)
+{
+    return j->w && j->lk <= STAGE_LK && !j->sparse && !sdpa_by_rows(j);
+}
+
+/* Query blocks [b0, b1) of job j in turn, each block's weights written
+ * during the next one's products (with two sets of mb and pb), the last
+ * block's at the end. */
+static TGT void flash_chain(const attn_sdpa_job *j, const bf16_kv *bf, int64_t b0, int64_t b1,
+                            float *qt, float *st, float *ot, float *mb[2], float *pb[2],
+                            float *kr_rope, uint32_t *qt2, uint32_t *pt2)
+{
+    weights_due due;
+    memset(&due, 0, sizeof due);
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
+        sdpa_block_flash(j, bf, i0, nr, qt, st, ot, mb[b & 1], pb[b & 1], kr_rope, qt2, pt2,
+                         &due);
+    }
+    weights_write(&due, due.nblk * BLOCK_CHUNKS);
+    if (due.stream) VSFENCE(); /* non-temporal stores are weakly ordered */
 }
 
 static TGT void sdpa_task(void *arg, int64_t task, int worker)
@@ -1465,12 +1581,22 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
         else sdpa_rows(j, j->bf16, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
         return;
     }
-    int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
+    /* qt, st, ot, mb, pb, the rotated rows of rope, a second mb and pb */
+    size_t mbf = (size_t)(s->maxblk + 1) * QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
-    float *mb = ot + (size_t)s->maxd * QB, *pb = mb + (size_t)(s->maxblk + 1) * QB;
+    float *mb = ot + (size_t)s->maxd * QB, *pb = mb + mbf;
+    float *kr = pb + (size_t)s->maxstage * QB, *mb2 = kr + (size_t)BK * s->maxd;
+    float *mbs[2] = {mb, mb2}, *pbs[2] = {pb, mb2 + mbf};
     uint32_t *qt2 = (void *)(scr + s->bf_worker), *pt2 = qt2 + s->maxldk * QB;
-    sdpa_block_flash(j, j->bf16 ? &s->kv[lo] : NULL, i0, nr, qt, st, ot, mb, pb,
-                     pb + (size_t)s->maxstage * QB, qt2, pt2);
+    const bf16_kv *bf = j->bf16 ? &s->kv[lo] : NULL;
+    if (chains(j)) {
+        int64_t b1 = (b + 1) * s->chain, nqb = (j->lq + QB - 1) / QB;
+        flash_chain(j, bf, b * s->chain, b1 < nqb ? b1 : nqb, qt, st, ot, mbs, pbs, kr, qt2,
+                    pt2);
+        return;
+    }
+    int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
+    sdpa_block_flash(j, bf, i0, nr, qt, st, ot, mb, pb, kr, qt2, pt2, NULL);
 }
 
 /* Conversion tasks per bf16 job (bf16_task). */
@@ -1516,14 +1642,20 @@ static double sdpa_work(const attn_sdpa_job *jobs, size_t n)
 
 static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int threads, int64_t *first, sdpa_args *a)
 {
-    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0, maxldk = 0;
+    int64_t maxd = 1, maxblk = 0, maxstage = 0, tasks = 0, maxldk = 0, chained = 0;
     double work = sdpa_work(jobs, n);
     a->nch = split_parts(jobs, n, threads, work);
+    for (size_t i = 0; i < n; i++)
+        if (chains(&jobs[i])) chained += (jobs[i].lq + QB - 1) / QB;
+    /* runs long enough to leave few blocks' weights unhidden, some three
+     * tasks a thread for the balance */
+    int64_t spread = 3 * (int64_t)(threads < 1 ? 1 : threads);
+    a->chain = chained > spread ? (chained + spread - 1) / spread : 1;
     for (size_t i = 0; i < n; i++) {
         const attn_sdpa_job *j = &jobs[i];
-        int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB;
+        int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB, blocks = (j->lq + rows - 1) / rows;
         if (first) first[i] = tasks;
-        tasks += (j->lq + rows - 1) / rows * a->nch;
+        tasks += chains(j) ? (blocks + a->chain - 1) / a->chain : blocks * a->nch;
         if (j->d > maxd) maxd = j->d;
         if (j->dv > maxd) maxd = j->dv;
         if (j->w && (j->lk + BK - 1) / BK > maxblk) maxblk = (j->lk + BK - 1) / BK;
@@ -1535,9 +1667,11 @@ static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int threads, int64_
     a->maxblk = maxblk;
     a->maxstage = maxstage;
     a->maxldk = maxldk;
-    /* qt, st, ot, mb, pb, then the rotated rows of rope (BK x maxd) */
+    /* qt, st, ot, mb, pb, the rotated rows of rope (BK x maxd), then a
+     * second mb and pb for chained jobs */
     a->bf_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
-                         (size_t)BK * (size_t)maxd);
+                         (size_t)BK * (size_t)maxd +
+                         (chained ? (size_t)(maxblk + 1 + maxstage) * QB : 0));
     a->per_worker = a->bf_worker + (maxldk ? LINES((size_t)(maxldk + BK / 2) * QB) : 0);
     return work;
 }
@@ -1590,7 +1724,7 @@ static TGT void sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void 
 {
     if (n == 0) return;
     int64_t *first = scratch;
-    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL, 1, NULL};
+    sdpa_args a = {jobs, first, n, NULL, 0, 0, 0, 0, 0, 0, NULL, 1, 1, NULL};
     double work = sdpa_plan(jobs, n, threads, first, &a);
     char *rest = (char *)scratch + LINES((n + 1) * 2) * sizeof(float);
     a.part = (void *)rest;

@@ -283,7 +283,7 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
             V alpha[QV], sum[QV];
             if (lazy && !p)
                 lazy = flash_block_lazy(js, js->k + jb * js->k_stride, js->k_stride, qt, i0, jb, nk,
-                                        st, m, alpha, sum);
+                                        st, m, alpha, sum, NULL);
             else lazy = sparse_block_exact(js, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
             UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
             flash_block_pv(js, ot, st, i0, jb, nk, alpha);
