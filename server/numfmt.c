@@ -65,7 +65,7 @@ static void digits9(double d, uint32_t *n, int *k)
         }
         uint32_t fl = (uint32_t)s; /* s > 0: truncation is floor, and inline */
         double frac = s - (double)fl;
-        if (frac > 0.5 - 1e-6 && frac < 0.5 + 1e-6)
+        if (fabs(frac - 0.5) < 1e-6) /* one test: frac > 0.5 - 1e-6 alone is a coin toss */
             break;
         uint32_t v = fl + (frac > 0.5);
         if (v >= 1000000000u) {
@@ -195,8 +195,8 @@ size_t srv_fmt_float(float f, char *out)
     char *p = out;
     if (!isfinite(f))
         f = 0.0f;
-    if (signbit(f))
-        *p++ = '-';
+    *p = '-'; /* overwritten unless negative: no branch on a random sign */
+    p += signbit(f) != 0;
     double d = fabs((double)f);
     if (d == 0.0) {
         *p++ = '0';
