@@ -190,7 +190,7 @@ static inline char *put_digits(char *p, uint32_t n, int x)
 }
 #endif
 
-size_t srv_fmt_float(float f, char *out)
+static inline __attribute__((always_inline)) size_t fmt_float(float f, char *out)
 {
     char *p = out;
     if (!isfinite(f))
@@ -206,6 +206,17 @@ size_t srv_fmt_float(float f, char *out)
     int x;
     digits9(d, &n, &x);
     return (size_t)(put_digits(p, n, x) - out);
+}
+
+size_t srv_fmt_float(float f, char *out) { return fmt_float(f, out); }
+
+char *srv_fmt_floats(char *o, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o += fmt_float(v[i], o);
+        *o++ = ',';
+    }
+    return n > 0 ? o - 1 : o; /* the last ',' left past the end */
 }
 
 size_t srv_fmt_u64(uint64_t v, char *out)
