@@ -19,7 +19,14 @@
  * bench_kernels --bf16 [threads] (the core in float32 and in bf16 at L =
  * 1024, 2048, 4096: the least process CPU time of 7 calls each, which a
  * shared machine inflates far less than wall time, and the wall time; and
- * one decode step, Lq = 1, Lk = 4096, least CPU time of 21).
+ * one decode step, Lq = 1, Lk = 4096, least CPU time of 21), or
+ * bench_kernels --mha [threads [L]] (multi-head with its projections at
+ * L = 128 to 4096, or at L alone: the least process CPU time and the least
+ * wall time of 15 calls, 7 from 2048), or
+ * bench_kernels --cpu [threads [L]] (core, weights and causal at each L
+ * as their least process CPU time over 7 calls, or 21 up to L = 1024,
+ * and the two ratios to the core: the figures a shared machine inflates
+ * least, where the default rows' wall medians swing with its load).
  * BENCH_NO_MEMORY=1 skips the memory row. */
 #include "attn.h"
 #include "bench_util.h"
@@ -307,6 +314,49 @@ static void bf16_rows(const float *q, const float *k, const float *v, float *o)
     bench_emit("decode_bf16_cpu_4096", bc);
 }
 
+/* mha_cpu_L and mha_wall_L: multi-head with its projections, the least
+ * process CPU time (every thread's) and the least wall time of 15 calls
+ * (7 from L = 2048), at the one length l or at 128 to 4096. CPU time is
+ * what a shared machine inflates least: builds compare on it. */
+static void mha_cpu_rows(int64_t l)
+{
+    int64_t ls[] = {128, 256, 512, 1024, 2048, 4096};
+    size_t nls = sizeof ls / sizeof ls[0];
+    if (l > 0) { ls[0] = l; nls = 1; }
+    float *x = bench_randf((size_t)4096 * E, 1), *out = bench_randf((size_t)4096 * E, 4);
+    for (size_t i = 0; i < nls; i++) {
+        attn_param_set *ps = ours_mha_params(ls[i], x);
+        mha_args m = {ls[i], x, ps, out};
+        double c, w;
+        least_of(mha_run, &m, ls[i] <= 1024 ? 15 : 7, &c, &w);
+        emit_l("mha_cpu", ls[i], c);
+        emit_l("mha_wall", ls[i], w);
+        attn_param_set_free(ps);
+    }
+    free(x);
+    free(out);
+}
+
+/* cpu_core_L, cpu_weights_L, cpu_causal_L (least CPU seconds) and
+ * cpu_weights_ratio_L, cpu_causal_ratio_L; w holds H L^2 floats. */
+static void cpu_rows(int64_t l, const float *q, const float *k, const float *v, float *o, float *w)
+{
+    core_args c = {l, l, q, k, v, o, NULL, 0};
+    int reps = l <= 1024 ? 21 : 7;
+    double core, wts, causal, wall;
+    least_of(core_run, &c, reps, &core, &wall);
+    c.w = w;
+    least_of(core_run, &c, reps, &wts, &wall);
+    c.w = NULL;
+    c.causal = 1;
+    least_of(core_run, &c, reps, &causal, &wall);
+    emit_l("cpu_core", l, core);
+    emit_l("cpu_weights", l, wts);
+    emit_l("cpu_causal", l, causal);
+    emit_l("cpu_weights_ratio", l, wts / core);
+    emit_l("cpu_causal_ratio", l, causal / core);
+}
+
 /* core, weights and causal at L; w holds H L^2 floats. */
 static void core_rows(int64_t l, const float *q, const float *k, const float *v, float *o, float *w)
 {
@@ -361,6 +411,19 @@ int main(int argc, char **argv)
         attn_ctx_free(ctx);
         return 0;
     }
+    if (argc > 1 && strcmp(argv[1], "--mha") == 0) {
+        threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
+        int64_t l = argc > 3 ? atoll(argv[3]) : 0;
+        if (l < 0 || l > 4096) { fprintf(stderr, "bench: L must be 1..4096\n"); return 2; }
+        ctx = attn_ctx_new(threads);
+        if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
+        bench_open();
+        labels();
+        mha_cpu_rows(l);
+        bench_close();
+        attn_ctx_free(ctx);
+        return 0;
+    }
     if (argc > 1 && strcmp(argv[1], "--bf16") == 0) {
         threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
         size_t n = (size_t)4096 * E;
@@ -375,6 +438,8 @@ int main(int argc, char **argv)
         free(q); free(k); free(v); free(o);
         return 0;
     }
+    int cpu = argc > 1 && strcmp(argv[1], "--cpu") == 0;
+    if (cpu) argv++, argc--;
     if (argc > 1) threads = atoi(argv[1]);
     if (threads < 1) threads = 1;
     openblas_set_num_threads(threads);
@@ -391,7 +456,11 @@ int main(int argc, char **argv)
     if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
     bench_open();
     labels();
-    for (size_t i = 0; i < nls; i++) core_rows(ls[i], q, k, v, o, w);
+    for (size_t i = 0; i < nls; i++) {
+        if (cpu) cpu_rows(ls[i], q, k, v, o, w);
+        else core_rows(ls[i], q, k, v, o, w);
+    }
+    if (cpu) quick = 1, nls = 0; /* those rows alone */
     if (!quick) {
         core_args c = {1, 4096, q, k, v, o, NULL, 0};
         bench_emit("decode_4096", bench_median(core_run, &c, 41, 2.0));

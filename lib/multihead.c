@@ -589,14 +589,20 @@ static attn_gemm_call mha_out_gemm(const mplan *pl, float *out)
     return (attn_gemm_call){pl->d.B * pl->d.Lq, E, E, pl->ao, pl->wo, pl->bo, out, E, E, E};
 }
 
+/* Keys up to which the heads read k and v in place: a head's rows then
+ * sit in L2 anyway, and the copying pass cost more than it saved (1-2% of
+ * the CPU time of nn.MultiheadAttention(512, 8) at L = 128 and 256, with
+ * its loop over the threads; at 384 and 512 the copies saved 2-3%). */
+#define SPLIT_MIN_LK 256
+
 /* Whether the heads read k and v from head-major copies: when each key
- * row is read by many query blocks (Lq past the kernel's decode rows) and
- * the projections' rows interleave the heads, so that a head's
- * consecutive keys lie kilobytes apart (a TLB miss and no hardware
- * prefetch for nearly each); one copying pass costs less. */
+ * row is read by many query blocks (Lq past the kernel's decode rows, Lk
+ * past SPLIT_MIN_LK) and the projections' rows interleave the heads, so
+ * that a head's consecutive keys lie kilobytes apart (a TLB miss and no
+ * hardware prefetch for nearly each); one copying pass costs less. */
 static int heads_split(const mplan *pl)
 {
-    return pl->ks > pl->hd && pl->d.Lq > ATTN_ROPE_KERNEL_ROWS;
+    return pl->ks > pl->hd && pl->d.Lq > ATTN_ROPE_KERNEL_ROWS && pl->d.Lk > SPLIT_MIN_LK;
 }
 
 typedef struct {

@@ -411,17 +411,15 @@ int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
 static char *write_range(char *o, const float *data, int rank, const int64_t *shape,
                          int64_t count, int64_t i0, int64_t i1)
 {
-    int64_t inner = rank > 1 && shape[0] ? count / shape[0] : 1;
+    if (rank == 1)
+        return srv_fmt_floats(o, data + i0, i1 - i0);
+    int64_t inner = shape[0] ? count / shape[0] : 1;
     for (int64_t i = i0; i < i1; i++) {
         if (i > i0)
             *o++ = ',';
-        if (rank == 1) {
-            o += srv_fmt_float(data[i], o);
-        } else {
-            *o++ = '[';
-            o = write_range(o, data + i * inner, rank - 1, shape + 1, inner, 0, shape[1]);
-            *o++ = ']';
-        }
+        *o++ = '[';
+        o = write_range(o, data + i * inner, rank - 1, shape + 1, inner, 0, shape[1]);
+        *o++ = ']';
     }
     return o;
 }

@@ -42,7 +42,7 @@ static void digits_slow(double d, uint32_t *n, int *k)
 /* 9 significant digits of d > 0 as n in [1e8, 1e9) and d ~= n * 10^(k-8).
  * Scaling in double is accurate to a few ulps (~4e-7 at 1e9), so the
  * rounding is exact unless the scaled value is within 1e-6 of a tie. */
-static void digits9(double d, uint32_t *n, int *k)
+static inline __attribute__((always_inline)) void digits9(double d, uint32_t *n, int *k)
 {
     /* floor(log10(d)) estimated from the binary exponent; off by at most
      * one, which the loop below corrects. */
@@ -65,7 +65,7 @@ static void digits9(double d, uint32_t *n, int *k)
         }
         uint32_t fl = (uint32_t)s; /* s > 0: truncation is floor, and inline */
         double frac = s - (double)fl;
-        if (frac > 0.5 - 1e-6 && frac < 0.5 + 1e-6)
+        if (fabs(frac - 0.5) < 1e-6) /* one test: frac > 0.5 - 1e-6 alone is a coin toss */
             break;
         uint32_t v = fl + (frac > 0.5);
         if (v >= 1000000000u) {
@@ -82,7 +82,7 @@ static void digits9(double d, uint32_t *n, int *k)
 /* Writes the 9 digits n with decimal exponent x as %.9g does, at p;
  * returns the end. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-static inline char *put_digits(char *p, uint32_t n, int x)
+static inline __attribute__((always_inline)) char *put_digits(char *p, uint32_t n, int x)
 {
     /* The last 8 digits as 8 bytes of one register, first digit in the
      * low byte (SWAR halving: 4+4, 2+2, 1+1 digits per lane), so they are
@@ -135,7 +135,7 @@ static inline char *put_digits(char *p, uint32_t n, int x)
     return p;
 }
 #else
-static inline char *put_digits(char *p, uint32_t n, int x)
+static inline __attribute__((always_inline)) char *put_digits(char *p, uint32_t n, int x)
 {
     static const char pairs[] =
         "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
@@ -190,13 +190,13 @@ static inline char *put_digits(char *p, uint32_t n, int x)
 }
 #endif
 
-size_t srv_fmt_float(float f, char *out)
+static inline __attribute__((always_inline)) size_t fmt_float(float f, char *out)
 {
     char *p = out;
     if (!isfinite(f))
         f = 0.0f;
-    if (signbit(f))
-        *p++ = '-';
+    *p = '-'; /* overwritten unless negative: no branch on a random sign */
+    p += signbit(f) != 0;
     double d = fabs((double)f);
     if (d == 0.0) {
         *p++ = '0';
@@ -206,6 +206,17 @@ size_t srv_fmt_float(float f, char *out)
     int x;
     digits9(d, &n, &x);
     return (size_t)(put_digits(p, n, x) - out);
+}
+
+size_t srv_fmt_float(float f, char *out) { return fmt_float(f, out); }
+
+char *srv_fmt_floats(char *o, const float *v, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        o += fmt_float(v[i], o);
+        *o++ = ',';
+    }
+    return n > 0 ? o - 1 : o; /* the last ',' left past the end */
 }
 
 size_t srv_fmt_u64(uint64_t v, char *out)

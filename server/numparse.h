@@ -234,31 +234,45 @@ static inline int srv_rounds_as_float(double d)
  * an integer), so |w / 10^k - M| >= 1 / (2^s 10^k) > M 2^-53 whenever
  * m 5^k < 2^53 (5^6 < 2^28) and w < 2^53: more than half a double's unit
  * away. Returns the end, or NULL for any other form (srv_parse_float_long
- * takes it). Reads at most 9 bytes from p (SRV_PARSE_SHORT_PAD covers them
- * with the sign). */
+ * takes it). Reads at most 10 bytes from p (SRV_PARSE_SHORT_PAD covers
+ * them with the sign). */
 static inline __attribute__((always_inline)) const char *
 srv_parse_short(const char *p, int neg, float *out, int *finite)
 {
     static const double p10k[8] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7};
     uint64_t di, w;
     int ni = srv_swar_digits(p, &di), nf = 0;
-    if (ni == 0 || ni > 7 || (ni > 1 && *p == '0'))
-        return NULL;
-    const char *e = p + ni;
-    if (*e == '.') {
-        /* the digits either side of the point in one word: bytes below
-         * ni from p, the others from p + 1 */
-        uint64_t y, m = (1ull << (8 * ni)) - 1;
-        memcpy(&y, p + 1, 8);
-        uint64_t z = (di & m) | ((y ^ 0x3030303030303030ull) & ~m);
-        int nt = srv_swar_run(z);
-        nf = nt - ni;
-        if (nf == 0 || nt == 8) /* "1.", or 8 digits or more: the general path's */
+    const char *e;
+    if ((di & 0xffff) == 0x1e00) {
+        /* "0." (less '0': 0x00 0x1e), the form of most values in (-1, 1):
+         * the fraction's digits alone, one word read at p + 2 */
+        uint64_t z;
+        memcpy(&z, p + 2, 8);
+        z ^= 0x3030303030303030ull;
+        nf = srv_swar_run(z);
+        if (nf == 0 || nf > 6) /* "0.", or 7 digits or more: as below */
             return NULL;
-        w = srv_swar_value(z, nt);
-        e += 1 + nf;
+        w = srv_swar_value(z, nf);
+        e = p + 2 + nf;
     } else {
-        w = srv_swar_value(di, ni);
+        if (ni == 0 || ni > 7 || (ni > 1 && *p == '0'))
+            return NULL;
+        e = p + ni;
+        if (*e == '.') {
+            /* the digits either side of the point in one word: bytes below
+             * ni from p, the others from p + 1 */
+            uint64_t y, m = (1ull << (8 * ni)) - 1;
+            memcpy(&y, p + 1, 8);
+            uint64_t z = (di & m) | ((y ^ 0x3030303030303030ull) & ~m);
+            int nt = srv_swar_run(z);
+            nf = nt - ni;
+            if (nf == 0 || nt == 8) /* "1.", or 8 digits or more: the general path's */
+                return NULL;
+            w = srv_swar_value(z, nt);
+            e += 1 + nf;
+        } else {
+            w = srv_swar_value(di, ni);
+        }
     }
     if ((*e | 0x20) == 'e')
         return NULL;

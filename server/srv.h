@@ -129,6 +129,10 @@ void  srv_arena_free(srv_arena *a);
  * float32 round trip) into out (>= 24 bytes); returns the length. Non-finite
  * values are written as 0 (the library never produces them). */
 size_t srv_fmt_float(float f, char *out);
+/* The n floats of v as srv_fmt_float writes them, comma-separated, at o
+ * (room for 20 bytes a float and 24 more); returns the end. One call a
+ * row: the formatter inlined in its loop. */
+char *srv_fmt_floats(char *o, const float *v, int64_t n);
 
 /* Writes v in decimal into out (>= 20 bytes); returns the length. */
 size_t srv_fmt_u64(uint64_t v, char *out);

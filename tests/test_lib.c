@@ -1343,6 +1343,10 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
         if (self)
             Lk = Lq;
     }
+    if (trial % 24 == 5) { /* keys past SPLIT_MIN_LK (lib/multihead.c): head-major k and v */
+        Lk = 257 + trial % 5;
+        Lq = self ? Lk : 65 + trial % 7;
+    }
     m.query = rnd_input(&pl, batched, B, Lq, E);
     if (!self) {
         m.key = rnd_input(&pl, batched, B, Lk, kdim);
