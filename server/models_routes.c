@@ -70,18 +70,20 @@ static json_t *bleu_of(json_t *results, const char *name)
 
 /* results.json's copy-token alignment of a model on the test split, or JSON
  * null: the share of copy tokens whose strongest cross-attention points at
- * the source token they copy, with chance; for the Transformer per layer and
- * head, and the head that aligns best. */
+ * the source token they copy, with chance, and the mean largest weight of an
+ * attention row (how sharp it is); for the Transformer per layer and head,
+ * and the head that aligns best (whose figures the top-level ones are). */
 static json_t *alignment_of(json_t *results, const char *name)
 {
     json_t *a = json_object_get(json_object_get(json_object_get(results, "test"), name), "alignment");
     if (!json_is_object(a))
         return json_null();
     json_t *best = json_object_get(a, "best_head");
-    json_t *acc = json_object_get(a, "accuracy");
-    return json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?}", "accuracy", acc ? acc : json_object_get(best, "accuracy"),
-                     "chance", json_object_get(a, "chance"), "copy_tokens", json_object_get(a, "copy_tokens"),
-                     "best_head", best, "per_layer_head", json_object_get(a, "per_layer_head"));
+    json_t *acc = json_object_get(a, "accuracy"), *peak = json_object_get(a, "mean_peak_weight");
+    return json_pack("{s:O?,s:O?,s:O?,s:O?,s:O?,s:O?}", "accuracy", acc ? acc : json_object_get(best, "accuracy"),
+                     "mean_peak_weight", peak ? peak : json_object_get(best, "mean_peak_weight"), "chance",
+                     json_object_get(a, "chance"), "copy_tokens", json_object_get(a, "copy_tokens"), "best_head",
+                     best, "per_layer_head", json_object_get(a, "per_layer_head"));
 }
 
 static char *entry_json(const mdl_model *m, json_t *results)

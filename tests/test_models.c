@@ -806,7 +806,8 @@ static void *worker_run(void *p)
     return NULL;
 }
 
-/* A /models entry's alignment: shares in [0, 1]; for the Transformer one
+/* A /models entry's alignment: shares in [0, 1], a mean peak weight in
+ * (0, 1]; for the Transformer one
  * score per decoder layer and head (sizes), and best_head the first head with
  * the highest score, whose score is the entry's accuracy. */
 static void check_alignment(const char *nm, json_t *e)
@@ -814,8 +815,9 @@ static void check_alignment(const char *nm, json_t *e)
     json_t *a = json_object_get(e, "alignment");
     double acc = json_number_value(json_object_get(a, "accuracy"));
     double chance = json_number_value(json_object_get(a, "chance"));
-    if (!check(json_is_object(a) && acc >= 0 && acc <= 1 && chance > 0 && chance <= 1, "GET /models alignment",
-               "%s: no alignment shares in [0, 1]", nm))
+    double peak = json_number_value(json_object_get(a, "mean_peak_weight"));
+    if (!check(json_is_object(a) && acc >= 0 && acc <= 1 && chance > 0 && chance <= 1 && peak > 0 && peak <= 1,
+               "GET /models alignment", "%s: no alignment shares in [0, 1] or mean peak weight in (0, 1]", nm))
         return;
     json_t *grid = json_object_get(a, "per_layer_head"), *best = json_object_get(a, "best_head");
     if (strcmp(nm, "transformer")) {

@@ -17,6 +17,7 @@ hits / copy tokens, and the uniform-attention chance mean(1/len(source)).
 Results are merged into results.json; hypotheses go to outputs/.
 """
 import argparse
+import fcntl
 import json
 import os
 import sys
@@ -135,22 +136,24 @@ def greedy_batched(model, cfg, srcs, batch=64):
 
 def merge(path, split, updates):
     """Merges {key: value} into results[split] (a model's dict is merged one
-    level deeper), re-reading the file first so parallel runs do not lose
-    each other's results."""
-    res = {}
-    if os.path.exists(path):
-        with open(path) as f:
-            res = json.load(f)
-    sp = res.setdefault(split, {})
-    for k, v in updates.items():
-        if isinstance(v, dict) and isinstance(sp.get(k), dict):
-            sp[k].update(v)
-        else:
-            sp[k] = v
-    tmp = path + ".tmp%d" % os.getpid()
-    with open(tmp, "w") as f:
-        json.dump(res, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    level deeper), under a lock and re-reading the file first, so parallel
+    runs do not lose each other's results."""
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        res = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                res = json.load(f)
+        sp = res.setdefault(split, {})
+        for k, v in updates.items():
+            if isinstance(v, dict) and isinstance(sp.get(k), dict):
+                sp[k].update(v)
+            else:
+                sp[k] = v
+        tmp = path + ".tmp%d" % os.getpid()
+        with open(tmp, "w") as f:
+            json.dump(res, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
 
 
 def main():
