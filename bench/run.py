@@ -382,8 +382,9 @@ def run_all(args):
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), OPENBLAS_NUM_THREADS=str(args.threads),
                BENCH_THREADS=str(args.threads))
     detected = run_json([os.path.join(b, "bench_kernels"), "--labels"], "bench_kernels --labels", env)
-    if "OPENBLAS_CORETYPE" not in os.environ and blas_env.coretype(flags):
-        env["OPENBLAS_CORETYPE"] = blas_env.coretype(flags)
+    coretype = blas_env.coretype(flags)
+    if "OPENBLAS_CORETYPE" not in os.environ and coretype:
+        env["OPENBLAS_CORETYPE"] = coretype
     r = {"cpu": name, "flags": flags, "load0": os.getloadavg()[0],
          "openblas_detected": detected.get("openblas_corename", "?"),
          "coretype_env": env.get("OPENBLAS_CORETYPE")}

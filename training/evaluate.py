@@ -23,13 +23,11 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
 blas_env.use_cpu_kernels()
 import torch  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import bleu  # noqa: E402
 import translate as T  # noqa: E402
 from tokenizer import BPE, BOS, EOS, MARK, read_tsv  # noqa: E402

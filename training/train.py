@@ -16,14 +16,13 @@ import random
 import sys
 import time
 
-import blas_env  # before torch: OpenBLAS reads its core type when it loads
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
 blas_env.use_cpu_kernels()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.nn.functional as F
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+import torch.nn.functional as F  # noqa: E402
 import models  # noqa: E402
 import st  # noqa: E402
 from tokenizer import BPE, BOS, EOS, PAD, read_tsv  # noqa: E402

@@ -30,14 +30,12 @@ import math
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
 blas_env.use_cpu_kernels()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
 import models  # noqa: E402
 import st  # noqa: E402
 from tokenizer import BPE, BOS, EOS  # noqa: E402
