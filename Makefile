@@ -409,8 +409,15 @@ test-load: $(SERVER)
 valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(TEST_SESSIONS) $(SERVER)
 	tests/valgrind/run.sh $(BUILD)
 
+# The same suites built with clang's AddressSanitizer and UBSan; the
+# binaries first, ASAN_JOBS at a time (the suites then run one by one).
+ASAN_JOBS ?= 2
+ASAN_MAKE = $(MAKE) BUILD=build-asan CC=clang WERROR=1 LDFLAGS="-fsanitize=address,undefined" \
+	CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+
 asan:
-	$(MAKE) BUILD=build-asan CC=clang WERROR=1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" LDFLAGS="-fsanitize=address,undefined" test
+	$(ASAN_MAKE) -j$(ASAN_JOBS) test-bins
+	$(ASAN_MAKE) test
 
 # openapi.yaml is linted with @redocly/cli, pinned in tests/openapi/package-lock.json.
 OPENAPI_NPM = tests/openapi/node_modules/.package-lock.json
