@@ -97,8 +97,8 @@ def print_service(wire, svc, ours):
     if svc.get("e2e_total_s"):
         print("POST /multihead: query, key and value as base64, need_weights false, output_format b64 "
               "(%.1f MB in, %.1f MB out), sent over one kept-alive loopback connection to build/attn-server "
-              "(default settings, access log on) by Python's http.client; ours = request sent to response "
-              "read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
+              "(default settings, access log on) by bench/http_bench.c (libcurl, as the HTTP path rows); ours = "
+              "request sent to response read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
               "kernel = bench_kernels' attn_mha_compute of the same module and shapes."
               % (svc["e2e_request_bytes"] / 1e6, svc["e2e_response_bytes"] / 1e6, svc["e2e_reps"],
                  svc["e2e_parse_ms"], svc["e2e_compute_ms"], svc["e2e_encode_ms"]))
