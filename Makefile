@@ -346,16 +346,20 @@ FUZZ_CFLAGS  = -std=c11 -D_GNU_SOURCE $(WARN) -g -O1 -fno-omit-frame-pointer \
 FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o) \
                $(patsubst %.c,$(FUZZ_BUILD)/%.o,$(wildcard models/*.c))
 
-$(FUZZ_BUILD)/lib/%.o $(FUZZ_BUILD)/server/%.o $(FUZZ_BUILD)/models/%.o: FUZZ_CFLAGS += -fsanitize=fuzzer-no-link
+# Coverage feedback for the fuzzer everywhere but the SIMD kernels (still
+# under ASan and UBSan): the inputs cannot steer their branches, and with it
+# one kernel file took clang over ten CPU-minutes and 4 GB.
+FUZZ_COV = -fsanitize=fuzzer-no-link
+$(FUZZ_BUILD)/lib/kernels_%.o: FUZZ_COV =
 $(FUZZ_BUILD)/lib/%.o: lib/%.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+	clang $(FUZZ_CFLAGS) $(FUZZ_COV) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/server/%.o: server/%.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+	clang $(FUZZ_CFLAGS) $(FUZZ_COV) -MMD -MP -c $< -o $@
 $(FUZZ_BUILD)/models/%.o: models/%.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -MMD -MP -c $< -o $@
+	clang $(FUZZ_CFLAGS) $(FUZZ_COV) -MMD -MP -c $< -o $@
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_OBJ)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LIBS_SRV) $(LIBS_LIB)
