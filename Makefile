@@ -409,8 +409,19 @@ test-load: $(SERVER)
 valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(TEST_SESSIONS) $(SERVER)
 	tests/valgrind/run.sh $(BUILD)
 
+# The suites that run our C code built with clang's AddressSanitizer and
+# UBSan: all of make test's but the browser, Prometheus and examples suites,
+# whose requests test-http, test-sessions and test-kserve already make
+# (ASAN_SUITES="$(TEST_SUITES)" runs every one). The binaries first,
+# ASAN_JOBS at a time; the suites then run one by one.
+ASAN_JOBS ?= 2
+ASAN_SUITES ?= $(filter-out test-browser test-metrics test-examples,$(TEST_SUITES))
+ASAN_MAKE = $(MAKE) BUILD=build-asan CC=clang WERROR=1 LDFLAGS="-fsanitize=address,undefined" \
+	CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
+
 asan:
-	$(MAKE) BUILD=build-asan CC=clang WERROR=1 CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" LDFLAGS="-fsanitize=address,undefined" test
+	$(ASAN_MAKE) -j$(ASAN_JOBS) test-bins
+	$(ASAN_MAKE) TEST_SUITES="$(ASAN_SUITES)" test
 
 # openapi.yaml is linted with @redocly/cli, pinned in tests/openapi/package-lock.json.
 OPENAPI_NPM = tests/openapi/node_modules/.package-lock.json

@@ -1,6 +1,6 @@
 """service_bench.py - the live-server rows of `make bench`: a base64
 multi-head request (L = 1024, E = 512, 8 heads, weights not returned) timed
-by the client against a real attn-server, and small scaled_dot requests
+by the C client (bench/http_bench.c) against a real attn-server, and small scaled_dot requests
 (L = 8, D = 16) driven by wrk against attn-server and against a bare
 libmicrohttpd server answering a fixed 200 (bench/bare_mhd.c), alternating,
 in the same run. Both servers listen on free 127.0.0.1 ports and are stopped
@@ -118,43 +118,39 @@ def server_timing(value):
     return out
 
 
-def end_to_end(port, reps):
-    """Median client-measured time of the multi-head request over one kept-
-    alive connection (request sent to response fully read), and the median
-    Server-Timing parts of the same responses."""
+def end_to_end(build, port, reps):
+    """The multi-head request over one kept-alive connection, timed by the C
+    client as the HTTP path rows are (request sent to response fully read),
+    with the median Server-Timing parts of the same responses; the answer's
+    shape checked once first."""
     rng = random.Random(4)
     body = json.dumps({
         "query": b64_tensor((1, L, E), rng), "key": b64_tensor((1, L, E), rng),
         "value": b64_tensor((1, L, E), rng), "num_heads": H,
         "need_weights": False, "output_format": "b64"}).encode()
-    headers = {"Content-Type": "application/json"}
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    total, parts, resp_len = [], {"parse": [], "compute": [], "encode": []}, 0
-    for i in range(reps + 1):
-        t0 = time.perf_counter()
-        conn.request("POST", "/multihead", body, headers)
-        r = conn.getresponse()
-        data = r.read()
-        t = time.perf_counter() - t0
-        if r.status != 200:
-            raise RuntimeError("POST /multihead: %d %s" % (r.status, data[:200]))
-        if i == 0:  # warm-up; check the answer's shape once
-            out = json.loads(data)["output"]
-            if out["shape"] != [1, L, E] or len(base64.b64decode(out["b64"])) != L * E * 4:
-                raise RuntimeError("POST /multihead: unexpected output %s" % out["shape"])
-            resp_len = len(data)
-            continue
-        total.append(t)
-        st = server_timing(r.getheader("Server-Timing"))
-        for k in parts:
-            parts[k].append(st.get(k, 0.0))
+    conn.request("POST", "/multihead", body, {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    data = r.read()
     conn.close()
+    if r.status != 200:
+        raise RuntimeError("POST /multihead: %d %s" % (r.status, data[:200]))
+    out = json.loads(data)["output"]
+    if out["shape"] != [1, L, E] or len(base64.b64decode(out["b64"])) != L * E * 4:
+        raise RuntimeError("POST /multihead: unexpected output %s" % out["shape"])
+    path = os.path.join(build, "bench", "multihead_%d.json" % L)
+    with open(path, "wb") as f:
+        f.write(body)
+    url = "http://127.0.0.1:%d/multihead" % port
+    res = subprocess.run([os.path.join(build, "http_bench"), url, path, str(reps)],
+                         capture_output=True, text=True, timeout=600)
+    if res.returncode != 0:
+        raise RuntimeError("http_bench /multihead: %s" % res.stderr.strip())
+    hb = json.loads(res.stdout)
     return {
-        "e2e_total_s": statistics.median(total),
-        "e2e_parse_ms": statistics.median(parts["parse"]),
-        "e2e_compute_ms": statistics.median(parts["compute"]),
-        "e2e_encode_ms": statistics.median(parts["encode"]),
-        "e2e_request_bytes": len(body), "e2e_response_bytes": resp_len, "e2e_reps": reps,
+        "e2e_total_s": hb["wall_ms"] / 1e3,
+        "e2e_parse_ms": hb["parse_ms"], "e2e_compute_ms": hb["compute_ms"], "e2e_encode_ms": hb["encode_ms"],
+        "e2e_request_bytes": len(body), "e2e_response_bytes": len(data), "e2e_reps": reps,
     }
 
 
@@ -242,7 +238,7 @@ def main():
 
     if not args.small_only:
         with Server(lambda p: server + ["--port", str(p)], log, "/healthz") as s:
-            result.update(end_to_end(s.port, args.reps))
+            result.update(end_to_end(build, s.port, args.reps))
         try:
             result.update(http_path(build, server, bare, pool, log, args.reps))
         except (RuntimeError, OSError, subprocess.SubprocessError) as e:

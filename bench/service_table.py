@@ -97,8 +97,8 @@ def print_service(wire, svc, ours):
     if svc.get("e2e_total_s"):
         print("POST /multihead: query, key and value as base64, need_weights false, output_format b64 "
               "(%.1f MB in, %.1f MB out), sent over one kept-alive loopback connection to build/attn-server "
-              "(default settings, access log on) by Python's http.client; ours = request sent to response "
-              "read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
+              "(default settings, access log on) by bench/http_bench.c (libcurl, as the HTTP path rows); ours = "
+              "request sent to response read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
               "kernel = bench_kernels' attn_mha_compute of the same module and shapes."
               % (svc["e2e_request_bytes"] / 1e6, svc["e2e_response_bytes"] / 1e6, svc["e2e_reps"],
                  svc["e2e_parse_ms"], svc["e2e_compute_ms"], svc["e2e_encode_ms"]))
@@ -151,7 +151,8 @@ def print_sessions(ses, ours):
         print("One decoding step over n = 4096 cached tokens by bench/http_bench.c (libcurl, kept-alive loopback "
               "connection): ours = POST /sessions/{id}/step with one new key/value row and one query row "
               "(base64, no weights; each followed by an untimed truncate back to 4095 rows); peer = the same "
-              "step as one stateless POST /attention/scaled_dot carrying the whole cache (heads as the batch). "
+              "step as one stateless POST /attention/scaled_dot carrying the whole cache (heads as the batch); the "
+              "two take turns in 5 rounds and each figure is the median of the rounds' medians. "
               "Server-Timing medians: step parse %.3f, compute %.3f ms; stateless parse %.1f, compute %.2f ms. "
               "Bytes held: GET /sessions/{id} at n = 4096 (max_tokens 4096, so the capacity is exact; while "
               "growing, the capacity doubles and holds up to twice the rows)."

@@ -3,15 +3,16 @@ step at n = 4096 cached tokens, H = 8 heads of d = 64, T = Tq = 1, base64,
 posted by the C client (bench/http_bench.c) to a live attn-server on
 loopback, against the same step sent statelessly to /attention/scaled_dot
 with the whole cache in the body (query (8, 1, 64), key and value
-(8, 4096, 64): the same computation, heads as the batch). Each session step
+(8, 4096, 64): the same computation, heads as the batch); the two take
+turns, five rounds each, so both see the same moments of a shared machine,
+and each figure is the median of the rounds' medians. Each session step
 is followed by an untimed truncate back to 4095 rows, so every timed step
 runs at n = 4096. Also the bytes a session holds at n = 4096 beside what
 its cache needs, 2 n Hkv d 4. And the same step as a KServe v2 sequence
 step (the multihead-decode model, the session's id as sequence_id: one
 session table), its inputs as JSON data, to price the protocol's layer.
-Prints one JSON object for bench/run.py
-(compute times are the server's Server-Timing figures; wall times the
-client's, medians).
+Prints one JSON object for bench/run.py (compute times are the server's
+Server-Timing figures; wall times the client's).
 
 Usage: /usr/bin/python3 bench/session_bench.py --build DIR [--reps N]
 """
@@ -19,12 +20,14 @@ import http.client
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 
 from service_bench import Server, b64_tensor, bench_parser
 
 N, H, D = 4096, 8, 64
+ROUNDS = 5  # the step and the stateless request take turns this many times
 
 
 def call(port, path, body=None):
@@ -47,6 +50,23 @@ def bench(client, url, body, reps, then=None):
     if res.returncode != 0:
         raise RuntimeError("http_bench %s: %s" % (url, res.stderr.strip()))
     return json.loads(res.stdout)
+
+
+def alternate(runs, reps):
+    """Each run of runs (name -> function of a rep count) ROUNDS times,
+    taking turns (the order flipped every round), so that both sides see the
+    same moments of a shared machine; per name, every figure is the median
+    of its rounds' medians, and reps the total."""
+    got = {name: [] for name in runs}
+    for r in range(ROUNDS):
+        names = sorted(runs, reverse=bool(r % 2))
+        for name in names:
+            got[name].append(runs[name](reps[name]))
+    out = {}
+    for name, rounds in got.items():
+        med = {k: statistics.median(x[k] for x in rounds) for k in rounds[0] if isinstance(rounds[0][k], float)}
+        out[name] = dict(rounds[0], **med, reps=sum(x["reps"] for x in rounds))
+    return out
 
 
 def write(build, name, obj):
@@ -75,8 +95,6 @@ def main():
                                               "query": b64_tensor((1, H, D), rng), "need_weights": False,
                                               "output_format": "b64"})
         back = write(b, "session_truncate.json", {"length": N - 1})
-        out["session"] = bench(client, "%s/sessions/%s/step" % (base, sid), step, args.reps,
-                               ("%s/sessions/%s/truncate" % (base, sid), back))
         ks = {"parameters": {"sequence_id": sid, "need_weights": False}, "inputs": [
             {"name": nm, "shape": [1, H, D], "datatype": "FP32", "data": [rng.uniform(-1.0, 1.0) for _ in range(H * D)]}
             for nm in ("key", "value", "query")]}
@@ -91,7 +109,14 @@ def main():
         stateless = write(b, "session_stateless.json", {
             "query": b64_tensor((H, 1, D), rng), "key": b64_tensor((H, N, D), rng),
             "value": b64_tensor((H, N, D), rng), "need_weights": False, "output_format": "b64"})
-        out["stateless"] = bench(client, "%s/attention/scaled_dot" % base, stateless, max(5, args.reps // 4))
+        call(s.port, "/sessions/%s/truncate" % sid, {"length": N - 1})
+        runs = {
+            "session": lambda n: bench(client, "%s/sessions/%s/step" % (base, sid), step, n,
+                                       ("%s/sessions/%s/truncate" % (base, sid), back)),
+            "stateless": lambda n: bench(client, "%s/attention/scaled_dot" % base, stateless, n),
+        }
+        reps = {"session": max(5, args.reps // ROUNDS), "stateless": max(3, args.reps // (4 * ROUNDS))}
+        out.update(alternate(runs, reps))
     json.dump(out, sys.stdout)
     print()
 

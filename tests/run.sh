@@ -9,17 +9,21 @@
 # random trial, a CPU variant this machine lacks). A suite, or part of one,
 # that did not run because a tool is missing prints a line `SKIPPED: what
 # (why)`; those are listed at the end, and with CI=true they fail the run:
-# CI must run everything. Exits 1 if any suite failed.
+# CI must run everything. Prints the time each suite took. Exits 1 if any
+# suite failed.
 set -uo pipefail
 make_cmd=$1; shift
 passed=0; failed=0; skipped=0; broken=(); missing=()
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 count_re='^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$'
+times=()
 for t in "$@"; do
     echo "=== $t"
+    start=$SECONDS
     $make_cmd --no-print-directory "$t" 2>&1 | tee "$out"
     rc=${PIPESTATUS[0]}
+    times+=("$t $((SECONDS - start)) s")
     suite_failed=0
     while read -r p f s; do
         passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + ${s:-0}))
@@ -41,5 +45,6 @@ echo "=== all suites${broken[*]:+ (failing: ${broken[*]})}"
 for m in "${missing[@]}"; do
     echo "not run: $m"
 done
+echo "time per suite: ${times[*]/%/;}"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "${#broken[@]}" = 0 ] && [ "$failed" = 0 ]
