@@ -110,6 +110,28 @@ void ours_mha(attn_ctx *ctx, int64_t l, const float *x, const attn_param_set *ps
     if (attn_mha_compute(ctx, &r, out, NULL, &err) != ATTN_OK) die("attn_mha_compute", &err);
 }
 
+attn_mha_weights *ours_mha_prepare(int64_t l, const float *x, const attn_param_set *ps)
+{
+    attn_mha_request r = mha_request(l, x);
+    r.params = ps->items;
+    r.n_params = ps->n;
+    attn_mha_weights *pw = NULL;
+    attn_error err;
+    memset(&err, 0, sizeof err);
+    if (attn_mha_weights_new(&r, &pw, &err) != ATTN_OK) die("attn_mha_weights_new", &err);
+    return pw;
+}
+
+void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const attn_mha_weights *pw,
+                       float *out)
+{
+    attn_mha_request r = mha_request(l, x);
+    r.weights = pw;
+    attn_error err;
+    memset(&err, 0, sizeof err);
+    if (attn_mha_compute(ctx, &r, out, NULL, &err) != ATTN_OK) die("attn_mha_compute", &err);
+}
+
 void ours_to_heads(int64_t l, const float *ble, float *hld)
 {
     for (int64_t i = 0; i < l; i++)

@@ -19,9 +19,16 @@ void ours_core_bf16(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const
 
 /* nn.MultiheadAttention(512, 8) self-attention on x (1, L, 512) with the
  * parameters attn_mha_seed_params(seed 1) makes; attn_mha_compute, no
- * weights. ours_mha_params makes them (free with attn_param_set_free). */
+ * weights. ours_mha_params makes them (free with attn_param_set_free).
+ * ours_mha_prepare makes prepared weights of them (attn_mha_weights_new;
+ * free with attn_mha_weights_free), which ours_mha_prepared runs with
+ * instead: the weights kept ready across calls, as ONNX Runtime keeps a
+ * graph's initializers. Exit on failure. */
 attn_param_set *ours_mha_params(int64_t l, const float *x);
 void ours_mha(attn_ctx *ctx, int64_t l, const float *x, const attn_param_set *ps, float *out);
+attn_mha_weights *ours_mha_prepare(int64_t l, const float *x, const attn_param_set *ps);
+void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const attn_mha_weights *pw,
+                       float *out);
 
 /* Long sequences (bench_kernels --long): `heads` heads of 64 as a batch,
  * query, key and value (heads, L, 64), output (heads, L, 64), no weights:

@@ -468,6 +468,8 @@ typedef enum {
  *   norm.weight (E), norm.bias (E) for residual_norm (default 1 and 0)
  *   pos_embedding.weight (P,E) for the learned positional encoding (required
  *      with it when parameters are given, refused without it). */
+typedef struct attn_mha_weights attn_mha_weights; /* prepared parameters, below */
+
 typedef struct {
     attn_tensor query;   /* (Lq,E) or (B,Lq,E) */
     attn_tensor key;     /* (Lk,kdim) or (B,Lk,kdim); absent = query */
@@ -476,6 +478,9 @@ typedef struct {
     int64_t num_kv_heads; /* Hkv, H % Hkv == 0; 0 = H */
     const attn_named *params;
     size_t n_params;
+    const attn_mha_weights *weights; /* prepared parameters (attn_mha_weights_new)
+                          * used instead of params, which must then be empty;
+                          * NULL: params as above */
     int average_weights; /* weights (B,Lq,Lk) averaged over heads, else (B,H,Lq,Lk) */
     attn_posenc positional_encoding;
     int residual_norm;   /* output = LayerNorm(query' + attention), eps 1e-5 */
@@ -502,6 +507,29 @@ attn_status attn_mha_seed_params(const attn_mha_request *req, uint64_t seed,
 /* As attn_compute, for multi-head. */
 attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
                              float *output, float *weights, attn_error *err);
+
+/* Prepared weights: the parameters of a multi-head layer kept ready across
+ * calls, as a model's layers keep theirs (and as ONNX Runtime keeps a
+ * graph's initializers). attn_mha_weights_new validates req as
+ * attn_mha_plan does and copies its parameters (req->params, or with
+ * n_params 0 the set attn_mha_compute would seed: attn_mha_seed_params
+ * with seed 0) into memory the library owns, with the projection matrices
+ * also laid out once for the matrix kernel of the CPU it runs on, which
+ * each call of attn_mha_compute would otherwise do again. On ATTN_OK,
+ * *out is the caller's until attn_mha_weights_free; the request's tensors
+ * are not kept. A request naming them (attn_mha_request.weights, with
+ * n_params 0) gets the same bits as one giving the same parameters: its
+ * sizes may differ from the request that made them (another L or batch,
+ * other key and value rows) as long as the parameters' shapes still fit,
+ * which attn_mha_plan and attn_mha_compute check as they check params.
+ * The object is read-only once made, so calls on several threads and
+ * contexts may share it. Errors: those of attn_mha_plan, a request that
+ * already names weights (ATTN_ERR_ARG), no memory (ATTN_ERR_NOMEM). */
+attn_status attn_mha_weights_new(const attn_mha_request *req, attn_mha_weights **out,
+                                 attn_error *err);
+
+/* Frees prepared weights; NULL is a no-op. No call may be using them. */
+void attn_mha_weights_free(attn_mha_weights *w);
 
 /* ------------------------------------------- decoding over a KV cache */
 

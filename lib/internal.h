@@ -252,6 +252,8 @@ typedef struct {
     const float *a, *b, *bias;
     float *c;
     int64_t lda, ldb, ldc; /* row strides in floats */
+    const float *bp;       /* B packed (attn_gemm_pack), or NULL */
+    const void *packer;    /* what attn_gemm_pack returned for bp */
 } attn_gemm_call;
 
 /* While measuring, notes the scratch the n projections g will ask (their

@@ -84,7 +84,38 @@ void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
                   float *c, int64_t ldc, int threads, void *scratch)
 {
     if (m <= 0 || n <= 0) return;
-    attn_kernels_active()->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, threads, scratch);
+    attn_kernels_active()->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, threads, scratch, NULL);
+}
+
+int64_t attn_gemm_panel(void)
+{
+    return attn_kernels_active()->gemm_panel;
+}
+
+size_t attn_gemm_packed_floats(int64_t n, int64_t k)
+{
+    return n > 0 && k > 0 ? attn_kernels_active()->gemm_packed_floats(n, k) : 0;
+}
+
+const void *attn_gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, float *bp)
+{
+    const attn_kernel_set *ks = attn_kernels_active();
+    if (n > 0 && k > 0)
+        ks->gemm_pack(n, k, b, ldb, 0, -1, bp);
+    return ks;
+}
+
+void attn_gemm_nt_packed(int64_t m, int64_t n, int64_t k,
+                         const float *a, int64_t lda,
+                         const float *b, int64_t ldb,
+                         const float *bias,
+                         float *c, int64_t ldc, int threads, void *scratch,
+                         const float *bp, const void *packer)
+{
+    if (m <= 0 || n <= 0) return;
+    const attn_kernel_set *ks = attn_kernels_active();
+    ks->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, threads, scratch,
+                packer == (const void *)ks ? bp : NULL);
 }
 
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads)

@@ -25,6 +25,28 @@ void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
  * threads (0 when it needs none). */
 size_t attn_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads);
 
+/* B (n x k, row stride ldb) packed once for many products, as weights
+ * that persist across calls are: attn_gemm_pack writes it into bp
+ * (attn_gemm_packed_floats(n, k) floats, 64-byte aligned) in the layout
+ * of the variant running now, and returns that variant's identity for
+ * attn_gemm_nt_packed. */
+size_t attn_gemm_packed_floats(int64_t n, int64_t k);
+/* Rows of B per panel of that layout: a packed B whose first row is a
+ * multiple of it into another's is that one's panels from there on. */
+int64_t attn_gemm_panel(void);
+const void *attn_gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, float *bp);
+
+/* attn_gemm_nt with B also given packed (bp from attn_gemm_pack of the same
+ * B, n and k; packer what it returned): the packing step is skipped, and
+ * the result has the same bits as attn_gemm_nt's. When another variant
+ * runs now than packed bp (packer differs), bp is ignored. */
+void attn_gemm_nt_packed(int64_t m, int64_t n, int64_t k,
+                         const float *a, int64_t lda,
+                         const float *b, int64_t ldb,
+                         const float *bias,
+                         float *c, int64_t ldc, int threads, void *scratch,
+                         const float *bp, const void *packer);
+
 /* A sparsity pattern as the kernels read it (lib/sparse.c builds it from
  * attn.h's attn_sparsity): one more mask, AND-ed with the job's others,
  * under which (i, j) is allowed when

@@ -29,10 +29,16 @@
  * call; the row members serve the row-by-row driver (rows.c). */
 typedef struct {
     const char *name; /* "avx512bf16", "avx512", "avx2" or "generic" */
+    int64_t gemm_panel; /* rows of B per packed panel (gemm_pack) */
     size_t (*gemm_scratch_bytes)(int64_t m, int64_t n, int64_t k, int threads);
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, const float *bias,
-                    float *c, int64_t ldc, int threads, void *scratch);
+                    float *c, int64_t ldc, int threads, void *scratch, const float *bp);
+    /* B packed whole for gemm_nt's bp: its size, and panels [p0, p1) of it
+     * (p1 < 0: to the last). */
+    size_t (*gemm_packed_floats)(int64_t n, int64_t k);
+    void (*gemm_pack)(int64_t n, int64_t k, const float *b, int64_t ldb, int64_t p0,
+                      int64_t p1, float *bp);
     size_t (*sdpa_scratch_bytes)(const attn_sdpa_job *jobs, size_t n, int threads);
     void (*sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch);
 
@@ -81,7 +87,7 @@ typedef struct {
 /* The table of the variant that includes this, from the names the
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
-    {name, gemm_scratch_bytes, gemm_nt, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
+    {name, QB, gemm_scratch_bytes, gemm_nt, gemm_packed_floats, gemm_pack, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
      rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn, rope_apply, \
      softcap_apply}
 

@@ -34,6 +34,8 @@
 #define gemm_worker_floats ISA_NAME(gemm_worker_floats)
 #define gemm_scratch_bytes ISA_NAME(gemm_scratch_bytes)
 #define gemm_nt ISA_NAME(gemm_nt)
+#define gemm_packed_floats ISA_NAME(gemm_packed_floats)
+#define gemm_pack ISA_NAME(gemm_pack)
 #define band_of ISA_NAME(band_of)
 #define key_range ISA_NAME(key_range)
 #define first_vector ISA_NAME(first_vector)
@@ -179,12 +181,33 @@ typedef struct {
     int64_t npanels; /* gemm_task_b: panels of QB columns */
     int64_t rows;    /* gemm_task_b: rows of C per task (a multiple of KN) */
     float *scratch;  /* per worker: gemm_worker_floats(k) */
+    const float *bp; /* gemm_task_b: B packed whole (gemm_pack), or NULL */
 } gemm_args;
 
 /* Floats of packing space one worker needs: a k x QB panel. */
 static size_t gemm_worker_floats(int64_t k)
 {
     return LINES((size_t)(k > 0 ? k : 1) * QB);
+}
+
+/* Floats of B (n x k) packed whole: ceil(n / QB) panels as gemm_task_b
+ * packs each (gemm_worker_floats). */
+static size_t gemm_packed_floats(int64_t n, int64_t k)
+{
+    return (size_t)((n + QB - 1) / QB) * gemm_worker_floats(k);
+}
+
+/* Panels [p0, p1) of B (n x k, stride ldb; p1 < 0: all) into bp, each as
+ * gemm_task_b packs its own (pack_t: B^T, zero columns past n), so that a
+ * product from bp has the bits of one that packs as it goes. */
+static TGT void gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, int64_t p0,
+                          int64_t p1, float *bp)
+{
+    if (p1 < 0) p1 = (n + QB - 1) / QB;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t j0 = p * QB, nc = n - j0 < QB ? n - j0 : QB;
+        pack_t(b + j0 * ldb, ldb, k, nc, 1.0f, bp + (size_t)p * gemm_worker_floats(k));
+    }
 }
 
 /* One task for short A (m below GEMM_PACK_B rows): rows [i0, i0+QB) of A
@@ -230,8 +253,12 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
     int64_t jp = task % g->npanels, rc = task / g->npanels;
     int64_t j0 = jp * QB, nc = g->n - j0 < QB ? g->n - j0 : QB;
     int64_t r0 = rc * g->rows, r1 = g->m - r0 < g->rows ? g->m : r0 + g->rows;
-    float *bt = g->scratch + (size_t)worker * gemm_worker_floats(g->k);
-    pack_t(g->b + j0 * g->ldb, g->ldb, g->k, nc, 1.0f, bt);
+    const float *bt = g->bp ? g->bp + (size_t)jp * gemm_worker_floats(g->k) : NULL;
+    if (!bt) {
+        float *own = g->scratch + (size_t)worker * gemm_worker_floats(g->k);
+        pack_t(g->b + j0 * g->ldb, g->ldb, g->k, nc, 1.0f, own);
+        bt = own;
+    }
     V bias[QV];
     VM tm[QV];
     int lanes[QV];
@@ -338,7 +365,7 @@ static int64_t gemm_split(gemm_args *g, int threads)
     /* Whole column panels per task when there are enough of them for the
      * threads to balance; otherwise row ranges too (each task then packs
      * its panel again, which costs k x QB moves against rows x QB x k
-     * multiply-adds). */
+     * multiply-adds, none when B comes packed). */
     g->npanels = (n + QB - 1) / QB;
     int64_t chunks = 1;
     while (g->npanels * chunks < 4 * threads && m / (chunks * 2) >= 8 * KN) chunks *= 2;
@@ -357,15 +384,16 @@ static size_t gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads)
 }
 
 /* C = A B^T (+ bias): see attn_gemm_nt. scratch: gemm_scratch_bytes, 64-byte
- * aligned, or NULL for the unpacked path. */
+ * aligned, or NULL for the unpacked path. bp: B packed whole by gemm_pack
+ * (this variant's), or NULL; the result has the same bits either way. */
 static TGT void gemm_nt(int64_t m, int64_t n, int64_t k,
                         const float *a, int64_t lda,
                         const float *b, int64_t ldb,
                         const float *bias,
-                        float *c, int64_t ldc, int threads, void *scratch)
+                        float *c, int64_t ldc, int threads, void *scratch, const float *bp)
 {
     if (m <= 0 || n <= 0) return;
-    gemm_args g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, 0, scratch};
+    gemm_args g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, 0, scratch, NULL};
     double flops = 2.0 * (double)m * (double)n * (double)k;
     if (flops < 4e5 || threads < 1) threads = 1;
     if (m < QB / 4 || !scratch) {
@@ -375,6 +403,7 @@ static TGT void gemm_nt(int64_t m, int64_t n, int64_t k,
         attn_pool_run(threads, (n + g.ncols - 1) / g.ncols, gemm_rows_task, &g);
         return;
     }
+    g.bp = bp; /* read by gemm_task_b alone, whose panels it holds */
     int64_t ntasks = gemm_split(&g, threads);
     attn_pool_run(threads, ntasks, m < GEMM_PACK_B ? gemm_task_a : gemm_task_b, &g);
 }

@@ -5,6 +5,7 @@
  * and cost; the pipeline does the rest. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "internal.h"
 #include "pool.h"
@@ -56,7 +57,24 @@ typedef struct {
     float *kh, *vh;   /* head-major copies of k and v (B, Hkv, Lk, hd) */
     attn_rope_pass rope; /* rotates qp and kp in place */
     attn_heads heads;
+    const attn_mha_weights *pw; /* the request's prepared weights, or NULL */
 } mplan;
+
+/* Prepared weights: the library's copy of the parameters, and the
+ * projection matrices of that copy packed for the matrix kernel. */
+#define PACKED_MAX 5
+typedef struct {
+    const float *b;   /* the matrix in the copy (n x k, contiguous) */
+    int64_t n, k;
+    const float *bp;  /* packed */
+} packed_mat;
+struct attn_mha_weights {
+    attn_param_set *set;
+    const void *packer; /* the kernel variant that packed them */
+    packed_mat packed[PACKED_MAX];
+    int n_packed;
+    float *panels;      /* every packed matrix, one block */
+};
 
 static const attn_front mha_front;
 
@@ -420,6 +438,15 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
     if (!req)
         return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
     pl->req = *req;
+    if (req->weights) { /* the prepared copy stands for params */
+        if (req->n_params)
+            return attn_fail(err, ATTN_ERR_ARG, "weights",
+                             "give either params or prepared weights, not both");
+        pl->pw = req->weights;
+        pl->req.params = pl->pw->set->items;
+        pl->req.n_params = pl->pw->set->n;
+        pl->req.weights = NULL;
+    }
     const attn_tensor *k = req->key.rank ? &req->key : &req->query;
     const attn_tensor *v = req->value.rank ? &req->value : &req->query;
     attn_status st = attn_check_qkv(&req->query, k, v, &pl->d, err);
@@ -442,10 +469,10 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
         st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;
-    if (with_params && req->n_params > 0) {
-        if (!req->params)
+    if (with_params && pl->req.n_params > 0) {
+        if (!pl->req.params)
             return attn_fail(err, ATTN_ERR_ARG, "params", "n_params > 0 but params is NULL");
-        if ((st = bind_mha_params(req, pl, err)) != ATTN_OK ||
+        if ((st = bind_mha_params(&pl->req, pl, err)) != ATTN_OK ||
             (st = check_mha_shapes(pl, err)) != ATTN_OK)
             return st;
         resolve(pl);
@@ -458,7 +485,7 @@ attn_status attn_mha_plan(const attn_mha_request *req, attn_shapes *shapes, attn
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
     if (st == ATTN_OK && shapes) {
-        pl.shapes.scratch_bytes = attn_front_scratch(&mha_front, &pl, req->n_params);
+        pl.shapes.scratch_bytes = attn_front_scratch(&mha_front, &pl, pl.req.n_params);
         *shapes = pl.shapes;
     }
     return st;
@@ -564,6 +591,22 @@ static void mha_inputs(const mplan *pl, const float *x[3])
     if (!x[2]) x[2] = x[0];
 }
 
+/* The projection C (m x n, stride ldc) = A (m x k, stride k) W^T + bias,
+ * W (n x k) contiguous; with W's packed form when the prepared weights
+ * hold it. */
+static attn_gemm_call mha_gemm(const mplan *pl, int64_t m, int64_t n, int64_t k, const float *a,
+                               const float *w, const float *bias, float *c, int64_t ldc)
+{
+    attn_gemm_call g = {m, n, k, a, w, bias, c, k, k, ldc, NULL, NULL};
+    const attn_mha_weights *pw = pl->pw;
+    for (int i = 0; pw && w && i < pw->n_packed; i++)
+        if (pw->packed[i].b == w && pw->packed[i].n == n && pw->packed[i].k == k) {
+            g.bp = pw->packed[i].bp;
+            g.packer = pw->packer;
+        }
+    return g;
+}
+
 /* The q, k and v projections into g (one GEMM of 3E outputs when fused);
  * how many. x: the inputs, NULL while measuring. */
 static int mha_gemms(const mplan *pl, const float *const x[3], attn_gemm_call *g)
@@ -573,12 +616,12 @@ static int mha_gemms(const mplan *pl, const float *const x[3], attn_gemm_call *g
     int64_t ekv = pl->ekv;
     const float *in[3] = {x ? x[0] : NULL, x ? x[1] : NULL, x ? x[2] : NULL};
     if (pl->fused) {
-        g[0] = (attn_gemm_call){BQ, pl->qw, E, in[0], pl->wq, pl->bq, pl->qp, E, E, pl->qw};
+        g[0] = mha_gemm(pl, BQ, pl->qw, E, in[0], pl->wq, pl->bq, pl->qp, pl->qw);
         return 1;
     }
-    g[0] = (attn_gemm_call){BQ, E, E, in[0], pl->wq, pl->bq, pl->qp, E, E, E};
-    g[1] = (attn_gemm_call){BK, ekv, kd, in[1], pl->wk, pl->bk, pl->kp, kd, kd, ekv};
-    g[2] = (attn_gemm_call){BK, ekv, vd, in[2], pl->wv, pl->bv, pl->vp, vd, vd, ekv};
+    g[0] = mha_gemm(pl, BQ, E, E, in[0], pl->wq, pl->bq, pl->qp, E);
+    g[1] = mha_gemm(pl, BK, ekv, kd, in[1], pl->wk, pl->bk, pl->kp, ekv);
+    g[2] = mha_gemm(pl, BK, ekv, vd, in[2], pl->wv, pl->bv, pl->vp, ekv);
     return 3;
 }
 
@@ -586,7 +629,7 @@ static int mha_gemms(const mplan *pl, const float *const x[3], attn_gemm_call *g
 static attn_gemm_call mha_out_gemm(const mplan *pl, float *out)
 {
     int64_t E = pl->d.Dq;
-    return (attn_gemm_call){pl->d.B * pl->d.Lq, E, E, pl->ao, pl->wo, pl->bo, out, E, E, E};
+    return mha_gemm(pl, pl->d.B * pl->d.Lq, E, E, pl->ao, pl->wo, pl->bo, out, E);
 }
 
 /* Keys up to which the heads read k and v in place: a head's rows then
@@ -798,10 +841,137 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
     return st != ATTN_OK ? st
-                         : attn_execute(ctx, &mha_front, &pl, req->n_params, req->opt.need_weights,
+                         : attn_execute(ctx, &mha_front, &pl, pl.req.n_params, req->opt.need_weights,
                                         output, weights, err);
 }
 
 static const attn_front mha_front = {
     "attn_mha_compute", mha_seed_specs, mha_bind, mha_lay_out, mha_run,
 };
+
+/* ------------------------------------------------ prepared weights */
+
+/* A copy of the n parameters p (validated by make_mplan, so their sizes
+ * are those of tensors that exist) in one block: the set, its items, the
+ * names, then the data from a 64-byte boundary. */
+static attn_status copy_params(const attn_named *p, size_t n, attn_param_set **out,
+                               attn_error *err)
+{
+    size_t head = sizeof(attn_param_set) + n * sizeof(attn_named), floats = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t c = 0;
+        attn_count(p[i].t.rank, p[i].t.shape, &c);
+        floats += (size_t)c;
+        head += strlen(p[i].name) + 1;
+    }
+    head = (head + 63) & ~(size_t)63;
+    char *block = aligned_alloc(64, (head + floats * sizeof(float) + 63) & ~(size_t)63);
+    if (!block)
+        return attn_fail(err, ATTN_ERR_NOMEM, "params",
+                         "out of memory for a copy of the parameters (%zu floats)", floats);
+    attn_param_set *set = (attn_param_set *)(void *)block;
+    set->n = n;
+    set->items = (attn_named *)(void *)(block + sizeof(attn_param_set));
+    char *names = (char *)(set->items + n);
+    float *data = (float *)(void *)(block + head);
+    for (size_t i = 0; i < n; i++) {
+        int64_t c = 0;
+        attn_count(p[i].t.rank, p[i].t.shape, &c);
+        size_t len = strlen(p[i].name) + 1;
+        memcpy(names, p[i].name, len);
+        set->items[i] = p[i];
+        set->items[i].name = names;
+        set->items[i].t.data = data;
+        memcpy(data, p[i].t.data, (size_t)c * sizeof(float));
+        names += len;
+        data += c;
+    }
+    *out = set;
+    return ATTN_OK;
+}
+
+/* Packs the projection matrices of the plan pl (bound to w's copy) into
+ * w: q, k and v (or the (3E, E) in_proj block the fused projection reads,
+ * whose panels serve q, k and v too when E is a multiple of the panel),
+ * and the output projection. */
+static attn_status pack_weights(const mplan *pl, attn_mha_weights *w, attn_error *err)
+{
+    int64_t E = pl->d.Dq, kd = pl->d.Dk, vd = pl->d.Dv, ekv = pl->ekv, P = attn_gemm_panel();
+    int fusable = pl->Hkv == pl->H && kd == E && vd == E && pl->wk == pl->wq + E * E &&
+                  pl->wv == pl->wk + E * E;
+    int whole = !fusable || E % P != 0; /* q, k and v packed on their own */
+    packed_mat m[PACKED_MAX];
+    int n = 0;
+    if (fusable)
+        m[n++] = (packed_mat){pl->wq, pl->E3, E, NULL};
+    if (whole) {
+        m[n++] = (packed_mat){pl->wq, E, E, NULL};
+        m[n++] = (packed_mat){pl->wk, ekv, kd, NULL};
+        m[n++] = (packed_mat){pl->wv, ekv, vd, NULL};
+    }
+    m[n++] = (packed_mat){pl->wo, E, E, NULL};
+    size_t floats = 0;
+    for (int i = 0; i < n; i++)
+        floats += attn_gemm_packed_floats(m[i].n, m[i].k);
+    w->panels = aligned_alloc(64, (floats * sizeof(float) + 63) & ~(size_t)63);
+    if (!w->panels)
+        return attn_fail(err, ATTN_ERR_NOMEM, "params",
+                         "out of memory for the packed weights (%zu floats)", floats);
+    float *at = w->panels;
+    for (int i = 0; i < n; i++) {
+        w->packer = attn_gemm_pack(m[i].n, m[i].k, m[i].b, m[i].k, at);
+        m[i].bp = at;
+        w->packed[w->n_packed++] = m[i];
+        at += attn_gemm_packed_floats(m[i].n, m[i].k);
+    }
+    if (!whole) { /* q, k and v as runs of the in_proj block's panels */
+        size_t third = attn_gemm_packed_floats(E, E);
+        for (int r = 0; r < 3; r++)
+            w->packed[w->n_packed++] = (packed_mat){pl->wq + r * E * E, E, E,
+                                                    w->panels + r * third};
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_mha_weights_new(const attn_mha_request *req, attn_mha_weights **out,
+                                 attn_error *err)
+{
+    if (!out)
+        return attn_fail(err, ATTN_ERR_ARG, "", "attn_mha_weights_new: NULL argument");
+    *out = NULL;
+    if (req && req->weights)
+        return attn_fail(err, ATTN_ERR_ARG, "weights",
+                         "the request already names prepared weights; give it params");
+    mplan pl;
+    attn_status st = make_mplan(req, 1, &pl, err);
+    if (st != ATTN_OK)
+        return st;
+    attn_mha_weights *w = calloc(1, sizeof *w);
+    if (!w)
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for prepared weights");
+    st = req->n_params ? copy_params(req->params, req->n_params, &w->set, err)
+                       : attn_mha_seed_params(req, 0, &w->set, err);
+    if (st == ATTN_OK) {
+        attn_mha_request r = *req;
+        r.params = w->set->items;
+        r.n_params = w->set->n;
+        st = make_mplan(&r, 1, &pl, err);
+    }
+    if (st == ATTN_OK)
+        st = pack_weights(&pl, w, err);
+    if (st != ATTN_OK) {
+        attn_mha_weights_free(w);
+        return st;
+    }
+    *out = w;
+    return ATTN_OK;
+}
+
+void attn_mha_weights_free(attn_mha_weights *w)
+{
+    if (!w)
+        return;
+    free(w->panels);
+    free(w->set); /* a copy_params block, or attn_mha_seed_params's (one block too) */
+    free(w);
+}

@@ -82,6 +82,30 @@ static int close_enough(double got, double ref, double sumabs)
 
 /* ------------------------------------------------------------- gemm */
 
+/* attn_gemm_nt_packed against attn_gemm_nt's C (c, rows of ldc): with B
+ * packed beforehand by attn_gemm_pack, the same bits; with panels of NaN
+ * said to come from another variant (a foreign packer), the panels
+ * ignored, so the same bits again. */
+static int same_packed(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                       const float *b, int64_t ldb, const float *bias, const float *c,
+                       int64_t ldc, int threads, void *ws)
+{
+    size_t cn = (size_t)(m * ldc), pf = attn_gemm_packed_floats(n, k);
+    float *bp = scratch(pf * sizeof(float)), *junk = scratch(pf * sizeof(float));
+    float *c2 = xmalloc(cn * sizeof *c2), *c3 = xmalloc(cn * sizeof *c3);
+    for (size_t i = 0; i < cn; i++) c2[i] = c3[i] = NAN;
+    const void *packer = attn_gemm_pack(n, k, b, ldb, bp);
+    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, c2, ldc, threads, ws, bp, packer);
+    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, c3, ldc, threads, ws, junk, &n_pass);
+    int ok = memcmp(c, c2, cn * sizeof *c) == 0 && memcmp(c, c3, cn * sizeof *c) == 0;
+    if (!ok)
+        printf("FAIL gemm with B packed beforehand m=%lld n=%lld k=%lld threads=%d: not the "
+               "bits of the unpacked call (%s)\n", (long long)m, (long long)n, (long long)k,
+               threads, memcmp(c, c2, cn * sizeof *c) ? "own packing" : "foreign packer");
+    free(bp); free(junk); free(c2); free(c3);
+    return ok;
+}
+
 static void test_gemm_case(int threads)
 {
     int64_t m = pick_size(300), n = pick_size(300), k = pick_size(300);
@@ -101,8 +125,9 @@ static void test_gemm_case(int threads)
     /* now and then no scratch: the unpacked path */
     void *ws = rng() % 4 ? scratch(attn_gemm_scratch_bytes(m, n, k, threads)) : NULL;
     attn_gemm_nt(m, n, k, a, lda, b, ldb, has_bias ? bias : NULL, c, ldc, threads, ws);
+    int ok = ws ? same_packed(m, n, k, a, lda, b, ldb, has_bias ? bias : NULL, c, ldc, threads, ws)
+                : 1;
     free(ws);
-    int ok = 1;
     for (int64_t i = 0; i < m && ok; i++) {
         for (int64_t j = 0; j < n && ok; j++) {
             double s = has_bias ? bias[j] : 0.0, sa = fabs(s);

@@ -1310,6 +1310,47 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     return ok;
 }
 
+/* attn_mha_compute of m with prepared weights made from prep (m itself,
+ * or another request whose parameters fit m) against m with prep's
+ * parameters (bits of the output and of the weights): prepared weights
+ * change how the projections read their matrices, never a result, so the
+ * plain call's checks against the double reference (compare_run) hold
+ * for them too. */
+static int same_prepared(attn_ctx *ctx, const char *name, const attn_mha_request *m,
+                         const attn_mha_request *prep)
+{
+    attn_shapes sh;
+    attn_error err;
+    attn_mha_weights *pw = NULL;
+    attn_mha_request plain = *m, p = *m;
+    plain.params = prep->params;
+    plain.n_params = prep->n_params;
+    attn_status st = attn_mha_plan(&plain, &sh, &err);
+    if (st == ATTN_OK)
+        st = attn_mha_weights_new(prep, &pw, &err);
+    if (st != ATTN_OK) {
+        report(name, "prepared weights: a valid request refused: %s (%s)", attn_status_str(st),
+               err.message);
+        return 0;
+    }
+    p.params = NULL;
+    p.n_params = 0;
+    p.weights = pw;
+    size_t no = (size_t)sh.out_count, nw = (size_t)sh.w_count;
+    float *o1 = xmalloc(no * sizeof(float)), *o2 = xmalloc(no * sizeof(float));
+    float *w1 = nw ? xmalloc(nw * sizeof(float)) : NULL, *w2 = nw ? xmalloc(nw * sizeof(float)) : NULL;
+    attn_status a = attn_mha_compute(ctx, &plain, o1, w1, &err);
+    attn_status b = attn_mha_compute(ctx, &p, o2, w2, &err);
+    int ok = a == ATTN_OK && b == ATTN_OK && memcmp(o1, o2, no * sizeof(float)) == 0 &&
+             (!nw || memcmp(w1, w2, nw * sizeof(float)) == 0);
+    if (!ok)
+        report(name, "prepared weights: status %s and %s, %s", attn_status_str(a),
+               attn_status_str(b), a || b ? err.message : "results differ from the params'");
+    free(o1); free(o2); free(w1); free(w2);
+    attn_mha_weights_free(pw);
+    return ok;
+}
+
 static int random_mha(attn_ctx *ctx, int trial, int *skipped)
 {
     static const int64_t hds[] = {1, 2, 3, 5, 8, 17};
@@ -1415,9 +1456,75 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
     }
     if (ok)
         ok = compare_run(rnd_int(0, 1) ? ctx : NULL, name, NULL, &m, skipped);
+    if (ok)
+        ok = same_prepared(ctx, name, &m, &m);
+    if (ok && trial % 4 == 1) { /* no params: the seeded set, prepared */
+        attn_mha_request seeded = m;
+        seeded.params = NULL;
+        seeded.n_params = 0;
+        ok = same_prepared(ctx, name, &seeded, &seeded);
+    }
     attn_param_set_free(set);
     pool_free(&pl);
     return ok;
+}
+
+/* Prepared weights on nn.MultiheadAttention(512, 8) (seeded, as bench/
+ * measures it) made at one length and used at others, on E = 96 (not a
+ * whole number of the kernels' panels: the fused in_proj block packed on
+ * its own), and the errors: params beside weights, weights of another E,
+ * a NULL out, a request that already names weights. */
+static void run_prepared(attn_ctx *ctx)
+{
+    pool pl = {{0}, 0};
+    attn_mha_request m = attn_mha_request_default(), at;
+    m.opt.need_weights = 0;
+    m.num_heads = 8;
+    m.query = rnd_input(&pl, 1, 1, 128, 512);
+    count(same_prepared(ctx, "prepared E 512 L 128 seeded", &m, &m));
+    at = m;
+    at.query = rnd_input(&pl, 1, 2, 200, 512);
+    count(same_prepared(ctx, "prepared E 512 made at L 128, run at B 2 L 200", &at, &m));
+    at.query = rnd_input(&pl, 0, 1, 40, 512);
+    at.key = rnd_input(&pl, 0, 1, 300, 512);
+    at.value = rnd_input(&pl, 0, 1, 300, 512);
+    count(same_prepared(ctx, "prepared E 512 made self, run cross Lq 40 Lk 300", &at, &m));
+
+    attn_named p[4];
+    size_t n = 0;
+    attn_mha_request e = attn_mha_request_default();
+    e.num_heads = 3;
+    e.query = rnd_input(&pl, 1, 2, 70, 96);
+    put(p, &n, "in_proj_weight", rnd_weight(&pl, 288, 96));
+    put(p, &n, "in_proj_bias", rnd1(&pl, 288, 0.5f));
+    put(p, &n, "out_proj.weight", rnd_weight(&pl, 96, 96));
+    e.params = p;
+    e.n_params = n;
+    count(same_prepared(ctx, "prepared E 96 self-attention with weights", &e, &e));
+
+    attn_mha_weights *pw = NULL, *none = (attn_mha_weights *)&pl;
+    attn_error err;
+    attn_status st = attn_mha_weights_new(&m, &pw, &err);
+    count(st == ATTN_OK);
+    float *out = xmalloc((size_t)2 * 70 * 96 * sizeof(float));
+    attn_mha_request bad = e;
+    bad.opt.need_weights = 0;
+    bad.weights = pw;
+    st = attn_mha_compute(ctx, &bad, out, NULL, &err);
+    count(st == ATTN_ERR_ARG && !strcmp(err.field, "weights"));
+    bad.params = NULL;
+    bad.n_params = 0;
+    st = attn_mha_compute(ctx, &bad, out, NULL, &err);
+    if (st != ATTN_ERR_SHAPE)
+        report("prepared weights of E 512 on E 96", "got %s (%s)", attn_status_str(st), err.message);
+    count(st == ATTN_ERR_SHAPE);
+    count(attn_mha_weights_new(&m, NULL, &err) == ATTN_ERR_ARG);
+    st = attn_mha_weights_new(&bad, &none, &err);
+    count(st == ATTN_ERR_ARG && none == NULL);
+    attn_mha_weights_free(pw);
+    attn_mha_weights_free(NULL);
+    free(out);
+    pool_free(&pl);
 }
 
 static double now(void)
@@ -1488,6 +1595,7 @@ int main(int argc, char **argv)
         count(0);
     }
     run_api();
+    run_prepared(ctx);
     printf("bad requests (%d from %s) and API helpers: %d checks\n", nbad, bad_path,
            n_passed + n_failed - before);
     run_random(ctx, seed, trials, seconds);
