@@ -123,6 +123,10 @@ typedef struct {
     int64_t n_cross, n_dec, n_enc; /* float counts */
     double score;       /* sum of log-probabilities of out (beam, forced), 0 for greedy */
     float *logp;        /* forced: the log-probability of each produced id, else NULL */
+    float closest;      /* beam: the least score gap, over all steps, between two
+                         * neighbours among the 2 x beam + 1 best candidates (near 0,
+                         * float rounding alone can reorder them and turn the search;
+                         * a tie-break, not a bug), else 0 */
 } mdl_result;
 
 /* Translates src ids (the source, <eos> included, 1..max_src of them).

@@ -1,6 +1,7 @@
 /* search.c - greedy and beam search exactly as training/translate.py, and the attention along the answer's path. */
 #include "internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@ typedef struct {
     float live_sc[MDL_MAX_BEAM], live_sc2[MDL_MAX_BEAM];
     hyp fin[3 * MDL_MAX_BEAM];
     int n_fin;
+    float closest;      /* beam: the least gap between ranked candidates so far */
 } search;
 
 int64_t mdl_row_floats(const mdl_run *r, int t)
@@ -185,14 +187,20 @@ static int top_candidates(const float *sc, int64_t total, int want, int64_t *idx
 static int beam_select(search *s, int N, int t, int *done)
 {
     int K = s->K, V = s->V, T = s->r.max_steps, keep[MDL_MAX_BEAM], nxt = 0;
-    int64_t idx[2 * MDL_MAX_BEAM];
+    int64_t idx[2 * MDL_MAX_BEAM + 1];
     for (int k = 0; k < N; k++) {
         float *lp = s->logits + (size_t)k * V;
         mdl_log_softmax(lp, V);
         for (int v = 0; v < V; v++)
             s->scores[(size_t)k * V + v] = s->live_sc[k] + lp[v];
     }
-    int c = top_candidates(s->scores, (int64_t)N * V, 2 * K, idx);
+    /* The best 2K decide the step; the next one shows how near it came. */
+    int c = top_candidates(s->scores, (int64_t)N * V, 2 * K + 1, idx);
+    for (int rank = 0; rank + 1 < c; rank++) {
+        float gap = s->scores[idx[rank]] - s->scores[idx[rank + 1]];
+        s->closest = gap < s->closest ? gap : s->closest;
+    }
+    c = c < 2 * K ? c : 2 * K;
     for (int rank = 0; rank < c; rank++) {
         int hi = (int)(idx[rank] / V), tok = (int)(idx[rank] % V);
         float sc = s->scores[idx[rank]];
@@ -270,6 +278,7 @@ static int assemble(search *s, const hyp *h, int want, mdl_result *res)
     res->n_src = n;
     res->n_out = T;
     res->score = h->score;
+    res->closest = s->K > 1 ? s->closest : 0.0f;
     res->src = zalloc((size_t)n, sizeof(int32_t), &fail);
     res->out = zalloc((size_t)T, sizeof(int32_t), &fail);
     if (want) {
@@ -323,6 +332,7 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
             return mdl_fail(err, errn, "forced id %d is out of the vocabulary", (int)o->force[i]);
     search s;
     memset(&s, 0, sizeof s);
+    s.closest = INFINITY;
     mdl_run *r = &s.r;
     r->m = m;
     r->ctx = ctx;
