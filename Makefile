@@ -351,6 +351,9 @@ FUZZ_OBJ     = $(LIB_SRC:%.c=$(FUZZ_BUILD)/%.o) $(SRV_SRC:%.c=$(FUZZ_BUILD)/%.o)
 # ASan and UBSan, and instrumented clang took over ten CPU-minutes and 4 GB
 # on one of them. Everything else has coverage feedback and both sanitizers.
 FUZZ_COV = -fsanitize=fuzzer-no-link
+# Kept after linking (make deletes a pattern rule's intermediate objects,
+# and every later make fuzz or test-fuzz-corpus then built them all again).
+.SECONDARY: $(FUZZ_OBJ)
 $(FUZZ_BUILD)/lib/kernels_%.o: lib/kernels_%.c
 	@mkdir -p $(dir $@)
 	clang -std=c11 -D_GNU_SOURCE $(WARN) -g -O2 -Ilib -MMD -MP -c $< -o $@
