@@ -101,7 +101,7 @@ const void *attn_gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, fl
 {
     const attn_kernel_set *ks = attn_kernels_active();
     if (n > 0 && k > 0)
-        ks->gemm_pack(n, k, b, ldb, 0, -1, bp);
+        ks->gemm_pack(n, k, b, ldb, bp);
     return ks;
 }
 

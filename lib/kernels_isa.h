@@ -34,11 +34,9 @@ typedef struct {
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, const float *bias,
                     float *c, int64_t ldc, int threads, void *scratch, const float *bp);
-    /* B packed whole for gemm_nt's bp: its size, and panels [p0, p1) of it
-     * (p1 < 0: to the last). */
+    /* B packed whole for gemm_nt's bp: its size, and the packing. */
     size_t (*gemm_packed_floats)(int64_t n, int64_t k);
-    void (*gemm_pack)(int64_t n, int64_t k, const float *b, int64_t ldb, int64_t p0,
-                      int64_t p1, float *bp);
+    void (*gemm_pack)(int64_t n, int64_t k, const float *b, int64_t ldb, float *bp);
     size_t (*sdpa_scratch_bytes)(const attn_sdpa_job *jobs, size_t n, int threads);
     void (*sdpa_run)(const attn_sdpa_job *jobs, size_t n, int threads, void *scratch);
 

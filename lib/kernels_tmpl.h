@@ -197,14 +197,12 @@ static size_t gemm_packed_floats(int64_t n, int64_t k)
     return (size_t)((n + QB - 1) / QB) * gemm_worker_floats(k);
 }
 
-/* Panels [p0, p1) of B (n x k, stride ldb; p1 < 0: all) into bp, each as
- * gemm_task_b packs its own (pack_t: B^T, zero columns past n), so that a
- * product from bp has the bits of one that packs as it goes. */
-static TGT void gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, int64_t p0,
-                          int64_t p1, float *bp)
+/* Every panel of B (n x k, stride ldb) into bp, each as gemm_task_b packs
+ * its own (pack_t: B^T, zero columns past n), so that a product from bp
+ * has the bits of one that packs as it goes. */
+static TGT void gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, float *bp)
 {
-    if (p1 < 0) p1 = (n + QB - 1) / QB;
-    for (int64_t p = p0; p < p1; p++) {
+    for (int64_t p = 0; p < (n + QB - 1) / QB; p++) {
         int64_t j0 = p * QB, nc = n - j0 < QB ? n - j0 : QB;
         pack_t(b + j0 * ldb, ldb, k, nc, 1.0f, bp + (size_t)p * gemm_worker_floats(k));
     }
