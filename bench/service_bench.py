@@ -118,6 +118,17 @@ def server_timing(value):
     return out
 
 
+def http_bench(client, url, body_path, reps, then=(), timeout=600):
+    """bench/http_bench.c's JSON (medians) for the body in body_path posted
+    to url reps times, each followed by the untimed POST then (a URL and a
+    body file) when given; raises when a request failed."""
+    res = subprocess.run([client, url, body_path, str(reps)] + list(then), capture_output=True,
+                         text=True, timeout=timeout)
+    if res.returncode != 0:
+        raise RuntimeError("http_bench %s: %s" % (url, res.stderr.strip()))
+    return json.loads(res.stdout)
+
+
 def end_to_end(build, port, reps):
     """The multi-head request over one kept-alive connection, timed by the C
     client as the HTTP path rows are (request sent to response fully read),
@@ -141,12 +152,7 @@ def end_to_end(build, port, reps):
     path = os.path.join(build, "bench", "multihead_%d.json" % L)
     with open(path, "wb") as f:
         f.write(body)
-    url = "http://127.0.0.1:%d/multihead" % port
-    res = subprocess.run([os.path.join(build, "http_bench"), url, path, str(reps)],
-                         capture_output=True, text=True, timeout=600)
-    if res.returncode != 0:
-        raise RuntimeError("http_bench /multihead: %s" % res.stderr.strip())
-    hb = json.loads(res.stdout)
+    hb = http_bench(os.path.join(build, "http_bench"), "http://127.0.0.1:%d/multihead" % port, path, reps)
     return {
         "e2e_total_s": hb["wall_ms"] / 1e3,
         "e2e_parse_ms": hb["parse_ms"], "e2e_compute_ms": hb["compute_ms"], "e2e_encode_ms": hb["encode_ms"],
@@ -174,11 +180,7 @@ def http_path(build, server, bare, pool, log, reps, rounds=3):
                     order.reverse()
                 for who, port in order:
                     url = "http://127.0.0.1:%d/attention/scaled_dot" % port
-                    res = subprocess.run([client, url, path, str(reps)], capture_output=True,
-                                         text=True, timeout=600)
-                    if res.returncode != 0:
-                        raise RuntimeError("http_bench %s: %s" % (who, res.stderr.strip()))
-                    runs[who].append(json.loads(res.stdout))
+                    runs[who].append(http_bench(client, url, path, reps))
             med = lambda who, k: statistics.median(r[k] for r in runs[who])  # noqa: E731
             out["http_%d" % L] = {
                 "wall_ms": med("ours", "wall_ms"), "bare_wall_ms": med("bare", "wall_ms"),

@@ -21,10 +21,9 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 
-from service_bench import Server, b64_tensor, bench_parser
+from service_bench import Server, b64_tensor, bench_parser, http_bench
 
 N, H, D = 4096, 8, 64
 ROUNDS = 5  # the step and the stateless request take turns this many times
@@ -41,15 +40,6 @@ def call(port, path, body=None):
     if r.status not in (200, 201):
         raise RuntimeError("%s: %d %s" % (path, r.status, out))
     return out
-
-
-def bench(client, url, body, reps, then=None):
-    """http_bench's medians for body posted to url reps times."""
-    cmd = [client, url, body, str(reps)] + (list(then) if then else [])
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if res.returncode != 0:
-        raise RuntimeError("http_bench %s: %s" % (url, res.stderr.strip()))
-    return json.loads(res.stdout)
 
 
 def alternate(runs, reps):
@@ -99,8 +89,8 @@ def main():
             {"name": nm, "shape": [1, H, D], "datatype": "FP32", "data": [rng.uniform(-1.0, 1.0) for _ in range(H * D)]}
             for nm in ("key", "value", "query")]}
         kstep = write(b, "session_kserve_step.json", ks)
-        out["kserve"] = bench(client, "%s/v2/models/multihead-decode/infer" % base, kstep, args.reps,
-                              ("%s/sessions/%s/truncate" % (base, sid), back))
+        out["kserve"] = http_bench(client, "%s/v2/models/multihead-decode/infer" % base, kstep, args.reps,
+                                   ("%s/sessions/%s/truncate" % (base, sid), back), timeout=900)
         call(s.port, "/sessions/%s/step" % sid, json.load(open(step)))  # back to n = 4096
         info = call(s.port, "/sessions/%s" % sid)
         out["bytes"] = info["bytes"]
@@ -111,9 +101,9 @@ def main():
             "value": b64_tensor((H, N, D), rng), "need_weights": False, "output_format": "b64"})
         call(s.port, "/sessions/%s/truncate" % sid, {"length": N - 1})
         runs = {
-            "session": lambda n: bench(client, "%s/sessions/%s/step" % (base, sid), step, n,
-                                       ("%s/sessions/%s/truncate" % (base, sid), back)),
-            "stateless": lambda n: bench(client, "%s/attention/scaled_dot" % base, stateless, n),
+            "session": lambda n: http_bench(client, "%s/sessions/%s/step" % (base, sid), step, n,
+                                            ("%s/sessions/%s/truncate" % (base, sid), back), timeout=900),
+            "stateless": lambda n: http_bench(client, "%s/attention/scaled_dot" % base, stateless, n, timeout=900),
         }
         reps = {"session": max(5, args.reps // ROUNDS), "stateless": max(3, args.reps // (4 * ROUNDS))}
         out.update(alternate(runs, reps))
