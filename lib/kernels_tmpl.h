@@ -288,7 +288,8 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
 
 /* C[i0+r][j0+c] for r < RI, c < CJ: RI x CJ dot products along k, each its
  * own chain of FMAs over whole vectors, then a masked tail and a sum across
- * lanes. Every output's arithmetic is the same whatever the block, so any
+ * lanes (VW of them at once when the block has a multiple of VW outputs).
+ * Every output's arithmetic is the same whatever the block, so any
  * blocking gives the same bits; the block only shares the loads of A and B
  * among the chains, and gives the FMA units independent work. */
 static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t j0, int RI, int CJ)
@@ -311,9 +312,26 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
         UNROLL for (int r = 0; r < RI; r++)
             UNROLL for (int c = 0; c < CJ; c++)
                 s[r][c] = VFMA(VLOADM(a + r * g->lda + kf, tm), VLOADM(b + c * g->ldb + kf, tm), s[r][c]);
-    UNROLL for (int r = 0; r < RI; r++)
-        UNROLL for (int c = 0; c < CJ; c++)
-            g->c[(i0 + r) * g->ldc + j0 + c] = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
+    if ((RI * CJ) % VW) {
+        UNROLL for (int r = 0; r < RI; r++)
+            UNROLL for (int c = 0; c < CJ; c++)
+                g->c[(i0 + r) * g->ldc + j0 + c] = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
+        return;
+    }
+    /* VW sums at a time (VHSUMS: each VHSUM's bits, without its shuffles
+     * per vector), outputs in row-major order */
+    UNROLL for (int o = 0; o < RI * CJ; o += VW) {
+        V grp[VW];
+        float sum[VW];
+        UNROLL for (int l = 0; l < VW; l++) /* the bound only quiets the compiler */
+            grp[l] = o + l < RI * CJ ? s[(o + l) / CJ][(o + l) % CJ] : VZERO();
+        VSTORE(sum, VHSUMS(grp));
+        UNROLL for (int l = 0; l < VW; l++) {
+            int r = (o + l) / CJ, c = (o + l) % CJ;
+            if (o + l < RI * CJ)
+                g->c[(i0 + r) * g->ldc + j0 + c] = sum[l] + (g->bias ? g->bias[j0 + c] : 0.0f);
+        }
+    }
 }
 
 /* Rows i0 .. i0 + RI - 1 of C (RI <= 4, a constant once inlined): blocks

@@ -51,6 +51,7 @@
 #define VANYGT(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ)) != 0)
 #define VANYNLE(a, b) (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_NLE_UQ)) != 0)
 #define VHSUM(v) attn_hsum_avx2(v)
+#define VHSUMS(v) attn_hsums_avx2(v)
 #define VHMAX(v) attn_hmax_avx2(v)
 #define VSTREAM(p, v) _mm256_stream_ps(p, v)
 #define VSFENCE() _mm_sfence()
@@ -117,6 +118,25 @@ SIMD_INLINE float attn_hsum_avx2(__m256 v)
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+
+/* Lane i: attn_hsum_avx2(v[i]) bit for bit, for 8 vectors at once: the
+ * same pairs (lane j with j + 4, then j + 2, then j + 1) added for
+ * several vectors in one instruction, which leaves lane 4h + j holding
+ * v[2j + h]'s sum, put in order by one permute at the end. */
+SIMD_INLINE __m256 attn_hsums_avx2(const __m256 v[8])
+{
+    __m256 c[4], e[2];
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 4; p++) /* halves: v[2p] in lanes 0-3, v[2p+1] in 4-7 */
+        c[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20),
+                             _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < 2; p++) /* half h: v[4p + h] in words 0-1, v[4p + 2 + h] in 2-3 */
+        e[p] = _mm256_add_ps(_mm256_shuffle_ps(c[2 * p], c[2 * p + 1], 0x44),
+                             _mm256_shuffle_ps(c[2 * p], c[2 * p + 1], 0xee));
+    __m256 r = _mm256_add_ps(_mm256_shuffle_ps(e[0], e[1], 0x88), _mm256_shuffle_ps(e[0], e[1], 0xdd));
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
 SIMD_INLINE float attn_hmax_avx2(__m256 v)

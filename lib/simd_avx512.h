@@ -70,6 +70,7 @@
 #define VANYGT(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_GT_OQ) != 0)
 #define VANYNLE(a, b) (_mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ) != 0)
 #define VHSUM(v) _mm512_reduce_add_ps(v)
+#define VHSUMS(v) attn_hsums_avx512(v)
 #define VHMAX(v) _mm512_reduce_max_ps(v)
 #define VSTREAM(p, v) _mm512_stream_ps(p, v)
 #define VSFENCE() _mm_sfence()
@@ -148,6 +149,31 @@ static inline __attribute__((always_inline)) TGT void attn_transpose_avx512(__m5
         r[4 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0x88);
         r[12 + k] = _mm512_shuffle_f32x4(t[4 + k], t[12 + k], 0xdd);
     }
+}
+
+/* Lane i: the sum of v[i]'s lanes, bit for bit VHSUM(v[i]), for 16
+ * vectors at once. _mm512_reduce_add_ps adds lane j to j + 8, then to
+ * j + 4, j + 2 and j + 1; each level here adds the same pairs for several
+ * vectors in one instruction, which leaves lane 4q + j holding v[4j + q]'s
+ * sum, put in order by one permute at the end. */
+static inline __attribute__((always_inline)) TGT __m512 attn_hsums_avx512(const __m512 v[16])
+{
+    __m512 c[8], e[4], f[2];
+    _Pragma("GCC unroll 8")
+    for (int p = 0; p < 8; p++) /* halves: v[2p] in lanes 0-7, v[2p+1] in 8-15 */
+        c[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xee));
+    _Pragma("GCC unroll 4")
+    for (int p = 0; p < 4; p++) /* quarters: v[4p + q] in 128-bit lane q */
+        e[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0x88),
+                             _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], 0xdd));
+    _Pragma("GCC unroll 2")
+    for (int p = 0; p < 2; p++) /* lane q: v[8p + q] in words 0-1, v[8p + 4 + q] in 2-3 */
+        f[p] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * p], e[2 * p + 1], 0x44),
+                             _mm512_shuffle_ps(e[2 * p], e[2 * p + 1], 0xee));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(f[0], f[1], 0x88), _mm512_shuffle_ps(f[0], f[1], 0xdd));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, r);
 }
 
 #endif /* ATTN_SIMD_AVX512_H */

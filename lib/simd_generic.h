@@ -26,7 +26,8 @@
  *   VFNMA(a,b,c) (c - a*b), VMAX, VMIN (VMIN(NaN, b) is b), VABS,
  *   VCOPYSIGN(y,x) (|y| with x's sign, y >= 0), VROUND (to nearest even),
  *   VPOW2N(y,n) (y * 2^n for whole n, 0 where that is below the normal
- *   range), VHSUM(v) and VHMAX(v) (across lanes, to a float),
+ *   range), VHSUM(v) and VHMAX(v) (across lanes, to a float), VHSUMS(v)
+ *   (v an array of VW vectors: lane i is VHSUM(v[i]), the same bits),
  *   VTRANSPOSE(r) (VW x VW in place).
  * bfloat16 pairs (the bf16 kernel, bf16_tmpl.h): VB is a vector of VW
  *   32-bit lanes, each holding two bfloat16 (the low half first);
@@ -85,6 +86,7 @@
 #define VANYGT(a, b) ((a) > (b))
 #define VANYNLE(a, b) (!((a) <= (b)))
 #define VHSUM(v) (v)
+#define VHSUMS(v) ((v)[0])
 #define VHMAX(v) (v)
 #define VSTREAM(p, v) VSTORE(p, v)
 #define VSFENCE() ((void)0)

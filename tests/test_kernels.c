@@ -157,6 +157,34 @@ static void test_gemm_case(int threads)
     free(a); free(b); free(c); free(bias);
 }
 
+/* The few-row product (fewer rows than a packed block) sums each output in
+ * the same order whatever block of rows and columns it falls in: every row
+ * of an m-row product has the bits of that row computed alone, m = 2..15
+ * (blocks of 4 rows x 4 columns, 2 or 3 rows x 4, 1 x 8, single columns). */
+static void test_gemm_rows_case(void)
+{
+    int64_t m = rnd(2, 15), n = rnd(1, 70), k = rnd(1, 200);
+    int has_bias = rng() % 2;
+    float *a = xmalloc((size_t)(m * k) * sizeof *a), *b = xmalloc((size_t)(n * k) * sizeof *b);
+    float *bias = xmalloc((size_t)n * sizeof *bias), *c = xmalloc((size_t)(m * n) * sizeof *c);
+    float *row = xmalloc((size_t)n * sizeof *row);
+    for (int64_t i = 0; i < m * k; i++) a[i] = frand();
+    for (int64_t i = 0; i < n * k; i++) b[i] = frand();
+    for (int64_t i = 0; i < n; i++) bias[i] = frand();
+    attn_gemm_nt(m, n, k, a, k, b, k, has_bias ? bias : NULL, c, n, 1, NULL);
+    int ok = 1;
+    for (int64_t i = 0; i < m && ok; i++) {
+        attn_gemm_nt(1, n, k, a + i * k, k, b, k, has_bias ? bias : NULL, row, n, 1, NULL);
+        if (memcmp(row, c + i * n, (size_t)n * sizeof *row)) {
+            printf("FAIL gemm m=%lld n=%lld k=%lld: row %lld differs from the same row alone\n",
+                   (long long)m, (long long)n, (long long)k, (long long)i);
+            ok = 0;
+        }
+    }
+    if (ok) n_pass++; else n_fail++;
+    free(a); free(b); free(bias); free(c); free(row);
+}
+
 /* ------------------------------------------------------------- sdpa */
 
 enum {
@@ -481,6 +509,7 @@ int main(int argc, char **argv)
         for (long i = 0; i < cases; i++) {
             int threads = (i & 1) ? 2 : 1;
             if (i % 4 == 0) test_gemm_case(threads);
+            if (i % 4 == 2) test_gemm_rows_case();
             test_sdpa_batch(threads);
         }
         printf("%s: %lld passed, %lld failed; %ld climbing-score cases, worst output "
