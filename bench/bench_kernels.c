@@ -28,7 +28,11 @@
  * bench_kernels --cpu [threads [L]] (core, weights and causal at each L
  * as their least process CPU time over 7 calls, or 21 up to L = 1024,
  * and the two ratios to the core: the figures a shared machine inflates
- * least, where the default rows' wall medians swing with its load).
+ * least, where the default rows' wall medians swing with its load), or
+ * bench_kernels --decode [threads] (the decode row alone, decode_4096:
+ * bench/session_bench.py runs it in turns with the server's session step,
+ * so the two are timed at the same moments of a machine whose memory speed
+ * moves between minutes).
  * BENCH_NO_MEMORY=1 skips the memory row. */
 #include "attn.h"
 #include "bench_util.h"
@@ -424,6 +428,23 @@ static void labels(void)
     bench_emit_str("openblas_config", openblas_get_config());
 }
 
+/* --decode: the decode row alone (see the usage above). */
+static int decode_only(void)
+{
+    size_t n = (size_t)4096 * E;
+    float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
+    ctx = attn_ctx_new(threads);
+    if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
+    core_args c = {1, 4096, q, k, v, o, NULL, 0};
+    bench_open();
+    bench_emit("threads", threads);
+    bench_emit("decode_4096", bench_median(core_run, &c, 41, 2.0));
+    bench_close();
+    attn_ctx_free(ctx);
+    free(q); free(k); free(v); free(o);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--labels") == 0) {
@@ -455,6 +476,10 @@ int main(int argc, char **argv)
         bench_close();
         attn_ctx_free(ctx);
         return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--decode") == 0) {
+        threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
+        return decode_only();
     }
     if (argc > 1 && strcmp(argv[1], "--bf16") == 0) {
         threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;

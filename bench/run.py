@@ -424,7 +424,7 @@ def main():
     print()
     print_service(r["wire"], r["svc"], r["ours"])
     print()
-    print_sessions(r["ses"], r["ours"])
+    print_sessions(r["ses"])
 
 
 if __name__ == "__main__":

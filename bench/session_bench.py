@@ -5,7 +5,10 @@ loopback, against the same step sent statelessly to /attention/scaled_dot
 with the whole cache in the body (query (8, 1, 64), key and value
 (8, 4096, 64): the same computation, heads as the batch); the two take
 turns, five rounds each, so both see the same moments of a shared machine,
-and each figure is the median of the rounds' medians. Each session step
+and each figure is the median of the rounds' medians. The library's plain
+decode call on the same shapes (bench_kernels --decode: attn_compute,
+2 threads, back to back) takes its turn in the same rounds, for the
+step's compute to be set against it at the same moments too. Each session step
 is followed by an untimed truncate back to 4095 rows, so every timed step
 runs at n = 4096. Also the bytes a session holds at n = 4096 beside what
 its cache needs, 2 n Hkv d 4. And the same step as a KServe v2 sequence
@@ -21,6 +24,7 @@ import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 
 from service_bench import Server, b64_tensor, bench_parser, http_bench
@@ -57,6 +61,14 @@ def alternate(runs, reps):
         med = {k: statistics.median(x[k] for x in rounds) for k in rounds[0] if isinstance(rounds[0][k], float)}
         out[name] = dict(rounds[0], **med, reps=sum(x["reps"] for x in rounds))
     return out
+
+
+def library_decode(build):
+    """The library's decode row (bench_kernels --decode, median of 41
+    calls), in milliseconds."""
+    out = subprocess.run([os.path.join(build, "bench_kernels"), "--decode"], check=True,
+                         capture_output=True, text=True, timeout=300).stdout
+    return {"decode_ms": json.loads(out)["decode_4096"] * 1e3, "reps": 41}
 
 
 def write(build, name, obj):
@@ -104,8 +116,9 @@ def main():
             "session": lambda n: http_bench(client, "%s/sessions/%s/step" % (base, sid), step, n,
                                             ("%s/sessions/%s/truncate" % (base, sid), back), timeout=900),
             "stateless": lambda n: http_bench(client, "%s/attention/scaled_dot" % base, stateless, n, timeout=900),
+            "library": lambda n: library_decode(b),
         }
-        reps = {"session": max(5, args.reps // ROUNDS), "stateless": max(3, args.reps // (4 * ROUNDS))}
+        reps = {"session": max(5, args.reps // ROUNDS), "stateless": max(3, args.reps // (4 * ROUNDS)), "library": 1}
         out.update(alternate(runs, reps))
     json.dump(out, sys.stdout)
     print()

@@ -118,6 +118,11 @@ void attn_gemm_nt_packed(int64_t m, int64_t n, int64_t k,
                 packer == (const void *)ks ? bp : NULL);
 }
 
+float attn_sum_exp(const float *s, int64_t n, float m)
+{
+    return n > 0 ? attn_kernels_active()->sum_exp(s, n, m) : 0.0f;
+}
+
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads)
 {
     return attn_kernels_active()->sdpa_scratch_bytes(jobs, n, threads);

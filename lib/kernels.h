@@ -153,6 +153,11 @@ void attn_sdpa_run(const attn_sdpa_job *jobs, size_t n, int threads, void *scrat
  * planner may ask with jobs that hold just those. */
 size_t attn_sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int threads);
 
+/* sum_j e^(s[j] - m) for j < n (n >= 1, every s[j] finite and at most m)
+ * with the running variant's vector exponential (within a few ulp) and
+ * float partial sums: a log-softmax's denominator, as over a vocabulary. */
+float attn_sum_exp(const float *s, int64_t n, float m);
+
 /* Number of CPUs to use when a caller asks for "all" (>= 1). */
 int attn_cpu_count(void);
 

@@ -60,6 +60,9 @@ typedef struct {
     /* w = softmax(s) over all n >= 1 keys (max subtracted; s finite). */
     void (*softmax)(const float *s, int64_t n, float *w);
 
+    /* sum_j e^(s[j] - m) over n >= 1 finite s[j] <= m (attn_sum_exp). */
+    float (*sum_exp)(const float *s, int64_t n, float m);
+
     /* Linear attention (linear_tmpl.h, linear.c): y[e] = phi(x[e]) for
      * e < n, elu(x) + 1 or (relu set) max(x, 0); x and y may be the same. */
     void (*lin_phi)(const float *x, int64_t n, int relu, float *y);
@@ -86,7 +89,7 @@ typedef struct {
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
     {name, QB, gemm_scratch_bytes, gemm_nt, gemm_packed_floats, gemm_pack, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
-     rows_tanh_scores, rows_weighted_sum, rows_softmax, lin_phi, lin_gemm_nn, rope_apply, \
+     rows_tanh_scores, rows_weighted_sum, rows_softmax, rows_sum_exp, lin_phi, lin_gemm_nn, rope_apply, \
      softcap_apply}
 
 /* Defined only on x86-64 builds (kernels_avx512bf16.c, kernels_avx512.c,

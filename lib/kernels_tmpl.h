@@ -29,6 +29,7 @@
 #define gemm_task_b ISA_NAME(gemm_task_b)
 #define gemm_dots ISA_NAME(gemm_dots)
 #define gemm_rows ISA_NAME(gemm_rows)
+#define gemm_row_block ISA_NAME(gemm_row_block)
 #define gemm_rows_task ISA_NAME(gemm_rows_task)
 #define gemm_split ISA_NAME(gemm_split)
 #define gemm_worker_floats ISA_NAME(gemm_worker_floats)
@@ -315,21 +316,28 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
             g->c[(i0 + r) * g->ldc + j0 + c] = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
 }
 
+/* Rows i0 .. i0 + RI - 1 of C (RI <= 4, a constant once inlined): blocks
+ * of RI rows x 4 columns (1 x 8 for a single row), then single columns. */
+static inline ALWAYS TGT void gemm_row_block(const gemm_args *g, int64_t i0, int RI)
+{
+    const int CJ = RI == 1 ? 8 : 4;
+    int64_t j = 0;
+    for (; j + CJ <= g->n; j += CJ) gemm_dots(g, i0, j, RI, CJ);
+    for (; j < g->n; j++) gemm_dots(g, i0, j, RI, 1);
+}
+
 /* Few rows of A (decode steps, short batches): dot products along k, in
- * blocks of 4 rows x 4 columns of C (1 x 8 for a single row), so each
- * load of B serves every row and the FMA chains run side by side. */
+ * blocks of up to 4 rows, so each load of B serves every row of a block
+ * (B is read once per 4 rows) and the FMA chains run side by side. */
 static TGT void gemm_rows(const gemm_args *g)
 {
     int64_t i = 0;
-    for (; i + 4 <= g->m; i += 4) {
-        int64_t j = 0;
-        for (; j + 4 <= g->n; j += 4) gemm_dots(g, i, j, 4, 4);
-        for (; j < g->n; j++) gemm_dots(g, i, j, 4, 1);
-    }
-    for (; i < g->m; i++) {
-        int64_t j = 0;
-        for (; j + 8 <= g->n; j += 8) gemm_dots(g, i, j, 1, 8);
-        for (; j < g->n; j++) gemm_dots(g, i, j, 1, 1);
+    for (; i + 4 <= g->m; i += 4) gemm_row_block(g, i, 4);
+    switch (g->m - i) {
+    case 3: gemm_row_block(g, i, 3); break;
+    case 2: gemm_row_block(g, i, 2); break;
+    case 1: gemm_row_block(g, i, 1); break;
+    default: break;
     }
 }
 

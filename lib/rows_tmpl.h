@@ -1,6 +1,7 @@
 /* rows_tmpl.h - the inner loops of the row-by-row driver (rows.c) written
  * once over the vector vocabulary: tanh, the tanh scores of the additive /
- * concat_tanh rules, a dense softmax and the weighted sum of value rows.
+ * concat_tanh rules, a dense softmax (and its sum of exponentials alone)
+ * and the weighted sum of value rows.
  * Included after kernels_tmpl.h by each kernels_<isa>.c; the names become
  * attn_<name>_<isa> as in kernels_tmpl.h. The contracts are in
  * kernels_isa.h (attn_kernel_set). */
@@ -11,6 +12,7 @@
 #define wsum_tile ISA_NAME(wsum_tile)
 #define rows_weighted_sum ISA_NAME(rows_weighted_sum)
 #define rows_softmax ISA_NAME(rows_softmax)
+#define rows_sum_exp ISA_NAME(rows_sum_exp)
 
 /* y[e] = tanh(x[e]) for e < n (Cephes, simd_math.h). */
 static TGT void rows_tanh(const float *x, float *y, int64_t n)
@@ -135,4 +137,21 @@ static TGT void rows_softmax(const float *s, int64_t n, float *w)
     V inv = VSET1(1.0f / VHSUM(VADD(VADD(sum[0], sum[1]), VADD(sum[2], sum[3]))));
     for (j = 0; j + VW <= n; j += VW) VSTORE(w + j, VMUL(VLOAD(w + j), inv));
     if (j < n) VSTOREM(w + j, tm, VMUL(VLOADM(w + j, tm), inv));
+}
+
+/* sum_j e^(s[j] - m) over n >= 1 finite scores with m >= every s[j] (a
+ * log-softmax's denominator), in four vectors of partial sums. */
+static TGT float rows_sum_exp(const float *s, int64_t n, float m)
+{
+    V mv = VSET1(m), sum[4];
+    UNROLL for (int t = 0; t < 4; t++) sum[t] = VZERO();
+    int64_t j = 0;
+    for (; j + 4 * VW <= n; j += 4 * VW)
+        UNROLL for (int t = 0; t < 4; t++) sum[t] = VADD(sum[t], VEXP(VSUB(VLOAD(s + j + t * VW), mv)));
+    for (; j + VW <= n; j += VW) sum[0] = VADD(sum[0], VEXP(VSUB(VLOAD(s + j), mv)));
+    if (j < n) {
+        VM tm = VTAILMASK((int)(n - j));
+        sum[1] = VADD(sum[1], VSEL(tm, VEXP(VSUB(VLOADM(s + j, tm), mv)), VZERO()));
+    }
+    return VHSUM(VADD(VADD(sum[0], sum[1]), VADD(sum[2], sum[3])));
 }

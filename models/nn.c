@@ -75,10 +75,7 @@ void mdl_log_softmax(float *x, int n)
     float mx = x[0];
     for (int i = 1; i < n; i++)
         mx = x[i] > mx ? x[i] : mx;
-    double s = 0;
-    for (int i = 0; i < n; i++)
-        s += exp((double)(x[i] - mx));
-    float ls = (float)log(s);
+    float ls = logf(attn_sum_exp(x, n, mx));
     for (int i = 0; i < n; i++)
         x[i] = x[i] - mx - ls;
 }

@@ -9,10 +9,12 @@
  *   - the flash kernel's softcap, c tanh(x / c), for c from 0.3 to 1000 over
  *     a spread of floats in +-[1e-6 c, 10 c] (both sides of its small-score
  *     path's switch at c/2 among them), NaN and +-inf, against libm tanh()
- *     in double, within SOFTCAP_TOL c.
+ *     in double, within SOFTCAP_TOL c;
+ *   - sum_exp, a log-softmax's denominator, on random rows of 1 to 5000
+ *     scores against the sum of libm exp() in double, within SUM_EXP_TOL.
  *
  * Usage: test_rows [--step N]   (make test-rows; ROWS_STEP=1 for every float)
- * Four checks per variant (specials, random kernels, sweep, softcap); a variant the
+ * Five checks per variant (specials, random kernels, sweep, softcap, sum_exp); a variant the
  * CPU lacks is skipped. Prints "N passed, N failed, N skipped"; exits 1 on
  * any failure. */
 #include <math.h>
@@ -31,6 +33,8 @@
 /* attn.h's bound on a capped score: within 4e-7 c of c tanh(x / c). */
 #define SOFTCAP_TOL 4e-7
 /* The fused sums: each tanh within TANH_REL_TOL, float accumulation. */
+/* sum_exp: each exponential within a few ulp, summed in 64 float lanes. */
+#define SUM_EXP_TOL 2e-6
 #define SUM_TOL(mag, n) (1e-6 * (mag) + 1e-7 * (double)(n))
 
 static int failures;
@@ -239,6 +243,34 @@ static void kernels(const attn_kernel_set *k, int trials)
     printf("[%s] tanh_scores, weighted_sum, softmax: %d random shapes checked\n", k->name, trials);
 }
 
+/* sum_exp on random rows: n from 1 to 5000, scores spread over 0.01 to 40,
+ * shifted by their max or by more. */
+static void sum_exps(const attn_kernel_set *k)
+{
+    enum { NMAX = 5000 };
+    static float s[NMAX];
+    double worst = 0;
+    for (int t = 0; t < 400; t++) {
+        int64_t n = t < 20 ? t + 1 : 1 + (int64_t)(uni() * NMAX);
+        double spread = t % 3 == 0 ? 0.01 : t % 3 == 1 ? 4.0 : 40.0;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n; j++) {
+            s[j] = (float)((uni() - 0.5) * spread);
+            mx = s[j] > mx ? s[j] : mx;
+        }
+        float m = t % 4 == 3 ? mx + 3.0f : mx;
+        double want = 0;
+        for (int64_t j = 0; j < n; j++)
+            want += exp((double)s[j] - m);
+        double err = fabs(k->sum_exp(s, n, m) - want) / want;
+        if (err > worst)
+            worst = err;
+        if (!(err <= SUM_EXP_TOL))
+            fail("sum_exp: relative error %.3g over %.0f scores (spread %g)", k->name, err, (double)n, spread);
+    }
+    printf("[%s] sum_exp: max relative error %.3g\n", k->name, worst);
+}
+
 int main(int argc, char **argv)
 {
     uint32_t step = 1;
@@ -252,11 +284,11 @@ int main(int argc, char **argv)
     for (int v = 0; v < 3; v++) {
         const attn_kernel_set *k = attn_kernels_find(isas[v]);
         if (!k) {
-            printf("[%s] not supported by this CPU: 4 checks skipped\n", isas[v]);
-            skipped += 4;
+            printf("[%s] not supported by this CPU: 5 checks skipped\n", isas[v]);
+            skipped += 5;
             continue;
         }
-        for (int c = 0; c < 4; c++) {
+        for (int c = 0; c < 5; c++) {
             int before = failures;
             if (c == 0)
                 specials(k);
@@ -264,8 +296,10 @@ int main(int argc, char **argv)
                 kernels(k, 3000);
             else if (c == 2)
                 sweep(k, step);
-            else
+            else if (c == 3)
                 softcaps(k);
+            else
+                sum_exps(k);
             if (failures == before)
                 passed++;
             else
