@@ -74,8 +74,8 @@ $(TEST_LIB): $(BUILD)/tests/test_lib.o $(BUILD)/tests/ref.o $(BUILD)/tests/ref_m
 
 HARNESS_OBJ = $(BUILD)/tests/harness.o $(BUILD)/tests/golden.o
 
-$(TEST_HTTP): $(BUILD)/tests/test_http.o $(HARNESS_OBJ) $(SERVER)
-	$(CC) -o $@ $(BUILD)/tests/test_http.o $(HARNESS_OBJ) $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
+$(TEST_HTTP): $(BUILD)/tests/test_http.o $(BUILD)/tests/ref_modern.o $(HARNESS_OBJ) $(SERVER)
+	$(CC) -o $@ $(BUILD)/tests/test_http.o $(BUILD)/tests/ref_modern.o $(HARNESS_OBJ) $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
 $(BUILD)/tests/%.o: ALL_CFLAGS += -Itests
 

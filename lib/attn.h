@@ -528,6 +528,10 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
 attn_status attn_mha_weights_new(const attn_mha_request *req, attn_mha_weights **out,
                                  attn_error *err);
 
+/* Bytes the prepared weights hold (the parameters' copy and the packed
+ * matrices), for a caller that caps memory; 0 for NULL. */
+size_t attn_mha_weights_bytes(const attn_mha_weights *w);
+
 /* Frees prepared weights; NULL is a no-op. No call may be using them. */
 void attn_mha_weights_free(attn_mha_weights *w);
 

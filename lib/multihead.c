@@ -74,6 +74,7 @@ struct attn_mha_weights {
     packed_mat packed[PACKED_MAX];
     int n_packed;
     float *panels;      /* every packed matrix, one block */
+    size_t panel_floats;
 };
 
 static const attn_front mha_front;
@@ -917,6 +918,7 @@ static attn_status pack_weights(const mplan *pl, attn_mha_weights *w, attn_error
     if (!w->panels)
         return attn_fail(err, ATTN_ERR_NOMEM, "params",
                          "out of memory for the packed weights (%zu floats)", floats);
+    w->panel_floats = floats;
     float *at = w->panels;
     for (int i = 0; i < n; i++) {
         w->packer = attn_gemm_pack(m[i].n, m[i].k, m[i].b, m[i].k, at);
@@ -965,6 +967,20 @@ attn_status attn_mha_weights_new(const attn_mha_request *req, attn_mha_weights *
     }
     *out = w;
     return ATTN_OK;
+}
+
+size_t attn_mha_weights_bytes(const attn_mha_weights *w)
+{
+    if (!w)
+        return 0;
+    size_t n = sizeof *w + sizeof(attn_param_set) + w->panel_floats * sizeof(float);
+    for (size_t i = 0; i < w->set->n; i++) {
+        const attn_named *p = &w->set->items[i];
+        int64_t c = 0;
+        attn_count(p->t.rank, p->t.shape, &c);
+        n += sizeof *p + strlen(p->name) + 1 + (size_t)c * sizeof(float);
+    }
+    return n;
 }
 
 void attn_mha_weights_free(attn_mha_weights *w)

@@ -120,13 +120,24 @@ static int seed(srv_call *call, srv_job *j, srv_err *e)
     return 0;
 }
 
-static int compute(srv_job *j, srv_err *e)
+/* A multi-head job computes with its seeded set's prepared weights when
+ * there are some (the same bits as with the set, whose items stay the
+ * job's params for return_params). */
+static int compute(const srv_call *call, srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
+    attn_status st;
     attn_ctx *ctx = srv_ctx_acquire(j->sh.flops);
-    attn_status st = j->kind == SRV_JOB_MULTIHEAD
-                         ? attn_mha_compute(ctx, &j->u.mha, j->out, j->weights, &ae)
-                         : attn_compute(ctx, &j->u.att, j->out, j->weights, &ae);
+    if (j->kind == SRV_JOB_MULTIHEAD) {
+        attn_mha_request mha = j->u.mha;
+        if ((mha.weights = srv_seeded_weights(call->seeded))) {
+            mha.params = NULL;
+            mha.n_params = 0;
+        }
+        st = attn_mha_compute(ctx, &mha, j->out, j->weights, &ae);
+    } else {
+        st = attn_compute(ctx, &j->u.att, j->out, j->weights, &ae);
+    }
     srv_ctx_release(ctx);
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
@@ -172,7 +183,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     if (!j->out || (j->sh.w_count && !j->weights))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
     double t0 = srv_now_ms();
-    int rc = compute(j, e) || layout(call, j, e);
+    int rc = compute(call, j, e) || layout(call, j, e);
     call->t_compute = srv_now_ms() - t0;
     return rc;
 }

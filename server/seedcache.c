@@ -2,7 +2,10 @@
  * pure function of the seed and a few sizes (attn.h, "Seeded parameters"),
  * and a multi-head request that sends no params would otherwise draw 4*E*E
  * floats (4 MiB at E = 512) into fresh memory on every call. The last few
- * sets are kept, reference-counted, keyed by exactly those inputs. */
+ * sets are kept, reference-counted, keyed by exactly those inputs. A kept
+ * multi-head set also gets prepared weights (attn_mha_weights_new), made
+ * by the first request that finds the set here, so that the requests after
+ * it skip packing the projection matrices (the same bits, attn.h says). */
 #include "srv.h"
 
 #include <pthread.h>
@@ -11,7 +14,10 @@
 #include <string.h>
 
 #define CACHE_SLOTS 4
-#define CACHE_MAX_FLOATS ((int64_t)4 << 20) /* larger sets (16 MiB+) are not kept */
+/* Larger sets (16 MiB+) are not kept, and a set's prepared weights (a copy
+ * and the packed matrices, about twice the set) only while set and weights
+ * together stay within it: at E = 512, 1.05M + 2.1M floats. */
+#define CACHE_MAX_FLOATS ((int64_t)4 << 20)
 
 /* What a seeded set depends on; zero-filled before use so memcmp works. */
 typedef struct {
@@ -28,6 +34,10 @@ struct srv_seeded {
     int cached;
     int64_t floats;
     uint64_t used;        /* LRU clock */
+    /* Multi-head only: prepared weights made from set, once (under mu:
+     * prep, then prepared). Read-only once made, freed with the set. */
+    enum { PREP_NONE, PREP_MAKING, PREP_DONE } prep;
+    attn_mha_weights *prepared; /* NULL until made, or when they cannot be */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +67,7 @@ static int64_t set_floats(const attn_param_set *s)
 static void drop(srv_seeded *s) /* with mu held */
 {
     if (--s->refs == 0) {
+        attn_mha_weights_free(s->prepared);
         attn_param_set_free(s->set);
         free(s);
     }
@@ -139,12 +150,49 @@ static void keep(srv_seeded *s)
     pthread_mutex_unlock(&mu);
 }
 
+/* The prepared weights of s, a multi-head set found in the cache, made
+ * here from j's request with s's parameters unless another request made or
+ * is making them. They are only an optimisation: when they cannot be made
+ * or would not fit the set's share of memory, requests use the set. */
+static void prepare(srv_seeded *s, const srv_job *j)
+{
+    if (j->kind != SRV_JOB_MULTIHEAD)
+        return;
+    pthread_mutex_lock(&mu);
+    int mine = s->prep == PREP_NONE;
+    if (mine)
+        s->prep = PREP_MAKING;
+    pthread_mutex_unlock(&mu);
+    if (!mine)
+        return;
+    attn_mha_weights *w = NULL;
+    if (s->floats <= CACHE_MAX_FLOATS / 2) { /* the copy alone is s->floats */
+        attn_mha_request r = j->u.mha;
+        r.params = s->set->items;
+        r.n_params = s->set->n;
+        r.weights = NULL;
+        attn_error ae = {{0}, {0}};
+        if (attn_mha_weights_new(&r, &w, &ae) != ATTN_OK)
+            w = NULL;
+        else if ((int64_t)(attn_mha_weights_bytes(w) / sizeof(float)) > CACHE_MAX_FLOATS - s->floats) {
+            attn_mha_weights_free(w);
+            w = NULL;
+        }
+    }
+    pthread_mutex_lock(&mu);
+    s->prepared = w;
+    s->prep = PREP_DONE;
+    pthread_mutex_unlock(&mu);
+}
+
 attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae)
 {
     seed_key key;
     job_key(j, &key);
-    if ((*out = find(&key)))
+    if ((*out = find(&key))) {
+        prepare(*out, j);
         return ATTN_OK;
+    }
     srv_seeded *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(ae->field, sizeof ae->field, "params");
@@ -167,6 +215,16 @@ attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae)
 }
 
 const attn_param_set *srv_seeded_set(const srv_seeded *s) { return s->set; }
+
+const attn_mha_weights *srv_seeded_weights(const srv_seeded *s)
+{
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&mu);
+    const attn_mha_weights *w = s->prepared;
+    pthread_mutex_unlock(&mu);
+    return w;
+}
 
 void srv_seeded_release(srv_seeded *s)
 {

@@ -366,6 +366,11 @@ void srv_job_init(srv_job *j, srv_job_kind kind, attn_rule rule);
 attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae);
 /* The set a reference holds (borrowed: valid until the reference is released). */
 const attn_param_set *srv_seeded_set(const srv_seeded *s);
+/* A multi-head set's prepared weights (attn_mha_weights_new of the set),
+ * borrowed as the set is; NULL until a request that found the set in the
+ * cache made them, or when they do not fit the cache's memory: then use
+ * the set. */
+const attn_mha_weights *srv_seeded_weights(const srv_seeded *s);
 void srv_seeded_release(srv_seeded *s); /* NULL is a no-op */
 void srv_seed_cache_clear(void);        /* at shutdown */
 void srv_job_set_params(srv_job *j, const attn_named *items, size_t n);

@@ -41,6 +41,7 @@
 
 #include "golden.h"
 #include "harness.h"
+#include "ref_modern.h"
 
 static const char *only; /* --only: run just the golden and case files whose name contains it */
 static int memcheck;     /* --memcheck: servers under valgrind; skip the tests bound to wall time */
@@ -445,6 +446,158 @@ static void test_same_shape(void)
         response_free(&r);
         buf_free(&b);
         problem_free(&p);
+    }
+    curl_easy_cleanup(h);
+}
+
+/* ------------------------------------------------------------ seeded multi-head */
+
+/* A /multihead request without params: the server seeds them (attn.h,
+ * "Seeded parameters"), keeps the set and, from the first request that
+ * finds it kept, computes with prepared weights made from it. */
+typedef struct {
+    const char *name;
+    long B, lq, lk, E, kdim, vdim, H, hkv; /* kdim 0: self-attention (key and value absent) */
+    uint64_t seed;
+} seeded_mha;
+
+/* The seeded set, drawn here as attn.h lays it out: q, k and v weights
+ * then biases for the in_proj and q/k/v_proj names (in_proj_weight's rows
+ * are q, k, v), each weight with its bias for the W_* names (Hkv < H); then
+ * the output projection. p[0..7]: wq bq wk bk wv bv wo bo, in double. */
+static void seeded_mha_params(const seeded_mha *c, double *p[8])
+{
+    long E = c->E, kd = c->kdim ? c->kdim : E, vd = c->vdim ? c->vdim : E;
+    long ekv = c->hkv * (E / c->H);
+    long n[8] = {E * E, E, ekv * kd, ekv, ekv * vd, ekv, E * E, E};
+    long fan[8] = {E, E, kd, kd, vd, vd, E, E};
+    int order_w[8] = {0, 1, 2, 3, 4, 5, 6, 7}, order_t[8] = {0, 2, 4, 1, 3, 5, 6, 7};
+    const int *order = c->hkv < c->H ? order_w : order_t;
+    uint64_t st = c->seed;
+    for (int i = 0; i < 8; i++) {
+        int at = order[i];
+        long f = c->hkv < c->H || at % 2 == 0 || at == 7 ? fan[at] : E; /* in_proj_bias: fan_in E */
+        float *tmp = malloc(sizeof(float) * (size_t)n[at]);
+        golden_fill_uniform(&st, tmp, n[at], f);
+        p[at] = malloc(sizeof(double) * (size_t)n[at]);
+        for (long k = 0; k < n[at]; k++)
+            p[at][k] = tmp[k];
+        free(tmp);
+    }
+}
+
+/* The expected output (B, lq, E) of case c for inputs x[0..2], from the
+ * double reference with the parameters drawn above. */
+static float *seeded_mha_expect(const seeded_mha *c, float *const x[3])
+{
+    long E = c->E, kd = c->kdim ? c->kdim : E, vd = c->vdim ? c->vdim : E;
+    long lk = c->kdim ? c->lk : c->lq, nx[3] = {c->B * c->lq * E, c->B * lk * kd, c->B * lk * vd};
+    double *p[8], *in[3], *out = malloc(sizeof(double) * (size_t)(c->B * c->lq * E));
+    seeded_mha_params(c, p);
+    for (int t = 0; t < 3; t++) {
+        const float *src = c->kdim ? x[t] : x[0];
+        in[t] = malloc(sizeof(double) * (size_t)nx[t]);
+        for (long k = 0; k < nx[t]; k++)
+            in[t][k] = src[k];
+    }
+    rm_request r;
+    memset(&r, 0, sizeof r);
+    r.rule = RM_MULTIHEAD;
+    r.B = c->B; r.Lq = c->lq; r.Lk = lk; r.Dq = E; r.Dk = kd; r.Dv = vd;
+    r.query = in[0]; r.key = in[1]; r.value = in[2];
+    r.H = c->H; r.Hkv = c->hkv;
+    r.Wq = p[0]; r.bq = p[1]; r.Wk = p[2]; r.bk = p[3];
+    r.Wv = p[4]; r.bv = p[5]; r.Wo = p[6]; r.bo = p[7];
+    float *want = NULL;
+    if (rm_compute(&r, out, NULL, NULL, NULL) == 0) {
+        want = malloc(sizeof(float) * (size_t)(c->B * c->lq * E));
+        for (long k = 0; k < c->B * c->lq * E; k++)
+            want[k] = (float)out[k];
+    }
+    for (int i = 0; i < 8; i++)
+        free(p[i]);
+    for (int t = 0; t < 3; t++)
+        free(in[t]);
+    free(out);
+    return want;
+}
+
+/* Posts each case's request three times, the cases in turn (so the
+ * server's cache holds them all and each later request must find its own
+ * set): every answer matches the double reference, and the later answers
+ * (prepared weights) are bit for bit the first (the seeded set as params). */
+static void test_seeded_multihead(void)
+{
+    static const seeded_mha cases[] = {
+        {"E 512, 8 heads", 1, 4, 6, 512, 512, 512, 8, 8, 21},
+        {"E 512, 8 heads, self-attention", 1, 5, 5, 512, 0, 0, 8, 8, 21},
+        {"E 512, 8 heads, 2 kv heads", 1, 4, 6, 512, 512, 512, 8, 2, 22},
+        {"E 64, kdim 48, vdim 80, batch 2", 2, 3, 7, 64, 48, 80, 4, 4, 23},
+    };
+    enum { NC = sizeof cases / sizeof cases[0], POSTS = 3 };
+    CURL *h = curl_easy_init();
+    buf body[NC];
+    float *want[NC], *first[NC];
+    for (int i = 0; i < NC; i++) {
+        const seeded_mha *c = &cases[i];
+        long lk = c->kdim ? c->lk : c->lq;
+        long shp[3][3] = {{c->B, c->lq, c->E}, {c->B, lk, c->kdim}, {c->B, lk, c->vdim}};
+        float *x[3];
+        uint64_t st = c->seed * 77 + 5;
+        memset(&body[i], 0, sizeof body[i]);
+        buf_puts(&body[i], "{");
+        for (int t = 0; t < 3; t++) {
+            long n = shp[t][0] * shp[t][1] * shp[t][2];
+            x[t] = malloc(sizeof(float) * (size_t)n);
+            for (long k = 0; k < n; k++)
+                x[t][k] = rnd(&st);
+            if (t == 0 || c->kdim) {
+                buf_printf(&body[i], "%s\"%s\":", t ? "," : "", t == 0 ? "query" : t == 1 ? "key" : "value");
+                tensor_put(&body[i], x[t], 3, shp[t], t == 1 ? FORM_FLAT : FORM_B64);
+            }
+        }
+        buf_printf(&body[i], ",\"num_heads\":%ld,\"num_kv_heads\":%ld,\"seed\":%llu,"
+                   "\"need_weights\":false,\"output_format\":\"b64\"}",
+                   c->H, c->hkv, (unsigned long long)c->seed);
+        want[i] = seeded_mha_expect(c, x);
+        first[i] = NULL;
+        for (int t = 0; t < 3; t++)
+            free(x[t]);
+    }
+    for (int n = 0; n < POSTS; n++)
+        for (int i = 0; i < NC; i++) {
+            const seeded_mha *c = &cases[i];
+            long so[3] = {c->B, c->lq, c->E}, count = c->B * c->lq * c->E;
+            request rq = {.method = "POST", .path = "/multihead", .body = body[i].data,
+                          .body_len = body[i].len, .has_body = 1};
+            response r;
+            http(h, srv_main.base, &rq, &r);
+            char name[200], n2[260], why[200] = "no reference";
+            snprintf(name, sizeof name, "seeded multihead %s, request %d", c->name, n + 1);
+            snprintf(n2, sizeof n2, "%s: status 200", name);
+            tensor t = {0};
+            json_t *jo = r.json ? json_object_get(r.json, "output") : NULL;
+            if (check(r.status == 200 && jo && tensor_read(jo, &t) == 0, n2, "got %ld, body %s",
+                      r.status, short_body(&r))) {
+                snprintf(n2, sizeof n2, "%s: output matches the double reference", name);
+                check(want[i] && tensor_matches(&t, 3, so, want[i], why, sizeof why), n2, "%s", why);
+                if (n == 0 && t.count == count) {
+                    first[i] = t.data;
+                    t.data = NULL;
+                } else {
+                    snprintf(n2, sizeof n2, "%s: bit for bit the first answer", name);
+                    check(first[i] && t.count == count &&
+                              !memcmp(first[i], t.data, sizeof(float) * (size_t)count),
+                          n2, "%s", first[i] ? "the floats differ" : "no first answer");
+                }
+                tensor_free(&t);
+            }
+            response_free(&r);
+        }
+    for (int i = 0; i < NC; i++) {
+        buf_free(&body[i]);
+        free(want[i]);
+        free(first[i]);
     }
     curl_easy_cleanup(h);
 }
@@ -1011,6 +1164,7 @@ int main(int argc, char **argv)
     }
     if (up_main && !only && !memcheck) {
         test_server_timing();
+        test_seeded_multihead();
         test_forms();
         test_same_shape();
         test_keepalive();

@@ -1472,8 +1472,9 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
 /* Prepared weights on nn.MultiheadAttention(512, 8) (seeded, as bench/
  * measures it) made at one length and used at others, on E = 96 (not a
  * whole number of the kernels' panels: the fused in_proj block packed on
- * its own), and the errors: params beside weights, weights of another E,
- * a NULL out, a request that already names weights. */
+ * its own), what they hold (attn_mha_weights_bytes), and the errors:
+ * params beside weights, weights of another E, a NULL out, a request that
+ * already names weights. */
 static void run_prepared(attn_ctx *ctx)
 {
     pool pl = {{0}, 0};
@@ -1506,6 +1507,13 @@ static void run_prepared(attn_ctx *ctx)
     attn_error err;
     attn_status st = attn_mha_weights_new(&m, &pw, &err);
     count(st == ATTN_OK);
+    /* the seeded set's copy (4E^2 + 4E floats) and the packed (3E, E) and
+     * (E, E) matrices, with at most their panels' padding */
+    size_t set_bytes = (4 * 512 * 512 + 4 * 512) * sizeof(float), bytes = attn_mha_weights_bytes(pw);
+    if (bytes < set_bytes + 4 * 512 * 512 * sizeof(float) || bytes > 3 * set_bytes)
+        report("attn_mha_weights_bytes of E 512", "%zu bytes for a set of %zu", bytes, set_bytes);
+    count(bytes >= set_bytes + 4 * 512 * 512 * sizeof(float) && bytes <= 3 * set_bytes);
+    count(attn_mha_weights_bytes(NULL) == 0);
     float *out = xmalloc((size_t)2 * 70 * 96 * sizeof(float));
     attn_mha_request bad = e;
     bad.opt.need_weights = 0;
