@@ -29,7 +29,8 @@
  * as their least process CPU time over 7 calls, or 21 up to L = 1024,
  * and the two ratios to the core: the figures a shared machine inflates
  * least, where the default rows' wall medians swing with its load), or
- * bench_kernels --decode [threads] (the decode row alone, decode_4096:
+ * bench_kernels --decode [threads] (the decode row alone, decode_4096,
+ * its keys and values on transparent huge pages as a session's cache is:
  * bench/session_bench.py runs it in turns with the server's session step,
  * so the two are timed at the same moments of a machine whose memory speed
  * moves between minutes).
@@ -432,7 +433,7 @@ static void labels(void)
 static int decode_only(void)
 {
     size_t n = (size_t)4096 * E;
-    float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
+    float *q = bench_randf(n, 1), *k = bench_randf_huge(n, 2), *v = bench_randf_huge(n, 3), *o = bench_randf(n, 4);
     ctx = attn_ctx_new(threads);
     if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
     core_args c = {1, 4096, q, k, v, o, NULL, 0};

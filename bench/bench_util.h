@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 
 static inline double bench_now(void)
@@ -14,12 +15,10 @@ static inline double bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* n floats uniform in [-1, 1), 64-byte aligned (as a caller that cares for
- * speed allocates), from a xorshift stream keyed by `key`: both programs
- * make the same inputs for the same key. */
-static inline float *bench_randf(size_t n, uint64_t key)
+/* p[0..n) uniform in [-1, 1), from a xorshift stream keyed by `key`:
+ * both programs make the same inputs for the same key. */
+static inline float *bench_fill(float *p, size_t n, uint64_t key)
 {
-    float *p = aligned_alloc(64, (n * sizeof *p + 63) / 64 * 64);
     if (!p) { fprintf(stderr, "bench: out of memory\n"); exit(2); }
     uint64_t s = 88172645463325252ull + key * 0x9e3779b97f4a7c15ull + n;
     for (size_t i = 0; i < n; i++) {
@@ -27,6 +26,27 @@ static inline float *bench_randf(size_t n, uint64_t key)
         p[i] = (float)((double)(s >> 40) * 0x1p-24 * 2.0 - 1.0);
     }
     return p;
+}
+
+/* n such floats, 64-byte aligned (as a caller that cares for speed
+ * allocates). */
+static inline float *bench_randf(size_t n, uint64_t key)
+{
+    return bench_fill(aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64), n, key);
+}
+
+/* The same floats in memory aligned to 2 MB and asked to be backed by
+ * transparent huge pages (madvise, a hint), as the library's KV cache
+ * holds a session's keys and values. */
+static inline float *bench_randf_huge(size_t n, uint64_t key)
+{
+    size_t huge = (size_t)2 << 20, bytes = (n * sizeof(float) + huge - 1) / huge * huge;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, bytes) != 0) p = NULL;
+#ifdef MADV_HUGEPAGE
+    else madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    return bench_fill(p, n, key);
 }
 
 static inline int bench_cmp_double(const void *a, const void *b)
