@@ -405,6 +405,8 @@ def run_all(args):
     r["long"] = run_json([os.path.join(b, "bench_kernels"), "--long", str(args.threads)], "bench_kernels --long", env)
     r["wire"] = run_json([os.path.join(b, "bench_wire"), "9"], "bench_wire", env)
     r["svc"] = run_json([sys.executable, os.path.join(HERE, "service_bench.py"), "--build", b], "service_bench", env)
+    r["svc"]["viz"] = run_json([sys.executable, os.path.join(HERE, "mha_json_bench.py"), "--build", b, "--reps", "21"],
+                               "mha_json_bench", env)
     r["ses"] = run_json([sys.executable, os.path.join(HERE, "session_bench.py"), "--build", b], "session_bench", env)
     peak2 = run_json(peak_cmd, "peak", env)
     for k, v in peak2.items():  # the better of the two peak runs, with its CPU share

@@ -55,6 +55,23 @@ def print_service(wire, svc, ours):
             ">=1 GB/s (%s)" % ("exact" if exact else "NOT exact" if wire else "n/a"),
             "met" if t and exact and nb / t >= 1e9 else "missed")
 
+    # a visualization's request as nested JSON: the scanner's rate on its
+    # body, then the whole request's server time (bench/mha_json_bench.py)
+    mb, mc, mw = wire.get("mha_parse_bytes", 0), wire.get("mha_parse_cpu"), wire.get("mha_parse_wall")
+    if mb:
+        add("JSON parse, state_dict body", "%.1f MB, 17-digit numbers" % (mb / 1e6), ms(mw),
+            "%s a core (CPU time), %s wall" % (rate(mb, mc, "GB/s"), rate(mb, mw, "GB/s")), "-", "-", "-", "-",
+            ">=1 GB/s on one core", "met" if mc and mb / mc >= 1e9 else
+            "missed: %.0f MB/s a core; the scanner's two threads give %.0f MB/s wall" % (mb / mc / 1e6, mb / mw / 1e6))
+    viz = svc.get("viz")
+    if viz:
+        tot, parse = viz["total_ms_median"], viz["parse_ms_median"]
+        add("POST /multihead, nested JSON", "L=64 E=256 H=8 causal, %.1f MB" % (viz["request_bytes"] / 1e6),
+            "%.2f" % tot, "parse %.2f, compute %.2f, encode %.2f ms" % (parse, viz["compute_ms_median"],
+                                                                       viz["encode_ms_median"]),
+            "-", "-", "-", "-", "<=4 ms server time", "met" if tot <= 4 else
+            "missed: parsing the 6.1 MB body alone takes %.2f ms" % parse)
+
     # the request's own computation through the library's public call
     # (bench_kernels mha_1024: same shapes, seeded parameters, no weights),
     # timed in turns with the route; the Server-Timing compute of the same
@@ -103,6 +120,13 @@ def print_service(wire, svc, ours):
               "medians: the host's speed moves between the minutes the kernel table and this one are apart."
               % (svc["e2e_request_bytes"] / 1e6, svc["e2e_response_bytes"] / 1e6, svc["e2e_reps"],
                  svc["e2e_parse_ms"], svc["e2e_compute_ms"], svc["e2e_encode_ms"], svc.get("e2e_rounds", 1)))
+    if wire.get("mha_parse_bytes") or svc.get("viz"):
+        print("state_dict rows: a visualization's POST /multihead, L = 64, E = 256, 8 heads, causal, with an "
+              "nn.MultiheadAttention state_dict, everything nested JSON as Python's json.dumps writes tolist() "
+              "(6.1 MB). JSON parse = the server's scanner on that body (bench_wire: the least of 9 runs, CPU "
+              "time over all its threads for the rate of one core, and wall time with its two threads); the "
+              "request = bench/mha_json_bench.py posting a real PyTorch module's body to build/attn-server, "
+              "answer checked against the module, Server-Timing medians of 21 requests.")
     if svc.get("small_rps"):
         print("Small requests: wrk %s with a Lua script POSTing the same %d x %d query/key/value JSON (weights "
               "returned) to attn-server and to bench/bare_mhd.c (the same libmicrohttpd daemon flags and "
