@@ -21,7 +21,6 @@ Usage: /usr/bin/python3 bench/bf16_error.py [--server build/attn-server] [out.js
 import base64
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
