@@ -6,7 +6,8 @@
 #   make bench      kernel and wire benchmarks beside ONNX Runtime, PyTorch, OpenBLAS
 #   make asan       the tests under AddressSanitizer + UBSan
 #   make fuzz       libFuzzer targets (FUZZ_SECONDS each)
-#   make lint       cppcheck over lib/ and server/, redocly over openapi.yaml
+#   make lint       cppcheck over lib/ and server/, redocly over openapi.yaml,
+#                   pyflakes over the Python scripts
 #   make build-matrix  gcc and clang at -O0 -O1 -O2 -O3 -Os, warnings as errors
 #   make clean
 #
@@ -450,6 +451,7 @@ test-openapi: $(OPENAPI_NPM) $(SERVER)
 
 lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
+	$(PYTHON) -m pyflakes $$(git ls-files '*.py' 2>/dev/null || find . -name '*.py' -not -path '*/node_modules/*')
 
 # Every program make test compiles, without running any (build-matrix).
 test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) $(TEST_BODY) \

@@ -25,7 +25,6 @@ decoder self (layers, H, Tout, Tout), cross (layers, H, Tout, Tin).
 """
 import argparse
 import hashlib
-import json
 import os
 import sys
 

@@ -23,7 +23,6 @@ import random
 import re
 import struct
 import subprocess
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LOCALE_DIR = "/usr/share/locale/fr/LC_MESSAGES"

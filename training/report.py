@@ -2,7 +2,6 @@
 """Prints results.json as the Markdown tables of README.md."""
 import json
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

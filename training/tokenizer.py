@@ -45,7 +45,6 @@ import argparse
 import collections
 import json
 import os
-import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MARK = "\u2581"

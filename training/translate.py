@@ -26,7 +26,6 @@ score / length, length = number of produced ids (<eos> included)
 (ties: the one finished first).
 """
 import json
-import math
 import os
 import sys
 
@@ -34,7 +33,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import blas_env  # noqa: E402  (before torch: OpenBLAS reads its core type when it loads)
 blas_env.use_cpu_kernels()
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import models  # noqa: E402
 import st  # noqa: E402
