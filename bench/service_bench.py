@@ -156,7 +156,7 @@ def end_to_end(build, port, reps):
     rounds = []
     for _ in range(E2E_ROUNDS):
         hb = http_bench(os.path.join(build, "http_bench"), "http://127.0.0.1:%d/multihead" % port, path, reps)
-        hb["kernel_s"] = kernel_mha(build)
+        hb["kernel_s"] = kernel_row(build, ["2", str(L)], "mha_%d" % L)  # prepared weights, median
         rounds.append(hb)
     med = lambda k: statistics.median(r[k] for r in rounds)  # noqa: E731
     return {
@@ -167,14 +167,14 @@ def end_to_end(build, port, reps):
     }
 
 
-def kernel_mha(build):
-    """The library's multi-head row at L (bench_kernels 2 L: its mha_L, the
-    median of several attn_mha_compute calls with prepared weights), in
-    seconds: run in turns with the route, so both see the same moments of
-    a machine whose speed moves between minutes."""
-    out = subprocess.run([os.path.join(build, "bench_kernels"), "2", str(L)], check=True,
+def kernel_row(build, args, key):
+    """One figure of bench_kernels run with args (seconds): the library's
+    side of a row that times a request and its library call in turns, so
+    both see the same moments of a machine whose speed moves between
+    minutes."""
+    out = subprocess.run([os.path.join(build, "bench_kernels")] + args, check=True,
                          capture_output=True, text=True, timeout=600).stdout
-    return json.loads(out)["mha_%d" % L]
+    return json.loads(out)[key]
 
 
 def http_path(build, server, bare, pool, log, reps, rounds=3):

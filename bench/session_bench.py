@@ -24,10 +24,9 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 
-from service_bench import Server, b64_tensor, bench_parser, http_bench
+from service_bench import Server, b64_tensor, bench_parser, http_bench, kernel_row
 
 N, H, D = 4096, 8, 64
 ROUNDS = 5  # the step and the stateless request take turns this many times
@@ -66,9 +65,7 @@ def alternate(runs, reps):
 def library_decode(build):
     """The library's decode row (bench_kernels --decode, median of 41
     calls), in milliseconds."""
-    out = subprocess.run([os.path.join(build, "bench_kernels"), "--decode"], check=True,
-                         capture_output=True, text=True, timeout=300).stdout
-    return {"decode_ms": json.loads(out)["decode_4096"] * 1e3, "reps": 41}
+    return {"decode_ms": kernel_row(build, ["--decode"], "decode_4096") * 1e3, "reps": 41}
 
 
 def write(build, name, obj):
