@@ -43,7 +43,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-bins build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz fuzz-bins lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-bins bench-run build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz fuzz-bins lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -286,7 +286,13 @@ HTTP_BENCH = $(BUILD)/http_bench
 $(HTTP_BENCH): $(BUILD)/bench/http_bench.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL)
 
-bench: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM) $(BUILD)/bench_models
+# Installs what the bench needs first (the test packages, OpenBLAS, ONNX and
+# wrk), as make test does, then builds and runs it.
+bench:
+	@sh scripts/deps.sh bench
+	@$(MAKE) --no-print-directory bench-run
+
+bench-run: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM) $(BUILD)/bench_models
 	@mkdir -p $(BUILD)/bench
 	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)

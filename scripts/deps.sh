@@ -1,6 +1,6 @@
 #!/bin/sh
 # deps.sh - installs the Debian packages `make run` (or, with the argument
-# `test`, `make test`) needs when any is missing (with apt-get, as root or
+# `test` or `bench`, `make test` or `make bench`) needs when any is missing (with apt-get, as root or
 # through sudo); otherwise says what to install.
 # Idempotent, and quick when everything is present: one dpkg-query a package.
 set -eu
@@ -8,8 +8,13 @@ set -eu
 PKGS="build-essential pkg-config libmicrohttpd-dev libjansson-dev"
 # make test: libcurl for the HTTP tests, Node + Chromium for the OpenAPI and
 # browser tests, nginx and Prometheus for the replica and metrics tests,
-# requests + numpy for the Python client example.
-if [ "${1:-}" = test ]; then
+# requests + numpy for the Python client example. make bench: the same, and
+# OpenBLAS (the BLAS column), ONNX (the ORT peer's models) and wrk (small
+# requests).
+if [ "${1:-}" = bench ]; then
+    PKGS="$PKGS libopenblas-dev python3-onnx wrk"
+fi
+if [ "${1:-}" = test ] || [ "${1:-}" = bench ]; then
     PKGS="$PKGS ca-certificates curl libcurl4-openssl-dev chromium nginx prometheus python3 python3-numpy python3-requests python3-yaml python3-torch"
     # A Node.js from elsewhere (e.g. NodeSource, which bundles npm and
     # conflicts with Debian's npm package) is used as it is.

@@ -129,6 +129,7 @@ def main():
     ap.add_argument("--start-step", type=int, default=0, help="step count to start from (learning-rate schedule)")
     ap.add_argument("--batch-tokens", type=int, help="override the config's batch_tokens (measurements)")
     ap.add_argument("--lr", type=float, help="override the config's lr (measurements)")
+    ap.add_argument("--dropout", type=float, help="override the config's dropout (fine-tuning)")
     ap.add_argument("--out", default=os.path.join(HERE, "weights"))
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     args = ap.parse_args()
@@ -144,6 +145,8 @@ def main():
         cfg["batch_tokens"] = args.batch_tokens
     if args.lr:
         cfg["lr"] = args.lr
+    if args.dropout is not None:
+        cfg["dropout"] = args.dropout
     bpe = BPE.load(os.path.join(HERE, "bpe.json"))
     cfg.update(vocab_size=len(bpe.vocab), max_src_tokens=MAX_SRC, max_tgt_tokens=MAX_TGT,
                tokenizer="bpe.json", pad_id=PAD, bos_id=BOS, eos_id=EOS, seed=args.seed)
