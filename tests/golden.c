@@ -84,6 +84,45 @@ void golden_fill_uniform(uint64_t *state, float *dst, int64_t n, int64_t fan_in)
     }
 }
 
+golden_seed_spec golden_spec(const char *name, int rank, int64_t a, int64_t b, int64_t fan)
+{
+    golden_seed_spec sp = {name, rank, {a, b}, fan};
+    return sp;
+}
+
+size_t golden_mha_seed_specs(int64_t E, int64_t kdim, int64_t vdim, int64_t H, int64_t Hkv,
+                             int residual_norm, golden_seed_spec *sp)
+{
+    size_t n = 0;
+    int64_t kv = Hkv * (E / H);
+    if (Hkv != H) {
+        sp[n++] = golden_spec("W_q.weight", 2, E, E, E);
+        sp[n++] = golden_spec("W_q.bias", 1, E, 0, E);
+        sp[n++] = golden_spec("W_k.weight", 2, kv, kdim, kdim);
+        sp[n++] = golden_spec("W_k.bias", 1, kv, 0, kdim);
+        sp[n++] = golden_spec("W_v.weight", 2, kv, vdim, vdim);
+        sp[n++] = golden_spec("W_v.bias", 1, kv, 0, vdim);
+        sp[n++] = golden_spec("W_o.weight", 2, E, E, E);
+        sp[n++] = golden_spec("W_o.bias", 1, E, 0, E);
+    } else {
+        if (kdim == E && vdim == E) {
+            sp[n++] = golden_spec("in_proj_weight", 2, 3 * E, E, E);
+        } else {
+            sp[n++] = golden_spec("q_proj_weight", 2, E, E, E);
+            sp[n++] = golden_spec("k_proj_weight", 2, E, kdim, kdim);
+            sp[n++] = golden_spec("v_proj_weight", 2, E, vdim, vdim);
+        }
+        sp[n++] = golden_spec("in_proj_bias", 1, 3 * E, 0, E);
+        sp[n++] = golden_spec("out_proj.weight", 2, E, E, E);
+        sp[n++] = golden_spec("out_proj.bias", 1, E, 0, E);
+    }
+    if (residual_norm) {
+        sp[n++] = golden_spec("norm.weight", 1, E, 0, -1);
+        sp[n++] = golden_spec("norm.bias", 1, E, 0, -2);
+    }
+    return n;
+}
+
 /* Parses "<name> <rank> <dims...> [splitmix64 seed fan_in]" after the kind
  * word and reads the values that follow. */
 static int read_block(reader *r, golden_kind kind, char *rest, golden_tensor *t)

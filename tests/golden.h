@@ -102,4 +102,27 @@ uint64_t golden_splitmix64(uint64_t *state);
  * (2u - 1) * (1/sqrtf(fan_in)) in float32, u = (next >> 40) * 2^-24. */
 void golden_fill_uniform(uint64_t *state, float *dst, int64_t n, int64_t fan_in);
 
+/* One parameter of a seeded set as lib/attn.h documents seeding: its
+ * name, shape and fan_in (> 0: uniform, bound 1/sqrtf(fan)), or -1 for
+ * ones, -2 for zeros (LayerNorm), drawing nothing. */
+typedef struct {
+    const char *name;
+    int rank;
+    int64_t shape[2];
+    int64_t fan;
+} golden_seed_spec;
+
+golden_seed_spec golden_spec(const char *name, int rank, int64_t a, int64_t b, int64_t fan);
+
+#define GOLDEN_MHA_SPECS 10
+
+/* The seeded set of multi-head attention (embed E, key and value widths
+ * kdim and vdim, H heads of which Hkv for keys and values, residual_norm)
+ * in the documented order: W_q, W_k, W_v, W_o weights and biases when
+ * Hkv < H, else nn.MultiheadAttention's in_proj (or q/k/v_proj) and
+ * out_proj; then the norm. Fills sp (GOLDEN_MHA_SPECS at most) and
+ * returns the count. */
+size_t golden_mha_seed_specs(int64_t E, int64_t kdim, int64_t vdim, int64_t H, int64_t Hkv,
+                             int residual_norm, golden_seed_spec *sp);
+
 #endif /* GOLDEN_H */

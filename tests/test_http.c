@@ -461,27 +461,43 @@ typedef struct {
     uint64_t seed;
 } seeded_mha;
 
-/* The seeded set, drawn here as attn.h lays it out: q, k and v weights
- * then biases for the in_proj and q/k/v_proj names (in_proj_weight's rows
- * are q, k, v), each weight with its bias for the W_* names (Hkv < H); then
- * the output projection. p[0..7]: wq bq wk bk wv bv wo bo, in double. */
+/* Where each seeded parameter goes among p[0..7] (wq bq wk bk wv bv wo
+ * bo): its first slot, and how many slots it fills (in_proj's rows and
+ * bias are q, k, v in turn). */
+static const struct {
+    const char *name;
+    int slot, parts;
+} seeded_slots[] = {
+    {"W_q.weight", 0, 1}, {"W_q.bias", 1, 1}, {"W_k.weight", 2, 1}, {"W_k.bias", 3, 1},
+    {"W_v.weight", 4, 1}, {"W_v.bias", 5, 1}, {"W_o.weight", 6, 1}, {"W_o.bias", 7, 1},
+    {"q_proj_weight", 0, 1}, {"k_proj_weight", 2, 1}, {"v_proj_weight", 4, 1},
+    {"in_proj_weight", 0, 3}, {"in_proj_bias", 1, 3},
+    {"out_proj.weight", 6, 1}, {"out_proj.bias", 7, 1},
+};
+
+/* The seeded set, drawn in the documented order (golden_mha_seed_specs),
+ * as p[0..7]: wq bq wk bk wv bv wo bo, in double. */
 static void seeded_mha_params(const seeded_mha *c, double *p[8])
 {
-    long E = c->E, kd = c->kdim ? c->kdim : E, vd = c->vdim ? c->vdim : E;
-    long ekv = c->hkv * (E / c->H);
-    long n[8] = {E * E, E, ekv * kd, ekv, ekv * vd, ekv, E * E, E};
-    long fan[8] = {E, E, kd, kd, vd, vd, E, E};
-    int order_w[8] = {0, 1, 2, 3, 4, 5, 6, 7}, order_t[8] = {0, 2, 4, 1, 3, 5, 6, 7};
-    const int *order = c->hkv < c->H ? order_w : order_t;
+    long kd = c->kdim ? c->kdim : c->E, vd = c->vdim ? c->vdim : c->E;
+    golden_seed_spec sp[GOLDEN_MHA_SPECS];
+    size_t n = golden_mha_seed_specs(c->E, kd, vd, c->H, c->hkv, 0, sp);
     uint64_t st = c->seed;
-    for (int i = 0; i < 8; i++) {
-        int at = order[i];
-        long f = c->hkv < c->H || at % 2 == 0 || at == 7 ? fan[at] : E; /* in_proj_bias: fan_in E */
-        float *tmp = malloc(sizeof(float) * (size_t)n[at]);
-        golden_fill_uniform(&st, tmp, n[at], f);
-        p[at] = malloc(sizeof(double) * (size_t)n[at]);
-        for (long k = 0; k < n[at]; k++)
-            p[at][k] = tmp[k];
+    for (size_t i = 0; i < n; i++) {
+        int64_t cnt = sp[i].shape[0] * (sp[i].rank == 2 ? sp[i].shape[1] : 1);
+        float *tmp = malloc(sizeof(float) * (size_t)cnt);
+        golden_fill_uniform(&st, tmp, cnt, sp[i].fan);
+        for (size_t s = 0; s < sizeof seeded_slots / sizeof seeded_slots[0]; s++) {
+            if (strcmp(seeded_slots[s].name, sp[i].name) != 0)
+                continue;
+            int64_t part = cnt / seeded_slots[s].parts;
+            for (int k = 0; k < seeded_slots[s].parts; k++) {
+                double *d = malloc(sizeof(double) * (size_t)part);
+                for (int64_t e = 0; e < part; e++)
+                    d[e] = tmp[k * part + e];
+                p[seeded_slots[s].slot + 2 * k] = d;
+            }
+        }
         free(tmp);
     }
 }

@@ -1046,20 +1046,8 @@ static int compare_run(attn_ctx *ctx, const char *name, const attn_request *req,
     return ok;
 }
 
-/* One parameter as lib/attn.h documents seeding: name, shape, fan_in
- * (uniform), or ones / zeros for LayerNorm. */
-typedef struct {
-    const char *name;
-    int rank;
-    int64_t shape[2];
-    int64_t fan; /* > 0: uniform bound 1/sqrtf(fan); -1: ones; -2: zeros */
-} seed_spec;
-
-static seed_spec spec(const char *name, int rank, int64_t a, int64_t b, int64_t fan)
-{
-    seed_spec sp = {name, rank, {a, b}, fan};
-    return sp;
-}
+typedef golden_seed_spec seed_spec;
+#define spec golden_spec
 
 /* Draws the specs in order from one SplitMix64 stream (this test's own,
  * in golden.c) and compares the library's set with them bit for bit. */
@@ -1167,34 +1155,9 @@ static attn_param_set *seed_rule(const char *cs, attn_request *r, int64_t Dq, in
 static attn_param_set *seed_mha(const char *cs, attn_mha_request *m, int64_t E, int64_t kdim,
                                 int64_t vdim, int *ok)
 {
-    seed_spec sp[10];
-    size_t n = 0;
-    int64_t H = m->num_heads, Hkv = m->num_kv_heads ? m->num_kv_heads : H, kv = Hkv * (E / H);
-    if (Hkv != H) {
-        sp[n++] = spec("W_q.weight", 2, E, E, E);
-        sp[n++] = spec("W_q.bias", 1, E, 0, E);
-        sp[n++] = spec("W_k.weight", 2, kv, kdim, kdim);
-        sp[n++] = spec("W_k.bias", 1, kv, 0, kdim);
-        sp[n++] = spec("W_v.weight", 2, kv, vdim, vdim);
-        sp[n++] = spec("W_v.bias", 1, kv, 0, vdim);
-        sp[n++] = spec("W_o.weight", 2, E, E, E);
-        sp[n++] = spec("W_o.bias", 1, E, 0, E);
-    } else {
-        if (kdim == E && vdim == E) {
-            sp[n++] = spec("in_proj_weight", 2, 3 * E, E, E);
-        } else {
-            sp[n++] = spec("q_proj_weight", 2, E, E, E);
-            sp[n++] = spec("k_proj_weight", 2, E, kdim, kdim);
-            sp[n++] = spec("v_proj_weight", 2, E, vdim, vdim);
-        }
-        sp[n++] = spec("in_proj_bias", 1, 3 * E, 0, E);
-        sp[n++] = spec("out_proj.weight", 2, E, E, E);
-        sp[n++] = spec("out_proj.bias", 1, E, 0, E);
-    }
-    if (m->residual_norm) {
-        sp[n++] = spec("norm.weight", 1, E, 0, -1);
-        sp[n++] = spec("norm.bias", 1, E, 0, -2);
-    }
+    seed_spec sp[GOLDEN_MHA_SPECS];
+    int64_t H = m->num_heads, Hkv = m->num_kv_heads ? m->num_kv_heads : H;
+    size_t n = golden_mha_seed_specs(E, kdim, vdim, H, Hkv, m->residual_norm, sp);
     return seed_checked(cs, NULL, m, sp, n, ok);
 }
 
