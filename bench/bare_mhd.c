@@ -1,6 +1,6 @@
 /* bare_mhd.c - the baseline of the small-request row of `make bench`: a
- * libmicrohttpd server with the service's daemon flags and thread pool
- * (server/http.c) that reads and discards any request body and answers a
+ * libmicrohttpd server with the service's daemon flags, thread pool and
+ * connection memory (server/http.c) that reads and discards any request body and answers a
  * fixed 200 with "{}". What is left between it and attn-server is the
  * service's own work per request.
  *
@@ -70,6 +70,7 @@ int main(int argc, char **argv)
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)threads,
         MHD_OPTION_THREAD_STACK_SIZE, (size_t)1 << 20,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)256 << 10, /* CONN_MEMORY */
         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_CONNECTION_LIMIT, 1000u,
         MHD_OPTION_END);
