@@ -168,13 +168,14 @@ def end_to_end(build, port, reps):
 
 
 def kernel_row(build, args, key):
-    """One figure of bench_kernels run with args (seconds): the library's
+    """One figure of bench_kernels run with args (seconds; key None: all of
+    them, by name): the library's
     side of a row that times a request and its library call in turns, so
     both see the same moments of a machine whose speed moves between
     minutes."""
     out = subprocess.run([os.path.join(build, "bench_kernels")] + args, check=True,
                          capture_output=True, text=True, timeout=600).stdout
-    return json.loads(out)[key]
+    return json.loads(out)[key] if key else json.loads(out)
 
 
 def http_path(build, server, bare, pool, log, reps, rounds=3):
