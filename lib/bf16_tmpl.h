@@ -97,6 +97,26 @@ static inline ALWAYS TGT void bf16_pack_row(const float *x, int64_t n, int64_t w
 /* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
  * zero past lk); with rope, each key row is turned first (through row, d
  * floats). */
+/* Value columns [cc, cc + VW) of the VW key pairs from t into vt: each
+ * pair's words as a row of a VW x VW block, the block turned in registers
+ * (moves only, which keep every bit), then one store a column, where word
+ * by word each column was a store to a different line. */
+static inline ALWAYS TGT void bf16_vt_block(const attn_sdpa_job *j, const bf16_kv *c, int64_t t,
+                                            int64_t cc)
+{
+    V r[VW];
+    UNROLL for (int i = 0; i < VW; i++) {
+        int64_t k0 = 2 * (t + i);
+        VB w = VBPACK(k0 < j->lk ? bf16_load(j->v + k0 * j->v_stride, cc, j->dv) : VZERO(),
+                      k0 + 1 < j->lk ? bf16_load(j->v + (k0 + 1) * j->v_stride, cc, j->dv) : VZERO());
+        memcpy(&r[i], &w, sizeof w);
+    }
+    VTRANSPOSE(r);
+    int n = j->dv - cc < VW ? (int)(j->dv - cc) : VW;
+    for (int l = 0; l < n; l++)
+        memcpy(c->vt + (cc + l) * c->ldv + t, &r[l], sizeof r[l]);
+}
+
 static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t0, int64_t t1,
                              float *row)
 {
@@ -113,7 +133,11 @@ static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t
         }
         bf16_pack_row(x, j->d, c->ldk, dst);
     }
-    for (int64_t t = t0; t < t1; t++) {
+    int64_t t = t0;
+    for (; t + VW <= t1; t += VW)
+        for (int64_t cc = 0; cc < j->dv; cc += VW)
+            bf16_vt_block(j, c, t, cc);
+    for (; t < t1; t++) {
         const float *v0 = 2 * t < j->lk ? j->v + 2 * t * j->v_stride : NULL;
         const float *v1 = 2 * t + 1 < j->lk ? j->v + (2 * t + 1) * j->v_stride : NULL;
         for (int64_t cc = 0; cc < j->dv; cc += VW) {
