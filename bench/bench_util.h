@@ -55,14 +55,22 @@ static inline int bench_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median of up to `reps` timed runs after one warm-up run, stopping early
- * once `budget` seconds are spent (never fewer than three timed runs). */
+/* Median of up to `reps` timed runs after warming up, stopping early once
+ * `budget` seconds are spent (never fewer than three timed runs). The
+ * warm-up runs for BENCH_WARM_S (at least once): a thread pool's new
+ * workers start on their creator's CPU and the scheduler takes some
+ * milliseconds to spread them, so the first calls after a pool starts can
+ * run on one CPU (the core at L = 128 took 0.18 ms in 17 calls right after
+ * its context was made, 0.10 after 20 ms of calls). Ours and ORT alike. */
+#define BENCH_WARM_S 0.05
 typedef void (*bench_fn)(void *);
 static inline double bench_median(bench_fn fn, void *arg, int reps, double budget)
 {
     double t[64] = {0};
     int n = 0;
-    fn(arg);
+    double warm = bench_now();
+    do fn(arg);
+    while (bench_now() - warm < BENCH_WARM_S);
     double start = bench_now();
     while (n < reps && n < 64) {
         double t0 = bench_now();
