@@ -94,9 +94,6 @@ static inline ALWAYS TGT void bf16_pack_row(const float *x, int64_t n, int64_t w
         VBSTORE(dst + p / 2, VBROW(bf16_load(x, p, n), bf16_load(x, p + VW, n)));
 }
 
-/* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
- * zero past lk); with rope, each key row is turned first (through row, d
- * floats). */
 /* Value columns [cc, cc + VW) of the VW key pairs from t into vt: each
  * pair's words as a row of a VW x VW block, the block turned in registers
  * (moves only, which keep every bit), then one store a column, where word
@@ -117,6 +114,9 @@ static inline ALWAYS TGT void bf16_vt_block(const attn_sdpa_job *j, const bf16_k
         memcpy(c->vt + (cc + l) * c->ldv + t, &r[l], sizeof r[l]);
 }
 
+/* The key and value pairs [t0, t1) of kb and vt (keys 2 t0 .. 2 t1 - 1,
+ * zero past lk); with rope, each key row is turned first (through row, d
+ * floats). */
 static TGT void bf16_convert(const attn_sdpa_job *j, const bf16_kv *c, int64_t t0, int64_t t1,
                              float *row)
 {

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #define POOL_MAX 64
-#define SPIN 4000 /* polls before sleeping: some tens of microseconds */
+#define SPIN 4000 /* pause polls before yielding: some tens of microseconds */
 /* How long a worker stays awake after a loop, yielding to any other
  * runnable thread: a decode step comes every few hundred microseconds, a
  * condition-variable wake-up takes tens of them, and a worker that joins

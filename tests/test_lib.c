@@ -1046,12 +1046,9 @@ static int compare_run(attn_ctx *ctx, const char *name, const attn_request *req,
     return ok;
 }
 
-typedef golden_seed_spec seed_spec;
-#define spec golden_spec
-
 /* Draws the specs in order from one SplitMix64 stream (this test's own,
  * in golden.c) and compares the library's set with them bit for bit. */
-static int check_seed_set(const char *cs, const seed_spec *sp, size_t n, uint64_t seed,
+static int check_seed_set(const char *cs, const golden_seed_spec *sp, size_t n, uint64_t seed,
                           const attn_param_set *set)
 {
     uint64_t state = seed;
@@ -1092,7 +1089,7 @@ static int check_seed_set(const char *cs, const seed_spec *sp, size_t n, uint64_
  * checks the set against the documented order and PRNG (the specs sp[0..n)),
  * and points the request at it. Returns the set (caller frees). */
 static attn_param_set *seed_checked(const char *cs, attn_request *r, attn_mha_request *m,
-                                    const seed_spec *sp, size_t n, int *ok)
+                                    const golden_seed_spec *sp, size_t n, int *ok)
 {
     uint64_t seed = rnd_u64();
     attn_param_set *set = NULL;
@@ -1120,30 +1117,30 @@ static attn_param_set *seed_checked(const char *cs, attn_request *r, attn_mha_re
 static attn_param_set *seed_rule(const char *cs, attn_request *r, int64_t Dq, int64_t Dk,
                                  int64_t Lv, int64_t Dv, int *ok)
 {
-    seed_spec sp[4];
+    golden_seed_spec sp[4];
     size_t n = 0;
     int64_t Dh = r->hidden_size ? r->hidden_size : Dq;
     int64_t Dout = r->output_size ? r->output_size : Dq;
     switch (r->rule) {
     case ATTN_RULE_GENERAL:
-        sp[n++] = spec("attn.weight", 2, Dq, Dk, Dk);
-        sp[n++] = spec("attn.bias", 1, Dq, 0, Dk);
+        sp[n++] = golden_spec("attn.weight", 2, Dq, Dk, Dk);
+        sp[n++] = golden_spec("attn.bias", 1, Dq, 0, Dk);
         break;
     case ATTN_RULE_ADDITIVE:
-        sp[n++] = spec("query_proj.weight", 2, Dh, Dq, Dq);
-        sp[n++] = spec("key_proj.weight", 2, Dh, Dk, Dk);
-        sp[n++] = spec("key_proj.bias", 1, Dh, 0, Dk);
-        sp[n++] = spec("v.weight", 2, 1, Dh, Dh);
+        sp[n++] = golden_spec("query_proj.weight", 2, Dh, Dq, Dq);
+        sp[n++] = golden_spec("key_proj.weight", 2, Dh, Dk, Dk);
+        sp[n++] = golden_spec("key_proj.bias", 1, Dh, 0, Dk);
+        sp[n++] = golden_spec("v.weight", 2, 1, Dh, Dh);
         break;
     case ATTN_RULE_CONCAT_TANH:
-        sp[n++] = spec("attn.weight", 2, Dh, Dq + Dk, Dq + Dk);
-        sp[n++] = spec("attn.bias", 1, Dh, 0, Dq + Dk);
+        sp[n++] = golden_spec("attn.weight", 2, Dh, Dq + Dk, Dq + Dk);
+        sp[n++] = golden_spec("attn.bias", 1, Dh, 0, Dq + Dk);
         break;
     case ATTN_RULE_CONCAT:
-        sp[n++] = spec("att_weight.weight", 2, Lv, Dq + Dk, Dq + Dk);
-        sp[n++] = spec("att_weight.bias", 1, Lv, 0, Dq + Dk);
-        sp[n++] = spec("out.weight", 2, Dout, Dq + Dv, Dq + Dv);
-        sp[n++] = spec("out.bias", 1, Dout, 0, Dq + Dv);
+        sp[n++] = golden_spec("att_weight.weight", 2, Lv, Dq + Dk, Dq + Dk);
+        sp[n++] = golden_spec("att_weight.bias", 1, Lv, 0, Dq + Dk);
+        sp[n++] = golden_spec("out.weight", 2, Dout, Dq + Dv, Dq + Dv);
+        sp[n++] = golden_spec("out.bias", 1, Dout, 0, Dq + Dv);
         break;
     default:
         break;
@@ -1155,7 +1152,7 @@ static attn_param_set *seed_rule(const char *cs, attn_request *r, int64_t Dq, in
 static attn_param_set *seed_mha(const char *cs, attn_mha_request *m, int64_t E, int64_t kdim,
                                 int64_t vdim, int *ok)
 {
-    seed_spec sp[GOLDEN_MHA_SPECS];
+    golden_seed_spec sp[GOLDEN_MHA_SPECS];
     int64_t H = m->num_heads, Hkv = m->num_kv_heads ? m->num_kv_heads : H;
     size_t n = golden_mha_seed_specs(E, kdim, vdim, H, Hkv, m->residual_norm, sp);
     return seed_checked(cs, NULL, m, sp, n, ok);
