@@ -100,6 +100,9 @@
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
 /* Keys a decode row turns by the relative rows of rope_rel (all 32 of them). */
 #define ROPE_RUN 32
+#define PF_STEP 128
+
+
 /* Rows up to this many keys stage a query block's weights in scratch (QB x
  * lk floats, within L2) rather than in the caller's buffer; see
  * sdpa_block_flash. */
@@ -1330,6 +1333,29 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
     decode_rope_q(j, ub, ub2);
 }
 
+/* VW decode scores without rope: q . k for keys t0 .. t0 + VW - 1 into
+ * sc, scaled; VW chains side by side (one per key), each summed as
+ * decode_dot sums it (VHSUMS keeps VHSUM's bits), so the scores are
+ * decode_dot's, at a fraction of its shuffles and latency. */
+static inline ALWAYS TGT void decode_dots(const attn_sdpa_job *j, const float *q, int64_t t0, float *sc)
+{
+    VM dm = VTAILMASK((int)(j->d % VW));
+    int64_t df = j->d - j->d % VW, vrow = j->v_stride * (int64_t)sizeof(float);
+    const float *k = j->k + t0 * j->k_stride;
+    const char *vr = (const char *)(j->v + t0 * j->v_stride);
+    for (int t = 0; t < VW; t++, vr += vrow)
+        for (int64_t o = 0; o < j->dv * (int64_t)sizeof(float); o += PF_STEP) __builtin_prefetch(vr + o);
+    V s[VW];
+    UNROLL for (int t = 0; t < VW; t++) {
+        const float *kr = k + t * j->k_stride;
+        V a = VZERO();
+        for (int64_t p = 0; p < df; p += VW) a = VFMA(VLOAD(q + p), VLOAD(kr + p), a);
+        if (df < j->d) a = VFMA(VLOADM(q + df, dm), VLOADM(kr + df, dm), a);
+        s[t] = a;
+    }
+    VSTORE(sc, VMUL(VHSUMS(s), VSET1(j->scale)));
+}
+
 /* Scores of query row i (q; with rope r, the rotated row and its q2, then
  * room for those turned back to each run of ROPE_RUN keys, see sdpa_rows;
  * with bf, the row in bfloat16 qp against each key rounded, with rope
@@ -1343,28 +1369,70 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
     float *kt = bf && r ? r + d : NULL; /* bf16: the key turned, not the query */
     if (bf) r = NULL;
     float *ub2 = r ? r + 3 * d : NULL;
-    band_of(j, &bl, &br);
     if (r) q = r + 2 * d;
-    for (int kk = 0; kk < nk; kk++) {
+    int kk = 0;
+    if (!bf && !r)
+        for (; kk + VW <= nk; kk += VW) decode_dots(j, q, jb + kk, sc + kk);
+    for (; kk < nk; kk++) {
         int64_t t = jb + kk;
         if (r && kk % ROPE_RUN == 0) decode_rope_block(j, r, r + d, t, r + 2 * d, ub2);
-        if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
-            (bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br)) {
-            sc[kk] = -INFINITY;
-            continue;
-        }
         if (bf && kt) rope_rows(j, j->k + t * j->k_stride, j->k_stride, j->rope_k0 + t, 1, kt);
         if (bf) sc[kk] = bf16_dot(qp, kt ? kt : j->k + t * j->k_stride, d) * j->scale;
         else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
+    band_of(j, &bl, &br); /* a bf16 row's extra first key lies outside it */
+    if (j->key_mask || j->mask || (bl >= 0 && jb < ip - bl) || (br >= 0 && jb + nk - 1 > ip + br))
+        for (kk = 0; kk < nk; kk++) {
+            int64_t t = jb + kk;
+            if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
+                (bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br))
+                sc[kk] = -INFINITY;
+        }
     if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
-    for (int kk = 0; kk < nk; kk++) {
-        float x = sc[kk];
-        if (j->bias && x != -INFINITY) sc[kk] = x = x + j->bias[i * j->bias_stride + jb + kk];
-        if (x > m) m = x;
+    if (j->bias)
+        for (kk = 0; kk < nk; kk++)
+            if (sc[kk] != -INFINITY) sc[kk] += j->bias[i * j->bias_stride + jb + kk];
+    V mv = VSET1(m); /* a NaN score is passed over, as by x > m */
+    for (kk = 0; kk + VW <= nk; kk += VW) mv = VMAX(VLOAD(sc + kk), mv);
+    if (kk < nk) mv = VMAX(VSEL(VTAILMASK(nk - kk), VLOADM(sc + kk, VTAILMASK(nk - kk)), VSET1(m)), mv);
+    return VHMAX(mv);
+}
+
+/* acc (dv floats) plus P V over nk keys from jb, P in sc (a zero skips its
+ * key): four vectors of acc held in registers across the keys, even and
+ * odd keys in chains of their own (two FMAs in flight a column). */
+static inline ALWAYS TGT void decode_pv(const attn_sdpa_job *j, int64_t jb, int nk, const float *sc,
+                                        float *acc)
+{
+    VM vm = VTAILMASK((int)(j->dv % VW));
+    int64_t vf = j->dv - j->dv % VW, c = 0, vs = j->v_stride;
+    const float *v = j->v + jb * vs;
+    for (; c + 4 * VW <= vf; c += 4 * VW) {
+        V a[4], b[4];
+        UNROLL for (int u = 0; u < 4; u++) a[u] = VLOAD(acc + c + u * VW), b[u] = VZERO();
+        const float *vr = v + c;
+        int kk = 0;
+        for (; kk + 2 <= nk; kk += 2, vr += 2 * vs) {
+            V p0 = VSET1(sc[kk]), p1 = VSET1(sc[kk + 1]);
+            if (sc[kk] != 0.0f)
+                UNROLL for (int u = 0; u < 4; u++) a[u] = VFMA(p0, VLOAD(vr + u * VW), a[u]);
+            if (sc[kk + 1] != 0.0f)
+                UNROLL for (int u = 0; u < 4; u++) b[u] = VFMA(p1, VLOAD(vr + vs + u * VW), b[u]);
+        }
+        if (kk < nk && sc[kk] != 0.0f)
+            UNROLL for (int u = 0; u < 4; u++) a[u] = VFMA(VSET1(sc[kk]), VLOAD(vr + u * VW), a[u]);
+        UNROLL for (int u = 0; u < 4; u++) VSTORE(acc + c + u * VW, VADD(a[u], b[u]));
     }
-    return m;
+    for (; c < j->dv; c += VW) {
+        V a = VLOAD(acc + c);
+        const float *vr = v + c;
+        for (int kk = 0; kk < nk; kk++, vr += vs) {
+            if (sc[kk] == 0.0f) continue;
+            a = VFMA(VSET1(sc[kk]), c < vf ? VLOAD(vr) : VLOADM(vr, vm), a);
+        }
+        VSTORE(acc + c, a);
+    }
 }
 
 /* One key block of a decode row: P = e^(sc - mu) in place, acc (vf + VW
@@ -1373,28 +1441,27 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
 static inline ALWAYS TGT float decode_block(const attn_sdpa_job *j, int bf, uint32_t *pw, int64_t jb, int nk, float *sc, float m,
                                             float mu, float *acc, float *alpha)
 {
-    VM vm = VTAILMASK((int)(j->dv % VW));
     int64_t vf = j->dv - j->dv % VW;
-    float alpha_s[VW], psum = 0.0f;
+    float alpha_s[VW], psum;
     VSTORE(alpha_s, VEXP(VSUB(VSET1(m), VSET1(mu))));
     int kk = 0;
-    for (; kk + VW <= nk; kk += VW) VSTORE(sc + kk, VEXP(VSUB(VLOAD(sc + kk), VSET1(mu))));
+    V ps = VZERO();
+    for (; kk + VW <= nk; kk += VW) {
+        V p = VEXP(VSUB(VLOAD(sc + kk), VSET1(mu)));
+        VSTORE(sc + kk, p);
+        ps = VADD(ps, p);
+    }
     if (kk < nk) {
         VM km = VTAILMASK(nk - kk);
-        VSTOREM(sc + kk, km, VEXP(VSUB(VLOADM(sc + kk, km), VSET1(mu))));
+        V p = VSEL(km, VEXP(VSUB(VLOADM(sc + kk, km), VSET1(mu))), VZERO());
+        VSTOREM(sc + kk, km, p);
+        ps = VADD(ps, p);
     }
-    for (kk = 0; kk < nk; kk++) psum += sc[kk];
+    psum = VHSUM(ps);
     V a = VSET1(alpha_s[0]);
     for (int64_t c = 0; c < vf + VW; c += VW) VSTORE(acc + c, VMUL(VLOAD(acc + c), a));
     if (bf) bf16_pv_row(j, jb, nk, sc, pw, acc);
-    for (kk = 0; !bf && kk < nk; kk++) {
-        if (sc[kk] == 0.0f) continue;
-        const float *vr = j->v + (jb + kk) * j->v_stride;
-        V p = VSET1(sc[kk]);
-        int64_t c = 0;
-        for (; c < vf; c += VW) VSTORE(acc + c, VFMA(p, VLOAD(vr + c), VLOAD(acc + c)));
-        if (vf < j->dv) VSTORE(acc + c, VFMA(p, VLOADM(vr + c, vm), VLOAD(acc + c)));
-    }
+    else decode_pv(j, jb, nk, sc, acc);
     *alpha = alpha_s[0];
     return psum;
 }
