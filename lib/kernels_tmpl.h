@@ -100,8 +100,9 @@
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
 /* Keys a decode row turns by the relative rows of rope_rel (all 32 of them). */
 #define ROPE_RUN 32
+/* Bytes between the software prefetches of a decode row's value rows: every
+ * other cache line, the hardware fetching each one's neighbour. */
 #define PF_STEP 128
-
 
 /* Rows up to this many keys stage a query block's weights in scratch (QB x
  * lk floats, within L2) rather than in the caller's buffer; see
@@ -1336,7 +1337,10 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 /* VW decode scores without rope: q . k for keys t0 .. t0 + VW - 1 into
  * sc, scaled; VW chains side by side (one per key), each summed as
  * decode_dot sums it (VHSUMS keeps VHSUM's bits), so the scores are
- * decode_dot's, at a fraction of its shuffles and latency. */
+ * decode_dot's, at a fraction of its shuffles and latency. The keys' value
+ * rows are prefetched meanwhile, for decode_pv: a step streams its whole
+ * cache, and the hardware alone left P V waiting on them (a step at 4096
+ * tokens: 0.19 -> 0.16 ms on 2 threads). */
 static inline ALWAYS TGT void decode_dots(const attn_sdpa_job *j, const float *q, int64_t t0, float *sc)
 {
     VM dm = VTAILMASK((int)(j->d % VW));
