@@ -328,20 +328,32 @@ static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const float *k, int6
 /* A decode row's P V for one key block in bfloat16: acc (dv floats and the
  * rest of their last vector) += sum_t P_t v_t over keys jb (even) .. jb+nk,
  * P (sc) rounded in pairs through pw (BK / 2 + VW words), each pair of
- * value rows rounded as it is read. */
+ * value rows rounded as it is read. Up to four vectors of acc stay in
+ * registers across the keys, each summed pair by pair as before. */
 static inline ALWAYS TGT void bf16_pv_row(const attn_sdpa_job *j, int64_t jb, int nk,
                                           const float *sc, uint32_t *pw, float *acc)
 {
     int np = (nk + 1) / 2;
     bf16_pack_row(sc, nk, (np + VW - 1) / VW * VW, pw);
-    for (int t = 0; t < np; t++) {
-        if (pw[t] == 0) continue; /* both keys masked or underflowed, as decode_block skips */
-        VB p = VBSET1(pw[t]);
-        const float *v0 = j->v + (jb + 2 * t) * j->v_stride;
-        const float *v1 = jb + 2 * t + 1 < j->lk ? v0 + j->v_stride : NULL;
-        for (int64_t cc = 0; cc < j->dv; cc += VW) {
-            VB v = VBPACK(bf16_load(v0, cc, j->dv), v1 ? bf16_load(v1, cc, j->dv) : VZERO());
-            VSTORE(acc + cc, VDPBF(VLOAD(acc + cc), v, p));
+    int64_t dv = j->dv, vs = j->v_stride;
+    /* the odd key past the cache's end reads as zeros (its P is zero) */
+    int last_odd = jb + 2 * (np - 1) + 1 >= j->lk;
+    for (int64_t c = 0; c < dv; c += 4 * VW) {
+        int nv = dv - c >= 4 * VW ? 4 : (int)((dv - c + VW - 1) / VW);
+        V a[4];
+        UNROLL for (int u = 0; u < 4; u++) a[u] = u < nv ? VLOAD(acc + c + u * VW) : VZERO();
+        const float *v0 = j->v + jb * vs;
+        for (int t = 0; t < np; t++, v0 += 2 * vs) {
+            if (pw[t] == 0) continue; /* both keys masked or underflowed, as decode_block skips */
+            VB p = VBSET1(pw[t]);
+            const float *v1 = t == np - 1 && last_odd ? NULL : v0 + vs;
+            UNROLL for (int u = 0; u < 4; u++) {
+                if (u >= nv) break;
+                int64_t cc = c + u * VW;
+                VB v = VBPACK(bf16_load(v0, cc, dv), v1 ? bf16_load(v1, cc, dv) : VZERO());
+                a[u] = VDPBF(a[u], v, p);
+            }
         }
+        UNROLL for (int u = 0; u < 4; u++) if (u < nv) VSTORE(acc + c + u * VW, a[u]);
     }
 }

@@ -1335,16 +1335,19 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 }
 
 /* VW decode scores without rope: q . k for keys t0 .. t0 + VW - 1 into
- * sc, scaled; VW chains side by side (one per key), each summed as
- * decode_dot sums it (VHSUMS keeps VHSUM's bits), so the scores are
- * decode_dot's, at a fraction of its shuffles and latency. The keys' value
- * rows are prefetched meanwhile, for decode_pv: a step streams its whole
- * cache, and the hardware alone left P V waiting on them (a step at 4096
- * tokens: 0.19 -> 0.16 ms on 2 threads). */
-static inline ALWAYS TGT void decode_dots(const attn_sdpa_job *j, const float *q, int64_t t0, float *sc)
+ * sc, scaled; with qp (the query as bfloat16 pairs, bf16_pack_row) in
+ * bfloat16, the keys rounded as they are read. VW chains side by side
+ * (one per key), each summed as decode_dot or bf16_dot sums it (VHSUMS
+ * keeps VHSUM's bits), so the scores are theirs, at a fraction of their
+ * shuffles and latency. The keys' value rows are prefetched meanwhile,
+ * for P V: a step streams its whole cache, and the hardware alone left
+ * P V waiting on them (a step at 4096 tokens: 0.19 -> 0.16 ms on 2
+ * threads). */
+static inline ALWAYS TGT void decode_dots(const attn_sdpa_job *j, const float *q, const uint32_t *qp,
+                                          int64_t t0, float *sc)
 {
     VM dm = VTAILMASK((int)(j->d % VW));
-    int64_t df = j->d - j->d % VW, vrow = j->v_stride * (int64_t)sizeof(float);
+    int64_t d = j->d, df = d - d % VW, vrow = j->v_stride * (int64_t)sizeof(float);
     const float *k = j->k + t0 * j->k_stride;
     const char *vr = (const char *)(j->v + t0 * j->v_stride);
     for (int t = 0; t < VW; t++, vr += vrow)
@@ -1353,8 +1356,13 @@ static inline ALWAYS TGT void decode_dots(const attn_sdpa_job *j, const float *q
     UNROLL for (int t = 0; t < VW; t++) {
         const float *kr = k + t * j->k_stride;
         V a = VZERO();
-        for (int64_t p = 0; p < df; p += VW) a = VFMA(VLOAD(q + p), VLOAD(kr + p), a);
-        if (df < j->d) a = VFMA(VLOADM(q + df, dm), VLOADM(kr + df, dm), a);
+        if (qp) {
+            for (int64_t p = 0; p < d; p += 2 * VW)
+                a = VDPBF(a, VBROW(bf16_load(kr, p, d), bf16_load(kr, p + VW, d)), VBLOAD(qp + p / 2));
+        } else {
+            for (int64_t p = 0; p < df; p += VW) a = VFMA(VLOAD(q + p), VLOAD(kr + p), a);
+            if (df < d) a = VFMA(VLOADM(q + df, dm), VLOADM(kr + df, dm), a);
+        }
         s[t] = a;
     }
     VSTORE(sc, VMUL(VHSUMS(s), VSET1(j->scale)));
@@ -1376,7 +1384,9 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
     if (r) q = r + 2 * d;
     int kk = 0;
     if (!bf && !r)
-        for (; kk + VW <= nk; kk += VW) decode_dots(j, q, jb + kk, sc + kk);
+        for (; kk + VW <= nk; kk += VW) decode_dots(j, q, NULL, jb + kk, sc + kk);
+    if (bf && !kt)
+        for (; kk + VW <= nk; kk += VW) decode_dots(j, q, qp, jb + kk, sc + kk);
     for (; kk < nk; kk++) {
         int64_t t = jb + kk;
         if (r && kk % ROPE_RUN == 0) decode_rope_block(j, r, r + d, t, r + 2 * d, ub2);
