@@ -1395,8 +1395,8 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
         else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
-    /* the masks; the band only cuts a block that a row's key range does
-     * not keep to it (a bf16 row's extra first key, see sdpa_rows) */
+    /* the masks; the band cuts a block only where the row's key range
+     * reaches past it (a bf16 row's extra first key, see sdpa_rows) */
     band_of(j, &bl, &br);
     if (j->key_mask || j->mask || (bl >= 0 && jb < ip - bl) || (br >= 0 && jb + nk - 1 > ip + br))
         for (kk = 0; kk < nk; kk++) {
