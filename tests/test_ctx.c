@@ -21,6 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "attn.h"
 #include "internal.h" /* the context's regions, for the workspace check */
@@ -99,7 +104,7 @@ static long allocs(void)
 
 /* ------------------------------------------------------------ checks */
 
-static int n_passed, n_failed;
+static int n_passed, n_failed, n_skipped;
 static int verbose;
 
 static void check(int ok, const char *what, const char *fmt, ...)
@@ -714,6 +719,76 @@ static void test_parallel_pools(void)
           "%d of 4 tasks saw all four running", atomic_load(&met));
 }
 
+#ifdef __linux__
+/* A worker that lingers on its caller's CPU is moved off it (pool.c): the
+ * test pins the worker and itself to one CPU, lets the worker linger
+ * there, and starts a loop; the worker's CPUs must then be the others it
+ * started with. The linger lasts a millisecond, so a loaded machine may
+ * let it lapse: a few tries. */
+static _Atomic pid_t worker_tid;
+
+static void note_worker(void *arg, int64_t task, int worker)
+{
+    (void)arg, (void)task;
+    if (worker)
+        atomic_store(&worker_tid, (pid_t)syscall(SYS_gettid));
+    struct timespec d = {0, 50000}; /* long enough for the worker to join */
+    nanosleep(&d, NULL);
+}
+
+static int steer_try(attn_pool *p, const cpu_set_t *all, int *moved)
+{
+    atomic_store(&worker_tid, 0);
+    sched_setaffinity(0, sizeof *all, all);
+    attn_pool_run(2, 16, note_worker, NULL);
+    pid_t tid = atomic_load(&worker_tid);
+    int cpu = sched_getcpu();
+    if (!tid || cpu < 0)
+        return 0;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(tid, sizeof one, &one) != 0 || sched_setaffinity(0, sizeof one, &one) != 0)
+        return 0;
+    struct timespec d = {0, 100000}; /* the worker runs, lingering on cpu */
+    nanosleep(&d, NULL);
+    attn_pool_run(2, 2, note_worker, NULL);
+    cpu_set_t got;
+    if (sched_getaffinity(tid, sizeof got, &got) != 0)
+        return 0;
+    cpu_set_t want = *all;
+    CPU_CLR(cpu, &want);
+    *moved = CPU_EQUAL(&got, &want);
+    return 1;
+}
+
+static void test_steering(void)
+{
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) {
+        printf("pool steering: fewer than 2 CPUs here, skipped\n");
+        n_skipped++;
+        return;
+    }
+    attn_pool *p = attn_pool_new(2);
+    attn_pool *prev = attn_pool_use(p);
+    int moved = 0, tries = 0;
+    for (; tries < 20 && !moved; tries++)
+        steer_try(p, &all, &moved);
+    attn_pool_use(prev);
+    attn_pool_free(p);
+    sched_setaffinity(0, sizeof all, &all);
+    check(moved, "a worker lingering on its caller's CPU is moved to its other CPUs",
+          "not moved in %d tries", tries);
+}
+#else
+static void test_steering(void)
+{
+    printf("pool steering: Linux only, skipped\n");
+    n_skipped++;
+}
+#endif
+
 /* Each thread runs every job `rounds` times on a context of its own (two
  * threads) and compares each result with the one-thread result, bit for
  * bit (every kernel task computes whole rows, whoever runs it). */
@@ -807,11 +882,12 @@ int main(int argc, char **argv)
         test_concurrent_contexts(jobs, n);
     }
     test_parallel_pools();
+    test_steering();
     for (size_t i = 0; i < n; i++) {
         job_free(&jobs[i]);
         attn_param_set_free(sets[i]);
     }
 
-    printf("%d passed, %d failed\n", n_passed, n_failed);
+    printf("%d passed, %d failed, %d skipped\n", n_passed, n_failed, n_skipped);
     return n_failed ? 1 : 0;
 }
