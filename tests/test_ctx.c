@@ -736,7 +736,7 @@ static void note_worker(void *arg, int64_t task, int worker)
     nanosleep(&d, NULL);
 }
 
-static int steer_try(attn_pool *p, const cpu_set_t *all, int *moved)
+static int steer_try(const cpu_set_t *all, int *moved)
 {
     atomic_store(&worker_tid, 0);
     sched_setaffinity(0, sizeof *all, all);
@@ -774,7 +774,7 @@ static void test_steering(void)
     attn_pool *prev = attn_pool_use(p);
     int moved = 0, tries = 0;
     for (; tries < 20 && !moved; tries++)
-        steer_try(p, &all, &moved);
+        steer_try(&all, &moved);
     attn_pool_use(prev);
     attn_pool_free(p);
     sched_setaffinity(0, sizeof all, &all);
