@@ -184,7 +184,7 @@ static void write_ours(void *arg)
     write_args *a = arg;
     srv_buf b = {0};
     int64_t shape[2] = {ROWS, COLS};
-    free(a->text);
+    srv_big_free(a->text); /* as the server frees an answer (http.c) */
     srv_encode_tensor(&b, a->v, 2, shape, 0);
     if (b.failed) {
         fprintf(stderr, "bench_wire: srv_encode_tensor failed\n");

@@ -442,7 +442,8 @@ static void encode_tail(void *arg)
 {
     encode_half *h = arg;
     int64_t n = h->count / h->shape[0] * (h->i1 - h->i0);
-    h->text = malloc((size_t)n * 20 + 16);
+    size_t cap;
+    h->text = srv_big_alloc((size_t)n * 20 + 16, &cap); /* kept: no page faults next time */
     if (h->text)
         h->len = (size_t)(write_range(h->text, h->data, h->rank, h->shape, h->count, h->i0, h->i1) - h->text);
 }
@@ -469,7 +470,7 @@ static char *write_nested(char *o, const float *data, int rank, const int64_t *s
         } else {
             o = write_range(o, data, rank, shape, count, mid, shape[0]);
         }
-        free(half.text);
+        srv_big_free(half.text);
     }
     *o++ = ']';
     return o;
