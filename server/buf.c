@@ -15,14 +15,13 @@
  * an answer of megabytes each: fresh from malloc, every page of them is a
  * page fault (a zeroed page) each time, ~2000 per 8 MB (on the Zen 5 VM,
  * whose host takes freed memory back, about 10 us each: a 13 MB JSON
- * answer spent 35 of its 45 ms on them). Freed buffers of 64 KiB to 64 MiB
+ * answer spent 35 of its 45 ms on them). Freed buffers of 64 KiB to 32 MiB
  * are kept instead (at most KEEP_N, KEEP_TOTAL bytes in all, so an idle
  * server holds at most that) and handed to the next large request, whose
- * pages are then already there. The bound is on malloc's usable size,
- * which is a page above a power of two that srv_buf_reserve asks for. */
+ * pages are then already there. */
 #define KEEP_N 8
 #define KEEP_MIN SRV_BIG_MIN
-#define KEEP_MAX ((size_t)64 << 20)
+#define KEEP_MAX ((size_t)32 << 20)
 #define KEEP_TOTAL ((size_t)96 << 20)
 
 static pthread_mutex_t keep_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -91,8 +90,9 @@ int srv_buf_reserve(srv_buf *b, size_t extra)
     size_t want = b->len + extra, cap = b->cap ? b->cap : 256;
     while (cap < want)
         cap *= 2;
-    if (!b->data && cap >= KEEP_MIN) { /* a large answer at once (reserved) */
-        if (!(b->data = srv_big_alloc(cap, &b->cap))) {
+    if (!b->data && want >= KEEP_MIN) { /* a large answer at once (reserved): the size
+                                         * it needs, so that up to KEEP_MAX it is kept */
+        if (!(b->data = srv_big_alloc(want, &b->cap))) {
             b->failed = 1;
             return -1;
         }
