@@ -33,6 +33,7 @@
 #define bf16_load ISA_NAME(bf16_load)
 #define bf16_convert ISA_NAME(bf16_convert)
 #define bf16_pack_row ISA_NAME(bf16_pack_row)
+#define bf16_dot_lanes ISA_NAME(bf16_dot_lanes)
 #define bf16_dot ISA_NAME(bf16_dot)
 #define bf16_pv_row ISA_NAME(bf16_pv_row)
 #define bf16_pack_q ISA_NAME(bf16_pack_q)
@@ -315,14 +316,21 @@ static inline ALWAYS TGT void flash_block_pv_bf16(const attn_sdpa_job *j, const 
         pv_tile_bf16(ot + c0 * QB, pt2, np2, vt + c0 * c->ldv, c->ldv, (int)(j->dv - c0), alpha);
 }
 
-/* A decode row's score in bfloat16: qp (its query, bf16_pack_row) . k
- * (a key row of d floats, rounded here), summed in float32. */
-static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const float *k, int64_t d)
+/* qp (a query, bf16_pack_row) . k (a key row of d floats, rounded here)
+ * in bfloat16, as one vector of float32 partial sums (lanes not yet
+ * added: bf16_dot adds them; decode_dots adds VW keys' at once). */
+static inline ALWAYS TGT V bf16_dot_lanes(const uint32_t *qp, const float *k, int64_t d)
 {
     V s = VZERO();
     for (int64_t p = 0; p < d; p += 2 * VW)
         s = VDPBF(s, VBROW(bf16_load(k, p, d), bf16_load(k, p + VW, d)), VBLOAD(qp + p / 2));
-    return VHSUM(s);
+    return s;
+}
+
+/* A decode row's score in bfloat16, summed in float32. */
+static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const float *k, int64_t d)
+{
+    return VHSUM(bf16_dot_lanes(qp, k, d));
 }
 
 /* A decode row's P V for one key block in bfloat16: acc (dv floats and the
