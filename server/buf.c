@@ -87,9 +87,7 @@ int srv_buf_reserve(srv_buf *b, size_t extra)
         b->failed = 1;
         return -1;
     }
-    size_t want = b->len + extra, cap = b->cap ? b->cap : 256;
-    while (cap < want)
-        cap *= 2;
+    size_t want = b->len + extra;
     if (!b->data && want >= KEEP_MIN) { /* a large answer at once (reserved): the size
                                          * it needs, so that up to KEEP_MAX it is kept */
         if (!(b->data = srv_big_alloc(want, &b->cap))) {
@@ -98,6 +96,9 @@ int srv_buf_reserve(srv_buf *b, size_t extra)
         }
         return 0;
     }
+    size_t cap = b->cap ? b->cap : 256; /* growing: doubled, so appends stay amortised O(1) */
+    while (cap < want)
+        cap *= 2;
     char *p = realloc(b->data, cap);
     if (!p) {
         b->failed = 1;

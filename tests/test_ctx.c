@@ -736,7 +736,8 @@ static void note_worker(void *arg, int64_t task, int worker)
     nanosleep(&d, NULL);
 }
 
-static int steer_try(const cpu_set_t *all, int *moved)
+/* One try: sets *moved when the worker's CPUs came out as the others. */
+static void steer_try(const cpu_set_t *all, int *moved)
 {
     atomic_store(&worker_tid, 0);
     sched_setaffinity(0, sizeof *all, all);
@@ -744,22 +745,21 @@ static int steer_try(const cpu_set_t *all, int *moved)
     pid_t tid = atomic_load(&worker_tid);
     int cpu = sched_getcpu();
     if (!tid || cpu < 0)
-        return 0;
+        return;
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     if (sched_setaffinity(tid, sizeof one, &one) != 0 || sched_setaffinity(0, sizeof one, &one) != 0)
-        return 0;
+        return;
     struct timespec d = {0, 100000}; /* the worker runs, lingering on cpu */
     nanosleep(&d, NULL);
     attn_pool_run(2, 2, note_worker, NULL);
     cpu_set_t got;
     if (sched_getaffinity(tid, sizeof got, &got) != 0)
-        return 0;
+        return;
     cpu_set_t want = *all;
     CPU_CLR(cpu, &want);
     *moved = CPU_EQUAL(&got, &want);
-    return 1;
 }
 
 static void test_steering(void)
