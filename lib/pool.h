@@ -1,8 +1,8 @@
 /* pool.h - internal: persistent pthread pools that run the kernels'
- * parallel-for loops (tasks handed out one at a time from a counter). Each
- * context owns one pool; the kernels reach the pool of the call in
- * progress through attn_pool_use, so their signatures carry only a thread
- * count. */
+ * parallel-for loops (tasks handed out one at a time, a thread's CPU
+ * naming the part of them it takes first). Each context owns one pool;
+ * the kernels reach the pool of the call in progress through
+ * attn_pool_use, so their signatures carry only a thread count. */
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
 

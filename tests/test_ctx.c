@@ -781,10 +781,88 @@ static void test_steering(void)
     check(moved, "a worker lingering on its caller's CPU is moved to its other CPUs",
           "not moved in %d tries", tries);
 }
+
+/* Tasks go by CPU (pool.c): with the caller pinned to one CPU and the
+ * worker to another, each runs the part of the tasks its CPU names (CPU
+ * number modulo the two parts), whichever of the two CPUs the caller is
+ * on; tasks handed out in arrival order would give the caller task 0
+ * first, wherever it runs. A few tries, since a preempted thread lets
+ * the other take its tasks. */
+static int task_cpu[8];
+
+static void note_cpu(void *arg, int64_t task, int worker)
+{
+    (void)arg;
+    if (worker)
+        atomic_store(&worker_tid, (pid_t)syscall(SYS_gettid));
+    task_cpu[task] = sched_getcpu();
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do /* busy, so the thread keeps its CPU */
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < 200000);
+}
+
+/* One try with the caller on CPU me and the worker on CPU other: 1 when
+ * every task ran on the CPU its part names. */
+static int parts_try(int me, int other)
+{
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(other, &one);
+    pid_t tid = atomic_load(&worker_tid);
+    if (!tid || sched_setaffinity(tid, sizeof one, &one) != 0)
+        return 0;
+    CPU_ZERO(&one);
+    CPU_SET(me, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0)
+        return 0;
+    attn_pool_run(2, 8, note_cpu, NULL);
+    for (int t = 0; t < 8; t++)
+        if (task_cpu[t] != (t / 4 == me % 2 ? me : other))
+            return 0;
+    return 1;
+}
+
+static void test_tasks_by_cpu(void)
+{
+    cpu_set_t all;
+    int cpu[2] = {-1, -1};
+    if (sched_getaffinity(0, sizeof all, &all) == 0)
+        for (int c = 0; c < CPU_SETSIZE && cpu[1] < 0; c++) /* an even and an odd CPU */
+            if (CPU_ISSET(c, &all) && cpu[c % 2] < 0)
+                cpu[c % 2] = c;
+    if (cpu[0] < 0 || cpu[1] < 0) {
+        printf("tasks by CPU: no even and odd CPU to run on here, skipped\n");
+        n_skipped++;
+        return;
+    }
+    attn_pool *p = attn_pool_new(2);
+    attn_pool *prev = attn_pool_use(p);
+    atomic_store(&worker_tid, 0);
+    for (int i = 0; i < 20 && !atomic_load(&worker_tid); i++) /* the worker, to pin */
+        attn_pool_run(2, 8, note_cpu, NULL);
+    int ok[2] = {0, 0}, tries = 0;
+    for (; tries < 10 && !(ok[0] && ok[1]); tries++)
+        for (int c = 0; c < 2; c++)
+            ok[c] = ok[c] || parts_try(cpu[c], cpu[1 - c]);
+    attn_pool_use(prev);
+    attn_pool_free(p);
+    sched_setaffinity(0, sizeof all, &all);
+    check(ok[0] && ok[1], "a loop's tasks run on the CPU their part names, whichever CPU calls",
+          "caller on CPU %d: %s, on CPU %d: %s (%d tries)", cpu[0], ok[0] ? "yes" : "no", cpu[1],
+          ok[1] ? "yes" : "no", tries);
+}
 #else
 static void test_steering(void)
 {
     printf("pool steering: Linux only, skipped\n");
+    n_skipped++;
+}
+
+static void test_tasks_by_cpu(void)
+{
+    printf("tasks by CPU: Linux only, skipped\n");
     n_skipped++;
 }
 #endif
@@ -883,6 +961,7 @@ int main(int argc, char **argv)
     }
     test_parallel_pools();
     test_steering();
+    test_tasks_by_cpu();
     for (size_t i = 0; i < n; i++) {
         job_free(&jobs[i]);
         attn_param_set_free(sets[i]);
