@@ -556,6 +556,10 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
     int inside = (br < 0 || jb + kn - 1 <= i0 + j->off + br) &&
                  (bl < 0 || jb >= i0 + QB - 1 + j->off - bl);
     int structural = (bl >= 0 || br >= 0) && !inside, terms = sc.softcap || sc.alibi;
+    /* the common tile has nothing to change: returning costs less than a
+     * loop that copies each score to itself (2-3% of the core's time) */
+    if (!structural && !terms && !j->key_mask && v0 == 0)
+        return;
     for (int kk = 0; kk < kn; kk++) {
         int64_t jj = jb + kk;
         int dead = j->key_mask && !j->key_mask[jj];
