@@ -243,6 +243,7 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
     if (amx) attn_amx_scores(kb, c->ldk, qt2, (nk + 15) / 16 * 16, st);
 #endif
     V bm[QV], sc = VSET1(j->scale);
+    int fix = scores_fixed(j); /* once a block: a bf16 tile is short work */
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
@@ -259,7 +260,7 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
         }
         UNROLL for (int t = 0; t < KN; t++)
             UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
-        score_fix(j, i0, jb + kk, kn, 0, acc);
+        if (fix) score_fix(j, i0, jb + kk, kn, 0, acc);
         score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
     }
     if (j->mask || j->bias) { /* they changed st after the tiles' maxima */

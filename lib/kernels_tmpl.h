@@ -45,6 +45,7 @@
 #define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
 #define score_fix ISA_NAME(score_fix)
+#define scores_fixed ISA_NAME(scores_fixed)
 #define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
 #define lazy_tile ISA_NAME(lazy_tile)
@@ -537,6 +538,15 @@ static TGT void softcap_apply(const float *x, float *y, int64_t n, float c)
         VM m = VTAILMASK((int)(n - e));
         VSTOREM(y + e, m, VSOFTCAP(VLOADM(x + e, m), inv_c, lim, nlim));
     }
+}
+
+/* Whether score_fix may change any score of the job in a vector it sees
+ * keys in: a band (causal, window), softcap, ALiBi or a key mask. */
+static inline ALWAYS int scores_fixed(const attn_sdpa_job *j)
+{
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    return bl >= 0 || br >= 0 || j->key_mask || j->softcap > 0.0f || j->alibi != 0.0f;
 }
 
 /* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
