@@ -44,6 +44,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,11 +76,11 @@ typedef struct {
 #endif
 } worker;
 
-/* A part of a loop's tasks, [next, end), on a cache line of its own. */
+/* A part of a loop's tasks, [next, end), on a cache line of its own (the
+ * pool is allocated 64-byte aligned). */
 typedef struct {
-    _Atomic int64_t next;
+    _Alignas(64) _Atomic int64_t next;
     int64_t end;
-    char pad[64 - 2 * sizeof(int64_t)];
 } part;
 
 struct attn_pool {
@@ -148,9 +149,10 @@ static void register_fork(void) { pthread_atfork(NULL, NULL, after_fork); }
 attn_pool *attn_pool_new(int threads)
 {
     pthread_once(&fork_once, register_fork);
-    attn_pool *p = calloc(1, sizeof *p);
+    attn_pool *p = aligned_alloc(_Alignof(attn_pool), sizeof *p); /* its parts' cache lines */
     if (!p)
         return NULL;
+    memset(p, 0, sizeof *p);
     sync_init(p);
     p->max_workers = threads - 1 < 0 ? 0 : threads - 1 > POOL_MAX ? POOL_MAX : threads - 1;
     p->forks = atomic_load(&fork_count);
