@@ -717,13 +717,15 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
 }
 
 /* A P V tile's accumulators: acc = O^T alpha for cn value columns of ot
- * (zero past them), and back into ot (pv_tile, pv_tile_bf16). */
-static inline ALWAYS TGT void pv_acc_load(const float *ot, int cn, const V alpha[QV],
+ * (zero past them; all zero when alpha is NULL, a query block's first key
+ * block, whose ot is not yet written), and back into ot (pv_tile,
+ * pv_tile_bf16). */
+static inline ALWAYS TGT void pv_acc_load(const float *ot, int cn, const V *alpha,
                                           V acc[CN][QV])
 {
     UNROLL for (int c = 0; c < CN; c++)
         UNROLL for (int q = 0; q < QV; q++)
-            acc[c][q] = c < cn ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+            acc[c][q] = c < cn && alpha ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
 }
 
 static inline ALWAYS TGT void pv_acc_store(float *ot, int cn, V acc[CN][QV])
@@ -756,7 +758,7 @@ static inline ALWAYS TGT void pv_keys(V acc[CN][QV], const float *st, int nk, co
  * cn value columns starting at c0, query vectors v0... */
 static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
                                           const float *v, int64_t vs, int cn,
-                                          const V alpha[QV], int v0)
+                                          const V *alpha, int v0)
 {
     V acc[CN][QV];
     pv_acc_load(ot, cn, alpha, acc);
@@ -767,7 +769,7 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
 /* All dv value columns of O^T for nk keys of P^T (see pv_tile), query
  * vectors v0.. only: the others' P is zero there (causal). */
 static inline ALWAYS TGT void pv_cols(float *ot, const float *st, int nk, const float *v,
-                                          int64_t vs, int64_t dv, const V alpha[QV], int v0)
+                                          int64_t vs, int64_t dv, const V *alpha, int v0)
 {
 #define PV_COLS(V0)                                                                        \
     do {                                                                                   \
@@ -1039,7 +1041,7 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
  * from the first run to the last. */
 static inline ALWAYS TGT void pv_edge_tile(const attn_sdpa_job *j, int64_t br, float *ot,
                                            const float *st, int64_t i0, int64_t jb, int nk,
-                                           const float *vb, int cn, const V alpha[QV])
+                                           const float *vb, int cn, const V *alpha)
 {
     V acc[CN][QV];
     pv_acc_load(ot, cn, alpha, acc);
@@ -1063,7 +1065,7 @@ static inline ALWAYS TGT void pv_edge_tile(const attn_sdpa_job *j, int64_t br, f
  * on the band's upper edge (causal, window) go by pv_edge_tile, skipping
  * for each run of keys the query vectors that see none of it. */
 static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, const float *st,
-                                             int64_t i0, int64_t jb, int nk, const V alpha[QV])
+                                             int64_t i0, int64_t jb, int nk, const V *alpha)
 {
     const float *vb = j->v + jb * j->v_stride;
     int64_t bl, br;
@@ -1192,7 +1194,6 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     int amx = bf && bf16_amx(j);
     if (bf) bf16_pack_q(j, bf, i0, nr, qt, kr_rope, qt2);
     else flash_pack_q(j, i0, nr, qt, kr_rope, j->scale);
-    memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     /* a sink starts the online softmax as one key of logit z and no value
      * (m = z, l = 1); without keys the row's output stays zero */
     V m[QV], l[QV];
@@ -1203,6 +1204,8 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     int64_t klo, khi;
     key_range(j, i0, nr, &klo, &khi);
     if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
+    /* the float32 P V of the first key block starts from zero, not from ot */
+    if (bf || klo >= khi) memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
     int64_t nblk = (khi - klo + BK - 1) / BK;
     if (due) { /* the previous block's weights go out as these keys' scores are made */
         due->at = klo;
@@ -1246,7 +1249,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
             if (!staged) store_t(st, nk, j->w + i0 * j->w_stride + jb, j->w_stride, nr, stream);
         }
         if (bf) flash_block_pv_bf16(j, bf, ot, pt2, jb, bf16_np2(nk, amx), amx, alpha);
-        else flash_block_pv(j, ot, st, i0, jb, nk, alpha);
+        else flash_block_pv(j, ot, st, i0, jb, nk, jb == klo ? NULL : alpha);
     }
 #ifdef VTILE
     if (amx) attn_amx_end();
