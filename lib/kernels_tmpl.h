@@ -579,15 +579,12 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
             V s = dead || v < v0 ? ninf : acc[kk][v];
             if (terms && !dead && v >= v0) s = score_terms(&sc, s, (float)(base - jj), 1);
             if (structural && !dead && v >= v0) {
-                /* allowed lanes form a range: l >= jj - base - br, l <= jj - base + bl */
-                int64_t lo = -1, hi = VW;
-                if (br >= 0) lo = jj - base - br;
-                if (bl >= 0) hi = jj - base + bl;
-                if (lo > 0 || hi < VW - 1) {
-                    int l = lo < 0 ? 0 : lo > VW ? VW : (int)lo;
-                    int h = hi < -1 ? -1 : hi >= VW ? VW - 1 : (int)hi;
-                    s = VSEL(VLANES(l, h), s, ninf);
-                }
+                /* allowed lanes form a range: l >= jj - base - br, l <= jj - base + bl;
+                 * selected even when whole (no branch to mispredict on the diagonal) */
+                int64_t lo = br >= 0 ? jj - base - br : 0, hi = bl >= 0 ? jj - base + bl : VW - 1;
+                int l = lo < 0 ? 0 : lo > VW ? VW : (int)lo;
+                int h = hi < -1 ? -1 : hi >= VW ? VW - 1 : (int)hi;
+                s = VSEL(VLANES(l, h), s, ninf);
             }
             acc[kk][v] = s;
         }
