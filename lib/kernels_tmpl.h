@@ -304,11 +304,11 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
     VM tm = VTAILMASK((int)(g->k % VW));
     int64_t kf = g->k - g->k % VW;
     const float *a = g->a + i0 * g->lda, *b = g->b + j0 * g->ldb;
-    V s[4][8];
+    V s[4][16];
     UNROLL for (int r = 0; r < RI; r++)
         UNROLL for (int c = 0; c < CJ; c++) s[r][c] = VZERO();
     for (int64_t p = 0; p < kf; p += VW) {
-        V bv[8];
+        V bv[16];
         UNROLL for (int c = 0; c < CJ; c++) bv[c] = VLOAD(b + c * g->ldb + p);
         UNROLL for (int r = 0; r < RI; r++) {
             V av = VLOAD(a + r * g->lda + p);
@@ -342,10 +342,14 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
 }
 
 /* Rows i0 .. i0 + RI - 1 of C (RI <= 4, a constant once inlined): blocks
- * of RI rows x 4 columns (1 x 8 for a single row), then single columns. */
+ * of RI rows x 4 columns, then single columns; one row goes 16 columns at
+ * a time (8 with 8 lanes) and two rows 8, so that the block's sums fill
+ * whole vectors and go across lanes together (VHSUMS): a decode step's
+ * product, one row against a matrix from L2 or L3, is mostly loads and
+ * those sums. */
 static inline ALWAYS TGT void gemm_row_block(const gemm_args *g, int64_t i0, int RI)
 {
-    const int CJ = RI == 1 ? 8 : 4;
+    const int CJ = RI == 1 ? (VW > 8 ? 16 : 8) : RI == 2 ? 8 : 4;
     int64_t j = 0;
     for (; j + CJ <= g->n; j += CJ) gemm_dots(g, i0, j, RI, CJ);
     for (; j < g->n; j++) gemm_dots(g, i0, j, RI, 1);

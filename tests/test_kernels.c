@@ -160,7 +160,8 @@ static void test_gemm_case(int threads)
 /* The few-row product (fewer rows than a packed block) sums each output in
  * the same order whatever block of rows and columns it falls in: every row
  * of an m-row product has the bits of that row computed alone, m = 2..15
- * (blocks of 4 rows x 4 columns, 2 or 3 rows x 4, 1 x 8, single columns). */
+ * (blocks of 4 rows x 4 columns, 3 x 4, 2 x 8, 1 x 16 or 1 x 8, single
+ * columns). */
 static void test_gemm_rows_case(void)
 {
     int64_t m = rnd(2, 15), n = rnd(1, 70), k = rnd(1, 200);
