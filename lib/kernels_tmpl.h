@@ -121,6 +121,9 @@
 #ifndef GEMM_PACK_B
 #define GEMM_PACK_B (4 * QB)
 #endif
+/* Columns of B a one-row block of gemm_dots takes (gemm_row_block): 16
+ * sums fill a 16-lane vector; no block is wider. */
+#define GEMV_COLS (VW > 8 ? 16 : 8)
 #define UNROLL _Pragma("GCC unroll 16")
 #define ALWAYS __attribute__((always_inline))
 /* Scratch is handed out in whole cache lines (64 bytes, 16 floats). */
@@ -304,11 +307,11 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
     VM tm = VTAILMASK((int)(g->k % VW));
     int64_t kf = g->k - g->k % VW;
     const float *a = g->a + i0 * g->lda, *b = g->b + j0 * g->ldb;
-    V s[4][16];
+    V s[4][GEMV_COLS];
     UNROLL for (int r = 0; r < RI; r++)
         UNROLL for (int c = 0; c < CJ; c++) s[r][c] = VZERO();
     for (int64_t p = 0; p < kf; p += VW) {
-        V bv[16];
+        V bv[GEMV_COLS];
         UNROLL for (int c = 0; c < CJ; c++) bv[c] = VLOAD(b + c * g->ldb + p);
         UNROLL for (int r = 0; r < RI; r++) {
             V av = VLOAD(a + r * g->lda + p);
@@ -349,7 +352,7 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
  * those sums. */
 static inline ALWAYS TGT void gemm_row_block(const gemm_args *g, int64_t i0, int RI)
 {
-    const int CJ = RI == 1 ? (VW > 8 ? 16 : 8) : RI == 2 ? 8 : 4;
+    const int CJ = RI == 1 ? GEMV_COLS : RI == 2 ? 8 : 4;
     int64_t j = 0;
     for (; j + CJ <= g->n; j += CJ) gemm_dots(g, i0, j, RI, CJ);
     for (; j < g->n; j++) gemm_dots(g, i0, j, RI, 1);
