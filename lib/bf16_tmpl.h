@@ -42,6 +42,9 @@
 #define bf16_tile ISA_NAME(bf16_tile)
 #define pv_tile_bf16 ISA_NAME(pv_tile_bf16)
 #define flash_block_bf16 ISA_NAME(flash_block_bf16)
+#define bf16_scores ISA_NAME(bf16_scores)
+#define bf16_pairs ISA_NAME(bf16_pairs)
+#define bf16_lazy_tile ISA_NAME(bf16_lazy_tile)
 #define flash_block_pv_bf16 ISA_NAME(flash_block_pv_bf16)
 #define bf16_np2 ISA_NAME(bf16_np2)
 
@@ -230,37 +233,96 @@ static inline ALWAYS TGT void bf16_tile(const uint32_t *b, int64_t n, const uint
     }
 }
 
-/* One key block's scores in bfloat16 (keys jb.. of kb, nk of them), then
- * its exponentials as flash_block_exact's: sets alpha and sum, pt2 holds P
- * (np2 pairs, bf16_exp_pack) and with weights st holds P^T. */
-static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *c,
-                                               const uint32_t *qt2, int64_t i0, int64_t nr,
-                                               int64_t jb, int nk, float *st, uint32_t *pt2,
-                                               int np2, int amx, V m[QV], V alpha[QV], V sum[QV])
+/* One tile of a key block's scores in registers: kn keys from row kk of
+ * kb (ldk words a row) against the query block qt2, in bfloat16 (or, with
+ * amx, as the tile unit left them in st), then scaled, and with fix
+ * through score_fix (softcap, ALiBi, the band). */
+static inline ALWAYS TGT void bf16_scores(const attn_sdpa_job *j, const uint32_t *kb,
+                                          int64_t ldk, const uint32_t *qt2, int64_t i0,
+                                          int64_t jb, int kk, int kn, int amx, int fix,
+                                          const float *st, V acc[KN][QV])
+{
+    if (amx) {
+        UNROLL for (int t = 0; t < KN; t++)
+            UNROLL for (int v = 0; v < QV; v++)
+                acc[t][v] = t < kn ? VLOAD(st + (kk + t) * QB + v * VW) : VZERO();
+    } else {
+        UNROLL for (int t = 0; t < KN; t++)
+            UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VZERO();
+        if (kn == KN) bf16_tile(qt2, (j->d + 1) / 2, kb + kk * ldk, ldk, KN, KN, acc);
+        else bf16_tile(qt2, (j->d + 1) / 2, kb + kk * ldk, ldk, KN, kn, acc);
+    }
+    V sc = VSET1(j->scale);
+    UNROLL for (int t = 0; t < KN; t++)
+        UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
+    if (fix) score_fix(j, i0, jb + kk, kn, 0, acc);
+}
+
+/* Rows [t0, t1) of P in st (t0 even) as pairs into pt2; a last odd row
+ * is paired with zero. */
+static inline ALWAYS TGT void bf16_pairs(const float *st, int t0, int t1, uint32_t *pt2)
+{
+    for (int t = t0; t < t1; t += 2)
+        UNROLL for (int q = 0; q < QV; q++) {
+            V hi = t + 1 < t1 ? VLOAD(st + (t + 1) * QB + q * VW) : VZERO();
+            VBSTORE(pt2 + t / 2 * QB + q * VW, VBPACK(VLOAD(st + t * QB + q * VW), hi));
+        }
+}
+
+/* One tile of a key block in one pass, its P taken from the scores in
+ * registers by the lazy rule (lazy_raise, lazy_exp) as the float32 tiles
+ * do: into st in float32 (the weights, and the rescale of a raise), then
+ * from there, still in L1, into pt2 as pairs (a tile starts on an even
+ * key: KN is even). A raise packs the block's earlier pairs again.
+ * Returns the vectors raised. */
+static inline ALWAYS TGT int bf16_lazy_tile(const attn_sdpa_job *j, const uint32_t *kb,
+                                            int64_t ldk, const uint32_t *qt2, int64_t i0,
+                                            int64_t jb, int kk, int kn, int fix, float *st,
+                                            uint32_t *pt2, V m[QV], V mu[QV], V alpha[QV],
+                                            V sum[QV])
+{
+    V acc[KN][QV];
+    bf16_scores(j, kb, ldk, qt2, i0, jb, kk, kn, 0, fix, st, acc);
+    int raised = lazy_raise(acc, kn, 0, kk, st, m, mu, alpha, sum);
+    if (raised) bf16_pairs(st, 0, kk, pt2);
+    lazy_exp(acc, kn, 0, kk, st, mu, sum);
+    bf16_pairs(st, kk, kk + kn, pt2);
+    return raised;
+}
+
+/* One key block's scores in bfloat16 (keys jb.. of kb, nk of them) and
+ * their exponentials: sets alpha and sum, pt2 holds P (np2 pairs) and with
+ * weights st holds P^T. With lazy (no mask or bias, no tile unit) in one
+ * pass, tile by tile (bf16_lazy_tile); otherwise as flash_block_exact, the
+ * block's max first (bf16_exp_pack). Returns whether the next block may
+ * go lazily (flash_block_lazy's rule). Not inlined: its code inside
+ * sdpa_block_flash would crowd the float32 path's registers. */
+static NOINLINE TGT int flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *c,
+                                              const uint32_t *qt2, int64_t i0, int64_t nr,
+                                              int64_t jb, int nk, float *st, uint32_t *pt2,
+                                              int np2, int amx, int lazy, V m[QV], V alpha[QV],
+                                              V sum[QV])
 {
     const uint32_t *kb = c->kb + jb * c->ldk;
+    int fix = scores_fixed(j); /* once a block: a bf16 tile is short work */
+    if (lazy && !amx) {
+        V mu[QV];
+        lazy_start(m, mu, alpha, sum);
+        int raised = 0;
+        for (int kk = 0; kk < nk; kk += KN)
+            raised += bf16_lazy_tile(j, kb, c->ldk, qt2, i0, jb, kk, nk - kk < KN ? nk - kk : KN,
+                                     fix, st, pt2, m, mu, alpha, sum);
+        return raised == 0;
+    }
 #ifdef VTILE
     if (amx) attn_amx_scores(kb, c->ldk, qt2, (nk + 15) / 16 * 16, st);
 #endif
-    V bm[QV], sc = VSET1(j->scale);
-    int fix = scores_fixed(j); /* once a block: a bf16 tile is short work */
+    V bm[QV];
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
         V acc[KN][QV];
-        if (amx) {
-            UNROLL for (int t = 0; t < KN; t++)
-                UNROLL for (int v = 0; v < QV; v++)
-                    acc[t][v] = t < kn ? VLOAD(st + (kk + t) * QB + v * VW) : VZERO();
-        } else {
-            UNROLL for (int t = 0; t < KN; t++)
-                UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VZERO();
-            if (kn == KN) bf16_tile(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, KN, acc);
-            else bf16_tile(qt2, (j->d + 1) / 2, kb + kk * c->ldk, c->ldk, KN, kn, acc);
-        }
-        UNROLL for (int t = 0; t < KN; t++)
-            UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
-        if (fix) score_fix(j, i0, jb + kk, kn, 0, acc);
+        bf16_scores(j, kb, c->ldk, qt2, i0, jb, kk, kn, amx, fix, st, acc);
         score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
     }
     if (j->mask || j->bias) { /* they changed st after the tiles' maxima */
@@ -269,6 +331,7 @@ static inline ALWAYS TGT void flash_block_bf16(const attn_sdpa_job *j, const bf1
             UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
     }
     bf16_exp_pack(st, nk, np2, pt2, j->w != NULL, bm, m, alpha, sum);
+    return !j->mask && !j->bias;
 }
 
 /* O^T[c][lanes] = O^T alpha + sum_t vt[c][t] . pt2[t][lanes] over np2

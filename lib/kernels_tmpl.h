@@ -48,6 +48,9 @@
 #define scores_fixed ISA_NAME(scores_fixed)
 #define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
+#define lazy_raise ISA_NAME(lazy_raise)
+#define lazy_exp ISA_NAME(lazy_exp)
+#define lazy_start ISA_NAME(lazy_start)
 #define lazy_tile ISA_NAME(lazy_tile)
 #define pv_acc_load ISA_NAME(pv_acc_load)
 #define pv_acc_store ISA_NAME(pv_acc_store)
@@ -126,6 +129,7 @@
 #define GEMV_COLS (VW > 8 ? 16 : 8)
 #define UNROLL _Pragma("GCC unroll 16")
 #define ALWAYS __attribute__((always_inline))
+#define NOINLINE __attribute__((noinline))
 /* Scratch is handed out in whole cache lines (64 bytes, 16 floats). */
 #define LINE_FLOATS 16
 #define LINES(nf) (((nf) + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS)
@@ -667,21 +671,18 @@ static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr
  * that goes further raises the reference. */
 #define LAZY_MAX 8.0f
 
-/* One tile of P^T straight from the scores in registers (no mask or bias,
- * which arrive in memory later): P = e^(S - m) against the reference max m
- * (per lane), raised only when the tile's max exceeds it by LAZY_MAX, in
- * the manner of FlashAttention-3's lazy rescaling (Shah et al. 2024). On a
- * raise, the block's earlier P rows, its partial sums and its alpha (the
- * factor for O^T and l, e^(m before the block - m now)) are scaled by
- * e^(m old - m new). kk is the tile's first row in st. Returns the number
- * of vectors raised from a finite max (the first max a vector takes is no
- * raise). */
-static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                        const float *qt, int64_t i0, int64_t jb, int kk, int kn,
-                                        float *st, V m[QV], V mu[QV], V alpha[QV], V sum[QV])
+/* The lazy rule on one tile of scores in registers (acc: kn keys, vectors
+ * v0.. of them; the others all -inf): P = e^(S - m) is taken against the
+ * reference max m (per lane), raised only where the tile's max exceeds
+ * it by LAZY_MAX, in the manner of FlashAttention-3's lazy rescaling
+ * (Shah et al. 2024). On a raise, the block's earlier P rows (st, rows
+ * before kk), its partial sums and its alpha (the factor for O^T and l,
+ * e^(m before the block - m now)) are scaled by e^(m old - m new); mu is
+ * the max to subtract (0 where m is -inf). Returns the number of vectors
+ * raised from a finite max (the first max a vector takes is no raise). */
+static inline ALWAYS TGT int lazy_raise(V acc[KN][QV], int kn, int v0, int kk, float *st, V m[QV],
+                                        V mu[QV], V alpha[QV], V sum[QV])
 {
-    V acc[KN][QV];
-    int v0 = score_regs(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, acc);
     int raised = 0;
     UNROLL for (int v = 0; v < QV; v++) {
         if (v < v0) continue; /* all -inf */
@@ -706,10 +707,18 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
             m[v] = mn;
         }
     }
+    return raised;
+}
+
+/* The tile's P = e^(S - mu) as rows kk.. of st, summed into sum (zero for
+ * the vectors before v0, which the weights read and P V does not). */
+static inline ALWAYS TGT void lazy_exp(V acc[KN][QV], int kn, int v0, int kk, float *st,
+                                       const V mu[QV], V sum[QV])
+{
     UNROLL for (int t = 0; t < KN; t++)
         if (t < kn)
             UNROLL for (int v = 0; v < QV; v++) {
-                if (v < v0) { /* e^-inf: the weights read it, P V does not */
+                if (v < v0) { /* e^-inf */
                     VSTORE(st + (kk + t) * QB + v * VW, VZERO());
                     continue;
                 }
@@ -717,6 +726,30 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
                 sum[v] = VADD(sum[v], p);
                 VSTORE(st + (kk + t) * QB + v * VW, p);
             }
+}
+
+/* A key block's start by the lazy rule: mu from the running max m (0 where
+ * it is -inf), alpha 1, sum 0. */
+static inline ALWAYS TGT void lazy_start(const V m[QV], V mu[QV], V alpha[QV], V sum[QV])
+{
+    UNROLL for (int q = 0; q < QV; q++) {
+        mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
+        alpha[q] = VSET1(1.0f);
+        sum[q] = VZERO();
+    }
+}
+
+/* One tile of P^T straight from the scores in registers (no mask or bias,
+ * which arrive in memory later), by the lazy rule (lazy_raise); kk is the
+ * tile's first row in st. Returns the vectors raised. */
+static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
+                                        const float *qt, int64_t i0, int64_t jb, int kk, int kn,
+                                        float *st, V m[QV], V mu[QV], V alpha[QV], V sum[QV])
+{
+    V acc[KN][QV];
+    int v0 = score_regs(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, acc);
+    int raised = lazy_raise(acc, kn, v0, kk, st, m, mu, alpha, sum);
+    lazy_exp(acc, kn, v0, kk, st, mu, sum);
     return raised;
 }
 
@@ -962,11 +995,7 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
                                               weights_due *due)
 {
     V mu[QV];
-    UNROLL for (int q = 0; q < QV; q++) {
-        mu[q] = VSEL(VISNINF(m[q]), VZERO(), m[q]);
-        alpha[q] = VSET1(1.0f);
-        sum[q] = VZERO();
-    }
+    lazy_start(m, mu, alpha, sum);
     int kk = 0, raised = 0;
     for (; kk + KN <= nk; kk += KN) {
         raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
@@ -1233,8 +1262,19 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
         V alpha[QV], sum[QV];
         if (staged) st = pb + blk * BK * QB;
         if (bf) {
-            flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx, m,
-                             alpha, sum);
+            /* flash_block_bf16 is a call of its own, and takes copies of
+             * the running state: were the addresses of m, alpha and sum
+             * passed out, they would live in memory for the float32 path
+             * too, whose score tiles then spill (measured: 20% slower) */
+            V mc[QV], ac[QV], sc[QV];
+            UNROLL for (int q = 0; q < QV; q++) mc[q] = m[q];
+            lazy = flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx,
+                                    lazy, mc, ac, sc);
+            UNROLL for (int q = 0; q < QV; q++) {
+                m[q] = mc[q];
+                alpha[q] = ac[q];
+                sum[q] = sc[q];
+            }
             weights_pace(due, jb + nk);
         } else {
             const float *kr = j->k + jb * j->k_stride;
