@@ -538,6 +538,7 @@ models-smoke:
 	$(TORCH_PY) training/bleu.py --selftest
 	$(TORCH_PY) training/tokenizer.py --selftest
 	for m in transformer concat additive general; do $(TORCH_PY) training/train.py --model $$m --smoke || exit 1; done
+	$(TORCH_PY) training/train.py --model general --smoke --general-scaled
 
 # ---- the trained models in C (models/, models/mdl.h) ----
 # test-models: the C models against PyTorch (tests/models_ref.py prepare

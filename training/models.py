@@ -82,14 +82,19 @@ class AdditiveAttention(nn.Module):
 
 
 class GeneralAttention(nn.Module):
-    """Library rule `general`: score_j = q . (W k_j + b), W (Dq, Dk), b (Dq)."""
+    """Library rule `general`: score_j = q . (W k_j + b), W (Dq, Dk), b (Dq).
+    With scaled, training computes q . (W k_j + b) / sqrt(Dq) (the parameters
+    are W and b; train.export folds the factor into them, so the exported
+    model is the plain rule)."""
 
-    def __init__(self, dq, dk):
+    def __init__(self, dq, dk, scaled=False):
         super().__init__()
         self.attn = nn.Linear(dk, dq)
+        self.factor = dq ** -0.5 if scaled else 1.0
 
     def precompute(self, keys):
-        return self.attn(keys)
+        kp = self.attn(keys)
+        return kp * self.factor if self.factor != 1.0 else kp
 
     def forward(self, q, keys_proj, values, mask):
         s = torch.bmm(keys_proj, q.unsqueeze(-1)).squeeze(-1)
@@ -98,13 +103,13 @@ class GeneralAttention(nn.Module):
 
 
 class GRUDecoder(nn.Module):
-    def __init__(self, rule, E, H, max_src_len):
+    def __init__(self, rule, E, H, max_src_len, general_scaled=False):
         super().__init__()
         self.rule = rule
         if rule == "concat":
             self.attention = ConcatAttention(E, H, H, max_src_len, H)
         else:
-            self.attention = AdditiveAttention(H, H, H) if rule == "additive" else GeneralAttention(H, H)
+            self.attention = AdditiveAttention(H, H, H) if rule == "additive" else GeneralAttention(H, H, general_scaled)
             self.combine = nn.Linear(E + H, H)
         self.gru = nn.GRUCell(H, H)
 
@@ -124,14 +129,15 @@ class GRUDecoder(nn.Module):
 
 
 class GRUSeq2Seq(nn.Module):
-    def __init__(self, rule, vocab_size, E=128, H=128, max_src_len=48, dropout=0.1):
+    def __init__(self, rule, vocab_size, E=128, H=128, max_src_len=48, dropout=0.1,
+                 general_scaled=False):
         super().__init__()
         assert E == H, "tied output projection needs E == H"
         self.rule, self.E, self.H, self.max_src_len = rule, E, H, max_src_len
         self.embedding = nn.Embedding(vocab_size, E, padding_idx=0)
         nn.init.normal_(self.embedding.weight, 0.0, E ** -0.5)
         self.encoder = nn.GRU(E, H, batch_first=True)
-        self.decoder = GRUDecoder(rule, E, H, max_src_len)
+        self.decoder = GRUDecoder(rule, E, H, max_src_len, general_scaled)
         self.out_bias = nn.Parameter(torch.zeros(vocab_size))
         self.drop = nn.Dropout(dropout)
         self.emb_scale = math.sqrt(E)
@@ -274,4 +280,4 @@ def build(cfg):
         return Transformer(cfg["vocab_size"], cfg["emb"], cfg["heads"], cfg["enc_layers"],
                            cfg["dec_layers"], cfg["ffn"], cfg["dropout"], cfg["max_len"])
     return GRUSeq2Seq(cfg["rule"], cfg["vocab_size"], cfg["emb"], cfg["hidden"],
-                      cfg["max_src_len"], cfg["dropout"])
+                      cfg["max_src_len"], cfg["dropout"], cfg.get("general_scaled", False))

@@ -108,8 +108,14 @@ def n_params(model):
 
 def export(model, cfg, path_base, info):
     sd = {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}
-    st.save(path_base + ".safetensors", sd, {"model": cfg["name"]})
     conf = dict(cfg)
+    if conf.pop("general_scaled", False):
+        # the scores' 1/sqrt(H) folded into W and b: the plain general rule
+        f = model.decoder.attention.factor
+        for k in ("decoder.attention.attn.weight", "decoder.attention.attn.bias"):
+            sd[k] = sd[k] * np.float32(f)
+        conf["trained_general_scaled"] = True
+    st.save(path_base + ".safetensors", sd, {"model": cfg["name"]})
     conf.update(info)
     conf["params"] = int(sum(v.size for v in sd.values()))
     conf["tensors"] = {k: list(v.shape) for k, v in sorted(sd.items())}
@@ -130,6 +136,8 @@ def main():
     ap.add_argument("--batch-tokens", type=int, help="override the config's batch_tokens (measurements)")
     ap.add_argument("--lr", type=float, help="override the config's lr (measurements)")
     ap.add_argument("--dropout", type=float, help="override the config's dropout (fine-tuning)")
+    ap.add_argument("--general-scaled", action="store_true",
+                    help="general: train with scores / sqrt(H) (folded into W, b on export)")
     ap.add_argument("--out", default=os.path.join(HERE, "weights"))
     ap.add_argument("--data", default=os.path.join(HERE, "data"))
     args = ap.parse_args()
@@ -147,6 +155,8 @@ def main():
         cfg["lr"] = args.lr
     if args.dropout is not None:
         cfg["dropout"] = args.dropout
+    if args.general_scaled:
+        cfg["general_scaled"] = True
     bpe = BPE.load(os.path.join(HERE, "bpe.json"))
     cfg.update(vocab_size=len(bpe.vocab), max_src_tokens=MAX_SRC, max_tgt_tokens=MAX_TGT,
                tokenizer="bpe.json", pad_id=PAD, bos_id=BOS, eos_id=EOS, seed=args.seed)
@@ -222,7 +232,25 @@ def main():
     info = dict(train_steps=step, train_epochs=epoch, best_step=best_step, best_valid_nll=round(best, 4),
                 train_seconds=round(time.time() - t0, 1))
     export(model, cfg, base, info)
+    if cfg.get("general_scaled"):
+        check_fold(model, cfg, base, valid)
     log(t0, "done: %s" % json.dumps(info))
+
+
+def check_fold(model, cfg, base, valid):
+    """The exported plain-general model gives the scaled model's logits."""
+    plain = dict(cfg, general_scaled=False)
+    m2 = models.build(plain)
+    m2.load_state_dict({k: torch.from_numpy(v) for k, v in st.load(base + ".safetensors")[0].items()})
+    model.eval()
+    m2.eval()
+    src, slen, tin, _ = collate(valid, list(range(min(8, len(valid)))))
+    with torch.no_grad():
+        a, b = model(src, slen, tin), m2(src, slen, tin)
+    err = float((a - b).abs().max())
+    if not err <= 1e-4 * max(1.0, float(a.abs().max())):
+        raise SystemExit("general_scaled: the exported weights differ from the trained model (max %g)" % err)
+    print("general_scaled: exported plain general = trained scaled model (max logit difference %.2g)" % err)
 
 
 if __name__ == "__main__":
