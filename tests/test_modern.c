@@ -1216,13 +1216,9 @@ static double bound_a(const rm_request *q, const double *w, int64_t b, int64_t i
  * of the row's largest |truth| plus 2^-6: an error that size is no
  * rounding (errors of bf16's 2^-8 add up to about 2^-7 here), and shows a
  * wrong product. */
-static void bf16_trial(attn_ctx *ctx, int trial, bf16_stats *S)
+static void bf16_run(attn_ctx *ctx, const char *name, rm_request q, lib_extra x, allocs A,
+                     bf16_stats *S)
 {
-    allocs A = {{0}, 0};
-    rm_request q;
-    lib_extra x;
-    rnd_bf16(&q, &x, &A);
-    x.need_weights = chance(50);
     int mha = q.rule == RM_MULTIHEAD;
     int64_t Dout = mha ? q.Dq : q.Dv, n_out = q.B * q.Lq * Dout;
     int64_t n_w = (mha && !q.average_weights ? q.H : 1) * q.B * q.Lq * q.Lk;
@@ -1230,8 +1226,6 @@ static void bf16_trial(attn_ctx *ctx, int trial, bf16_stats *S)
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
     float *out = keep(&A, malloc(sizeof(float) * (size_t)n_out));
     float *w = keep(&A, malloc(sizeof(float) * (size_t)n_w));
-    char name[512];
-    describe(name, sizeof name, trial, &q, &x, 1);
     lib_req L;
     to_lib(&q, &x, &A, &L);
     attn_options *o = L.mha ? &L.m.opt : &L.r.opt;
@@ -1285,6 +1279,50 @@ static void bf16_trial(attn_ctx *ctx, int trial, bf16_stats *S)
     release(&A);
 }
 
+/* A random request (rnd_bf16) through bf16_run. */
+static void bf16_trial(attn_ctx *ctx, int trial, bf16_stats *S)
+{
+    allocs A = {{0}, 0};
+    rm_request q;
+    lib_extra x;
+    rnd_bf16(&q, &x, &A);
+    x.need_weights = chance(50);
+    char name[512];
+    describe(name, sizeof name, trial, &q, &x, 1);
+    bf16_run(ctx, name, q, x, A, S);
+}
+
+/* Scores that climb along the keys (1/8 a key, so a row's maximum passes
+ * the reference by more than the lazy rule's 8 every 64 keys, inside key
+ * blocks, whose earlier probabilities are then rescaled and packed again),
+ * with a spike at key 150 for the odd rows: 70 query rows (whole blocks
+ * and a part), 300 keys, weights on and off, through bf16_run's checks.
+ * The large features are integers, which bfloat16 holds exactly, so the
+ * float64 truth stays within the check's reach. */
+static void bf16_climbing(attn_ctx *ctx, bf16_stats *S)
+{
+    for (int wts = 0; wts < 2; wts++) {
+        allocs A = {{0}, 0};
+        rm_request q;
+        memset(&q, 0, sizeof q);
+        q.rule = RM_SCALED_DOT;
+        q.B = 1, q.Lq = 70, q.Lk = 300, q.Dq = q.Dk = q.Dv = 16;
+        double *qq = rnd_doubles(&A, q.Lq * q.Dq, 0.5), *kk = rnd_doubles(&A, q.Lk * q.Dk, 0.5);
+        for (int64_t i = 0; i < q.Lq; i++) {
+            qq[i * q.Dq] = 1.0;
+            qq[i * q.Dq + 1] = (double)(i % 2);
+        }
+        for (int64_t j = 0; j < q.Lk; j++) {
+            kk[j * q.Dk] = (double)(j / 2); /* times the scale, 1/4 */
+            kk[j * q.Dk + 1] = j == 150 ? 200.0 : 0.0;
+        }
+        q.query = qq, q.key = kk;
+        q.value = rnd_doubles(&A, q.Lk * q.Dv, 1.0);
+        bf16_run(ctx, wts ? "bf16 climbing scores, weights" : "bf16 climbing scores", q,
+                 (lib_extra){0, 0, wts}, A, S);
+    }
+}
+
 /* The bf16 checks on the variant in use: the directed cases, then random
  * trials on 1 and 2 threads (the same ones on every variant), and a
  * quarter as many with decode-sized queries (the row path); prints the
@@ -1295,6 +1333,7 @@ static void bf16_checks(attn_ctx *const ctx[2], int trials, uint64_t seed)
     bf16_directed(ctx[0]);
     for (int s = 0; s < 2; s++) {
         bf16_stats S = {0, 0, 0};
+        if (s == 0) bf16_climbing(ctx[1], &S);
         bf16_short_q = s;
         for (int t = 0; t < (s ? trials / 4 : trials); t++)
             bf16_trial(ctx[t % 2], t, &S);
