@@ -298,10 +298,9 @@ static inline ALWAYS TGT int bf16_lazy_tile(const attn_sdpa_job *j, const uint32
  * go lazily (flash_block_lazy's rule). Not inlined: its code inside
  * sdpa_block_flash would crowd the float32 path's registers. */
 static NOINLINE TGT int flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *c,
-                                              const uint32_t *qt2, int64_t i0, int64_t nr,
-                                              int64_t jb, int nk, float *st, uint32_t *pt2,
-                                              int np2, int amx, int lazy, V m[QV], V alpha[QV],
-                                              V sum[QV])
+                                         const uint32_t *qt2, int64_t i0, int64_t nr, int64_t jb,
+                                         int nk, float *st, uint32_t *pt2, int np2, int amx,
+                                         int lazy, V m[QV], V alpha[QV], V sum[QV])
 {
     const uint32_t *kb = c->kb + jb * c->ldk;
     int fix = scores_fixed(j); /* once a block: a bf16 tile is short work */
