@@ -452,10 +452,17 @@ static void encode_tail(void *arg)
  * A big one in two halves, the second on a kept thread (tasks.c) into its
  * own buffer, then copied after the first (the same text). If no thread
  * has taken the second half when the first is done (a busy machine), this
- * thread writes it too. */
+ * thread writes it too. The halves split the first dimension longer than
+ * 1: a batch of one, (1, L, E) or (1, H, L, L), is split in L or H. */
 static char *write_nested(char *o, const float *data, int rank, const int64_t *shape,
                           int64_t count)
 {
+    if (rank > 1 && shape[0] == 1) {
+        *o++ = '[';
+        o = write_nested(o, data, rank - 1, shape + 1, count);
+        *o++ = ']';
+        return o;
+    }
     int64_t mid = shape[0] / 2;
     encode_half half = {data, rank, shape, count, mid, shape[0], NULL, 0, {0}};
     int split = count >= ENCODE_SPLIT && mid > 0 &&

@@ -715,13 +715,14 @@ static void test_b64_tensor(void)
     free(t);
 }
 
-/* Tensors written by two threads (from 16384 floats) against the same
- * values written one by one with "%.9g" by the C library (and small ones,
- * written by one): the same text. */
+/* Tensors written by two threads (from 16384 floats; a batch of one split
+ * in its next dimension) against the same values written one by one with
+ * "%.9g" by the C library (and small ones, written by one): the same text. */
 static void test_encode_split(void)
 {
-    static const int64_t shapes[][3] = {{16384, 0, 0}, {128, 129, 0}, {8, 64, 64}, {3, 7, 1000}, {1, 20000, 0}, {5, 3, 0}};
-    static const int ranks[] = {1, 2, 3, 3, 2, 2};
+    static const int64_t shapes[][4] = {{16384}, {128, 129}, {8, 64, 64}, {3, 7, 1000}, {1, 20000}, {5, 3},
+                                        {1, 8, 64, 64}, {1, 1, 130, 130}, {1, 1, 1, 1}, {1, 64, 256}};
+    static const int ranks[] = {1, 2, 3, 3, 2, 2, 4, 4, 4, 3};
     for (size_t s = 0; s < sizeof ranks / sizeof *ranks; s++) {
         int rank = ranks[s];
         const int64_t *sh = shapes[s];
