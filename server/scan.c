@@ -57,9 +57,10 @@ enum { PART_ALL, PART_HEAD, PART_TAIL }; /* parse_array's modes */
 
 /* A big array parsed on two threads (parse_split): the helper (a kept
  * thread, tasks.c) finds where to split and publishes it in mid (the byte
- * after a ',' between two top-level elements), then parses from there to
+ * after a ',' between two elements at depth level: 1, the top level, but
+ * 2 in a batch of one such as (1, L, E), and so on), then parses from there to
  * the array's end into b; the caller parses from the start, and stops at
- * mid when it meets it (stopped): it compares at every top-level ',', and
+ * mid when it meets it (stopped): it compares at every ',' of that depth, and
  * publishes where it is (at), so the split halves what is left (it misses
  * mid only if it parsed half of that meanwhile). A caller that parsed the
  * whole array sets cancel, and the helper gives up its walk or tail at
@@ -68,7 +69,8 @@ typedef struct {
     const char *p, *end;        /* the array's '[', the body's end */
     size_t budget;              /* split_point's */
     _Atomic(const char *) mid;  /* NULL until published */
-    _Atomic(const char *) at;   /* the caller's last top-level ',' + 1 */
+    atomic_int level;           /* the depth of mid's ',': 1 until published */
+    _Atomic(const char *) at;   /* the caller's last ',' at that depth, + 1 */
     atomic_int cancel;          /* the caller needs no tail */
     int stopped;                /* the caller's parse ended at mid */
     const char *stop;           /* the tail's end, NULL if not parsed */
@@ -76,17 +78,25 @@ typedef struct {
     srv_task task;
 } split_job;
 
-/* At a top-level ',' (p just past it): 1 when the caller's parse is at
- * the split, and ends there as a PART_HEAD parse would; -1 when the
- * helper's tail parse (mode PART_TAIL) is cancelled; else 0. */
-static int at_split(split_job *sj, const char *p, int mode)
+/* The depth of the split's ',' (see split_job), or 0 without a split. */
+static inline int split_level(split_job *sj)
+{
+    return sj ? atomic_load_explicit(&sj->level, memory_order_relaxed) : 0;
+}
+
+/* At a ',' at the split's depth (p just past it): 1 when the caller's
+ * parse is at the split, and ends there as a PART_HEAD parse would; -1
+ * when the helper's tail parse (mode PART_TAIL) is cancelled; else 0. mid
+ * is published after level, so a parse at mid that sees it reads the
+ * level the tail starts from, and stops only at that depth. */
+static int at_split(split_job *sj, const char *p, int mode, int depth)
 {
     if (!sj)
         return 0;
     if (mode == PART_TAIL)
         return atomic_load_explicit(&sj->cancel, memory_order_relaxed) ? -1 : 0;
     atomic_store_explicit(&sj->at, p, memory_order_relaxed);
-    if (p != atomic_load_explicit(&sj->mid, memory_order_relaxed))
+    if (p != atomic_load_explicit(&sj->mid, memory_order_acquire) || depth != split_level(sj))
         return 0;
     sj->stopped = 1;
     return 1;
@@ -188,23 +198,25 @@ out:
  * the array, or NULL to leave the text to the slow path (b->data freed).
  * A leaf row's numbers are read by the inline fast parser while 64 bytes
  * remain (numparse.h), each followed by ',' and whitespace or a ']'.
- * mode PART_HEAD: end is a ',' between two top-level elements, and stands
- * for the array's ']'; PART_TAIL: p is just after such a ',', inside the
- * array (see parse_split). sj (or NULL): the split to stop at, which turns
- * the parse into a PART_HEAD one ending at the ',' before it. */
+ * mode PART_HEAD: end is a ',' between two elements at the split's depth,
+ * and stands for the ']' of each enclosing array; PART_TAIL: p is just
+ * after such a ',', that deep inside the array (see parse_split). sj (or
+ * NULL): the split to stop at, which turns the parse into a PART_HEAD one
+ * ending at the ',' before it. */
 static inline __attribute__((always_inline)) const char *
 parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job *sj)
 {
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
-    int depth = 0, leaf = -1;
+    int depth = 0, leaf = -1, closes = 1; /* closes: the ']' a PART_HEAD's end stands for */
     size_t n = 0, cap = 256;
     float *data = malloc(cap * sizeof *data);
     if (!data)
         return NULL;
     for (int i = 0; i < ATTN_MAX_RANK; i++)
         dims[i] = -1;
-    if (mode == PART_TAIL)
-        cnt[depth++] = 0; /* inside the array already */
+    if (mode == PART_TAIL) /* inside the array already, as deep as the split */
+        for (int lv = split_level(sj); depth < lv;)
+            cnt[depth++] = 0;
     while (p < end) {
         /* expect an element (or ']' for an empty array: refused) */
         while (p < end && is_ws(*p))
@@ -240,7 +252,7 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
             /* a run of numbers, to the row's end or a boolean */
             int64_t row = 0;
             b->has_num = 1;
-            if (!(sj && depth == 1)) { /* a rank-1 split checks every ',' */
+            if (!(sj && depth == split_level(sj))) { /* a rank-1 split checks every ',' */
                 int how;
                 if (!(p = row_run(p, end, &data, &n, &cap, &row, &how)))
                     goto bail;
@@ -272,7 +284,7 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
                     const char *s = q + 1;
                     if (*s == ' ')
                         s++;
-                    if ((*q == ',') & num_start(*s) && !(sj && depth == 1)) {
+                    if ((*q == ',') & num_start(*s) && !(sj && depth == split_level(sj))) {
                         p = s;
                         continue;
                     }
@@ -284,12 +296,13 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
                 p = q;
                 if (p < end && *p == ',') {
                     p++;
-                    int sp = depth == 1 ? at_split(sj, p, mode) : 0;
+                    int sp = depth == split_level(sj) ? at_split(sj, p, mode, depth) : 0;
                     if (sp) { /* a rank-1 array's split */
                         if (sp < 0)
                             goto bail;
                         end = --p;
                         mode = PART_HEAD;
+                        closes = depth;
                         break;
                     }
                     while (p < end && is_ws(*p))
@@ -307,23 +320,24 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
         for (;;) {
             while (p < end && is_ws(*p))
                 p++;
-            if (p >= end && !(mode == PART_HEAD && depth == 1))
+            if (p >= end && !(mode == PART_HEAD && depth <= closes))
                 goto bail;
             if (p < end && *p == ',') {
                 p++;
-                int sp = depth == 1 ? at_split(sj, p, mode) : 0;
+                int sp = depth == split_level(sj) ? at_split(sj, p, mode, depth) : 0;
                 if (sp) {
                     if (sp < 0)
                         goto bail;
-                    end = --p; /* stands for the ']', as a PART_HEAD's end */
+                    end = --p; /* stands for the ']'s, as a PART_HEAD's end */
                     mode = PART_HEAD;
+                    closes = depth;
                     continue;
                 }
                 break;
             }
             if (p < end && *p != ']')
                 goto bail;
-            p += p < end; /* the head's end stands for the top array's ']' */
+            p += p < end; /* the head's end stands for the enclosing arrays' ']' */
             int d = --depth;
             if (dims[d] < 0)
                 dims[d] = cnt[d];
@@ -379,12 +393,14 @@ static const char *parse_array_tail(const char *p, const char *end, srv_blob *b,
  * walked in all calls for one body (its length): without it, text of many
  * '[' that never close would be walked once per '[', quadratic.
  * array_end: the walk, to the byte after the array's ']' (and its rank in
- * *rankp), or NULL: *open says whether the text (or *budget) ended with
- * the array still open, well formed so far. */
+ * *rankp, and in *levelp the least depth at which a ',' separates two
+ * arrays, 0 if none does: 1 unless the array is a batch of one), or NULL:
+ * *open says whether the text (or *budget) ended with the array still
+ * open, well formed so far. */
 static const char *array_end(const char *p, const char *end, size_t *budget, int *rankp,
-                             int *open, atomic_int *cancel)
+                             int *levelp, int *open, atomic_int *cancel)
 {
-    int depth = 0, rank = 0;
+    int depth = 0, rank = 0, level = 0;
     *open = 0;
     if ((size_t)(end - p) > *budget)
         end = p + *budget;
@@ -415,22 +431,32 @@ static const char *array_end(const char *p, const char *end, size_t *budget, int
             *budget -= (size_t)(q - p);
             return NULL;
         }
+        if (!stop && (!level || depth < level))
+            level = depth;
     }
     *budget -= (size_t)(stop - p);
     *rankp = rank;
+    *levelp = level;
     return stop;
 }
 
+/* split_point: also sets *levelp, the depth of the split's ','. */
 static const char *split_point(const char *p, const char *end, size_t *budget,
-                               _Atomic(const char *) *from, atomic_int *cancel)
+                               _Atomic(const char *) *from, atomic_int *cancel, int *levelp)
 {
-    int rank, open;
-    const char *stop = array_end(p, end, budget, &rank, &open, cancel), *q;
-    if (!stop || (size_t)(stop - p) < SPLIT_MIN_TEXT)
+    int rank, level, open;
+    const char *stop = array_end(p, end, budget, &rank, &level, &open, cancel), *q;
+    if (rank == 1)
+        level = 1;
+    /* a batch of one vector, (1, n) or (1, 1, n), has no ',' between
+     * arrays: its numbers' commas would do, but the other thread reads
+     * them in runs (row_run) and would pass the split by */
+    if (!stop || (size_t)(stop - p) < SPLIT_MIN_TEXT || !level)
         return NULL;
-    /* the first top-level boundary past the middle of what the other
-     * thread has yet to parse: a ',' after rank - 1 closing brackets (for
-     * rank 1, any ',') */
+    *levelp = level;
+    /* the first boundary past the middle of what the other thread has yet
+     * to parse: a ',' after rank - level closing brackets (for rank 1, any
+     * ',') */
     q = atomic_load_explicit(from, memory_order_relaxed);
     q = q > p && q < stop ? q : p;
     q += (stop - q) / 2;
@@ -442,7 +468,7 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
         q = c;
         while (q < stop && (*q == ']' || is_ws(*q)))
             run += *q++ == ']';
-        if (run == rank - 1 && q < stop && *q == ',')
+        if (run == rank - level && q < stop && *q == ',')
             return q + 1;
         if (q == c)
             q++;
@@ -452,16 +478,18 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
 static void parse_tail(void *arg)
 {
     split_job *t = arg;
-    const char *mid = split_point(t->p, t->end, &t->budget, &t->at, &t->cancel);
+    int level;
+    const char *mid = split_point(t->p, t->end, &t->budget, &t->at, &t->cancel, &level);
     if (mid) {
+        atomic_store_explicit(&t->level, level, memory_order_relaxed);
         atomic_store_explicit(&t->mid, mid, memory_order_release);
         t->stop = parse_array_tail(mid, t->end, &t->b, t);
     }
 }
 
-/* The tail t appended to the head h (its data freed), or -1 (out of
- * memory: both left as they were). */
-static int join(srv_blob *h, srv_blob *t)
+/* The tail t appended to the head h along dimension dim (its data
+ * freed), or -1 (out of memory: both left as they were). */
+static int join(srv_blob *h, srv_blob *t, int dim)
 {
     float *data = realloc(h->data, (size_t)(h->count + t->count) * sizeof *data);
     if (!data)
@@ -469,7 +497,7 @@ static int join(srv_blob *h, srv_blob *t)
     memcpy(data + h->count, t->data, (size_t)t->count * sizeof *data);
     free(t->data);
     h->data = data;
-    h->shape[0] += t->shape[0];
+    h->shape[dim] += t->shape[dim];
     if (!h->has_bool && t->has_bool)
         h->first_bool = h->count + t->first_bool;
     h->count += t->count;
@@ -477,6 +505,10 @@ static int join(srv_blob *h, srv_blob *t)
     h->has_bool |= t->has_bool;
     return 0;
 }
+
+static atomic_long joins; /* arrays parsed in two halves, for srv_scan_joins */
+
+long srv_scan_joins(void) { return atomic_load_explicit(&joins, memory_order_relaxed); }
 
 /* parse_array on two threads for an array of SPLIT_MIN_TEXT or more: a
  * helper walks it for a split point (split_point) while this thread
@@ -490,11 +522,15 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
     /* a thread only for an array still open, and well formed as far as
      * the walk sees, after SPLIT_MIN_TEXT: at most one per so much of the
      * body (the walk's budget) */
-    int rank, open = 0;
+    int rank, level, open = 0;
     if ((size_t)(end - p) < SPLIT_MIN_TEXT || *budget < 2 * SPLIT_MIN_TEXT ||
-        array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &open, NULL) || !open)
+        array_end(p, p + SPLIT_MIN_TEXT, budget, &rank, &level, &open, NULL) || !open)
         return parse_array(p, end, b, PART_ALL);
-    split_job job = {p, end, *budget, NULL, NULL, 0, 0, NULL, {0}, {0}}, *t = &job;
+    split_job job = {.p = p, .end = end, .budget = *budget}, *t = &job;
+    atomic_init(&t->mid, NULL);
+    atomic_init(&t->at, NULL);
+    atomic_init(&t->cancel, 0);
+    atomic_init(&t->level, 1);
     if (srv_task_start(&t->task, parse_tail, t, 1) != 0)
         return parse_array(p, end, b, PART_ALL);
     srv_blob h = {0};
@@ -515,10 +551,12 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
             *b = h;
         return hs;
     }
-    int ok = hs && ts && h.rank == tb.rank;
-    for (int i = 1; ok && i < h.rank; i++)
-        ok = h.shape[i] == tb.shape[i];
-    if (ok && join(&h, &tb) == 0) {
+    level = atomic_load_explicit(&t->level, memory_order_relaxed);
+    int ok = hs && ts && h.rank == tb.rank && level <= h.rank;
+    for (int i = 0; ok && i < h.rank; i++) /* (1, .., 1, n_h, ...) and (1, .., 1, n_t, ...) */
+        ok = i < level - 1 ? h.shape[i] == 1 && tb.shape[i] == 1 : i == level - 1 || h.shape[i] == tb.shape[i];
+    if (ok && join(&h, &tb, level - 1) == 0) {
+        atomic_fetch_add_explicit(&joins, 1, memory_order_relaxed);
         *b = h;
         return ts;
     }

@@ -258,6 +258,9 @@ typedef struct {
  * Linear, no recursion: out->depth may be checked before any parser runs
  * (srv_json_too_deep(body, len, m) is out->depth > m). */
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out);
+/* How many arrays srv_scan has parsed in two halves on two threads so far
+ * (the tests check that a split happens). */
+long srv_scan_joins(void);
 
 /* A non-negative integer up to 2^64 - 1 (beyond int64 the scanner passes
  * it in a placeholder). Returns 0, or -1 when j is anything else. */
