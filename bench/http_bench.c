@@ -9,8 +9,11 @@
  * the least of each, steadier than medians on a shared machine. libcurl,
  * as a C program calling the service would; the answer is read and dropped.
  *
- * Usage: http_bench URL BODY_FILE [REPS [THEN_URL THEN_BODY_FILE]]
- *        (REPS default 9, at most 200)
+ * Usage: http_bench [-H 'Name: value']... URL BODY_FILE [REPS [THEN_URL THEN_BODY_FILE]]
+ *        (REPS default 9, at most 200; each -H adds a request header, and a
+ *        Content-Type given so replaces the default application/json: the
+ *        KServe binary rows send application/octet-stream and
+ *        Inference-Header-Content-Length)
  * With THEN_URL, each timed request is followed by an untimed POST of
  * THEN_BODY_FILE there (the session rows truncate the cache back, so every
  * step runs at the same length). Exits 1 when a request fails or answers
@@ -122,8 +125,16 @@ static int post(CURL *c, reply *r, double *seconds)
 
 int main(int argc, char **argv)
 {
+    struct curl_slist *hdr = NULL;
+    int typed = 0;
+    while (argc > 2 && strcmp(argv[1], "-H") == 0) {
+        hdr = curl_slist_append(hdr, argv[2]);
+        typed |= strncasecmp(argv[2], "content-type:", 13) == 0;
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: http_bench URL BODY_FILE [REPS [THEN_URL THEN_BODY_FILE]]\n");
+        fprintf(stderr, "usage: http_bench [-H 'Name: value']... URL BODY_FILE [REPS [THEN_URL THEN_BODY_FILE]]\n");
         return 2;
     }
     int reps = argc > 3 ? atoi(argv[3]) : 9;
@@ -136,7 +147,8 @@ int main(int argc, char **argv)
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *c = curl_easy_init();
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    if (!typed)
+        hdr = curl_slist_append(hdr, "Content-Type: application/json");
     hdr = curl_slist_append(hdr, "Expect:"); /* no 100-continue round trip */
     reply r;
     curl_easy_setopt(c, CURLOPT_URL, argv[1]);

@@ -119,11 +119,13 @@ def server_timing(value):
     return out
 
 
-def http_bench(client, url, body_path, reps, then=(), timeout=600):
+def http_bench(client, url, body_path, reps, then=(), timeout=600, headers=()):
     """bench/http_bench.c's JSON (medians) for the body in body_path posted
     to url reps times, each followed by the untimed POST then (a URL and a
-    body file) when given; raises when a request failed."""
-    res = subprocess.run([client, url, body_path, str(reps)] + list(then), capture_output=True,
+    body file) when given, with the request headers given (else JSON's
+    Content-Type); raises when a request failed."""
+    opts = [a for h in headers for a in ("-H", h)]
+    res = subprocess.run([client] + opts + [url, body_path, str(reps)] + list(then), capture_output=True,
                          text=True, timeout=timeout)
     if res.returncode != 0:
         raise RuntimeError("http_bench %s: %s" % (url, res.stderr.strip()))
@@ -178,8 +180,24 @@ def kernel_row(build, args, key):
     return json.loads(out)[key] if key else json.loads(out)
 
 
+def kserve_binary_body(L, rng):
+    """POST /v2/models/attention-scaled_dot/infer with Triton's binary tensor
+    data extension: a JSON header, then query, key and value (8, L, 64) as
+    raw little-endian float32; the output asked for as raw bytes, no
+    weights. Returns the body and its Inference-Header-Content-Length."""
+    n = 8 * L * 64
+    names = ("query", "key", "value")
+    head = json.dumps({"inputs": [{"name": k, "shape": [8, L, 64], "datatype": "FP32",
+                                   "parameters": {"binary_data_size": 4 * n}} for k in names],
+                       "outputs": [{"name": "output", "parameters": {"binary_data": True}}]}).encode()
+    raw = b"".join(struct.pack("<%df" % n, *(rng.uniform(-1.0, 1.0) for _ in range(n))) for _ in names)
+    return head + raw, len(head)
+
+
 def http_path(build, server, bare, pool, log, reps, rounds=3):
-    """The HTTP path rows: medians over alternating rounds of http_bench."""
+    """The HTTP path rows: medians over alternating rounds of http_bench,
+    the native base64 route and KServe's binary extension, each beside the
+    bare server reading the same body."""
     rng = random.Random(5)
     client = os.path.join(build, "http_bench")
     out = {}
@@ -191,21 +209,32 @@ def http_path(build, server, bare, pool, log, reps, rounds=3):
                 json.dump({"query": b64_tensor((8, L, 64), rng), "key": b64_tensor((8, L, 64), rng),
                            "value": b64_tensor((8, L, 64), rng), "need_weights": False,
                            "output_format": "b64"}, f)
-            runs = {"ours": [], "bare": []}
+            kpath = os.path.join(build, "bench", "kserve_scaled_dot_%d.bin" % L)
+            body, head_len = kserve_binary_body(L, rng)
+            with open(kpath, "wb") as f:
+                f.write(body)
+            kheaders = ("Content-Type: application/octet-stream",
+                        "Inference-Header-Content-Length: %d" % head_len)
+            cases = {"ours": ("/attention/scaled_dot", path, ()), "kserve": (
+                "/v2/models/attention-scaled_dot/infer", kpath, kheaders)}
+            runs = {"ours": [], "bare": [], "kserve": [], "kserve_bare": []}
             for i in range(rounds):
-                order = [("ours", s.port), ("bare", b.port)]
+                order = [("ours", s.port, "ours"), ("bare", b.port, "ours"),
+                         ("kserve", s.port, "kserve"), ("kserve_bare", b.port, "kserve")]
                 if i % 2:
                     order.reverse()
-                for who, port in order:
-                    url = "http://127.0.0.1:%d/attention/scaled_dot" % port
-                    runs[who].append(http_bench(client, url, path, reps))
+                for who, port, case in order:
+                    route, body_path, hdrs = cases[case]
+                    url = "http://127.0.0.1:%d%s" % (port, route)
+                    runs[who].append(http_bench(client, url, body_path, reps, headers=hdrs))
             med = lambda who, k: statistics.median(r[k] for r in runs[who])  # noqa: E731
-            out["http_%d" % L] = {
-                "wall_ms": med("ours", "wall_ms"), "bare_wall_ms": med("bare", "wall_ms"),
-                "parse_ms": med("ours", "parse_ms"), "compute_ms": med("ours", "compute_ms"),
-                "encode_ms": med("ours", "encode_ms"),
-                "request_bytes": runs["ours"][0]["request_bytes"],
-                "response_bytes": runs["ours"][0]["response_bytes"]}
+            for key, who, bare_who in (("http_%d", "ours", "bare"), ("kserve_bin_%d", "kserve", "kserve_bare")):
+                out[key % L] = {
+                    "wall_ms": med(who, "wall_ms"), "bare_wall_ms": med(bare_who, "wall_ms"),
+                    "parse_ms": med(who, "parse_ms"), "compute_ms": med(who, "compute_ms"),
+                    "encode_ms": med(who, "encode_ms"),
+                    "request_bytes": runs[who][0]["request_bytes"],
+                    "response_bytes": runs[who][0]["response_bytes"]}
     return out
 
 

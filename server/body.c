@@ -31,9 +31,14 @@ void srv_body_init(srv_body *b, size_t expect, size_t max, int decode)
     b->bad = -1;
 }
 
+void srv_body_align(srv_body *b, size_t at)
+{
+    b->align_at = at;
+}
+
 void srv_body_free(srv_body *b)
 {
-    srv_big_free(b->text); /* kept for the next large body */
+    srv_big_free(b->text ? b->text - b->lead : NULL); /* kept for the next large body */
     srv_big_free(b->area);
     free(b->strs);
     srv_body_init(b, 0, b->max, 0);
@@ -54,13 +59,19 @@ static int text_room(srv_body *b, size_t n)
     if (cap > b->max + 1)
         cap = b->max + 1 > need ? b->max + 1 : need;
     if (!b->text && cap >= SRV_BIG_MIN) {
-        b->text = srv_big_alloc(cap, &b->cap);
-        return b->text ? 0 : -1;
+        size_t lead = (64 - b->align_at % 64) % 64; /* srv_big_alloc's blocks are 64-aligned */
+        char *p = srv_big_alloc(cap + lead, &b->cap);
+        if (!p)
+            return -1;
+        b->text = p + lead;
+        b->lead = lead;
+        b->cap -= lead;
+        return 0;
     }
-    char *p = realloc(b->text, cap);
+    char *p = realloc(b->text ? b->text - b->lead : NULL, cap + b->lead);
     if (!p)
         return -1;
-    b->text = p;
+    b->text = p + b->lead; /* the alignment is lost: the reader copies then */
     b->cap = cap;
     return 0;
 }

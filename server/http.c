@@ -354,6 +354,8 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
     /* Only a JSON body may hold base64 strings (a KServe body may end in
      * raw tensor bytes: nothing there to decode). */
     srv_body_init(&rs->body, expect, srv_cfg.max_body, front == &srv_native_front);
+    if (rs->target.len_hdr > 0 && rs->target.len_hdr_value < expect)
+        srv_body_align(&rs->body, (size_t)rs->target.len_hdr_value); /* binary tensors in place */
     return MHD_YES;
 }
 

@@ -333,11 +333,17 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
                         "data after the JSON header", nm, (long long)size, (unsigned long long)kb->bin_len);
     const char *src = kb->bin + kb->off;
     kb->off += (uint64_t)size;
-    void *dst = srv_arena_alloc(&call->arena, size ? (size_t)size : 1);
-    if (!dst)
-        return srv_fail(e, 503, "overloaded", nm, "out of memory reading %s", nm);
-    memcpy(dst, src, (size_t)size); /* the body gives no alignment */
     int le = host_is_le();
+    /* In place when the body put the binary section on an aligned address
+     * (srv_body_align) and nothing needs swapping: the body outlives the
+     * job. Else a copy (the body gives no alignment, or a big-endian host
+     * swaps the bytes). */
+    void *dst = (void *)(uintptr_t)src;
+    if (!le || (uintptr_t)src % (in->is_int ? 8 : 4) != 0) {
+        if (!(dst = srv_arena_alloc(&call->arena, size ? (size_t)size : 1)))
+            return srv_fail(e, 503, "overloaded", nm, "out of memory reading %s", nm);
+        memcpy(dst, src, (size_t)size);
+    }
     if (in->is_int) { /* little-endian int64 */
         in->ix = dst;
         in->n_ix = (size_t)in->count;
@@ -353,18 +359,21 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     }
     in->m = in->is_bool ? dst : NULL;
     in->f = in->is_bool ? NULL : dst;
-    for (int64_t i = 0; i < in->count; i++) {
-        if (in->is_bool && in->m[i] > 1)
-            return srv_fail(e, 400, "invalid_tensor", nm, "input %s: BOOL byte %lld is %u; it must be 0 or 1",
-                            nm, (long long)i, (unsigned)in->m[i]);
-        if (!in->is_bool && !le) {
-            uint8_t *p = (uint8_t *)&in->f[i], t0 = p[0], t1 = p[1];
-            p[0] = p[3]; p[3] = t0; p[1] = p[2]; p[2] = t1;
-        }
-        if (!in->is_bool && !isfinite(in->f[i]))
-            return srv_fail(e, 400, "invalid_tensor", nm,
-                            "input %s: element %lld is not a finite float32 value", nm, (long long)i);
+    if (in->is_bool) {
+        for (int64_t i = 0; i < in->count; i++)
+            if (in->m[i] > 1)
+                return srv_fail(e, 400, "invalid_tensor", nm, "input %s: BOOL byte %lld is %u; it must be 0 or 1",
+                                nm, (long long)i, (unsigned)in->m[i]);
+        return 0;
     }
+    for (int64_t i = 0; i < in->count && !le; i++) {
+        uint8_t *p = (uint8_t *)&in->f[i], t0 = p[0], t1 = p[1];
+        p[0] = p[3]; p[3] = t0; p[1] = p[2]; p[2] = t1;
+    }
+    int64_t bad = srv_first_nonfinite(in->f, in->count); /* vectorised: megabytes come this way */
+    if (bad >= 0)
+        return srv_fail(e, 400, "invalid_tensor", nm,
+                        "input %s: element %lld is not a finite float32 value", nm, (long long)bad);
     return 0;
 }
 

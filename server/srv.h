@@ -172,6 +172,8 @@ typedef struct {
 typedef struct {
     char *text;              /* NUL-terminated after srv_body_finish */
     size_t len, cap;
+    size_t lead, align_at;   /* text is lead bytes into its buffer, so that
+                              * text + align_at is 64-byte aligned */
     size_t expect, max;      /* Content-Length (0: chunked); the cap on len */
     int decode;              /* strings are decoded as they come */
     uint8_t *area;           /* the decoded strings */
@@ -189,6 +191,11 @@ typedef struct {
  * hold more than max bytes; decode: decode its long strings as they come
  * (a JSON body with a Content-Length; other bodies are only held). */
 void srv_body_init(srv_body *b, size_t expect, size_t max, int decode);
+/* Places the text so that text + at is 64-byte aligned, when its buffer
+ * is allocated at once from the Content-Length: a KServe body's binary
+ * tensors after a JSON header of `at` bytes are then read in place, with
+ * no copy. Call before the first append; a no-op for a smaller body. */
+void srv_body_align(srv_body *b, size_t at);
 /* Appends n bytes (the caller keeps len + n <= max). -1: out of memory. */
 int  srv_body_append(srv_body *b, const char *p, size_t n);
 /* NUL-terminates the text. -1: out of memory. */

@@ -671,6 +671,89 @@ static void test_documented_binary(void)
     free(body.data);
 }
 
+/* A large binary request (2 heads, L = 300, d = 64: a 460 KB body, which
+ * the server reads in place from its buffer) against a float64 reference,
+ * its JSON header padded to an odd length; then the same with a NaN deep
+ * in the key, reported by its index. */
+static void test_large_binary(void)
+{
+    enum { H = 2, L = 300, D = 64, N = H * L * D, BAD = 30001 };
+    float *t = malloc(3 * N * sizeof *t), *want = malloc(N * sizeof *want);
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (int i = 0; i < 3 * N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        t[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    const float *q = t, *k = t + N, *v = t + 2 * N;
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < L; i++) {
+            double s[L], mx = -INFINITY, sum = 0;
+            for (int j = 0; j < L; j++) {
+                s[j] = 0;
+                for (int c = 0; c < D; c++)
+                    s[j] += (double)q[(h * L + i) * D + c] * k[(h * L + j) * D + c] / 8.0;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            for (int j = 0; j < L; j++)
+                sum += exp(s[j] - mx);
+            for (int c = 0; c < D; c++) {
+                double o = 0;
+                for (int j = 0; j < L; j++)
+                    o += exp(s[j] - mx) / sum * v[(h * L + j) * D + c];
+                want[(h * L + i) * D + c] = (float)o;
+            }
+        }
+    for (int nan = 0; nan < 2; nan++) {
+        buf hdr = {0}, body = {0};
+        const char *names[] = {"query", "key", "value"};
+        buf_puts(&hdr, "{\"inputs\":[");
+        for (int n = 0; n < 3; n++) {
+            char one[200];
+            snprintf(one, sizeof one, "%s{\"name\":\"%s\",\"shape\":[%d,%d,%d],\"datatype\":\"FP32\","
+                     "\"parameters\":{\"binary_data_size\":%d}}", n ? "," : "", names[n], H, L, D, 4 * N);
+            buf_puts(&hdr, one);
+        }
+        buf_puts(&hdr, "],\"outputs\":[{\"name\":\"output\",\"parameters\":{\"binary_data\":true}}]}");
+        while (hdr.len % 64 != 37)
+            buf_put(&hdr, " ", 1);
+        buf_put(&body, hdr.data, hdr.len);
+        for (int i = 0; i < 3 * N; i++)
+            put_f32le(&body, nan && i == N + BAD ? NAN : t[i]);
+        char ihl[80];
+        snprintf(ihl, sizeof ihl, "Inference-Header-Content-Length: %zu", hdr.len);
+        const char *hdrs[] = {"Content-Type: application/octet-stream", ihl, NULL};
+        response r;
+        kv_http("POST", "/v2/models/attention-scaled_dot/infer", body.data, body.len, hdrs, &r);
+        if (nan) {
+            char want_msg[64];
+            snprintf(want_msg, sizeof want_msg, "element %d is not", BAD);
+            check(r.status == 400 && strstr(r.body.data ? r.body.data : "", want_msg),
+                  "large binary request: a NaN at key element 30001 named", "%ld %s", r.status, short_body(&r));
+        } else {
+            char why[300] = "";
+            size_t hl = 0;
+            json_t *j = NULL;
+            out_tensor o = {0};
+            int ok = r.status == 200 && (j = reply_json(&r, &hl, why, sizeof why)) != NULL &&
+                     decode_output(&r, j, hl, "output", &o, why, sizeof why) == 0 && o.binary && o.count == N;
+            double worst = 0;
+            for (int i = 0; ok && i < N; i++) {
+                double err = fabs((double)o.f[i] - want[i]) / (1e-3 + fabs(want[i]));
+                worst = err > worst ? err : worst;
+            }
+            check(ok && worst < 1e-4, "large binary request (460 KB, read in place): output within 1e-4 of float64",
+                  "status %ld, %s, worst relative error %g", r.status, why, worst);
+            json_decref(j);
+            free(o.f);
+        }
+        response_free(&r);
+        free(hdr.data);
+        free(body.data);
+    }
+    free(t);
+    free(want);
+}
+
 /* The KServe REST documentation's JSON form, with "outputs" choosing the
  * weights alone. */
 static void test_json_outputs(void)
@@ -789,6 +872,7 @@ int main(int argc, char **argv)
     test_decode_metadata();
     run_golden(golden);
     test_documented_binary();
+    test_large_binary();
     test_json_outputs();
     if (cases)
         run_case_dir(cases, NULL, one_server);
