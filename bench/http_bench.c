@@ -7,7 +7,8 @@
  * service adds around the computation) and the Server-Timing parts (parse,
  * compute, encode) the server reported; best_wall_ms and best_rest_ms are
  * the least of each, steadier than medians on a shared machine. libcurl,
- * as a C program calling the service would; the answer is read and dropped.
+ * as a C program calling the service would; the answer is read (in 512 KiB
+ * pieces) and dropped.
  *
  * Usage: http_bench [-H 'Name: value']... URL BODY_FILE [REPS [THEN_URL THEN_BODY_FILE]]
  *        (REPS default 9, at most 200; each -H adds a request header, and a
@@ -160,6 +161,11 @@ int main(int argc, char **argv)
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
     curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    /* Read the answer in 512 KiB pieces, as a client that expects megabytes
+     * would: with libcurl's default 16 KiB, receiving a 2.8 MB answer on
+     * loopback took this client about 0.5 ms more (its own recv calls, not
+     * the server's work) */
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
 
     double wall[MAX_REPS], first[MAX_REPS], rest[MAX_REPS], part[PARTS][MAX_REPS], t;
     reply after;
