@@ -66,6 +66,7 @@ static int text_room(srv_body *b, size_t n)
         b->text = p + lead;
         b->lead = lead;
         b->cap -= lead;
+        b->fin_on = b->align_at > 0 && b->align_at < b->expect;
         return 0;
     }
     char *p = realloc(b->text ? b->text - b->lead : NULL, cap + b->lead);
@@ -73,6 +74,7 @@ static int text_room(srv_body *b, size_t n)
         return -1;
     b->text = p + b->lead; /* the alignment is lost: the reader copies then */
     b->cap = cap;
+    b->fin_on = 0;
     return 0;
 }
 
@@ -253,6 +255,21 @@ static void tokenize(srv_body *b)
     }
 }
 
+/* The binary section's floats checked for Inf and NaN in blocks of 16 KiB
+ * as they come, while in cache (srv_body_finite_prefix), until a block has
+ * one: the reader then finds which (an error, so no hurry). */
+#define FIN_BLOCK ((size_t)16 << 10)
+
+static void check_binary(srv_body *b)
+{
+    while (b->fin_on && !b->fin_stop && b->len - b->align_at - b->fin_done >= FIN_BLOCK) {
+        if (srv_first_nonfinite(b->text + b->align_at + b->fin_done, (int64_t)(FIN_BLOCK / 4)) >= 0)
+            b->fin_stop = 1;
+        else
+            b->fin_done += FIN_BLOCK;
+    }
+}
+
 int srv_body_append(srv_body *b, const char *p, size_t n)
 {
     if (text_room(b, n) != 0)
@@ -261,7 +278,18 @@ int srv_body_append(srv_body *b, const char *p, size_t n)
     b->len += n;
     if (b->decode)
         tokenize(b);
+    if (b->fin_on && b->len > b->align_at)
+        check_binary(b);
     return 0;
+}
+
+size_t srv_body_finite_prefix(const char *p)
+{
+    const srv_body *b = current;
+    if (!b || !b->fin_on || !b->text || p < b->text + b->align_at)
+        return 0;
+    size_t off = (size_t)(p - (b->text + b->align_at));
+    return off % 4 == 0 && off < b->fin_done ? b->fin_done - off : 0;
 }
 
 int srv_body_finish(srv_body *b)

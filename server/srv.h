@@ -174,6 +174,9 @@ typedef struct {
     size_t len, cap;
     size_t lead, align_at;   /* text is lead bytes into its buffer, so that
                               * text + align_at is 64-byte aligned */
+    size_t fin_done;         /* bytes from text + align_at checked as they
+                              * came: no 4-byte word there is Inf or NaN */
+    int fin_on, fin_stop;    /* checking; stopped at a block that has one */
     size_t expect, max;      /* Content-Length (0: chunked); the cap on len */
     int decode;              /* strings are decoded as they come */
     uint8_t *area;           /* the decoded strings */
@@ -196,6 +199,11 @@ void srv_body_init(srv_body *b, size_t expect, size_t max, int decode);
  * tensors after a JSON header of `at` bytes are then read in place, with
  * no copy. Call before the first append; a no-op for a smaller body. */
 void srv_body_align(srv_body *b, size_t at);
+/* How many bytes from p, a pointer into the current body's aligned binary
+ * section (srv_body_align) a multiple of 4 bytes from its start, are known
+ * to hold no Inf or NaN float: they were checked while they came, still in
+ * cache. 0 when nothing is known (the caller checks everything). */
+size_t srv_body_finite_prefix(const char *p);
 /* Appends n bytes (the caller keeps len + n <= max). -1: out of memory. */
 int  srv_body_append(srv_body *b, const char *p, size_t n);
 /* NUL-terminates the text. -1: out of memory. */

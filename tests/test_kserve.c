@@ -672,12 +672,17 @@ static void test_documented_binary(void)
 }
 
 /* A large binary request (2 heads, L = 300, d = 64: a 460 KB body, which
- * the server reads in place from its buffer) against a float64 reference,
- * its JSON header padded to an odd length; then the same with a NaN deep
- * in the key, reported by its index. */
+ * the server reads in place from its buffer, checked for Inf and NaN in
+ * 16 KiB blocks as it comes) against a float64 reference, its JSON header
+ * padded to an odd length; then the same with a NaN in the query's first
+ * float, deep in the key (past the checked blocks' first bad one) and in
+ * the value's last float (past the last whole block), each reported by
+ * its input and index. */
 static void test_large_binary(void)
 {
-    enum { H = 2, L = 300, D = 64, N = H * L * D, BAD = 30001 };
+    enum { H = 2, L = 300, D = 64, N = H * L * D };
+    static const struct { int input, at; const char *name; } nans[] = {
+        {-1, 0, ""}, {0, 0, "query"}, {1, 30001, "key"}, {2, N - 1, "value"}};
     float *t = malloc(3 * N * sizeof *t), *want = malloc(N * sizeof *want);
     uint64_t x = 0x2545f4914f6cdd1dull;
     for (int i = 0; i < 3 * N; i++) {
@@ -703,7 +708,7 @@ static void test_large_binary(void)
                 want[(h * L + i) * D + c] = (float)o;
             }
         }
-    for (int nan = 0; nan < 2; nan++) {
+    for (size_t nan = 0; nan < sizeof nans / sizeof *nans; nan++) {
         buf hdr = {0}, body = {0};
         const char *names[] = {"query", "key", "value"};
         buf_puts(&hdr, "{\"inputs\":[");
@@ -718,17 +723,19 @@ static void test_large_binary(void)
             buf_put(&hdr, " ", 1);
         buf_put(&body, hdr.data, hdr.len);
         for (int i = 0; i < 3 * N; i++)
-            put_f32le(&body, nan && i == N + BAD ? NAN : t[i]);
+            put_f32le(&body, nan && i == nans[nan].input * N + nans[nan].at ? NAN : t[i]);
         char ihl[80];
         snprintf(ihl, sizeof ihl, "Inference-Header-Content-Length: %zu", hdr.len);
         const char *hdrs[] = {"Content-Type: application/octet-stream", ihl, NULL};
         response r;
         kv_http("POST", "/v2/models/attention-scaled_dot/infer", body.data, body.len, hdrs, &r);
         if (nan) {
-            char want_msg[64];
-            snprintf(want_msg, sizeof want_msg, "element %d is not", BAD);
-            check(r.status == 400 && strstr(r.body.data ? r.body.data : "", want_msg),
-                  "large binary request: a NaN at key element 30001 named", "%ld %s", r.status, short_body(&r));
+            char want_msg[64], name[96];
+            snprintf(want_msg, sizeof want_msg, "input %s: element %d is not", nans[nan].name, nans[nan].at);
+            snprintf(name, sizeof name, "large binary request: a NaN at %s element %d named", nans[nan].name,
+                     nans[nan].at);
+            check(r.status == 400 && strstr(r.body.data ? r.body.data : "", want_msg), name, "%ld %s",
+                  r.status, short_body(&r));
         } else {
             char why[300] = "";
             size_t hl = 0;
