@@ -70,7 +70,7 @@ def print_service(wire, svc, ours):
             "%.2f" % tot, "parse %.2f, compute %.2f, encode %.2f ms" % (parse, viz["compute_ms_median"],
                                                                        viz["encode_ms_median"]),
             "-", "-", "-", "-", "<=4 ms server time", "met" if tot <= 4 else
-            "missed: its parse took %.2f ms (the scanner alone, bench_wire minutes before: %s wall); "
+            "missed: its parse took %.2f ms (the scanner alone, bench_wire minutes before: %s ms wall); "
             "best request %.2f ms" % (parse, ms(mw), viz["total_ms_best"]))
 
     # the request's own computation through the library's public call
