@@ -166,7 +166,7 @@ test-sessions: $(TEST_SESSIONS) $(SERVER)
 # (tests/kserve/).
 TEST_KSERVE = $(BUILD)/test_kserve
 
-$(TEST_KSERVE): $(BUILD)/tests/test_kserve.o $(HARNESS_OBJ)
+$(TEST_KSERVE): $(BUILD)/tests/test_kserve.o $(BUILD)/tests/ref_modern.o $(HARNESS_OBJ)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_CURL) $(LIBS_SRV) $(LIBS_LIB)
 
 test-kserve: $(TEST_KSERVE) $(SERVER)

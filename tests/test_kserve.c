@@ -22,6 +22,7 @@
 
 #include "golden.h"
 #include "harness.h"
+#include "ref_modern.h"
 
 static server srv;  /* the one instance, default settings */
 static CURL *curl;  /* one handle: kept-alive connections, as a client would */
@@ -683,31 +684,22 @@ static void test_large_binary(void)
     enum { H = 2, L = 300, D = 64, N = H * L * D };
     static const struct { int input, at; const char *name; } nans[] = {
         {-1, 0, ""}, {0, 0, "query"}, {1, 30001, "key"}, {2, N - 1, "value"}};
-    float *t = malloc(3 * N * sizeof *t), *want = malloc(N * sizeof *want);
+    float *t = malloc(3 * N * sizeof *t);
+    double *dt = malloc(3 * N * sizeof *dt), *want = malloc(N * sizeof *want);
     uint64_t x = 0x2545f4914f6cdd1dull;
     for (int i = 0; i < 3 * N; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         t[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+        dt[i] = t[i];
     }
-    const float *q = t, *k = t + N, *v = t + 2 * N;
-    for (int h = 0; h < H; h++)
-        for (int i = 0; i < L; i++) {
-            double s[L], mx = -INFINITY, sum = 0;
-            for (int j = 0; j < L; j++) {
-                s[j] = 0;
-                for (int c = 0; c < D; c++)
-                    s[j] += (double)q[(h * L + i) * D + c] * k[(h * L + j) * D + c] / 8.0;
-                mx = s[j] > mx ? s[j] : mx;
-            }
-            for (int j = 0; j < L; j++)
-                sum += exp(s[j] - mx);
-            for (int c = 0; c < D; c++) {
-                double o = 0;
-                for (int j = 0; j < L; j++)
-                    o += exp(s[j] - mx) / sum * v[(h * L + j) * D + c];
-                want[(h * L + i) * D + c] = (float)o;
-            }
-        }
+    /* the float64 reference of tests/ref_modern.c: the heads as the batch */
+    rm_request rq;
+    memset(&rq, 0, sizeof rq);
+    rq.rule = RM_SCALED_DOT;
+    rq.B = H, rq.Lq = rq.Lk = L, rq.Dq = rq.Dk = rq.Dv = D;
+    rq.query = dt, rq.key = dt + N, rq.value = dt + 2 * N;
+    check(rm_compute(&rq, want, NULL, NULL, NULL) == 0, "large binary request: the float64 reference",
+          "rm_compute failed");
     for (size_t nan = 0; nan < sizeof nans / sizeof *nans; nan++) {
         buf hdr = {0}, body = {0};
         const char *names[] = {"query", "key", "value"};
@@ -758,6 +750,7 @@ static void test_large_binary(void)
         free(body.data);
     }
     free(t);
+    free(dt);
     free(want);
 }
 
