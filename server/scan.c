@@ -446,12 +446,14 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
 {
     int rank, level, open;
     const char *stop = array_end(p, end, budget, &rank, &level, &open, cancel), *q;
+    if (!stop || (size_t)(stop - p) < SPLIT_MIN_TEXT)
+        return NULL; /* rank and level are set only with stop */
     if (rank == 1)
         level = 1;
     /* a batch of one vector, (1, n) or (1, 1, n), has no ',' between
      * arrays: its numbers' commas would do, but the other thread reads
      * them in runs (row_run) and would pass the split by */
-    if (!stop || (size_t)(stop - p) < SPLIT_MIN_TEXT || !level)
+    if (!level)
         return NULL;
     *levelp = level;
     /* the first boundary past the middle of what the other thread has yet
