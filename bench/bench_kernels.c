@@ -35,7 +35,11 @@
  * so the two are timed at the same moments of a machine whose memory speed
  * moves between minutes; and decode_cold_4096, the same call with 64 MiB
  * read and written between calls, so the keys and values come from memory
- * instead of a cache that back-to-back calls keep them in).
+ * instead of a cache that back-to-back calls keep them in), or
+ * bench_kernels --mha-cross [threads [L]] (multi-head with its projections
+ * on three distinct query, key and value tensors at L, default 1024, with
+ * prepared weights, median: the call a POST /multihead that sends all
+ * three makes; bench/service_bench.py runs it in turns with the route).
  * BENCH_NO_MEMORY=1 skips the memory row. */
 #include "attn.h"
 #include "bench_util.h"
@@ -431,6 +435,40 @@ static void labels(void)
     bench_emit_str("openblas_config", openblas_get_config());
 }
 
+typedef struct {
+    int64_t l;
+    const float *q, *k, *v;
+    const attn_mha_weights *pw;
+    float *out;
+} mha_cross_args;
+
+static void mha_cross_run(void *arg)
+{
+    mha_cross_args *m = arg;
+    ours_mha_cross_prepared(ctx, m->l, m->q, m->k, m->v, m->pw, m->out);
+}
+
+/* --mha-cross: the module on three distinct inputs (the HTTP row's
+ * request sends query, key and value), prepared weights, median. */
+static int mha_cross_only(int64_t l)
+{
+    size_t n = (size_t)l * E;
+    float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
+    attn_param_set *ps = ours_mha_params(l, q);
+    attn_mha_weights *pw = ours_mha_prepare(l, q, ps);
+    mha_cross_args m = {l, q, k, v, pw, o};
+    bench_open();
+    labels();
+    char key[32];
+    snprintf(key, sizeof key, "mha_cross_%lld", (long long)l);
+    bench_emit(key, bench_median(mha_cross_run, &m, bench_reps(l), 3.0));
+    bench_close();
+    attn_mha_weights_free(pw);
+    attn_param_set_free(ps);
+    free(q); free(k); free(v); free(o);
+    return 0;
+}
+
 /* One decode call after 64 MiB are read and written (one byte a line),
  * which pushes the call's keys and values out of every cache. */
 #define EVICT_BYTES ((size_t)64 << 20)
@@ -512,6 +550,16 @@ int main(int argc, char **argv)
         bench_close();
         attn_ctx_free(ctx);
         return 0;
+    }
+    if (argc > 1 && strcmp(argv[1], "--mha-cross") == 0) {
+        threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
+        int64_t l = argc > 3 ? atoll(argv[3]) : 1024;
+        if (l < 1 || l > 4096) { fprintf(stderr, "bench: L must be 1..4096\n"); return 2; }
+        ctx = attn_ctx_new(threads);
+        if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
+        int rc = mha_cross_only(l);
+        attn_ctx_free(ctx);
+        return rc;
     }
     if (argc > 1 && strcmp(argv[1], "--decode") == 0) {
         threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;

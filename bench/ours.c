@@ -132,6 +132,18 @@ void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const attn_mha_
     if (attn_mha_compute(ctx, &r, out, NULL, &err) != ATTN_OK) die("attn_mha_compute", &err);
 }
 
+void ours_mha_cross_prepared(attn_ctx *ctx, int64_t l, const float *q, const float *k,
+                             const float *v, const attn_mha_weights *pw, float *out)
+{
+    attn_mha_request r = mha_request(l, q);
+    r.key = (attn_tensor){3, {1, l, BENCH_E, 0}, k};
+    r.value = (attn_tensor){3, {1, l, BENCH_E, 0}, v};
+    r.weights = pw;
+    attn_error err;
+    memset(&err, 0, sizeof err);
+    if (attn_mha_compute(ctx, &r, out, NULL, &err) != ATTN_OK) die("attn_mha_compute", &err);
+}
+
 void ours_to_heads(int64_t l, const float *ble, float *hld)
 {
     for (int64_t i = 0; i < l; i++)

@@ -74,7 +74,8 @@ def print_service(wire, svc, ours):
             "best request %.2f ms" % (parse, ms(mw), viz["total_ms_best"]))
 
     # the request's own computation through the library's public call
-    # (bench_kernels mha_1024: same shapes, seeded parameters, no weights),
+    # (bench_kernels --mha-cross: same shapes and seeded parameters, query,
+    # key and value three tensors as in the request, no weights),
     # timed in turns with the route; the Server-Timing compute of the same
     # responses is shown too
     total = svc.get("e2e_total_s")
@@ -118,8 +119,10 @@ def print_service(wire, svc, ours):
               "(%.1f MB in, %.1f MB out), sent over one kept-alive loopback connection to build/attn-server "
               "(default settings, access log on) by bench/http_bench.c (libcurl, as the HTTP path rows); ours = "
               "request sent to response read, median of %d; Server-Timing medians parse %.1f ms, compute %.1f ms, encode %.1f ms; "
-              "kernel = bench_kernels' attn_mha_compute of the same module and shapes (its mha_1024 row, prepared "
-              "weights), run again in turns with the route, %d rounds each, every figure the median of the rounds' "
+              "kernel = bench_kernels --mha-cross: attn_mha_compute of the same module and shapes on three distinct "
+              "query, key and value tensors, as the request sends (prepared weights; the kernel table's self-attention "
+              "mha_1024 row projects one input and takes some 4%% less), run in turns with the route, %d rounds each, "
+              "every figure the median of the rounds' "
               "medians: the host's speed moves between the minutes the kernel table and this one are apart."
               % (svc["e2e_request_bytes"] / 1e6, svc["e2e_response_bytes"] / 1e6, svc["e2e_reps"],
                  svc["e2e_parse_ms"], svc["e2e_compute_ms"], svc["e2e_encode_ms"], svc.get("e2e_rounds", 1)))
