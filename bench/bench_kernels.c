@@ -450,23 +450,17 @@ static void mha_cross_run(void *arg)
 
 /* --mha-cross: the module on three distinct inputs (the HTTP row's
  * request sends query, key and value), prepared weights, median. */
-static int mha_cross_only(int64_t l)
+static void mha_cross_row(int64_t l)
 {
     size_t n = (size_t)l * E;
     float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
     attn_param_set *ps = ours_mha_params(l, q);
     attn_mha_weights *pw = ours_mha_prepare(l, q, ps);
     mha_cross_args m = {l, q, k, v, pw, o};
-    bench_open();
-    labels();
-    char key[32];
-    snprintf(key, sizeof key, "mha_cross_%lld", (long long)l);
-    bench_emit(key, bench_median(mha_cross_run, &m, bench_reps(l), 3.0));
-    bench_close();
+    emit_l("mha_cross", l, bench_median(mha_cross_run, &m, bench_reps(l), 3.0));
     attn_mha_weights_free(pw);
     attn_param_set_free(ps);
     free(q); free(k); free(v); free(o);
-    return 0;
 }
 
 /* One decode call after 64 MiB are read and written (one byte a line),
@@ -538,28 +532,20 @@ int main(int argc, char **argv)
         attn_ctx_free(ctx);
         return 0;
     }
-    if (argc > 1 && strcmp(argv[1], "--mha") == 0) {
+    if (argc > 1 && (strcmp(argv[1], "--mha") == 0 || strcmp(argv[1], "--mha-cross") == 0)) {
+        int cross = strcmp(argv[1], "--mha-cross") == 0;
         threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
-        int64_t l = argc > 3 ? atoll(argv[3]) : 0;
-        if (l < 0 || l > 4096) { fprintf(stderr, "bench: L must be 1..4096\n"); return 2; }
+        int64_t l = argc > 3 ? atoll(argv[3]) : cross ? 1024 : 0;
+        if (l < cross || l > 4096) { fprintf(stderr, "bench: L must be 1..4096\n"); return 2; }
         ctx = attn_ctx_new(threads);
         if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
         bench_open();
         labels();
-        mha_cpu_rows(l);
+        if (cross) mha_cross_row(l);
+        else mha_cpu_rows(l);
         bench_close();
         attn_ctx_free(ctx);
         return 0;
-    }
-    if (argc > 1 && strcmp(argv[1], "--mha-cross") == 0) {
-        threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
-        int64_t l = argc > 3 ? atoll(argv[3]) : 1024;
-        if (l < 1 || l > 4096) { fprintf(stderr, "bench: L must be 1..4096\n"); return 2; }
-        ctx = attn_ctx_new(threads);
-        if (!ctx) { fprintf(stderr, "bench: attn_ctx_new failed\n"); return 2; }
-        int rc = mha_cross_only(l);
-        attn_ctx_free(ctx);
-        return rc;
     }
     if (argc > 1 && strcmp(argv[1], "--decode") == 0) {
         threads = argc > 2 && atoi(argv[2]) > 0 ? atoi(argv[2]) : 2;
