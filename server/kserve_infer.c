@@ -375,10 +375,8 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     known = known < in->count ? known : in->count;
     int64_t bad = srv_first_nonfinite(in->f + known, in->count - known); /* vectorised */
     if (bad >= 0)
-        bad += known;
-    if (bad >= 0)
         return srv_fail(e, 400, "invalid_tensor", nm,
-                        "input %s: element %lld is not a finite float32 value", nm, (long long)bad);
+                        "input %s: element %lld is not a finite float32 value", nm, (long long)(known + bad));
     return 0;
 }
 
