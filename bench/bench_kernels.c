@@ -117,22 +117,24 @@ typedef struct {
     const attn_param_set *ps;
     const attn_mha_weights *pw; /* NULL: the params each call */
     float *out;
+    const float *k, *v;         /* NULL: self-attention on x */
 } mha_args;
 
 static void mha_run(void *arg)
 {
     mha_args *m = arg;
-    if (m->pw) ours_mha_prepared(ctx, m->l, m->x, m->pw, m->out);
+    if (m->pw) ours_mha_prepared(ctx, m->l, m->x, m->k, m->v, m->pw, m->out);
     else ours_mha(ctx, m->l, m->x, m->ps, m->out);
 }
 
 /* The mha row: with prepared weights (made once, outside the timing), as
- * ONNX Runtime's session holds its initializers. */
-static double mha_time(int64_t l, const float *x, float *out)
+ * ONNX Runtime's session holds its initializers; on x alone
+ * (self-attention) or, with k and v, on three distinct inputs. */
+static double mha_time(int64_t l, const float *x, const float *k, const float *v, float *out)
 {
     attn_param_set *ps = ours_mha_params(l, x);
     attn_mha_weights *pw = ours_mha_prepare(l, x, ps);
-    mha_args m = {l, x, ps, pw, out};
+    mha_args m = {l, x, ps, pw, out, k, v};
     double t = bench_median(mha_run, &m, bench_reps(l), 3.0);
     attn_mha_weights_free(pw);
     attn_param_set_free(ps);
@@ -366,7 +368,7 @@ static void mha_cpu_rows(int64_t l)
     for (size_t i = 0; i < nls; i++) {
         attn_param_set *ps = ours_mha_params(ls[i], x);
         attn_mha_weights *pw = ours_mha_prepare(ls[i], x, ps);
-        mha_args m[2] = {{ls[i], x, ps, pw, out}, {ls[i], x, ps, NULL, out}};
+        mha_args m[2] = {{ls[i], x, ps, pw, out, NULL, NULL}, {ls[i], x, ps, NULL, out, NULL, NULL}};
         double c[2], w[2];
         least_of_pair(m, ls[i] <= 1024 ? 15 : 7, c, w);
         emit_l("mha_cpu", ls[i], c[0]);
@@ -435,31 +437,13 @@ static void labels(void)
     bench_emit_str("openblas_config", openblas_get_config());
 }
 
-typedef struct {
-    int64_t l;
-    const float *q, *k, *v;
-    const attn_mha_weights *pw;
-    float *out;
-} mha_cross_args;
-
-static void mha_cross_run(void *arg)
-{
-    mha_cross_args *m = arg;
-    ours_mha_cross_prepared(ctx, m->l, m->q, m->k, m->v, m->pw, m->out);
-}
-
 /* --mha-cross: the module on three distinct inputs (the HTTP row's
  * request sends query, key and value), prepared weights, median. */
 static void mha_cross_row(int64_t l)
 {
     size_t n = (size_t)l * E;
     float *q = bench_randf(n, 1), *k = bench_randf(n, 2), *v = bench_randf(n, 3), *o = bench_randf(n, 4);
-    attn_param_set *ps = ours_mha_params(l, q);
-    attn_mha_weights *pw = ours_mha_prepare(l, q, ps);
-    mha_cross_args m = {l, q, k, v, pw, o};
-    emit_l("mha_cross", l, bench_median(mha_cross_run, &m, bench_reps(l), 3.0));
-    attn_mha_weights_free(pw);
-    attn_param_set_free(ps);
+    emit_l("mha_cross", l, mha_time(l, q, k, v, o));
     free(q); free(k); free(v); free(o);
 }
 
@@ -592,7 +576,7 @@ int main(int argc, char **argv)
         core_args c = {1, 4096, q, k, v, o, NULL, 0};
         bench_emit("decode_4096", bench_median(core_run, &c, 41, 2.0));
     }
-    for (size_t i = 0; i < nls; i++) emit_l("mha", ls[i], mha_time(ls[i], q, o));
+    for (size_t i = 0; i < nls; i++) emit_l("mha", ls[i], mha_time(ls[i], q, NULL, NULL, o));
     if (!quick) blas_rows(ls, nls, q, k, v, o);
     free(w);
     free(blas_s);

@@ -122,22 +122,14 @@ attn_mha_weights *ours_mha_prepare(int64_t l, const float *x, const attn_param_s
     return pw;
 }
 
-void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const attn_mha_weights *pw,
-                       float *out)
+void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const float *k, const float *v,
+                       const attn_mha_weights *pw, float *out)
 {
     attn_mha_request r = mha_request(l, x);
-    r.weights = pw;
-    attn_error err;
-    memset(&err, 0, sizeof err);
-    if (attn_mha_compute(ctx, &r, out, NULL, &err) != ATTN_OK) die("attn_mha_compute", &err);
-}
-
-void ours_mha_cross_prepared(attn_ctx *ctx, int64_t l, const float *q, const float *k,
-                             const float *v, const attn_mha_weights *pw, float *out)
-{
-    attn_mha_request r = mha_request(l, q);
-    r.key = (attn_tensor){3, {1, l, BENCH_E, 0}, k};
-    r.value = (attn_tensor){3, {1, l, BENCH_E, 0}, v};
+    if (k) {
+        r.key = (attn_tensor){3, {1, l, BENCH_E, 0}, k};
+        r.value = (attn_tensor){3, {1, l, BENCH_E, 0}, v};
+    }
     r.weights = pw;
     attn_error err;
     memset(&err, 0, sizeof err);

@@ -27,12 +27,11 @@ void ours_core_bf16(attn_ctx *ctx, int64_t lq, int64_t lk, const float *q, const
 attn_param_set *ours_mha_params(int64_t l, const float *x);
 void ours_mha(attn_ctx *ctx, int64_t l, const float *x, const attn_param_set *ps, float *out);
 attn_mha_weights *ours_mha_prepare(int64_t l, const float *x, const attn_param_set *ps);
-void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const attn_mha_weights *pw,
-                       float *out);
-/* The same module with query, key and value three distinct (1, L, 512)
- * tensors, as a request that sends all three; pw from ours_mha_prepare. */
-void ours_mha_cross_prepared(attn_ctx *ctx, int64_t l, const float *q, const float *k,
-                             const float *v, const attn_mha_weights *pw, float *out);
+/* ours_mha_prepared with k and v (1, L, 512) tensors too runs the same
+ * module on three distinct inputs, as a request that sends all three
+ * does; with k and v NULL, self-attention on x. */
+void ours_mha_prepared(attn_ctx *ctx, int64_t l, const float *x, const float *k, const float *v,
+                       const attn_mha_weights *pw, float *out);
 
 /* Long sequences (bench_kernels --long): `heads` heads of 64 as a batch,
  * query, key and value (heads, L, 64), output (heads, L, 64), no weights:
