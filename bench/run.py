@@ -1,9 +1,11 @@
 """run.py - runs every benchmark of `make bench` and prints one report: the machine's measured peaks, this library beside ONNX Runtime (C API), PyTorch and OpenBLAS with the issue's targets, then the wire and service rows.
 
 Order: the peak program (bench/peak.c), then ours (bench_kernels, public
-calls) and ONNX Runtime (bench/ort_capi.c) twice each, alternating, each
-figure the better of its two medians (a machine shared with other work then
-penalises neither side for when it ran), PyTorch, the long-sequence rows
+calls) and ONNX Runtime (bench/ort_capi.c), each once over every length,
+then the two in three turns at each length (a few seconds apart: the host's
+speed moves between minutes), each figure the best of its four medians (a
+machine shared with other work then penalises neither side for when it
+ran), PyTorch, the long-sequence rows
 (bench_kernels --long: sparse local_global and linear attention at
 L = 32768 against the dense core timed on one head), the wire and service
 rows, and the peak program again (the better of the two peak runs is used).
@@ -39,6 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "training"))
 import blas_env  # noqa: E402
 CHECK_LIMIT = 1e-4
+LENGTHS = (128, 512, 1024, 2048, 4096)  # bench_kernels' and ort_capi's own
+TURNS = 3  # turns of ours and ORT at each length after the full runs
 
 
 def run_json(cmd, what, env=None):
@@ -277,7 +281,7 @@ def print_notes(r, n, peak):
     if checks:
         bad = [k for k in checks if not ort["ok_" + k]]
         worst = max(ort.get("diff_" + k, 0) for k in checks)
-        print("ORT check: %d outputs (every model and length, in both rounds) compared with ours on the same inputs: %s; "
+        print("ORT check: %d outputs (every model and length, in every run) compared with ours on the same inputs: %s; "
               "largest difference %.1e of the output's magnitude (limit %.0e)."
               % (len(checks), "all within the limit" if not bad else "FAILED: " + ", ".join(bad), worst, CHECK_LIMIT))
     for k, v in sorted(ort.items()):
@@ -378,7 +382,8 @@ def print_header(r, n):
         print("WARNING: the %d-thread float32 peak ran with only %.0f%% of its CPU time (other work preempted it), "
               "so it understates the machine and the %% peak column overstates every row; rerun on a quiet "
               "machine." % (n, 100 * share))
-    print("Medians of several runs (ours and ORT: the better of two alternating rounds). GFLOP/s, higher is better.")
+    print("Medians of several runs (ours and ORT: the best of %d medians, one run over every length, then %d turns "
+          "of the two at each length). GFLOP/s, higher is better." % (TURNS + 1, TURNS))
     print()
 
 
@@ -403,9 +408,11 @@ def run_all(args):
     ort_cmd = [os.path.join(b, "ort_capi"), lib or "missing", os.path.join(b, "bench"), str(args.threads)]
     r["ours"] = run_json(ours_cmd, "bench_kernels", env)
     r["ort"] = run_json(ort_cmd, "ONNX Runtime (ort_capi)", env) if lib else {}
-    r["ours"] = best_of(r["ours"], run_json(ours_cmd, "bench_kernels", dict(env, BENCH_NO_MEMORY="1")))
-    if lib:
-        r["ort"] = best_of(r["ort"], run_json(ort_cmd, "ONNX Runtime (ort_capi)", env))
+    for l in LENGTHS:  # then the two in turns at each length, seconds apart
+        for _ in range(TURNS):
+            r["ours"] = best_of(r["ours"], run_json(ours_cmd + [str(l)], "bench_kernels at L = %d" % l, env))
+            if lib:
+                r["ort"] = best_of(r["ort"], run_json(ort_cmd + [str(l)], "ONNX Runtime (ort_capi) at L = %d" % l, env))
     r["ort_lib"] = lib
     r["torch"] = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
     r["long"] = run_json([os.path.join(b, "bench_kernels"), "--long", str(args.threads)], "bench_kernels --long", env)
