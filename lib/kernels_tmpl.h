@@ -136,14 +136,38 @@
 
 /* ------------------------------------------------------------ tiles */
 
+/* Steps of d between the key rows of a pending tile that kq_tile
+ * exponentiates among its products (see flash_block_lazy): 8 spreads a
+ * 6-key tile over the first 48 of d = 64 (4 and 16 measured no better). */
+#define PEND_STEP 8
+
+/* Key row t of a pending tile of scores at row: P = e^(S - mu) in place,
+ * summed into sum, as lazy_exp does. */
+static inline ALWAYS TGT void pend_row(float *row, int t, const V mu[QV], V sum[QV])
+{
+    UNROLL for (int v = 0; v < QV; v++) {
+        float *x = row + t * QB + v * VW;
+        V p = VEXP(VSUB(VLOAD(x), mu[v]));
+        sum[v] = VADD(sum[v], p);
+        VSTORE(x, p);
+    }
+}
+
 /* acc[kk][v] = sum_p k[kk][p] * qt[p][v]: kn keys (rows of k, stride ks)
  * against one packed block qt (d x QB) of query rows. Vectors v < v0 are
  * left zero (causal tiles whose first rows see none of these keys); pass
- * constants for kn and v0 so the loops unroll without branches. */
+ * constants for kn and v0 so the loops unroll without branches. With
+ * pend (else NULL), the KN key rows of the tile before, raw scores, are
+ * exponentiated against mu into sum on the way (pend_row), one after each
+ * PEND_STEP steps of d and any left at the end: the exponentials'
+ * instructions then run in the cycles the products leave idle, rather
+ * than in a burst of their own. */
 static inline ALWAYS TGT void kq_tile(const float *qt, int64_t d,
                                           const float *k, int64_t ks,
-                                          int kn, int v0, V acc[KN][QV])
+                                          int kn, int v0, V acc[KN][QV],
+                                          float *pend, const V *mu, V *sum)
 {
+    int t = pend ? 0 : KN;
     UNROLL for (int kk = 0; kk < KN; kk++)
         UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
     for (int64_t p = 0; p < d; p++) {
@@ -156,7 +180,9 @@ static inline ALWAYS TGT void kq_tile(const float *qt, int64_t d,
                     if (v >= v0) acc[kk][v] = VFMA(b, q[v], acc[kk][v]);
             }
         }
+        if ((p & (PEND_STEP - 1)) == PEND_STEP - 1 && t < KN) pend_row(pend, t++, mu, sum);
     }
+    for (; t < KN; t++) pend_row(pend, t, mu, sum);
 }
 
 /* Packs rows [i0, i0+n) of x (stride xs, width d) as x^T times sc: d x
@@ -240,8 +266,8 @@ static TGT void gemm_task_a(void *arg, int64_t task, int worker)
     for (int64_t j = j0; j < j1; j += KN) {
         int kn = j1 - j < KN ? (int)(j1 - j) : KN;
         V acc[KN][QV];
-        if (kn == KN) kq_tile(at, g->k, g->b + j * g->ldb, g->ldb, KN, 0, acc); /* unrolls fully */
-        else kq_tile(at, g->k, g->b + j * g->ldb, g->ldb, kn, 0, acc);
+        if (kn == KN) kq_tile(at, g->k, g->b + j * g->ldb, g->ldb, KN, 0, acc, NULL, NULL, NULL); /* unrolls fully */
+        else kq_tile(at, g->k, g->b + j * g->ldb, g->ldb, kn, 0, acc, NULL, NULL, NULL);
         for (int kk = 0; kk < kn; kk++) {
             V bv = VSET1(g->bias ? g->bias[j + kk] : 0.0f);
             UNROLL for (int v = 0; v < QV; v++)
@@ -286,8 +312,8 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
         int kn = r1 - i < KN ? (int)(r1 - i) : KN;
         V acc[KN][QV];
         const float *ar = g->a + i * g->lda;
-        if (kn == KN) kq_tile(bt, g->k, ar, g->lda, KN, 0, acc); /* constant: unrolls fully */
-        else kq_tile(bt, g->k, ar, g->lda, kn, 0, acc);
+        if (kn == KN) kq_tile(bt, g->k, ar, g->lda, KN, 0, acc, NULL, NULL, NULL); /* constant: unrolls fully */
+        else kq_tile(bt, g->k, ar, g->lda, kn, 0, acc, NULL, NULL, NULL);
         for (int r = 0; r < kn; r++) {
             float *crow = g->c + (i + r) * g->ldc + j0;
             if (nc == QB) {
@@ -619,13 +645,13 @@ static inline ALWAYS TGT int score_regs(const attn_sdpa_job *j, const float *kr,
      * made and dropped, cheaper than a tile of run-time size */
     if (kn == KN || (!j->rope && jb + KN <= j->lk)) {
         switch (v0) {
-        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc); break;
-        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc); break;
-        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc); break;
-        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc); break;
+        case 0: kq_tile(qt, j->d, kr, ks, KN, 0, acc, NULL, NULL, NULL); break;
+        case 1: kq_tile(qt, j->d, kr, ks, KN, 1, acc, NULL, NULL, NULL); break;
+        case 2: kq_tile(qt, j->d, kr, ks, KN, 2, acc, NULL, NULL, NULL); break;
+        default: kq_tile(qt, j->d, kr, ks, KN, 3, acc, NULL, NULL, NULL); break;
         }
     } else {
-        kq_tile(qt, j->d, kr, ks, kn, v0, acc);
+        kq_tile(qt, j->d, kr, ks, kn, v0, acc, NULL, NULL, NULL);
     }
     score_fix(j, i0, jb, kn, v0, acc);
     return v0;
@@ -997,10 +1023,28 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
     V mu[QV];
     lazy_start(m, mu, alpha, sum);
     int kk = 0, raised = 0;
+    /* a job whose scores nothing changes (score_fix) keeps each full
+     * tile's raw scores in st and exponentiates them during the next
+     * tile's products (kq_tile's pend); the order of every sum is as
+     * lazy_tile's, so the answer is the same to the bit */
+    int defer = !scores_fixed(j);
+    float *pend = NULL;
     for (; kk + KN <= nk; kk += KN) {
-        raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
+        if (defer) {
+            V acc[KN][QV];
+            kq_tile(qt, j->d, kr + kk * ks, ks, KN, 0, acc, pend, mu, sum);
+            /* after pend's exponentials: a raise rescales every P before kk */
+            raised += lazy_raise(acc, KN, 0, kk, st, m, mu, alpha, sum);
+            UNROLL for (int t = 0; t < KN; t++)
+                UNROLL for (int v = 0; v < QV; v++) VSTORE(st + (kk + t) * QB + v * VW, acc[t][v]);
+            pend = st + kk * QB;
+        } else {
+            raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
+        }
         weights_pace(due, jb + kk + KN);
     }
+    if (pend)
+        for (int t = 0; t < KN; t++) pend_row(pend, t, mu, sum);
     if (kk < nk) raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
     weights_pace(due, jb + nk);
     return raised == 0;
