@@ -60,6 +60,8 @@
 #define store_t_by ISA_NAME(store_t_by)
 #define flash_pack_q ISA_NAME(flash_pack_q)
 #define flash_block_lazy ISA_NAME(flash_block_lazy)
+#define flash_block_deferred ISA_NAME(flash_block_deferred)
+#define pend_row ISA_NAME(pend_row)
 #define flash_block_exact ISA_NAME(flash_block_exact)
 #define flash_block_pv ISA_NAME(flash_block_pv)
 #define flash_store_o ISA_NAME(flash_store_o)
@@ -1009,8 +1011,39 @@ static inline ALWAYS TGT void weights_pace(weights_due *d, int64_t to)
         weights_write(d, (d->nblk * BLOCK_CHUNKS * (to - d->at) + d->over - 1) / d->over);
 }
 
+/* flash_block_lazy for a job whose scores nothing changes (score_fix):
+ * each full tile's raw scores wait in st and are exponentiated during the
+ * next tile's products (kq_tile's pend), every sum in lazy_tile's order,
+ * so the answer is the same to the bit. */
+static NOINLINE TGT int flash_block_deferred(const attn_sdpa_job *j, const float *kr,
+                                                  int64_t ks, const float *qt, int64_t i0,
+                                                  int64_t jb, int nk, float *st, V m[QV],
+                                                  V alpha[QV], V sum[QV], weights_due *due)
+{
+    V mu[QV];
+    lazy_start(m, mu, alpha, sum);
+    int kk = 0, raised = 0;
+    float *pend = NULL;
+    for (; kk + KN <= nk; kk += KN) {
+        V acc[KN][QV];
+        kq_tile(qt, j->d, kr + kk * ks, ks, KN, 0, acc, pend, mu, sum);
+        /* after pend's exponentials: a raise rescales every P before kk */
+        raised += lazy_raise(acc, KN, 0, kk, st, m, mu, alpha, sum);
+        UNROLL for (int t = 0; t < KN; t++)
+            UNROLL for (int v = 0; v < QV; v++) VSTORE(st + (kk + t) * QB + v * VW, acc[t][v]);
+        pend = st + kk * QB;
+        weights_pace(due, jb + kk + KN);
+    }
+    if (pend)
+        for (int t = 0; t < KN; t++) pend_row(pend, t, mu, sum);
+    if (kk < nk) raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
+    weights_pace(due, jb + nk);
+    return raised == 0;
+}
+
 /* One key block exponentiated tile by tile while the scores are still in
- * registers (lazy_tile), against the reference max m. Sets alpha (the
+ * registers (lazy_tile), against the reference max m; a job whose scores
+ * nothing changes goes by flash_block_deferred. Sets alpha (the
  * factor for the block's earlier O^T and l) and sum (its P summed per
  * lane). Returns whether the next block may go the same way: a raise
  * costs a pass over the block so far, so where the row maxima still climb
@@ -1020,31 +1053,15 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
                                               float *st, V m[QV], V alpha[QV], V sum[QV],
                                               weights_due *due)
 {
+    if (!scores_fixed(j))
+        return flash_block_deferred(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
     V mu[QV];
     lazy_start(m, mu, alpha, sum);
     int kk = 0, raised = 0;
-    /* a job whose scores nothing changes (score_fix) keeps each full
-     * tile's raw scores in st and exponentiates them during the next
-     * tile's products (kq_tile's pend); the order of every sum is as
-     * lazy_tile's, so the answer is the same to the bit */
-    int defer = !scores_fixed(j);
-    float *pend = NULL;
     for (; kk + KN <= nk; kk += KN) {
-        if (defer) {
-            V acc[KN][QV];
-            kq_tile(qt, j->d, kr + kk * ks, ks, KN, 0, acc, pend, mu, sum);
-            /* after pend's exponentials: a raise rescales every P before kk */
-            raised += lazy_raise(acc, KN, 0, kk, st, m, mu, alpha, sum);
-            UNROLL for (int t = 0; t < KN; t++)
-                UNROLL for (int v = 0; v < QV; v++) VSTORE(st + (kk + t) * QB + v * VW, acc[t][v]);
-            pend = st + kk * QB;
-        } else {
-            raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
-        }
+        raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, KN, st, m, mu, alpha, sum);
         weights_pace(due, jb + kk + KN);
     }
-    if (pend)
-        for (int t = 0; t < KN; t++) pend_row(pend, t, mu, sum);
     if (kk < nk) raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
     weights_pace(due, jb + nk);
     return raised == 0;
