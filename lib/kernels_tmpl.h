@@ -142,6 +142,10 @@
  * exponentiates among its products (see flash_block_lazy): 8 spreads a
  * 6-key tile over the first 48 of d = 64 (4 and 16 measured no better). */
 #define PEND_STEP 8
+/* Whether the vocabulary has the registers for it (simd_avx512.h). */
+#ifndef DEFER_EXP
+#define DEFER_EXP 0
+#endif
 
 /* Key row t of a pending tile of scores at row: P = e^(S - mu) in place,
  * summed into sum, as lazy_exp does. */
@@ -1042,8 +1046,8 @@ static NOINLINE TGT int flash_block_deferred(const attn_sdpa_job *j, const float
 }
 
 /* One key block exponentiated tile by tile while the scores are still in
- * registers (lazy_tile), against the reference max m; a job whose scores
- * nothing changes goes by flash_block_deferred. Sets alpha (the
+ * registers (lazy_tile), against the reference max m; with AVX-512, a job
+ * whose scores nothing changes goes by flash_block_deferred. Sets alpha (the
  * factor for the block's earlier O^T and l) and sum (its P summed per
  * lane). Returns whether the next block may go the same way: a raise
  * costs a pass over the block so far, so where the row maxima still climb
@@ -1053,7 +1057,7 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
                                               float *st, V m[QV], V alpha[QV], V sum[QV],
                                               weights_due *due)
 {
-    if (!scores_fixed(j))
+    if (DEFER_EXP && !scores_fixed(j))
         return flash_block_deferred(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
     V mu[QV];
     lazy_start(m, mu, alpha, sum);

@@ -32,6 +32,10 @@
 #define VW 16
 #define QV 4 /* 64 query rows per block */
 #define KN 6 /* score tile 6 x 4 vectors: 24 accumulators */
+/* 32 registers hold a score tile's products and a pending tile's
+ * exponentials (flash_block_deferred); with AVX2's 16 the spills made the
+ * core 1.25x slower (L = 1024, one thread). */
+#define DEFER_EXP 1
 /* Every packed projection packs B: on a Sapphire Rapids class Xeon,
  * packing A and storing C transposed took 1.1-1.15x the CPU time at m =
  * 128 and 192 (k = 512, n = 512 and 1536), 1.6x at m = 32 and 2.6x at m
