@@ -843,7 +843,7 @@ static void test_tasks_by_cpu(void)
     for (int i = 0; i < 20 && !atomic_load(&worker_tid); i++) /* the worker, to pin */
         attn_pool_run(2, 8, note_cpu, NULL);
     int ok[2] = {0, 0}, tries = 0;
-    for (; tries < 10 && !(ok[0] && ok[1]); tries++)
+    for (; tries < 40 && !(ok[0] && ok[1]); tries++)
         for (int c = 0; c < 2; c++)
             ok[c] = ok[c] || parts_try(cpu[c], cpu[1 - c]);
     attn_pool_use(prev);
