@@ -362,8 +362,10 @@ def print_header(r, n):
           "means other work preempted the peak's threads." % (pk.get("chains", "?"), pk.get("fp32_isa", "?"),
                                                                pf("fp32_1t"), n, pf("fp32_nt"), pf("bf16_1t"), n,
                                                                pf("bf16_nt")))
-    print("Kernels: %s. ONNX Runtime %s through its C API (API version %s, %s), %s intra-op threads, 1 inter-op, "
-          "sequential, ORT_ENABLE_ALL." % (ours.get("isa", "?"), ort.get("ort_version", "n/a"),
+    print("Kernels: %s, exponentials deferred: %s (ATTN_DEFER_EXP). ONNX Runtime %s through its C API (API version "
+          "%s, %s), %s intra-op threads, 1 inter-op, "
+          "sequential, ORT_ENABLE_ALL." % (ours.get("isa", "?"), ours.get("defer_exp", "?"),
+                                           ort.get("ort_version", "n/a"),
                                            ort.get("ort_api_version", "?"),
                                            os.path.relpath(r["ort_lib"], os.path.dirname(HERE)) if r.get("ort_lib")
                                            else "library not found", ort.get("threads", "?")))

@@ -72,6 +72,37 @@ int attn_kernels_use(const char *isa)
     return 0;
 }
 
+/* -1 until chosen, then 0 or 1 (see kernels_isa.h); like the variant,
+ * a pure function of the CPU and the environment. */
+static int defer_exp = -1;
+
+static int defer_exp_choice(void)
+{
+    const char *env = getenv("ATTN_DEFER_EXP");
+    if (env && (strcmp(env, "0") == 0 || strcmp(env, "1") == 0)) return env[0] == '1';
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    return __builtin_cpu_is("amd");
+#else
+    return 0;
+#endif
+}
+
+int attn_kernels_defer_exp(void)
+{
+    int on = __atomic_load_n(&defer_exp, __ATOMIC_RELAXED);
+    if (on < 0) {
+        on = defer_exp_choice();
+        __atomic_store_n(&defer_exp, on, __ATOMIC_RELAXED);
+    }
+    return on;
+}
+
+void attn_kernels_set_defer_exp(int on)
+{
+    __atomic_store_n(&defer_exp, on != 0, __ATOMIC_RELAXED);
+}
+
 size_t attn_gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads)
 {
     return attn_kernels_active()->gemm_scratch_bytes(m, n, k, threads);

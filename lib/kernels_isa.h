@@ -114,6 +114,17 @@ const char *attn_kernels_isa(void);
  * kernel runs (scratch sizes differ between variants). */
 int attn_kernels_use(const char *isa);
 
+/* Whether the flash kernel takes a full score tile's exponentials during
+ * the next tile's products (flash_block_deferred in kernels_tmpl.h, built
+ * where the vocabulary sets DEFER_EXP) or right after its own (the answer
+ * is the same to the bit either way). Chosen once per process, by CPU: on
+ * AMD's (measured on Zen 5: the core 4-6% faster) but not on Intel's
+ * (measured on a Xeon with AVX-512: 3-5% slower), unless the environment
+ * variable ATTN_DEFER_EXP is 0 or 1. attn_kernels_set_defer_exp: tests and
+ * benches switch it; not thread-safe, call it while no kernel runs. */
+int attn_kernels_defer_exp(void);
+void attn_kernels_set_defer_exp(int on);
+
 /* The AMX tile unit (amx.c), for the bf16 kernel of avx512bf16: products
  * of bfloat16 pairs in 16 x 16 float32 tiles (TDPBF16PS), on blocks of 64
  * query lanes (rows of 64 words or floats, 256 bytes).

@@ -142,7 +142,8 @@
  * exponentiates among its products (see flash_block_lazy): 8 spreads a
  * 6-key tile over the first 48 of d = 64 (4 and 16 measured no better). */
 #define PEND_STEP 8
-/* Whether the vocabulary has the registers for it (simd_avx512.h). */
+/* Whether the vocabulary has the registers for it (simd_avx512.h); where
+ * it has, the CPU decides (attn_kernels_defer_exp). */
 #ifndef DEFER_EXP
 #define DEFER_EXP 0
 #endif
@@ -1047,7 +1048,8 @@ static NOINLINE TGT int flash_block_deferred(const attn_sdpa_job *j, const float
 
 /* One key block exponentiated tile by tile while the scores are still in
  * registers (lazy_tile), against the reference max m; with AVX-512, a job
- * whose scores nothing changes goes by flash_block_deferred. Sets alpha (the
+ * whose scores nothing changes goes by flash_block_deferred where the CPU
+ * gains from it (attn_kernels_defer_exp). Sets alpha (the
  * factor for the block's earlier O^T and l) and sum (its P summed per
  * lane). Returns whether the next block may go the same way: a raise
  * costs a pass over the block so far, so where the row maxima still climb
@@ -1057,7 +1059,7 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
                                               float *st, V m[QV], V alpha[QV], V sum[QV],
                                               weights_due *due)
 {
-    if (DEFER_EXP && !scores_fixed(j))
+    if (DEFER_EXP && !scores_fixed(j) && attn_kernels_defer_exp())
         return flash_block_deferred(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
     V mu[QV];
     lazy_start(m, mu, alpha, sum);

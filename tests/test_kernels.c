@@ -423,7 +423,45 @@ static void dump_ramp(const sdpa_case *c)
         fwrite(j->o + i * j->o_stride, sizeof(float), (size_t)j->dv, ramp_dump);
 }
 
-static void test_sdpa_batch(int threads)
+/* The jobs run again with the exponentials deferred the other way
+ * (attn_kernels_defer_exp): outputs and weights must have the same bits,
+ * since the CPU alone picks the path. */
+static int same_bits_other_path(const attn_sdpa_job *jobs, size_t n, int threads)
+{
+    attn_sdpa_job again[4];
+    float *o[4], *w[4];
+    for (size_t i = 0; i < n; i++) {
+        const attn_sdpa_job *j = &jobs[i];
+        again[i] = *j;
+        o[i] = xmalloc((size_t)(j->lq * j->o_stride) * sizeof(float));
+        w[i] = j->w ? xmalloc((size_t)(j->lq * j->w_stride) * sizeof(float)) : NULL;
+        again[i].o = o[i];
+        again[i].w = w[i];
+    }
+    int was = attn_kernels_defer_exp();
+    attn_kernels_set_defer_exp(!was);
+    void *ws = scratch(attn_sdpa_scratch_bytes(again, n, threads));
+    attn_sdpa_run(again, n, threads, ws);
+    free(ws);
+    attn_kernels_set_defer_exp(was);
+    int same = 1;
+    for (size_t i = 0; i < n; i++) {
+        const attn_sdpa_job *j = &jobs[i];
+        /* row by row: the strides' padding is never written */
+        for (int64_t r = 0; r < j->lq; r++) {
+            same = same && memcmp(o[i] + r * j->o_stride, j->o + r * j->o_stride,
+                                  (size_t)j->dv * sizeof(float)) == 0;
+            if (j->w)
+                same = same && memcmp(w[i] + r * j->w_stride, j->w + r * j->w_stride,
+                                      (size_t)j->lk * sizeof(float)) == 0;
+        }
+        free(o[i]);
+        free(w[i]);
+    }
+    return same;
+}
+
+static void test_sdpa_batch(int threads, int defer)
 {
     size_t n = (size_t)rnd(1, 4);
     int want_w = rng() % 2;
@@ -433,17 +471,29 @@ static void test_sdpa_batch(int threads)
         make_sdpa_case(&cs[i], want_w);
         jobs[i] = cs[i].job;
     }
+    attn_kernels_set_defer_exp(defer);
     void *ws = scratch(attn_sdpa_scratch_bytes(jobs, n, threads));
     attn_sdpa_run(jobs, n, threads, ws);
     free(ws);
+    if (!strncmp(attn_kernels_isa(), "avx512", 6)) {
+        if (same_bits_other_path(jobs, n, threads)) {
+            n_pass++;
+        } else {
+            printf("FAIL sdpa[%s] defer=%d threads=%d: the other exponential order gave other bits\n",
+                   attn_kernels_isa(), defer, threads);
+            n_fail++;
+        }
+    }
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
         char what[200];
         const attn_sdpa_job *j = &cs[i].job;
         snprintf(what, sizeof what,
-                 "sdpa[%s] lq=%lld lk=%lld d=%lld dv=%lld kinds=%d window=%lld big=%d w=%d threads=%d",
+                 "sdpa[%s] lq=%lld lk=%lld d=%lld dv=%lld kinds=%d window=%lld big=%d w=%d threads=%d "
+                 "defer=%d",
                  attn_kernels_isa(), (long long)j->lq, (long long)j->lk, (long long)j->d,
-                 (long long)j->dv, cs[i].kinds, (long long)j->window_left, cs[i].big, want_w, threads);
+                 (long long)j->dv, cs[i].kinds, (long long)j->window_left, cs[i].big, want_w, threads,
+                 defer);
         if (rc == 0 && cs[i].ramp) {
             ramp_cases++;
             if (ramp_dump)
@@ -499,6 +549,8 @@ int main(int argc, char **argv)
         }
     }
     static const char *isas[] = {"avx512bf16", "avx512", "avx2", "generic"};
+    /* both exponential orders on every CPU (attn_kernels_defer_exp) */
+    int defer_default = attn_kernels_defer_exp();
     for (size_t v = 0; v < sizeof isas / sizeof isas[0]; v++) {
         if (attn_kernels_use(isas[v]) != 0) {
             printf("skip %s (not supported by this CPU)\n", isas[v]);
@@ -511,8 +563,9 @@ int main(int argc, char **argv)
             int threads = (i & 1) ? 2 : 1;
             if (i % 4 == 0) test_gemm_case(threads);
             if (i % 4 == 2) test_gemm_rows_case();
-            test_sdpa_batch(threads);
+            test_sdpa_batch(threads, (i >> 1) & 1);
         }
+        attn_kernels_set_defer_exp(defer_default);
         printf("%s: %lld passed, %lld failed; %ld climbing-score cases, worst output "
                "|ours - double| = %.3g x sum|w v|\n", isas[v], (long long)(n_pass - p0),
                (long long)(n_fail - f0), ramp_cases, ramp_worst);
