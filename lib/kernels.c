@@ -47,6 +47,24 @@ const attn_kernel_set *attn_kernels_find(const char *isa)
 
 static const attn_kernel_set *active;
 
+/* Whether the best variant the CPU runs is also the one to choose by
+ * default: not avx512bf16 on an Intel CPU without the AMX tiles, whose
+ * vdpbf16ps runs at half its float32 FMA rate (measured on a Xeon with
+ * AVX-512: 86 against 171 GFLOP/s on one thread), so that the bf16 core
+ * emulated with FMAs (the avx512 variant) took 0.73-0.80x its time at L =
+ * 2048 and 4096. Its float32 kernels are the avx512 variant's. */
+static int chosen_by_default(const char *isa)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (strcmp(isa, "avx512bf16") == 0) {
+        __builtin_cpu_init();
+        return !__builtin_cpu_is("intel") || attn_amx_ready();
+    }
+#endif
+    (void)isa;
+    return 1;
+}
+
 /* The choice is a pure function of the CPU and ATTN_ISA, so two threads
  * racing here store the same pointer; the atomic keeps that race defined. */
 const attn_kernel_set *attn_kernels_active(void)
@@ -54,7 +72,8 @@ const attn_kernel_set *attn_kernels_active(void)
     const attn_kernel_set *k = __atomic_load_n(&active, __ATOMIC_ACQUIRE);
     if (k) return k;
     k = attn_kernels_find(getenv("ATTN_ISA"));
-    for (size_t i = 0; !k; i++) k = attn_kernels_find(variants[i]->name);
+    for (size_t i = 0; !k; i++)
+        if (chosen_by_default(variants[i]->name)) k = attn_kernels_find(variants[i]->name);
     __atomic_store_n(&active, k, __ATOMIC_RELEASE);
     return k;
 }

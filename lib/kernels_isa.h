@@ -3,7 +3,9 @@
  * linear_tmpl.h over the vocabulary in simd_<isa>.h), and which one runs.
  *
  * The variant is chosen once per process: the one named by the environment
- * variable ATTN_ISA when the CPU supports it, else the best the CPU has.
+ * variable ATTN_ISA when the CPU supports it, else the best the CPU has
+ * (avx512 rather than avx512bf16 on Intel CPUs without AMX, whose bf16 dot
+ * product is slower than its emulation: kernels.c).
  * ATTN_ISA accepts exactly these names:
  *   avx512bf16  avx512 with AVX512_BF16: bf16 products in vdpbf16ps, or on
  *            the AMX tile unit when the CPU has AMX-BF16 and the kernel
