@@ -57,11 +57,8 @@
 #define H BENCH_H
 #define DH BENCH_D
 
-/* Labels only, never timed: the kernels' instruction set and whether
- * they defer the exponentials (internal to lib/, so weak: a library
- * without them prints "?") and OpenBLAS's build. */
-const char *attn_kernels_isa(void) __attribute__((weak));
-int attn_kernels_defer_exp(void) __attribute__((weak));
+/* Labels only, never timed: OpenBLAS's build (the kernels' instruction
+ * set and their exponentials come from attn.h). */
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
 
@@ -433,8 +430,8 @@ static void blas_rows(const int64_t *ls, size_t nls, const float *q, const float
 
 static void labels(void)
 {
-    bench_emit_str("isa", attn_kernels_isa ? attn_kernels_isa() : "?");
-    bench_emit_str("defer_exp", !attn_kernels_defer_exp ? "?" : attn_kernels_defer_exp() ? "yes" : "no");
+    bench_emit_str("isa", attn_kernel_isa());
+    bench_emit_str("defer_exp", attn_kernel_defers_exp() ? "yes" : "no");
     bench_emit("threads", threads);
     bench_emit_str("openblas_corename", openblas_get_corename());
     bench_emit_str("openblas_config", openblas_get_config());

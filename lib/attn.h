@@ -374,6 +374,15 @@ typedef struct attn_ctx attn_ctx;
 attn_ctx *attn_ctx_new(int threads);
 void attn_ctx_free(attn_ctx *ctx);
 
+/* The kernels this process runs, chosen once from the CPU and the
+ * environment: the instruction-set variant ("avx512bf16", "avx512",
+ * "avx2" or "generic"; ATTN_ISA names one the CPU has), and whether the
+ * float32 flash kernel takes a score tile's exponentials during the next
+ * tile's products (1, AVX-512 on AMD CPUs by default; ATTN_DEFER_EXP=0|1)
+ * or after its own (0). Either way the answers are the same. */
+const char *attn_kernel_isa(void);
+int attn_kernel_defers_exp(void);
+
 /* --------------------------------------------- POST /attention/{rule} */
 
 typedef struct {

@@ -1,6 +1,7 @@
 /* kernels.c - the public side of kernels.h and kernels_isa.h: one probe of
  * the CPU, one reading of ATTN_ISA, and the entry points that hand each
  * call to the chosen variant's table. */
+#include "attn.h"
 #include "kernels.h"
 #include "kernels_isa.h"
 
@@ -83,6 +84,11 @@ const char *attn_kernels_isa(void)
     return attn_kernels_active()->name;
 }
 
+const char *attn_kernel_isa(void)
+{
+    return attn_kernels_isa();
+}
+
 int attn_kernels_use(const char *isa)
 {
     const attn_kernel_set *k = attn_kernels_find(isa);
@@ -115,6 +121,11 @@ int attn_kernels_defer_exp(void)
         __atomic_store_n(&defer_exp, on, __ATOMIC_RELAXED);
     }
     return on;
+}
+
+int attn_kernel_defers_exp(void)
+{
+    return attn_kernels_active()->defer_exp && attn_kernels_defer_exp();
 }
 
 void attn_kernels_set_defer_exp(int on)

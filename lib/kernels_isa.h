@@ -31,6 +31,7 @@
  * call; the row members serve the row-by-row driver (rows.c). */
 typedef struct {
     const char *name; /* "avx512bf16", "avx512", "avx2" or "generic" */
+    int defer_exp;    /* whether its flash kernel can defer (DEFER_EXP) */
     int64_t gemm_panel; /* rows of B per packed panel (gemm_pack) */
     size_t (*gemm_scratch_bytes)(int64_t m, int64_t n, int64_t k, int threads);
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
@@ -90,7 +91,7 @@ typedef struct {
 /* The table of the variant that includes this, from the names the
  * templates define (kernels_avx512.c: attn_kernels_avx512 = ...). */
 #define ATTN_KERNEL_SET(name)                                                   \
-    {name, QB, gemm_scratch_bytes, gemm_nt, gemm_packed_floats, gemm_pack, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
+    {name, DEFER_EXP, QB, gemm_scratch_bytes, gemm_nt, gemm_packed_floats, gemm_pack, sdpa_scratch_bytes, sdpa_run, rows_tanh, \
      rows_tanh_scores, rows_weighted_sum, rows_softmax, rows_sum_exp, lin_phi, lin_gemm_nn, rope_apply, \
      softcap_apply}
 

@@ -126,5 +126,9 @@ void srv_metrics_text(srv_buf *b)
                       "# TYPE attn_computes_in_flight gauge\n"
                       "attn_computes_in_flight %d\n",
                    atomic_load(&in_flight), atomic_load(&computing));
+    srv_buf_printf(b, "# HELP attn_kernels_info The attention kernels this process runs: instruction-set variant, deferred exponentials (ATTN_ISA, ATTN_DEFER_EXP).\n"
+                      "# TYPE attn_kernels_info gauge\n"
+                      "attn_kernels_info{isa=\"%s\",defer_exp=\"%d\"} 1\n",
+                   attn_kernel_isa(), attn_kernel_defers_exp());
     srv_sessions_metrics(b);
 }

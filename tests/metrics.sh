@@ -21,7 +21,9 @@ cleanup() {
 trap cleanup EXIT
 
 PORT=$(free_port)
-ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT "$SERVER" >"$DIR/server.log" 2>&1 &
+# The portable kernels, deferral asked for: which they cannot do, and
+# attn_kernels_info must say so.
+ATTN_ISA=generic ATTN_DEFER_EXP=1 ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT "$SERVER" >"$DIR/server.log" 2>&1 &
 SRV_PID=$!
 wait_http "http://127.0.0.1:$PORT/healthz" 20 || { cat "$DIR/server.log" >&2; fail "server did not start"; }
 
@@ -53,6 +55,9 @@ bad400=$(sample 'attn_requests_total{route="/attention/scaled_dot",status="400"}
 [ "$ok200" = 3 ] || fail "attn_requests_total for 200 on /attention/scaled_dot is $ok200, want 3"
 [ "$bad400" = 1 ] || fail "attn_requests_total for 400 on /attention/scaled_dot is $bad400, want 1"
 echo "counters: 3 x 200 and 1 x 400 on /attention/scaled_dot, as sent"
+kinfo=$(sample 'attn_kernels_info{isa="generic",defer_exp="0"}')
+[ "$kinfo" = 1 ] || fail "attn_kernels_info for ATTN_ISA=generic ATTN_DEFER_EXP=1 is not {isa=\"generic\",defer_exp=\"0\"} 1: $(grep '^attn_kernels_info' "$DIR/metrics.txt")"
+echo "attn_kernels_info: generic, no deferral, as set"
 
 # A real Prometheus scraping every second; the query answer proves it parsed
 # the exposition end to end.
