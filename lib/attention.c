@@ -376,7 +376,7 @@ static const float *pdata(const plan *pl, int i)
 static attn_gemm_call gemm(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                            const float *b, int64_t ldb, const float *bias, float *c, int64_t ldc)
 {
-    attn_gemm_call g = {m, n, k, a, b, bias, c, lda, ldb, ldc, NULL, NULL};
+    attn_gemm_call g = {m, n, k, a, b, bias, c, lda, ldb, ldc, NULL, NULL, 0, 0};
     return g;
 }
 

@@ -173,7 +173,8 @@ void attn_exec_gemms(const attn_exec *ex, const attn_gemm_call *g, int n)
         /* without the memory to pack, the kernel's unpacked path runs */
         void *s = kernel_scratch(ex, attn_gemm_scratch_bytes(g[i].m, g[i].n, g[i].k, ex->threads));
         attn_gemm_nt_packed(g[i].m, g[i].n, g[i].k, g[i].a, g[i].lda, g[i].b, g[i].ldb,
-                            g[i].bias, g[i].c, g[i].ldc, ex->threads, s, g[i].bp, g[i].packer);
+                            g[i].bias, g[i].c, g[i].ldc, g[i].cg, g[i].cgs, ex->threads, s,
+                            g[i].bp, g[i].packer);
     }
 }
 

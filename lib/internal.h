@@ -254,6 +254,7 @@ typedef struct {
     int64_t lda, ldb, ldc; /* row strides in floats */
     const float *bp;       /* B packed (attn_gemm_pack), or NULL */
     const void *packer;    /* what attn_gemm_pack returned for bp */
+    int64_t cg, cgs;       /* C's column groups (attn_gemm_nt_packed), cg 0: plain rows */
 } attn_gemm_call;
 
 /* While measuring, notes the scratch the n projections g will ask (their

@@ -145,7 +145,8 @@ void attn_gemm_nt(int64_t m, int64_t n, int64_t k,
                   float *c, int64_t ldc, int threads, void *scratch)
 {
     if (m <= 0 || n <= 0) return;
-    attn_kernels_active()->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, threads, scratch, NULL);
+    attn_kernels_active()->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, threads, scratch,
+                                   NULL);
 }
 
 int64_t attn_gemm_panel(void)
@@ -170,12 +171,12 @@ void attn_gemm_nt_packed(int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t lda,
                          const float *b, int64_t ldb,
                          const float *bias,
-                         float *c, int64_t ldc, int threads, void *scratch,
-                         const float *bp, const void *packer)
+                         float *c, int64_t ldc, int64_t cg, int64_t cgs, int threads,
+                         void *scratch, const float *bp, const void *packer)
 {
     if (m <= 0 || n <= 0) return;
     const attn_kernel_set *ks = attn_kernels_active();
-    ks->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, threads, scratch,
+    ks->gemm_nt(m, n, k, a, lda, b, ldb, bias, c, ldc, cg > 0 ? cg : 0, cgs, threads, scratch,
                 packer == (const void *)ks ? bp : NULL);
 }
 

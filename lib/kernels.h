@@ -39,13 +39,18 @@ const void *attn_gemm_pack(int64_t n, int64_t k, const float *b, int64_t ldb, fl
 /* attn_gemm_nt with B also given packed (bp from attn_gemm_pack of the same
  * B, n and k; packer what it returned): the packing step is skipped, and
  * the result has the same bits as attn_gemm_nt's. When another variant
- * runs now than packed bp (packer differs), bp is ignored. */
+ * runs now than packed bp (packer differs), bp is ignored; bp NULL packs
+ * as attn_gemm_nt does. With cg > 0, C's columns come in groups of cg,
+ * each its own block of m rows: C[i][j] at c[(j / cg) cgs + i ldc + j % cg]
+ * (the heads of a projection, each head's rows contiguous: cg = head
+ * size, ldc = cg, cgs = m cg); cg = 0 is attn_gemm_nt's C[i][j] at
+ * c[i ldc + j]. Only where the values go changes, not their bits. */
 void attn_gemm_nt_packed(int64_t m, int64_t n, int64_t k,
                          const float *a, int64_t lda,
                          const float *b, int64_t ldb,
                          const float *bias,
-                         float *c, int64_t ldc, int threads, void *scratch,
-                         const float *bp, const void *packer);
+                         float *c, int64_t ldc, int64_t cg, int64_t cgs, int threads,
+                         void *scratch, const float *bp, const void *packer);
 
 /* A sparsity pattern as the kernels read it (lib/sparse.c builds it from
  * attn.h's attn_sparsity): one more mask, AND-ed with the job's others,

@@ -36,7 +36,8 @@ typedef struct {
     size_t (*gemm_scratch_bytes)(int64_t m, int64_t n, int64_t k, int threads);
     void (*gemm_nt)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                     const float *b, int64_t ldb, const float *bias,
-                    float *c, int64_t ldc, int threads, void *scratch, const float *bp);
+                    float *c, int64_t ldc, int64_t cg, int64_t cgs, int threads,
+                    void *scratch, const float *bp);
     /* B packed whole for gemm_nt's bp: its size, and the packing. */
     size_t (*gemm_packed_floats)(int64_t n, int64_t k);
     void (*gemm_pack)(int64_t n, int64_t k, const float *b, int64_t ldb, float *bp);

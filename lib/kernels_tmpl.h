@@ -224,6 +224,8 @@ typedef struct {
     const float *b; int64_t ldb;
     const float *bias;
     float *c; int64_t ldc;
+    int64_t cg, cgs; /* C's columns in groups of cg (0: one group), each group at c + t cgs */
+    int64_t jc;      /* gemm_rows_task: the first column of its part */
     int64_t ncols;   /* gemm_rows_task, gemm_task_a: columns per task */
     int64_t nctask;  /* gemm_task_a: column tasks per row block */
     int64_t npanels; /* gemm_task_b: panels of QB columns */
@@ -231,6 +233,14 @@ typedef struct {
     float *scratch;  /* per worker: gemm_worker_floats(k) */
     const float *bp; /* gemm_task_b: B packed whole (gemm_pack), or NULL */
 } gemm_args;
+
+/* Where C[i][j] goes: row i of column j's group (gemm_nt). */
+static inline ALWAYS float *c_at(const gemm_args *g, int64_t i, int64_t j)
+{
+    j += g->jc;
+    if (!g->cg) return g->c + i * g->ldc + j;
+    return g->c + j / g->cg * g->cgs + i * g->ldc + j % g->cg;
+}
 
 /* Floats of packing space one worker needs: a k x QB panel. */
 static size_t gemm_worker_floats(int64_t k)
@@ -280,10 +290,8 @@ static TGT void gemm_task_a(void *arg, int64_t task, int worker)
             UNROLL for (int v = 0; v < QV; v++)
                 VSTORE(tile + kk * QB + v * VW, VADD(acc[kk][v], bv));
         }
-        for (int64_t r = 0; r < nr; r++) {
-            float *crow = g->c + (i0 + r) * g->ldc + j;
-            for (int kk = 0; kk < kn; kk++) crow[kk] = tile[kk * QB + r];
-        }
+        for (int64_t r = 0; r < nr; r++)
+            for (int kk = 0; kk < kn; kk++) *c_at(g, i0 + r, j + kk) = tile[kk * QB + r];
     }
 }
 
@@ -315,6 +323,8 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
         bias[v] = !g->bias || lanes[v] == 0 ? VZERO()
                 : lanes[v] == VW ? VLOAD(g->bias + j0 + v * VW) : VLOADM(g->bias + j0 + v * VW, tm[v]);
     }
+    /* a panel within one group of C's columns is rows of ldc there */
+    int whole = !g->cg || j0 / g->cg == (j0 + nc - 1) / g->cg;
     for (int64_t i = r0; i < r1; i += KN) {
         int kn = r1 - i < KN ? (int)(r1 - i) : KN;
         V acc[KN][QV];
@@ -322,8 +332,12 @@ static TGT void gemm_task_b(void *arg, int64_t task, int worker)
         if (kn == KN) kq_tile(bt, g->k, ar, g->lda, KN, 0, acc, NULL, NULL, NULL); /* constant: unrolls fully */
         else kq_tile(bt, g->k, ar, g->lda, kn, 0, acc, NULL, NULL, NULL);
         for (int r = 0; r < kn; r++) {
-            float *crow = g->c + (i + r) * g->ldc + j0;
-            if (nc == QB) {
+            float *crow = c_at(g, i + r, j0);
+            if (!whole) {
+                float row[QB];
+                UNROLL for (int v = 0; v < QV; v++) VSTORE(row + v * VW, VADD(acc[r][v], bias[v]));
+                for (int64_t c = 0; c < nc; c++) *c_at(g, i + r, j0 + c) = row[c];
+            } else if (nc == QB) {
                 UNROLL for (int v = 0; v < QV; v++) VSTORE(crow + v * VW, VADD(acc[r][v], bias[v]));
             } else {
                 UNROLL for (int v = 0; v < QV; v++)
@@ -362,7 +376,7 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
     if ((RI * CJ) % VW) {
         UNROLL for (int r = 0; r < RI; r++)
             UNROLL for (int c = 0; c < CJ; c++)
-                g->c[(i0 + r) * g->ldc + j0 + c] = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
+                *c_at(g, i0 + r, j0 + c) = VHSUM(s[r][c]) + (g->bias ? g->bias[j0 + c] : 0.0f);
         return;
     }
     /* VW sums at a time (VHSUMS: each VHSUM's bits, without its shuffles
@@ -376,7 +390,7 @@ static inline ALWAYS TGT void gemm_dots(const gemm_args *g, int64_t i0, int64_t 
         UNROLL for (int l = 0; l < VW; l++) {
             int r = (o + l) / CJ, c = (o + l) % CJ;
             if (o + l < RI * CJ)
-                g->c[(i0 + r) * g->ldc + j0 + c] = sum[l] + (g->bias ? g->bias[j0 + c] : 0.0f);
+                *c_at(g, i0 + r, j0 + c) = sum[l] + (g->bias ? g->bias[j0 + c] : 0.0f);
         }
     }
 }
@@ -417,7 +431,7 @@ static TGT void gemm_rows_task(void *arg, int64_t task, int worker)
     int64_t j0 = task * g.ncols;
     g.n = g.n - j0 < g.ncols ? g.n - j0 : g.ncols;
     g.b += j0 * g.ldb;
-    g.c += j0;
+    g.jc = j0;
     if (g.bias) g.bias += j0;
     gemm_rows(&g);
 }
@@ -458,17 +472,19 @@ static size_t gemm_scratch_bytes(int64_t m, int64_t n, int64_t k, int threads)
     return (size_t)(threads < 1 ? 1 : threads) * gemm_worker_floats(k) * sizeof(float);
 }
 
-/* C = A B^T (+ bias): see attn_gemm_nt. scratch: gemm_scratch_bytes, 64-byte
+/* C = A B^T (+ bias): see attn_gemm_nt_packed (cg, cgs: C's column
+ * groups, cg 0 for plain rows). scratch: gemm_scratch_bytes, 64-byte
  * aligned, or NULL for the unpacked path. bp: B packed whole by gemm_pack
  * (this variant's), or NULL; the result has the same bits either way. */
 static TGT void gemm_nt(int64_t m, int64_t n, int64_t k,
                         const float *a, int64_t lda,
                         const float *b, int64_t ldb,
                         const float *bias,
-                        float *c, int64_t ldc, int threads, void *scratch, const float *bp)
+                        float *c, int64_t ldc, int64_t cg, int64_t cgs, int threads,
+                        void *scratch, const float *bp)
 {
     if (m <= 0 || n <= 0) return;
-    gemm_args g = {m, n, k, a, lda, b, ldb, bias, c, ldc, 0, 0, 0, 0, scratch, NULL};
+    gemm_args g = {m, n, k, a, lda, b, ldb, bias, c, ldc, cg, cgs, 0, 0, 0, 0, 0, scratch, NULL};
     double flops = 2.0 * (double)m * (double)n * (double)k;
     if (flops < 4e5 || threads < 1) threads = 1;
     if (m < QB / 4 || !scratch) {

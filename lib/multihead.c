@@ -48,13 +48,12 @@ typedef struct {
     attn_shapes shapes;
     attn_sparse sparse; /* the sparsity pattern in the kernels' form */
     int pe, avg, fused;
-    int64_t qw;       /* floats per row of the q projection (3E when fused) */
-    int64_t ks;       /* row stride of the k and v projections */
+    int hm;           /* the projections written head by head (heads_major) */
+    int64_t qw;       /* floats per row of the q projection (3E when fused); hd when hm */
+    int64_t ks;       /* row stride of the k and v projections; hd when hm */
     int64_t jobs_n;   /* head jobs per kernel run */
     float *enc[3];    /* query, key, value with the positional encoding */
     float *qp, *kp, *vp, *ao, *hw; /* projections, heads' output, per-head weights */
-    int split;        /* the heads read kh and vh (heads_split) */
-    float *kh, *vh;   /* head-major copies of k and v (B, Hkv, Lk, hd) */
     attn_rope_pass rope; /* rotates qp and kp in place */
     attn_heads heads;
     const attn_mha_weights *pw; /* the request's prepared weights, or NULL */
@@ -598,13 +597,23 @@ static void mha_inputs(const mplan *pl, const float *x[3])
 static attn_gemm_call mha_gemm(const mplan *pl, int64_t m, int64_t n, int64_t k, const float *a,
                                const float *w, const float *bias, float *c, int64_t ldc)
 {
-    attn_gemm_call g = {m, n, k, a, w, bias, c, k, k, ldc, NULL, NULL};
+    attn_gemm_call g = {m, n, k, a, w, bias, c, k, k, ldc, NULL, NULL, 0, 0};
     const attn_mha_weights *pw = pl->pw;
     for (int i = 0; pw && w && i < pw->n_packed; i++)
         if (pw->packed[i].b == w && pw->packed[i].n == n && pw->packed[i].k == k) {
             g.bp = pw->packed[i].bp;
             g.packer = pw->packer;
         }
+    return g;
+}
+
+/* A projection of m rows written head by head when the plan says so. */
+static attn_gemm_call heads_out(const mplan *pl, attn_gemm_call g)
+{
+    if (pl->hm) {
+        g.ldc = g.cg = pl->hd;
+        g.cgs = g.m * pl->hd;
+    }
     return g;
 }
 
@@ -617,12 +626,12 @@ static int mha_gemms(const mplan *pl, const float *const x[3], attn_gemm_call *g
     int64_t ekv = pl->ekv;
     const float *in[3] = {x ? x[0] : NULL, x ? x[1] : NULL, x ? x[2] : NULL};
     if (pl->fused) {
-        g[0] = mha_gemm(pl, BQ, pl->qw, E, in[0], pl->wq, pl->bq, pl->qp, pl->qw);
+        g[0] = heads_out(pl, mha_gemm(pl, BQ, pl->E3, E, in[0], pl->wq, pl->bq, pl->qp, pl->E3));
         return 1;
     }
-    g[0] = mha_gemm(pl, BQ, E, E, in[0], pl->wq, pl->bq, pl->qp, E);
-    g[1] = mha_gemm(pl, BK, ekv, kd, in[1], pl->wk, pl->bk, pl->kp, ekv);
-    g[2] = mha_gemm(pl, BK, ekv, vd, in[2], pl->wv, pl->bv, pl->vp, ekv);
+    g[0] = heads_out(pl, mha_gemm(pl, BQ, E, E, in[0], pl->wq, pl->bq, pl->qp, E));
+    g[1] = heads_out(pl, mha_gemm(pl, BK, ekv, kd, in[1], pl->wk, pl->bk, pl->kp, ekv));
+    g[2] = heads_out(pl, mha_gemm(pl, BK, ekv, vd, in[2], pl->wv, pl->bv, pl->vp, ekv));
     return 3;
 }
 
@@ -633,49 +642,17 @@ static attn_gemm_call mha_out_gemm(const mplan *pl, float *out)
     return mha_gemm(pl, pl->d.B * pl->d.Lq, E, E, pl->ao, pl->wo, pl->bo, out, E);
 }
 
-/* Keys up to which the heads read k and v in place: a head's rows then
- * sit in L2 anyway, and the copying pass cost more than it saved (1-2% of
- * the CPU time of nn.MultiheadAttention(512, 8) at L = 128 and 256, with
- * its loop over the threads; at 384 and 512 the copies saved 2-3%). */
-#define SPLIT_MIN_LK 256
-
-/* Whether the heads read k and v from head-major copies: when each key
- * row is read by many query blocks (Lq past the kernel's decode rows, Lk
- * past SPLIT_MIN_LK) and the projections' rows interleave the heads, so
- * that a head's consecutive keys lie kilobytes apart (a TLB miss and no
- * hardware prefetch for nearly each); one copying pass costs less. */
-static int heads_split(const mplan *pl)
+/* Whether the projections are written head by head (B rows of L x hd
+ * per head, each head's q, k and v rows contiguous: attn_gemm_nt_packed's
+ * column groups) instead of as rows that interleave the heads. Then a
+ * head's consecutive keys lie hd floats apart, not kilobytes (a TLB miss
+ * and no hardware prefetch for nearly every key row), for no copy: the
+ * projection only stores its results elsewhere. Not when rope rotates the
+ * rows before the kernels, which reads the interleaved rows. */
+static int heads_major(const mplan *pl)
 {
-    return pl->ks > pl->hd && pl->d.Lq > ATTN_ROPE_KERNEL_ROWS && pl->d.Lk > SPLIT_MIN_LK;
-}
-
-typedef struct {
-    const mplan *pl;
-    int64_t rows; /* key rows per task */
-    int64_t per;  /* tasks per (batch row, KV head) */
-} split_args;
-
-/* Task t: a run of one KV head's key and value rows into kh and vh. */
-static void split_task(void *arg, int64_t t, int worker)
-{
-    (void)worker;
-    const split_args *a = arg;
-    const mplan *pl = a->pl;
-    int64_t bg = t / a->per, b = bg / pl->Hkv, g = bg % pl->Hkv, hd = pl->hd, Lk = pl->d.Lk;
-    int64_t r0 = t % a->per * a->rows, r1 = r0 + a->rows < Lk ? r0 + a->rows : Lk;
-    size_t row = (size_t)hd * sizeof(float);
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t from = (b * Lk + r) * pl->ks + g * hd, to = (bg * Lk + r) * hd;
-        memcpy(pl->kh + to, pl->kp + from, row);
-        memcpy(pl->vh + to, pl->vp + from, row);
-    }
-}
-
-/* k and v's rows into the head-major copies, on the call's threads. */
-static void mha_split(const attn_exec *ex, const mplan *pl)
-{
-    split_args a = {pl, 256, (pl->d.Lk + 255) / 256};
-    attn_pool_run(ex->threads, pl->d.B * pl->Hkv * a.per, split_task, &a);
+    const attn_options *o = &pl->req.opt;
+    return pl->H > 1 && !(o->rope.on && !attn_rope_in_kernel(o, pl->d.Lq));
 }
 
 /* The pieces: the encoded inputs (with positional encoding), the q (or
@@ -691,26 +668,25 @@ static void mha_lay_out(void *p, attn_ws *ws)
     pl->pe = pl->req.positional_encoding != ATTN_PE_NONE;
     pl->avg = pl->req.opt.need_weights && pl->req.average_weights;
     pl->fused = is_fused(pl);
-    pl->qw = pl->fused ? pl->E3 : d->Dq;
-    pl->ks = pl->fused ? pl->qw : pl->ekv;
+    pl->hm = heads_major(pl);
+    pl->qw = pl->hm ? pl->hd : pl->fused ? pl->E3 : d->Dq;
+    pl->ks = pl->hm ? pl->hd : pl->fused ? pl->qw : pl->ekv;
     pl->jobs_n = pl->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
     pl->enc[0] = attn_ws_take(ws, pl->pe ? bq * (double)d->Dq : 0.0, sizeof(float));
     pl->enc[1] = attn_ws_take(ws, pl->pe && has_k ? bk * (double)d->Dk : 0.0, sizeof(float));
     pl->enc[2] = attn_ws_take(ws, pl->pe && has_v ? bk * (double)d->Dv : 0.0, sizeof(float));
-    pl->qp = attn_ws_take(ws, bq * (double)pl->qw, sizeof(float));
+    pl->qp = attn_ws_take(ws, bq * (double)(pl->fused ? pl->E3 : d->Dq), sizeof(float));
     pl->kp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
     pl->vp = attn_ws_take(ws, pl->fused ? 0.0 : bk * (double)pl->ekv, sizeof(float));
     pl->ao = attn_ws_take(ws, bq * (double)d->Dq, sizeof(float));
     pl->hw = attn_ws_take(ws, pl->avg ? (double)pl->H * (double)d->Lq * (double)d->Lk : 0.0,
                           sizeof(float));
-    pl->split = heads_split(pl);
-    double kh = pl->split ? bk * (double)pl->ekv : 0.0;
-    pl->kh = attn_ws_take(ws, kh, sizeof(float));
-    pl->vh = attn_ws_take(ws, kh, sizeof(float));
     attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
     if (pl->fused) {
-        pl->kp = pl->qp ? pl->qp + d->Dq : NULL;
-        pl->vp = pl->qp ? pl->qp + 2 * d->Dq : NULL;
+        /* the k and v heads follow the q heads, or k and v each row */
+        int64_t off = pl->hm ? d->B * d->Lq * d->Dq : d->Dq;
+        pl->kp = pl->qp ? pl->qp + off : NULL;
+        pl->vp = pl->qp ? pl->qp + 2 * off : NULL;
     }
     const attn_options *o = &pl->req.opt;
     if (o->rope.on) {
@@ -745,7 +721,7 @@ static void mha_lay_out(void *p, attn_ws *ws)
 static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
 {
     const attn_dims *d = &pl->d;
-    int64_t Lq = d->Lq, Lk = d->Lk, E = d->Dq, H = pl->H, hd = pl->hd, ks = pl->ks;
+    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, E = d->Dq, H = pl->H, hd = pl->hd, ks = pl->ks;
     int64_t group = pl->H / pl->Hkv, plane = Lq * Lk;
     float scale = (float)(1.0 / sqrt((double)hd));
     size_t n = 0;
@@ -761,14 +737,12 @@ static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
             j->scale = scale;
             if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
                 j->m.sparse = &pl->sparse;
-            j->a = pl->qp + b * Lq * pl->qw + h * hd; j->a_stride = pl->qw;
-            if (pl->split) {
-                j->b = pl->kh + (b * pl->Hkv + g) * Lk * hd; j->b_stride = hd;
-                j->v = pl->vh + (b * pl->Hkv + g) * Lk * hd; j->v_stride = hd;
-            } else {
-                j->b = pl->kp + b * Lk * ks + g * hd; j->b_stride = ks;
-                j->v = pl->vp + b * Lk * ks + g * hd; j->v_stride = ks;
-            }
+            /* head h of batch row b: its own rows, or a slice of every row */
+            int64_t qo = pl->hm ? (h * B + b) * Lq * hd : b * Lq * pl->qw + h * hd;
+            int64_t ko = pl->hm ? (g * B + b) * Lk * hd : b * Lk * ks + g * hd;
+            j->a = pl->qp + qo; j->a_stride = pl->qw;
+            j->b = pl->kp + ko; j->b_stride = ks;
+            j->v = pl->vp + ko; j->v_stride = ks;
             j->o = pl->ao + b * Lq * E + h * hd; j->o_stride = E;
             if (pl->req.opt.rope.on && attn_rope_in_kernel(&pl->req.opt, Lq))
                 j->rope = &pl->rope;
@@ -814,8 +788,6 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     attn_exec_gemms(ex, g, mha_gemms(pl, x, g));
     if (pl->req.opt.rope.on)
         mha_rope(ex, pl);
-    if (pl->split)
-        mha_split(ex, pl);
     for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
         size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
         attn_status st = pl->req.linear ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)

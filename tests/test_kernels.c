@@ -96,8 +96,8 @@ static int same_packed(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
     float *c2 = xmalloc(cn * sizeof *c2), *c3 = xmalloc(cn * sizeof *c3);
     for (size_t i = 0; i < cn; i++) c2[i] = c3[i] = NAN;
     const void *packer = attn_gemm_pack(n, k, b, ldb, bp);
-    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, c2, ldc, threads, ws, bp, packer);
-    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, c3, ldc, threads, ws, junk, &n_pass);
+    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, c2, ldc, 0, 0, threads, ws, bp, packer);
+    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, c3, ldc, 0, 0, threads, ws, junk, &n_pass);
     int ok = memcmp(c, c2, cn * sizeof *c) == 0 && memcmp(c, c3, cn * sizeof *c) == 0;
     if (!ok)
         printf("FAIL gemm with B packed beforehand m=%lld n=%lld k=%lld threads=%d: not the "
@@ -105,6 +105,44 @@ static int same_packed(int64_t m, int64_t n, int64_t k, const float *a, int64_t 
                threads, memcmp(c, c2, cn * sizeof *c) ? "own packing" : "foreign packer");
     free(bp); free(junk); free(c2); free(c3);
     return ok;
+}
+
+/* attn_gemm_nt_packed with C's columns in groups of cg (the heads of a
+ * projection), each group a block of rows of ldg floats, cgs apart:
+ * every C[i][j] of attn_gemm_nt's C (c, rows of ldc) in its place, the
+ * same bits, and nothing written between the places. With and without
+ * scratch and B packed, so every path of the kernel writes groups. */
+static int same_grouped(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, const float *bias, const float *c,
+                        int64_t ldc, int threads, void *ws)
+{
+    int64_t cg = rng() % 2 ? 16 * rnd(1, 8) : rnd(1, n), ldg = cg + rnd(0, 3);
+    int64_t cgs = m * ldg + rnd(0, 40), ng = (n + cg - 1) / cg;
+    size_t cn = (size_t)(ng * cgs);
+    float *bp = NULL;
+    const void *packer = NULL;
+    if (ws && rng() % 2) {
+        bp = scratch(attn_gemm_packed_floats(n, k) * sizeof(float));
+        packer = attn_gemm_pack(n, k, b, ldb, bp);
+    }
+    float *cgr = xmalloc(cn * sizeof *cgr);
+    for (size_t i = 0; i < cn; i++) cgr[i] = NAN;
+    attn_gemm_nt_packed(m, n, k, a, lda, b, ldb, bias, cgr, ldg, cg, cgs, threads, ws, bp, packer);
+    int64_t bad = -1, stray = 0;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float *at = cgr + j / cg * cgs + i * ldg + j % cg;
+            if (memcmp(at, c + i * ldc + j, sizeof *at) != 0 && bad < 0) bad = i * n + j;
+            *at = NAN; /* marked: what is left must be the NaN it started as */
+        }
+    for (size_t i = 0; i < cn; i++) stray += !isnan(cgr[i]);
+    if (bad >= 0 || stray)
+        printf("FAIL gemm with column groups m=%lld n=%lld k=%lld cg=%lld threads=%d %s: %s\n",
+               (long long)m, (long long)n, (long long)k, (long long)cg, threads,
+               ws ? (bp ? "B packed" : "packing") : "no scratch",
+               bad >= 0 ? "a value not the plain call's bits" : "a write outside the groups");
+    free(bp); free(cgr);
+    return bad < 0 && !stray;
 }
 
 static void test_gemm_case(int threads)
@@ -128,6 +166,7 @@ static void test_gemm_case(int threads)
     attn_gemm_nt(m, n, k, a, lda, b, ldb, has_bias ? bias : NULL, c, ldc, threads, ws);
     int ok = ws ? same_packed(m, n, k, a, lda, b, ldb, has_bias ? bias : NULL, c, ldc, threads, ws)
                 : 1;
+    ok = same_grouped(m, n, k, a, lda, b, ldb, has_bias ? bias : NULL, c, ldc, threads, ws) && ok;
     free(ws);
     for (int64_t i = 0; i < m && ok; i++) {
         for (int64_t j = 0; j < n && ok; j++) {

@@ -1344,7 +1344,7 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
         if (self)
             Lk = Lq;
     }
-    if (trial % 24 == 5) { /* keys past SPLIT_MIN_LK (lib/multihead.c): head-major k and v */
+    if (trial % 24 == 5) { /* long enough for the packed products (GEMM_PACK_B rows) to write heads */
         Lk = 257 + trial % 5;
         Lq = self ? Lk : 65 + trial % 7;
     }
