@@ -91,24 +91,24 @@ spread() {
     done
     echo "$count"
 }
-# One failed connection marks a replica down for fail_timeout (5 s), and
-# nginx then hashes its sessions to the others: that is nginx doing its job,
-# not the hash failing to spread. If the first batch missed a replica and
-# nginx logged such a failure, say so and judge the spread on a second batch
-# made after the timeout.
+# A replica missing from the first batch: either nginx marked it down
+# after one failed connection (max_fails=1: for fail_timeout, 5 s, its
+# sessions hash to the others, which is nginx doing its job) or, about once
+# in 10^4 runs, 24 random ids all missed it. Say so with nginx's error log,
+# and judge the spread on a second batch made after the timeout.
 spread=$(spread "$holders")
-if [ "$spread" != 3 ] && grep -q "temporarily disabled" "$DIR/nginx-error.log"; then
-    echo "sessions on only $spread replicas, and nginx marked a replica down:" >&2
+if [ "$spread" != 3 ]; then
+    echo "sessions on only $spread replicas; nginx's error log:" >&2
     cat "$DIR/nginx-error.log" >&2
     sleep 6
     "$PY" tests/replicas/sessions.py create "$LB" 12 "$DIR/state2.json" >/dev/null &&
         holders2=$("$PY" tests/replicas/sessions.py holders "$DIR/state2.json" "${urls[@]}") ||
         fail "the second batch of sessions"
+    echo "a second batch of 12 sessions and 12 sequences, after fail_timeout: on $(spread "$holders2") replicas"
     spread=$(spread "$holders $holders2")
-    echo "a second batch of 12 sessions and 12 sequences, after the replica's fail_timeout: on $(spread "$holders2") replicas"
 fi
 [ "$spread" = 3 ] && ok "new sessions spread over the 3 replicas" ||
-    { bad "sessions on only $spread replicas: $holders"; cat "$DIR/nginx-error.log" >&2; }
+    { bad "sessions on only $spread replicas: $holders ${holders2:-}"; cat "$DIR/nginx-error.log" >&2; }
 
 # The replica holding the first session dies outright.
 dead=$(awk '{print $1}' <<<"$holders")
