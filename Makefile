@@ -245,6 +245,20 @@ BENCH_NPM = bench/node_modules/onnxruntime-node/package.json
 $(BENCH_KERNELS): $(BUILD)/bench/bench_kernels.o $(BENCH_OURS) $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) -lopenblas $(LIBS_LIB)
 
+# bench_kernels on the library with every exponential of the softmax
+# replaced by its argument (ATTN_BENCH_NO_EXP, lib/simd_math.h): wrong
+# answers, timed by bench/run.py only to say what the exponentials cost the
+# float32 core. Built in its own directory; nothing else links it.
+BENCH_NOEXP = $(BUILD)/bench_kernels_noexp
+NOEXP_OBJ = $(LIB_OBJ:$(BUILD)/lib/%=$(BUILD)/noexp/lib/%)
+
+$(BUILD)/noexp/lib/%.o: lib/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DATTN_BENCH_NO_EXP -MMD -MP -c $< -o $@
+
+$(BENCH_NOEXP): $(BUILD)/bench/bench_kernels.o $(BENCH_OURS) $(NOEXP_OBJ)
+	$(CC) -o $@ $^ $(LDFLAGS) -lopenblas $(LIBS_LIB)
+
 $(BENCH_PEAK): $(BUILD)/bench/peak.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
@@ -292,7 +306,7 @@ bench:
 	@sh scripts/deps.sh bench
 	@$(MAKE) --no-print-directory bench-run
 
-bench-run: $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM) $(BUILD)/bench_models
+bench-run: $(BENCH_KERNELS) $(BENCH_NOEXP) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WIRE) $(BARE_MHD) $(HTTP_BENCH) $(SERVER) $(BENCH_NPM) $(BUILD)/bench_models
 	@mkdir -p $(BUILD)/bench
 	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
@@ -480,7 +494,7 @@ install: all
 
 # Only our object folders: build/ also holds a Debian root file system
 # (test-docker), whose rc?.d folders a wider pattern would include.
--include $(wildcard $(BUILD)/*/*.d $(BUILD)/server/*/*.d $(BUILD)/tests/*/*.d)
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/server/*/*.d $(BUILD)/tests/*/*.d $(BUILD)/noexp/lib/*.d)
 
 # ------------------------------------------------------------------ modern attention
 # The double-precision C reference of the modern options (tests/ref_modern.c:

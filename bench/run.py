@@ -9,6 +9,10 @@ ran), PyTorch, the long-sequence rows
 (bench_kernels --long: sparse local_global and linear attention at
 L = 32768 against the dense core timed on one head), the wire and service
 rows, and the peak program again (the better of the two peak runs is used).
+Between ORT and PyTorch, what the softmax's exponentials cost: the float32
+core on one thread in turns with bench_kernels_noexp, the same library
+built with each exponential replaced by its argument (wrong answers; the
+Makefile's BENCH_NOEXP), at L = 512 and 1024.
 
 GFLOP/s count 4 L^2 E flops for the attention core (QK^T and PV over all
 heads), 2 L (L+1) E for causal rows (only the L (L+1)/2 query-key pairs a
@@ -43,6 +47,7 @@ import blas_env  # noqa: E402
 CHECK_LIMIT = 1e-4
 LENGTHS = (128, 512, 1024, 2048, 4096)  # bench_kernels' and ort_capi's own
 TURNS = 3  # turns of ours and ORT at each length after the full runs
+EXP_LENGTHS = (512, 1024)  # where the exponentials' cost is measured (exp_costs)
 
 
 def run_json(cmd, what, env=None):
@@ -166,13 +171,52 @@ class Rows:
                           ratio(o, t) if o is not None else "-", target, st))
 
 
+def exp_costs(b, env):
+    """The float32 core at EXP_LENGTHS on one thread (bench_kernels --cpu:
+    least process CPU time) beside the same library built with every
+    exponential of the softmax replaced by its argument
+    (bench_kernels_noexp: wrong answers), TURNS turns of the two: what the
+    exponentials cost the core. Keys bench_kernels_L, bench_kernels_noexp_L."""
+    out = {}
+    for l in EXP_LENGTHS:
+        for _ in range(TURNS):
+            for who in ("bench_kernels", "bench_kernels_noexp"):
+                t = run_json([os.path.join(b, who), "--cpu", "1", str(l)], "%s --cpu 1 %d" % (who, l),
+                             env).get("cpu_core_%d" % l)
+                key = "%s_%d" % (who, l)
+                if t and (key not in out or t < out[key]):
+                    out[key] = t
+    return out
+
+
+def exp_cost(r, l):
+    """(the core's 1-thread CPU time at l, the same without exponentials,
+    the 1-thread peak) from exp_costs, or None."""
+    e, p1 = r.get("exp", {}), r["peak"].get("fp32_1t")
+    c, z = e.get("bench_kernels_%d" % l), e.get("bench_kernels_noexp_%d" % l)
+    return (c, z, p1) if c and z and p1 else None
+
+
+def exp_note(r, l):
+    """What a core row's miss adds: the share of the peak the core reaches
+    on one thread without its exponentials (at the nearest measured L)."""
+    near = min(EXP_LENGTHS, key=lambda x: abs(x - l))
+    m = exp_cost(r, near)
+    if not m:
+        return ""
+    f = 4.0 * near * near * E
+    return "; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d)" % (
+        100 * gf(f, m[1]) / m[2], near)
+
+
 def core_rows(t, r, l):
     ours, ort, pt, peak = r["ours"], r["ort"], r["torch"], t.peak
     f = 4.0 * l * l * E
     c = ours.get("core_%d" % l)
     o, form, bad = ort_best(ort, "core", l)
     share = gf(f, c) / peak if c and peak else None
-    misses = [vs_ort(c, o, f, peak) if c else None]
+    miss = vs_ort(c, o, f, peak) if c else None
+    misses = [miss + exp_note(r, l) if miss and o is not None else miss]
     if l >= 1024:
         misses.append("no measured peak" if share is None else
                       "%.0f%% of peak" % (100 * share) if share < 0.85 else None)
@@ -277,6 +321,21 @@ def print_notes(r, n, peak):
         g = gf(2.0 * 2048 ** 3, ours["sgemm_2048"])
         print("OpenBLAS sgemm 2048^3 on %d threads: %.0f GFLOP/s%s." % (
             n, g, " (%.0f%% of the measured peak)" % (100 * g / peak) if peak else ""))
+    parts = []
+    for l in EXP_LENGTHS:
+        m = exp_cost(r, l)
+        if m:
+            f = 4.0 * l * l * E
+            parts.append("L = %d: %.2f ms (%.0f%% of the 1-thread peak) against %.2f ms (%.0f%%) without them, so "
+                         "the exponentials take %.1f%% of the core's time" % (
+                             l, m[0] * 1e3, 100 * gf(f, m[0]) / m[2], m[1] * 1e3, 100 * gf(f, m[1]) / m[2],
+                             100 * (m[0] - m[1]) / m[0]))
+    print("Exponentials: the float32 core on 1 thread, least CPU time of %d runs (bench_kernels --cpu 1 L), in turns "
+          "with the same library built with every exponential of the softmax replaced by its argument "
+          "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "
+          "(lib/simd_math.h, exp_soft) takes 9 multiplies or multiply-adds and a vscalefps on the units that do "
+          "the 128 multiply-adds of their two products (d = 64)."
+          % (TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)"))
     checks = sorted(k[3:] for k in ort if k.startswith("ok_"))
     if checks:
         bad = [k for k in checks if not ort["ok_" + k]]
@@ -416,6 +475,7 @@ def run_all(args):
             if lib:
                 r["ort"] = best_of(r["ort"], run_json(ort_cmd + [str(l)], "ONNX Runtime (ort_capi) at L = %d" % l, env))
     r["ort_lib"] = lib
+    r["exp"] = exp_costs(b, env)
     r["torch"] = run_json([sys.executable, os.path.join(HERE, "torch_bench.py"), str(args.threads)], "PyTorch", env)
     r["long"] = run_json([os.path.join(b, "bench_kernels"), "--long", str(args.threads)], "bench_kernels --long", env)
     r["wire"] = run_json([os.path.join(b, "bench_wire"), "9"], "bench_wire", env)
