@@ -609,6 +609,25 @@ static inline ALWAYS int scores_fixed(const attn_sdpa_job *j)
     return bl >= 0 || br >= 0 || j->key_mask || j->softcap > 0.0f || j->alibi != 0.0f;
 }
 
+/* Whether every row of the query block from i0 sees keys [jb, jb+n) whole
+ * under the band (bl, br of band_of): the upper side binds on the first
+ * row, the lower on the last. */
+static inline ALWAYS int band_inside(const attn_sdpa_job *j, int64_t bl, int64_t br, int64_t i0,
+                                     int64_t jb, int64_t n)
+{
+    return (br < 0 || jb + n - 1 <= i0 + j->off + br) && (bl < 0 || jb >= i0 + QB - 1 + j->off - bl);
+}
+
+/* scores_fixed for keys [jb, jb+n) of the query block from i0 alone: a
+ * causal block's keys below its diagonal are left as they are. */
+static inline ALWAYS int block_fixed(const attn_sdpa_job *j, int64_t i0, int64_t jb, int64_t n)
+{
+    int64_t bl, br;
+    band_of(j, &bl, &br);
+    return j->key_mask || j->softcap > 0.0f || j->alibi != 0.0f ||
+           ((bl >= 0 || br >= 0) && !band_inside(j, bl, br, i0, jb, n));
+}
+
 /* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
  * i0.., QB of them, scale applied) through softcap and ALiBi, with
  * causal/window/key_mask applied; vectors before v0 see none of the keys
@@ -621,10 +640,8 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
     V ninf = VSET1(-INFINITY);
     score_consts sc = score_consts_of(j);
     /* a tile every row of the block sees whole (below a causal diagonal,
-     * inside a window) needs no band: the upper side binds on the first
-     * row, the lower on the last */
-    int inside = (br < 0 || jb + kn - 1 <= i0 + j->off + br) &&
-                 (bl < 0 || jb >= i0 + QB - 1 + j->off - bl);
+     * inside a window) needs no band */
+    int inside = band_inside(j, bl, br, i0, jb, kn);
     int structural = (bl >= 0 || br >= 0) && !inside, terms = sc.softcap || sc.alibi;
     /* the common tile has nothing to change: returning costs less than a
      * loop that copies each score to itself (2-3% of the core's time) */
@@ -1032,7 +1049,8 @@ static inline ALWAYS TGT void weights_pace(weights_due *d, int64_t to)
         weights_write(d, (d->nblk * BLOCK_CHUNKS * (to - d->at) + d->over - 1) / d->over);
 }
 
-/* flash_block_lazy for a job whose scores nothing changes (score_fix):
+/* flash_block_lazy for a key block whose scores nothing changes
+ * (block_fixed: no terms or key mask, below a causal diagonal):
  * each full tile's raw scores wait in st and are exponentiated during the
  * next tile's products (kq_tile's pend), every sum in lazy_tile's order,
  * so the answer is the same to the bit. */
@@ -1063,8 +1081,8 @@ static NOINLINE TGT int flash_block_deferred(const attn_sdpa_job *j, const float
 }
 
 /* One key block exponentiated tile by tile while the scores are still in
- * registers (lazy_tile), against the reference max m; with AVX-512, a job
- * whose scores nothing changes goes by flash_block_deferred where the CPU
+ * registers (lazy_tile), against the reference max m; with AVX-512, a key
+ * block whose scores nothing changes goes by flash_block_deferred where the CPU
  * gains from it (attn_kernels_defer_exp). Sets alpha (the
  * factor for the block's earlier O^T and l) and sum (its P summed per
  * lane). Returns whether the next block may go the same way: a raise
@@ -1075,7 +1093,7 @@ static inline ALWAYS TGT int flash_block_lazy(const attn_sdpa_job *j, const floa
                                               float *st, V m[QV], V alpha[QV], V sum[QV],
                                               weights_due *due)
 {
-    if (DEFER_EXP && !scores_fixed(j) && attn_kernels_defer_exp())
+    if (DEFER_EXP && !block_fixed(j, i0, jb, nk) && attn_kernels_defer_exp())
         return flash_block_deferred(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
     V mu[QV];
     lazy_start(m, mu, alpha, sum);
