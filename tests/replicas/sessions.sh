@@ -93,9 +93,10 @@ spread() {
 }
 # A replica missing from the first batch: either nginx marked it down
 # after one failed connection (max_fails=1: for fail_timeout, 5 s, its
-# sessions hash to the others, which is nginx doing its job) or, about once
-# in 10^4 runs, 24 random ids all missed it. Say so with nginx's error log,
-# and judge the spread on a second batch made after the timeout.
+# sessions hash to the others, which is nginx doing its job) or 24 random
+# ids all missed it (3 (2/3)^24, about 2 in 10^4 runs, with even shares).
+# Say so with nginx's error log, and judge the spread on a second batch
+# made after the timeout.
 spread=$(spread "$holders")
 if [ "$spread" != 3 ]; then
     echo "sessions on only $spread replicas; nginx's error log:" >&2
