@@ -191,10 +191,13 @@ def exp_costs(b, env):
 
 def exp_cost(r, l):
     """(the core's 1-thread CPU time at l, the same without exponentials,
-    the 1-thread peak) from exp_costs, or None."""
+    and their shares of the 1-thread peak) from exp_costs, or None."""
     e, p1 = r.get("exp", {}), r["peak"].get("fp32_1t")
     c, z = e.get("bench_kernels_%d" % l), e.get("bench_kernels_noexp_%d" % l)
-    return (c, z, p1) if c and z and p1 else None
+    if not (c and z and p1):
+        return None
+    f = 4.0 * l * l * E
+    return c, z, gf(f, c) / p1, gf(f, z) / p1
 
 
 def exp_note(r, l):
@@ -204,9 +207,7 @@ def exp_note(r, l):
     m = exp_cost(r, near)
     if not m:
         return ""
-    f = 4.0 * near * near * E
-    return "; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d)" % (
-        100 * gf(f, m[1]) / m[2], near)
+    return "; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d)" % (100 * m[3], near)
 
 
 def core_rows(t, r, l):
@@ -325,11 +326,9 @@ def print_notes(r, n, peak):
     for l in EXP_LENGTHS:
         m = exp_cost(r, l)
         if m:
-            f = 4.0 * l * l * E
             parts.append("L = %d: %.2f ms (%.0f%% of the 1-thread peak) against %.2f ms (%.0f%%) without them, so "
                          "the exponentials take %.1f%% of the core's time" % (
-                             l, m[0] * 1e3, 100 * gf(f, m[0]) / m[2], m[1] * 1e3, 100 * gf(f, m[1]) / m[2],
-                             100 * (m[0] - m[1]) / m[0]))
+                             l, m[0] * 1e3, 100 * m[2], m[1] * 1e3, 100 * m[3], 100 * (m[0] - m[1]) / m[0]))
     print("Exponentials: the float32 core on 1 thread, least CPU time of %d runs (bench_kernels --cpu 1 L), in turns "
           "with the same library built with every exponential of the softmax replaced by its argument "
           "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "

@@ -45,6 +45,7 @@
 #define decode_terms ISA_NAME(decode_terms)
 #define score_regs ISA_NAME(score_regs)
 #define score_fix ISA_NAME(score_fix)
+#define scores_termed ISA_NAME(scores_termed)
 #define scores_fixed ISA_NAME(scores_fixed)
 #define score_store ISA_NAME(score_store)
 #define score_tile ISA_NAME(score_tile)
@@ -600,13 +601,20 @@ static TGT void softcap_apply(const float *x, float *y, int64_t n, float c)
     }
 }
 
+/* Whether score_fix may change scores of the job anywhere, band aside:
+ * softcap, ALiBi or a key mask. */
+static inline ALWAYS int scores_termed(const attn_sdpa_job *j)
+{
+    return j->key_mask || j->softcap > 0.0f || j->alibi != 0.0f;
+}
+
 /* Whether score_fix may change any score of the job in a vector it sees
  * keys in: a band (causal, window), softcap, ALiBi or a key mask. */
 static inline ALWAYS int scores_fixed(const attn_sdpa_job *j)
 {
     int64_t bl, br;
     band_of(j, &bl, &br);
-    return bl >= 0 || br >= 0 || j->key_mask || j->softcap > 0.0f || j->alibi != 0.0f;
+    return bl >= 0 || br >= 0 || scores_termed(j);
 }
 
 /* Whether every row of the query block from i0 sees keys [jb, jb+n) whole
@@ -624,8 +632,7 @@ static inline ALWAYS int block_fixed(const attn_sdpa_job *j, int64_t i0, int64_t
 {
     int64_t bl, br;
     band_of(j, &bl, &br);
-    return j->key_mask || j->softcap > 0.0f || j->alibi != 0.0f ||
-           ((bl >= 0 || br >= 0) && !band_inside(j, bl, br, i0, jb, n));
+    return scores_termed(j) || ((bl >= 0 || br >= 0) && !band_inside(j, bl, br, i0, jb, n));
 }
 
 /* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
