@@ -203,8 +203,8 @@ static inline ALWAYS TGT void bf16_exp_pack(float *st, int nk, int np2, uint32_t
     for (int t = 0; t < np2; t++)
         UNROLL for (int q = 0; q < QV; q++) {
             float *s0 = st + 2 * t * QB + q * VW, *s1 = s0 + QB;
-            V p0 = 2 * t < nk ? VEXP(VSUB(VLOAD(s0), mu[q])) : VZERO();
-            V p1 = 2 * t + 1 < nk ? VEXP(VSUB(VLOAD(s1), mu[q])) : VZERO();
+            V p0 = 2 * t < nk ? VEXP_BF16(VSUB(VLOAD(s0), mu[q])) : VZERO();
+            V p1 = 2 * t + 1 < nk ? VEXP_BF16(VSUB(VLOAD(s1), mu[q])) : VZERO();
             sum[q] = VADD(sum[q], VADD(p0, p1));
             if (keep) {
                 if (2 * t < nk) VSTORE(s0, p0);
@@ -285,7 +285,7 @@ static inline ALWAYS TGT int bf16_lazy_tile(const attn_sdpa_job *j, const uint32
     bf16_scores(j, kb, ldk, qt2, i0, jb, kk, kn, 0, fix, st, acc);
     int raised = lazy_raise(acc, kn, 0, kk, st, m, mu, alpha, sum);
     if (raised) bf16_pairs(st, 0, kk, pt2);
-    lazy_exp(acc, kn, 0, kk, st, mu, sum);
+    lazy_exp(acc, kn, 0, kk, st, mu, sum, 1);
     bf16_pairs(st, kk, kk + kn, pt2);
     return raised;
 }
@@ -340,9 +340,9 @@ static inline ALWAYS TGT void pv_tile_bf16(float *ot, const uint32_t *pt2, int n
                                            const V alpha[QV])
 {
     V acc[CN][QV];
-    pv_acc_load(ot, cn, alpha, acc);
+    pv_acc_zero(acc);
     bf16_tile(pt2, np2, vt, ldv, CN, cn, acc);
-    pv_acc_store(ot, cn, acc);
+    pv_acc_store(ot, cn, alpha, acc);
 }
 
 /* Pairs of keys of a block of nk keys that the products read: whole tiles
@@ -399,8 +399,9 @@ static inline ALWAYS TGT float bf16_dot(const uint32_t *qp, const float *k, int6
 /* A decode row's P V for one key block in bfloat16: acc (dv floats and the
  * rest of their last vector) += sum_t P_t v_t over keys jb (even) .. jb+nk,
  * P (sc) rounded in pairs through pw (BK / 2 + VW words), each pair of
- * value rows rounded as it is read. Up to four vectors of acc stay in
- * registers across the keys, each summed pair by pair as before. */
+ * value rows rounded as it is read. Up to four vectors of the block's
+ * sum stay in registers across the keys, summed pair by pair from zero,
+ * then added to acc (blocked, as decode_pv). */
 static inline ALWAYS TGT void bf16_pv_row(const attn_sdpa_job *j, int64_t jb, int nk,
                                           const float *sc, uint32_t *pw, float *acc)
 {
@@ -412,7 +413,7 @@ static inline ALWAYS TGT void bf16_pv_row(const attn_sdpa_job *j, int64_t jb, in
     for (int64_t c = 0; c < dv; c += 4 * VW) {
         int nv = dv - c >= 4 * VW ? 4 : (int)((dv - c + VW - 1) / VW);
         V a[4];
-        UNROLL for (int u = 0; u < 4; u++) a[u] = u < nv ? VLOAD(acc + c + u * VW) : VZERO();
+        UNROLL for (int u = 0; u < 4; u++) a[u] = VZERO(); /* the block's sum, as decode_pv */
         const float *v0 = j->v + jb * vs;
         for (int t = 0; t < np; t++, v0 += 2 * vs) {
             if (pw[t] == 0) continue; /* both keys masked or underflowed, as decode_block skips */
@@ -425,6 +426,7 @@ static inline ALWAYS TGT void bf16_pv_row(const attn_sdpa_job *j, int64_t jb, in
                 a[u] = VDPBF(a[u], v, p);
             }
         }
-        UNROLL for (int u = 0; u < 4; u++) if (u < nv) VSTORE(acc + c + u * VW, a[u]);
+        UNROLL for (int u = 0; u < 4; u++)
+            if (u < nv) VSTORE(acc + c + u * VW, VADD(VLOAD(acc + c + u * VW), a[u]));
     }
 }

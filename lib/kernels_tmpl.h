@@ -53,7 +53,7 @@
 #define lazy_exp ISA_NAME(lazy_exp)
 #define lazy_start ISA_NAME(lazy_start)
 #define lazy_tile ISA_NAME(lazy_tile)
-#define pv_acc_load ISA_NAME(pv_acc_load)
+#define pv_acc_zero ISA_NAME(pv_acc_zero)
 #define pv_acc_store ISA_NAME(pv_acc_store)
 #define pv_tile ISA_NAME(pv_tile)
 #define pv_cols ISA_NAME(pv_cols)
@@ -784,9 +784,11 @@ static inline ALWAYS TGT int lazy_raise(V acc[KN][QV], int kn, int v0, int kk, f
 }
 
 /* The tile's P = e^(S - mu) as rows kk.. of st, summed into sum (zero for
- * the vectors before v0, which the weights read and P V does not). */
+ * the vectors before v0, which the weights read and P V does not); bf16
+ * (a constant once inlined) takes the exponential of P that bfloat16
+ * rounds (VEXP_BF16). */
 static inline ALWAYS TGT void lazy_exp(V acc[KN][QV], int kn, int v0, int kk, float *st,
-                                       const V mu[QV], V sum[QV])
+                                       const V mu[QV], V sum[QV], int bf16)
 {
     UNROLL for (int t = 0; t < KN; t++)
         if (t < kn)
@@ -795,7 +797,8 @@ static inline ALWAYS TGT void lazy_exp(V acc[KN][QV], int kn, int v0, int kk, fl
                     VSTORE(st + (kk + t) * QB + v * VW, VZERO());
                     continue;
                 }
-                V p = VEXP(VSUB(acc[t][v], mu[v]));
+                V x = VSUB(acc[t][v], mu[v]);
+                V p = bf16 ? VEXP_BF16(x) : VEXP(x);
                 sum[v] = VADD(sum[v], p);
                 VSTORE(st + (kk + t) * QB + v * VW, p);
             }
@@ -822,27 +825,32 @@ static inline ALWAYS TGT int lazy_tile(const attn_sdpa_job *j, const float *kr, 
     V acc[KN][QV];
     int v0 = score_regs(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, acc);
     int raised = lazy_raise(acc, kn, v0, kk, st, m, mu, alpha, sum);
-    lazy_exp(acc, kn, v0, kk, st, mu, sum);
+    lazy_exp(acc, kn, v0, kk, st, mu, sum, 0);
     return raised;
 }
 
-/* A P V tile's accumulators: acc = O^T alpha for cn value columns of ot
- * (zero past them; all zero when alpha is NULL, a query block's first key
- * block, whose ot is not yet written), and back into ot (pv_tile,
- * pv_tile_bf16). */
-static inline ALWAYS TGT void pv_acc_load(const float *ot, int cn, const V *alpha,
-                                          V acc[CN][QV])
+/* A P V tile's accumulators start at zero for each key block, and go back
+ * into ot (cn value columns) as O^T = O^T alpha + acc (just acc when alpha
+ * is NULL, a query block's first key block, whose ot is not yet written):
+ * each block's products are summed on their own and the block sums then
+ * added, as a blocked matrix product sums along k, so a row's rounding
+ * error grows with the square roots of the block's length and of the
+ * number of blocks rather than with that of the row's length (pv_tile,
+ * pv_edge_tile, pv_tile_bf16). */
+static inline ALWAYS TGT void pv_acc_zero(V acc[CN][QV])
 {
     UNROLL for (int c = 0; c < CN; c++)
-        UNROLL for (int q = 0; q < QV; q++)
-            acc[c][q] = c < cn && alpha ? VMUL(VLOAD(ot + c * QB + q * VW), alpha[q]) : VZERO();
+        UNROLL for (int q = 0; q < QV; q++) acc[c][q] = VZERO();
 }
 
-static inline ALWAYS TGT void pv_acc_store(float *ot, int cn, V acc[CN][QV])
+static inline ALWAYS TGT void pv_acc_store(float *ot, int cn, const V *alpha, V acc[CN][QV])
 {
     UNROLL for (int c = 0; c < CN; c++)
         if (c < cn)
-            UNROLL for (int q = 0; q < QV; q++) VSTORE(ot + c * QB + q * VW, acc[c][q]);
+            UNROLL for (int q = 0; q < QV; q++) {
+                float *o = ot + c * QB + q * VW;
+                VSTORE(o, alpha ? VFMA(VLOAD(o), alpha[q], acc[c][q]) : acc[c][q]);
+            }
 }
 
 /* acc[c][lanes] += sum_kk V[kk][c] * P^T[kk][lanes] for nk keys, cn value
@@ -871,9 +879,9 @@ static inline ALWAYS TGT void pv_tile(float *ot, const float *st, int nk,
                                           const V *alpha, int v0)
 {
     V acc[CN][QV];
-    pv_acc_load(ot, cn, alpha, acc);
+    pv_acc_zero(acc);
     pv_keys(acc, st, nk, v, vs, cn, v0);
-    pv_acc_store(ot, cn, acc);
+    pv_acc_store(ot, cn, alpha, acc);
 }
 
 /* All dv value columns of O^T for nk keys of P^T (see pv_tile), query
@@ -1185,7 +1193,7 @@ static inline ALWAYS TGT void pv_edge_tile(const attn_sdpa_job *j, int64_t br, f
                                            const float *vb, int cn, const V *alpha)
 {
     V acc[CN][QV];
-    pv_acc_load(ot, cn, alpha, acc);
+    pv_acc_zero(acc);
     for (int s0 = 0; s0 < nk;) {
         int v0 = first_vector(j, br, i0, jb + s0);
         int64_t e = i0 + j->off + br + (int64_t)(v0 + 1) * VW - jb;
@@ -1199,7 +1207,7 @@ static inline ALWAYS TGT void pv_edge_tile(const attn_sdpa_job *j, int64_t br, f
         }
         s0 = s1;
     }
-    pv_acc_store(ot, cn, acc);
+    pv_acc_store(ot, cn, alpha, acc);
 }
 
 /* O^T = O^T alpha + V^T P^T for one key block (nk keys from jb). Blocks
@@ -1586,8 +1594,10 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
 }
 
 /* acc (dv floats) plus P V over nk keys from jb, P in sc (a zero skips its
- * key): four vectors of acc held in registers across the keys, even and
- * odd keys in chains of their own (two FMAs in flight a column). */
+ * key): four vectors of the block's sum held in registers across the
+ * keys, even and odd keys in chains of their own (two FMAs in flight a
+ * column), started from zero and added to acc at the end (blocked, as
+ * pv_acc_store). */
 static inline ALWAYS TGT void decode_pv(const attn_sdpa_job *j, int64_t jb, int nk, const float *sc,
                                         float *acc)
 {
@@ -1596,7 +1606,7 @@ static inline ALWAYS TGT void decode_pv(const attn_sdpa_job *j, int64_t jb, int 
     const float *v = j->v + jb * vs;
     for (; c + 4 * VW <= vf; c += 4 * VW) {
         V a[4], b[4];
-        UNROLL for (int u = 0; u < 4; u++) a[u] = VLOAD(acc + c + u * VW), b[u] = VZERO();
+        UNROLL for (int u = 0; u < 4; u++) a[u] = VZERO(), b[u] = VZERO();
         const float *vr = v + c;
         int kk = 0;
         for (; kk + 2 <= nk; kk += 2, vr += 2 * vs) {
@@ -1608,16 +1618,17 @@ static inline ALWAYS TGT void decode_pv(const attn_sdpa_job *j, int64_t jb, int 
         }
         if (kk < nk && sc[kk] != 0.0f)
             UNROLL for (int u = 0; u < 4; u++) a[u] = VFMA(VSET1(sc[kk]), VLOAD(vr + u * VW), a[u]);
-        UNROLL for (int u = 0; u < 4; u++) VSTORE(acc + c + u * VW, VADD(a[u], b[u]));
+        UNROLL for (int u = 0; u < 4; u++)
+            VSTORE(acc + c + u * VW, VADD(VLOAD(acc + c + u * VW), VADD(a[u], b[u])));
     }
     for (; c < j->dv; c += VW) {
-        V a = VLOAD(acc + c);
+        V a = VZERO();
         const float *vr = v + c;
         for (int kk = 0; kk < nk; kk++, vr += vs) {
             if (sc[kk] == 0.0f) continue;
             a = VFMA(VSET1(sc[kk]), c < vf ? VLOAD(vr) : VLOADM(vr, vm), a);
         }
-        VSTORE(acc + c, a);
+        VSTORE(acc + c, VADD(VLOAD(acc + c), a));
     }
 }
 
