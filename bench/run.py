@@ -48,6 +48,10 @@ CHECK_LIMIT = 1e-4
 LENGTHS = (128, 512, 1024, 2048, 4096)  # bench_kernels' and ort_capi's own
 TURNS = 3  # turns of ours and ORT at each length after the full runs
 EXP_LENGTHS = (512, 1024)  # where the exponentials' cost is measured (exp_costs)
+# turns of the two builds there: with 3, one run (2026-12-04 08:20 UTC) put
+# the build without exponentials 5% above the one with them at L = 512,
+# which 6 alternating turns a minute later put 9% below it
+EXP_TURNS = 5
 
 
 def run_json(cmd, what, env=None):
@@ -175,11 +179,11 @@ def exp_costs(b, env):
     """The float32 core at EXP_LENGTHS on one thread (bench_kernels --cpu:
     least process CPU time) beside the same library built with every
     exponential of the softmax replaced by its argument
-    (bench_kernels_noexp: wrong answers), TURNS turns of the two: what the
+    (bench_kernels_noexp: wrong answers), EXP_TURNS turns of the two: what the
     exponentials cost the core. Keys bench_kernels_L, bench_kernels_noexp_L."""
     out = {}
     for l in EXP_LENGTHS:
-        for _ in range(TURNS):
+        for _ in range(EXP_TURNS):
             for who in ("bench_kernels", "bench_kernels_noexp"):
                 t = run_json([os.path.join(b, who), "--cpu", "1", str(l)], "%s --cpu 1 %d" % (who, l),
                              env).get("cpu_core_%d" % l)
@@ -334,7 +338,7 @@ def print_notes(r, n, peak):
           "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "
           "(lib/simd_math.h, exp_soft) takes 9 multiplies or multiply-adds and a vscalefps on the units that do "
           "the 128 multiply-adds of their two products (d = 64)."
-          % (TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)"))
+          % (EXP_TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)"))
     checks = sorted(k[3:] for k in ort if k.startswith("ok_"))
     if checks:
         bad = [k for k in checks if not ort["ok_" + k]]
