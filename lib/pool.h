@@ -26,6 +26,11 @@ void attn_pool_free(attn_pool *pool);
  * process-wide pool) and returns the one it replaces, to be restored. */
 attn_pool *attn_pool_use(attn_pool *pool);
 
+/* Ends a call of call_ns nanoseconds that used pool (NULL: a no-op):
+ * after a long one, its workers go to sleep at once instead of lingering
+ * for the next loop, and leave the CPUs to the caller's next work. */
+void attn_pool_settle(attn_pool *pool, int64_t call_ns);
+
 /* Runs fn for every task on up to `threads` threads of the calling
  * thread's pool (the caller is worker 0) and returns when all are done.
  * Pools are independent: loops of different pools run in parallel, each

@@ -853,7 +853,82 @@ static void test_tasks_by_cpu(void)
           "caller on CPU %d: %s, on CPU %d: %s (%d tries)", cpu[0], ok[0] ? "yes" : "no", cpu[1],
           ok[1] ? "yes" : "no", tries);
 }
+
+/* The scheduler state of thread tid ('R' running or runnable, 'S'
+ * sleeping, ...), '?' when unknown. */
+static char thread_state(pid_t tid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return '?';
+    char *got = fgets(line, sizeof line, f);
+    fclose(f);
+    char *paren = got ? strrchr(line, ')') : NULL;
+    return paren && paren[1] == ' ' ? paren[2] : '?';
+}
+
+/* Microseconds since t0 on CLOCK_MONOTONIC. */
+static double us_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e6 + (double)(t.tv_nsec - t0->tv_nsec) * 1e-3;
+}
+
+/* Whether the worker sleeps ('S') within us microseconds. */
+static int sleeps_within(pid_t tid, double us)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (us_since(&t0) < us)
+        if (thread_state(tid) == 'S') return 1;
+    return 0;
+}
+
+/* After a long call (attn_pool_settle with 10 ms) the worker goes to
+ * sleep at once, where after a short one (1 us) it lingers, polling for
+ * the next loop, for a millisecond: so within 600 us it must sleep after
+ * the long call, and must not after the short one (which shows the check
+ * can tell the two apart). A few tries, as a loaded machine may keep the
+ * worker from running at all. */
+static void test_settle(void)
+{
+    cpu_set_t all;
+    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) {
+        printf("pool settle: fewer than 2 CPUs here, skipped\n");
+        n_skipped++;
+        return;
+    }
+    attn_pool *p = attn_pool_new(2);
+    attn_pool *prev = attn_pool_use(p);
+    int lingers = 0, rests = 0, tries = 0;
+    for (; tries < 10 && !(lingers && rests); tries++) {
+        atomic_store(&worker_tid, 0);
+        attn_pool_run(2, 16, note_worker, NULL);
+        pid_t tid = atomic_load(&worker_tid);
+        if (!tid) continue;
+        attn_pool_settle(p, 1000);
+        lingers = lingers || !sleeps_within(tid, 600);
+        struct timespec d = {0, 2000000}; /* past the linger: asleep */
+        nanosleep(&d, NULL);
+        attn_pool_run(2, 16, note_worker, NULL);
+        attn_pool_settle(p, 10000000);
+        rests = rests || sleeps_within(tid, 600);
+    }
+    attn_pool_use(prev);
+    attn_pool_free(p);
+    check(lingers && rests, "after a long call the pool's workers sleep at once, after a short one they linger",
+          "lingered after a short call: %s, slept after a long one: %s (%d tries)",
+          lingers ? "yes" : "no", rests ? "yes" : "no", tries);
+}
 #else
+static void test_settle(void)
+{
+    printf("pool settle: Linux only, skipped\n");
+    n_skipped++;
+}
+
 static void test_steering(void)
 {
     printf("pool steering: Linux only, skipped\n");
@@ -961,6 +1036,7 @@ int main(int argc, char **argv)
     }
     test_parallel_pools();
     test_steering();
+    test_settle();
     test_tasks_by_cpu();
     for (size_t i = 0; i < n; i++) {
         job_free(&jobs[i]);
