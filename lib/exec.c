@@ -6,7 +6,6 @@
  * front end on the context's own threads. */
 #include <math.h>
 #include <string.h>
-#include <time.h>
 #include "internal.h"
 #include "pool.h"
 
@@ -228,14 +227,6 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
     return ws.used + ws.kernels + ws.rope;
 }
 
-/* Monotonic nanoseconds: how long a call ran (attn_pool_settle). */
-static int64_t clock_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
                               float *out, float *w, attn_error *err)
 {
@@ -259,9 +250,9 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
         return st;
     attn_exec ex = {ctx, ctx->threads};
     struct attn_pool *prev = attn_pool_use(ctx->pool);
-    int64_t t0 = clock_ns();
+    int64_t t0 = attn_pool_now_ns();
     st = f->run(&ex, plan, out, w, err);
-    attn_pool_settle(ctx->pool, clock_ns() - t0);
+    attn_pool_settle(ctx->pool, attn_pool_now_ns() - t0);
     attn_pool_use(prev);
     return st;
 }

@@ -228,7 +228,7 @@ static void cut_parts(attn_pool *p, int64_t ntasks)
     }
 }
 
-static int64_t now_ns(void)
+int64_t attn_pool_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -271,8 +271,8 @@ static void linger(attn_pool *p, worker *self, uint64_t seen)
     self->cpu = this_cpu();
     for (int s = 0; s < SPIN && still_idle(p, seen); s++)
         cpu_relax();
-    int64_t end = now_ns() + LINGER_NS;
-    while (still_idle(p, seen) && now_ns() < end) {
+    int64_t end = attn_pool_now_ns() + LINGER_NS;
+    while (still_idle(p, seen) && attn_pool_now_ns() < end) {
         sched_yield();
         self->cpu = this_cpu();
     }

@@ -26,6 +26,10 @@ void attn_pool_free(attn_pool *pool);
  * process-wide pool) and returns the one it replaces, to be restored. */
 attn_pool *attn_pool_use(attn_pool *pool);
 
+/* Monotonic nanoseconds (the pool's linger clock): how long a call ran,
+ * for attn_pool_settle. */
+int64_t attn_pool_now_ns(void);
+
 /* Ends a call of call_ns nanoseconds that used pool (NULL: a no-op):
  * after a long one, its workers go to sleep at once instead of lingering
  * for the next loop, and leave the CPUs to the caller's next work. */

@@ -762,14 +762,22 @@ static void steer_try(const cpu_set_t *all, int *moved)
     *moved = CPU_EQUAL(&got, &want);
 }
 
+/* Whether this process may run on 2 CPUs or more (all: its CPUs); when
+ * not, the check named what is counted as skipped. */
+static int two_cpus(const char *what, cpu_set_t *all)
+{
+    if (sched_getaffinity(0, sizeof *all, all) == 0 && CPU_COUNT(all) >= 2)
+        return 1;
+    printf("%s: fewer than 2 CPUs here, skipped\n", what);
+    n_skipped++;
+    return 0;
+}
+
 static void test_steering(void)
 {
     cpu_set_t all;
-    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) {
-        printf("pool steering: fewer than 2 CPUs here, skipped\n");
-        n_skipped++;
+    if (!two_cpus("pool steering", &all))
         return;
-    }
     attn_pool *p = attn_pool_new(2);
     attn_pool *prev = attn_pool_use(p);
     int moved = 0, tries = 0;
@@ -895,11 +903,8 @@ static int sleeps_within(pid_t tid, double us)
 static void test_settle(void)
 {
     cpu_set_t all;
-    if (sched_getaffinity(0, sizeof all, &all) != 0 || CPU_COUNT(&all) < 2) {
-        printf("pool settle: fewer than 2 CPUs here, skipped\n");
-        n_skipped++;
+    if (!two_cpus("pool settle", &all))
         return;
-    }
     attn_pool *p = attn_pool_new(2);
     attn_pool *prev = attn_pool_use(p);
     int lingers = 0, rests = 0, tries = 0;

@@ -109,7 +109,7 @@ if [ "$spread" != 3 ]; then
     spread=$(spread "$holders $holders2")
 fi
 [ "$spread" = 3 ] && ok "new sessions spread over the 3 replicas" ||
-    { bad "sessions on only $spread replicas: $holders ${holders2:-}"; cat "$DIR/nginx-error.log" >&2; }
+    bad "sessions on only $spread replicas: $holders ${holders2:-}" # nginx's log is printed above
 
 # The replica holding the first session dies outright.
 dead=$(awk '{print $1}' <<<"$holders")
