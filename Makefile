@@ -310,6 +310,8 @@ bench-run: $(BENCH_KERNELS) $(BENCH_NOEXP) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_WI
 	@mkdir -p $(BUILD)/bench
 	$(PYTHON) bench/models.py $(BUILD)/bench || echo "make bench: no ONNX models (Debian's python3-onnx missing?); the ONNX Runtime figures will be skipped"
 	$(PYTHON) bench/run.py --build $(BUILD)
+	@echo; echo "Fidelity: float32 and bf16 against a float64 truth, beside PyTorch's own (bench/bf16_error.py)"; echo
+	$(PYTHON) bench/bf16_error.py --server $(SERVER) $(BUILD)/bench/bf16_error.json
 	@echo; echo "Trained models: quality (training/results.json, from training/evaluate.py)"; echo
 	$(PYTHON) training/report.py
 	$(PYTHON) bench/translate_bench.py $(BUILD)
