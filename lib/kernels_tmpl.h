@@ -150,20 +150,18 @@
 #endif
 
 /* The softmax's sums go tile by tile: a tile's KN values of P summed in
- * ts (tile_sum), then ts added into sum (tile_fold). A key block's BK
- * values in one chain add a rounding error of float32 order per key to
- * the row's divisor; in KN-key parts the chain is KN + BK / KN long, for
- * the same number of adds. The output's RMS error against float64 at
+ * ts from zero, then ts added into sum and zeroed (tile_fold). A key
+ * block's BK values in one chain add a rounding error of float32 order
+ * per key to the row's divisor; in KN-key parts the chain is KN + BK / KN
+ * long. The output's RMS error against float64 at
  * L = 128 (bench/bf16_error.py's inputs, ten seeds): 3.28e-7 in one
  * chain, 3.11e-7 in parts, 2.93e-7 with PV_RUN as well; PyTorch 3.09e-7. */
-static inline ALWAYS TGT void tile_sum(V *ts, int t, V p)
+static inline ALWAYS TGT void tile_fold(V sum[QV], V ts[QV])
 {
-    *ts = t == 0 ? p : VADD(*ts, p);
-}
-
-static inline ALWAYS TGT void tile_fold(V sum[QV], const V ts[QV])
-{
-    UNROLL for (int v = 0; v < QV; v++) sum[v] = VADD(sum[v], ts[v]);
+    UNROLL for (int v = 0; v < QV; v++) {
+        sum[v] = VADD(sum[v], ts[v]);
+        ts[v] = VZERO();
+    }
 }
 
 /* Key row t of a pending tile of scores at row: P = e^(S - mu) in place,
@@ -173,7 +171,7 @@ static inline ALWAYS TGT void pend_row(float *row, int t, const V mu[QV], V sum[
     UNROLL for (int v = 0; v < QV; v++) {
         float *x = row + t * QB + v * VW;
         V p = VEXP(VSUB(VLOAD(x), mu[v]));
-        tile_sum(&ts[v], t, p);
+        ts[v] = VADD(ts[v], p);
         VSTORE(x, p);
     }
     if (t == KN - 1) tile_fold(sum, ts);
@@ -194,7 +192,7 @@ static inline ALWAYS TGT void kq_tile(const float *qt, int64_t d,
                                           float *pend, const V *mu, V *sum)
 {
     int t = pend ? 0 : KN;
-    V ts[QV] = {0}; /* pend_row sets it at t = 0 */
+    V ts[QV] = {0};
     UNROLL for (int kk = 0; kk < KN; kk++)
         UNROLL for (int v = 0; v < QV; v++) acc[kk][v] = VZERO();
     for (int64_t p = 0; p < d; p++) {
@@ -820,7 +818,7 @@ static inline ALWAYS TGT void lazy_exp(V acc[KN][QV], int kn, int v0, int kk, fl
                 }
                 V x = VSUB(acc[t][v], mu[v]);
                 V p = bf16 ? VEXP_BF16(x) : VEXP(x);
-                tile_sum(&ts[v], t, p);
+                ts[v] = VADD(ts[v], p);
                 VSTORE(st + (kk + t) * QB + v * VW, p);
             }
     tile_fold(sum, ts);
@@ -1111,7 +1109,7 @@ static NOINLINE TGT int flash_block_deferred(const attn_sdpa_job *j, const float
         weights_pace(due, jb + kk + KN);
     }
     if (pend) {
-        V ts[QV] = {0}; /* as in kq_tile */
+        V ts[QV] = {0};
         for (int t = 0; t < KN; t++) pend_row(pend, t, mu, sum, ts);
     }
     if (kk < nk) raised += lazy_tile(j, kr, ks, qt, i0, jb, kk, nk - kk, st, m, mu, alpha, sum);
@@ -1184,10 +1182,7 @@ static inline ALWAYS TGT void block_exp_exact(float *st, int nk, int64_t gap, V 
             ts[q] = VADD(ts[q], p);
             VSTORE(st + kk * QB + q * VW, p);
         }
-        if (kk % KN == KN - 1 || kk == nk - 1) { /* tile_fold's parts */
-            tile_fold(sum, ts);
-            UNROLL for (int q = 0; q < QV; q++) ts[q] = VZERO();
-        }
+        if (kk % KN == KN - 1 || kk == nk - 1) tile_fold(sum, ts);
     }
 }
 
@@ -1243,7 +1238,7 @@ static inline ALWAYS TGT void pv_edge_tile(const attn_sdpa_job *j, int64_t br, f
 /* Keys per run of a P V tile below the band's edge: a block's products
  * summed from zero in two runs, each then added into O^T, in chains half
  * as long as one of BK. At L = 128 that takes the output's RMS error
- * against float64 from 1% above PyTorch's to 5% below it (see tile_sum),
+ * against float64 from 1% above PyTorch's to 5% below it (see tile_fold),
  * for no measurable time (one add per 48 products); the edge tiles, which
  * skip vectors by runs of their own, keep one chain (split too, the
  * causal core at L = 128 measured 18% slower). */

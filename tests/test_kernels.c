@@ -590,7 +590,7 @@ static void test_fixed(void)
  * 8.6e-7 (why each key block sums on its own, pv_acc_store), and 8 heads
  * of L = 128, where the softmax's sums in one chain per key block and P V
  * in one chain of BK keys measured 3.28e-7 (why they go in parts,
- * tile_sum and PV_RUN). The references are made once; every variant is
+ * tile_fold and PV_RUN). The references are made once; every variant is
  * held to them. */
 #define FID_D 64
 
