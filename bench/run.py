@@ -336,7 +336,7 @@ def print_notes(r, n, peak):
     print("Exponentials: the float32 core on 1 thread, least CPU time of %d runs (bench_kernels --cpu 1 L), in turns "
           "with the same library built with every exponential of the softmax replaced by its argument "
           "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "
-          "(lib/simd_math.h, exp_soft) takes 9 multiplies or multiply-adds and a vscalefps on the units that do "
+          "(lib/simd_math.h, exp_soft) takes 8 multiplies or multiply-adds and a vscalefps on the units that do "
           "the 128 multiply-adds of their two products (d = 64)."
           % (EXP_TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)"))
     checks = sorted(k[3:] for k in ort if k.startswith("ok_"))

@@ -52,17 +52,25 @@ static inline __attribute__((always_inline)) TGT V exp_cephes(V x)
 }
 /* e^x for x <= 88.7 or -inf, and 0 below about -86.6 (2^-125, 2.4e-38,
  * just above the least normal float): the exponential of the softmax (and
- * ELU). As 2^(n + f), n = round(x log2(e)), f = x log2(e) - n taken from x
- * itself with log2(e) in two parts (so |f| <= 1/2 almost exactly), 2^f =
- * 1 + f P(f) with the degree-5 P of Cephes exp2f (S. L. Moshier), then 2^n
- * by VPOW2N: eleven operations to exp_cephes' thirteen, within 9.4e-8
- * relative of exp (measured against exp() in double on every 41st float of
- * [-86.5, 8]; exp_cephes: 7.6e-8). Lanes whose 2^n would fall below -125
- * are computed from -125 and zeroed after (VPOW2N_OR0): a result below the
- * normal range, even one that underflows to 0, costs the vector unit a
- * microcode assist of hundreds of cycles (measured: ~150 ns an instruction
- * on this Xeon, lanes masked off included), and a causal tile's masked
- * scores (-inf) made one per key. */
+ * ELU). As 2^(n + f), n = round(x log2(e)), f = x L - n with L = log2(e)
+ * rounded to float (taken from x itself by one multiply-add, so the
+ * rounding of x log2(e) moves n at most), 2^f = 1 + f P(f) with the
+ * degree-5 P of Cephes exp2f (S. L. Moshier), then 2^n by VPOW2N: ten
+ * operations to exp_cephes' thirteen. L is log2(e) (1 - 1.34e-8), so this
+ * is e^(x (1 - 1.34e-8)) within 8.9e-8 relative: for the softmax, the
+ * scores at a temperature of 1 + 1.34e-8, the same for every key, block
+ * and rescaling factor (e^a e^b stays e^(a+b)), a change of the answer far
+ * below its float rounding. Against exp itself: within 9.3e-8 relative on
+ * [-1, 0], 1.4e-7 on [-4, -1], 2.9e-7 on [-16, -4], 1.8e-7 on [0, 8]; as
+ * an absolute error where e^x <= 1, 6.6e-8, 3.6e-8, 2.0e-9 (every float
+ * measured on [-86.5, 8]; L in two parts, one more multiply-add, gave
+ * 9.9e-8 relative against exp everywhere and the same error figures on
+ * bench/bf16_error.py's inputs, for 1-2% more of the core's time). Lanes
+ * whose 2^n would fall below -125 are computed from -125 and zeroed after
+ * (VPOW2N_OR0): a result below the normal range, even one that underflows
+ * to 0, costs the vector unit a microcode assist of hundreds of cycles
+ * (measured: ~150 ns an instruction on a Xeon, lanes masked off included),
+ * and a causal tile's masked scores (-inf) made one per key. */
 #define exp_soft ISA_NAME(exp_soft)
 #ifndef VPOW2N_OR0
 #define VPOW2N_OR0(keep, y, n) VSEL(keep, VPOW2N(y, n), VZERO())
@@ -73,10 +81,9 @@ static inline __attribute__((always_inline)) TGT V exp_soft(V x)
     V lo = VSET1(-125.0f);
     VM keep = VCMPLT(lo, t); /* -inf and NaN out: zero */
     V n = VROUND(VMAX(t, lo));
-    /* g = n - x log2(e) = -f from x itself, log2(e) in two parts, so the
-     * rounding of t moves n at most, never g's accuracy; then
-     * 2^f = 1 - g P(-g), P's odd coefficients negated */
-    V g = VFNMA(x, VSET1(1.925963033500011079e-8f), VFNMA(x, VSET1(1.44269502162933349609375f), n));
+    /* g = n - x L = -f; then 2^f = 1 - g P(-g), P's odd coefficients
+     * negated */
+    V g = VFNMA(x, VSET1(1.44269502162933349609375f), n);
     V p = VSET1(-1.535336188319500e-4f);
     p = VFMA(p, g, VSET1(1.339887440266574e-3f));
     p = VFMA(p, g, VSET1(-9.618437357674640e-3f));
