@@ -406,8 +406,8 @@ int srv_decode_mask(srv_codec *c, json_t *j, const char *field,
 /* ------------------------------------------------------------ output */
 
 /* Elements i0 .. i1-1 of the first dimension of a tensor of count floats,
- * comma-separated, without brackets around them; at most 20 bytes a float
- * (15 for its text, a comma, and no more brackets than elements). */
+ * comma-separated, without brackets around them: at most range_bound
+ * bytes. */
 static char *write_range(char *o, const float *data, int rank, const int64_t *shape,
                          int64_t count, int64_t i0, int64_t i1)
 {
@@ -422,6 +422,24 @@ static char *write_range(char *o, const float *data, int rank, const int64_t *sh
         *o++ = ']';
     }
     return o;
+}
+
+/* The most bytes write_range takes for n elements of the first dimension
+ * of a tensor (rank, shape; inner floats an element): 15 for a float's
+ * text ("-1.23456789e-38") and a comma, and two brackets and a comma for
+ * each array within an element, shape[1] x ... x shape[k-1] of them at
+ * depth k (a tensor of shape (B, 1, 1, 1) puts three pairs around each
+ * float). -1 when that overflows. */
+static int64_t range_bound(int rank, const int64_t *shape, int64_t inner, int64_t n)
+{
+    int64_t arrays = 0, level = 1, per;
+    for (int k = 1; k < rank; k++)
+        if (__builtin_add_overflow(arrays, level, &arrays) || !attn_size_mul(level, shape[k], &level))
+            return -1;
+    if (!attn_size_mul(inner, 16, &inner) || !attn_size_mul(arrays, 3, &arrays) ||
+        __builtin_add_overflow(inner, arrays, &per) || !attn_size_mul(per, n, &per))
+        return -1;
+    return per;
 }
 
 /* Tensors of this many floats are written by two threads, a half each
@@ -441,14 +459,15 @@ typedef struct {
 static void encode_tail(void *arg)
 {
     encode_half *h = arg;
-    int64_t n = h->count / h->shape[0] * (h->i1 - h->i0);
+    /* within the whole tensor's bound, which the caller has checked */
+    int64_t n = range_bound(h->rank, h->shape, h->count / h->shape[0], h->i1 - h->i0);
     size_t cap;
-    h->text = srv_big_alloc((size_t)n * 20 + 16, &cap); /* kept: no page faults next time */
+    h->text = srv_big_alloc((size_t)n + 16, &cap); /* kept: no page faults next time */
     if (h->text)
         h->len = (size_t)(write_range(h->text, h->data, h->rank, h->shape, h->count, h->i0, h->i1) - h->text);
 }
 
-/* The nested array at o (room for count * 20 + 2 bytes); returns the end.
+/* The nested array at o (room for nested_bound bytes); returns the end.
  * A big one in two halves, the second on a kept thread (tasks.c) into its
  * own buffer, then copied after the first (the same text). If no thread
  * has taken the second half when the first is done (a busy machine), this
@@ -481,6 +500,19 @@ static char *write_nested(char *o, const float *data, int rank, const int64_t *s
     }
     *o++ = ']';
     return o;
+}
+
+/* Bytes write_nested may take: the elements of the first dimension longer
+ * than 1 (range_bound), the brackets of the dimensions of 1 before it and
+ * its own, and the comma between halves; -1 when that overflows. */
+static int64_t nested_bound(int rank, const int64_t *shape, int64_t count)
+{
+    int r = 0;
+    while (r < rank - 1 && shape[r] == 1)
+        r++;
+    int64_t inner = shape[r] ? count / shape[r] : 0;
+    int64_t n = range_bound(rank - r, shape + r, inner, shape[r]);
+    return n < 0 || n > INT64_MAX - 2 * rank - 1 ? -1 : n + 2 * rank + 1;
 }
 
 void srv_encode_tensor(srv_buf *b, const float *data, int rank,
@@ -522,9 +554,8 @@ void srv_encode_tensor(srv_buf *b, const float *data, int rank,
         srv_buf_puts(b, "[]");
         return;
     }
-    /* 15 chars per float at most ("-1.23456789e-38"), a comma, and no more
-     * brackets than elements. */
-    if ((uint64_t)count > (SIZE_MAX - 64) / 20 || srv_buf_reserve(b, (size_t)count * 20 + 64) != 0) {
+    int64_t bound = nested_bound(rank, shape, count);
+    if (bound < 0 || (uint64_t)bound > SIZE_MAX - 64 || srv_buf_reserve(b, (size_t)bound + 64) != 0) {
         b->failed = 1;
         return;
     }

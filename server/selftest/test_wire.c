@@ -761,12 +761,19 @@ static void test_b64_tensor(void)
 
 /* Tensors written by two threads (from 16384 floats; a batch of one split
  * in its next dimension) against the same values written one by one with
- * "%.9g" by the C library (and small ones, written by one): the same text. */
+ * "%.9g" by the C library (and small ones, written by one): the same text,
+ * within the room the writer reserved. The last shapes hold only the
+ * longest floats ("-1.23456791e-20", 15 characters), with up to three
+ * pairs of brackets around each: /multihead's weights of one head, one
+ * query and one key, (B, 1, 1, 1), once overran the reserved 20 bytes a
+ * float by 2, in one thread (B = 3000) and in two (B = 20000). */
 static void test_encode_split(void)
 {
     static const int64_t shapes[][4] = {{16384}, {128, 129}, {8, 64, 64}, {3, 7, 1000}, {1, 20000}, {5, 3},
-                                        {1, 8, 64, 64}, {1, 1, 130, 130}, {1, 1, 1, 1}, {1, 64, 256}};
-    static const int ranks[] = {1, 2, 3, 3, 2, 2, 4, 4, 4, 3};
+                                        {1, 8, 64, 64}, {1, 1, 130, 130}, {1, 1, 1, 1}, {1, 64, 256},
+                                        {3000, 1, 1, 1}, {20000, 1, 1, 1}, {1, 9000, 1, 1}, {17000, 1, 1}};
+    static const int ranks[] = {1, 2, 3, 3, 2, 2, 4, 4, 4, 3, 4, 4, 4, 3};
+    enum { FIRST_LONG = 10 };
     for (size_t s = 0; s < sizeof ranks / sizeof *ranks; s++) {
         int rank = ranks[s];
         const int64_t *sh = shapes[s];
@@ -777,7 +784,10 @@ static void test_encode_split(void)
         srv_buf want = {0}, got = {0};
         for (int64_t i = 0; i < n; i++) {
             uint32_t u = (uint32_t)rnd();
-            v[i] = i % 3 == 0 ? 0.0f : (float)((double)(int32_t)u / 2e9) * (i % 7 ? 1.0f : 1e-20f);
+            if (s >= FIRST_LONG)
+                v[i] = -(1.0f + (float)(u % 1000000 + 100000) / 1.2e6f) * 1e-20f;
+            else
+                v[i] = i % 3 == 0 ? 0.0f : (float)((double)(int32_t)u / 2e9) * (i % 7 ? 1.0f : 1e-20f);
         }
         /* the reference: brackets by the shape, each float by printf */
         for (int64_t i = 0; i < n; i++) {
@@ -805,6 +815,7 @@ static void test_encode_split(void)
         snprintf(what, sizeof what, "rank %d, %lld floats", rank, (long long)n);
         check(!want.failed && !got.failed && got.len == want.len && memcmp(got.data, want.data, got.len) == 0,
               "a nested tensor's text equals printf's", what);
+        check(got.len <= got.cap, "a nested tensor's text stays within the room reserved", what);
         srv_buf_free(&want);
         srv_buf_free(&got);
         free(v);
