@@ -344,8 +344,30 @@ static attn_cache_request step_request(const srv_job *j)
     return r;
 }
 
-/* The creation fields' values and the options, checked by the library's
- * own planner on a one-row step, then against this server's caps. */
+/* A session's max_tokens and its full cache (the rows, and each KV head's
+ * two array pointers) against this server's caps, from the sizes alone.
+ * 0, or -1 with e filled. */
+static int check_memory(const srv_ses_fields *f, srv_err *e)
+{
+    int64_t per, all;
+    if (f->max_tokens > srv_cfg.session_max_tokens)
+        return srv_fail(e, 413, "session_full", "max_tokens",
+                        "max_tokens %lld is over this server's %lld (ATTN_SESSION_MAX_TOKENS)",
+                        (long long)f->max_tokens, (long long)srv_cfg.session_max_tokens);
+    if (!attn_size_mul(f->max_tokens, 8 * f->head_dim, &per) ||
+        __builtin_add_overflow(per, 2 * (int64_t)sizeof(float *), &per) ||
+        !attn_size_mul(per, f->num_kv_heads, &all) || (uint64_t)all > srv_cfg.session_memory)
+        return srv_fail(e, 413, "session_full", "max_tokens",
+                        "a full cache of max_tokens %lld rows would be over this server's session "
+                        "memory, %zu bytes (ATTN_SESSION_MEMORY)",
+                        (long long)f->max_tokens, srv_cfg.session_memory);
+    return 0;
+}
+
+/* The creation fields' values and the options: what the sizes alone say
+ * against this server's caps, before anything is allocated for them (a
+ * step's query row must fit a request body), then the library's own
+ * planner on a one-row step. */
 static int check_new(srv_call *call, srv_job *j, srv_err *e)
 {
     srv_ses_fields *f = &j->ses;
@@ -353,18 +375,29 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
         f->num_kv_heads = f->num_heads;
     if (f->num_heads < 1)
         return srv_fail(e, 422, "invalid_param", "num_heads", "num_heads must be at least 1");
-    int64_t row, all;
+    int64_t row;
     if (!attn_size_mul(f->num_heads, f->head_dim, &row) || row > srv_cfg.max_elements)
         return srv_fail(e, 422, "invalid_param", "head_dim",
                         "num_heads x head_dim is over this server's %lld (ATTN_MAX_ELEMENTS)",
                         (long long)srv_cfg.max_elements);
+    if ((uint64_t)row > srv_cfg.max_body / sizeof(float))
+        return srv_fail(e, 422, "invalid_param", "head_dim",
+                        "a step's query row of num_heads x head_dim floats would be over this "
+                        "server's request body limit, %zu bytes (ATTN_MAX_BODY)",
+                        srv_cfg.max_body);
+    /* num_kv_heads outside 1..num_heads: the planner refuses it, before it
+     * reads a KV head */
+    int heads_ok = f->num_kv_heads >= 1 && f->num_kv_heads <= f->num_heads;
+    if (heads_ok && check_memory(f, e))
+        return -1;
     /* a query row of zeros over a cache of one such row per KV head */
+    int64_t nkv = heads_ok ? f->num_kv_heads : 1;
     float *zeros = srv_arena_alloc(&call->arena, (size_t)row * sizeof(float));
-    const float **kv = srv_arena_alloc(&call->arena, (size_t)f->num_heads * sizeof(float *));
+    const float **kv = srv_arena_alloc(&call->arena, (size_t)nkv * sizeof(float *));
     if (!zeros || !kv)
         return srv_fail(e, 503, "overloaded", "", "out of memory");
     memset(zeros, 0, (size_t)row * sizeof(float));
-    for (int64_t g = 0; g < f->num_heads; g++) /* num_kv_heads <= num_heads, or refused */
+    for (int64_t g = 0; g < nkv; g++)
         kv[g] = zeros;
     attn_cache_request req = step_request(j);
     req.query = (attn_tensor){3, {1, f->num_heads, f->head_dim}, zeros};
@@ -374,17 +407,7 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
     attn_status st = attn_cache_plan(&req, NULL, &ae);
     if (st != ATTN_OK)
         return srv_fail_lib(e, st, &ae);
-    if (f->max_tokens > srv_cfg.session_max_tokens)
-        return srv_fail(e, 413, "session_full", "max_tokens",
-                        "max_tokens %lld is over this server's %lld (ATTN_SESSION_MAX_TOKENS)",
-                        (long long)f->max_tokens, (long long)srv_cfg.session_max_tokens);
-    if (!attn_size_mul(f->max_tokens, 8 * f->num_kv_heads, &all) ||
-        !attn_size_mul(all, f->head_dim, &all) || (uint64_t)all > srv_cfg.session_memory)
-        return srv_fail(e, 413, "session_full", "max_tokens",
-                        "a full cache of max_tokens %lld rows would be over this server's session "
-                        "memory, %zu bytes (ATTN_SESSION_MEMORY)",
-                        (long long)f->max_tokens, srv_cfg.session_memory);
-    return 0;
+    return 0; /* the planner took num_kv_heads: heads_ok held */
 }
 
 /* A copy of the list of n floats v (NULL: none) into *out; 0, or -1 when

@@ -697,6 +697,12 @@ static void test_errors(void)
         {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":0}", 422, "invalid_param", "max_tokens"},
         {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":-3}", 422, "invalid_param", "max_tokens"},
         {"{\"num_heads\":2,\"head_dim\":4,\"max_tokens\":99999999999}", 413, "session_full", "max_tokens"},
+        /* refused from the sizes, before anything is made for them (they
+         * once took 11 s and 800 MB, then 0.6 s and 240 MB, to refuse as
+         * 413 and 503): a query row over a 64 MB body, and 16M KV heads'
+         * array pointers over the 256 MB of session memory */
+        {"{\"num_heads\":67108864,\"head_dim\":1,\"max_tokens\":1}", 422, "invalid_param", "head_dim"},
+        {"{\"num_heads\":16777216,\"head_dim\":1,\"max_tokens\":1}", 413, "session_full", "max_tokens"},
         {"[1,2]", 400, "invalid_json", ""},
     };
     for (size_t i = 0; i < sizeof bad_new / sizeof bad_new[0]; i++) {
