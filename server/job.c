@@ -273,6 +273,10 @@ int srv_call_parse(srv_call *call, const char *text, size_t len, const char *wha
         return srv_fail(e, 400, "invalid_json", "",
                         "%s nests arrays or objects more than %d deep (ATTN_MAX_DEPTH)", what,
                         srv_cfg.max_depth);
+    if (call->scan.reserved)
+        return srv_fail(e, 400, "invalid_json", "",
+                        "%s holds the character U+0001 in a string, which this service reserves",
+                        what);
     json_error_t jerr;
     call->root = parse_envelope(call, &jerr);
     if (!call->root)

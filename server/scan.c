@@ -570,10 +570,12 @@ static const char *parse_split(const char *p, const char *end, srv_blob *b, size
 }
 
 /* The string at *p: a long one after a colon becomes a placeholder, any
- * other is copied. Returns 0 (*p past it), 1 when unterminated (copied to
- * the end for Jansson to refuse), -1 when out of memory. */
+ * other is copied; *reserved set when it holds the escape \u0001, the
+ * placeholders' own first character (see srv_scan_result). Returns 0 (*p
+ * past it), 1 when unterminated (copied to the end for Jansson to refuse),
+ * -1 when out of memory. */
 static inline int scan_string(const char **pp, const char *end, char **op, blob_vec *bv,
-                              int after_colon)
+                              int after_colon, int *reserved)
 {
     const char *p = *pp;
     /* memchr runs at memory speed over megabytes of base64; only a string
@@ -596,8 +598,8 @@ static inline int scan_string(const char **pp, const char *end, char **op, blob_
         esc = 1;
         s = p + 1;
         while (s < end && *s != '"') {
-            if (*s == '\\')
-                s++;
+            if (*s == '\\' && ++s < end && end - s >= 5 && memcmp(s, "u0001", 5) == 0)
+                *reserved = 1;
             s++;
         }
     }
@@ -643,7 +645,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     while (p < end) {
         char c = *p;
         if (c == '"') {
-            int rc = scan_string(&p, end, &o, &bv, after_colon);
+            int rc = scan_string(&p, end, &o, &bv, after_colon, &out->reserved);
             if (rc < 0)
                 goto oom;
             if (rc > 0)

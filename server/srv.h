@@ -266,6 +266,9 @@ typedef struct {
     size_t n_blobs;
     int depth;        /* deepest nesting of arrays and objects outside strings,
                        * as srv_json_too_deep counts it */
+    int reserved;     /* a string holds U+0001 (as the escape \u0001): the
+                       * placeholders' keys begin with it, so such a body is
+                       * refused rather than read as one of them */
 } srv_scan_result;
 
 /* Scans body[0..len) (body[len] must be NUL). Returns 0, or -1 when out of

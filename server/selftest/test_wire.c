@@ -674,6 +674,32 @@ static void test_scan_batch_of_one(void)
     srv_buf_free(&b);
 }
 
+/* U+0001, the placeholders' first character, in a string: reserved (the
+ * request is refused) when escaped as \u0001, in a key or a value; not
+ * for the text "\u0001" after an escaped backslash, nor elsewhere. */
+static void test_scan_reserved(void)
+{
+    static const struct {
+        const char *body;
+        int reserved;
+    } cases[] = {
+        {"{\"key\": {\"\\u0001t\": 0}}", 1},
+        {"{\"seed\": {\"\\u0001u\": \"7\"}}", 1},
+        {"{\"text\": \"a\\u0001b\"}", 1},
+        {"{\"text\": \"a\\\\u0001b\"}", 0},
+        {"{\"text\": \"a\\u0002b\", \"u0001\": 1}", 0},
+        {"{\"text\": \"\\n\\u00\"}", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        srv_arena a = {0};
+        srv_scan_result sr;
+        int rc = srv_scan(cases[i].body, strlen(cases[i].body), &a, &sr);
+        check(rc == 0 && sr.reserved == cases[i].reserved, "U+0001 in a string is reserved, as escaped",
+              cases[i].body);
+        srv_arena_free(&a);
+    }
+}
+
 /* A base64 tensor of 20000 floats (7 of the decoder's 16 KiB slices):
  * the floats back, and every error as the whole text would give it: a
  * padded quad at a slice's end is invalid, an invalid byte is reported
@@ -875,6 +901,7 @@ int main(int argc, char **argv)
     test_scan((int)(20000 * scale));
     test_scan_split((int)(24 * scale));
     test_scan_batch_of_one();
+    test_scan_reserved();
     test_encode_split();
     test_tasks((int)(20000 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
