@@ -224,7 +224,7 @@ def core_rows(t, r, l):
     misses = [miss + exp_note(r, l) if miss and o is not None else miss]
     if l >= 1024:
         misses.append("no measured peak" if share is None else
-                      "%.0f%% of peak" % (100 * share) if share < 0.85 else None)
+                      "%.1f%% of peak" % (100 * share) if share < 0.85 else None)
     t.add("core", l, f, c, o, form, pt.get("core_%d" % l), ours.get("blas_%d" % l),
           ">=1.2x ORT" + (", >=85% peak" if l >= 1024 else ""), status(misses, bad, c))
 
