@@ -502,17 +502,14 @@ static char *write_nested(char *o, const float *data, int rank, const int64_t *s
     return o;
 }
 
-/* Bytes write_nested may take: the elements of the first dimension longer
- * than 1 (range_bound), the brackets of the dimensions of 1 before it and
- * its own, and the comma between halves; -1 when that overflows. */
+/* Bytes write_nested may take: range_bound of the whole first dimension
+ * and the two outer brackets. Its peeled dimensions of 1 are arrays that
+ * range_bound counts already (three bytes each), and its split leaves the
+ * text as one pass writes it; -1 when that overflows. */
 static int64_t nested_bound(int rank, const int64_t *shape, int64_t count)
 {
-    int r = 0;
-    while (r < rank - 1 && shape[r] == 1)
-        r++;
-    int64_t inner = shape[r] ? count / shape[r] : 0;
-    int64_t n = range_bound(rank - r, shape + r, inner, shape[r]);
-    return n < 0 || n > INT64_MAX - 2 * rank - 1 ? -1 : n + 2 * rank + 1;
+    int64_t n = range_bound(rank, shape, shape[0] ? count / shape[0] : 0, shape[0]);
+    return n < 0 || n > INT64_MAX - 2 ? -1 : n + 2;
 }
 
 void srv_encode_tensor(srv_buf *b, const float *data, int rank,
