@@ -569,6 +569,12 @@ int64_t attn_kv_cache_len(const attn_kv_cache *c); /* rows held */
 size_t attn_kv_cache_bytes(const attn_kv_cache *c);
 size_t attn_kv_cache_bytes_for(const attn_kv_cache *c, int64_t rows);
 
+/* Bytes a cache of these sizes holds when full (max_tokens rows), from
+ * the sizes alone, for a caller that caps memory before making one: 0
+ * when a size is below 1, SIZE_MAX when it is too large to count
+ * (attn_kv_cache_new then returns NULL). */
+size_t attn_kv_cache_bytes_max(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens);
+
 /* Appends T rows: key and value (T, num_kv_heads, head_dim). A shape
  * that does not fit is ATTN_ERR_SHAPE (naming "key" or "value"), rows past
  * max_tokens ATTN_ERR_TOO_LARGE, no memory ATTN_ERR_NOMEM; on any error

@@ -19,10 +19,8 @@ struct attn_kv_cache {
 
 attn_kv_cache *attn_kv_cache_new(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens)
 {
-    int64_t all;
-    if (num_kv_heads < 1 || head_dim < 1 || max_tokens < 1 ||
-        !attn_size_mul(max_tokens, num_kv_heads, &all) || !attn_size_mul(all, head_dim, &all) ||
-        !attn_size_mul(all, 2 * (int64_t)sizeof(float), &all))
+    size_t full = attn_kv_cache_bytes_max(num_kv_heads, head_dim, max_tokens);
+    if (full == 0 || full == SIZE_MAX)
         return NULL;
     attn_kv_cache *c = calloc(1, sizeof *c);
     if (!c)
@@ -66,11 +64,32 @@ static int64_t cap_for(const attn_kv_cache *c, int64_t rows)
     return cap < c->max ? cap : c->max;
 }
 
-/* Bytes at a capacity of cap rows; the product fits (checked at creation). */
+/* Bytes of a cache of hkv KV heads whose arrays have room for cap rows of
+ * d floats: its own struct, each KV head's two array pointers, the
+ * arrays. SIZE_MAX when that is over what an int64_t counts. */
+static size_t bytes_of(int64_t hkv, int64_t d, int64_t cap)
+{
+    int64_t all, ptrs;
+    if (!attn_size_mul(hkv, cap, &all) || !attn_size_mul(all, d, &all) ||
+        !attn_size_mul(all, 2 * (int64_t)sizeof(float), &all) ||
+        !attn_size_mul(hkv, 2 * (int64_t)sizeof(float *), &ptrs) ||
+        __builtin_add_overflow(all, ptrs + (int64_t)sizeof(attn_kv_cache), &all))
+        return SIZE_MAX;
+    return (size_t)all;
+}
+
+size_t attn_kv_cache_bytes_max(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens)
+{
+    if (num_kv_heads < 1 || head_dim < 1 || max_tokens < 1)
+        return 0;
+    return bytes_of(num_kv_heads, head_dim, max_tokens);
+}
+
+/* Bytes at a capacity of cap rows (cap <= max_tokens: it fits, checked at
+ * creation). */
 static size_t bytes_at(const attn_kv_cache *c, int64_t cap)
 {
-    return sizeof *c + 2 * (size_t)c->hkv * sizeof(float *) +
-           2 * (size_t)c->hkv * (size_t)cap * (size_t)c->d * sizeof(float);
+    return bytes_of(c->hkv, c->d, cap);
 }
 
 size_t attn_kv_cache_bytes(const attn_kv_cache *c)

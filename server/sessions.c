@@ -344,19 +344,17 @@ static attn_cache_request step_request(const srv_job *j)
     return r;
 }
 
-/* A session's max_tokens and its full cache (the rows, and each KV head's
- * two array pointers) against this server's caps, from the sizes alone.
- * 0, or -1 with e filled. */
+/* A session's max_tokens and its full cache (attn_kv_cache_bytes_max:
+ * the rows and the bookkeeping) against this server's caps, from the sizes
+ * alone. 0, or -1 with e filled. */
 static int check_memory(const srv_ses_fields *f, srv_err *e)
 {
-    int64_t per, all;
     if (f->max_tokens > srv_cfg.session_max_tokens)
         return srv_fail(e, 413, "session_full", "max_tokens",
                         "max_tokens %lld is over this server's %lld (ATTN_SESSION_MAX_TOKENS)",
                         (long long)f->max_tokens, (long long)srv_cfg.session_max_tokens);
-    if (!attn_size_mul(f->max_tokens, 8 * f->head_dim, &per) ||
-        __builtin_add_overflow(per, 2 * (int64_t)sizeof(float *), &per) ||
-        !attn_size_mul(per, f->num_kv_heads, &all) || (uint64_t)all > srv_cfg.session_memory)
+    /* 0 (a size below 1): the planner's 422 follows */
+    if (attn_kv_cache_bytes_max(f->num_kv_heads, f->head_dim, f->max_tokens) > srv_cfg.session_memory)
         return srv_fail(e, 413, "session_full", "max_tokens",
                         "a full cache of max_tokens %lld rows would be over this server's session "
                         "memory, %zu bytes (ATTN_SESSION_MEMORY)",

@@ -967,8 +967,39 @@ static void cache_rows(void)
         fail("cache rows past 2 MB", "a row differs from the one appended, or a call failed, at %lld rows",
              (long long)n);
     ok ? n_passed++ : n_failed++;
+    /* full now: what it holds is what its sizes said it would */
+    size_t rows = (size_t)2 * MAX * HKV * D * sizeof(float), full = attn_kv_cache_bytes_max(HKV, D, MAX);
+    if (ok && (attn_kv_cache_bytes(kv) != full || full < rows || full > rows + 4096)) {
+        fail("cache bytes when full", "%zu bytes held, %zu said by its sizes; its rows are %zu",
+             attn_kv_cache_bytes(kv), full, rows);
+        n_failed++;
+    } else if (ok)
+        n_passed++;
     attn_kv_cache_free(kv);
     free(src);
+}
+
+/* A full cache's bytes from sizes no cache can have: 0 for a size below
+ * 1, SIZE_MAX past what can be counted (and then no cache is made). */
+static void cache_bytes_limits(void)
+{
+    const int64_t big = (int64_t)1 << 31, sizes[][3] = {
+        {0, 64, 100}, {3, 0, 100}, {3, 64, 0}, {-1, 64, 100}, /* below 1 */
+        {big, big, 2}, {1, INT64_MAX, 1}, {INT64_MAX / 2, 1, 1}, {1, 1, INT64_MAX / 8}, /* too large */
+    };
+    for (int i = 0; i < 8; i++) {
+        size_t want = i < 4 ? 0 : SIZE_MAX;
+        size_t got = attn_kv_cache_bytes_max(sizes[i][0], sizes[i][1], sizes[i][2]);
+        attn_kv_cache *kv = attn_kv_cache_new(sizes[i][0], sizes[i][1], sizes[i][2]);
+        if (got != want || kv) {
+            fail("cache bytes of impossible sizes", "(%lld, %lld, %lld): %zu bytes, expected %zu; %s",
+                 (long long)sizes[i][0], (long long)sizes[i][1], (long long)sizes[i][2], got, want,
+                 kv ? "a cache was made" : "no cache");
+            n_failed++;
+        } else
+            n_passed++;
+        attn_kv_cache_free(kv);
+    }
 }
 
 /* A decode loop on one context: step n attends query row n (Lq = 1,
@@ -1470,6 +1501,7 @@ int main(int argc, char **argv)
     }
     bf16_versus(ctx[1], trials / 5, seed);
     cache_rows();
+    cache_bytes_limits();
     attn_ctx_free(ctx[0]);
     attn_ctx_free(ctx[1]);
     printf("%d passed, %d failed, %d skipped\n", n_passed, n_failed, n_skipped);
