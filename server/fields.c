@@ -237,7 +237,7 @@ void srv_name_list(char *out, size_t n, const char *name)
         snprintf(out + k, n - k, "%s%s", k ? ", " : "", name);
 }
 
-#define LIST_MAX 400
+#define LIST_MAX 1024 /* every field's name, 74 of them, takes 864 */
 
 static void list_one(void *ud, const srv_field *f)
 {

@@ -229,7 +229,7 @@ typedef struct {
     int status;
     const char *code;
     char field[96];
-    char message[400];
+    char message[1200]; /* room for an unknown field and the whole list of fields */
 } srv_err;
 
 /* Fills e; returns -1 so callers can `return srv_fail(...)`. */
