@@ -344,20 +344,38 @@ static attn_cache_request step_request(const srv_job *j)
     return r;
 }
 
-/* A session's max_tokens and its full cache (attn_kv_cache_bytes_max:
- * the rows and the bookkeeping) against this server's caps, from the sizes
- * alone. 0, or -1 with e filled. */
-static int check_memory(const srv_ses_fields *f, srv_err *e)
+/* What a session holds besides its cache: itself, and its copies of the
+ * ALiBi slopes and the sinks (lists of them, one float per head). */
+static size_t fixed_bytes(int64_t num_heads, int lists)
 {
+    return sizeof(srv_session) + (size_t)lists * (size_t)num_heads * sizeof(float);
+}
+
+/* The lists a job's session copies: the ALiBi slopes, the sinks. */
+static int job_lists(const srv_job *j)
+{
+    const attn_options *o = &j->u.att.opt;
+    return (o->alibi && o->alibi_slopes) + (o->sinks != NULL);
+}
+
+/* A session's max_tokens, and all it holds once its cache is full
+ * (attn_kv_cache_bytes_max and fixed_bytes: what session_new and the
+ * steps charge), against this server's caps, from the sizes alone. 0, or
+ * -1 with e filled. */
+static int check_memory(const srv_job *j, srv_err *e)
+{
+    const srv_ses_fields *f = &j->ses;
     if (f->max_tokens > srv_cfg.session_max_tokens)
         return srv_fail(e, 413, "session_full", "max_tokens",
                         "max_tokens %lld is over this server's %lld (ATTN_SESSION_MAX_TOKENS)",
                         (long long)f->max_tokens, (long long)srv_cfg.session_max_tokens);
     /* 0 (a size below 1): the planner's 422 follows */
-    if (attn_kv_cache_bytes_max(f->num_kv_heads, f->head_dim, f->max_tokens) > srv_cfg.session_memory)
+    size_t cache = attn_kv_cache_bytes_max(f->num_kv_heads, f->head_dim, f->max_tokens);
+    size_t fixed = fixed_bytes(f->num_heads, job_lists(j)); /* num_heads x head_dim fits: small */
+    if (cache != 0 && (cache > srv_cfg.session_memory || fixed > srv_cfg.session_memory - cache))
         return srv_fail(e, 413, "session_full", "max_tokens",
-                        "a full cache of max_tokens %lld rows would be over this server's session "
-                        "memory, %zu bytes (ATTN_SESSION_MEMORY)",
+                        "a session with a full cache of max_tokens %lld rows would be over this "
+                        "server's session memory, %zu bytes (ATTN_SESSION_MEMORY)",
                         (long long)f->max_tokens, srv_cfg.session_memory);
     return 0;
 }
@@ -386,7 +404,7 @@ static int check_new(srv_call *call, srv_job *j, srv_err *e)
     /* num_kv_heads outside 1..num_heads: the planner refuses it, before it
      * reads a KV head */
     int heads_ok = f->num_kv_heads >= 1 && f->num_kv_heads <= f->num_heads;
-    if (heads_ok && check_memory(f, e))
+    if (heads_ok && check_memory(j, e))
         return -1;
     /* a query row of zeros over a cache of one such row per KV head */
     int64_t nkv = heads_ok ? f->num_kv_heads : 1;
@@ -427,9 +445,7 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     int made = s && (s->cache = attn_kv_cache_new(f->num_kv_heads, f->head_dim, f->max_tokens)) &&
                !copy_list(o->alibi ? o->alibi_slopes : NULL, f->num_heads, &s->slopes) &&
                !copy_list(o->sinks, f->num_heads, &s->sinks);
-    size_t lists = (size_t)((s && s->slopes) + (s && s->sinks)) * (size_t)f->num_heads;
-    size_t bytes = sizeof(srv_session) + lists * sizeof(float) +
-                   (made ? attn_kv_cache_bytes(s->cache) : 0);
+    size_t bytes = fixed_bytes(f->num_heads, job_lists(j)) + (made ? attn_kv_cache_bytes(s->cache) : 0);
     if (!made || mem_take(bytes, e)) { /* mem_take fills e itself */
         if (!made)
             srv_fail(e, 503, "overloaded", "", "out of memory for a new session");

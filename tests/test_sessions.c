@@ -819,6 +819,51 @@ static void fill(CURL *h, const server *sv, tsess *s, long T, long *status, cons
     step_free(&st);
 }
 
+/* The largest max_tokens a session may have under ATTN_SESSION_MEMORY is
+ * one whose cache then fills, alone on the server: creation counts all a
+ * session holds (its cache when full and its own bookkeeping), as the
+ * steps do. On limits (64 KiB, at most 64 tokens), rows of 1 x 129 floats
+ * take 1032 bytes a key and value pair: 63 rows' cache fits 64 KiB alone
+ * but not with the session's own bytes (which the old check left out: the
+ * session was made, and a step to its 63rd row was 503 for ever). Runs
+ * before any other session is made there. */
+static void test_full_cache_fits(void)
+{
+    CURL *h = curl_easy_init();
+    tsess s = {.H = 1, .Hkv = 1, .d = 129, .max_tokens = 64};
+    response r;
+    buf b = {0};
+    for (; s.max_tokens > 1; s.max_tokens--) { /* refused: 413 */
+        b.len = 0;
+        create_body(&b, &s);
+        post(h, &srv_limits, "/sessions", b.data, &r);
+        json_t *id = r.json ? json_object_get(r.json, "id") : NULL;
+        long status = r.status;
+        if (status == 201 && json_is_string(id)) {
+            char path[128];
+            snprintf(path, sizeof path, "/sessions/%s", json_string_value(id));
+            response_free(&r);
+            call(h, &srv_limits, "DELETE", path, &r);
+        }
+        response_free(&r);
+        if (status == 201)
+            break;
+        if (!check(status == 413, "memory: a session too large for ATTN_SESSION_MEMORY: 413",
+                   "max_tokens %ld: got %ld", s.max_tokens, status))
+            break;
+    }
+    buf_free(&b);
+    check(s.max_tokens >= 60, "memory: sessions of 60 rows of 1032 bytes fit 64 KiB", "largest %ld",
+          s.max_tokens);
+    if (create(h, &srv_limits, &s, "memory: the largest session that fits")) {
+        long st;
+        fill(h, &srv_limits, &s, s.max_tokens, &st, "memory: the largest session fills to its max_tokens");
+        delete_session(h, &srv_limits, &s, "memory: the largest session deleted");
+    }
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+}
+
 static void test_limits(void)
 {
     CURL *h = curl_easy_init();
@@ -1758,6 +1803,8 @@ int main(int argc, char **argv)
         test_kserve_parallel();
         printf("sessions: kserve sequences done (%.0f ms)\n", now_ms() - t0);
     }
+    if (up_limits)
+        test_full_cache_fits();
     if (up_guard && up_limits)
         test_kserve_guarded();
     if (up_limits)
