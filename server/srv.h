@@ -466,7 +466,7 @@ typedef struct {
     const char *desc;        /* one line, for /rules and error messages */
 } srv_field;
 
-/* Whether a field applies to the rule (attention jobs; the library
+/* Whether a field applies to the rule (attention jobs; srv_fields_read
  * refuses the others with 422), or to multi-head when rule is
  * SRV_MODEL_MULTIHEAD. For GET /rules. */
 int srv_field_applies(const srv_field *f, int rule);
