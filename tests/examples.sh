@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/examples.sh - runs the example clients (Python, the Python decode session, JavaScript in Node, curl) against a live server.
+# tests/examples.sh - runs the example clients (Python, the Python decode session, JavaScript in Node, curl)
+# and README.md's curl examples (tests/readme_examples.py) against a live server.
 #
 # Usage: tests/examples.sh SERVER_BINARY [BUILD_DIR]     (make test-examples)
 # Needs python3-requests, python3-numpy, python3-torch, nodejs (18+) and curl.
@@ -55,6 +56,9 @@ run python "$PY" examples/python_client.py "$BASE"
 run session-python "$PY" examples/session_decode.py "$BASE"
 run js node examples/js_client.mjs "$BASE"
 run curl sh examples/curl.sh "$BASE"
+# README.md's curl examples, each answer against the one it prints
+run readme "$PY" tests/readme_examples.py "$BASE" README.md
+skipped=$((skipped + $(grep -c '^SKIPPED' "$DIR/readme.out" || true)))
 
 browser_check() { # the page's log ends in BROWSER-OK once every check passed
     timeout 60 "$1" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
