@@ -775,7 +775,7 @@ static int check_applies(const srv_field *f, attn_rule rule, const char *what, s
 {
     if (srv_field_applies(f, rule))
         return 0;
-    const char *names[ATTN_RULE_COUNT];
+    const char *names[ATTN_RULE_COUNT] = {0};
     int n = 0;
     for (int r = 0; r < ATTN_RULE_COUNT; r++)
         if (attn_rule_describe((attn_rule)r) && srv_field_applies(f, r))
