@@ -624,6 +624,12 @@ int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, 
     int64_t *ix = srv_arena_alloc(c->arena, (cnt ? cnt : 1) * sizeof *ix);
     if (!ix)
         return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+    /* a lifted list's floats hide a fraction that rounds away (0.99999999999
+     * is 1.0f): its text must have none, as Jansson's integers have none */
+    if (b && b->text && (memchr(b->text, '.', b->text_len) || memchr(b->text, 'e', b->text_len) ||
+              memchr(b->text, 'E', b->text_len)))
+        return srv_fail(e, 400, "invalid_field", field, "%s must be a list of integers (no fraction or exponent)",
+                        field);
     for (size_t i = 0; i < cnt; i++) {
         if (b) {
             float x = b->data[i];

@@ -273,7 +273,7 @@ static const char *parse_slow(const char *start, const char *stop,
  * where it can (SWAR, after simdjson's parse_eight_digits), so the run's
  * length costs no branch mispredictions. */
 static const char *digit_run(const char *p, const char *end, uint64_t *m, int *sig,
-                             int *kept, int *extra, int *extra_nz)
+                             int64_t *kept, int64_t *extra, int *extra_nz)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     static const uint64_t p10u[9] = {1, 10, 100, 1000, 10000, 100000, 1000000,
@@ -328,20 +328,25 @@ static const char *parse_general(const char *p, const char *end, float *out, int
     if (p >= end || (unsigned)(*p - '0') > 9)
         return NULL;
     uint64_t m = 0;
-    int sig = 0, drop = 0, kept = 0, lost = 0;
+    int sig = 0, lost = 0;
+    int64_t drop = 0, kept = 0; /* digit counts: up to the body's length */
     if (*p == '0')
         p++;
     else
         p = digit_run(p, end, &m, &sig, &kept, &drop, &lost);
-    int frac = 0;
+    int64_t frac = 0;
     if (p < end && *p == '.') {
         p++;
         if (p >= end || (unsigned)(*p - '0') > 9)
             return NULL;
-        int fextra = 0;
+        int64_t fextra = 0;
         p = digit_run(p, end, &m, &sig, &frac, &fextra, &lost);
     }
-    int ex = 0;
+    /* the exponent saturates at EX_MAX, beyond any count of digits (so
+     * frac and drop never bring a saturated one back into range: a 1 and
+     * 10^6 zeros then e-1000000 is 1, not 10^(10^6 - 10^5)) */
+    const int64_t EX_MAX = (int64_t)1 << 50;
+    int64_t ex = 0;
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
         int eneg = 0;
@@ -350,7 +355,7 @@ static const char *parse_general(const char *p, const char *end, float *out, int
         if (p >= end || (unsigned)(*p - '0') > 9)
             return NULL;
         while (p < end && (unsigned)(*p - '0') <= 9) {
-            if (ex < 100000)
+            if (ex < EX_MAX)
                 ex = ex * 10 + (*p - '0');
             p++;
         }
@@ -362,8 +367,8 @@ static const char *parse_general(const char *p, const char *end, float *out, int
         *finite = 1;
         return p;
     }
-    /* |ex| <= 100000 and frac, drop <= the body's length */
-    long long e10 = (long long)ex - frac + drop;
+    /* |ex| < 10 EX_MAX, and frac, drop <= the body's length: no overflow */
+    int64_t e10 = ex - frac + drop;
     int q = e10 < -100000 ? -100000 : e10 > 100000 ? 100000 : (int)e10;
     float hi;
     int fin_hi;

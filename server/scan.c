@@ -666,6 +666,8 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
                     free(b->data);
                     goto oom;
                 }
+                b->text = p;
+                b->text_len = (size_t)(stop - p);
                 o = put_placeholder(o, 't', bv.n - 1);
                 p = stop;
                 after_colon = 0;

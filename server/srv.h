@@ -254,6 +254,8 @@ typedef struct {
     float *data;      /* arena-owned */
     int has_bool, has_num;
     int64_t first_bool; /* flat index of the first true/false */
+    const char *text;   /* its text in the body, text_len bytes (whether a number had a fraction) */
+    size_t text_len;
     /* string: */
     const char *str;  /* points into the body; no escapes */
     size_t len;

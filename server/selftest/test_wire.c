@@ -236,6 +236,40 @@ static void test_parse_short(long n)
            nearest, bad);
 }
 
+/* Numbers whose exponent is far past any float's and whose digits bring
+ * it back: a 1 and 10^6 zeros, then e-1000000, is 1. The exponent once
+ * stopped growing at 100000 (1e-1000000 read as 1e-100000), so the
+ * digits' count made such numbers 10^900000 times too large (read as 1
+ * where they were 0) or too small. Each against strtof. */
+static void test_parse_long_exponents(void)
+{
+    static const struct { const char *head; long zeros; const char *tail; } cases[] = {
+        {"1", 1000000, "e-1000000"},   /* 1 */
+        {"1", 100000, "e-1000000"},    /* 1e-900000: 0 */
+        {"1", 1000000, "e-999999"},    /* 10 */
+        {"0.", 1000000, "1e1000001"},  /* 1 */
+        {"-0.", 1000000, "15e1000001"}, /* -1.5 */
+        {"0.", 100000, "1e1000000"},   /* 1e899999: inf */
+        {"1", 20, "e-99999999999999999999999"}, /* 0 */
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t h = strlen(cases[i].head), t = strlen(cases[i].tail), n = h + (size_t)cases[i].zeros + t;
+        char *b = malloc(n + 1);
+        if (!b) {
+            check(0, "long exponents: out of memory", "");
+            return;
+        }
+        memcpy(b, cases[i].head, h);
+        memset(b + h, '0', (size_t)cases[i].zeros);
+        memcpy(b + h + cases[i].zeros, cases[i].tail, t + 1);
+        if (!parse_agrees(b) && bad++ < 3)
+            check(0, "long exponent vs strtof", cases[i].tail);
+        free(b);
+    }
+    check(bad == 0, "parse: long digit runs against far exponents equal strtof", "");
+}
+
 /* The hard cases of decimal to float32, each against strtof: exact
  * midpoints between neighbouring floats and the doubles just beside them
  * (printed with 17 to 25 significant digits and in full), subnormals and
@@ -895,6 +929,7 @@ int main(int argc, char **argv)
     test_fmt(2000000 * scale);
     test_parse(2000000 * scale);
     test_parse_hard(400000 * scale);
+    test_parse_long_exponents();
     test_parse_short(1000000 * scale);
     test_b64();
     test_b64_tensor();
