@@ -210,6 +210,20 @@ static double param_floats(const plan *pl)
     return attn_tensors_floats(pl->p, MAX_PARAMS);
 }
 
+/* Without params: whether the seeded set can be made at all (a huge
+ * hidden_size is ATTN_ERR_TOO_LARGE here, as attn_compute would find). */
+static attn_status check_seedable(const plan *pl, attn_error *err)
+{
+    attn_seed_spec specs[ATTN_SEED_MAX];
+    int64_t total, bytes;
+    if (pl->req.n_params > 0)
+        return ATTN_OK;
+    attn_status st = attn_seed_size(specs, rule_seed_specs(pl, specs), &total, err);
+    if (st == ATTN_OK && !attn_size_mul(total, (int64_t)sizeof(float), &bytes))
+        st = attn_fail(err, ATTN_ERR_TOO_LARGE, "params", "the parameters would be too large");
+    return st;
+}
+
 /* Sizes the rule needs: Dk = Dq for the dot rules, Lk = Lq for concat,
  * Lv = Lk for the others. */
 static attn_status check_rule_dims(const attn_rule_info *info, attn_rule rule,
@@ -340,6 +354,8 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         if (info->n_params && (st = check_param_shapes(req, info, pl, err)) != ATTN_OK)
             return st;
     }
+    if ((st = check_seedable(pl, err)) != ATTN_OK)
+        return st;
     pl->shapes.param_floats = param_floats(pl); /* before dout becomes Dv */
     if (!concat)
         pl->dout = pl->d.Dv;

@@ -144,7 +144,7 @@ typedef enum {
 /* The rule's URL name ("scaled_dot"), or NULL when out of range. */
 const char *attn_rule_name(attn_rule rule);
 
-/* Looks a rule up by its URL name; returns 0 and sets *out when found. */
+/* Looks a rule up by its URL name: 1 with *out set when found, else 0. */
 int attn_rule_from_name(const char *name, attn_rule *out);
 
 /* Self-description of a rule, for GET /rules. All strings are static. */
@@ -557,7 +557,9 @@ void attn_mha_weights_free(attn_mha_weights *w);
 typedef struct attn_kv_cache attn_kv_cache;
 
 /* An empty cache; NULL when a size is below 1 or out of memory. Nothing
- * is allocated for rows until the first append. */
+ * is allocated for rows until the first append. A NULL cache (or key or
+ * value) is ATTN_ERR_ARG to append and truncate; the other calls answer
+ * 0 or NULL for it. */
 attn_kv_cache *attn_kv_cache_new(int64_t num_kv_heads, int64_t head_dim, int64_t max_tokens);
 void attn_kv_cache_free(attn_kv_cache *c); /* NULL is a no-op */
 

@@ -49,7 +49,7 @@ void attn_kv_cache_free(attn_kv_cache *c)
 
 int64_t attn_kv_cache_len(const attn_kv_cache *c)
 {
-    return c->len;
+    return c ? c->len : 0;
 }
 
 /* The capacity an array gets to hold rows rows: doubled from FIRST_ROWS,
@@ -94,12 +94,12 @@ static size_t bytes_at(const attn_kv_cache *c, int64_t cap)
 
 size_t attn_kv_cache_bytes(const attn_kv_cache *c)
 {
-    return bytes_at(c, c->cap);
+    return c ? bytes_at(c, c->cap) : 0;
 }
 
 size_t attn_kv_cache_bytes_for(const attn_kv_cache *c, int64_t rows)
 {
-    return bytes_at(c, cap_for(c, rows < c->max ? rows : c->max));
+    return c ? bytes_at(c, cap_for(c, rows < c->max ? rows : c->max)) : 0;
 }
 
 /* A block of bytes for the arrays. A decode step reads the whole cache,
@@ -163,6 +163,9 @@ static attn_status check_rows(const attn_kv_cache *c, const char *name, const at
 attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *key,
                                  const attn_tensor *value, attn_error *err)
 {
+    if (!c || !key || !value)
+        return attn_fail(err, ATTN_ERR_ARG, !c ? "cache" : !key ? "key" : "value", "%s is NULL",
+                         !c ? "the cache" : !key ? "key" : "value");
     int64_t T = key->rank == 3 ? key->shape[0] : -1;
     attn_status st;
     if (T < 1)
@@ -189,6 +192,8 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *key,
 
 attn_status attn_kv_cache_truncate(attn_kv_cache *c, int64_t n, attn_error *err)
 {
+    if (!c)
+        return attn_fail(err, ATTN_ERR_ARG, "cache", "the cache is NULL");
     if (n < 0 || n > c->len)
         return attn_fail(err, ATTN_ERR_ARG, "length",
                          "the cache holds %lld rows; it can keep 0 to %lld of them, not %lld",
@@ -199,10 +204,10 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *c, int64_t n, attn_error *err)
 
 const float *const *attn_kv_cache_keys(const attn_kv_cache *c)
 {
-    return (const float *const *)c->k;
+    return c ? (const float *const *)c->k : NULL;
 }
 
 const float *const *attn_kv_cache_values(const attn_kv_cache *c)
 {
-    return (const float *const *)c->v;
+    return c ? (const float *const *)c->v : NULL;
 }

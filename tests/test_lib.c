@@ -800,6 +800,23 @@ static void run_api(void)
         ok = 0;
     }
     count(ok);
+    /* seeded parameters too large to make: attn_plan refuses what
+     * attn_compute would (it once answered ATTN_OK with a cost of inf) */
+    static const float x[2] = {1, 2};
+    static const int64_t huge[] = {INT64_MAX, INT64_MAX / 2, INT64_C(1) << 62, INT64_C(1) << 61};
+    for (int rule = ATTN_RULE_ADDITIVE; rule <= ATTN_RULE_CONCAT_TANH; rule++)
+        for (size_t i = 0; i < sizeof huge / sizeof *huge; i++) {
+            attn_request req = attn_request_default((attn_rule)rule);
+            req.query = req.key = req.value = (attn_tensor){2, {1, 2}, (float *)x};
+            req.hidden_size = huge[i];
+            attn_shapes sh;
+            attn_error err;
+            attn_status st = attn_plan(&req, &sh, &err);
+            count(st == ATTN_ERR_TOO_LARGE);
+            if (st != ATTN_ERR_TOO_LARGE)
+                report("plan of huge seeded parameters", "%s, hidden_size %lld: %s, expected too_large",
+                       attn_rule_name((attn_rule)rule), (long long)huge[i], attn_status_str(st));
+        }
 }
 
 /* ================================================== randomized checks */

@@ -1000,6 +1000,23 @@ static void cache_bytes_limits(void)
             n_passed++;
         attn_kv_cache_free(kv);
     }
+    /* a NULL cache, key or value: ATTN_ERR_ARG, not a crash; the getters
+     * answer 0 or NULL */
+    attn_kv_cache *kv = attn_kv_cache_new(1, 2, 4);
+    float x[2] = {1, 2};
+    attn_tensor t = {3, {1, 1, 2}, x};
+    attn_error err;
+    int ok = kv && attn_kv_cache_append(NULL, &t, &t, &err) == ATTN_ERR_ARG &&
+             attn_kv_cache_append(kv, NULL, &t, &err) == ATTN_ERR_ARG &&
+             attn_kv_cache_append(kv, &t, NULL, &err) == ATTN_ERR_ARG &&
+             attn_kv_cache_truncate(NULL, 0, &err) == ATTN_ERR_ARG && attn_kv_cache_len(NULL) == 0 &&
+             attn_kv_cache_bytes(NULL) == 0 && attn_kv_cache_bytes_for(NULL, 3) == 0 &&
+             !attn_kv_cache_keys(NULL) && !attn_kv_cache_values(NULL) &&
+             attn_kv_cache_append(kv, &t, &t, &err) == ATTN_OK && attn_kv_cache_len(kv) == 1;
+    if (!ok)
+        fail("cache calls on NULL", "a NULL argument was not ATTN_ERR_ARG, or a getter answered otherwise");
+    ok ? n_passed++ : n_failed++;
+    attn_kv_cache_free(kv);
 }
 
 /* A decode loop on one context: step n attends query row n (Lq = 1,
