@@ -439,7 +439,8 @@ attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
 attn_request attn_request_default(attn_rule rule);
 
 /* Validates the whole request (shapes, options, parameters) and fills
- * *shapes, the cost included. Does not compute, and allocates nothing: a
+ * *shapes (when not NULL: then it only validates), the cost included.
+ * Does not compute, and allocates nothing: a
  * request without parameters is planned as it would run with seeded ones
  * (their shapes are not checked, as they are made to fit). */
 attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *err);
