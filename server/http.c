@@ -285,6 +285,34 @@ static enum MHD_Result check_head(struct MHD_Connection *conn, req_state *rs, co
 
 /* The request's first call: its route, then, for a POST, whether its
  * headers let the body be read (all decided before a byte of it is). */
+/* Whether the body's length is stated once: every Content-Length the
+ * same as cl, and no Transfer-Encoding beside it. Otherwise a proxy in
+ * front may take another length than libmicrohttpd (which reads the
+ * first Content-Length, or the chunks) and the two split requests apart
+ * differently (request smuggling). */
+typedef struct {
+    const char *cl;
+    int conflict;
+} length_check;
+
+static enum MHD_Result length_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    length_check *c = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
+        (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) && value && strcmp(value, c->cl)))
+        c->conflict = 1;
+    return MHD_YES;
+}
+
+static int one_length(struct MHD_Connection *conn, const char *cl)
+{
+    length_check c = {cl, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, length_header, &c);
+    return !c.conflict;
+}
+
 static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
                                      const char *url, const char *method)
 {
@@ -331,6 +359,10 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
     const srv_front *front = rs->target.row->front;
     size_t expect = 0; /* chunked */
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && !one_length(conn, cl))
+        return send_error(conn, rs, 400, "invalid_request",
+                          "the request's length is ambiguous: Content-Length given twice with "
+                          "different values, or with Transfer-Encoding (RFC 9112, 6.3)");
     if (cl) {
         char *endp;
         unsigned long long n = strtoull(cl, &endp, 10);
@@ -441,7 +473,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_body_init(&rs->body, 0, srv_cfg.max_body, 0);
         srv_metrics_begin();
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-        if (cors_allowed(origin))
+        if (cors_allowed(origin) && strlen(origin) < sizeof rs->origin) /* cut, it would match none */
             copy_cut(rs->origin, sizeof rs->origin, origin);
         enum MHD_Result head = check_head(conn, rs, url);
         if (head != MHD_YES || rs->status)
@@ -478,16 +510,33 @@ static int hexval(char c)
     return -1;
 }
 
+/* s as one line of the log: control bytes, DEL and bytes from 0x80
+ * written %XX (a path's %0a, decoded, would start a forged line); at most
+ * 3 strlen(s) bytes into out. */
+static size_t log_safe(const char *s, char *out)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p >= 0x20 && *p < 0x7f) {
+            out[n++] = (char)*p;
+            continue;
+        }
+        out[n++] = '%';
+        out[n++] = hex[*p >> 4];
+        out[n++] = hex[*p & 15];
+    }
+    return n;
+}
+
 /* The access log line, "METHOD PATH STATUS IN OUT 1.234ms", formatted by
  * hand: printf cost more than the rest of the line's work. */
 static void access_line(const req_state *rs, int status, double ms)
 {
-    char line[sizeof rs->method + sizeof rs->path + 4 * 24 + 40];
-    size_t n = strlen(rs->method), k = strlen(rs->path);
-    memcpy(line, rs->method, n);
+    char line[3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 40];
+    size_t n = log_safe(rs->method, line);
     line[n++] = ' ';
-    memcpy(line + n, rs->path, k);
-    n += k;
+    n += log_safe(rs->path, line + n);
     line[n++] = ' ';
     if (status < 0) { /* never: statuses are 100..599 or 499 */
         line[n++] = '-';

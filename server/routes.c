@@ -334,6 +334,8 @@ static unsigned method_bit(const char *row)
  * first segment ("/v2/..."), else the native one. */
 static const srv_front *front_of(const char *path)
 {
+    if (!*path) /* a request line of only a query: MHD's url is "" */
+        return &srv_native_front;
     size_t n = strcspn(path + 1, "/") + 1;
     for (size_t i = 0; i < N_ROUTES; i++) {
         const char *pat = routes[i].pattern;

@@ -715,30 +715,39 @@ static void test_memcheck_large(void)
     curl_easy_cleanup(h);
 }
 
-/* 413 must be decided from Content-Length before the body is read: send
- * only the headers of a terabyte body and expect the answer at once. */
-static void test_content_length_cap(void)
+/* Sends text as it is on a new connection to srv_main and reads the
+ * answer (until its JSON body closes, or 5 s) into resp (cap bytes,
+ * NUL-terminated). */
+static void raw_exchange(const char *text, char *resp, size_t cap)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_main.port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     struct timeval tv = {5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    const char *hdr = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      "Content-Type: application/json\r\n"
-                      "Content-Length: 1000000000000\r\n\r\n";
-    char resp[4096] = "";
     size_t got = 0;
+    resp[0] = '\0';
     if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        write(fd, hdr, strlen(hdr)) == (ssize_t)strlen(hdr)) {
+        write(fd, text, strlen(text)) == (ssize_t)strlen(text)) {
         ssize_t n;
-        while (got < sizeof resp - 1 && (n = read(fd, resp + got, sizeof resp - 1 - got)) > 0) {
+        while (got < cap - 1 && (n = read(fd, resp + got, cap - 1 - got)) > 0) {
             got += (size_t)n;
+            resp[got] = '\0';
             if (strstr(resp, "\r\n\r\n") && strstr(resp, "}"))
                 break;
         }
     }
     close(fd);
+}
+
+/* 413 must be decided from Content-Length before the body is read: send
+ * only the headers of a terabyte body and expect the answer at once. */
+static void test_content_length_cap(void)
+{
+    char resp[4096];
+    raw_exchange("POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Content-Length: 1000000000000\r\n\r\n", resp, sizeof resp);
     check(!strncmp(resp, "HTTP/1.1 413", 12) || !strncmp(resp, "HTTP/1.0 413", 12),
           "413 from Content-Length: 1e12 before any body byte", "got '%.100s'", resp);
     check(strstr(resp, "\"body_too_large\"") != NULL,
@@ -746,6 +755,62 @@ static void test_content_length_cap(void)
     CURL *h = curl_easy_init();
     check_alive(h, &srv_main, "Content-Length 1e12");
     curl_easy_cleanup(h);
+}
+
+/* A body's length stated two ways is 400 invalid_request (RFC 9112 6.3:
+ * a proxy could take the other length and split requests apart another
+ * way); the same Content-Length twice is one length. */
+static void test_ambiguous_length(void)
+{
+    static const char *body = "{\"query\":[[1,0]],\"key\":[[1,0],[0,1]],\"value\":[[1],[2]]}";
+    static const struct { const char *headers; int status; const char *name; } cases[] = {
+        {"Content-Length: 5\r\nContent-Length: %zu\r\n", 400, "two different Content-Lengths: 400"},
+        {"Content-Length: %zu\r\nContent-Length: 99999999999\r\n", 400, "a second, larger Content-Length: 400"},
+        {"Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n", 400, "Content-Length with Transfer-Encoding: 400"},
+        {"Content-Length: %zu\r\nContent-Length: %zu\r\n", 200, "the same Content-Length twice: 200"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char head[256], text[1024], resp[4096];
+        snprintf(head, sizeof head, cases[i].headers, strlen(body), strlen(body));
+        snprintf(text, sizeof text, "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\n%sConnection: close\r\n\r\n%s", head, body);
+        raw_exchange(text, resp, sizeof resp);
+        char want[16];
+        snprintf(want, sizeof want, "HTTP/1.1 %d", cases[i].status);
+        check(!strncmp(resp, want, 12) &&
+              (cases[i].status == 200 || strstr(resp, "\"invalid_request\"")), cases[i].name,
+              "got '%.200s'", resp);
+    }
+    CURL *h = curl_easy_init();
+    check_alive(h, &srv_main, "ambiguous body lengths");
+    curl_easy_cleanup(h);
+}
+
+/* A path's control bytes (decoded from %0a, %0d) are written %XX in the
+ * access log, so a client cannot forge a line of it; a request line of
+ * only a query (MHD's url "") is a plain 404. */
+static void test_log_injection(void)
+{
+    char resp[4096];
+    raw_exchange("GET /zz%0aFAKE%20LINE%0d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp,
+                 sizeof resp);
+    check(!strncmp(resp, "HTTP/1.1 404", 12), "a path with %0a: 404", "got '%.100s'", resp);
+    raw_exchange("GET ?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof resp);
+    check(strstr(resp, " 404 ") && strstr(resp, "\"not_found\""), "a request line of only a query: 404",
+          "got '%.200s'", resp);
+    usleep(200 * 1000); /* the log line is written after the answer */
+    FILE *f = fopen(log_path, "r");
+    int forged = 0, escaped = 0;
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        forged |= !strncmp(line, "FAKE LINE", 9);
+        escaped |= strstr(line, "/zz%0AFAKE LINE%0D 404") != NULL;
+    }
+    if (f)
+        fclose(f);
+    check(f && !forged && escaped, "the access log writes a path's control bytes as %XX",
+          "%s: a forged line %s, the escaped path %s", log_path, forged ? "found" : "absent",
+          escaped ? "found" : "absent");
 }
 
 /* ------------------------------------------------------------ parallel */
@@ -1186,6 +1251,8 @@ int main(int argc, char **argv)
         test_keepalive();
         test_large_and_chunked();
         test_content_length_cap();
+        test_ambiguous_length();
+        test_log_injection();
         test_parallel();
         printf("connections: done (%.0f ms)\n", now_ms() - t0);
     }
