@@ -600,17 +600,22 @@ static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
     return (size_t)(w - s);
 }
 
+/* libmicrohttpd's messages, at warn; a client that hung up mid-request
+ * ("closed by remote side") at info, with the access lines, so that a
+ * client cannot write warnings as fast as it can connect. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (srv_cfg.log_level < SRV_LOG_WARN)
+    if (srv_cfg.log_level < SRV_LOG_INFO)
         return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && msg[n - 1] == '\n')
         msg[--n] = '\0';
-    srv_log(SRV_LOG_WARN, "microhttpd: %s", msg);
+    int level = strstr(msg, "remote side") ? SRV_LOG_INFO : SRV_LOG_WARN;
+    if (srv_cfg.log_level >= level)
+        srv_log(level, "microhttpd: %s", msg);
 }
 
 int srv_http_start(void)
