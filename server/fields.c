@@ -158,7 +158,7 @@ static const char *const type_words[] = {
     [SRV_FT_HARD] = "hard", [SRV_FT_SEED] = "seed", [SRV_FT_WORD] = "string",
     [SRV_FT_WINDOW] = "integer or [left, right]", [SRV_FT_HEADS] = "boolean, number or list",
     [SRV_FT_OBJECT] = "object", [SRV_FT_INDICES] = "list of integers",
-    [SRV_FT_SEQ_ID] = "integer or string"};
+    [SRV_FT_SEQ_ID] = "string"}; /* Triton's integers are read, to be refused with a reason */
 
 const char *srv_field_type(const srv_field *f)
 {
