@@ -606,16 +606,14 @@ static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (srv_cfg.log_level < SRV_LOG_INFO)
+    if (srv_cfg.log_level < SRV_LOG_WARN)
         return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && msg[n - 1] == '\n')
         msg[--n] = '\0';
-    int level = strstr(msg, "remote side") ? SRV_LOG_INFO : SRV_LOG_WARN;
-    if (srv_cfg.log_level >= level)
-        srv_log(level, "microhttpd: %s", msg);
+    srv_log(strstr(msg, "remote side") ? SRV_LOG_INFO : SRV_LOG_WARN, "microhttpd: %s", msg);
 }
 
 int srv_http_start(void)
