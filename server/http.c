@@ -283,8 +283,6 @@ static enum MHD_Result check_head(struct MHD_Connection *conn, req_state *rs, co
     return MHD_YES;
 }
 
-/* The request's first call: its route, then, for a POST, whether its
- * headers let the body be read (all decided before a byte of it is). */
 /* Whether the body's length is stated once: every Content-Length the
  * same as cl, and no Transfer-Encoding beside it. Otherwise a proxy in
  * front may take another length than libmicrohttpd (which reads the
@@ -313,6 +311,8 @@ static int one_length(struct MHD_Connection *conn, const char *cl)
     return !c.conflict;
 }
 
+/* The request's first call: its route, then, for a POST, whether its
+ * headers let the body be read (all decided before a byte of it is). */
 static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
                                      const char *url, const char *method)
 {
