@@ -776,8 +776,9 @@ static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, s
 /* 422 for a field of an attention job that has no meaning for its rule
  * (GET /rules lists it under not_applicable), naming the rules it has
  * one for: "hidden_size applies to rules additive and concat_tanh, not
- * dot". 0 when it applies. */
-static int check_applies(const srv_field *f, attn_rule rule, const char *what, srv_err *e)
+ * dot"; every field of an attention job applies to some rule (see
+ * srv_field_applies). 0 when it applies. */
+static int check_applies(const srv_field *f, attn_rule rule, srv_err *e)
 {
     if (srv_field_applies(f, rule))
         return 0;
@@ -792,9 +793,6 @@ static int check_applies(const srv_field *f, attn_rule rule, const char *what, s
         snprintf(list + k, sizeof list - k, "%s%s", i == 0 ? "" : i == n - 1 ? " and " : ", ", names[i]);
     }
     const char *mha = (f->where & SRV_F_MHA) ? " (and multi-head)" : "";
-    if (n == 0)
-        return srv_fail(e, 422, "invalid_param", f->name, "the %s %s applies to multi-head only, not %s",
-                        what, f->name, attn_rule_name(rule));
     return srv_fail(e, 422, "invalid_param", f->name, "%s applies to rule%s %s%s, not %s", f->name,
                     n > 1 ? "s" : "", list, mha, attn_rule_name(rule));
 }
@@ -807,7 +805,7 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
     if (only_fields(obj, where, what, present, e))
         return -1;
     for (size_t i = 0; j->kind == SRV_JOB_ATTENTION && i < N_FIELDS; i++)
-        if (present[i] && check_applies(&fields[i], j->u.att.rule, what, e))
+        if (present[i] && check_applies(&fields[i], j->u.att.rule, e))
             return -1;
     unsigned required = j->kind == SRV_JOB_MULTIHEAD ? SRV_F_REQ_MHA
                       : j->kind == SRV_JOB_SESSION ? SRV_F_REQ_SES : SRV_F_REQ_ATT;
