@@ -201,26 +201,22 @@ static size_t rule_seed_specs(const void *p, attn_seed_spec *specs)
     return n < 0 ? 0 : (size_t)n;
 }
 
-/* Floats of the bound parameters (the seeded set's when none are given). */
-static double param_floats(const plan *pl)
+/* shapes.param_floats: the floats of the bound parameters, or of the
+ * seeded set when none are given, which must be one that can be made (a
+ * huge hidden_size is ATTN_ERR_TOO_LARGE here, as attn_compute finds). */
+static attn_status count_params(plan *pl, attn_error *err)
 {
-    attn_seed_spec specs[ATTN_SEED_MAX];
-    if (pl->req.n_params == 0)
-        return attn_seed_floats(specs, rule_seed_specs(pl, specs));
-    return attn_tensors_floats(pl->p, MAX_PARAMS);
-}
-
-/* Without params: whether the seeded set can be made at all (a huge
- * hidden_size is ATTN_ERR_TOO_LARGE here, as attn_compute would find). */
-static attn_status check_seedable(const plan *pl, attn_error *err)
-{
-    attn_seed_spec specs[ATTN_SEED_MAX];
-    int64_t total, bytes;
-    if (pl->req.n_params > 0)
+    if (pl->req.n_params > 0) {
+        pl->shapes.param_floats = attn_tensors_floats(pl->p, MAX_PARAMS);
         return ATTN_OK;
-    attn_status st = attn_seed_size(specs, rule_seed_specs(pl, specs), &total, err);
+    }
+    attn_seed_spec specs[ATTN_SEED_MAX];
+    size_t n = rule_seed_specs(pl, specs);
+    int64_t total, bytes;
+    attn_status st = attn_seed_size(specs, n, &total, err);
     if (st == ATTN_OK && !attn_size_mul(total, (int64_t)sizeof(float), &bytes))
         st = attn_fail(err, ATTN_ERR_TOO_LARGE, "params", "the parameters would be too large");
+    pl->shapes.param_floats = attn_seed_floats(specs, n);
     return st;
 }
 
@@ -354,9 +350,8 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         if (info->n_params && (st = check_param_shapes(req, info, pl, err)) != ATTN_OK)
             return st;
     }
-    if ((st = check_seedable(pl, err)) != ATTN_OK)
+    if ((st = count_params(pl, err)) != ATTN_OK) /* before dout becomes Dv */
         return st;
-    pl->shapes.param_floats = param_floats(pl); /* before dout becomes Dv */
     if (!concat)
         pl->dout = pl->d.Dv;
     return fill_shapes(pl, err);
