@@ -715,20 +715,44 @@ static void test_memcheck_large(void)
     curl_easy_cleanup(h);
 }
 
+/* A TCP connection to port from source address src (any 127/8 address is
+ * loopback on Linux, so one machine can play several clients). -1 when
+ * the connect itself fails. */
+static int tcp_open(int port, const char *src)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    if (src) {
+        inet_pton(AF_INET, src, &a.sin_addr);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* Sends text as it is on a new connection to srv_main and reads the
  * answer (until its JSON body closes, or 5 s) into resp (cap bytes,
  * NUL-terminated). */
 static void raw_exchange(const char *text, char *resp, size_t cap)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_main.port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int fd = tcp_open(srv_main.port, NULL);
     size_t got = 0;
     resp[0] = '\0';
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        write(fd, text, strlen(text)) == (ssize_t)strlen(text)) {
+    if (fd < 0)
+        return;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (write(fd, text, strlen(text)) == (ssize_t)strlen(text)) {
         ssize_t n;
         while (got < cap - 1 && (n = read(fd, resp + got, cap - 1 - got)) > 0) {
             got += (size_t)n;
@@ -1012,31 +1036,6 @@ static void test_server_timing(void)
 /* ------------------------------------------------------------ connection limits */
 
 static server srv_limits; /* ATTN_MAX_CONNECTIONS=20, ATTN_MAX_PER_IP=10, ATTN_TIMEOUT=2, one thread */
-
-/* A TCP connection to port from source address src (any 127/8 address is
- * loopback on Linux, so one machine can play several clients). -1 when
- * the connect itself fails. */
-static int tcp_open(int port, const char *src)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    if (src) {
-        inet_pton(AF_INET, src, &a.sin_addr);
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-            close(fd);
-            return -1;
-        }
-    }
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
 
 /* Whether the server has closed fd within wait_ms: 1 closed (EOF or
  * reset), 0 still open (the read timed out). */
