@@ -543,6 +543,24 @@ try {
       assert(!r.fold, 'the controls are not folded on a phone');
       assert(r.heatTop < 844 - 200, `the heatmap starts at ${r.heatTop}px, not in the first screen`);
       assert(r.minFont >= 11, `labels drawn at ${r.minFont.toFixed(1)} px`);
+      // The heatmap fills its box, and keeps its size as the view is
+      // drawn again (it once measured its own last picture, shrinking at
+      // every change).
+      const widths = [];
+      for (let k = 0; k < 4; k++) {
+        const w = await phone.evaluate(() => ({ svg: document.querySelector('#heatmap svg').getBoundingClientRect().width,
+          box: document.querySelector('#heatmap').parentElement.getBoundingClientRect().width }));
+        widths.push(w);
+        await phone.evaluate(() => { document.querySelector('#controls-fold').open = true; });
+        await phone.click('#causal');
+        await phone.waitForTimeout(600);
+        await phone.waitForSelector('#heatmap .cell', { timeout: 30000 });
+      }
+      for (const w of widths) {
+        assert(w.svg <= w.box + 1, `the heatmap is ${w.svg.toFixed(0)}px wide in a ${w.box.toFixed(0)}px box`);
+        assert(w.svg >= 0.9 * widths[0].box, `the heatmap shrank to ${w.svg.toFixed(0)}px in a ${w.box.toFixed(0)}px box`);
+      }
+      await phone.evaluate(() => { document.querySelector('#controls-fold').open = false; });
       await phone.screenshot({ path: path.join(SHOTS, '10-phone-390x844.png') });
       await phone.screenshot({ path: path.join(SHOTS, '10-phone-390x844-full.png'), fullPage: true });
       // The fold opens on a tap.
