@@ -604,7 +604,7 @@ export function createModelViews(ctx) {
     });
     panel.addEventListener('click', e => {
       const t = e.target.closest('.cell, .row-label, .col-label, .ctok');
-      if (!t) return;
+      if (!t || t.closest('.head-thumb')) return; // a thumbnail only opens its cell
       if (t.classList.contains('ctok')) { setPin(t.dataset.side, Number(t.dataset.index)); return; }
       const svg = t.ownerSVGElement;
       if (!svg || !svg._mm) return;

@@ -1073,6 +1073,8 @@ try {
       await expectHeatmap(page, t.attention[attn][l][hh], `${attn} layer ${l} head ${hh}`, '#m-grid .m-detail');
       const title = await page.textContent('#m-detail-svg .title');
       assert(title.includes(`layer ${l}`) && title.includes(`head ${hh}`), `detail title "${title}"`);
+      // a thumbnail opens its cell and pins no token (its small cells once did)
+      assert(!/mpin/.test(page.url()), `the thumbnail pinned a token: ${page.url()}`);
     }
     // Decoder self-attention is causal: later tokens are drawn as masked, not as zeros.
     const masks = await page.$$eval('#m-detail-svg .cell', e => e.filter(c => +c.dataset.col > +c.dataset.row).map(c => c.dataset.mask));
