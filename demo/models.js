@@ -451,7 +451,9 @@ export function createModelViews(ctx) {
           const head = hh === P.H ? -1 : hh;
           const mm = tmatrix(attn, l, head);
           const n = Math.max(mm.rows.length, mm.cols.length);
-          const svg = heat(mm, { labels: false, cell: Math.max(2, Math.min(4, Math.floor(44 / n))) });
+          // one image a thumbnail: as SVG cells, 30 thumbnails of a long
+          // sentence were 86,000 elements and blocked the page for 2 s
+          const svg = heat(mm, { labels: false, raster: true, cell: Math.max(2, Math.min(4, Math.floor(44 / n))) });
           const open = attn === M.sel.attn && l === layerOf(P, attn) && head === M.sel.head;
           const b = h('button', { type: 'button', class: 'head-thumb m-thumb', 'data-attn': attn, 'data-layer': l, 'data-head': head, 'aria-pressed': String(open),
             'aria-label': `Open ${mm.title}` }, svg);
