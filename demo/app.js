@@ -1265,6 +1265,14 @@ function wire() {
   window.addEventListener('hashchange', () => { if (readHash()) { syncControls(); renderTokenChips(); setView(S.view); run(); } });
 }
 
+// How many of a row's n keys it may see (kind(c) says why key c is not
+// seen: 'pad', 'mask' or 'sparse'); a row that sees none counts them all.
+function seen(n, kind) {
+  let k = 0;
+  for (let c = 0; c < n; c++) if (!['pad', 'mask', 'sparse'].includes(kind(c))) k++;
+  return k || n;
+}
+
 // Shows one cell's weight beside the heatmap, outlines the cell and marks
 // its row and column labels. Touches a handful of elements whatever the size.
 function readCell(i, j) {
@@ -1277,7 +1285,7 @@ function readCell(i, j) {
   const k = w === 0 ? S.cur.kind(i, j) : '';
   $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${fmt(w)}` +
     (k === 'pad' ? ' (padding key: not attended)' : k === 'mask' ? ' (masked by the options)' : k === 'sparse' ? ' (outside the sparse pattern)' : '') +
-    ` · uniform would be ${fmt(1 / matrix[i].length)}`;
+    ` · uniform would be ${fmt(1 / seen(matrix[i].length, c => S.cur.kind(i, c)))}`;
   markHover(svg, i, j);
 }
 

@@ -627,7 +627,7 @@ export function createModelViews(ctx) {
     } else {
       const w = mm.m[i][j];
       $('m-readout').textContent = `${who}“${mm.rows[i]}” (row ${i}) → “${mm.cols[j]}” (column ${j}): weight ${fmt(w)}` +
-        (w === 0 && mm.kind(i, j) === 'mask' ? ' (masked: a later token)' : '') + ` · uniform would be ${fmt(1 / mm.m[i].length)}`;
+        (w === 0 && mm.kind(i, j) === 'mask' ? ' (masked: a later token)' : '') + ` · uniform would be ${fmt(1 / (mm.m[i].filter((_, c) => mm.kind(i, c) !== 'mask').length || mm.m[i].length))}`;
       markHover(svg, i, j);
     }
     if (svg._strip) svg._strip._paint(i);

@@ -260,6 +260,10 @@ try {
     const causal = await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE, { causal: true }));
     await expectHeatmap(page, causal, 'causal');
     causal.forEach((r, i) => r.forEach((x, j) => assert(j <= i || x === 0, `causal weight at ${i},${j} is ${x}`)));
+    // Uniform over the keys a row may see: row 1 sees two.
+    await page.hover('#heatmap .cell[data-row="1"][data-col="0"]');
+    const ro = await page.textContent('#readout');
+    assert(ro.includes('uniform would be ' + fmt(0.5)), `causal row 1 readout "${ro}"`);
     await page.uncheck('#causal');
 
     await page.fill('#window', '1');
@@ -1083,6 +1087,10 @@ try {
     assert(dm.length > 0 && dm.every(k => k === 'mask'), `decoder future cells: ${dm.slice(0, 5)}`);
     assert(masks.every(k => k === undefined), 'cross-attention cells drawn as masked');
     await expectHeatmap(page, headMean(t.attention.decoder, 0), 'decoder layer 0 mean of heads', '#m-grid .m-detail');
+    // uniform over the keys a decoder row may see: row 1 sees two
+    await page.hover('#m-detail-svg .cell[data-row="1"][data-col="0"]');
+    const ro = await page.textContent('#m-readout');
+    assert(ro.includes('uniform would be ' + fmt(0.5)), `decoder row 1 readout "${ro}"`);
     await modelShot(page, 'models-grid-1280x800');
   });
 
