@@ -270,6 +270,7 @@ async function run() {
   const comp = companionOf(rule, typeof request === 'object' ? request : null);
   const [res, cres] = await Promise.all([postJSON(apiPath(rule), request), comp ? postJSON(apiPath(comp.rule), comp.request) : null]);
   if (seq !== S.seq) return; // a newer request superseded this one
+  const trip = performance.now() - t0; // the network's part, before the drawing
   clearErrors();
   if (!res.ok) { showError(res.error); return; }
   try {
@@ -282,7 +283,8 @@ async function run() {
   const c = S.cur;
   setStatus(`${rule}: ${c.mats[0].length} queries × ${c.mats[0][0]?.length ?? 0} keys` +
     (c.mats.length > 1 ? `, ${c.mats.length} heads` : '') +
-    ` · round trip ${(performance.now() - t0).toFixed(0)} ms` + (compute ? ` · server compute ${compute[1]} ms` : '') +
+    ` · round trip ${trip.toFixed(0)} ms, drawn in ${(performance.now() - t0 - trip).toFixed(0)} ms` +
+    (compute ? ` · server compute ${compute[1]} ms` : '') +
     (c.note ? ` · ${c.note}` : '') + (cutNote ? ` · ${cutNote}` : ''), !!cutNote);
   if (S.view === 'compare') runCompare();
 }

@@ -207,6 +207,9 @@ try {
     await page.hover('#heatmap .cell[data-row="1"][data-col="8"]');
     const txt = await page.textContent('#readout');
     assert(txt.includes('weight ' + fmt(w[1][8])), `readout "${txt}" lacks ${fmt(w[1][8])}`);
+    // The status parts the network's time from the drawing's.
+    const st = await page.textContent('#status');
+    assert(/round trip \d+ ms, drawn in \d+ ms/.test(st), `status "${st}"`);
     // The hovered cell is outlined (not only the keyboard's).
     const box = await page.$eval('#heatmap .hover-box', b => [b.getAttribute('visibility'), b.getAttribute('x'), b.getAttribute('y')]);
     const cellXY = await page.$eval('#heatmap .cell[data-row="1"][data-col="8"]', c => [c.getAttribute('x'), c.getAttribute('y')]);
