@@ -28,7 +28,9 @@ function isIdentity(p, E) {
 export function neuronSupport(rule, req) {
   if (!req || typeof req !== 'object') return { ok: false, why: 'a loaded bare response has no vectors: the neuron view needs the request (use Sentences, Paste, or a JSON export of this page).' };
   if (!['dot', 'scaled_dot', 'general', 'multihead'].includes(rule)) {
-    return { ok: false, why: `the neuron view explains dot, scaled_dot, general and multihead (identity projections); ${rule} scores through a hidden layer, not a product of q and k.` };
+    const how = rule === 'linear' ? 'linear attention multiplies feature maps φ(q)·φ(k), with no softmax'
+      : `${rule} scores through a hidden layer, not a product of q and k`;
+    return { ok: false, why: `the neuron view explains dot, scaled_dot, general and multihead (identity projections); ${how}.` };
   }
   const Q = req.query, K = req.key ?? (rule === 'multihead' ? req.query : undefined);
   if (!is2D(Q) || !is2D(K)) return { ok: false, why: 'the neuron view needs query and key as unbatched nested arrays.' };

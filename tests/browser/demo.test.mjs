@@ -1325,6 +1325,12 @@ try {
     await neuronCheck('multihead', { num_heads: 4, params: identityParams(32) }, 2, 'multihead head 2');
     await setRule('additive');
     await page.waitForFunction(() => /Not available/.test(document.querySelector('#neuron-note').textContent), null, { timeout: 30000 });
+    assert(/hidden layer/.test(await page.textContent('#neuron-note')), 'additive: the note does not name the hidden layer');
+    // linear attention is a product, of feature maps: the note says so
+    await setRule('linear');
+    await page.waitForFunction(() => !/additive/.test(document.querySelector('#neuron-note').textContent), null, { timeout: 30000 });
+    const ln = await page.textContent('#neuron-note');
+    assert(/φ\(q\)·φ\(k\)/.test(ln) && !/hidden layer/.test(ln), `linear note "${ln}"`);
     await setRule('scaled_dot');
   });
 
