@@ -202,7 +202,8 @@ function showError(err) {
   if (input) input.setAttribute('aria-invalid', 'true');
   if (target.closest('#modern-fold')) $('modern-fold').open = true;
   document.querySelector('.views').classList.add('stale');
-  setStatus(`The request was refused: ${err.message}`, true);
+  // a network failure is no refusal: the service never answered
+  setStatus(err.code === 'network' ? err.message : `The request was refused: ${err.message}`, true);
 }
 
 function setStatus(text, bad = false) {

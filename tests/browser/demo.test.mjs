@@ -257,6 +257,20 @@ try {
     await expectHeatmap(page, await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE)), 'scaled_dot again');
   });
 
+  await test('a request that never reaches the service says so, not that it was refused', async () => {
+    await fresh();
+    await page.route('**/attention/**', r => r.abort());
+    try {
+      await page.check('#causal');
+      await page.waitForFunction(() => /Cannot reach/.test(document.querySelector('#status').textContent), null, { timeout: 30000 });
+      const st = await page.textContent('#status');
+      assert(!/refused/.test(st), `status "${st}"`);
+    } finally {
+      await page.unroute('**/attention/**');
+      await page.uncheck('#causal');
+    }
+  });
+
   await test('options re-render: causal, window, hard argmax, top-k, scale', async () => {
     await fresh();
     await page.check('#causal');
