@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define DISCARD_MAX ((uint64_t)16 << 20) /* bytes read past the cap before closing */
@@ -33,7 +35,7 @@ typedef struct req_state {
     srv_target target;
     char method[16];
     char path[256];
-    double t0;
+    double t0;            /* its headers' arrival (srv_now_ms: CLOCK_MONOTONIC) */
     srv_body body;
     int body_over;        /* grew past the cap while chunked */
     int status;
@@ -188,6 +190,8 @@ static void add_headers(struct MHD_Response *resp, const req_state *rs, const sr
     }
     if (r->status == 401)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attn\"");
+    if (r->status == 408) /* the rest of a late body is not read */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (rs->origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", rs->origin);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
@@ -391,11 +395,89 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
     return MHD_YES;
 }
 
-/* A piece of the body: kept while under the cap. */
+/* Whether the request's body is still coming past ATTN_REQUEST_TIMEOUT,
+ * counted from its headers. The idle timeout (ATTN_TIMEOUT) is between
+ * reads only: a client sending a byte every few seconds would keep its
+ * connection for as long as its body lasts. */
+static int past_deadline(const req_state *rs)
+{
+    return srv_cfg.request_timeout > 0 && srv_now_ms() - rs->t0 > srv_cfg.request_timeout * 1e3;
+}
+
+static void late_message(char msg[160])
+{
+    snprintf(msg, 160, "the request's body took over %u s to arrive (ATTN_REQUEST_TIMEOUT); "
+             "the connection is closed", srv_cfg.request_timeout);
+}
+
+/* A reply's status line and headers, as text (cut_late writes them). */
+typedef struct {
+    char text[2048];
+    size_t len;
+} raw_head;
+
+/* Appends a header line "key: value\r\n" (MHD_get_response_headers'
+ * iterator), leaving room for the CRLF that ends the head. */
+static enum MHD_Result head_line(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    raw_head *h = cls;
+    size_t room = sizeof h->text - 2 - h->len;
+    int n = snprintf(h->text + h->len, room, "%s: %s\r\n", key, value);
+    if (n > 0 && (size_t)n < room)
+        h->len += (size_t)n;
+    else
+        h->text[h->len] = '\0'; /* a line that does not fit is left out */
+    return MHD_YES;
+}
+
+/* Body bytes past the deadline: 408 request_timeout, then the connection
+ * is closed. libmicrohttpd queues no reply while a body is still arriving
+ * (0.9.75 refuses it until the body's end, which a slow sender decides),
+ * so the reply, with the headers send_reply would give it, is written on
+ * the socket here and MHD_NO closes the connection. The socket is free to
+ * write: MHD sends nothing while it reads a request's body. */
+static enum MHD_Result cut_late(struct MHD_Connection *conn, req_state *rs)
+{
+    srv_reply r;
+    srv_err e;
+    char msg[160];
+    late_message(msg);
+    srv_fail(&e, 408, "request_timeout", "", "%s", msg);
+    srv_reply_init(&r);
+    reply_error(rs, &r, &e);
+    rs->status = r.status;
+    rs->bytes_out = r.body.len;
+    raw_head h;
+    h.len = (size_t)snprintf(h.text, sizeof h.text, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n",
+                             r.status, MHD_get_reason_phrase_for((unsigned)r.status), r.body.len);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (resp && ci && !r.body.failed) {
+        add_headers(resp, rs, &r);
+        MHD_get_response_headers(resp, head_line, &h);
+        memcpy(h.text + h.len, "\r\n", 2);
+        h.len += 2;
+        struct iovec iov[2] = {{h.text, h.len}, {r.body.data, r.body.len}};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+        /* Never waiting for the client: it is cut off either way. */
+        if (sendmsg(ci->connect_fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(h.len + r.body.len))
+            rs->bytes_out = 0;
+    }
+    if (resp)
+        MHD_destroy_response(resp);
+    srv_buf_free(&r.body);
+    return MHD_NO;
+}
+
+/* A piece of the body: kept while under the cap and the deadline. */
 static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
                                     const char *upload, size_t n)
 {
     rs->bytes_in += n;
+    if (!rs->status && past_deadline(rs)) /* a Content-Length body's bytes, or a chunk's */
+        return cut_late(conn, rs);
     if (rs->body_over) /* discarding; a sender that never stops is cut off */
         return rs->bytes_in - srv_cfg.max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
     if (n > srv_cfg.max_body - rs->body.len) {
@@ -491,6 +573,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     if (rs->status) /* already answered */
         return MHD_YES;
+    if (past_deadline(rs)) { /* its last bytes (a chunked body's end, trailers) came late */
+        char msg[160];
+        late_message(msg);
+        return send_error(conn, rs, 408, "request_timeout", msg);
+    }
     if (rs->body_over) {
         char msg[120];
         snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);

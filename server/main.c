@@ -31,7 +31,13 @@ static const char usage[] =
     "  --max-body SIZE      ATTN_MAX_BODY     largest request body, e.g. 64M (64 MiB)\n"
     "  --max-elements N     ATTN_MAX_ELEMENTS largest tensor or output, in floats (64M)\n"
     "  --max-weights N      ATTN_MAX_WEIGHTS  largest returned weights, in floats (64M)\n"
-    "  --timeout SECONDS    ATTN_TIMEOUT      idle connection timeout (60)\n"
+    "  --timeout SECONDS    ATTN_TIMEOUT      idle connection timeout: the longest wait for a\n"
+    "                                         client's next bytes (60)\n"
+    "  --request-timeout SECONDS  ATTN_REQUEST_TIMEOUT  the longest a request's body may take\n"
+    "                                         to arrive, from its headers; body data later is\n"
+    "                                         408 and the connection closed (120; 0: off). A\n"
+    "                                         client sending its body a byte at a time keeps\n"
+    "                                         its connection at most this plus --timeout\n"
     "  --max-connections N  ATTN_MAX_CONNECTIONS  open connections at once; more are closed\n"
     "                                         on accept (1000, or the fd limit - 64 if lower)\n"
     "  --max-per-ip N       ATTN_MAX_PER_IP   connections from one address (0: no limit)\n"
@@ -180,6 +186,7 @@ static void set_defaults(long cores)
     srv_cfg.max_elements = (int64_t)64 << 20;
     srv_cfg.max_weights = (int64_t)64 << 20;
     srv_cfg.timeout = 60;
+    srv_cfg.request_timeout = 120;
     /* Each connection holds a descriptor: stay under the process's limit
      * so a flood is refused by the limit, not by accept() failing. */
     struct rlimit nofile;
@@ -210,7 +217,8 @@ static const char *const keys[][2] = {
     {"--max-work", "ATTN_MAX_WORK"}, {"--models-dir", "ATTN_MODELS_DIR"},
     {"--models-strict", "ATTN_MODELS_STRICT"}, {"--max-sessions", "ATTN_MAX_SESSIONS"},
     {"--session-memory", "ATTN_SESSION_MEMORY"}, {"--session-max-tokens", "ATTN_SESSION_MAX_TOKENS"},
-    {"--session-ttl", "ATTN_SESSION_TTL"}, {"--trust-session-id", "ATTN_TRUST_SESSION_ID"}};
+    {"--session-ttl", "ATTN_SESSION_TTL"}, {"--trust-session-id", "ATTN_TRUST_SESSION_ID"},
+    {"--request-timeout", "ATTN_REQUEST_TIMEOUT"}};
 enum { NKEYS = sizeof keys / sizeof keys[0] };
 
 /* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
@@ -268,6 +276,7 @@ static void apply_options(const char *val[NKEYS])
         srv_cfg.session_max_tokens = (int64_t)parse_size("session max tokens", val[22], (uint64_t)1 << 40);
     if (val[23]) srv_cfg.session_ttl = (unsigned)parse_size("session TTL", val[23], 86400 * 365);
     srv_cfg.trust_session_id = val[24] && strcmp(val[24], "0") != 0;
+    if (val[25]) srv_cfg.request_timeout = (unsigned)parse_size("request timeout", val[25], 86400);
     if (srv_cfg.session_ttl < 1)
         die("session TTL (at least 1 second)", val[23]);
     if (srv_cfg.max_connections < 1)

@@ -43,6 +43,8 @@ typedef struct {
     int64_t max_elements;      /* ATTN_MAX_ELEMENTS: floats in any one tensor or result */
     int64_t max_weights;       /* ATTN_MAX_WEIGHTS: floats of returned weights */
     unsigned timeout;          /* ATTN_TIMEOUT: idle connection seconds */
+    unsigned request_timeout;  /* ATTN_REQUEST_TIMEOUT: seconds from a request's headers to
+                                * its body's end, past which it is 408; 0 = no limit */
     unsigned max_connections;  /* ATTN_MAX_CONNECTIONS: open connections at once */
     unsigned max_per_ip;       /* ATTN_MAX_PER_IP: from one address; 0 = no limit */
     int max_depth;             /* ATTN_MAX_DEPTH: JSON nesting of a request body */

@@ -4,7 +4,7 @@
  *                  [--modern-cases tests/golden_modern/http_cases]
  *                  [--golden tests/golden] [--log build/test_http_server.log]
  *
- * Five server instances are started, each on its own free port, all
+ * Six server instances are started, each on its own free port, all
  * logging to the --log file:
  *   main    the defaults
  *   small   ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096 and
@@ -12,6 +12,7 @@
  *   busy    ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
  *   guard   ATTN_TOKEN and ATTN_CORS_ORIGINS
  *   limits  ATTN_MAX_CONNECTIONS=20, ATTN_MAX_PER_IP=10, ATTN_TIMEOUT=2
+ *   deadline ATTN_REQUEST_TIMEOUT=2, ATTN_TIMEOUT=10, for 408 request_timeout
  * Cases come from three places: the .case files in tests/http (requests and
  * the checks on their responses, as data; the format is in
  * tests/http/README.md, the reader in tests/harness.c), the modern-attention
@@ -19,7 +20,8 @@
  * functions
  * below for what data files cannot say (every golden vector in each tensor
  * form and output format, the forms against a reference computed here,
- * keep-alive, large and chunked bodies, parallel clients, limits). Every
+ * keep-alive, large and chunked bodies, parallel clients, limits, slow
+ * bodies). Every
  * check counts as one test; the run ends with "N passed, N failed,
  * N skipped" and exits 1 on any failure.
  */
@@ -1174,6 +1176,138 @@ static void test_connection_limits(void)
     curl_easy_cleanup(h);
 }
 
+/* ------------------------------------------------------------ request deadline */
+
+static server srv_deadline; /* ATTN_REQUEST_TIMEOUT=2, ATTN_TIMEOUT=10 */
+
+/* One sender of test_request_deadline: its headers and first bytes at
+ * once, then `step` bytes of `rest` every 0.5 s (rest again and again when
+ * `repeat`, a sender that never ends), and the status it must get. */
+typedef struct {
+    const char *name, *headers, *first, *rest;
+    size_t step;
+    int repeat, status;
+} drip_case;
+
+/* Its connection. */
+typedef struct {
+    int fd;
+    size_t sent;      /* of rest */
+    double at;        /* ms from the headers to the answer's first bytes; 0: none yet */
+    char resp[2048];
+    size_t got;
+} drip;
+
+/* Reads what fd has now into d->resp (nothing waits). */
+static void drip_read(drip *d, double t0)
+{
+    if (d->got >= sizeof d->resp - 1)
+        return;
+    ssize_t n = recv(d->fd, d->resp + d->got, sizeof d->resp - 1 - d->got, MSG_DONTWAIT);
+    if (n > 0) {
+        if (!d->at)
+            d->at = now_ms() - t0;
+        d->got += (size_t)n;
+        d->resp[d->got] = '\0';
+    }
+}
+
+/* ATTN_REQUEST_TIMEOUT=2 with an idle timeout of 10 s: a body sent a byte
+ * every 0.5 s, with Content-Length or in chunks, is answered 408
+ * request_timeout at the first bytes past 2 s and the connection closed
+ * (the idle timeout never fires, as bytes keep coming); a chunked body
+ * whose data came at once but whose end came after 2 s is 408 too; one
+ * that ends within 2 s is served; and so is a normal client afterwards.
+ * Against a server without the deadline the slow senders get no answer
+ * in the 6 s the test waits. */
+static void test_request_deadline(void)
+{
+    static const char body[] = "{\"query\":[[1,0]],\"key\":[[1,0],[0,1]],\"value\":[[1],[2]]}";
+    char chunk[128], cl[64], start[32];
+    snprintf(chunk, sizeof chunk, "%zx\r\n%s\r\n", sizeof body - 1, body);
+    snprintf(start, sizeof start, "%.27s", body);
+    snprintf(cl, sizeof cl, "Content-Length: %zu\r\nConnection: close\r\n", sizeof body - 1);
+    const drip_case c[] = {
+        {"Content-Length: 1000, a byte every 0.5 s", "Content-Length: 1000\r\n", "", " ", 1, 1, 408},
+        {"chunked, a 1-byte chunk every 0.5 s", "Transfer-Encoding: chunked\r\n", "", "1\r\n \r\n", 6, 1, 408},
+        {"chunked, the body at once and its last chunk a byte every 0.5 s (ends at 2.5 s)",
+         "Transfer-Encoding: chunked\r\n", chunk, "0\r\n\r\n", 1, 0, 408},
+        {"Content-Length, the body's last 28 bytes 10 every 0.5 s (ends at 1.5 s)", cl, start, body + 27,
+         10, 0, 200},
+    };
+    enum { N = sizeof c / sizeof c[0] };
+    drip d[N];
+    memset(d, 0, sizeof d);
+    char head[1024];
+    double t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        d[i].fd = tcp_open(srv_deadline.port, NULL);
+        snprintf(head, sizeof head, "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\n%s\r\n%s", c[i].headers, c[i].first);
+        if (d[i].fd >= 0 && send(d[i].fd, head, strlen(head), MSG_NOSIGNAL) != (ssize_t)strlen(head)) {
+            close(d[i].fd);
+            d[i].fd = -1;
+        }
+    }
+    for (int tick = 0; tick < 12; tick++) { /* 6 s at most */
+        usleep(500 * 1000);
+        int waiting = 0;
+        for (int i = 0; i < N; i++) {
+            drip *x = &d[i];
+            if (x->fd < 0 || x->at)
+                continue;
+            size_t len = strlen(c[i].rest), off = c[i].repeat ? x->sent % len : x->sent;
+            size_t n = off >= len ? 0 : len - off < c[i].step ? len - off : c[i].step;
+            if (n && send(x->fd, c[i].rest + off, n, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)n)
+                x->sent += n;
+            drip_read(x, t0);
+            waiting += !x->at;
+        }
+        if (!waiting)
+            break;
+    }
+    char name[192];
+    for (int i = 0; i < N; i++) {
+        drip *x = &d[i];
+        /* the rest of the answer, then the end of the stream: EOF or a reset */
+        struct timeval tv = {1, 0};
+        int closed = 0;
+        if (x->fd >= 0)
+            setsockopt(x->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        for (int reads = 0; x->fd >= 0 && x->at && reads < 64 && x->got < sizeof x->resp - 1; reads++) {
+            ssize_t n = read(x->fd, x->resp + x->got, sizeof x->resp - 1 - x->got);
+            if (n > 0) {
+                x->got += (size_t)n;
+                x->resp[x->got] = '\0';
+                continue;
+            }
+            closed = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+            break;
+        }
+        char want[16];
+        snprintf(want, sizeof want, "HTTP/1.1 %d", c[i].status);
+        snprintf(name, sizeof name, "request deadline 2 s: %s: %d", c[i].name, c[i].status);
+        check(!strncmp(x->resp, want, 12) &&
+              (c[i].status == 200 || strstr(x->resp, "\"request_timeout\"")), name,
+              "after %.0f ms: '%.200s'", x->at, x->at ? x->resp : "no answer");
+        if (c[i].status == 408) {
+            snprintf(name, sizeof name, "request deadline 2 s: %s: answered at 2 to 4 s", c[i].name);
+            check(x->at >= 1900 && x->at < 4000, name, "after %.0f ms", x->at);
+            snprintf(name, sizeof name, "request deadline 2 s: %s: Connection: close, then closed", c[i].name);
+            check(strcasestr(x->resp, "\r\nConnection: close\r\n") && closed, name,
+                  "the stream %s: '%.200s'", closed ? "closed" : "stayed open", x->resp);
+        }
+        if (x->fd >= 0)
+            close(x->fd);
+    }
+    printf("request deadline: %.1f s for %d slow senders\n", (now_ms() - t0) / 1e3, N);
+    CURL *h = curl_easy_init();
+    double ms = normal_client_ms(h, &srv_deadline);
+    check(ms < 1000, "request deadline: a normal client is served beside the late ones", "%.0f ms", ms);
+    check_alive(h, &srv_deadline, "request deadline");
+    curl_easy_cleanup(h);
+}
+
 /* ------------------------------------------------------------ main */
 
 static void usage(void)
@@ -1221,6 +1355,10 @@ int main(int argc, char **argv)
                           "server starts with connection limits", "see %s", log_path);
     int up_busy = check(server_start(&srv_busy, server_path, "busy", "/healthz", env_busy, log_path) == 0,
                         "server starts with one compute slot", "see %s", log_path);
+    static const char *const env_deadline[] = {"ATTN_REQUEST_TIMEOUT=2", "ATTN_TIMEOUT=10", NULL};
+    int up_deadline = check(server_start(&srv_deadline, server_path, "deadline", "/healthz", env_deadline,
+                                         log_path) == 0,
+                            "server starts with a 2 s request deadline", "see %s", log_path);
     if (up_main && up_small) {
         run_case_dir(cases, only, server_named);
         printf("cases: done (%.0f ms)\n", now_ms() - t0);
@@ -1261,11 +1399,14 @@ int main(int argc, char **argv)
         test_idle_flood();
     if (up_limits && !only && !memcheck)
         test_connection_limits();
+    if (up_deadline && !only && !memcheck)
+        test_request_deadline();
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_guard), "guard server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_limits), "limits server exits 0 on SIGTERM", "see %s", log_path);
+    check(server_stop(&srv_deadline), "deadline server exits 0 on SIGTERM", "see %s", log_path);
     curl_global_cleanup();
     printf("test_http: %.1f s, server log in %s\n", (now_ms() - t0) / 1e3, log_path);
     return h_report();
