@@ -78,24 +78,25 @@ const S = {
 /* ------------------------------------------------------------- controls */
 
 function readOptions() {
-  const num = (id, int) => {
+  // Numbers go to the API as typed: a window of 1.5 is refused there, with
+  // its message by the field, rather than quietly sent as 1.
+  const num = id => {
     const v = $(id).value.trim();
     if (v === '') return null;
     const n = Number(v);
-    if (!Number.isFinite(n)) return null;
-    return int ? Math.trunc(n) : n;
+    return Number.isFinite(n) ? n : null;
   };
   return {
     rule: $('rule').value,
     heads: Number($('heads').value),
     proj: $('proj').value,
     causal: $('causal').checked,
-    window: num('window', true),
+    window: num('window'),
     hard: $('hard').value,
-    k: num('topk', true) ?? 1,
-    scale: num('scale', false),
-    seed: num('seed', true) ?? 0,
-    posWeight: num('pos-weight', false) ?? 0.5,
+    k: num('topk') ?? 1,
+    scale: num('scale'),
+    seed: num('seed') ?? 0,
+    posWeight: num('pos-weight') ?? 0.5,
     m: readModern($),
   };
 }
@@ -790,9 +791,22 @@ async function runCompare() {
   renderCompare({ rows, cols, source: S.mode, results });
 }
 
+// Fields of a compared request that are inputs or the page's own, not options.
+const NOT_OPTIONS = new Set(['query', 'key', 'value', 'seed', 'num_heads', 'params', 'average_weights', 'mask', 'key_mask']);
+
+// For each compared rule, the options some other rule's request carries and
+// its own does not (the rule does not take them): said under its panel, so
+// a rule drawn without the causal mask is not read as one drawn with it.
+function droppedOptions(results) {
+  const keys = r => Object.keys(r.request || {}).filter(k => !NOT_OPTIONS.has(k));
+  const all = new Set(results.flatMap(keys));
+  return results.map(r => { const own = new Set(keys(r)); return [...all].filter(k => !own.has(k)); });
+}
+
 function renderCompare(cmp) {
   S.compare = cmp;
   const grid = $('compare-grid');
+  const dropped = droppedOptions(cmp.results);
   const dims = cmp.results.filter(r => r.response).map(r => {
     try { return decodeTensor(r.response.weights).shape.slice(-2); } catch { return [1, 1]; }
   });
@@ -835,6 +849,11 @@ function renderCompare(cmp) {
     }
     return fig;
   }));
+  grid.querySelectorAll('.compare-item').forEach((fig, r) => {
+    if (!dropped[r].length) return;
+    fig.append(Object.assign(document.createElement('p'), { className: 'hint compare-dropped',
+      textContent: `Drawn without ${dropped[r].join(', ')}: ${fig.dataset.rule} does not take ${dropped[r].length === 1 ? 'it' : 'them'}.` }));
+  });
 }
 
 /* ------------------------------------------------------------ load mode */

@@ -216,8 +216,10 @@ export function createModelViews(ctx) {
         h('label', { class: 'm-small m-load', title: 'Load a JSON export of this view' }, 'Load export ', load)),
       h('p', { id: 'm-notice', class: 'hint' }),
       h('div', { class: 'm-subtabs', role: 'tablist', 'aria-label': 'Model views' },
-        ...[['translate', 'Translate: all models'], ['grid', 'Transformer: layers × heads'], ['heads', 'Head view'], ['rollout', 'Rollout']]
-          .map(([id, t]) => h('button', { type: 'button', role: 'tab', id: 'msub-' + id, 'data-sub': id, text: t }))),
+        // [id, label's start, a part dropped on a phone (.m-long) so the four fit one row, label's end]
+        ...[['translate', 'Translate', ': all models', ''], ['grid', '', 'Transformer: ', 'layers × heads'], ['heads', 'Head view', '', ''], ['rollout', 'Rollout', '', '']]
+          .map(([id, a, long, b]) => h('button', { type: 'button', role: 'tab', id: 'msub-' + id, 'data-sub': id },
+            a, ...(long ? [h('span', { class: 'm-long', text: long })] : []), b))),
       h('p', { id: 'm-status', class: 'status', role: 'status', 'aria-live': 'polite' }),
       h('div', { class: 'm-body' },
         h('div', { class: 'm-main' },
@@ -276,7 +278,14 @@ export function createModelViews(ctx) {
   async function translate() {
     clearTimeout(M.timer);
     const text = M.text;
-    if (!text.trim()) { status('Type an English sentence.', true); return; }
+    const main = panel.querySelector('.m-main');
+    if (!text.trim()) {
+      // The figures no longer match the empty box: dim them, and say so.
+      main.classList.toggle('stale', M.results.size > 0);
+      status(M.results.size ? 'Type an English sentence; the dimmed figures are the previous translation.' : 'Type an English sentence.', true);
+      return;
+    }
+    main.classList.remove('stale');
     const seq = ++M.seq;
     M.saved = null;
     status('Translating…');
@@ -341,6 +350,7 @@ export function createModelViews(ctx) {
   function heat(mm, opts) {
     const svg = heatmap(mm.m, { rows: mm.rows, cols: mm.cols, scale: ctx.scale(), kind: mm.kind, legend: false, ...opts });
     svg._mm = mm;
+    if (!opts.raster) svg.setAttribute('tabindex', '0'); // the arrow keys walk its cells (wireHover)
     return svg;
   }
 
@@ -604,6 +614,7 @@ export function createModelViews(ctx) {
       const svg = e.target.ownerSVGElement || (e.target.tagName === 'svg' ? e.target : null);
       if (svg && svg._mm && !svg.contains(e.relatedTarget)) { markHover(svg, null); if (svg._strip) svg._strip._paint(null); }
     });
+    panel.addEventListener('keydown', onKey);
     panel.addEventListener('click', e => {
       const t = e.target.closest('.cell, .row-label, .col-label, .ctok');
       if (!t || t.closest('.head-thumb')) return; // a thumbnail only opens its cell
@@ -613,6 +624,23 @@ export function createModelViews(ctx) {
       if (t.classList.contains('col-label')) setPin(langOf(svg._mm.attn, 'k'), Number(t.dataset.col));
       else setPin(langOf(svg._mm.attn, 'q'), Number(t.dataset.row));
     });
+  }
+
+  // Keyboard: a focused heatmap's cells are walked with the arrow keys, as on
+  // the tensors heatmap; Enter pins the query token under the cursor.
+  function onKey(e) {
+    const svg = e.target.closest && e.target.closest('svg');
+    if (!svg || !svg._mm || !svg.hasAttribute('tabindex')) return;
+    const mm = svg._mm, c = svg._cursor;
+    if ((e.key === 'Enter' || e.key === ' ') && c) { e.preventDefault(); setPin(langOf(mm.attn, 'q'), c.i); return; }
+    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
+    if (!moves[e.key]) return;
+    e.preventDefault();
+    const [di, dj] = moves[e.key];
+    const from = c || { i: -di, j: -dj }; // the first key lands on the first cell
+    const i = Math.max(0, Math.min(mm.m.length - 1, from.i + di)), j = Math.max(0, Math.min(mm.m[0].length - 1, from.j + dj));
+    svg._cursor = { i, j };
+    readCell(svg, i, j);
   }
 
   function readCell(svg, i, j) {
@@ -681,6 +709,7 @@ export function createModelViews(ctx) {
     M.pin = v.pin && (v.pin.lang === 'en' || v.pin.lang === 'fr') && Number.isInteger(v.pin.index) ? { lang: v.pin.lang, index: v.pin.index } : null;
     M.results = new Map(obj.results.map(r => [r.model, { request: r.request, response: r.response, error: r.error }]));
     M.seq++;
+    panel.querySelector('.m-main')?.classList.remove('stale');
     M.saved = obj.saved ? `saved ${obj.saved}` : 'saved';
     clampSel();
     status(`Loaded a saved export of ${M.results.size} models for “${M.text}”, with its words.`);

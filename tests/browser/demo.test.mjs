@@ -798,6 +798,23 @@ try {
     }
   });
 
+  await test('Compare says under a panel which set options its rule was drawn without (as GET /rules says)', async () => {
+    await fresh();
+    await page.check('#causal');
+    await page.click('#tab-compare');
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 30000 });
+    const rules = (await (await fetch(BASE + '/rules')).json()).rules;
+    const notes = await page.$$eval('#compare-grid .compare-item', e => Object.fromEntries(e.map(f => [f.dataset.rule, f.querySelector('.compare-dropped')?.textContent ?? ''])));
+    const without = rules.filter(r => (r.not_applicable || []).includes('causal')).map(r => r.name);
+    assert(without.length > 0 && without.length < rules.length, `GET /rules: causal not applicable to ${without}`);
+    for (const r of rules) {
+      const says = /\bcausal\b/.test(notes[r.name] ?? '');
+      assert(says === without.includes(r.name), `${r.name}: panel note "${notes[r.name]}" but GET /rules says causal ${without.includes(r.name) ? 'does not apply' : 'applies'}`);
+    }
+    await page.uncheck('#causal');
+    await page.click('#tab-heatmap');
+  });
+
   await test('Compare exports every rule, and the export loads back as a comparison', async () => {
     await fresh();
     await page.click('#tab-compare');
@@ -947,6 +964,19 @@ try {
       listed ? 'the Model tab is hidden although GET /models lists models' : 'the Model tab shows without a model service');
   });
 
+  await test('a window of 1.5 goes to the API as typed and its refusal shows by the field (not sent as 1)', async () => {
+    await fresh();
+    const want = await api('/attention/scaled_dot', { ...sentenceBody(DEFAULT_SENTENCE), window: 1.5 });
+    assert(want.status >= 400 && want.status < 500 && want.body.error, `the API answered ${want.status} to window 1.5`);
+    await page.fill('#window', '1.5');
+    await page.waitForFunction(() => document.querySelector('#err-window').textContent !== '', null, { timeout: 10000 });
+    const err = await page.textContent('#err-window');
+    assert(err.includes(want.body.error.message), `"${err}" is not the API's message "${want.body.error.message}"`);
+    assert(await page.evaluate(() => document.querySelector('.views').classList.contains('stale')), 'the old picture is not dimmed');
+    await page.fill('#window', '');
+    await page.waitForFunction(() => document.querySelector('#err-window').textContent === '', null, { timeout: 10000 });
+  });
+
   await test('the page also works at /demo/index.html', async () => {
     await page.goto(BASE + '/demo/index.html');
     await page.waitForSelector('#heatmap .cell', { timeout: 30000 });
@@ -1074,12 +1104,50 @@ try {
         side: document.querySelector('.m-side').getBoundingClientRect().top }));
       assert(q.sw <= q.iw + 1, `page is ${q.sw}px wide on a ${q.iw}px screen`);
       assert(q.first < 844 - 150, `the first model figure starts at ${q.first}px`);
+      // every tab is on the screen (not scrolled out of the bar), the text box has its label,
+      // and the Transformer's head menu stays inside its panel
+      const seen = await phone.evaluate(() => {
+        const out = s => { const e = document.querySelector(s); if (!e) return 'missing'; const r = e.getBoundingClientRect();
+          return r.width > 0 && r.left >= 0 && r.right <= innerWidth + 1 ? '' : `${Math.round(r.left)}..${Math.round(r.right)}`; };
+        const pick = document.querySelector('#m-tfm-pick'), panel = pick && pick.closest('.m-panel');
+        return { tabs: [...document.querySelectorAll('.tabs [role=tab]:not([hidden]), .m-subtabs [role=tab]')].map(t => [t.textContent, out('#' + t.id)]).filter(x => x[1]),
+          label: out('.m-label'), pick: pick ? pick.getBoundingClientRect().right - panel.getBoundingClientRect().right : 0 };
+      });
+      assert(seen.tabs.length === 0, `tabs off the 390 px screen: ${JSON.stringify(seen.tabs)}`);
+      assert(seen.label === '', `the "English" label of the text box is not on the screen (${seen.label})`);
+      assert(seen.pick <= 1, `the Transformer's head menu runs ${seen.pick.toFixed(0)} px past its panel`);
       await modelShot(phone, 'models-translate-390x844');
       await openModels(phone, 'ms=grid');
       await modelShot(phone, 'models-grid-390x844');
     } finally {
       await phone.close();
     }
+  });
+
+  await modelTest('models: emptying the English box dims the previous figures and says so', async () => {
+    await openModels(page);
+    await page.fill('#m-text', '');
+    await page.waitForFunction(() => /Type an English sentence/.test(document.querySelector('#m-status').textContent), null, { timeout: 10000 });
+    const dim = await page.$eval('#m-translate', e => Number(getComputedStyle(e).opacity));
+    assert(dim < 0.5, `the old figures are drawn at opacity ${dim} under an empty box`);
+    assert(/previous/.test(await page.textContent('#m-status')), 'the status does not say the figures are the previous translation');
+    await page.fill('#m-text', MODEL_TEXT);
+    await page.waitForFunction(() => /round trip/.test(document.querySelector('#m-status').textContent), null, { timeout: 30000 });
+    const back = await page.$eval('#m-translate', e => Number(getComputedStyle(e).opacity));
+    assert(back === 1, `a new translation is still dimmed (opacity ${back})`);
+  });
+
+  await tfmTest('models: keyboard: the arrow keys walk a model heatmap\'s cells, Enter pins the French token', async () => {
+    await openModels(page);
+    const t = await translateAPI('transformer', MODEL_TEXT);
+    const C = headMean(t.attention.cross, t.attention.cross.length - 1);
+    await page.focus('#m-translate .m-panel[data-model="transformer"] svg.heatmap');
+    for (const k of ['ArrowRight', 'ArrowRight', 'ArrowDown']) await page.keyboard.press(k);
+    const txt = await page.textContent('#m-readout');
+    assert(txt.includes('(row 1)') && txt.includes('(column 1)') && txt.includes('weight ' + fmt(C[1][1])), `readout "${txt}"`);
+    await page.keyboard.press('Enter');
+    await page.waitForFunction(() => /mpin=fr1/.test(location.hash), null, { timeout: 5000 }).catch(() => {});
+    assert(/mpin=fr1/.test(page.url()), `Enter did not pin French token 1: ${page.url()}`);
   });
 
   await tfmTest('models: layers x heads grid of the Transformer; a click opens the cell with the API’s weights', async () => {
