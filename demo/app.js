@@ -791,8 +791,11 @@ async function runCompare() {
   renderCompare({ rows, cols, source: S.mode, results });
 }
 
-// Fields of a compared request that are inputs or the page's own, not options.
-const NOT_OPTIONS = new Set(['query', 'key', 'value', 'seed', 'num_heads', 'params', 'average_weights', 'mask', 'key_mask']);
+// Fields of a compared request that are not options a user sets for every
+// rule: inputs, the page's own, and one rule's own settings (linear's
+// feature map, multi-head's attention kind).
+const NOT_OPTIONS = new Set(['query', 'key', 'value', 'seed', 'num_heads', 'params', 'average_weights', 'mask', 'key_mask',
+  'feature_map', 'attention', 'return_layout']);
 
 // For each compared rule, the options some other rule's request carries and
 // its own does not (the rule does not take them): said under its panel, so

@@ -70,7 +70,14 @@ export function fmt(w) {
   return w.toPrecision(3);
 }
 
-function textWidth(s, px) { return Math.ceil(String(s).length * px * 0.6); }
+// A text's width in px, measured in the figures' font (an estimate from its
+// length where there is no canvas); weight as in CSS (600: the titles).
+const measurer = typeof document !== 'undefined' ? document.createElement('canvas').getContext('2d') : null;
+function textWidth(s, px, weight = 400) {
+  if (!measurer) return Math.ceil(String(s).length * px * (weight > 400 ? 0.68 : 0.6));
+  measurer.font = `${weight} ${px}px ${FONT}`;
+  return Math.ceil(measurer.measureText(String(s)).width);
+}
 
 // Breaks text at spaces into lines of at most n characters (a longer word keeps its own line).
 function wrapText(text, n) {
@@ -176,8 +183,8 @@ export function heatmap(matrix, opts = {}) {
   const legendH = legend ? 210 : 0;
   // The last rotated column label reaches past the grid's right edge.
   const tail = labels && !legend && Lk ? Math.ceil(0.72 * textWidth(cols[Lk - 1], fs)) : 0;
-  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + Math.max(8, tail), opts.title ? textWidth(opts.title, 14) * 0.92 + 8 : 0,
-    ...capLines.map(l => textWidth(l, 11) * 0.92 + 8), opts.foot ? textWidth(opts.foot, 11) * 0.95 + 8 : 0));
+  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + Math.max(8, tail), opts.title ? textWidth(opts.title, 14, 600) + 8 : 0,
+    ...capLines.map(l => textWidth(l, 11) + 8), opts.foot ? textWidth(opts.foot, 11) + 8 : 0));
   const height = Math.ceil(top + Math.max(gridH + footH, legendH) + 8);
 
   const parts = [];

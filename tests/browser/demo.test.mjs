@@ -800,9 +800,15 @@ try {
 
   await test('Compare says under a panel which set options its rule was drawn without (as GET /rules says)', async () => {
     await fresh();
-    await page.check('#causal');
     await page.click('#tab-compare');
     await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 30000 });
+    const unset = await page.$$eval('#compare-grid .compare-dropped', e => e.map(x => x.textContent));
+    assert(unset.length === 0, `with no option set, panels say: ${unset.join(' | ')}`);
+    await page.click('#tab-heatmap');
+    await page.check('#causal');
+    await page.click('#tab-compare');
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8 &&
+      document.querySelectorAll('#compare-grid .compare-dropped').length > 0, null, { timeout: 30000 });
     const rules = (await (await fetch(BASE + '/rules')).json()).rules;
     const notes = await page.$$eval('#compare-grid .compare-item', e => Object.fromEntries(e.map(f => [f.dataset.rule, f.querySelector('.compare-dropped')?.textContent ?? ''])));
     const without = rules.filter(r => (r.not_applicable || []).includes('causal')).map(r => r.name);
@@ -812,6 +818,25 @@ try {
       assert(says === without.includes(r.name), `${r.name}: panel note "${notes[r.name]}" but GET /rules says causal ${without.includes(r.name) ? 'does not apply' : 'applies'}`);
     }
     await page.uncheck('#causal');
+    await page.click('#tab-heatmap');
+  });
+
+  await test('titles, captions and feet fit inside their figures (heatmap and every Compare panel)', async () => {
+    // Each text's own box, as the browser lays it out, against its SVG's width.
+    const overflow = sel => page.$$eval(sel, svgs => svgs.flatMap(svg => [...svg.querySelectorAll('text.title, text.caption, text.foot')]
+      .map(t => ({ text: t.textContent, over: t.getBBox().x + t.getBBox().width - svg.width.baseVal.value }))
+      .filter(x => x.over > 0.5)));
+    await fresh();
+    await page.fill('#source', 'The cat sat on the mat'); // a narrow grid: the title sets the width
+    await setRule('multihead');
+    await page.waitForFunction(() => /multihead: head 0/.test(document.querySelector('#heatmap svg .title')?.textContent ?? '') &&
+      document.querySelectorAll('#heatmap .col-label').length === 6, null, { timeout: 30000 });
+    const a = await overflow('#heatmap svg.heatmap');
+    assert(a.length === 0, `cut off in the heatmap: ${JSON.stringify(a)}`);
+    await page.click('#tab-compare');
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 30000 });
+    const b = await overflow('#compare-grid svg.heatmap');
+    assert(b.length === 0, `cut off in Compare: ${JSON.stringify(b)}`);
     await page.click('#tab-heatmap');
   });
 
