@@ -199,6 +199,7 @@ export function heatmap(matrix, opts = {}) {
   const raster = opts.raster ?? (!labels && Lq * Lk > 1600);
   let g = raster ? `<image class="cells-raster" x="${left}" y="${top}" width="${gridW}" height="${gridH}" preserveAspectRatio="none" ` +
     `image-rendering="pixelated" style="image-rendering:pixelated" href="${rasterURL(matrix, mode, rmax, kind)}"/><g class="cells">` : '<g class="cells">';
+  let values = ''; // the printed weights, drawn over the structure's lines
   for (let i = 0; i < Lq && !raster; i++) {
     const y = top + i * cell;
     for (let j = 0; j < Lk; j++) {
@@ -210,8 +211,8 @@ export function heatmap(matrix, opts = {}) {
         `class="cell" data-row="${i}" data-col="${j}" data-weight="${w}"${k ? ` data-mask="${k}"` : ''}>` +
         (big ? '' : `<title>${esc(rows[i])} → ${esc(cols[j])}: ${fmt(w)}${KIND_WORDS[k] ? ` (${KIND_WORDS[k]})` : ''}</title>`) + '</rect>';
       if (showValues && w >= 0.1) {
-        g += `<text x="${left + j * cell + cell / 2}" y="${y + cell / 2 + 4}" font-size="${Math.min(11, cell * 0.32)}" text-anchor="middle" ` +
-          `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
+        values += `<text x="${left + j * cell + cell / 2}" y="${y + cell / 2 + 4}" font-size="${Math.min(11, cell * 0.32)}" text-anchor="middle" ` +
+          `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" stroke="${colour(t)}" stroke-width="3" paint-order="stroke" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
       }
     }
   }
@@ -224,6 +225,7 @@ export function heatmap(matrix, opts = {}) {
   }
   parts.push(g + '</g>');
   if (opts.structure) parts.push(structureMarkup(opts.structure, { left, top, cell, Lq, Lk, thin: !labels }));
+  if (values) parts.push(`<g class="values" pointer-events="none">${values}</g>`);
   // Overlays: the pinned row/column and the hovered cell (moved, never rebuilt).
   parts.push(`<g class="overlay" pointer-events="none"><rect class="pin-box" fill="none" stroke="#e8590c" stroke-width="${labels ? 2.5 : 1.5}" visibility="hidden"/>` +
     `<rect class="hover-box" fill="none" stroke="#ffb020" stroke-width="3" visibility="hidden"/></g>`);

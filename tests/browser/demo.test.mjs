@@ -840,6 +840,22 @@ try {
     await page.click('#tab-heatmap');
   });
 
+  await test('printed weights are drawn over the causal diagonal, not struck through by it', async () => {
+    await fresh();
+    await page.fill('#source', 'The cat sat on the mat');
+    await page.check('#causal');
+    await page.waitForFunction(() => document.querySelector('#heatmap svg .structure') &&
+      document.querySelectorAll('#heatmap .col-label').length === 6, null, { timeout: 30000 });
+    const r = await page.$eval('#heatmap svg', svg => {
+      const st = svg.querySelector('.structure');
+      const vals = [...svg.querySelectorAll('text')].filter(t => /^(1\.00|\.\d+)$/.test(t.textContent));
+      return { n: vals.length, under: vals.filter(t => !(st.compareDocumentPosition(t) & Node.DOCUMENT_POSITION_FOLLOWING)).length };
+    });
+    assert(r.n >= 6, `only ${r.n} printed weights on a 6-token causal heatmap`);
+    assert(r.under === 0, `${r.under} of ${r.n} printed weights are drawn under the structure lines`);
+    await page.uncheck('#causal');
+  });
+
   await test('Compare exports every rule, and the export loads back as a comparison', async () => {
     await fresh();
     await page.click('#tab-compare');
