@@ -156,11 +156,12 @@ export function neuronExplain(T, j, opts) {
   const kName = rule === 'general' ? '(W k + b)' : 'k';
   let s = `<p class="n-head"><strong>“${esc(rows[i])}” → “${esc(cols[j])}”</strong> (key ${j})</p>`;
   if (x.masked) return s + '<p>This key is masked for this query (padding, causal, window or mask): score −∞, weight 0.</p>';
+  // The result first, then the terms it is made of (a table as long as the vectors).
+  s += `<p>score = Σ ${fmt(x.dot)}${T.scale !== 1 ? ` × ${fmt(T.scale)} = ${fmt(x.score)}` : ''}</p>`;
+  s += `<p class="n-result">weight = exp(${fmt(x.score)} − ${fmt(T.max)}) ÷ ${fmt(T.z)} = <strong>${fmt(T.weights[j])}</strong>` +
+    (api ? ` · API: <strong>${fmt(api[j])}</strong>` : '') + '</p>';
   s += `<table class="line-table n-terms"><thead><tr><th>d</th><th>q_d</th><th>${kName}_d</th><th>product</th></tr></thead><tbody>`;
   x.prod.forEach((p, d) => { s += `<tr data-d="${d}"><td>${d}</td><td>${fmt(T.q[d])}</td><td>${fmt(x.k[d])}</td><td data-value="${p}">${fmt(p)}</td></tr>`; });
   s += `</tbody><tfoot><tr><td colspan="3">Σ (sum of the ${T.D} products)</td><td class="n-total">${fmt(x.dot)}</td></tr></tfoot></table>`;
-  s += `<p>score = ${fmt(x.dot)}${T.scale !== 1 ? ` × ${fmt(T.scale)} = ${fmt(x.score)}` : ''}</p>`;
-  s += `<p>weight = exp(${fmt(x.score)} − ${fmt(T.max)}) ÷ ${fmt(T.z)} = <strong>${fmt(T.weights[j])}</strong>` +
-    (api ? ` · API: <strong>${fmt(api[j])}</strong>` : '') + '</p>';
   return s;
 }

@@ -1428,6 +1428,12 @@ try {
     const rows = await page.$$eval('#neuron-readout tbody tr', e => e.length);
     const total = Number(await page.$eval('#neuron-readout .n-total', e => e.textContent));
     assert(rows === dh && Math.abs(total - Number(fmt(dots[4]))) <= 1e-9, `${what}: readout has ${rows} terms, total ${total} vs ${fmt(dots[4])}`);
+    // ... and its result comes first, in sight without scrolling past the terms.
+    const res = await page.$eval('#neuron-readout', box => {
+      const p = box.querySelector('.n-result');
+      return p ? { text: p.textContent, below: p.getBoundingClientRect().bottom - box.getBoundingClientRect().bottom } : null;
+    });
+    assert(res && res.text.includes(`= ${fmt(soft[4])}`) && res.below <= 0, `${what}: the readout's result ${JSON.stringify(res)} (weight ${fmt(soft[4])})`);
   }
 
   await test('neuron view: q, k, their products and sums match an independent computation and the API’s weights', async () => {
