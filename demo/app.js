@@ -69,6 +69,7 @@ const S = {
   compare: null,        // {rows, cols, results: [{rule, request, response | error}]}: the last comparison
   compareSaved: null,   // a loaded comparison export, shown instead of re-running
   timer: 0,
+  drawMs: 0,            // how long the last view took to draw (schedule waits as long)
   cursor: null,         // {i, j}: the heatmap cell last read out
   restoring: false,     // true while the URL is being applied
   neuronKey: null,      // the key the neuron view explains (null: the query's argmax)
@@ -214,9 +215,12 @@ function setStatus(text, bad = false) {
 
 /* ------------------------------------------------------------------ run */
 
+// Redraws wait for a pause in typing at least as long as the last drawing
+// took (120 ms to 1 s): at 128 tokens a drawing takes a few hundred ms, and
+// one after every key held the typing up.
 function schedule() {
   clearTimeout(S.timer);
-  S.timer = setTimeout(run, 120);
+  S.timer = setTimeout(run, Math.max(120, Math.min(1000, S.drawMs)));
 }
 
 // Says, beside the sentence, how many tokens are used and when text was cut.
@@ -283,9 +287,10 @@ async function run() {
   }
   const compute = /compute;dur=([\d.]+)/.exec(res.timing || '');
   const c = S.cur;
+  S.drawMs = performance.now() - t0 - trip;
   setStatus(`${rule}: ${c.mats[0].length} queries × ${c.mats[0][0]?.length ?? 0} keys` +
     (c.mats.length > 1 ? `, ${c.mats.length} heads` : '') +
-    ` · round trip ${trip.toFixed(0)} ms, drawn in ${(performance.now() - t0 - trip).toFixed(0)} ms` +
+    ` · round trip ${trip.toFixed(0)} ms, drawn in ${S.drawMs.toFixed(0)} ms` +
     (compute ? ` · server compute ${compute[1]} ms` : '') +
     (c.note ? ` · ${c.note}` : '') + (cutNote ? ` · ${cutNote}` : ''), !!cutNote);
   if (S.view === 'compare') runCompare();
