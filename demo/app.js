@@ -516,6 +516,7 @@ function stickLabels() {
   set('.row-band', sx ? `translate(${sx} 0)` : '');
   set('.col-band', sy ? `translate(0 ${sy})` : '');
   set('.corner', sx || sy ? `translate(${sx} ${sy})` : '');
+  set('.axes', sx || sy ? `translate(${sx} ${sy})` : '');
   const corner = svg.querySelector('.corner');
   if (corner) corner.setAttribute('visibility', sx || sy ? 'visible' : 'hidden');
 }

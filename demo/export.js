@@ -50,7 +50,7 @@ export function composeSVG(container, caption = '') {
     c.setAttribute('height', p.h);
     c.removeAttribute('style');
     // Sticky labels of a scrolled heatmap go back to their place.
-    for (const g of c.querySelectorAll('.row-band, .col-band, .corner')) g.removeAttribute('transform');
+    for (const g of c.querySelectorAll('.row-band, .col-band, .corner, .axes')) g.removeAttribute('transform');
     for (const g of c.querySelectorAll('.corner')) g.setAttribute('visibility', 'hidden');
     // Lines hidden by a hover stay hidden: the export is what the user sees.
     out.append(c);

@@ -172,7 +172,10 @@ export function heatmap(matrix, opts = {}) {
   const titleH = opts.title ? 22 : 0;
   const capLines = opts.caption ? wrapText(opts.caption, opts.wrap ? Math.max(12, Math.floor(opts.wrap / 6)) : Infinity) : [];
   const capH = 16 * capLines.length;
-  const left = labels ? Math.min(140, 12 + Math.max(0, ...rows.map(r => textWidth(r, fs)))) : 2;
+  // Axis titles in the corner above the row labels: "keys →", then "queries ↓".
+  const AXES = ['keys →', 'queries ↓'];
+  const axisW = labels ? 10 + Math.max(...AXES.map(a => textWidth(a, 10))) : 0;
+  const left = labels ? Math.max(axisW, Math.min(140, 12 + Math.max(0, ...rows.map(r => textWidth(r, fs))))) : 2;
   // Rotated column labels need their length times sin 45 plus the font's height.
   const colLabelH = labels ? Math.min(120, Math.ceil(0.72 * Math.max(0, ...cols.map(c => textWidth(c, fs))) + fs * 1.4 + 8)) : 2;
   const top = titleH + capH + colLabelH;
@@ -243,6 +246,8 @@ export function heatmap(matrix, opts = {}) {
       s += `<text x="${x}" y="${y}" transform="rotate(-45 ${x} ${y})" class="col-label" data-col="${j}">${esc(c)}</text>`;
     });
     s += `</g></g><rect class="corner" x="0" y="0" width="${left}" height="${top}" fill="#ffffff" visibility="hidden"/>`;
+    s += `<g class="axes" font-size="10" font-style="italic" fill="#5b6475" text-anchor="end">` +
+      AXES.map((a, k) => `<text class="axis" x="${left - 6}" y="${top - 20 + 14 * k}">${a}</text>`).join('') + '</g>';
     parts.push(s);
   } else if (titles) parts.push(titles);
   if (opts.foot) parts.push(`<text class="foot" x="4" y="${top + gridH + 14}" font-size="11" fill="#5b6475">${esc(opts.foot)}</text>`);

@@ -824,7 +824,7 @@ try {
     await page.click('#tab-heatmap');
   });
 
-  await test('titles, captions and feet fit inside their figures (heatmap and every Compare panel)', async () => {
+  await test('titles, captions, feet and the axis titles fit inside their figures (heatmap and every Compare panel)', async () => {
     // Each text's own box, as the browser lays it out, against its SVG's width.
     const overflow = sel => page.$$eval(sel, svgs => svgs.flatMap(svg => [...svg.querySelectorAll('text.title, text.caption, text.foot')]
       .map(t => ({ text: t.textContent, over: t.getBBox().x + t.getBBox().width - svg.width.baseVal.value }))
@@ -836,6 +836,17 @@ try {
       document.querySelectorAll('#heatmap .col-label').length === 6, null, { timeout: 30000 });
     const a = await overflow('#heatmap svg.heatmap');
     assert(a.length === 0, `cut off in the heatmap: ${JSON.stringify(a)}`);
+    // The axis titles: both there, inside the figure, over no label, title or caption.
+    const ax = await page.$eval('#heatmap svg.heatmap', svg => {
+      const box = e => e.getBoundingClientRect(), s = box(svg);
+      const hit = (p, q) => p.left < q.right && q.left < p.right && p.top < q.bottom && q.top < p.bottom;
+      const axes = [...svg.querySelectorAll('text.axis')];
+      const others = [...svg.querySelectorAll('.row-label, .col-label, text.title, text.caption')];
+      return { names: axes.map(t => t.textContent), out: axes.filter(t => box(t).left < s.left || box(t).top < s.top).length,
+        over: axes.flatMap(t => others.filter(o => hit(box(t), box(o))).map(o => `${t.textContent} over ${o.textContent}`)) };
+    });
+    assert(ax.names.join('|') === 'keys →|queries ↓', `axis titles: ${ax.names}`);
+    assert(ax.out === 0 && ax.over.length === 0, `axis titles cut off (${ax.out}) or over other text: ${ax.over}`);
     await page.click('#tab-compare');
     await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 30000 });
     const b = await overflow('#compare-grid svg.heatmap');
