@@ -632,7 +632,7 @@ function renderLinesView() {
   const dual = c.rule !== 'concat' ? 'keys' : 'values';
   $('line-readout').replaceChildren();
   $('lines').replaceChildren(heads.length
-    ? lineView(heads, { rows: c.rows, cols: c.cols, rowTitle: 'queries', colTitle: dual, pin: S.pin,
+    ? lineView(heads, { rows: c.rows, cols: c.cols, rowTitle: 'queries', colTitle: dual, pin: S.pin, fit: $('lines').clientWidth,
       onPin: setPin, onFocus: (side, idx) => lineReadout(heads, side, idx) })
     : Object.assign(document.createElement('p'), { className: 'hint', textContent: 'All heads are hidden: press a head above to show it.' }));
 }
@@ -1098,10 +1098,9 @@ function setView(v) {
     tab.tabIndex = name === v ? 0 : -1;
     $('view-' + name).hidden = name !== v;
   }
-  // A phone scrolls the tab row sideways: keep the chosen tab in sight.
-  if (NARROW.matches) { const t = $('tab-' + v), row = t.parentElement; row.scrollLeft = t.offsetLeft - row.offsetLeft - 8; }
   if (v === 'compare') runCompare();
   if (v === 'heatmap' && S.cur) renderHeatmapView();
+  if (v === 'lines' && S.cur) renderLinesView(); // drawn while hidden, it could not measure its box
   if (v === 'neuron') renderNeuronView();
   if (v === 'model') MV.show();
   writeHash();

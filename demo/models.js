@@ -507,7 +507,7 @@ export function createModelViews(ctx) {
     const fig = h('div', { id: 'm-lines', class: 'figure' });
     if (heads.length) {
       fig.append(lineView(heads, { rows: base.rows, cols: base.cols, rowTitle: attn === 'encoder' ? 'English' : 'French',
-        colTitle: attn === 'decoder' ? 'French' : 'English', pin: pinFor(attn), gap: 220,
+        colTitle: attn === 'decoder' ? 'French' : 'English', pin: pinFor(attn), gap: 220, fit: $('m-heads').clientWidth,
         onPin: (side, idx) => setPin(langOf(attn, side), idx),
         onFocus: (side, idx) => {
           table.innerHTML = side === null ? '<p class="hint">Hover a token for every shown head’s weights; click to pin it.</p>' :

@@ -441,7 +441,8 @@ export function legendBar(mode = 'abs', keys = null) {
  * heads: [{index, matrix}] (hidden heads left out by the caller).
  * opts: rows, cols, rowTitle, colTitle, pin, maxLines (past it only the
  * focused token's lines are drawn), onPin(side, index), onFocus(side, index)
- * (side null when nothing is focused). */
+ * (side null when nothing is focused), gap (px between the two columns),
+ * fit (px: the width to keep within, by a narrower gap). */
 export function lineView(heads, opts = {}) {
   const first = heads[0] ? heads[0].matrix : [];
   const Lq = first.length, Lk = Lq ? first[0].length : 0;
@@ -450,9 +451,10 @@ export function lineView(heads, opts = {}) {
   const n = Math.max(Lq, Lk);
   const fs = n > 60 ? 11 : 13, rowH = n > 60 ? 15 : n > 30 ? 19 : 24;
   const labelW = Math.min(140, 16 + Math.max(40, ...rows.map(r => textWidth(r, fs)), ...cols.map(c => textWidth(c, fs))));
-  const gap = opts.gap || (n > 60 ? 200 : 280);
-  const top = 44;
   const pad = heads.length === 1 ? 48 : 6; // room for the weight notes (one head; several heads: the table below)
+  // fit (px): the box to fit, so the lines narrow (to 100 px) before the keys' labels leave a phone's screen
+  const gap = Math.min(opts.gap || (n > 60 ? 200 : 280), opts.fit ? Math.max(100, Math.floor(opts.fit - 2 * pad - 2 * labelW)) : Infinity);
+  const top = 44;
   const qx = pad + labelW, kx = pad + labelW + gap;
   const width = 2 * pad + 2 * labelW + gap;
   const height = top + n * rowH + 12;

@@ -584,7 +584,16 @@ try {
         assert(w.svg <= w.box + 1, `the heatmap is ${w.svg.toFixed(0)}px wide in a ${w.box.toFixed(0)}px box`);
         assert(w.svg >= 0.9 * widths[0].box, `the heatmap shrank to ${w.svg.toFixed(0)}px in a ${w.box.toFixed(0)}px box`);
       }
+      // The line view fits the screen: the keys' labels on the right are not cut off.
       await phone.evaluate(() => { document.querySelector('#controls-fold').open = false; });
+      await phone.click('#tab-lines');
+      await phone.waitForSelector('#lines svg .tok', { timeout: 30000 });
+      const lw = await phone.evaluate(() => ({ svg: document.querySelector('#lines svg').getBoundingClientRect().right,
+        box: document.querySelector('#lines').getBoundingClientRect().right,
+        key: Math.max(...[...document.querySelectorAll('#lines .tok[data-side="k"] text')].map(t => t.getBoundingClientRect().right)) }));
+      assert(lw.svg <= lw.box + 1 && lw.key <= lw.box + 1, `the line view ends at ${lw.svg.toFixed(0)}px (its keys' labels at ${lw.key.toFixed(0)}px) in a box ending at ${lw.box.toFixed(0)}px`);
+      await phone.click('#tab-heatmap');
+      await phone.waitForSelector('#heatmap .cell', { timeout: 30000 });
       await phone.screenshot({ path: path.join(SHOTS, '10-phone-390x844.png') });
       await phone.screenshot({ path: path.join(SHOTS, '10-phone-390x844-full.png'), fullPage: true });
       // The fold opens on a tap.
@@ -1197,6 +1206,11 @@ try {
       await modelShot(phone, 'models-translate-390x844');
       await openModels(phone, 'ms=grid');
       await modelShot(phone, 'models-grid-390x844');
+      // the head view's lines fit the screen, the English on the right included
+      await openModels(phone, 'ms=heads');
+      const hv = await phone.evaluate(() => ({ svg: document.querySelector('#m-lines svg').getBoundingClientRect().right,
+        box: document.querySelector('#m-lines').getBoundingClientRect().right }));
+      assert(hv.svg <= hv.box + 1, `the head view ends at ${hv.svg.toFixed(0)}px in a box ending at ${hv.box.toFixed(0)}px`);
     } finally {
       await phone.close();
     }
