@@ -3,7 +3,7 @@
 
 import { tokenize, tokenCount, embed, DEFAULT_DIM, MAX_TOKENS } from './embed.js';
 import { postJSON, getJSON, decodeTensor, toMatrices } from './api.js';
-import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, HEAD_COLOURS, SCALES, weightTable } from './render.js';
+import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, arrowCell, HEAD_COLOURS, SCALES, weightTable } from './render.js';
 import { exportSVG, exportPNG, exportJSON } from './export.js';
 import { createModelViews } from './models.js';
 import { neuronSupport, neuronTerms, neuronFigure, neuronExplain } from './neuron.js';
@@ -386,7 +386,7 @@ function render() {
   renderFormula();
   if (!S.cur) return;
   renderHeatmapView();
-  renderLinesView();
+  if (S.view === 'lines') renderLinesView(); // else setView draws it when its tab opens
   if (S.view === 'neuron') renderNeuronView();
   if (S.view === 'compare' && S.compareSaved) renderCompare(S.compareSaved);
   writeHash();
@@ -1100,7 +1100,7 @@ function setView(v) {
   }
   if (v === 'compare') runCompare();
   if (v === 'heatmap' && S.cur) renderHeatmapView();
-  if (v === 'lines' && S.cur) renderLinesView(); // drawn while hidden, it could not measure its box
+  if (v === 'lines' && S.cur) renderLinesView(); // drawn when shown, so it measures its box
   if (v === 'neuron') renderNeuronView();
   if (v === 'model') MV.show();
   writeHash();
@@ -1275,15 +1275,12 @@ function wire() {
   });
   // Keyboard: the heatmap takes focus and the arrow keys walk its cells; Enter pins.
   hm.addEventListener('keydown', e => {
-    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
     if ((e.key === 'Enter' || e.key === ' ') && S.cursor) { e.preventDefault(); setPin('q', S.cursor.i); return; }
-    if (!moves[e.key] || !S.cur) return;
-    e.preventDefault();
     const svg = hm.querySelector('svg');
-    const R = Number(svg.dataset.rows), C = Number(svg.dataset.cols);
-    const [di, dj] = moves[e.key];
-    const c = S.cursor || { i: 0, j: -dj };
-    readCell(Math.max(0, Math.min(R - 1, c.i + di)), Math.max(0, Math.min(C - 1, c.j + dj)));
+    const to = S.cur && svg && arrowCell(e.key, S.cursor, Number(svg.dataset.rows), Number(svg.dataset.cols));
+    if (!to) return;
+    e.preventDefault();
+    readCell(to.i, to.j);
   });
 
   // Phone: the results come first and the controls fold away.

@@ -9,7 +9,7 @@
 // (heatmap, lineView, coloredTokens, weightTable) and the page's colour
 // scale, URL fragment and exports through the hooks app.js passes in.
 
-import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, fmt, HEAD_COLOURS, SCALES, weightTable } from './render.js';
+import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, arrowCell, fmt, HEAD_COLOURS, SCALES, weightTable } from './render.js';
 import { decodeTensor, toMatrices } from './api.js';
 
 // Ten sentences of the held-out test split (training/data/test.tsv, lines
@@ -633,14 +633,11 @@ export function createModelViews(ctx) {
     if (!svg || !svg._mm || !svg.hasAttribute('tabindex')) return;
     const mm = svg._mm, c = svg._cursor;
     if ((e.key === 'Enter' || e.key === ' ') && c) { e.preventDefault(); setPin(langOf(mm.attn, 'q'), c.i); return; }
-    const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
-    if (!moves[e.key]) return;
+    const to = arrowCell(e.key, c, mm.m.length, mm.m[0].length);
+    if (!to) return;
     e.preventDefault();
-    const [di, dj] = moves[e.key];
-    const from = c || { i: -di, j: -dj }; // the first key lands on the first cell
-    const i = Math.max(0, Math.min(mm.m.length - 1, from.i + di)), j = Math.max(0, Math.min(mm.m[0].length - 1, from.j + dj));
-    svg._cursor = { i, j };
-    readCell(svg, i, j);
+    svg._cursor = to;
+    readCell(svg, to.i, to.j);
   }
 
   function readCell(svg, i, j) {

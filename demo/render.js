@@ -372,6 +372,16 @@ function parts(svg) {
   return svg._parts;
 }
 
+// The cell an arrow key moves a heatmap's keyboard cursor to, kept on its
+// R x C grid; null for any other key. Without a cursor the first key starts
+// from the first row, one step before the first column.
+export function arrowCell(key, cursor, R, C) {
+  const d = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] }[key];
+  if (!d) return null;
+  const from = cursor || { i: 0, j: -d[1] };
+  return { i: Math.max(0, Math.min(R - 1, from.i + d[0])), j: Math.max(0, Math.min(C - 1, from.j + d[1])) };
+}
+
 // Outlines the hovered cell and bolds its row and column labels.
 export function markHover(svg, i, j) {
   const p = parts(svg), g = svg._geom;
