@@ -108,6 +108,12 @@ function identityParams(E) {
     'out_proj.weight': I, 'out_proj.bias': new Array(E).fill(0) };
 }
 
+// A sentence of n words (one 16-word line, repeated).
+function wordsOf(n) {
+  const words = 'the quick brown fox jumps over a lazy dog and then it rests in the warm sun'.split(' ');
+  return Array.from({ length: n }, (_, i) => words[i % words.length]).join(' ');
+}
+
 function sentenceBody(text, extra = {}) {
   const v = embed(tokenize(text));
   return { query: v, key: v, value: v, seed: 0, ...extra };
@@ -913,8 +919,7 @@ try {
 
   await test('long input: 128 tokens, a visible notice when text is cut, hover timing', async () => {
     await fresh();
-    const words = 'the quick brown fox jumps over a lazy dog and then it rests in the warm sun'.split(' ');
-    const long = Array.from({ length: 150 }, (_, i) => words[i % words.length]).join(' ');
+    const long = wordsOf(150);
     assert(MAX_TOKENS === 128, `MAX_TOKENS is ${MAX_TOKENS}`);
     await page.fill('#source', long);
     await page.waitForFunction(() => document.querySelectorAll('#heatmap .row-label').length === 128, null, { timeout: 30000 });
@@ -980,8 +985,7 @@ try {
 
   await test('typing into a 128-token sentence redraws after the pause, not after every key', async () => {
     await fresh();
-    const words = 'the quick brown fox jumps over a lazy dog and then it rests in the warm sun'.split(' ');
-    await page.fill('#source', Array.from({ length: 128 }, (_, i) => words[i % words.length]).join(' '));
+    await page.fill('#source', wordsOf(128));
     await page.waitForFunction(() => document.querySelectorAll('#heatmap .row-label').length === 128 &&
       /drawn in \d+ ms/.test(document.querySelector('#status').textContent), null, { timeout: 30000 });
     const M = Number(/drawn in (\d+) ms/.exec(await page.textContent('#status'))[1]);
