@@ -8,7 +8,7 @@
 // projections (head h scores its own E/H slice of the vectors). Masks
 // (key_mask, mask, causal, window) make a key's score -inf, as in the API.
 
-import { el, FONT, divColour, fmt } from './render.js';
+import { el, FONT, divColour, fmt, textWidth, wrapWidth } from './render.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 const NEW_OPTIONS = ['bias', 'alibi', 'softcap', 'sinks', 'rope', 'sparsity', 'align', 'learned_positions', 'feature_map', 'temperature'];
@@ -93,37 +93,55 @@ function esc(s) {
 /* The neuron view's figure: the query vector on top, then per key two thin
  * rows aligned number by number with it: the key's (mapped) vector and the
  * product q ⊙ k; on the right their sum, the score, the page's softmax and
- * the API's weight. api = the API's weights for this query row. */
+ * the API's weight. api = the API's weights for this query row. The figure
+ * fits opts.width (px) where it can: the number cells narrow down to 2 px,
+ * the number columns are as wide as their widest entry, and the texts wrap. */
 export function neuronFigure(T, opts) {
   const { rows, cols, i, api, rule } = opts;
   const D = T.D;
+  const box = opts.width || 600;
   const scaled = T.scale !== 1;
-  const numW = scaled ? [54, 54, 58, 58] : [58, 58, 58];
+  const heads = scaled ? ['Σ', 'score', 'softmax', 'API'] : ['score = Σ', 'softmax', 'API'];
+  const nums = T.keys.map((x, j) => {
+    const r = scaled ? [[x.dot, 'n-sum'], [x.score, 'n-score'], [T.weights[j], 'n-weight'], [api ? api[j] : NaN, 'n-api']]
+      : [[x.dot, 'n-sum n-score'], [T.weights[j], 'n-weight'], [api ? api[j] : NaN, 'n-api']];
+    return r.map(([v, cls]) => [v, cls, cls.includes('n-score') && x.masked ? '−∞' : Number.isNaN(v) ? '' : fmt(v)]);
+  });
+  const numW = heads.map((hd, n) => 10 + Math.max(textWidth(hd, 11, 600), ...nums.map(r => textWidth(r[n][2], 11))));
   const numTot = numW.reduce((a, b) => a + b, 0);
-  const labelW = Math.min(120, 40 + 7 * Math.max(4, ...cols.map(x => String(x).length)));
-  const c = Math.max(5, Math.min(14, Math.floor(((opts.width || 600) - labelW - numTot - 24) / D)));
+  const qLabel = `q: ${rows[i]}`;
+  const labelW = Math.min(120, 10 + Math.max(textWidth(qLabel, 11, 700), ...cols.map(x => textWidth(x, 11))));
+  const c = Math.max(2, Math.min(14, Math.floor((box - labelW - numTot - 16) / D)));
+  // A tick every 8 numbers, or 16 or 32 where 8 cells are too narrow for "d 56".
+  let tick = 8;
+  while (tick < D && tick * c < textWidth(`d ${D - tick}`, 10) + 4) tick *= 2;
   const sub = 7, keyH = 2 * sub + 5;
   const x1 = labelW, xn = x1 + D * c + 10;
-  const top = 72;
-  const capText = `${T.formula}; weight_j = softmax_j(score)`;
-  const width = Math.ceil(Math.max(xn + numTot + 6, 360, String(opts.title || '').length * 8.4, capText.length * 6.3, 86 * 6.3));
-  const height = top + 16 + keyH * T.Lk + 30;
+  const layoutW = xn + numTot + 6;
+  const wrapW = Math.max(layoutW, box) - 8;
+  const kName = rule === 'general' ? 'W k_j + b' : 'k_j';
+  const title = wrapWidth(opts.title || '', wrapW, 14, 600);
+  const notes = [...wrapWidth(`${T.formula}; weight_j = softmax_j(score)`, wrapW, 11),
+    ...wrapWidth(`per key: upper row ${kName}, lower row q ⊙ ${kName} (their sum is Σ)`, wrapW, 11)];
   const vmax = Math.max(1e-9, ...T.q.map(Math.abs), ...T.keys.flatMap(x => x.k.map(Math.abs)));
   const pmax = Math.max(1e-9, ...T.keys.flatMap(x => x.prod.map(Math.abs)));
-  const kName = rule === 'general' ? 'W k_j + b' : 'k_j';
+  const foot = wrapWidth(`blue below zero, red above (vectors ÷ ${fmt(vmax)}, products ÷ ${fmt(pmax)}); API: the service’s weight`, wrapW, 11);
+  const width = Math.ceil(Math.max(layoutW, ...title.map(l => textWidth(l, 14, 600) + 8),
+    ...[...notes, ...foot].map(l => textWidth(l, 11) + 8)));
+  const top = 18 * title.length + 14 * notes.length + 26;
+  const keysEnd = top + 18 + keyH * T.Lk;
+  const height = keysEnd + 14 * foot.length + 6;
+  const lines = (ls, y0, dy) => ls.map((l, n) => `<tspan x="4" y="${y0 + n * dy}">${esc(l)}</tspan>`).join('');
   let s = `<rect width="${width}" height="${height}" fill="#ffffff"/>`;
-  s += `<text x="4" y="16" font-size="14" font-weight="600" fill="#1d2433" class="title">${esc(opts.title || '')}</text>`;
-  s += `<text x="4" y="32" font-size="11" fill="#5b6475" class="caption">${esc(capText)}</text>`;
-  s += `<text x="4" y="46" font-size="11" fill="#5b6475">per key: upper row ${esc(kName)}, lower row q ⊙ ${esc(kName)} (their sum is Σ)</text>`;
-  // Dimension ticks every 8 numbers.
+  s += `<text font-size="14" font-weight="600" fill="#1d2433" class="title">${lines(title, 16, 18)}</text>`;
+  s += `<text font-size="11" fill="#5b6475" class="caption">${lines(notes, 18 * title.length + 14, 14)}</text>`;
   s += '<g font-size="10" fill="#888">';
-  for (let d = 0; d < D; d += 8) s += `<text x="${x1 + d * c}" y="${top - 6}">d ${d}</text>`;
+  for (let d = 0; d < D; d += tick) s += `<text x="${x1 + d * c}" y="${top - 6}">d ${d}</text>`;
   s += '</g><g font-size="11" fill="#555" font-weight="600">';
-  const heads = scaled ? ['Σ', 'score', 'softmax', 'API'] : ['score = Σ', 'softmax', 'API'];
   let nx = xn;
   heads.forEach((hd, n) => { s += `<text x="${nx + numW[n] - 4}" y="${top - 6}" text-anchor="end">${hd}</text>`; nx += numW[n]; });
   s += '</g>';
-  s += `<text x="${x1 - 6}" y="${top + 10}" font-size="11" text-anchor="end" fill="#e8590c" font-weight="700">q: ${esc(rows[i])}</text><g class="qvec">`;
+  s += `<text x="${x1 - 6}" y="${top + 10}" font-size="11" text-anchor="end" fill="#e8590c" font-weight="700">${esc(qLabel)}</text><g class="qvec">`;
   T.q.forEach((v, d) => { s += `<rect x="${x1 + d * c}" y="${top}" width="${c - 0.5}" height="13" fill="${divColour(v / vmax)}" class="qv" data-d="${d}" data-value="${v}"><title>q[${d}] = ${fmt(v)}</title></rect>`; });
   s += '</g>';
   T.keys.forEach((x, j) => {
@@ -132,17 +150,14 @@ export function neuronFigure(T, opts) {
     s += `<text x="${x1 - 6}" y="${y + sub + 3}" font-size="11" text-anchor="end" fill="${x.masked ? '#9aa1ad' : '#333'}">${esc(cols[j])}</text>`;
     x.k.forEach((v, d) => { s += `<rect x="${x1 + d * c}" y="${y}" width="${c - 0.5}" height="${sub}" fill="${divColour(v / vmax)}" class="kv" data-d="${d}" data-value="${v}"/>`; });
     x.prod.forEach((v, d) => { s += `<rect x="${x1 + d * c}" y="${y + sub + 1}" width="${c - 0.5}" height="${sub}" fill="${divColour(v / pmax)}" class="term" data-d="${d}" data-value="${v}"/>`; });
-    const nums = scaled ? [[x.dot, 'n-sum'], [x.score, 'n-score'], [T.weights[j], 'n-weight'], [api ? api[j] : NaN, 'n-api']]
-      : [[x.dot, 'n-sum n-score'], [T.weights[j], 'n-weight'], [api ? api[j] : NaN, 'n-api']];
     let px = xn;
-    nums.forEach(([v, cls], n) => {
-      const txt = cls.includes('n-score') && x.masked ? '−∞' : Number.isNaN(v) ? '' : fmt(v);
+    nums[j].forEach(([v, cls, txt], n) => {
       s += `<text x="${px + numW[n] - 4}" y="${y + sub + 3}" font-size="11" text-anchor="end" class="${cls}" data-value="${v}" fill="${cls === 'n-api' ? '#1f5fbf' : '#1d2433'}">${txt}</text>`;
       px += numW[n];
     });
     s += '</g>';
   });
-  s += `<text x="4" y="${height - 10}" font-size="11" fill="#5b6475" class="foot">blue below zero, red above (vectors ÷ ${fmt(vmax)}, products ÷ ${fmt(pmax)}); API: the service’s weight</text>`;
+  s += `<text font-size="11" fill="#5b6475" class="foot">${lines(foot, keysEnd + 12, 14)}</text>`;
   const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'neuron', role: 'img', 'font-family': FONT,
     'aria-label': `neuron view: query ${rows[i]}, ${T.Lk} keys, ${D} numbers each`, 'data-query': i });
   svg.innerHTML = s;

@@ -73,21 +73,28 @@ export function fmt(w) {
 // A text's width in px, measured in the figures' font (an estimate from its
 // length where there is no canvas); weight as in CSS (600: the titles).
 const measurer = typeof document !== 'undefined' ? document.createElement('canvas').getContext('2d') : null;
-function textWidth(s, px, weight = 400) {
+export function textWidth(s, px, weight = 400) {
   if (!measurer) return Math.ceil(String(s).length * px * (weight > 400 ? 0.68 : 0.6));
   measurer.font = `${weight} ${px}px ${FONT}`;
   return Math.ceil(measurer.measureText(String(s)).width);
 }
 
-// Breaks text at spaces into lines of at most n characters (a longer word keeps its own line).
+// Breaks text at spaces into lines of at most n characters, or lines that
+// fits(line) accepts when n is a function (a longer word keeps its own line).
 function wrapText(text, n) {
+  const fits = typeof n === 'function' ? n : line => line.length <= n;
   const lines = [];
   let cur = '';
   for (const w of String(text).split(/\s+/)) {
-    if (cur && (cur + ' ' + w).length > n) { lines.push(cur); cur = w; } else cur = cur ? cur + ' ' + w : w;
+    if (cur && !fits(cur + ' ' + w)) { lines.push(cur); cur = w; } else cur = cur ? cur + ' ' + w : w;
   }
   if (cur) lines.push(cur);
   return lines;
+}
+
+// Lines of text at most maxW px wide as drawn at px and weight.
+export function wrapWidth(text, maxW, px, weight = 400) {
+  return wrapText(text, line => textWidth(line, px, weight) <= maxW);
 }
 
 /* ------------------------------------------------------------ colour scales

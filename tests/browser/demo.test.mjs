@@ -598,6 +598,17 @@ try {
         box: document.querySelector('#lines').getBoundingClientRect().right,
         key: Math.max(...[...document.querySelectorAll('#lines .tok[data-side="k"] text')].map(t => t.getBoundingClientRect().right)) }));
       assert(lw.svg <= lw.box + 1 && lw.key <= lw.box + 1, `the line view ends at ${lw.svg.toFixed(0)}px (its keys' labels at ${lw.key.toFixed(0)}px) in a box ending at ${lw.box.toFixed(0)}px`);
+      // So does the neuron view: its API column and its texts are on the screen.
+      await phone.click('#tab-neuron');
+      await phone.waitForSelector('#neuron svg .n-api', { timeout: 30000 });
+      const nv = await phone.evaluate(() => {
+        const svg = document.querySelector('#neuron svg'), right = e => e.getBoundingClientRect().right;
+        return { svg: right(svg), box: right(document.querySelector('#neuron')), bottom: svg.getBoundingClientRect().bottom,
+          text: Math.max(...[...svg.querySelectorAll('text')].map(right)),
+          textBottom: Math.max(...[...svg.querySelectorAll('text')].map(t => t.getBoundingClientRect().bottom)) };
+      });
+      assert(nv.svg <= nv.box + 1 && nv.text <= nv.svg + 1, `the neuron view ends at ${nv.svg.toFixed(0)}px (its texts at ${nv.text.toFixed(0)}px) in a box ending at ${nv.box.toFixed(0)}px`);
+      assert(nv.textBottom <= nv.bottom + 1, `the neuron view's texts reach ${nv.textBottom.toFixed(0)}px, below its bottom at ${nv.bottom.toFixed(0)}px`);
       await phone.click('#tab-heatmap');
       await phone.waitForSelector('#heatmap .cell', { timeout: 30000 });
       await phone.screenshot({ path: path.join(SHOTS, '10-phone-390x844.png') });
