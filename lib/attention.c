@@ -601,7 +601,7 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
     plan pl;
     attn_status st = make_plan(req, &pl, err);
     return st != ATTN_OK ? st
-                         : attn_execute(ctx, &rule_front, &pl, req->n_params, req->opt.need_weights,
+                         : attn_execute(ctx, &rule_front, &pl, req->n_params, &pl.shapes,
                                         output, weights, err);
 }
 

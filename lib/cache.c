@@ -190,7 +190,7 @@ attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, flo
     cplan pl;
     attn_status st = make_plan(req, &pl, err);
     return st != ATTN_OK ? st
-                         : attn_execute(ctx, &cache_front, &pl, 0, req->opt.need_weights,
+                         : attn_execute(ctx, &cache_front, &pl, 0, &pl.shapes,
                                         output, weights, err);
 }
 

@@ -305,7 +305,7 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params);
  * (NULL: a one-thread context of its own), seeds parameters from seed 0
  * into it when n_params is 0, and runs on ctx's threads. */
 attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
-                         int need_weights, float *out, float *w, attn_error *err);
+                         const attn_shapes *sh, float *out, float *w, attn_error *err);
 
 /* ------------------------------------------------------------ rope.c */
 

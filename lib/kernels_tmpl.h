@@ -19,6 +19,7 @@
  * per-lane, so the online softmax needs no horizontal operation, and the
  * output O^T += V^T P^T again broadcasts straight from V's rows. */
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -66,6 +67,7 @@
 #define flash_block_exact ISA_NAME(flash_block_exact)
 #define flash_block_pv ISA_NAME(flash_block_pv)
 #define flash_store_o ISA_NAME(flash_store_o)
+#define row_inv ISA_NAME(row_inv)
 #define flash_weight_row ISA_NAME(flash_weight_row)
 #define flash_weights ISA_NAME(flash_weights)
 #define sdpa_block_flash ISA_NAME(sdpa_block_flash)
@@ -1272,14 +1274,24 @@ static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, 
         pv_edge_tile(j, br, ot + c0 * QB, st, i0, jb, nk, vb + c0, (int)(j->dv - c0), alpha);
 }
 
+/* 1/l for a row's output: 0 for a row that sees no key (l = 0: its output
+ * is zero), NaN for one whose largest score m overflowed float32 (+inf,
+ * which no mask makes), so that the row comes out NaN and attn_execute
+ * refuses the result rather than answer zeros for it. */
+static inline ALWAYS float row_inv(float l, float m)
+{
+    return m == INFINITY ? NAN : l > 0.0f ? 1.0f / l : 0.0f;
+}
+
 /* O = O^T / l, transposed out to rows [i0, i0+nr); inv receives 1/l per
- * lane (0 for a row with no allowed key, whose output is then zero). */
+ * lane as row_inv gives it, from l and each row's largest score m. */
 static inline ALWAYS TGT void flash_store_o(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                            float *ot, const V l[QV], float inv[QB])
+                                            float *ot, const V l[QV], const V m[QV], float inv[QB])
 {
     UNROLL for (int q = 0; q < QV; q++) {
         V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
-        VSTORE(inv + q * VW, VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO()));
+        V r = VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO());
+        VSTORE(inv + q * VW, VSEL(VCMPLT(VSET1(FLT_MAX), m[q]), VSET1(NAN), r));
     }
     /* O^T has the tile layout (columns x lanes): scaled as it is
      * transposed out */
@@ -1457,7 +1469,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     if (amx) attn_amx_end();
 #endif
     float inv[QB];
-    flash_store_o(j, i0, nr, ot, l, inv);
+    flash_store_o(j, i0, nr, ot, l, m, inv);
     if (due) weights_write(due, due->nblk * BLOCK_CHUNKS); /* the previous block's rest */
     if (!j->w) return;
     if (!staged) {
@@ -1762,7 +1774,7 @@ static inline ALWAYS TGT void row_keys(const attn_sdpa_job *j, int bf, int64_t i
 static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int64_t klo, int64_t khi,
                                          const float *acc, float *bms, float m, float l)
 {
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    float inv = row_inv(l, m);
     float *o = j->o + i * j->o_stride;
     for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
     if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);

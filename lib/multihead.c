@@ -814,7 +814,7 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
     return st != ATTN_OK ? st
-                         : attn_execute(ctx, &mha_front, &pl, pl.req.n_params, req->opt.need_weights,
+                         : attn_execute(ctx, &mha_front, &pl, pl.req.n_params, &pl.shapes,
                                         output, weights, err);
 }
 

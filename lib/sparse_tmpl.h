@@ -181,7 +181,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
         l = l * alpha + psum;
         m = bm;
     }
-    float inv = l > 0.0f ? 1.0f / l : 0.0f, mu = m == -INFINITY ? 0.0f : m;
+    float inv = row_inv(l, m), mu = m == -INFINITY ? 0.0f : m;
     float *o = j->o + i * j->o_stride;
     for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
     if (!j->w) return;
@@ -237,7 +237,7 @@ static TGT void sparse_global_rows(const attn_sdpa_job *j, int64_t first, float 
                 m[g] = bm;
             }
         for (int64_t g = 0; g < n; g++) {
-            float inv = l[g] > 0.0f ? 1.0f / l[g] : 0.0f, *o = j->o + rows[g] * j->o_stride;
+            float inv = row_inv(l[g], m[g]), *o = j->o + rows[g] * j->o_stride;
             for (int64_t c = 0; c < j->dv; c++) o[c] = acc[g * as + c] * inv;
         }
     }
@@ -246,13 +246,16 @@ static TGT void sparse_global_rows(const attn_sdpa_job *j, int64_t first, float 
 /* flash_store_o for a block holding global rows that sparse_global_rows
  * writes: the other rows only, each scaled by 1/l as there. */
 static TGT void sparse_store_o(const attn_sdpa_job *j, int64_t i0, int64_t nr, const float *ot,
-                               const V l[QV])
+                               const V l[QV], const V m[QV])
 {
-    float lv[QB];
-    UNROLL for (int q = 0; q < QV; q++) VSTORE(lv + q * VW, l[q]);
+    float lv[QB], mv[QB];
+    UNROLL for (int q = 0; q < QV; q++) {
+        VSTORE(lv + q * VW, l[q]);
+        VSTORE(mv + q * VW, m[q]);
+    }
     for (int64_t r = 0; r < nr; r++) {
         if (j->sparse->qglobal[i0 + r]) continue;
-        float inv = lv[r] > 0.0f ? 1.0f / lv[r] : 0.0f, *o = j->o + (i0 + r) * j->o_stride;
+        float inv = row_inv(lv[r], mv[r]), *o = j->o + (i0 + r) * j->o_stride;
         for (int64_t c = 0; c < j->dv; c++) o[c] = ot[c * QB + r] * inv;
     }
 }
@@ -295,12 +298,12 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     const uint8_t *g0 = qg ? memchr(qg + i0, 1, (size_t)nr) : NULL;
     float inv[QB];
     if (g0 && !j->w) {
-        sparse_store_o(j, i0, nr, ot, l);
+        sparse_store_o(j, i0, nr, ot, l, m);
         if (!memchr(qg, 1, (size_t)i0)) /* st and ot are free again */
             sparse_global_rows(j, g0 - qg, st, ot);
         return;
     }
-    flash_store_o(j, i0, nr, ot, l, inv);
+    flash_store_o(j, i0, nr, ot, l, m, inv);
     if (j->w)
         sparse_weights(j, qt, i0, nr, klo, khi, m, inv, st);
     for (int64_t r = 0; g0 && r < nr; r++)
