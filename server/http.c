@@ -410,7 +410,7 @@ static void late_message(char msg[160])
              "the connection is closed", srv_cfg.request_timeout);
 }
 
-/* A reply's status line and headers, as text (cut_late writes them). */
+/* A reply's status line and headers, as text (cut_off writes them). */
 typedef struct {
     char text[2048];
     size_t len;
@@ -432,21 +432,19 @@ static enum MHD_Result head_line(void *cls, enum MHD_ValueKind kind, const char 
     return MHD_YES;
 }
 
-/* Body bytes past the deadline: 408 request_timeout, then the connection
- * is closed. libmicrohttpd queues no reply while a body is still arriving
- * (0.9.75 refuses it until the body's end, which a slow sender decides),
- * so the reply, with the headers send_reply would give it, is written on
- * the socket here and MHD_NO closes the connection. The socket is free to
- * write: MHD sends nothing while it reads a request's body. */
-static enum MHD_Result cut_late(struct MHD_Connection *conn, req_state *rs)
+/* Body bytes that will not be served: past the deadline (408
+ * request_timeout) or while the server drains (503 overloaded); e says
+ * which. Then the connection is closed. libmicrohttpd queues no reply
+ * while a body is still arriving (0.9.75 refuses it until the body's end,
+ * which a slow sender decides), so the reply, with the headers send_reply
+ * would give it, is written on the socket here and MHD_NO closes the
+ * connection. The socket is free to write: MHD sends nothing while it
+ * reads a request's body. */
+static enum MHD_Result cut_off(struct MHD_Connection *conn, req_state *rs, const srv_err *e)
 {
     srv_reply r;
-    srv_err e;
-    char msg[160];
-    late_message(msg);
-    srv_fail(&e, 408, "request_timeout", "", "%s", msg);
     srv_reply_init(&r);
-    reply_error(rs, &r, &e);
+    reply_error(rs, &r, e);
     rs->status = r.status;
     rs->bytes_out = r.body.len;
     raw_head h;
@@ -476,8 +474,17 @@ static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
                                     const char *upload, size_t n)
 {
     rs->bytes_in += n;
-    if (!rs->status && past_deadline(rs)) /* a Content-Length body's bytes, or a chunk's */
-        return cut_late(conn, rs);
+    srv_err e;
+    char msg[160];
+    if (!rs->status && past_deadline(rs)) { /* a Content-Length body's bytes, or a chunk's */
+        late_message(msg);
+        srv_fail(&e, 408, "request_timeout", "", "%s", msg);
+        return cut_off(conn, rs, &e);
+    }
+    if (!rs->status && srv_draining) { /* not worth holding the drain for a slow sender */
+        srv_fail(&e, 503, "overloaded", "", "the server is shutting down; send the request again");
+        return cut_off(conn, rs, &e);
+    }
     if (rs->body_over) /* discarding; a sender that never stops is cut off */
         return rs->bytes_in - srv_cfg.max_body > DISCARD_MAX ? MHD_NO : MHD_YES;
     if (n > srv_cfg.max_body - rs->body.len) {
@@ -485,7 +492,6 @@ static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
          * us, else drop the rest and answer at its end. */
         rs->body_over = 1;
         srv_body_free(&rs->body);
-        char msg[120];
         snprintf(msg, sizeof msg, "the body is over %zu bytes, this server's cap", srv_cfg.max_body);
         if (send_error(conn, rs, 413, "body_too_large", msg) == MHD_YES)
             return MHD_YES;
@@ -750,6 +756,10 @@ int srv_http_start(void)
         srv_log(SRV_LOG_ERROR, "cannot listen on %s:%d", srv_cfg.bind, srv_cfg.port);
         return -1;
     }
+    /* port 0: the one the system chose, for the log line */
+    const union MHD_DaemonInfo *bound = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_BIND_PORT);
+    if (bound && bound->port)
+        srv_cfg.port = bound->port;
     return 0;
 }
 

@@ -25,14 +25,15 @@ static const char usage[] =
     "  --port N             ATTN_PORT         TCP port (8080)\n"
     "  --threads N          ATTN_THREADS      HTTP polling threads (2 x cores, at least 4);\n"
     "                                         0: one thread per connection\n"
-    "  --compute-threads N  ATTN_COMPUTE_THREADS  threads one large request may use (cores)\n"
+    "  --compute-threads N  ATTN_COMPUTE_THREADS  threads one large request may use, at least\n"
+    "                                         1 (cores)\n"
     "  --max-inflight N     ATTN_MAX_INFLIGHT large requests (64 KiB+ bodies, each on its own\n"
     "                                         thread) computing at once before 503 (2 x cores)\n"
     "  --max-body SIZE      ATTN_MAX_BODY     largest request body, e.g. 64M (64 MiB)\n"
     "  --max-elements N     ATTN_MAX_ELEMENTS largest tensor or output, in floats (64M)\n"
     "  --max-weights N      ATTN_MAX_WEIGHTS  largest returned weights, in floats (64M)\n"
     "  --timeout SECONDS    ATTN_TIMEOUT      idle connection timeout: the longest wait for a\n"
-    "                                         client's next bytes (60)\n"
+    "                                         client's next bytes, at least 1 (60)\n"
     "  --request-timeout SECONDS  ATTN_REQUEST_TIMEOUT  the longest a request's body may take\n"
     "                                         to arrive, from its headers; body data later is\n"
     "                                         408 and the connection closed (120; 0: off). A\n"
@@ -41,7 +42,7 @@ static const char usage[] =
     "  --max-connections N  ATTN_MAX_CONNECTIONS  open connections at once; more are closed\n"
     "                                         on accept (1000, or the fd limit - 64 if lower)\n"
     "  --max-per-ip N       ATTN_MAX_PER_IP   connections from one address (0: no limit)\n"
-    "  --max-depth N        ATTN_MAX_DEPTH    JSON nesting of a request body (32)\n"
+    "  --max-depth N        ATTN_MAX_DEPTH    JSON nesting of a request body, at least 6 (32)\n"
     "  --max-work FLOPS     ATTN_MAX_WORK     estimated floating-point operations of one\n"
     "                                         request, e.g. 2e11 (the default); more is\n"
     "                                         refused with 413 too_large before computing\n"
@@ -51,15 +52,17 @@ static const char usage[] =
     "                                         show in ps\n"
     "  --cors-origins LIST  ATTN_CORS_ORIGINS comma-separated origins allowed by CORS, or *\n"
     "                                         (off: no CORS headers, OPTIONS is 405)\n"
-    "  --log-level LEVEL    ATTN_LOG_LEVEL    error, warn, info (access log) or debug (info)\n"
+    "  --log-level LEVEL    ATTN_LOG_LEVEL    error, warn or info (access log; the default)\n"
     "  --static-dir DIR     ATTN_STATIC_DIR   the demo's files (demo/ beside the binary or in .)\n"
     "  --openapi FILE       ATTN_OPENAPI      served at /openapi.yaml (./openapi.yaml)\n"
     "  --models-dir DIR     ATTN_MODELS_DIR   trained models' weights (./training/weights, else\n"
     "                                         beside the binary); a file that does not load is\n"
     "                                         logged and listed as unavailable in GET /models\n"
     "  --models-strict B    ATTN_MODELS_STRICT 1: refuse to start when a model does not load\n"
+    "                                         (B, here and below: 1, true, yes or on; 0,\n"
+    "                                         false, no or off)\n"
     "  --max-sessions N     ATTN_MAX_SESSIONS decode sessions open at once (1024); one more\n"
-    "                                         is 503 overloaded\n"
+    "                                         is 503 overloaded (0: no sessions)\n"
     "  --session-memory SIZE  ATTN_SESSION_MEMORY  bytes all sessions' caches may hold, e.g.\n"
     "                                         256M (the default); past it 503 overloaded\n"
     "  --session-max-tokens N  ATTN_SESSION_MAX_TOKENS  the largest max_tokens a session may\n"
@@ -95,8 +98,8 @@ static uint64_t parse_size(const char *what, const char *s, uint64_t max)
     case 'g': case 'G': shift = 30; end++; break;
     default: break;
     }
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' ? 1 : 0;
+    if (shift && *end == 'i')
+        end++;
     if (*end == 'B')
         end++;
     if (*end || (shift && v > (max >> shift)) || (v << shift) > max)
@@ -117,12 +120,39 @@ static double parse_work(const char *s)
 
 static int parse_level(const char *s)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
+    static const char *const names[] = {"error", "warn", "info"};
+    for (int i = 0; i < 3; i++)
         if (strcmp(s, names[i]) == 0)
             return i;
-    die("log level (error, warn, info, debug)", s);
+    die("log level (error, warn, info)", s);
     return 0;
+}
+
+/* A switch: 1, true, yes, on or 0, false, no, off (any case); NULL is off.
+ * Anything else stops the start, as a misread "false" would turn on what
+ * it names. */
+static int parse_bool(const char *what, const char *s)
+{
+    static const char *const on[] = {"1", "true", "yes", "on"}, *const off[] = {"0", "false", "no", "off"};
+    for (int i = 0; s && i < 4; i++) {
+        if (strcasecmp(s, on[i]) == 0)
+            return 1;
+        if (strcasecmp(s, off[i]) == 0)
+            return 0;
+    }
+    if (s)
+        die(what, s);
+    return 0;
+}
+
+/* parse_size with a least value, for settings where less would refuse
+ * every request or turn a defence off. */
+static uint64_t parse_min(const char *what, const char *s, uint64_t min, uint64_t max)
+{
+    uint64_t v = parse_size(what, s, max);
+    if (v < min)
+        die(what, s);
+    return v;
 }
 
 static char static_buf[PATH_MAX], openapi_buf[PATH_MAX];
@@ -134,9 +164,8 @@ static void find_files(const char *static_opt, const char *openapi_opt)
     srv_cfg.static_dir = NULL;
     if (static_opt) {
         if (!realpath(static_opt, static_buf) || !srv_is_dir(static_buf))
-            srv_log(SRV_LOG_WARN, "ATTN_STATIC_DIR %s is not a directory; serving the built-in page", static_opt);
-        else
-            srv_cfg.static_dir = static_buf;
+            die("static dir (not a directory)", static_opt);
+        srv_cfg.static_dir = static_buf;
     } else {
         const char *fmts[] = {"%s/../demo", "%s/demo", "./demo"};
         for (int i = 0; i < 3 && !srv_cfg.static_dir; i++) {
@@ -146,6 +175,8 @@ static void find_files(const char *static_opt, const char *openapi_opt)
         }
     }
     if (openapi_opt) {
+        if (!srv_is_file(openapi_opt))
+            die("openapi file (not a file)", openapi_opt);
         snprintf(openapi_buf, sizeof openapi_buf, "%s", openapi_opt);
     } else {
         const char *fmts[] = {"./openapi.yaml", "%s/../openapi.yaml", "%s/openapi.yaml"};
@@ -257,33 +288,34 @@ static void apply_options(const char *val[NKEYS])
     if (val[0]) srv_cfg.bind = val[0];
     if (val[1]) srv_cfg.port = (int)parse_size("port", val[1], 65535);
     if (val[2]) srv_cfg.threads = (int)parse_size("threads", val[2], 1024);
-    if (val[3]) srv_cfg.compute_threads = (int)parse_size("compute threads", val[3], 1024);
-    if (val[4]) srv_cfg.max_inflight = (int)parse_size("max in-flight", val[4], 1 << 20);
-    if (val[5]) srv_cfg.max_body = (size_t)parse_size("max body", val[5], (uint64_t)1 << 40);
-    if (val[6]) srv_cfg.max_elements = (int64_t)parse_size("max elements", val[6], (uint64_t)1 << 40);
+    if (val[3]) srv_cfg.compute_threads = (int)parse_min("compute threads (at least 1)", val[3], 1, 1024);
+    if (val[4]) srv_cfg.max_inflight = (int)parse_min("max in-flight (at least 1)", val[4], 1, 1 << 20);
+    if (val[5]) srv_cfg.max_body = (size_t)parse_min("max body (at least 1)", val[5], 1, (uint64_t)1 << 40);
+    if (val[6])
+        srv_cfg.max_elements = (int64_t)parse_min("max elements (at least 1)", val[6], 1, (uint64_t)1 << 40);
     if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], (uint64_t)1 << 40);
-    if (val[8]) srv_cfg.timeout = (unsigned)parse_size("timeout", val[8], 86400);
+    if (val[8]) srv_cfg.timeout = (unsigned)parse_min("timeout (at least 1 second)", val[8], 1, 86400);
     if (val[9]) srv_cfg.log_level = parse_level(val[9]);
     if (val[12]) srv_cfg.max_connections = (unsigned)parse_size("max connections", val[12], 1 << 20);
     if (val[13]) srv_cfg.max_per_ip = (unsigned)parse_size("max per IP", val[13], 1 << 20);
-    if (val[14]) srv_cfg.max_depth = (int)parse_size("max depth", val[14], 2048);
+    /* a per-head 4-d mask inside the body object needs 5 */
+    if (val[14]) srv_cfg.max_depth = (int)parse_min("max depth (at least 6)", val[14], 6, 2048);
     srv_cfg.token = val[15];
     srv_cfg.cors_origins = val[16];
     if (val[17]) srv_cfg.max_work = parse_work(val[17]);
     if (val[20]) srv_cfg.max_sessions = (int)parse_size("max sessions", val[20], 1 << 24);
     if (val[21]) srv_cfg.session_memory = (size_t)parse_size("session memory", val[21], (uint64_t)1 << 44);
     if (val[22])
-        srv_cfg.session_max_tokens = (int64_t)parse_size("session max tokens", val[22], (uint64_t)1 << 40);
+        srv_cfg.session_max_tokens =
+            (int64_t)parse_min("session max tokens (at least 1)", val[22], 1, (uint64_t)1 << 40);
     if (val[23]) srv_cfg.session_ttl = (unsigned)parse_size("session TTL", val[23], 86400 * 365);
-    srv_cfg.trust_session_id = val[24] && strcmp(val[24], "0") != 0;
+    srv_cfg.trust_session_id = parse_bool("trust session id (1, true, yes, on; 0, false, no, off)", val[24]);
     if (val[25]) srv_cfg.request_timeout = (unsigned)parse_size("request timeout", val[25], 86400);
     if (srv_cfg.session_ttl < 1)
         die("session TTL (at least 1 second)", val[23]);
     if (srv_cfg.max_connections < 1)
         die("max connections", val[12]);
-    if (srv_cfg.max_depth < 6)
-        srv_cfg.max_depth = 6; /* a per-head 4-d mask inside the body object needs 5 */
-    if (srv_cfg.max_inflight < 1)
+    if (srv_cfg.max_inflight < 1) /* not set: the default */
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[10], val[11]);
 }
@@ -347,7 +379,7 @@ int main(int argc, char **argv)
     sigset_t stop;
     block_stop_signals(&stop);
     srv_metrics_init();
-    if (srv_models_start(val[18], val[19] && strcmp(val[19], "0") != 0) != 0) {
+    if (srv_models_start(val[18], parse_bool("models strict (1, true, yes, on; 0, false, no, off)", val[19])) != 0) {
         srv_log(SRV_LOG_ERROR, "a model did not load and ATTN_MODELS_STRICT is set: not starting");
         srv_log_flush();
         return 1;

@@ -64,7 +64,7 @@ typedef struct {
 
 extern srv_config srv_cfg;
 
-enum { SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO, SRV_LOG_DEBUG };
+enum { SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO };
 
 /* printf-style line to stderr when level <= srv_cfg.log_level. */
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -28,6 +28,7 @@
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -39,6 +40,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "golden.h"
@@ -1318,6 +1320,112 @@ static void usage(void)
     exit(2);
 }
 
+/* The exit status of the server started with one setting, or -1 when it
+ * ran on past 5 s (it started: the setting was taken). */
+static int start_status(const char *flag, const char *value)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(server_path, server_path, "--port", "0", flag, value, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    for (double t0 = now_ms(); pid > 0 && now_ms() - t0 < 5000; usleep(20 * 1000))
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
+    return -1;
+}
+
+/* Settings that would refuse every request, turn a defence off, or that a
+ * reader could take for "off" stop the start with status 2; "false" turns
+ * a switch off (it once turned ATTN_TRUST_SESSION_ID on). */
+static void test_settings(void)
+{
+    static const char *const bad[][2] = {
+        {"--trust-session-id", "maybe"}, {"--models-strict", "nope"}, {"--timeout", "0"},
+        {"--max-depth", "3"}, {"--max-body", "64iB"}, {"--max-body", "0"},
+        {"--compute-threads", "0"}, {"--max-inflight", "0"}, {"--session-max-tokens", "0"},
+        {"--openapi", "/nonexistent/openapi.yaml"}, {"--static-dir", "/nonexistent"},
+        {"--log-level", "debug"},
+    };
+    char name[160];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int st = start_status(bad[i][0], bad[i][1]);
+        snprintf(name, sizeof name, "settings: %s %s stops the start (status 2)", bad[i][0], bad[i][1]);
+        check(st == 2, name, "status %d (-1: it started)", st);
+    }
+    static const char *const id = "0123456789abcdef0123456789abcdef";
+    static const char *const hdr[] = {"X-Session-Id: 0123456789abcdef0123456789abcdef", NULL};
+    static const char *const words[][2] = {{"false", "0"}, {"off", "0"}, {"true", "1"}, {"1", "1"}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "ATTN_TRUST_SESSION_ID=%s", words[i][0]);
+        const char *const envs[] = {env, NULL};
+        server sv = {0};
+        snprintf(name, sizeof name, "settings: %s: the session id is %s", env,
+                 words[i][1][0] == '1' ? "the balancer's X-Session-Id" : "the server's own");
+        if (server_start(&sv, server_path, "trust", "/healthz", envs, log_path) != 0) {
+            check(0, name, "the server did not start");
+            continue;
+        }
+        CURL *h = curl_easy_init();
+        response r;
+        request rq = {"POST", "/sessions", hdr, "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", 0, 1, 0, 0, 0};
+        rq.body_len = strlen(rq.body);
+        http(h, sv.base, &rq, &r);
+        json_t *got = json_path(r.json, "id");
+        int same = json_is_string(got) && !strcmp(json_string_value(got), id);
+        check(r.status == 201 && same == (words[i][1][0] == '1'), name, "%ld %s", r.status, short_body(&r));
+        response_free(&r);
+        curl_easy_cleanup(h);
+        server_stop(&sv);
+    }
+}
+
+/* SIGTERM while a client sends its body a byte at a time: the server answers
+ * it 503 at its next bytes and exits 0 at once, where it used to wait out
+ * its 30 s drain for the body and exit 1. Stops s. */
+static void test_drain_drip(server *s)
+{
+    static const char head[] = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{";
+    int fd = tcp_open(s->port, NULL);
+    int sent = fd >= 0 && send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head);
+    usleep(200 * 1000);
+    double t0 = now_ms();
+    kill(s->pid, SIGTERM);
+    char resp[1024] = "";
+    size_t got = 0;
+    int st = 0, exited = 0;
+    while (sent && now_ms() - t0 < 8000 && !exited) { /* a byte every 0.2 s, for 8 s at most */
+        usleep(200 * 1000);
+        if (send(fd, " ", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN)
+            sent = got > 0; /* closed by the server: read what it wrote */
+        ssize_t n = recv(fd, resp + got, sizeof resp - 1 - got, MSG_DONTWAIT);
+        if (n > 0)
+            resp[got += (size_t)n] = '\0';
+        exited = waitpid(s->pid, &st, WNOHANG) == s->pid;
+    }
+    double ms = now_ms() - t0;
+    if (exited)
+        s->pid = 0;
+    check(!strncmp(resp, "HTTP/1.1 503", 12) && strstr(resp, "shutting down"),
+          "drain: a body still arriving at SIGTERM is answered 503", "'%.200s'", resp);
+    check(exited && WIFEXITED(st) && WEXITSTATUS(st) == 0 && ms < 5000,
+          "drain: the server exits 0 within 5 s while a client drips its body",
+          "%s after %.0f ms (status %d)", exited ? "exited" : "still running", ms, exited ? WEXITSTATUS(st) : -1);
+    if (fd >= 0)
+        close(fd);
+    server_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     const char *cases = "tests/http", *golden = "tests/golden";
@@ -1401,6 +1509,12 @@ int main(int argc, char **argv)
         test_connection_limits();
     if (up_deadline && !only && !memcheck)
         test_request_deadline();
+    if (!only && !memcheck)
+        test_settings();
+    server srv_drain = {0};
+    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
+                                     "server starts (drain test)", "see %s", log_path))
+        test_drain_drip(&srv_drain);
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);
