@@ -100,11 +100,15 @@ static void serve_held(req_state *rs, srv_reply *r)
 /* A large request runs on a kept thread (tasks.c) while its connection
  * is suspended: the polling thread goes on serving its other connections
  * (health checks, small requests) meanwhile. */
+_Thread_local int srv_counted;
+
 static void offloaded(void *arg)
 {
     req_state *rs = arg;
     srv_reply_init(&rs->pending);
+    srv_counted = 1;
     serve_held(rs, &rs->pending);
+    srv_counted = 0;
     srv_compute_leave();
     rs->has_pending = 1;
     MHD_resume_connection(rs->conn); /* last touch: MHD owns rs again */
@@ -529,7 +533,9 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     }
     srv_reply r;
     srv_reply_init(&r);
+    srv_counted = heavy;
     serve_held(rs, &r);
+    srv_counted = 0;
     if (heavy)
         srv_compute_leave();
     return send_reply(conn, rs, &r);

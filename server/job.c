@@ -168,6 +168,18 @@ static int layout(srv_call *call, srv_job *j, srv_err *e)
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
+/* A job whose result or work is this large counts against
+ * ATTN_MAX_INFLIGHT whatever its body's size: 60 KB of nested arrays (a
+ * 5000-row dot product with its weights) asks for 100 MB of weights and
+ * 375 MB of JSON. */
+#define BIG_RESULT_FLOATS ((int64_t)4 << 20)
+#define BIG_WORK 2e9
+
+static int big_job(const srv_job *j)
+{
+    return j->sh.out_count + j->sh.w_count > BIG_RESULT_FLOATS || j->sh.flops > BIG_WORK;
+}
+
 int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
 {
     /* Planned before seeding: the plan of a job without parameters says
@@ -177,6 +189,14 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
         check_work(j->sh.flops, e) || seed(call, j, e))
         return -1;
     call->t_parse = srv_now_ms() - call->t0;
+    /* held through the answer's encoding, the largest part of its memory */
+    if (!srv_counted && !call->counted && big_job(j)) {
+        if (srv_compute_enter() != 0)
+            return srv_fail(e, 503, "overloaded", "",
+                            "the server is busy with %d large requests (ATTN_MAX_INFLIGHT); retry shortly",
+                            srv_cfg.max_inflight);
+        call->counted = 1;
+    }
     size_t ob = (size_t)j->sh.out_count * sizeof(float), wb = (size_t)j->sh.w_count * sizeof(float);
     j->out = srv_arena_alloc(&call->arena, ob);
     j->weights = j->sh.w_count ? srv_arena_alloc(&call->arena, wb) : NULL;
@@ -197,6 +217,9 @@ void srv_call_free(srv_call *call)
     srv_seeded_release(call->seeded);
     call->seeded = NULL;
     srv_arena_free(&call->arena);
+    if (call->counted)
+        srv_compute_leave();
+    call->counted = 0;
 }
 
 /* The last small envelope this thread parsed and its tree, shared (a

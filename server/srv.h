@@ -331,6 +331,7 @@ typedef struct {
                              * the tree may be one shared with this thread's other calls */
     double t0;              /* when decoding began */
     double t_parse, t_compute, t_encode; /* ms */
+    int counted;            /* a large job's place in ATTN_MAX_INFLIGHT, given back by srv_call_free */
 } srv_call;
 
 /* Scans and parses text[0..len) (text[len] must be NUL) into call->root, a
@@ -654,6 +655,10 @@ void srv_metrics_end(int route, int status, uint64_t bytes_in,
                      uint64_t bytes_out, double ms);
 void srv_metrics_text(srv_buf *b);
 int  srv_compute_enter(void);  /* 0 ok, -1 overloaded */
+/* Set while this thread serves a request that srv_compute_enter already
+ * counted (a large body, a heavy route): a job it runs is not counted
+ * again (srv_job_run counts jobs with large results or work). */
+extern _Thread_local int srv_counted;
 void srv_compute_leave(void);
 int  srv_inflight(void);
 

@@ -933,13 +933,24 @@ static int overload_attempt(long hidden, int last)
     problem_body(&probe, &pp, FORM_B64, 0, 1, 0);
     problem_free(&pp);
     const char *small = probe.data;
+    /* A body under 64 KiB whose answer is not small: 2100 x 2100 weights
+     * (4.4M floats) from 26 KB of nested arrays counts too. */
+    buf wide = {0};
+    buf_puts(&wide, "{\"output_format\":\"b64\"");
+    for (int t = 0; t < 3; t++) {
+        buf_printf(&wide, ",\"%s\":[", t == 0 ? "query" : t == 1 ? "key" : "value");
+        for (int i = 0; i < 2100; i++)
+            buf_puts(&wide, i ? ",[0]" : "[0]");
+        buf_puts(&wide, "]");
+    }
+    buf_puts(&wide, "}");
 
     slow_call sc = {.body = &b};
     pthread_t th;
     double t0 = now_ms();
     pthread_create(&th, NULL, slow_worker, &sc);
     CURL *h = curl_easy_init();
-    int seen = 0, tries = 0, health_tries = 0;
+    int seen = 0, seen_wide = 0, tries = 0, health_tries = 0;
     double worst_health = 0;
     char retry[64] = "";
     response r503;
@@ -960,6 +971,13 @@ static int overload_attempt(long hidden, int last)
         }
         response_free(&r);
         usleep(10 * 1000); /* a health check every 10 ms, not a flood */
+        if (!seen_wide) {
+            request rw = {.method = "POST", .path = "/attention/dot", .body = wide.data,
+                          .body_len = wide.len, .has_body = 1, .fresh = 1};
+            http(h, srv_busy.base, &rw, &r);
+            seen_wide = !sc.done && r.status == 503;
+            response_free(&r);
+        }
         if (seen)
             continue;
         request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = small,
@@ -982,6 +1000,7 @@ static int overload_attempt(long hidden, int last)
         curl_easy_cleanup(h);
         buf_free(&b);
         buf_free(&probe);
+        buf_free(&wide);
         return 0;
     }
     check(sc.status == 200, "overload: the slow request succeeds", "status %ld", sc.status);
@@ -993,6 +1012,8 @@ static int overload_attempt(long hidden, int last)
         check(retry[0] && atoi(retry) >= 0, "overload: Retry-After header", "headers %s",
               r503.headers.data);
     }
+    check(seen_wide, "overload: 503 for a 26 KB body asking for 4.4M weights while another request computes",
+          "it was computed (ATTN_MAX_INFLIGHT counted bodies of 64 KiB or more only)");
     check(health_tries > 0 && worst_health < 250,
           "overload: /healthz on new connections answers within 250 ms during a slow request",
           "slowest of %d took %.0f ms", health_tries, worst_health);
@@ -1000,6 +1021,7 @@ static int overload_attempt(long hidden, int last)
     curl_easy_cleanup(h);
     buf_free(&b);
     buf_free(&probe);
+    buf_free(&wide);
     return 1;
 }
 
