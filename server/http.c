@@ -371,6 +371,13 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
         return send_error(conn, rs, 400, "invalid_request",
                           "the request's length is ambiguous: Content-Length given twice with "
                           "different values, or with Transfer-Encoding (RFC 9112, 6.3)");
+    /* Any coding but chunked alone leaves no length to read the body by
+     * (libmicrohttpd would wait for the idle timeout). */
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te && strcasecmp(te, "chunked") != 0)
+        return send_error(conn, rs, 400, "invalid_request",
+                          "Transfer-Encoding other than chunked is not supported: send the body "
+                          "with Content-Length, or chunked alone (RFC 9112, 6.3)");
     if (cl) {
         char *endp;
         unsigned long long n = strtoull(cl, &endp, 10);

@@ -796,6 +796,9 @@ static void test_ambiguous_length(void)
         {"Content-Length: %zu\r\nContent-Length: 99999999999\r\n", 400, "a second, larger Content-Length: 400"},
         {"Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n", 400, "Content-Length with Transfer-Encoding: 400"},
         {"Content-Length: %zu\r\nContent-Length: %zu\r\n", 200, "the same Content-Length twice: 200"},
+        /* no length to read the body by: answered at once, not at the idle timeout */
+        {"Transfer-Encoding: gzip\r\n", 400, "Transfer-Encoding: gzip: 400"},
+        {"Transfer-Encoding: gzip, chunked\r\n", 400, "Transfer-Encoding: gzip, chunked: 400"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char head[256], text[1024], resp[4096];
