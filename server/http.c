@@ -46,6 +46,8 @@ typedef struct req_state {
     srv_task task;        /* its run on a kept thread, when offloaded */
     char origin[256];     /* an Origin on the CORS allow-list, echoed back; "" = none */
     int preflight;        /* an OPTIONS preflight: answer with the CORS method list */
+    const char *code;     /* the answer's error code (static), NULL for none */
+    char client[INET6_ADDRSTRLEN]; /* the client's address, for the access log */
 } req_state;
 
 /* Whether origin is on ATTN_CORS_ORIGINS (comma-separated, exact match,
@@ -241,6 +243,9 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
     if (r->fd < 0 && r->status < 300 && strncmp(r->ctype, "text/html", 9) != 0)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     rs->status = r->status;
+    rs->code = r->code;
+    if (!strcmp(rs->method, "HEAD")) /* the headers alone go out */
+        rs->bytes_out = 0;
     enum MHD_Result ok = MHD_queue_response(conn, (unsigned)r->status, resp);
     MHD_destroy_response(resp);
     return ok;
@@ -457,6 +462,7 @@ static enum MHD_Result cut_off(struct MHD_Connection *conn, req_state *rs, const
     srv_reply_init(&r);
     reply_error(rs, &r, e);
     rs->status = r.status;
+    rs->code = r.code;
     rs->bytes_out = r.body.len;
     raw_head h;
     h.len = (size_t)snprintf(h.text, sizeof h.text, "HTTP/1.1 %d %s\r\nContent-Length: %zu\r\n",
@@ -548,6 +554,19 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     return send_reply(conn, rs, &r);
 }
 
+/* The client's address as text ("-" when it cannot be had). */
+static void client_address(struct MHD_Connection *conn, char out[INET6_ADDRSTRLEN])
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    const void *a = !sa ? NULL
+                  : sa->sa_family == AF_INET ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+                  : sa->sa_family == AF_INET6 ? (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr
+                  : NULL;
+    if (!a || !inet_ntop(sa->sa_family, a, out, INET6_ADDRSTRLEN))
+        strcpy(out, "-");
+}
+
 /* src into dst[cap], cut short if need be, always NUL-terminated. */
 static void copy_cut(char *dst, size_t cap, const char *src)
 {
@@ -568,6 +587,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         *con_cls = rs;
         rs->t0 = srv_now_ms();
+        client_address(conn, rs->client);
         copy_cut(rs->method, sizeof rs->method, method);
         copy_cut(rs->path, sizeof rs->path, url);
         rs->target.route = SRV_R_OTHER;
@@ -635,12 +655,16 @@ static size_t log_safe(const char *s, char *out)
     return n;
 }
 
-/* The access log line, "METHOD PATH STATUS IN OUT 1.234ms", formatted by
- * hand: printf cost more than the rest of the line's work. */
+/* The access log line, "CLIENT METHOD PATH STATUS IN OUT 1.234ms [CODE]"
+ * (after the log's time), formatted by hand: printf cost more than the
+ * rest of the line's work. CODE is an error's code. */
 static void access_line(const req_state *rs, int status, double ms)
 {
-    char line[3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 40];
-    size_t n = log_safe(rs->method, line);
+    char line[sizeof rs->client + 3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 80];
+    size_t n = strlen(rs->client);
+    memcpy(line, rs->client, n);
+    line[n++] = ' ';
+    n += log_safe(rs->method, line + n);
     line[n++] = ' ';
     n += log_safe(rs->path, line + n);
     line[n++] = ' ';
@@ -656,7 +680,14 @@ static void access_line(const req_state *rs, int status, double ms)
     line[n++] = ' ';
     n += srv_fmt_ms(ms, line + n);
     memcpy(line + n, "ms", 2);
-    srv_log_line(SRV_LOG_INFO, line, n + 2);
+    n += 2;
+    if (rs->code) {
+        size_t cl = strnlen(rs->code, 40);
+        line[n++] = ' ';
+        memcpy(line + n, rs->code, cl);
+        n += cl;
+    }
+    srv_log_line(SRV_LOG_INFO, line, n);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -706,9 +737,13 @@ static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
     return (size_t)(w - s);
 }
 
-/* libmicrohttpd's messages, at warn; a client that hung up mid-request
- * ("closed by remote side") at info, with the access lines, so that a
- * client cannot write warnings as fast as it can connect. */
+/* libmicrohttpd's messages, at warn; those a client causes at will at
+ * info, with the access lines, so that a client cannot write warnings as
+ * fast as it can connect: it hung up mid-request ("closed by remote
+ * side"), a connection over ATTN_MAX_CONNECTIONS ("Server reached
+ * connection limit"), or its connection was closed on purpose
+ * ("Application reported internal error": a 408 or a drain's 503 written
+ * by cut_off, or a sender past the body cap). */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -719,7 +754,13 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     size_t n = strlen(msg);
     while (n && msg[n - 1] == '\n')
         msg[--n] = '\0';
-    srv_log(strstr(msg, "remote side") ? SRV_LOG_INFO : SRV_LOG_WARN, "microhttpd: %s", msg);
+    static const char *const client_caused[] = {"remote side", "reached connection limit",
+                                                "Application reported internal error"};
+    int level = SRV_LOG_WARN;
+    for (size_t i = 0; i < sizeof client_caused / sizeof *client_caused; i++)
+        if (strstr(msg, client_caused[i]))
+            level = SRV_LOG_INFO;
+    srv_log(level, "microhttpd: %s", msg);
 }
 
 int srv_http_start(void)

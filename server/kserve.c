@@ -22,6 +22,7 @@ static void ks_error(srv_reply *r, const srv_err *e)
     r->body.len = 0;
     r->body.failed = 0;
     r->status = e->status == 422 ? 400 : e->status;
+    r->code = e->code;
     r->ctype = "application/json";
     r->infer_header_len = 0;
     if (r->status == 503 && !r->retry_after)

@@ -42,17 +42,46 @@ void srv_log(int level, const char *fmt, ...)
     srv_log_line(level, line, (size_t)n);
 }
 
+/* "2026-12-05T17:35:01.123Z ": the UTC time a line is written, to the
+ * millisecond; the date and second formatted once a second per thread. */
+enum { STAMP = 25 };
+static void stamp(char out[STAMP])
+{
+    static _Thread_local time_t last = -1;
+    static _Thread_local char sec[32];
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (ts.tv_sec != last) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        strftime(sec, sizeof sec, "%Y-%m-%dT%H:%M:%S", &tm);
+        last = ts.tv_sec;
+    }
+    long ms = ts.tv_nsec / 1000000;
+    memcpy(out, sec, 19);
+    out[19] = '.';
+    out[20] = (char)('0' + ms / 100);
+    out[21] = (char)('0' + ms / 10 % 10);
+    out[22] = (char)('0' + ms % 10);
+    out[23] = 'Z';
+    out[24] = ' ';
+}
+
 void srv_log_line(int level, const char *line, size_t n)
 {
     if (level > srv_cfg.log_level)
         return;
     if (n > 1022)
         n = 1022; /* as srv_log's line buffer */
+    char when[STAMP];
+    stamp(when);
     pthread_mutex_lock(&mu);
-    if (used + n + 1 > sizeof pending) {
+    if (used + STAMP + n + 1 > sizeof pending) {
         write_all(pending, used);
         used = 0;
     }
+    memcpy(pending + used, when, STAMP);
+    used += STAMP;
     memcpy(pending + used, line, n);
     used += n;
     pending[used++] = '\n';

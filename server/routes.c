@@ -34,6 +34,7 @@ void srv_reply_error(srv_reply *r, const srv_err *e)
     r->body.len = 0;
     r->body.failed = 0;
     r->status = e->status;
+    r->code = e->code;
     r->ctype = "application/json";
     if (e->status == 503 && !r->retry_after)
         r->retry_after = 1;

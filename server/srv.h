@@ -539,6 +539,7 @@ typedef struct {
     int retry_after;       /* seconds, for 503; 0 = none */
     double t_parse, t_compute, t_encode;
     uint64_t infer_header_len; /* KServe binary reply: Inference-Header-Content-Length; 0 = none */
+    const char *code;      /* an error's code (static), for the access log; NULL = none */
 } srv_reply;
 
 typedef struct srv_route srv_route;

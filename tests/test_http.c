@@ -833,15 +833,25 @@ static void test_log_injection(void)
     FILE *f = fopen(log_path, "r");
     int forged = 0, escaped = 0;
     char line[4096];
+    int whole = 0; /* time, client, method, path, status, sizes, duration, error code */
     while (f && fgets(line, sizeof line, f)) {
         forged |= !strncmp(line, "FAKE LINE", 9);
         escaped |= strstr(line, "/zz%0AFAKE LINE%0D 404") != NULL;
+        int y, mo, d, hh, mm, ss, ms, at = 0;
+        char client[64], method[8], rest[64];
+        if (sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ %63s %7s /zz%%0AFAKE LINE%%0D 404 %*u %*u %*fms%n",
+                   &y, &mo, &d, &hh, &mm, &ss, &ms, client, method, &at) == 9 && at > 0 &&
+            sscanf(line + at, "%63s", rest) == 1)
+            whole |= y >= 2024 && !strcmp(client, "127.0.0.1") && !strcmp(method, "GET") &&
+                     !strcmp(rest, "not_found");
     }
     if (f)
         fclose(f);
     check(f && !forged && escaped, "the access log writes a path's control bytes as %XX",
           "%s: a forged line %s, the escaped path %s", log_path, forged ? "found" : "absent",
           escaped ? "found" : "absent");
+    check(whole, "an access line gives the UTC time, the client, the request, its status, sizes, "
+          "time and error code", "no such line for GET /zz... in %s", log_path);
 }
 
 /* ------------------------------------------------------------ parallel */
