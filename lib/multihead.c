@@ -456,8 +456,9 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
     if (d->Lv != d->Lk)
         return attn_fail(err, ATTN_ERR_SHAPE, "value",
                          "value has %lld rows but key has %lld; multi-head needs one value "
-                         "row per key (Lv = Lk)",
-                         (long long)d->Lv, (long long)d->Lk);
+                         "row per key (Lv = Lk)%s",
+                         (long long)d->Lv, (long long)d->Lk,
+                         req->value.rank ? "" : "; value was not sent, so it is the query: send value too");
     if ((st = check_heads(req, pl, err)) != ATTN_OK)
         return st;
     if (req->linear)

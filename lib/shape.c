@@ -181,13 +181,13 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
         break;
     case ATTN_HARD_TOPK:
         if (o->top_k < 1 || o->top_k > Lk)
-            return attn_fail(err, ATTN_ERR_PARAM, "hard",
+            return attn_fail(err, ATTN_ERR_PARAM, "hard.top_k",
                              "top_k must be between 1 and the number of keys (%lld), got %lld",
                              (long long)Lk, (long long)o->top_k);
         break;
     case ATTN_HARD_SAMPLE:
         if (!(o->temperature > 0.0f) || !isfinite(o->temperature))
-            return attn_fail(err, ATTN_ERR_PARAM, "hard",
+            return attn_fail(err, ATTN_ERR_PARAM, "hard.sample.temperature",
                              "the sampling temperature must be a number > 0, got %g",
                              (double)o->temperature);
         break;
@@ -275,18 +275,18 @@ attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err)
     if (!r->on)
         return ATTN_OK;
     if (!(r->base > 0.0f) || !isfinite(r->base))
-        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+        return attn_fail(err, ATTN_ERR_PARAM, "rope.base",
                          "rope base must be a finite number > 0, got %g", (double)r->base);
     if (r->style != ATTN_ROPE_HALF && r->style != ATTN_ROPE_INTERLEAVED)
-        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+        return attn_fail(err, ATTN_ERR_PARAM, "rope.style",
                          "rope style must be \"half\" or \"interleaved\"");
     if (r->dims < 0 || r->dims % 2 != 0 || r->dims > hd || (r->dims == 0 && hd % 2 != 0))
-        return attn_fail(err, ATTN_ERR_PARAM, "rope",
+        return attn_fail(err, ATTN_ERR_PARAM, "rope.dims",
                          "rope dims must be even and at most the head dim %lld, got %lld%s",
                          (long long)hd, (long long)(r->dims ? r->dims : hd),
                          r->dims ? "" : " (the head dim, the default)");
     if (r->offset < 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "rope", "rope offset must be >= 0, got %lld",
+        return attn_fail(err, ATTN_ERR_PARAM, "rope.offset", "rope offset must be >= 0, got %lld",
                          (long long)r->offset);
     return ATTN_OK;
 }
