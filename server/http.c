@@ -741,9 +741,11 @@ static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
  * info, with the access lines, so that a client cannot write warnings as
  * fast as it can connect: it hung up mid-request ("closed by remote
  * side"), a connection over ATTN_MAX_CONNECTIONS ("Server reached
- * connection limit"), or its connection was closed on purpose
+ * connection limit"), its connection was closed on purpose
  * ("Application reported internal error": a 408 or a drain's 503 written
- * by cut_off, or a sender past the body cap). */
+ * by cut_off, or a sender past the body cap), or it sent a Content-Length
+ * that is not a number or is too large for libmicrohttpd, which answers
+ * that itself ("... Content-Length ...", "Error processing request"). */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
@@ -755,7 +757,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     while (n && msg[n - 1] == '\n')
         msg[--n] = '\0';
     static const char *const client_caused[] = {"remote side", "reached connection limit",
-                                                "Application reported internal error"};
+                                                "Application reported internal error",
+                                                "Content-Length", "Error processing request"};
     int level = SRV_LOG_WARN;
     for (size_t i = 0; i < sizeof client_caused / sizeof *client_caused; i++)
         if (strstr(msg, client_caused[i]))
