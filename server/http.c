@@ -28,6 +28,10 @@
 #define MAX_HEADERS 16384 /* all header lines together */
 
 volatile int srv_draining;
+/* When the drain began (srv_now_ms); a body still arriving DRAIN_UPLOAD_MS
+ * later is answered 503 at its next bytes rather than waited for. */
+static volatile double drain_began;
+#define DRAIN_UPLOAD_MS 2000.0
 static struct MHD_Daemon *daemon_;
 
 /* One request's state, from its first callback to its completion. */
@@ -99,11 +103,11 @@ static void serve_held(req_state *rs, srv_reply *r)
     srv_body_free(&rs->body);
 }
 
+_Thread_local int srv_counted;
+
 /* A large request runs on a kept thread (tasks.c) while its connection
  * is suspended: the polling thread goes on serving its other connections
  * (health checks, small requests) meanwhile. */
-_Thread_local int srv_counted;
-
 static void offloaded(void *arg)
 {
     req_state *rs = arg;
@@ -498,7 +502,8 @@ static enum MHD_Result receive_body(struct MHD_Connection *conn, req_state *rs,
         srv_fail(&e, 408, "request_timeout", "", "%s", msg);
         return cut_off(conn, rs, &e);
     }
-    if (!rs->status && srv_draining) { /* not worth holding the drain for a slow sender */
+    if (!rs->status && srv_draining && srv_now_ms() - drain_began > DRAIN_UPLOAD_MS) {
+        /* not worth holding the drain for a slow sender */
         srv_fail(&e, 503, "overloaded", "", "the server is shutting down; send the request again");
         return cut_off(conn, rs, &e);
     }
@@ -822,6 +827,7 @@ int srv_http_start(void)
 
 void srv_http_quiesce(void)
 {
+    drain_began = srv_now_ms();
     srv_draining = 1;
     if (daemon_) {
         MHD_socket fd = MHD_quiesce_daemon(daemon_);

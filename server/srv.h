@@ -656,11 +656,11 @@ void srv_metrics_end(int route, int status, uint64_t bytes_in,
                      uint64_t bytes_out, double ms);
 void srv_metrics_text(srv_buf *b);
 int  srv_compute_enter(void);  /* 0 ok, -1 overloaded */
+void srv_compute_leave(void);
 /* Set while this thread serves a request that srv_compute_enter already
  * counted (a large body, a heavy route): a job it runs is not counted
  * again (srv_job_run counts jobs with large results or work). */
 extern _Thread_local int srv_counted;
-void srv_compute_leave(void);
 int  srv_inflight(void);
 
 /* ------------------------------------------------------------ daemon */

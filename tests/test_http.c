@@ -1425,8 +1425,8 @@ static void test_settings(void)
 }
 
 /* SIGTERM while a client sends its body a byte at a time: the server answers
- * it 503 at its next bytes and exits 0 at once, where it used to wait out
- * its 30 s drain for the body and exit 1. Stops s. */
+ * it 503 at its next bytes once 2 s have passed and exits 0, where it used
+ * to wait out its 30 s drain for the body and exit 1. Stops s. */
 static void test_drain_drip(server *s)
 {
     static const char head[] = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
