@@ -55,10 +55,7 @@ typedef enum {
     ATTN_ERR_PARAM,     /* a bad option or parameter value (422 invalid_param) */
     ATTN_ERR_TOO_LARGE, /* a size that overflows or cannot be allocated (413 too_large) */
     ATTN_ERR_NOMEM,     /* out of memory for scratch space */
-    ATTN_ERR_ARG,       /* a programming error by the caller (NULL pointer, ...) */
-    ATTN_ERR_OVERFLOW   /* finite inputs whose result overflowed float32 (422 overflow): a
-                         * score q.k or a sum of weighted values beyond 3.4e38; the output
-                         * then holds what was computed, not an answer */
+    ATTN_ERR_ARG        /* a programming error by the caller (NULL pointer, ...) */
 } attn_status;
 
 /* A static English word for a status ("ok", "shape mismatch", ...). */

@@ -257,30 +257,6 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
     return st;
 }
 
-/* The first of out's n floats that is not finite, or -1. Finite inputs can
- * still overflow float32 on the way: a score q.k beyond 3.4e38 (then the
- * row's softmax is NaN) or a sum of weighted values that is (the kernels
- * divide by the softmax's sum last, as FlashAttention does). A NaN score
- * makes its whole row NaN, so the output alone tells. */
-static int64_t first_not_finite(const float *out, int64_t n)
-{
-    const uint32_t EXP = 0x7f800000u;
-    uint32_t any = 0;
-    int64_t e = 0;
-    for (; e < n && !any; e += 4096) { /* blocks the compiler vectorises */
-        int64_t end = n - e < 4096 ? n : e + 4096;
-        for (int64_t k = e; k < end; k++) {
-            uint32_t b;
-            memcpy(&b, out + k, sizeof b);
-            any |= (b & EXP) == EXP;
-        }
-    }
-    for (e = any ? e - 4096 : n; e < n; e++)
-        if (!isfinite(out[e]))
-            return e;
-    return -1;
-}
-
 attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
                          const attn_shapes *sh, float *out, float *w, attn_error *err)
 {
@@ -291,13 +267,5 @@ attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t 
         return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
     attn_status st = execute_in(ctx, f, plan, n_params, out, w, err);
     attn_ctx_free(own);
-    int64_t bad = st == ATTN_OK ? first_not_finite(out, sh->out_count) : -1;
-    if (bad >= 0) {
-        int64_t row = bad / sh->out_shape[sh->out_rank - 1];
-        return attn_fail(err, ATTN_ERR_OVERFLOW, "",
-                         "output row %lld is not finite: the computation overflowed float32 (a score "
-                         "q.k or a sum of weighted values beyond 3.4e38); scale the inputs down",
-                         (long long)row);
-    }
     return st;
 }

@@ -1276,8 +1276,8 @@ static inline ALWAYS TGT void flash_block_pv(const attn_sdpa_job *j, float *ot, 
 
 /* 1/l for a row's output: 0 for a row that sees no key (l = 0: its output
  * is zero), NaN for one whose largest score m overflowed float32 (+inf,
- * which no mask makes), so that the row comes out NaN and attn_execute
- * refuses the result rather than answer zeros for it. */
+ * which no mask makes), so that the row comes out NaN, as PyTorch's would,
+ * rather than as zeros that look like an answer. */
 static inline ALWAYS float row_inv(float l, float m)
 {
     return m == INFINITY ? NAN : l > 0.0f ? 1.0f / l : 0.0f;

@@ -29,8 +29,6 @@ int srv_fail_lib(srv_err *e, attn_status st, const attn_error *ae)
         return srv_fail(e, 422, "invalid_param", field, "%s", msg);
     case ATTN_ERR_TOO_LARGE:
         return srv_fail(e, 413, "too_large", field, "%s", msg);
-    case ATTN_ERR_OVERFLOW:
-        return srv_fail(e, 422, "overflow", field, "%s", msg);
     case ATTN_ERR_NOMEM:
         return srv_fail(e, 503, "overloaded", field, "out of memory: %s", msg);
     default:

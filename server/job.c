@@ -3,6 +3,8 @@
  * arena buffers. */
 #include "srv.h"
 
+#include <math.h>
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +170,23 @@ static int layout(srv_call *call, srv_job *j, srv_err *e)
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
+/* 0, or -1 with e filled when one of out's n floats is not finite: finite
+ * inputs can overflow float32 on the way (a score q.k beyond 3.4e38 makes
+ * its row NaN; a sum of weighted values beyond it is inf, the kernels
+ * dividing by the softmax's sum last, as FlashAttention does), and JSON
+ * has no such number. The whole output is read here, on the thread that
+ * encodes it next. */
+int srv_check_finite(const float *out, int64_t n, int64_t row_len, srv_err *e)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(out[i]))
+            return srv_fail(e, 422, "overflow", "",
+                            "output row %lld is not finite: the computation overflowed float32 (a "
+                            "score q.k or a sum of weighted values beyond 3.4e38); scale the inputs down",
+                            (long long)(row_len > 0 ? i / row_len : i));
+    return 0;
+}
+
 /* A job whose result or work is this large counts against
  * ATTN_MAX_INFLIGHT whatever its body's size: 60 KB of nested arrays (a
  * 5000-row dot product with its weights) asks for 100 MB of weights and
@@ -203,7 +222,9 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     if (!j->out || (j->sh.w_count && !j->weights))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
     double t0 = srv_now_ms();
-    int rc = compute(call, j, e) || layout(call, j, e);
+    int rc = compute(call, j, e) ||
+             srv_check_finite(j->out, j->sh.out_count, j->sh.out_shape[j->sh.out_rank - 1], e) ||
+             layout(call, j, e);
     call->t_compute = srv_now_ms() - t0;
     return rc;
 }

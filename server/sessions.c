@@ -606,7 +606,9 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
     attn_status st = attn_cache_compute(ctx, &req, out, w, &ae);
     srv_ctx_release(ctx);
-    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+    if (st != ATTN_OK)
+        return srv_fail_lib(e, st, &ae);
+    return srv_check_finite(out, q->shape[0] * q->shape[1] * q->shape[2], q->shape[2], e);
 }
 
 /* The step's results, sized and checked against the caps before the cache

@@ -339,6 +339,9 @@ typedef struct {
  * only); what names the text in errors ("the body"). 0, or -1. */
 int srv_call_parse(srv_call *call, const char *text, size_t len, const char *what, srv_err *e);
 void srv_call_free(srv_call *call);
+/* 0, or -1 with e filled (422 overflow) when one of out's n floats is not
+ * finite: a float32 overflow inside the computation; row_len floats a row. */
+int srv_check_finite(const float *out, int64_t n, int64_t row_len, srv_err *e);
 
 /* ------------------------------------------------------------ the job */
 
