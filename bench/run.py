@@ -224,7 +224,7 @@ def core_rows(t, r, l):
     misses = [miss + exp_note(r, l) if miss and o is not None else miss]
     if l >= 1024:
         misses.append("no measured peak" if share is None else
-                      "%.1f%% of peak" % (100 * share) if share < 0.85 else None)
+                      "%.1f%% of peak%s" % (100 * share, "" if miss else exp_note(r, l)) if share < 0.85 else None)
     t.add("core", l, f, c, o, form, pt.get("core_%d" % l), ours.get("blas_%d" % l),
           ">=1.2x ORT" + (", >=85% peak" if l >= 1024 else ""), status(misses, bad, c))
 
@@ -273,6 +273,17 @@ def causal_rows(t, r, l):
           target="<=0.55x core (%s)" % ratio(w, c), st=status([miss], bad, w and c))
 
 
+def mha_note(c, m, l, peak):
+    """What a multi-head row's miss adds: the share of its flops that are
+    the projections, and the rate of the time it takes beyond the core
+    row's (the attention inside it), at which it runs them."""
+    fp = 8.0 * l * E * E
+    if not (c and peak and m > c):
+        return ""
+    return "; %.0f%% of its flops are the projections, done at %.0f%% of peak in the time beyond the core row's" % (
+        100 * fp / (fp + 4.0 * l * l * E), 100 * gf(fp, m - c) / peak)
+
+
 def other_rows(t, r):
     ours, ort = r["ours"], r["ort"]
     f = 4.0 * 4096 * E
@@ -284,8 +295,9 @@ def other_rows(t, r):
         f = 4.0 * l * l * E + 8.0 * l * E * E
         m = ours.get("mha_%d" % l)
         o, form, bad = ort_best(ort, "mha", l)
+        miss = vs_ort(m, o, f, t.peak) if m else None
         t.add("multi-head+proj", l, f, m, o, form, r["torch"].get("mha_%d" % l), target=">=1.2x ORT",
-              st=status([vs_ort(m, o, f, t.peak) if m else None], bad, m))
+              st=status([miss and miss + mha_note(ours.get("core_%d" % l), m, l, t.peak)], bad, m))
     mem = ours.get("mem_32768_mib")
     st = ("skipped: " + ours["mem_32768_skip"]) if "mem_32768_skip" in ours else status(
         ["%.1f MiB" % mem if mem is not None and mem >= 100 else None], None, mem)
