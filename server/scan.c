@@ -193,6 +193,151 @@ out:
     return s;
 }
 
+/* What parse_array_in holds while it walks an array: the floats so far,
+ * and where the nesting is. dims[d]: the length of every array at depth
+ * d (-1 until one closes); cnt[d]: the elements of the open one so far;
+ * leaf: the depth of the numbers (-1 until the first); end and mode may
+ * change at a split (see at_split), closes with them. */
+typedef struct {
+    float *data;
+    size_t n, cap;
+    int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
+    int depth, leaf, closes, mode;
+    const char *end;
+    split_job *sj;
+} array_walk;
+
+/* What follows a leaf row's numbers or an array's ']' (array_numbers,
+ * array_close): another element, the ']' and ',' after the last one, the
+ * whole array read, or text to leave to the slow path. */
+enum { WALK_ELEMENT, WALK_CLOSING, WALK_DONE, WALK_BAIL };
+
+static inline const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && is_ws(*p))
+        p++;
+    return p;
+}
+
+/* At a ',' at the split's depth (p just past it): 1 when the walk ends
+ * there, its end now standing for the ']' of every enclosing array; -1
+ * when the walk is to stop (a cancelled tail); else 0. */
+static inline int walk_split(array_walk *w, const char *p)
+{
+    int sp = w->depth == split_level(w->sj) ? at_split(w->sj, p, w->mode, w->depth) : 0;
+    if (sp > 0) {
+        w->end = p - 1;
+        w->mode = PART_HEAD;
+        w->closes = w->depth;
+    }
+    return sp;
+}
+
+/* A leaf row's numbers from *pp (a number's start): row_run's fast pass,
+ * then one number at a time from where it stops, each followed by ',' and
+ * whitespace or by the row's end. */
+static inline __attribute__((always_inline)) int array_numbers(array_walk *w, const char **pp)
+{
+    const char *p = *pp;
+    int64_t row = 0, *cnt = &w->cnt[w->depth - 1];
+    if (!(w->sj && w->depth == split_level(w->sj))) { /* a rank-1 split checks every ',' */
+        int how;
+        if (!(p = row_run(p, w->end, &w->data, &w->n, &w->cap, &row, &how)))
+            return WALK_BAIL;
+        *pp = p;
+        if (how == ROW_CLOSED) {
+            *cnt += row;
+            return WALK_CLOSING;
+        }
+        if (how == ROW_AFTER_COMMA) {
+            *pp = p = skip_ws(p, w->end);
+            if (!(p < w->end && num_start(*p))) {
+                *cnt += row;
+                return WALK_ELEMENT;
+            }
+        }
+    }
+    for (;;) {
+        if (w->n == w->cap && grow(&w->data, &w->cap))
+            return WALK_BAIL;
+        int finite;
+        float *x = &w->data[w->n];
+        const char *q = w->end - p >= SRV_PARSE_FAST_PAD ? srv_parse_float_long(p, x, &finite) : NULL;
+        w->n++;
+        row++;
+        if (q) {
+            /* the usual separator, "," or ", ", and another number: q is
+             * at most 40 bytes into the 64 known to be there */
+            const char *s = q + 1;
+            if (*s == ' ')
+                s++;
+            if ((*q == ',') & num_start(*s) && !(w->sj && w->depth == split_level(w->sj))) {
+                p = s;
+                continue;
+            }
+        } else if (!(q = srv_parse_float(p, w->end, x, &finite)) || !finite) {
+            return WALK_BAIL;
+        }
+        p = q;
+        if (p < w->end && *p == ',') {
+            int sp = walk_split(w, ++p);
+            if (sp < 0)
+                return WALK_BAIL;
+            if (sp) { /* a rank-1 array's split: the ']'s follow */
+                p = w->end;
+                break;
+            }
+            p = skip_ws(p, w->end);
+            if (p < w->end && num_start(*p))
+                continue;
+            *cnt += row;
+            *pp = p;
+            return WALK_ELEMENT;
+        }
+        break;
+    }
+    *cnt += row;
+    *pp = p;
+    return WALK_CLOSING;
+}
+
+/* After an element: ',' (another element) or one or more ']', each of which
+ * closes an array whose length must match its siblings'. WALK_DONE when
+ * the outermost closes, at *pp past it. */
+static inline int array_close(array_walk *w, const char **pp)
+{
+    const char *p = *pp;
+    for (;;) {
+        p = skip_ws(p, w->end);
+        if (p >= w->end && !(w->mode == PART_HEAD && w->depth <= w->closes))
+            return WALK_BAIL;
+        if (p < w->end && *p == ',') {
+            int sp = walk_split(w, ++p);
+            if (sp < 0)
+                return WALK_BAIL;
+            if (sp) {
+                p = w->end;
+                continue;
+            }
+            *pp = p;
+            return WALK_ELEMENT;
+        }
+        if (p < w->end && *p != ']')
+            return WALK_BAIL;
+        p += p < w->end; /* the head's end stands for the enclosing arrays' ']' */
+        int d = --w->depth;
+        if (w->dims[d] < 0)
+            w->dims[d] = w->cnt[d];
+        else if (w->dims[d] != w->cnt[d])
+            return WALK_BAIL;
+        if (d == 0) {
+            *pp = p;
+            return WALK_DONE;
+        }
+        w->cnt[d - 1]++;
+    }
+}
+
 /* Parses the regular nested array at p ('[') into b, growing b->data
  * (malloc'd) as it goes: one pass, no pre-count. Returns the position after
  * the array, or NULL to leave the text to the slow path (b->data freed).
@@ -206,157 +351,62 @@ out:
 static inline __attribute__((always_inline)) const char *
 parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job *sj)
 {
-    int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
-    int depth = 0, leaf = -1, closes = 1; /* closes: the ']' a PART_HEAD's end stands for */
-    size_t n = 0, cap = 256;
-    float *data = malloc(cap * sizeof *data);
-    if (!data)
+    /* closes: the ']' a PART_HEAD's end stands for */
+    array_walk w = {.cap = 256, .leaf = -1, .closes = 1, .mode = mode, .end = end, .sj = sj};
+    if (!(w.data = malloc(w.cap * sizeof *w.data)))
         return NULL;
     for (int i = 0; i < ATTN_MAX_RANK; i++)
-        dims[i] = -1;
+        w.dims[i] = -1;
     if (mode == PART_TAIL) /* inside the array already, as deep as the split */
-        for (int lv = split_level(sj); depth < lv;)
-            cnt[depth++] = 0;
-    while (p < end) {
+        for (int lv = split_level(sj); w.depth < lv;)
+            w.cnt[w.depth++] = 0;
+    for (;;) {
         /* expect an element (or ']' for an empty array: refused) */
-        while (p < end && is_ws(*p))
-            p++;
-        if (p >= end)
-            goto bail;
+        p = skip_ws(p, w.end);
+        if (p >= w.end)
+            break;
         if (*p == '[') {
-            if (depth == ATTN_MAX_RANK || (leaf >= 0 && depth >= leaf))
-                goto bail;
-            cnt[depth++] = 0;
+            if (w.depth == ATTN_MAX_RANK || (w.leaf >= 0 && w.depth >= w.leaf))
+                break;
+            w.cnt[w.depth++] = 0;
             p++;
             continue;
         }
-        if (depth == 0)
-            goto bail;
-        if (leaf < 0)
-            leaf = depth;
-        else if (depth != leaf)
-            goto bail;
+        if (w.depth == 0 || (w.leaf >= 0 && w.depth != w.leaf))
+            break;
+        w.leaf = w.depth;
+        int next;
         if (*p == 't' || *p == 'f') {
             int t = *p == 't';
-            if (end - p < 5 - t || memcmp(p, t ? "true" : "false", (size_t)(5 - t)) != 0)
-                goto bail;
+            if (w.end - p < 5 - t || memcmp(p, t ? "true" : "false", (size_t)(5 - t)) != 0)
+                break;
             p += 5 - t;
             if (!b->has_bool)
-                b->first_bool = (int64_t)n;
+                b->first_bool = (int64_t)w.n;
             b->has_bool = 1;
-            if (n == cap && grow(&data, &cap))
-                goto bail;
-            data[n++] = (float)t;
-            cnt[depth - 1]++;
+            if (w.n == w.cap && grow(&w.data, &w.cap))
+                break;
+            w.data[w.n++] = (float)t;
+            w.cnt[w.depth - 1]++;
+            next = WALK_CLOSING;
         } else {
-            /* a run of numbers, to the row's end or a boolean */
-            int64_t row = 0;
             b->has_num = 1;
-            if (!(sj && depth == split_level(sj))) { /* a rank-1 split checks every ',' */
-                int how;
-                if (!(p = row_run(p, end, &data, &n, &cap, &row, &how)))
-                    goto bail;
-                if (how == ROW_CLOSED) {
-                    cnt[depth - 1] += row;
-                    goto closing;
-                }
-                if (how == ROW_AFTER_COMMA) {
-                    while (p < end && is_ws(*p))
-                        p++;
-                    if (!(p < end && num_start(*p))) {
-                        cnt[depth - 1] += row;
-                        goto element;
-                    }
-                }
-            }
-            for (;;) {
-                if (n == cap && grow(&data, &cap))
-                    goto bail;
-                int finite;
-                const char *q = end - p >= SRV_PARSE_FAST_PAD
-                                    ? srv_parse_float_long(p, &data[n], &finite)
-                                    : NULL;
-                n++;
-                row++;
-                if (q) {
-                    /* the usual separator, "," or ", ", and another number:
-                     * q is at most 40 bytes into the 64 known to be there */
-                    const char *s = q + 1;
-                    if (*s == ' ')
-                        s++;
-                    if ((*q == ',') & num_start(*s) && !(sj && depth == split_level(sj))) {
-                        p = s;
-                        continue;
-                    }
-                } else {
-                    q = srv_parse_float(p, end, &data[n - 1], &finite);
-                    if (!q || !finite)
-                        goto bail;
-                }
-                p = q;
-                if (p < end && *p == ',') {
-                    p++;
-                    int sp = depth == split_level(sj) ? at_split(sj, p, mode, depth) : 0;
-                    if (sp) { /* a rank-1 array's split */
-                        if (sp < 0)
-                            goto bail;
-                        end = --p;
-                        mode = PART_HEAD;
-                        closes = depth;
-                        break;
-                    }
-                    while (p < end && is_ws(*p))
-                        p++;
-                    if (p < end && num_start(*p))
-                        continue;
-                    cnt[depth - 1] += row;
-                    goto element;
-                }
-                break;
-            }
-            cnt[depth - 1] += row;
+            next = array_numbers(&w, &p);
         }
-    closing: /* then ',' (another element) or one or more ']' */
-        for (;;) {
-            while (p < end && is_ws(*p))
-                p++;
-            if (p >= end && !(mode == PART_HEAD && depth <= closes))
-                goto bail;
-            if (p < end && *p == ',') {
-                p++;
-                int sp = depth == split_level(sj) ? at_split(sj, p, mode, depth) : 0;
-                if (sp) {
-                    if (sp < 0)
-                        goto bail;
-                    end = --p; /* stands for the ']'s, as a PART_HEAD's end */
-                    mode = PART_HEAD;
-                    closes = depth;
-                    continue;
-                }
-                break;
-            }
-            if (p < end && *p != ']')
-                goto bail;
-            p += p < end; /* the head's end stands for the enclosing arrays' ']' */
-            int d = --depth;
-            if (dims[d] < 0)
-                dims[d] = cnt[d];
-            else if (dims[d] != cnt[d])
-                goto bail;
-            if (depth == 0) {
-                b->rank = leaf;
-                for (int i = 0; i < leaf; i++)
-                    b->shape[i] = dims[i];
-                b->count = (int64_t)n;
-                b->data = data;
-                return p;
-            }
-            cnt[depth - 1]++;
+        if (next == WALK_CLOSING)
+            next = array_close(&w, &p);
+        if (next == WALK_BAIL)
+            break;
+        if (next == WALK_DONE) {
+            b->rank = w.leaf;
+            for (int i = 0; i < w.leaf; i++)
+                b->shape[i] = w.dims[i];
+            b->count = (int64_t)w.n;
+            b->data = w.data;
+            return p;
         }
-    element:;
     }
-bail:
-    free(data);
+    free(w.data);
     return NULL;
 }
 
