@@ -246,8 +246,10 @@ static int get_string(srv_codec *c, json_t *j, const char **s, size_t *len)
     return -1;
 }
 
-static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
-                       int *rank, int64_t *shape, void **data, srv_err *e)
+/* A tensor object's keys (shape, data, dtype, b64 and no other) and its
+ * shape into r and shape, with its element count. */
+static int object_shape(srv_codec *c, json_t *j, const char *field, int *r, int64_t *shape,
+                        int64_t *count, srv_err *e)
 {
     char sub[96];
     const char *key;
@@ -259,72 +261,80 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
                             "%s: unknown key; a tensor object has shape and data, or shape, dtype and b64", sub);
         }
     }
-    json_t *js = json_object_get(j, "shape"), *jd = json_object_get(j, "data"),
-           *jt = json_object_get(j, "dtype"), *jb = json_object_get(j, "b64");
+    json_t *js = json_object_get(j, "shape");
     snprintf(sub, sizeof sub, "%s.shape", field);
     if (!json_is_array(js) || json_array_size(js) > ATTN_MAX_RANK)
         return srv_fail(e, 400, "invalid_tensor", sub,
                         "%s must be an array of up to %d positive integers", sub, ATTN_MAX_RANK);
-    int r = (int)json_array_size(js);
-    for (int i = 0; i < r; i++) {
+    *r = (int)json_array_size(js);
+    for (int i = 0; i < *r; i++) {
         json_t *d = json_array_get(js, (size_t)i);
         if (!json_is_integer(d) || json_integer_value(d) < 1)
             return srv_fail(e, 400, "invalid_tensor", sub,
                             "%s must be an array of up to %d positive integers", sub, ATTN_MAX_RANK);
         shape[i] = json_integer_value(d);
     }
-    int64_t count = 0;
-    if (shape_count(c, r, shape, field, &count, e))
-        return -1;
-    if ((jd != NULL) == (jb != NULL))
-        return srv_fail(e, 400, "invalid_tensor", field,
-                        "%s must have exactly one of data and b64", field);
+    return shape_count(c, *r, shape, field, count, e);
+}
+
+/* A tensor object's b64 string (jb; dtype jt or NULL) of count elements
+ * into *data: little-endian floats checked for finiteness as they are
+ * decoded (while the body arrived, when it could be), bytes for 0 or 1. */
+static int object_b64(srv_codec *c, json_t *jb, json_t *jt, const char *field, int kind,
+                      int64_t count, void **data, srv_err *e)
+{
+    char sub[96];
     const char *want = kind == K_BOOL ? "bool" : "float32";
     size_t esz = kind == K_BOOL ? 1 : sizeof(float);
-    if (jb) {
-        snprintf(sub, sizeof sub, "%s.dtype", field);
-        if (jt && (!json_is_string(jt) || strcmp(json_string_value(jt), want)))
-            return srv_fail(e, 400, "invalid_tensor", sub,
-                            "%s must be \"%s\" for a %s", sub, want, kind_name(kind));
-        snprintf(sub, sizeof sub, "%s.b64", field);
-        const char *s;
-        size_t slen;
-        if (get_string(c, jb, &s, &slen))
-            return srv_fail(e, 400, "invalid_tensor", sub, "%s must be a base64 string", sub);
-        /* little-endian floats are checked as they are decoded */
-        int fused = kind == K_FLOAT && host_is_le();
-        int64_t bad = -1, n;
-        uint8_t *dst;
-        if (!fused || !srv_body_decoded(s, slen, &dst, &n, &bad)) { /* not decoded as it came */
-            void *raw = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen)); /* max-aligned */
-            if (!(dst = raw))
-                return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
-            n = decode_b64(s, slen, dst, fused ? &bad : NULL);
-        }
-        if (n < 0)
-            return srv_fail(e, 400, "invalid_tensor", sub, "%s is not valid padded standard base64", sub);
-        if (n != count * (int64_t)esz)
-            return srv_fail(e, 400, "invalid_tensor", sub,
-                            "%s decodes to %lld bytes; shape needs %lld (%zu per element)",
-                            sub, (long long)n, (long long)(count * (int64_t)esz), esz);
-        if (kind == K_FLOAT) {
-            if (!fused) {
-                swap32(dst, count);
-                bad = srv_first_nonfinite(dst, count);
-            }
-            if (bad >= 0)
-                return srv_fail(e, 400, "invalid_tensor", sub,
-                                "%s: element %lld is not finite", sub, (long long)bad);
-        } else {
-            for (int64_t i = 0; i < count; i++)
-                if (dst[i] > 1)
-                    return srv_fail(e, 400, "invalid_tensor", sub,
-                                    "%s: byte %lld is neither 0 nor 1", sub, (long long)i);
-        }
-        *rank = r;
-        *data = dst;
-        return 0;
+    snprintf(sub, sizeof sub, "%s.dtype", field);
+    if (jt && (!json_is_string(jt) || strcmp(json_string_value(jt), want)))
+        return srv_fail(e, 400, "invalid_tensor", sub,
+                        "%s must be \"%s\" for a %s", sub, want, kind_name(kind));
+    snprintf(sub, sizeof sub, "%s.b64", field);
+    const char *s;
+    size_t slen;
+    if (get_string(c, jb, &s, &slen))
+        return srv_fail(e, 400, "invalid_tensor", sub, "%s must be a base64 string", sub);
+    int fused = kind == K_FLOAT && host_is_le();
+    int64_t bad = -1, n;
+    uint8_t *dst;
+    if (!fused || !srv_body_decoded(s, slen, &dst, &n, &bad)) { /* not decoded as it came */
+        void *raw = srv_arena_alloc(c->arena, srv_b64_decoded_max(slen)); /* max-aligned */
+        if (!(dst = raw))
+            return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
+        n = decode_b64(s, slen, dst, fused ? &bad : NULL);
     }
+    if (n < 0)
+        return srv_fail(e, 400, "invalid_tensor", sub, "%s is not valid padded standard base64", sub);
+    if (n != count * (int64_t)esz)
+        return srv_fail(e, 400, "invalid_tensor", sub,
+                        "%s decodes to %lld bytes; shape needs %lld (%zu per element)",
+                        sub, (long long)n, (long long)(count * (int64_t)esz), esz);
+    if (kind == K_FLOAT) {
+        if (!fused) {
+            swap32(dst, count);
+            bad = srv_first_nonfinite(dst, count);
+        }
+        if (bad >= 0)
+            return srv_fail(e, 400, "invalid_tensor", sub,
+                            "%s: element %lld is not finite", sub, (long long)bad);
+    } else {
+        for (int64_t i = 0; i < count; i++)
+            if (dst[i] > 1)
+                return srv_fail(e, 400, "invalid_tensor", sub,
+                                "%s: byte %lld is neither 0 nor 1", sub, (long long)i);
+    }
+    *data = dst;
+    return 0;
+}
+
+/* A tensor object's data (jd; dtype jt or NULL): a flat array of count
+ * values, lifted out by the scanner or as Jansson read it, into *data. */
+static int object_data(srv_codec *c, json_t *jd, json_t *jt, const char *field, int kind,
+                       int64_t count, void **data, srv_err *e)
+{
+    char sub[96];
+    const char *want = kind == K_BOOL ? "bool" : "float32";
     if (jt) {
         snprintf(sub, sizeof sub, "%s.dtype", field);
         if (!json_is_string(jt) || strcmp(json_string_value(jt), want))
@@ -348,9 +358,23 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
         return srv_fail(e, 400, "invalid_tensor", sub,
                         "%s must be a flat array of %lld values (the product of shape)",
                         sub, (long long)count);
-    *rank = r;
     *data = dd;
     return 0;
+}
+
+static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
+                       int *rank, int64_t *shape, void **data, srv_err *e)
+{
+    int64_t count = 0;
+    if (object_shape(c, j, field, rank, shape, &count, e))
+        return -1;
+    json_t *jd = json_object_get(j, "data"), *jt = json_object_get(j, "dtype"),
+           *jb = json_object_get(j, "b64");
+    if ((jd != NULL) == (jb != NULL))
+        return srv_fail(e, 400, "invalid_tensor", field,
+                        "%s must have exactly one of data and b64", field);
+    return jb ? object_b64(c, jb, jt, field, kind, count, data, e)
+              : object_data(c, jd, jt, field, kind, count, data, e);
 }
 
 static int decode_any(srv_codec *c, json_t *j, const char *field, int kind,
