@@ -675,6 +675,53 @@ static inline int scan_string(const char **pp, const char *end, char **op, blob_
     return 0;
 }
 
+/* At an array after a ':' (p at its '['): parsed into a new blob (on two
+ * threads when long) and replaced in the envelope at *o by the blob's
+ * placeholder, its nesting counted into *deepest; returns the text after
+ * it, or p when it stays in the envelope (small, ragged, not finite:
+ * Jansson and the codec read it), or NULL when out of memory. */
+static const char *lift_array(const char *p, const char *end, char **o, blob_vec *bv, srv_arena *a,
+                              size_t *walk, int depth, int *deepest)
+{
+    srv_blob *b = blob_push(bv);
+    if (!b)
+        return NULL;
+    const char *stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, walk)
+                                                           : parse_array(p, end, b, PART_ALL);
+    if (stop && stop - p >= MIN_ARRAY_TEXT) {
+        if (depth + b->rank > *deepest) /* its brackets nest rank deep */
+            *deepest = depth + b->rank;
+        if (srv_arena_adopt(a, b->data) != 0) {
+            free(b->data);
+            return NULL;
+        }
+        b->text = p;
+        b->text_len = (size_t)(stop - p);
+        *o = put_placeholder(*o, 't', bv->n - 1);
+        return stop;
+    }
+    if (stop) /* small: Jansson reads it as cheaply */
+        free(b->data);
+    bv->n--; /* leave it to the slow path */
+    return p;
+}
+
+/* At an integer after a ':' (p at its first digit): one past Jansson's
+ * int64 (a seed up to 2^64 - 1) goes into the envelope at *o as a string
+ * in a placeholder; returns the text after it, or p for any other number. */
+static const char *lift_big_integer(const char *p, const char *end, char **o)
+{
+    const char *q = p;
+    while (q < end && *q >= '0' && *q <= '9')
+        q++;
+    size_t nd = (size_t)(q - p);
+    int big = nd == 20 || (nd == 19 && memcmp(p, "9223372036854775807", 19) > 0);
+    if (!big || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
+        return p;
+    *o += sprintf(*o, "{\"\\u0001u\":\"%.*s\"}", (int)nd, p);
+    return q;
+}
+
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
 {
     const char *p = body, *end = body + len;
@@ -703,40 +750,12 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
             after_colon = 0;
             continue;
         }
-        if (c == '[' && after_colon) {
-            srv_blob *b = blob_push(&bv);
-            if (!b)
+        if (after_colon && (c == '[' || (c >= '1' && c <= '9'))) {
+            const char *q = c == '[' ? lift_array(p, end, &o, &bv, a, &walk, depth, &deepest)
+                                     : lift_big_integer(p, end, &o);
+            if (!q)
                 goto oom;
-            const char *stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, &walk)
-                                                                   : parse_array(p, end, b, PART_ALL);
-            if (stop && stop - p >= MIN_ARRAY_TEXT) {
-                if (depth + b->rank > deepest) /* its brackets nest rank deep */
-                    deepest = depth + b->rank;
-                if (srv_arena_adopt(a, b->data) != 0) {
-                    free(b->data);
-                    goto oom;
-                }
-                b->text = p;
-                b->text_len = (size_t)(stop - p);
-                o = put_placeholder(o, 't', bv.n - 1);
-                p = stop;
-                after_colon = 0;
-                continue;
-            }
-            if (stop) /* small: Jansson reads it as cheaply */
-                free(b->data);
-            bv.n--; /* leave it to the slow path */
-        }
-        if (after_colon && c >= '1' && c <= '9') {
-            /* An integer past Jansson's int64 (a seed up to 2^64 - 1):
-             * passed on as a string in a placeholder. */
-            const char *q = p;
-            while (q < end && *q >= '0' && *q <= '9')
-                q++;
-            size_t nd = (size_t)(q - p);
-            int big = nd == 20 || (nd == 19 && memcmp(p, "9223372036854775807", 19) > 0);
-            if (big && (q >= end || (*q != '.' && *q != 'e' && *q != 'E'))) {
-                o += sprintf(o, "{\"\\u0001u\":\"%.*s\"}", (int)nd, p);
+            if (q != p) {
                 p = q;
                 after_colon = 0;
                 continue;
