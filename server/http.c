@@ -328,6 +328,53 @@ static int one_length(struct MHD_Connection *conn, const char *cl)
     return !c.conflict;
 }
 
+/* A POST's headers that say how its body comes: one length, no coding
+ * but chunked, within ATTN_MAX_BODY, a Content-Type its front end reads;
+ * then the body's reader is set up for it. */
+static enum MHD_Result accept_body(struct MHD_Connection *conn, req_state *rs)
+{
+    const srv_front *front = rs->target.row->front;
+    size_t expect = 0; /* chunked */
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && !one_length(conn, cl))
+        return send_error(conn, rs, 400, "invalid_request",
+                          "the request's length is ambiguous: Content-Length given twice with "
+                          "different values, or with Transfer-Encoding (RFC 9112, 6.3)");
+    /* Any coding but chunked alone leaves no length to read the body by
+     * (libmicrohttpd would wait for the idle timeout). */
+    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+    if (te && strcasecmp(te, "chunked") != 0)
+        return send_error(conn, rs, 400, "invalid_request",
+                          "Transfer-Encoding other than chunked is not supported: send the body "
+                          "with Content-Length, or chunked alone (RFC 9112, 6.3)");
+    if (cl) {
+        char *endp;
+        unsigned long long n = strtoull(cl, &endp, 10);
+        if (endp == cl || n > srv_cfg.max_body) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "the body is %.40s bytes; this server accepts at most %zu",
+                     cl, srv_cfg.max_body);
+            return send_error(conn, rs, 413, "body_too_large", msg);
+        }
+        expect = (size_t)n;
+    }
+    if (front->length_header)
+        srv_target_length(&rs->target, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                   front->length_header));
+    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!front->content_ok(ct)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
+        return send_error(conn, rs, 415, "unsupported_media_type", msg);
+    }
+    /* Only a JSON body may hold base64 strings (a KServe body may end in
+     * raw tensor bytes: nothing there to decode). */
+    srv_body_init(&rs->body, expect, srv_cfg.max_body, front == &srv_native_front);
+    if (rs->target.len_hdr > 0 && rs->target.len_hdr_value < expect)
+        srv_body_align(&rs->body, (size_t)rs->target.len_hdr_value); /* binary tensors in place */
+    return MHD_YES;
+}
+
 /* The request's first call: its route, then, for a POST, whether its
  * headers let the body be read (all decided before a byte of it is). */
 static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
@@ -373,46 +420,7 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
         if (sid && strlen(sid) < sizeof rs->target.session_hdr)
             strcpy(rs->target.session_hdr, sid);
     }
-    const srv_front *front = rs->target.row->front;
-    size_t expect = 0; /* chunked */
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && !one_length(conn, cl))
-        return send_error(conn, rs, 400, "invalid_request",
-                          "the request's length is ambiguous: Content-Length given twice with "
-                          "different values, or with Transfer-Encoding (RFC 9112, 6.3)");
-    /* Any coding but chunked alone leaves no length to read the body by
-     * (libmicrohttpd would wait for the idle timeout). */
-    const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-    if (te && strcasecmp(te, "chunked") != 0)
-        return send_error(conn, rs, 400, "invalid_request",
-                          "Transfer-Encoding other than chunked is not supported: send the body "
-                          "with Content-Length, or chunked alone (RFC 9112, 6.3)");
-    if (cl) {
-        char *endp;
-        unsigned long long n = strtoull(cl, &endp, 10);
-        if (endp == cl || n > srv_cfg.max_body) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "the body is %.40s bytes; this server accepts at most %zu",
-                     cl, srv_cfg.max_body);
-            return send_error(conn, rs, 413, "body_too_large", msg);
-        }
-        expect = (size_t)n;
-    }
-    if (front->length_header)
-        srv_target_length(&rs->target, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                                   front->length_header));
-    const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (!front->content_ok(ct)) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
-        return send_error(conn, rs, 415, "unsupported_media_type", msg);
-    }
-    /* Only a JSON body may hold base64 strings (a KServe body may end in
-     * raw tensor bytes: nothing there to decode). */
-    srv_body_init(&rs->body, expect, srv_cfg.max_body, front == &srv_native_front);
-    if (rs->target.len_hdr > 0 && rs->target.len_hdr_value < expect)
-        srv_body_align(&rs->body, (size_t)rs->target.len_hdr_value); /* binary tensors in place */
-    return MHD_YES;
+    return accept_body(conn, rs);
 }
 
 /* Whether the request's body is still coming past ATTN_REQUEST_TIMEOUT,
