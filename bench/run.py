@@ -342,9 +342,12 @@ def print_notes(r, n, peak):
     for l in EXP_LENGTHS:
         m = exp_cost(r, l)
         if m:
+            share = (m[0] - m[1]) / m[0]
             parts.append("L = %d: %.2f ms (%.0f%% of the 1-thread peak) against %.2f ms (%.0f%%) without them, so "
-                         "the exponentials take %.1f%% of the core's time" % (
-                             l, m[0] * 1e3, 100 * m[2], m[1] * 1e3, 100 * m[3], 100 * (m[0] - m[1]) / m[0]))
+                         "%s" % (l, m[0] * 1e3, 100 * m[2], m[1] * 1e3, 100 * m[3],
+                                 "the exponentials take %.1f%% of the core's time" % (100 * share) if share >= 0 else
+                                 "no cost is measurable: the build without them was %.1f%% the slower, this "
+                                 "host's spread in these minutes" % (-100 * share)))
     print("Exponentials: the float32 core on 1 thread, least CPU time of %d runs (bench_kernels --cpu 1 L), in turns "
           "with the same library built with every exponential of the softmax replaced by its argument "
           "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "
