@@ -432,9 +432,13 @@ def print_long(r, n):
 def print_header(r, n):
     ours, ort, pt, pk = r["ours"], r["ort"], r["torch"], r["peak"]
     print()
-    print("Machine: %s, %d CPUs, %d threads. Load average (1 min) %.1f at the start, %.1f at the end: above the "
-          "CPU count, other work shared the machine and every figure here is lower than on a quiet one."
-          % (r["cpu"], os.cpu_count() or 1, n, r["load0"], r["load1"], ))
+    cpus = os.cpu_count() or 1
+    print("Machine: %s, %d CPUs, %d threads. Load average (1 min) %.1f at the start, %.1f at the end (the end's "
+          "includes the bench's own last steps: the server, its clients and PyTorch). %s"
+          % (r["cpu"], cpus, n, r["load0"], r["load1"],
+             "At the start the load was half the CPUs or more: other work shared the machine, and every figure "
+             "here may be lower than on a quiet one." if r["load0"] >= 0.5 * cpus else
+             "At the start the load was under half the CPUs: little else was running."))
 
     def pf(key):
         if pk.get(key) is None:
