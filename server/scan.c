@@ -222,7 +222,7 @@ static inline const char *skip_ws(const char *p, const char *end)
 /* At a ',' at the split's depth (p just past it): 1 when the walk ends
  * there, its end now standing for the ']' of every enclosing array; -1
  * when the walk is to stop (a cancelled tail); else 0. */
-static inline int walk_split(array_walk *w, const char *p)
+static inline __attribute__((always_inline)) int walk_split(array_walk *w, const char *p)
 {
     int sp = w->depth == split_level(w->sj) ? at_split(w->sj, p, w->mode, w->depth) : 0;
     if (sp > 0) {
@@ -304,7 +304,7 @@ static inline __attribute__((always_inline)) int array_numbers(array_walk *w, co
 /* After an element: ',' (another element) or one or more ']', each of which
  * closes an array whose length must match its siblings'. WALK_DONE when
  * the outermost closes, at *pp past it. */
-static inline int array_close(array_walk *w, const char **pp)
+static inline __attribute__((always_inline)) int array_close(array_walk *w, const char **pp)
 {
     const char *p = *pp;
     for (;;) {
