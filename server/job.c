@@ -3,8 +3,6 @@
  * arena buffers. */
 #include "srv.h"
 
-#include <math.h>
-
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,13 +176,13 @@ static int layout(srv_call *call, srv_job *j, srv_err *e)
  * encodes it next. */
 int srv_check_finite(const float *out, int64_t n, int64_t row_len, srv_err *e)
 {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(out[i]))
-            return srv_fail(e, 422, "overflow", "",
-                            "output row %lld is not finite: the computation overflowed float32 (a "
-                            "score q.k or a sum of weighted values beyond 3.4e38); scale the inputs down",
-                            (long long)(row_len > 0 ? i / row_len : i));
-    return 0;
+    int64_t i = srv_first_nonfinite(out, n);
+    if (i < 0)
+        return 0;
+    return srv_fail(e, 422, "overflow", "",
+                    "output row %lld is not finite: the computation overflowed float32 (a "
+                    "score q.k or a sum of weighted values beyond 3.4e38); scale the inputs down",
+                    (long long)(row_len > 0 ? i / row_len : i));
 }
 
 /* A job whose result or work is this large counts against
