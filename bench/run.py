@@ -52,6 +52,19 @@ EXP_LENGTHS = (512, 1024)  # where the exponentials' cost is measured (exp_costs
 # the build without exponentials 5% above the one with them at L = 512,
 # which 6 alternating turns a minute later put 9% below it
 EXP_TURNS = 5
+# The float32 exponential of 16 scores (lib/simd_math.h, exp_soft) puts 8
+# operations on the two multiply-add units (the multiply by log2 e, the
+# reduction's and the polynomial's multiply-adds; its rounding, clamp and
+# vscalefps run beside them, measured on Zen 5: docs/performance-log.md),
+# where the 16 scores' two products take 2 x 64 multiply-adds (d = 64).
+EXP_UNIT_OPS = 8
+PRODUCT_FMAS = 2 * 64
+
+
+def exp_ceiling(noexp_share):
+    """The share of the peak the core could reach with its exponentials,
+    from the share it reaches without them: the multiply-add units bound."""
+    return noexp_share * PRODUCT_FMAS / (PRODUCT_FMAS + EXP_UNIT_OPS)
 
 
 def run_json(cmd, what, env=None):
@@ -217,7 +230,8 @@ def exp_note(r, l):
     m = exp_cost(r, near)
     if not m:
         return ""
-    return "; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d)" % (100 * m[3], near)
+    return ("; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d), so %.0f%% with them "
+            "at most" % (100 * m[3], near, 100 * exp_ceiling(m[3])))
 
 
 def core_rows(t, r, l):
@@ -350,16 +364,19 @@ def print_notes(r, n, peak):
         if m:
             share = (m[0] - m[1]) / m[0]
             parts.append("L = %d: %.2f ms (%.0f%% of the 1-thread peak) against %.2f ms (%.0f%%) without them, so "
-                         "%s" % (l, m[0] * 1e3, 100 * m[2], m[1] * 1e3, 100 * m[3],
-                                 "the exponentials take %.1f%% of the core's time" % (100 * share) if share >= 0 else
-                                 "no cost is measurable: the build without them was %.1f%% the slower, this "
-                                 "host's spread in these minutes" % (-100 * share)))
+                         "%s; the ceiling with them is %.0f%%" % (
+                             l, m[0] * 1e3, 100 * m[2], m[1] * 1e3, 100 * m[3],
+                             "the exponentials take %.1f%% of the core's time" % (100 * share) if share >= 0 else
+                             "no cost is measurable: the build without them was %.1f%% the slower, this "
+                             "host's spread in these minutes" % (-100 * share), 100 * exp_ceiling(m[3])))
     print("Exponentials: the float32 core on 1 thread, least CPU time of %d runs (bench_kernels --cpu 1 L), in turns "
           "with the same library built with every exponential of the softmax replaced by its argument "
           "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "
-          "(lib/simd_math.h, exp_soft) takes 8 multiplies or multiply-adds and a vscalefps on the units that do "
-          "the 128 multiply-adds of their two products (d = 64)."
-          % (EXP_TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)"))
+          "(lib/simd_math.h, exp_soft) puts %d multiplies or multiply-adds on the two units that do the %d "
+          "multiply-adds of their two products (d = 64; its rounding, clamp and vscalefps run beside them), so the "
+          "ceiling is %d/%d of the share reached without them."
+          % (EXP_TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)",
+             EXP_UNIT_OPS, PRODUCT_FMAS, PRODUCT_FMAS, PRODUCT_FMAS + EXP_UNIT_OPS))
     checks = sorted(k[3:] for k in ort if k.startswith("ok_"))
     if checks:
         bad = [k for k in checks if not ort["ok_" + k]]
