@@ -227,7 +227,8 @@ test-examples: $(SERVER) $(BUILD)/lib_example $(BUILD)/lib_decode
 
 # ------------------------------------------------------------------ bench
 
-# One report: the machine's measured float32 FMA and bf16 peaks (bench/peak.c),
+# One report: the machine's measured float32 FMA and bf16 peaks and what the
+# library's exponential costs its multiply-add units (bench/peak.c),
 # this library through its public calls (bench_kernels) beside ONNX Runtime
 # through its C API (bench/ort_capi.c, dlopen'ing the CPU library the npm
 # package onnxruntime-node ships; its install script is skipped), PyTorch

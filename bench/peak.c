@@ -10,6 +10,14 @@
  * target attributes and are chosen at run time: on a CPU without the
  * instructions the figure is reported as null with the reason.
  *
+ * It also measures what the library's float32 exponential (exp_soft,
+ * lib/simd_math.h, as the AVX-512 kernels compile it) costs the
+ * multiply-add units: one thread, the twelve FMA chains with one
+ * exponential of an independent input added to each step. The steps'
+ * extra time over the chains' own, in units of one FMA's share of it, is
+ * "exp_units": the multiply-add slots an exponential of 16 floats takes
+ * from the products around it (its other operations run beside them).
+ *
  * Usage: peak [threads]   (default 2) */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -25,6 +33,9 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #define PEAK_X86 1
+/* the library's own vector words and exponential, AVX-512 variant */
+#include "simd_avx512.h"
+#include "simd_math.h"
 #endif
 
 #define CHAINS 12
@@ -61,6 +72,14 @@ static double cpu_now(void)
 static volatile float sink; /* keeps every chain's result live */
 
 #ifdef PEAK_X86
+#define PEAK_FMA512 fma_avx512
+#define PEAK_FMA_EXP512 fma_exp_avx512
+#else
+#define PEAK_FMA512 NULL
+#define PEAK_FMA_EXP512 NULL
+#endif
+
+#ifdef PEAK_X86
 /* A kernel: twelve chains of step(x) on vector type T from `one` for iters
  * steps; returns the flops done (flops per step of one chain). The vector
  * types and intrinsics differ by ISA, hence a macro. */
@@ -95,6 +114,24 @@ PEAK_KERNEL(fma_avx2, "avx2,fma", __m256, _mm256_set1_ps(1.0f), FMA256, _mm256_a
             hsum_avx2, 8 * 2)
 PEAK_KERNEL(dot_bf16, "avx512f,avx512bf16", __m512, _mm512_set1_ps(1.0f), DOT16,
             _mm512_add_ps, _mm512_reduce_add_ps, 32 * 2)
+
+/* The twelve chains, and one exponential a step on an input the compiler
+ * cannot see through, summed so that it stays live. */
+#define EXP_STEP(x) FMA512(x)
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) static double fma_exp_avx512(long iters)
+{
+    __m512 x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11;
+    x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = x8 = x9 = x10 = x11 = _mm512_set1_ps(1.0f);
+    __m512 e = _mm512_set1_ps(-0.3f), s = _mm512_setzero_ps();
+    for (long i = 0; i < iters; i++) {
+        STEP12(EXP_STEP);
+        __m512 a = e;
+        __asm__ volatile("" : "+v"(a));
+        s = _mm512_add_ps(s, exp_soft(a));
+    }
+    sink = _mm512_reduce_add_ps(_mm512_add_ps(SUM12(_mm512_add_ps), s));
+    return (double)iters * CHAINS * 16 * 2;
+}
 
 static int has_bf16(void)
 {
@@ -183,6 +220,24 @@ static void emit(const char *key, peak_kernel fn, int n, const char *why)
     fflush(stdout);
 }
 
+/* exp_units (see the top): the chains alone and with the exponentials,
+ * each the best of RUNS runs on one thread, in turns. */
+static void emit_exp_units(peak_kernel with_exp)
+{
+    if (!with_exp) {
+        printf(", \"exp_units\": null, \"exp_units_why\": \"measured for the AVX-512 kernels only\"");
+        return;
+    }
+    peak_kernel plain = PEAK_FMA512;
+    double alone = 0, with = 0;
+    for (int r = 0; r < 2; r++) {
+        peak_run a = best_of(plain, 1), b = best_of(with_exp, 1);
+        if (a.gflops > alone) alone = a.gflops;
+        if (b.gflops > with) with = b.gflops;
+    }
+    printf(", \"exp_units\": %.2f", CHAINS * (alone / with - 1.0));
+}
+
 int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 2;
@@ -202,6 +257,7 @@ int main(int argc, char **argv)
     emit("fp32_nt", f32, n, why32);
     emit("bf16_1t", bf16, 1, why16);
     emit("bf16_nt", bf16, n, why16);
+    emit_exp_units(f32 == PEAK_FMA512 ? PEAK_FMA_EXP512 : NULL);
     printf("}\n");
     return 0;
 }

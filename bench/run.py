@@ -52,19 +52,19 @@ EXP_LENGTHS = (512, 1024)  # where the exponentials' cost is measured (exp_costs
 # the build without exponentials 5% above the one with them at L = 512,
 # which 6 alternating turns a minute later put 9% below it
 EXP_TURNS = 5
-# The float32 exponential of 16 scores (lib/simd_math.h, exp_soft) puts 8
-# operations on the two multiply-add units (the multiply by log2 e, the
-# reduction's and the polynomial's multiply-adds; its rounding, clamp and
-# vscalefps run beside them, measured on Zen 5: docs/performance-log.md),
-# where the 16 scores' two products take 2 x 64 multiply-adds (d = 64).
-EXP_UNIT_OPS = 8
+# A vector of 16 scores costs its two products 2 x 64 multiply-adds (d =
+# 64); bench/peak.c measures how many more slots of the multiply-add units
+# its exponential takes ("exp_units": 8 on Zen 5, the multiply by log2 e and
+# the multiply-adds; the rounding, clamp and vscalefps run beside them).
 PRODUCT_FMAS = 2 * 64
 
 
-def exp_ceiling(noexp_share):
+def exp_ceiling(r, noexp_share):
     """The share of the peak the core could reach with its exponentials,
-    from the share it reaches without them: the multiply-add units bound."""
-    return noexp_share * PRODUCT_FMAS / (PRODUCT_FMAS + EXP_UNIT_OPS)
+    from the share it reaches without them: the multiply-add units bound.
+    None when bench/peak.c did not measure the exponential."""
+    u = r["peak"].get("exp_units")
+    return noexp_share * PRODUCT_FMAS / (PRODUCT_FMAS + u) if u is not None and u >= 0 else None
 
 
 def run_json(cmd, what, env=None):
@@ -223,6 +223,19 @@ def exp_cost(r, l):
     return c, z, gf(f, c) / p1, gf(f, z) / p1
 
 
+def exp_units_note(r):
+    """What bench/peak.c measured of the exponential's cost to the
+    multiply-add units, and the ceiling it sets."""
+    u = r["peak"].get("exp_units")
+    if u is None:
+        return "The exponential's cost to the multiply-add units was not measured (%s)." % r["peak"].get(
+            "exp_units_why", "bench/peak.c did not run")
+    return ("The exponential of 16 scores (lib/simd_math.h, exp_soft) takes %.1f slots of the multiply-add units "
+            "(bench/peak.c: twelve FMA chains with one exponential a step, one thread), against the %d "
+            "multiply-adds of the 16 scores' two products (d = 64), so the core's ceiling is %d/%.1f of the share "
+            "it reaches without them." % (u, PRODUCT_FMAS, PRODUCT_FMAS, PRODUCT_FMAS + u))
+
+
 def exp_note(r, l):
     """What a core row's miss adds: the share of the peak the core reaches
     on one thread without its exponentials (at the nearest measured L)."""
@@ -230,8 +243,9 @@ def exp_note(r, l):
     m = exp_cost(r, near)
     if not m:
         return ""
-    return ("; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d), so %.0f%% with them "
-            "at most" % (100 * m[3], near, 100 * exp_ceiling(m[3])))
+    c = exp_ceiling(r, m[3])
+    return "; without its exponentials the core reaches %.0f%% of peak (1 thread, L = %d)%s" % (
+        100 * m[3], near, ", so %.0f%% with them at most" % (100 * c) if c else "")
 
 
 def core_rows(t, r, l):
@@ -362,21 +376,18 @@ def print_notes(r, n, peak):
     for l in EXP_LENGTHS:
         m = exp_cost(r, l)
         if m:
-            share = (m[0] - m[1]) / m[0]
+            share, c = (m[0] - m[1]) / m[0], exp_ceiling(r, m[3])
             parts.append("L = %d: %.2f ms (%.0f%% of the 1-thread peak) against %.2f ms (%.0f%%) without them, so "
-                         "%s; the ceiling with them is %.0f%%" % (
+                         "%s%s" % (
                              l, m[0] * 1e3, 100 * m[2], m[1] * 1e3, 100 * m[3],
                              "the exponentials take %.1f%% of the core's time" % (100 * share) if share >= 0 else
                              "no cost is measurable: the build without them was %.1f%% the slower, this "
-                             "host's spread in these minutes" % (-100 * share), 100 * exp_ceiling(m[3])))
+                             "host's spread in these minutes" % (-100 * share),
+                             "; the ceiling with them is %.0f%%" % (100 * c) if c else ""))
     print("Exponentials: the float32 core on 1 thread, least CPU time of %d runs (bench_kernels --cpu 1 L), in turns "
           "with the same library built with every exponential of the softmax replaced by its argument "
-          "(bench_kernels_noexp: wrong answers, timed only for this): %s. The exponential of 16 scores "
-          "(lib/simd_math.h, exp_soft) puts %d multiplies or multiply-adds on the two units that do the %d "
-          "multiply-adds of their two products (d = 64; its rounding, clamp and vscalefps run beside them), so the "
-          "ceiling is %d/%d of the share reached without them."
-          % (EXP_TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)",
-             EXP_UNIT_OPS, PRODUCT_FMAS, PRODUCT_FMAS, PRODUCT_FMAS + EXP_UNIT_OPS))
+          "(bench_kernels_noexp: wrong answers, timed only for this): %s. %s"
+          % (EXP_TURNS, "; ".join(parts) if parts else "skipped (bench_kernels_noexp did not run)", exp_units_note(r)))
     checks = sorted(k[3:] for k in ort if k.startswith("ok_"))
     if checks:
         bad = [k for k in checks if not ort["ok_" + k]]
@@ -530,6 +541,10 @@ def run_all(args):
     r["ses"] = run_json([sys.executable, os.path.join(HERE, "session_bench.py"), "--build", b], "session_bench", env)
     peak2 = run_json(peak_cmd, "peak", env)
     for k, v in peak2.items():  # the better of the two peak runs, with its CPU share
+        if k == "exp_units":  # a cost: the lesser
+            if v is not None and (r["peak"].get(k) is None or v < r["peak"][k]):
+                r["peak"][k] = v
+            continue
         if isinstance(v, float) and not k.endswith("_share") and v > (r["peak"].get(k) or 0):
             r["peak"][k], r["peak"][k + "_cpu_share"] = v, peak2.get(k + "_cpu_share")
     r["load1"] = os.getloadavg()[0]
