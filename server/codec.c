@@ -277,19 +277,14 @@ static int object_shape(srv_codec *c, json_t *j, const char *field, int *r, int6
     return shape_count(c, *r, shape, field, count, e);
 }
 
-/* A tensor object's b64 string (jb; dtype jt or NULL) of count elements
- * into *data: little-endian floats checked for finiteness as they are
- * decoded (while the body arrived, when it could be), bytes for 0 or 1. */
-static int object_b64(srv_codec *c, json_t *jb, json_t *jt, const char *field, int kind,
-                      int64_t count, void **data, srv_err *e)
+/* A tensor object's b64 string (jb) of count elements into *data:
+ * little-endian floats checked for finiteness as they are decoded (while
+ * the body arrived, when it could be), bytes for 0 or 1. */
+static int object_b64(srv_codec *c, json_t *jb, const char *field, int kind, int64_t count,
+                      void **data, srv_err *e)
 {
     char sub[96];
-    const char *want = kind == K_BOOL ? "bool" : "float32";
     size_t esz = kind == K_BOOL ? 1 : sizeof(float);
-    snprintf(sub, sizeof sub, "%s.dtype", field);
-    if (jt && (!json_is_string(jt) || strcmp(json_string_value(jt), want)))
-        return srv_fail(e, 400, "invalid_tensor", sub,
-                        "%s must be \"%s\" for a %s", sub, want, kind_name(kind));
     snprintf(sub, sizeof sub, "%s.b64", field);
     const char *s;
     size_t slen;
@@ -328,18 +323,12 @@ static int object_b64(srv_codec *c, json_t *jb, json_t *jt, const char *field, i
     return 0;
 }
 
-/* A tensor object's data (jd; dtype jt or NULL): a flat array of count
- * values, lifted out by the scanner or as Jansson read it, into *data. */
-static int object_data(srv_codec *c, json_t *jd, json_t *jt, const char *field, int kind,
-                       int64_t count, void **data, srv_err *e)
+/* A tensor object's data (jd): a flat array of count values, lifted out
+ * by the scanner or as Jansson read it, into *data. */
+static int object_data(srv_codec *c, json_t *jd, const char *field, int kind, int64_t count,
+                       void **data, srv_err *e)
 {
     char sub[96];
-    const char *want = kind == K_BOOL ? "bool" : "float32";
-    if (jt) {
-        snprintf(sub, sizeof sub, "%s.dtype", field);
-        if (!json_is_string(jt) || strcmp(json_string_value(jt), want))
-            return srv_fail(e, 400, "invalid_tensor", sub, "%s must be \"%s\"", sub, want);
-    }
     snprintf(sub, sizeof sub, "%s.data", field);
     int dr;
     int64_t dshape[ATTN_MAX_RANK];
@@ -373,8 +362,15 @@ static int from_object(srv_codec *c, json_t *j, const char *field, int kind,
     if ((jd != NULL) == (jb != NULL))
         return srv_fail(e, 400, "invalid_tensor", field,
                         "%s must have exactly one of data and b64", field);
-    return jb ? object_b64(c, jb, jt, field, kind, count, data, e)
-              : object_data(c, jd, jt, field, kind, count, data, e);
+    const char *want = kind == K_BOOL ? "bool" : "float32";
+    if (jt && (!json_is_string(jt) || strcmp(json_string_value(jt), want))) {
+        char sub[96];
+        snprintf(sub, sizeof sub, "%s.dtype", field);
+        return srv_fail(e, 400, "invalid_tensor", sub,
+                        "%s must be \"%s\" for a %s", sub, want, kind_name(kind));
+    }
+    return jb ? object_b64(c, jb, field, kind, count, data, e)
+              : object_data(c, jd, field, kind, count, data, e);
 }
 
 static int decode_any(srv_codec *c, json_t *j, const char *field, int kind,
