@@ -72,14 +72,6 @@ static double cpu_now(void)
 static volatile float sink; /* keeps every chain's result live */
 
 #ifdef PEAK_X86
-#define PEAK_FMA512 fma_avx512
-#define PEAK_FMA_EXP512 fma_exp_avx512
-#else
-#define PEAK_FMA512 NULL
-#define PEAK_FMA_EXP512 NULL
-#endif
-
-#ifdef PEAK_X86
 /* A kernel: twelve chains of step(x) on vector type T from `one` for iters
  * steps; returns the flops done (flops per step of one chain). The vector
  * types and intrinsics differ by ISA, hence a macro. */
@@ -116,15 +108,15 @@ PEAK_KERNEL(dot_bf16, "avx512f,avx512bf16", __m512, _mm512_set1_ps(1.0f), DOT16,
             _mm512_add_ps, _mm512_reduce_add_ps, 32 * 2)
 
 /* The twelve chains, and one exponential a step on an input the compiler
- * cannot see through, summed so that it stays live. */
-#define EXP_STEP(x) FMA512(x)
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma"))) static double fma_exp_avx512(long iters)
+ * cannot see through, summed so that it stays live (TGT: the library's
+ * own AVX-512 target, under which exp_soft is compiled). */
+TGT static double fma_exp_avx512(long iters)
 {
     __m512 x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11;
     x0 = x1 = x2 = x3 = x4 = x5 = x6 = x7 = x8 = x9 = x10 = x11 = _mm512_set1_ps(1.0f);
     __m512 e = _mm512_set1_ps(-0.3f), s = _mm512_setzero_ps();
     for (long i = 0; i < iters; i++) {
-        STEP12(EXP_STEP);
+        STEP12(FMA512);
         __m512 a = e;
         __asm__ volatile("" : "+v"(a));
         s = _mm512_add_ps(s, exp_soft(a));
@@ -220,15 +212,14 @@ static void emit(const char *key, peak_kernel fn, int n, const char *why)
     fflush(stdout);
 }
 
-/* exp_units (see the top): the chains alone and with the exponentials,
- * each the best of RUNS runs on one thread, in turns. */
-static void emit_exp_units(peak_kernel with_exp)
+/* exp_units (see the top): the chains alone (plain) and with the
+ * exponentials, each the best of RUNS runs on one thread, in turns. */
+static void emit_exp_units(peak_kernel plain, peak_kernel with_exp)
 {
     if (!with_exp) {
         printf(", \"exp_units\": null, \"exp_units_why\": \"measured for the AVX-512 kernels only\"");
         return;
     }
-    peak_kernel plain = PEAK_FMA512;
     double alone = 0, with = 0;
     for (int r = 0; r < 2; r++) {
         peak_run a = best_of(plain, 1), b = best_of(with_exp, 1);
@@ -242,11 +233,11 @@ int main(int argc, char **argv)
 {
     int n = argc > 1 ? atoi(argv[1]) : 2;
     if (n < 1 || n > 64) n = 2;
-    peak_kernel f32 = NULL, bf16 = NULL;
+    peak_kernel f32 = NULL, bf16 = NULL, f32_exp = NULL;
     const char *isa = "none", *why32 = "not an x86-64 CPU", *why16 = why32;
 #ifdef PEAK_X86
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) { f32 = fma_avx512; isa = "avx512 (zmm)"; }
+    if (__builtin_cpu_supports("avx512f")) { f32 = fma_avx512; f32_exp = fma_exp_avx512; isa = "avx512 (zmm)"; }
     else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) { f32 = fma_avx2; isa = "avx2+fma (ymm)"; }
     else why32 = "the CPU has neither AVX-512 nor AVX2+FMA";
     if (has_bf16()) bf16 = dot_bf16;
@@ -257,7 +248,7 @@ int main(int argc, char **argv)
     emit("fp32_nt", f32, n, why32);
     emit("bf16_1t", bf16, 1, why16);
     emit("bf16_nt", bf16, n, why16);
-    emit_exp_units(f32 == PEAK_FMA512 ? PEAK_FMA_EXP512 : NULL);
+    emit_exp_units(f32, f32_exp);
     printf("}\n");
     return 0;
 }
