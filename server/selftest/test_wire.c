@@ -674,6 +674,59 @@ static void test_scan_split(int n)
     printf("scanner, arrays over 1 MB: %ld tensors equal, %ld errors equal, %ld differ\n", ok, err, bad);
 }
 
+/* Rows of Python's repr numbers (17 digits, ", " between them), the form
+ * the scanner reads in runs, with hard numbers among them: float
+ * midpoints to 17-25 digits, which its fast parse leaves to the exact one
+ * mid-row, and "%.9g" and short ones. Every float must equal strtof's of
+ * its own text. (An array under MIN_ARRAY_TEXT bytes stays in Jansson's
+ * envelope, whose double is rounded to float: the same but for decimals
+ * within half a double's unit of a float midpoint, as Python's json and
+ * torch.tensor give; so the arrays here are longer.) */
+static void test_scan_long_rows(int n)
+{
+    long total = 0, bad = 0;
+    for (int it = 0; it < n; it++) {
+        int rows = 1 + (int)(rnd() % 6), cols = 8 + (int)(rnd() % 53); /* >= 128 bytes */
+        float *want = malloc((size_t)rows * cols * sizeof *want);
+        srv_buf b = {0};
+        srv_buf_puts(&b, "{\"query\": [");
+        for (int r = 0, k = 0; r < rows; r++) {
+            srv_buf_puts(&b, r ? ", [" : "[");
+            for (int c = 0; c < cols; c++, k++) {
+                uint32_t u = (uint32_t)rnd() & 0xbfffffffu; /* |f| < 2 */
+                float f, g;
+                memcpy(&f, &u, 4);
+                g = nextafterf(f, signbit(f) ? -INFINITY : INFINITY);
+                char t[64];
+                int kind = (int)(rnd() % 8);
+                if (kind == 0)
+                    snprintf(t, sizeof t, "%.*g", 17 + (int)(rnd() % 9), ((double)f + g) / 2);
+                else if (kind == 1)
+                    snprintf(t, sizeof t, rnd() % 2 ? "%.9g" : "%.3g", (double)f);
+                else
+                    snprintf(t, sizeof t, "%.17g", (double)f);
+                srv_buf_printf(&b, "%s%s", c ? ", " : "", t);
+                want[k] = strtof(t, NULL);
+            }
+            srv_buf_putc(&b, ']');
+        }
+        srv_buf_puts(&b, "], \"key\": [1, 2]}");
+        decoded d;
+        decode(b.data, b.len, 1, 0, &d);
+        total += (long)rows * cols;
+        if (d.rc != 0 || d.t.shape[0] != rows || d.t.shape[1] != cols ||
+            memcmp(d.t.data, want, (size_t)rows * cols * sizeof *want))
+            bad++;
+        json_decref(d.root);
+        srv_arena_free(&d.a);
+        srv_buf_free(&b);
+        free(want);
+    }
+    check(bad == 0, "scanner: rows of long numbers with hard ones equal strtof", "");
+    printf("scanner, long rows: %ld numbers in %d bodies against strtof, %ld bodies differ\n", total, n,
+           bad);
+}
+
 /* A batch of one, (1, 2000, 200), is parsed in two halves (the helper
  * thread may start too late for one parse: 50 tries) into the same floats
  * as Jansson's; a batch of one vector, (1, 400000), is not split. */
@@ -935,6 +988,7 @@ int main(int argc, char **argv)
     test_b64_tensor();
     test_scan((int)(20000 * scale));
     test_scan_split((int)(24 * scale));
+    test_scan_long_rows((int)(2000 * scale));
     test_scan_batch_of_one();
     test_scan_reserved();
     test_encode_split();
