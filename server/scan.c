@@ -153,9 +153,9 @@ enum { ROW_AT_NUMBER, ROW_AFTER_COMMA, ROW_CLOSED }; /* row_run's *how */
  * separators before any is read: the ',' and ']' of 64 bytes at a time as
  * a bit mask, then each number parsed from its own start, so no parse waits
  * for the one before it to find where it ends (the one-by-one loop's chain
- * of dependent loads). Each number must be of srv_parse_short's form (up
- * to 9 bytes) or srv_parse_float_long's, decided by it, and end exactly at
- * the next separator; one space may follow a ','. Returns where the caller goes on, *how saying
+ * of dependent loads). Each number must be srv_parse_short's (the rows of
+ * longer ones are the one-by-one loop's) and end exactly at the next
+ * separator; one space may follow a ','. Returns where the caller goes on, *how saying
  * what is there: the row's ']' (ROW_CLOSED), or the first number this does
  * not take (ROW_AT_NUMBER, p itself) or the byte after the ',' before it
  * (ROW_AFTER_COMMA), when a number is of another form, is followed by
@@ -173,8 +173,7 @@ static inline const char *row_run(const char *p, const char *end, float **data, 
             if (*n == *cap && grow(data, cap))
                 return NULL;
             int finite, neg = *s == '-';
-            const char *e = t - s <= 9 ? srv_parse_short(s + neg, neg, *data + *n, &finite) : NULL;
-            if (e != t && srv_parse_float_long(s, *data + *n, &finite) != t)
+            if (t - s > 9 || srv_parse_short(s + neg, neg, *data + *n, &finite) != t)
                 goto out;
             ++*n;
             ++*row;
