@@ -289,12 +289,6 @@ static void emit_l(const char *row, int64_t l, double t)
 
 /* ------------------------------------------------------------- bf16 */
 
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The least CPU and wall seconds of reps calls of fn (after one warm-up). */
 static void least_of(bench_fn fn, void *arg, int reps, double *cpu, double *wall)
@@ -302,9 +296,9 @@ static void least_of(bench_fn fn, void *arg, int reps, double *cpu, double *wall
     fn(arg);
     *cpu = *wall = INFINITY;
     for (int i = 0; i < reps; i++) {
-        double c0 = cpu_now(), w0 = bench_now();
+        double c0 = bench_cpu_now(), w0 = bench_now();
         fn(arg);
-        *cpu = fmin(*cpu, cpu_now() - c0);
+        *cpu = fmin(*cpu, bench_cpu_now() - c0);
         *wall = fmin(*wall, bench_now() - w0);
     }
 }
@@ -319,9 +313,9 @@ static void least_of_pair(mha_args a[2], int reps, double cpu[2], double wall[2]
     }
     for (int i = 0; i < reps; i++)
         for (int k = 0; k < 2; k++) {
-            double c0 = cpu_now(), w0 = bench_now();
+            double c0 = bench_cpu_now(), w0 = bench_now();
             mha_run(&a[k]);
-            cpu[k] = fmin(cpu[k], cpu_now() - c0);
+            cpu[k] = fmin(cpu[k], bench_cpu_now() - c0);
             wall[k] = fmin(wall[k], bench_now() - w0);
         }
 }

@@ -14,6 +14,7 @@
  * Usage: bench_wire [reps]   (default 9 timed runs after one warm-up)
  *        bench_wire --parse [reps]   (the scanner alone on a 12 MB and a
  *        6 MB multihead body: best CPU time of reps runs, default 15) */
+#include "bench_util.h"
 #include "srv.h"
 
 #include <stdio.h>
@@ -278,14 +279,6 @@ static void b64_jansson_write(void *arg)
 
 /* ------------------------------------------------------------ --parse */
 
-/* CPU seconds of this process (all its threads). */
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Python's repr of the double d (what json.dumps writes for a float32
  * tensor's tolist()): the shortest "%.{1..17}g" that reads back to d, with
  * ".0" on integers and Python's exponent form below 1e-4 and from 1e16. */
@@ -424,9 +417,9 @@ static void parse_best(const char *name, const char *body, size_t len, int64_t w
 {
     double best_cpu = 1e30, best_wall = 1e30;
     for (int i = 0; i < reps; i++) {
-        double c0 = cpu_now(), w0 = now();
+        double c0 = bench_cpu_now(), w0 = now();
         int64_t n = parse_once(body, len);
-        double c = cpu_now() - c0, w = now() - w0;
+        double c = bench_cpu_now() - c0, w = now() - w0;
         if (n != want) {
             fprintf(stderr, "bench_wire: %s: %lld floats parsed, %lld expected\n", name,
                     (long long)n, (long long)want);

@@ -12,16 +12,11 @@
 #include <time.h>
 
 #include "attn.h"
+#include "bench_util.h"
 
 #define HEADS 8
 #define HD 64
 
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static float *noise(size_t n, uint64_t seed)
 {
@@ -60,12 +55,12 @@ static double run(attn_ctx *ctx, int64_t lq, int64_t lk, int opts, int decode,
     r.opt.sinks = opts & OPT_SINKS ? sinks : NULL;
     r.opt.n_sinks = opts & OPT_SINKS ? 1 : 0;
     attn_error err;
-    double t0 = cpu_now();
+    double t0 = bench_cpu_now();
     if (attn_compute(ctx, &r, o, NULL, &err) != ATTN_OK) {
         fprintf(stderr, "bench_modern: %s: %s\n", err.field, err.message);
         exit(2);
     }
-    return cpu_now() - t0;
+    return bench_cpu_now() - t0;
 }
 
 static const struct { const char *name; int opts; } rows[] = {
