@@ -289,7 +289,6 @@ static void emit_l(const char *row, int64_t l, double t)
 
 /* ------------------------------------------------------------- bf16 */
 
-
 /* The least CPU and wall seconds of reps calls of fn (after one warm-up). */
 static void least_of(bench_fn fn, void *arg, int reps, double *cpu, double *wall)
 {

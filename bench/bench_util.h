@@ -1,11 +1,11 @@
-/* bench_util.h - the timing, input and JSON-output helpers bench_kernels.c and ort_capi.c share, so both sides are timed alike. */
+/* bench_util.h - the timing, input and JSON-output helpers the bench programs share (bench_kernels.c and ort_capi.c, so both sides are timed alike; bench_wire.c and modern.c for their clocks). */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <dirent.h>
 #include <sys/mman.h>
 #include <time.h>
 

@@ -33,31 +33,17 @@ srv_config srv_cfg; /* the codecs read no field of it; the linker wants it */
 static int reps = 9;
 static int first_field = 1;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median of `reps` timed runs after one warm-up. */
-typedef void (*bench_fn)(void *);
 static double median_time(bench_fn fn, void *arg)
 {
     double t[MAX_REPS] = {0};
     fn(arg);
     for (int i = 0; i < reps; i++) {
-        double t0 = now();
+        double t0 = bench_now();
         fn(arg);
-        t[i] = now() - t0;
+        t[i] = bench_now() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    qsort(t, (size_t)reps, sizeof t[0], bench_cmp_double);
     return t[reps / 2];
 }
 
@@ -417,9 +403,9 @@ static void parse_best(const char *name, const char *body, size_t len, int64_t w
 {
     double best_cpu = 1e30, best_wall = 1e30;
     for (int i = 0; i < reps; i++) {
-        double c0 = bench_cpu_now(), w0 = now();
+        double c0 = bench_cpu_now(), w0 = bench_now();
         int64_t n = parse_once(body, len);
-        double c = bench_cpu_now() - c0, w = now() - w0;
+        double c = bench_cpu_now() - c0, w = bench_now() - w0;
         if (n != want) {
             fprintf(stderr, "bench_wire: %s: %lld floats parsed, %lld expected\n", name,
                     (long long)n, (long long)want);

@@ -17,7 +17,6 @@
 #define HEADS 8
 #define HD 64
 
-
 static float *noise(size_t n, uint64_t seed)
 {
     float *x = malloc(n * sizeof *x);
