@@ -299,7 +299,7 @@ typedef struct {
                          * (an integer window w is [w, w]; with causal, right is min(right, 0)) */
     int64_t window_left;  /* >= 0, or -1 for an unbounded side (< -1: ATTN_ERR_PARAM "window") */
     int64_t window_right; /* >= 0, or -1 for an unbounded side */
-    float softcap;      /* > 0: step 2; 0: off; negative or not finite: ATTN_ERR_PARAM */
+    float softcap;      /* >= FLT_MIN: step 2; 0: off; otherwise ATTN_ERR_PARAM */
     int alibi;          /* step 3's ALiBi term; the distance |i' - j| is taken in float */
     const float *alibi_slopes; /* alibi: H slopes (1 for the rules), or NULL for the
                                 * ALiBi paper's slopes for H heads: 2^(-8h/H),

@@ -1,5 +1,6 @@
 /* shape.c - validation of tensors, masks and options against a request's
  * sizes, with messages worded for an API user. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -132,6 +133,11 @@ static attn_status check_pipeline(const attn_options *o, int64_t H, attn_error *
     if (!(o->softcap >= 0.0f) || !isfinite(o->softcap))
         return attn_fail(err, ATTN_ERR_PARAM, "softcap",
                          "softcap must be a finite number > 0, got %g", (double)o->softcap);
+    /* the kernels divide by it once: below FLT_MIN, 1 / c overflows */
+    if (o->softcap > 0.0f && o->softcap < FLT_MIN)
+        return attn_fail(err, ATTN_ERR_PARAM, "softcap",
+                         "softcap must be at least %.9g (the smallest normal float32), got %g",
+                         (double)FLT_MIN, (double)o->softcap);
     if (o->alibi &&
         (st = check_per_head("alibi", "slope", o->alibi_slopes, o->n_alibi_slopes, H, err)) !=
             ATTN_OK)

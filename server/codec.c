@@ -197,6 +197,32 @@ static void index_path(char *out, size_t n, const char *field, int rank,
 }
 
 /* Adopts a blob the scanner parsed. */
+/* The flat index of the first number in a lifted array's text t[0..n)
+ * that a double does not read as exactly 0 or 1, or -1: a mask's floats
+ * cannot tell (1e-50 rounds to 0.0f, 0.99999999 to 1.0f), and the same
+ * array short enough to stay in Jansson's envelope is refused for them.
+ * The scanner has checked the syntax; the text ends before the body's
+ * NUL, so strtod stops at the number's end. */
+static int64_t first_inexact_bit(const char *t, size_t n)
+{
+    const char *end = t + n;
+    int64_t i = 0;
+    for (const char *p = t; p < end; p++) {
+        if (*p == 't' || *p == 'f') { /* true, false */
+            p += *p == 't' ? 3 : 4;
+            i++;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            char *q;
+            double x = strtod(p, &q);
+            if (x != 0.0 && x != 1.0)
+                return i;
+            p = q - 1;
+            i++;
+        }
+    }
+    return -1;
+}
+
 static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kind,
                      int *rank, int64_t *shape, void **data, srv_err *e)
 {
@@ -214,13 +240,16 @@ static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kin
         uint8_t *m = srv_arena_alloc(c->arena, (size_t)count);
         if (!m)
             return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
-        for (int64_t i = 0; i < count; i++) {
+        int64_t bad = b->text && b->has_num ? first_inexact_bit(b->text, b->text_len) : -1;
+        for (int64_t i = 0; i < count && bad < 0; i++) {
             float f = b->data[i];
-            if (f != 0.0f && f != 1.0f) {
-                index_path(at, sizeof at, field, b->rank, b->shape, i);
-                return srv_fail(e, 400, "invalid_tensor", at, "%s must be true/false or 1/0", at);
-            }
+            if (f != 0.0f && f != 1.0f)
+                bad = i;
             m[i] = f != 0.0f;
+        }
+        if (bad >= 0) {
+            index_path(at, sizeof at, field, b->rank, b->shape, bad);
+            return srv_fail(e, 400, "invalid_tensor", at, "%s must be true/false or 1/0", at);
         }
         *data = m;
     }

@@ -2,6 +2,7 @@
  * slot takes each, read from JSON into a job, listed in errors and metadata. */
 #include "srv.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -427,7 +428,8 @@ static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
 }
 
 /* A number within float32; softcap, whose 0 would mean "off" to the
- * library, must be above 0. */
+ * library, must be a normal float32 above 0 (a smaller one would round to
+ * that 0, or make the kernels' 1 / c overflow). */
 static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
 {
     if (!json_is_number(v))
@@ -435,8 +437,10 @@ static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
     double x = json_number_value(v);
     if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
         return bad_value(e, f, "a finite float32 value");
-    if (f->slot == SRV_SLOT_SOFTCAP && !(x > 0))
-        return srv_fail(e, 422, "invalid_param", f->name, "%s must be above 0, got %g", f->name, x);
+    if (f->slot == SRV_SLOT_SOFTCAP && !((float)x >= FLT_MIN))
+        return srv_fail(e, 422, "invalid_param", f->name,
+                        "%s must be at least %.9g (the smallest normal float32), got %g", f->name,
+                        (double)FLT_MIN, x);
     *number_slot(j, f->slot) = (float)x;
     note_slot(j, f->slot);
     return 0;
@@ -635,9 +639,10 @@ int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, 
             float x = b->data[i];
             if (b->has_bool || x != floorf(x))
                 return srv_fail(e, 400, "invalid_field", field, "%s[%zu] must be an integer", field, i);
-            if (fabsf(x) >= 16777216.0f)
+            if (fabsf(x) >= 16777216.0f) /* x is its rounding: name the bound, not x */
                 return srv_fail(e, 422, "invalid_param", field,
-                                "%s[%zu] is out of range (%.0f)", field, i, (double)x);
+                                "%s[%zu] is out of range: a list of 128 bytes of text or more "
+                                "takes indices of magnitude below 2^24 = 16777216", field, i);
             ix[i] = (int64_t)x;
         } else {
             json_t *x = json_array_get(v, i);
@@ -797,6 +802,15 @@ static int check_applies(const srv_field *f, attn_rule rule, srv_err *e)
                     n > 1 ? "s" : "", list, mha, attn_rule_name(rule));
 }
 
+/* Whether the field called name is among those present. */
+static int given(const unsigned char present[N_FIELDS], const char *name)
+{
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (!strcmp(fields[i].name, name))
+            return present[i];
+    return 0;
+}
+
 int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c, srv_job *j,
                     srv_err *e)
 {
@@ -804,6 +818,10 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
     unsigned char present[N_FIELDS] = {0};
     if (only_fields(obj, where, what, present, e))
         return -1;
+    /* KServe parameters hold no pairs, so they also take the sides alone */
+    if (given(present, "window") && (given(present, "window_left") || given(present, "window_right")))
+        return srv_fail(e, 400, "invalid_field", "window",
+                        "window sets both sides: give it or window_left and window_right, not both");
     for (size_t i = 0; j->kind == SRV_JOB_ATTENTION && i < N_FIELDS; i++)
         if (present[i] && check_applies(&fields[i], j->u.att.rule, e))
             return -1;

@@ -649,15 +649,16 @@ static int hexval(char c)
     return -1;
 }
 
-/* s as one line of the log: control bytes, DEL and bytes from 0x80
- * written %XX (a path's %0a, decoded, would start a forged line); at most
- * 3 strlen(s) bytes into out. */
+/* s as one field of a log line: spaces, control bytes, DEL, bytes from
+ * 0x80 and '%' itself written %XX (a path's %0a, decoded, would start a
+ * forged line, and its %20 a forged field); at most 3 strlen(s) bytes into
+ * out. */
 static size_t log_safe(const char *s, char *out)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t n = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p >= 0x20 && *p < 0x7f) {
+        if (*p > 0x20 && *p < 0x7f && *p != '%') {
             out[n++] = (char)*p;
             continue;
         }

@@ -126,12 +126,48 @@ static int decode_where(json_t *params, srv_job *j, srv_err *e)
     return 0;
 }
 
-/* id, model_name and parameters; the parameters into the job. */
+/* obj[key] back into a Jansson string when the scanner lifted it out of
+ * the envelope (a string of 256 bytes or more without escapes). */
+static int unlift(const srv_codec *c, json_t *obj, const char *key, srv_err *e)
+{
+    json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+    const srv_blob *b = v ? srv_blob_of(c->scan, v) : NULL;
+    if (!b || !b->is_string)
+        return 0;
+    json_t *s = json_stringn(b->str, b->len);
+    if (!s)
+        return srv_fail(e, 400, "invalid_field", key, "%s must be a string of UTF-8 text", key);
+    if (json_object_set_new(obj, key, s))
+        return srv_fail(e, 503, "overloaded", "", "out of memory");
+    return 0;
+}
+
+/* The strings the request names things with, whatever their length: its
+ * id, model name and version, and each input's name and datatype and
+ * output's name. */
+static int unlift_names(const srv_codec *c, json_t *root, srv_err *e)
+{
+    if (unlift(c, root, "id", e) || unlift(c, root, "model_name", e) ||
+        unlift(c, root, "model_version", e))
+        return -1;
+    json_t *ins = json_object_get(root, "inputs"), *outs = json_object_get(root, "outputs");
+    for (size_t i = 0; json_is_array(ins) && i < json_array_size(ins); i++)
+        if (unlift(c, json_array_get(ins, i), "name", e) ||
+            unlift(c, json_array_get(ins, i), "datatype", e))
+            return -1;
+    for (size_t i = 0; json_is_array(outs) && i < json_array_size(outs); i++)
+        if (unlift(c, json_array_get(outs, i), "name", e))
+            return -1;
+    return 0;
+}
+
+/* id, model_name, model_version and parameters; the parameters into the
+ * job. */
 static int read_top(json_t *root, ks_body *kb, srv_codec *c, srv_job *j, srv_err *e)
 {
     static const char *const root_keys[] = {"id", "parameters", "inputs", "outputs",
                                             "model_name", "model_version", NULL};
-    if (only_keys(root, root_keys, "field", e))
+    if (only_keys(root, root_keys, "field", e) || unlift_names(c, root, e))
         return -1;
     json_t *id = json_object_get(root, "id");
     if (id && !json_is_string(id))
@@ -142,6 +178,11 @@ static int read_top(json_t *root, ks_body *kb, srv_codec *c, srv_job *j, srv_err
     if (mn && (!json_is_string(mn) || strcmp(json_string_value(mn), name)))
         return srv_fail(e, 400, "invalid_field", "model_name",
                         "model_name does not match the model in the path (%s)", name);
+    json_t *mv = json_object_get(root, "model_version");
+    if (mv && (!json_is_string(mv) || strcmp(json_string_value(mv), SRV_KS_MODEL_VERSION)))
+        return srv_fail(e, 400, "invalid_field", "model_version",
+                        "model_version must be \"" SRV_KS_MODEL_VERSION "\", the only version of %s",
+                        name);
     json_t *params = json_object_get(root, "parameters");
     if (params && !json_is_object(params))
         return srv_fail(e, 400, "invalid_field", "parameters", "parameters must be an object");
@@ -208,7 +249,7 @@ static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
     json_t *jo = json_object_get(root, "outputs");
     int *nw = j->kind == SRV_JOB_MULTIHEAD ? &j->u.mha.opt.need_weights : &j->u.att.opt.need_weights;
     outs->n = 0;
-    if (!jo) {
+    if (!jo || (json_is_array(jo) && json_array_size(jo) == 0)) { /* none named: all, as Triton */
         outs->o[outs->n++] = (ks_output){"output", j->binary_output};
         if (*nw)
             outs->o[outs->n++] = (ks_output){"weights", j->binary_output};

@@ -675,6 +675,28 @@ static inline int scan_string(const char **pp, const char *end, char **op, blob_
     return 0;
 }
 
+/* Whether text [p, end) holds an integer of 19 digits or more (no
+ * fraction or exponent): Jansson refuses one beyond int64 ("too big
+ * integer") and rounds one beyond 2^53 twice, so an array with one is
+ * lifted, however short, to be read as the float it is. */
+static int has_long_integer(const char *p, const char *end)
+{
+    while (p < end) {
+        if (*p != '-' && (*p < '0' || *p > '9')) {
+            p++;
+            continue;
+        }
+        int digits = 0, integer = 1;
+        for (; p < end && *p && strchr("-+.eE0123456789", *p); p++) {
+            digits += *p >= '0' && *p <= '9';
+            integer &= *p != '.' && *p != 'e' && *p != 'E';
+        }
+        if (integer && digits >= 19)
+            return 1;
+    }
+    return 0;
+}
+
 /* At an array after a ':' (p at its '['): parsed into a new blob (on two
  * threads when long) and replaced in the envelope at *o by the blob's
  * placeholder, its nesting counted into *deepest; returns the text after
@@ -688,7 +710,7 @@ static const char *lift_array(const char *p, const char *end, char **o, blob_vec
         return NULL;
     const char *stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, walk)
                                                            : parse_array(p, end, b, PART_ALL);
-    if (stop && stop - p >= MIN_ARRAY_TEXT) {
+    if (stop && (stop - p >= MIN_ARRAY_TEXT || has_long_integer(p, stop))) {
         if (depth + b->rank > *deepest) /* its brackets nest rank deep */
             *deepest = depth + b->rank;
         if (srv_arena_adopt(a, b->data) != 0) {

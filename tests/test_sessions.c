@@ -704,6 +704,10 @@ static void test_errors(void)
         {"{\"num_heads\":67108864,\"head_dim\":1,\"max_tokens\":1}", 422, "invalid_param", "head_dim"},
         {"{\"num_heads\":16777216,\"head_dim\":1,\"max_tokens\":1}", 413, "session_full", "max_tokens"},
         {"[1,2]", 400, "invalid_json", ""},
+        /* a softcap under the smallest normal float32 (1 / c overflows,
+         * or it rounds to 0, which is off) */
+        {"{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":2,\"softcap\":1e-40}", 422, "invalid_param", "softcap"},
+        {"{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":2,\"softcap\":1e-50}", 422, "invalid_param", "softcap"},
     };
     for (size_t i = 0; i < sizeof bad_new / sizeof bad_new[0]; i++) {
         post(h, &srv_main, "/sessions", bad_new[i].body, &r);
