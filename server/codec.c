@@ -196,7 +196,6 @@ static void index_path(char *out, size_t n, const char *field, int rank,
         k += (size_t)snprintf(out + k, n - k, "[%lld]", (long long)idx[d]);
 }
 
-/* Adopts a blob the scanner parsed. */
 /* The flat index of the first number in a lifted array's text t[0..n)
  * that a double does not read as exactly 0 or 1, or -1: a mask's floats
  * cannot tell (1e-50 rounds to 0.0f, 0.99999999 to 1.0f), and the same
@@ -212,10 +211,19 @@ static int64_t first_inexact_bit(const char *t, size_t n)
             p += *p == 't' ? 3 : 4;
             i++;
         } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            char *q;
-            double x = strtod(p, &q);
-            if (x != 0.0 && x != 1.0)
-                return i;
+            const char *q = p + (*p == '-'); /* 0, 1, 0.0, 1.000, -0 ... at once */
+            if (*q == '0' || *q == '1') {
+                q++;
+                if (*q == '.')
+                    while (*++q == '0') {}
+            }
+            if (*q != ',' && *q != ']' && *q != ' ' && *q != '\n' && *q != '\r' && *q != '\t') {
+                char *r;
+                double x = strtod(p, &r);
+                if (x != 0.0 && x != 1.0)
+                    return i;
+                q = r;
+            }
             p = q - 1;
             i++;
         }
@@ -223,6 +231,7 @@ static int64_t first_inexact_bit(const char *t, size_t n)
     return -1;
 }
 
+/* Adopts a blob the scanner parsed. */
 static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kind,
                      int *rank, int64_t *shape, void **data, srv_err *e)
 {
