@@ -249,7 +249,7 @@ static int from_blob(srv_codec *c, const srv_blob *b, const char *field, int kin
         uint8_t *m = srv_arena_alloc(c->arena, (size_t)count);
         if (!m)
             return srv_fail(e, 503, "overloaded", field, "out of memory reading %s", field);
-        int64_t bad = b->text && b->has_num ? first_inexact_bit(b->text, b->text_len) : -1;
+        int64_t bad = b->text && b->has_long ? first_inexact_bit(b->text, b->text_len) : -1;
         for (int64_t i = 0; i < count && bad < 0; i++) {
             float f = b->data[i];
             if (f != 0.0f && f != 1.0f)

@@ -203,6 +203,7 @@ typedef struct {
     size_t n, cap;
     int64_t dims[ATTN_MAX_RANK], cnt[ATTN_MAX_RANK];
     int depth, leaf, closes, mode;
+    int longs; /* a number of long_form was read (srv_blob's has_long) */
     const char *end;
     split_job *sj;
 } array_walk;
@@ -231,6 +232,19 @@ static inline __attribute__((always_inline)) int walk_split(array_walk *w, const
         w->closes = w->depth;
     }
     return sp;
+}
+
+/* Whether the number [p, q) is longer than srv_parse_short's form (9
+ * bytes) or has an exponent: only such a number rounds to 0.0f or 1.0f
+ * without being 0 or 1 (1e-50, 0.99999999; see srv_blob's has_long). */
+static inline int long_form(const char *p, const char *q)
+{
+    if (q - p > 9)
+        return 1;
+    for (; p < q; p++)
+        if ((*p | 0x20) == 'e')
+            return 1;
+    return 0;
 }
 
 /* A leaf row's numbers from *pp (a number's start): row_run's fast pass,
@@ -266,6 +280,7 @@ static inline __attribute__((always_inline)) int array_numbers(array_walk *w, co
         w->n++;
         row++;
         if (q) {
+            w->longs |= long_form(p, q);
             /* the usual separator, "," or ", ", and another number: q is
              * at most 40 bytes into the 64 known to be there */
             const char *s = q + 1;
@@ -275,8 +290,10 @@ static inline __attribute__((always_inline)) int array_numbers(array_walk *w, co
                 p = s;
                 continue;
             }
-        } else if (!(q = srv_parse_float(p, w->end, x, &finite)) || !finite) {
-            return WALK_BAIL;
+        } else {
+            if (!(q = srv_parse_float(p, w->end, x, &finite)) || !finite)
+                return WALK_BAIL;
+            w->longs |= long_form(p, q);
         }
         p = q;
         if (p < w->end && *p == ',') {
@@ -403,6 +420,7 @@ parse_array_in(const char *p, const char *end, srv_blob *b, int mode, split_job 
                 b->shape[i] = w.dims[i];
             b->count = (int64_t)w.n;
             b->data = w.data;
+            b->has_long = w.longs;
             return p;
         }
     }
@@ -555,6 +573,7 @@ static int join(srv_blob *h, srv_blob *t, int dim)
     h->count += t->count;
     h->has_num |= t->has_num;
     h->has_bool |= t->has_bool;
+    h->has_long |= t->has_long;
     return 0;
 }
 

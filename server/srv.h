@@ -255,6 +255,10 @@ typedef struct {
     int64_t count;
     float *data;      /* arena-owned */
     int has_bool, has_num;
+    /* a number of over 9 bytes or with an exponent is in it: only such a
+     * number rounds to 0.0f or 1.0f without being 0 or 1 (1e-50,
+     * 0.99999999), so a mask's text needs a look only then */
+    int has_long;
     int64_t first_bool; /* flat index of the first true/false */
     const char *text;   /* its text in the body, text_len bytes (whether a number had a fraction) */
     size_t text_len;
