@@ -127,16 +127,21 @@ static int decode_where(json_t *params, srv_job *j, srv_err *e)
 }
 
 /* obj[key] back into a Jansson string when the scanner lifted it out of
- * the envelope (a string of 256 bytes or more without escapes). */
+ * the envelope (a string of 256 bytes or more without escapes), checked
+ * as Jansson checks the short ones: UTF-8, no control character. */
 static int unlift(const srv_codec *c, json_t *obj, const char *key, srv_err *e)
 {
     json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     const srv_blob *b = v ? srv_blob_of(c->scan, v) : NULL;
     if (!b || !b->is_string)
         return 0;
-    json_t *s = json_stringn(b->str, b->len);
-    if (!s)
-        return srv_fail(e, 400, "invalid_field", key, "%s must be a string of UTF-8 text", key);
+    json_t *s = NULL;
+    size_t i = 0;
+    while (i < b->len && (unsigned char)b->str[i] >= 0x20)
+        i++;
+    if (i < b->len || !(s = json_stringn(b->str, b->len)))
+        return srv_fail(e, 400, "invalid_json", key,
+                        "%s must be a JSON string of UTF-8 text without control characters", key);
     if (json_object_set_new(obj, key, s))
         return srv_fail(e, 503, "overloaded", "", "out of memory");
     return 0;
