@@ -3,7 +3,7 @@
 
 import { tokenize, tokenCount, embed, DEFAULT_DIM, MAX_TOKENS } from './embed.js';
 import { postJSON, getJSON, decodeTensor, toMatrices } from './api.js';
-import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, arrowCell, HEAD_COLOURS, SCALES, weightTable } from './render.js';
+import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, arrowCell, tabKey, HEAD_COLOURS, SCALES, weightTable } from './render.js';
 import { exportSVG, exportPNG, exportJSON } from './export.js';
 import { createModelViews } from './models.js';
 import { neuronSupport, neuronTerms, neuronFigure, neuronExplain } from './neuron.js';
@@ -53,6 +53,15 @@ const PASTE_EXAMPLE = {
 
 const $ = id => document.getElementById(id);
 const NARROW = window.matchMedia('(max-width: 860px)');
+
+// What a rule's columns are: concat scores the Lv value positions (in
+// sentence mode the source, as values), every other rule the keys.
+const colWord = rule => (rule === 'concat' ? 'value' : 'key');
+const CONCAT_FOOT = 'rows: target as query and key; columns: source as values';
+// "1 query", "12 queries", "1 key", "7 values".
+const count = (n, word) => `${n} ${n === 1 ? word : word === 'query' ? 'queries' : word + 's'}`;
+// "scaled_dot: 12 queries × 12 keys" for the status line.
+const shapeText = c => `${count(c.mats[0].length, 'query')} × ${count(c.mats[0][0]?.length ?? 0, colWord(c.rule))}`;
 
 const S = {
   mode: 'sentences',
@@ -288,7 +297,7 @@ async function run() {
   const compute = /compute;dur=([\d.]+)/.exec(res.timing || '');
   const c = S.cur;
   S.drawMs = performance.now() - t0 - trip;
-  setStatus(`${rule}: ${c.mats[0].length} queries × ${c.mats[0][0]?.length ?? 0} keys` +
+  setStatus(`${rule}: ${shapeText(c)}` +
     (c.mats.length > 1 ? `, ${c.mats.length} heads` : '') +
     ` · round trip ${trip.toFixed(0)} ms, drawn in ${S.drawMs.toFixed(0)} ms` +
     (compute ? ` · server compute ${compute[1]} ms` : '') +
@@ -441,7 +450,8 @@ function renderHeatmapView() {
   const role = comp ? (comp.role === 'soft' ? 'sample' : 'linear') : '';
   const caption = captionLine(c.source) + (role ? ' · ' + weightFormula(role, c.request) : '');
   const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption, wrap: avail - 8, scale: S.scale,
-    kind: c.kind, cell, legend: false, structure: c.struct.overlay });
+    kind: c.kind, cell, legend: false, structure: c.struct.overlay, colWord: colWord(c.rule),
+    foot: c.rule === 'concat' && c.source === 'sentences' ? CONCAT_FOOT : undefined });
   svg.setAttribute('tabindex', '0');
   svg.setAttribute('aria-describedby', 'readout');
   S.cursor = null;
@@ -450,6 +460,9 @@ function renderHeatmapView() {
   markPin(svg, S.pin);
   renderCompanion(cell, avail);
   $('readout').textContent = 'Hover a cell to read its weight; click to pin its query.';
+  $('heat-hint').textContent = 'Each row is a query (the word doing the looking); ' +
+    (c.rule === 'concat' ? 'each column a value position (concat scores the values: the source words). ' : 'each column a key (a word looked at). ') +
+    'A row’s weights add up to 1; hatched grey cells were not allowed (padding or masked), white ones were computed as ~0.';
   renderStats(matrix);
   renderTokenText();
 }
@@ -528,8 +541,8 @@ function renderStats(matrix) {
   const table = document.createElement('table');
   table.className = 'stats';
   table.innerHTML = `<caption>Per query: where it looks most, and how spread out its attention is
-    (entropy in bits: 0 = all on one key, ${fmt(Math.log2(Lk))} = spread evenly over all ${Lk}).</caption>
-    <thead><tr><th scope="col">#</th><th scope="col">query</th><th scope="col">argmax key</th>
+    (entropy in bits: 0 = all on one ${colWord(c.rule)}, ${fmt(Math.log2(Lk))} = spread evenly over all ${Lk}).</caption>
+    <thead><tr><th scope="col">#</th><th scope="col">query</th><th scope="col">argmax ${colWord(c.rule)}</th>
     <th scope="col">weight</th><th scope="col">entropy (bits)</th><th scope="col"></th></tr></thead>`;
   const tb = document.createElement('tbody');
   stats.forEach((s, i) => {
@@ -564,6 +577,7 @@ function renderTokenText() {
   head.className = 'ctok-head';
   const parts = [head];
   const pin = S.pin;
+  const col = colWord(c.rule), cols = col + 's';
   const line = (label, toks, weights, side, marked) => {
     const wrap = document.createElement('div');
     wrap.className = 'ctok-line';
@@ -576,18 +590,18 @@ function renderTokenText() {
   if (!pin) {
     head.textContent = 'Click a word (here, on a heatmap row or in the lines) to pin it: the text is then coloured by its attention.';
     if (self) line('', c.rows, null, 'q', -1);
-    else { line('queries', c.rows, null, 'q', -1); line('keys', c.cols, null, 'k', -1); }
+    else { line('queries', c.rows, null, 'q', -1); line(cols, c.cols, null, 'k', -1); }
   } else if (pin.side === 'q') {
     const w = matrix[pin.index];
     head.innerHTML = '';
-    head.append(`Attention from query “${c.rows[pin.index]}” (row ${pin.index}) to each key, ${SCALES[S.scale].short}; click it again to release.`);
+    head.append(`Attention from query “${c.rows[pin.index]}” (row ${pin.index}) to each ${col}, ${SCALES[S.scale].short}; click it again to release.`);
     if (self) line('', c.cols, w, 'q', pin.index);
-    else { line('queries', c.rows, null, 'q', pin.index); line('keys', c.cols, w, 'k', -1); }
+    else { line('queries', c.rows, null, 'q', pin.index); line(cols, c.cols, w, 'k', -1); }
   } else {
     const w = matrix.map(r => r[pin.index]);
-    head.textContent = `How much each query takes from key “${c.cols[pin.index]}” (column ${pin.index}), ${SCALES[S.scale].short}; click it again to release.`;
+    head.textContent = `How much each query takes from ${col} “${c.cols[pin.index]}” (column ${pin.index}), ${SCALES[S.scale].short}; click it again to release.`;
     if (self) line('', c.rows, w, 'k', pin.index);
-    else { line('queries', c.rows, w, 'q', -1); line('keys', c.cols, null, 'k', pin.index); }
+    else { line('queries', c.rows, w, 'q', -1); line(cols, c.cols, null, 'k', pin.index); }
   }
   box.replaceChildren(...parts);
 }
@@ -629,10 +643,14 @@ function renderLinesView() {
     });
   }
   const heads = c.mats.map((matrix, index) => ({ index, matrix })).filter(h => !S.hiddenHeads.has(h.index));
-  const dual = c.rule !== 'concat' ? 'keys' : 'values';
+  const dual = colWord(c.rule) + 's';
+  // The key under the lines: the rule and its options, and which colour is which head.
+  const opts = describeOptions(c.request, c.rule);
+  const key = { title: `${c.rule}${c.mats.length > 1 ? `, ${count(c.mats.length, 'head')}` : ''}${opts ? ` (${opts})` : ''}`,
+    heads: c.mats.length > 1 ? c.mats.map((_, index) => ({ index, shown: !S.hiddenHeads.has(index) })) : [] };
   $('line-readout').replaceChildren();
   $('lines').replaceChildren(heads.length
-    ? lineView(heads, { rows: c.rows, cols: c.cols, rowTitle: 'queries', colTitle: dual, pin: S.pin, fit: $('lines').clientWidth,
+    ? lineView(heads, { rows: c.rows, cols: c.cols, rowTitle: 'queries', colTitle: dual, pin: S.pin, fit: $('lines').clientWidth, key,
       onPin: setPin, onFocus: (side, idx) => lineReadout(heads, side, idx) })
     : Object.assign(document.createElement('p'), { className: 'hint', textContent: 'All heads are hidden: press a head above to show it.' }));
 }
@@ -642,7 +660,7 @@ function lineReadout(heads, side, idx) {
   const box = $('line-readout');
   const c = S.cur;
   if (side === null || !c) { box.innerHTML = '<p class="hint">Hover a token for its weights; click to pin it.</p>'; return; }
-  box.innerHTML = weightTable(heads, side, idx, c.rows, c.cols, { scale: S.scale, many: heads.length > 1 || c.mats.length > 1 });
+  box.innerHTML = weightTable(heads, side, idx, c.rows, c.cols, { scale: S.scale, many: heads.length > 1 || c.mats.length > 1, colWord: colWord(c.rule) });
 }
 
 function esc(s) {
@@ -721,6 +739,8 @@ async function renderNeuronView() {
   if (hs.options.length !== H) hs.replaceChildren(...Array.from({ length: H }, (_, k) => new Option(`head ${k}`, String(k))));
   const head = S.head >= 0 && S.head < H ? S.head : 0;
   hs.value = String(head);
+  // Nothing to read out: no empty box either.
+  out.hidden = !sup.ok;
   if (!sup.ok) { fig.replaceChildren(); out.textContent = ''; note.textContent = 'Not available: ' + sup.why; return; }
   let params = null;
   if (c.rule === 'general') {
@@ -845,11 +865,11 @@ function renderCompare(cmp) {
       const { mats } = weightMatrices(rule, response);
       const m = mats[0];
       const title = rule === 'multihead' ? `multihead (mean of ${request && request.num_heads || mats.length} heads)` : rule;
-      const foot = rule === 'concat' && cmp.source === 'sentences' ? 'rows: target as query and key; columns: source as values' : undefined;
+      const foot = rule === 'concat' && cmp.source === 'sentences' ? CONCAT_FOOT : undefined;
       const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;
       const cols = cmp.cols && cmp.cols.length === m[0].length ? cmp.cols : undefined;
       const st = structureFor(rule, request, response, m.length, m[0].length);
-      const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11, labels,
+      const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11, labels, colWord: colWord(rule),
         kind: st.kind, structure: st.overlay });
       markPin(svg, S.pin);
       fig.append(svg);
@@ -890,7 +910,7 @@ function loadResponse(text) {
     const rule = typeof obj.rule === 'string' ? obj.rule : 'multihead';
     S.compareSaved = null;
     show(rule, null, obj, null, null, 'response');
-    setStatus(`Loaded a saved ${rule} response: ${S.cur.mats[0].length} queries × ${S.cur.mats[0][0].length} keys` +
+    setStatus(`Loaded a saved ${rule} response: ${shapeText(S.cur)}` +
       ' · a bare response has no tokens, so rows and columns are numbered' + (S.cur.note ? ` · ${S.cur.note}` : ''));
   } catch (e) {
     $('err-load').textContent = e.message;
@@ -926,7 +946,7 @@ function loadExport(obj) {
   }
   render();
   setStatus(`Loaded a saved ${obj.kind === 'compare' ? 'comparison of ' + obj.results.length + ' rules' : S.cur.rule + ' view'}: ` +
-    `${S.cur.mats[0].length} queries × ${S.cur.mats[0][0].length} keys, with its words` + (obj.saved ? ` (saved ${obj.saved})` : ''));
+    `${shapeText(S.cur)}, with its words` + (obj.saved ? ` (saved ${obj.saved})` : ''));
 }
 
 /* ------------------------------------------------------------ URL state */
@@ -1155,7 +1175,8 @@ async function doExport(kind) {
   msg.classList.remove('bad');
   try {
     const mt = S.view === 'model' ? MV.exportTarget() : null;
-    const name = mt ? mt.name : `attention-${S.view === 'compare' ? 'compare' : S.cur ? S.cur.rule : 'view'}-${S.view}`;
+    // attention-compare, attention-scaled_dot-heatmap, …
+    const name = mt ? mt.name : S.view === 'compare' ? 'attention-compare' : `attention-${S.cur ? S.cur.rule : 'view'}-${S.view}`;
     const box = mt ? mt.container : currentViewContainer();
     const caption = mt ? mt.caption : exportCaption();
     let saved;
@@ -1217,16 +1238,15 @@ function wire() {
   });
 
   const tabs = VIEWS;
-  tabs.forEach((name, i) => {
+  tabs.forEach(name => {
     const tab = $('tab-' + name);
     tab.addEventListener('click', () => setView(name));
-    // Arrow keys move between tabs, as in the WAI-ARIA tabs pattern.
+    // Arrow keys move between tabs, Home and End to the first and last, as in the WAI-ARIA tabs pattern.
     tab.addEventListener('keydown', e => {
-      const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
-      if (!d) return;
-      let k = i;
-      do k = (k + d + tabs.length) % tabs.length; while ($('tab-' + tabs[k]).hidden);
-      const next = tabs[k];
+      const shown = tabs.filter(t => !$('tab-' + t).hidden);
+      const next = tabKey(e.key, shown, name);
+      if (!next) return;
+      e.preventDefault();
       setView(next);
       $('tab-' + next).focus();
     });
@@ -1262,7 +1282,7 @@ function wire() {
     if (!comp || !t.classList || !t.classList.contains('cell')) return;
     const i = Number(t.dataset.row), j = Number(t.dataset.col);
     const main = detailMatrix().matrix[i][j];
-    $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): ` +
+    $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → ${colWord(S.cur.rule)} “${S.cur.cols[j]}” (column ${j}): ` +
       (comp.role === 'soft' ? `soft weight ${fmt(Number(t.dataset.weight))}, drawn weight ${fmt(main)}`
         : `softmax ${fmt(Number(t.dataset.weight))}, linear ${fmt(main)}`);
     markHover(t.ownerSVGElement, i, j);
@@ -1310,8 +1330,8 @@ function readCell(i, j) {
   S.cursor = { i, j };
   const w = matrix[i][j];
   const k = w === 0 ? S.cur.kind(i, j) : '';
-  $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → key “${S.cur.cols[j]}” (column ${j}): weight ${fmt(w)}` +
-    (k === 'pad' ? ' (padding key: not attended)' : k === 'mask' ? ' (masked by the options)' : k === 'sparse' ? ' (outside the sparse pattern)' : '') +
+  $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → ${colWord(S.cur.rule)} “${S.cur.cols[j]}” (column ${j}): weight ${fmt(w)}` +
+    (k === 'pad' ? ` (padding ${colWord(S.cur.rule)}: not attended)` : k === 'mask' ? ' (masked by the options)' : k === 'sparse' ? ' (outside the sparse pattern)' : '') +
     ` · uniform would be ${fmt(1 / seen(matrix[i].length, c => S.cur.kind(i, c)))}`;
   markHover(svg, i, j);
 }

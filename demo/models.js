@@ -9,7 +9,7 @@
 // (heatmap, lineView, coloredTokens, weightTable) and the page's colour
 // scale, URL fragment and exports through the hooks app.js passes in.
 
-import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, arrowCell, fmt, HEAD_COLOURS, SCALES, weightTable } from './render.js';
+import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, arrowCell, tabKey, fmt, HEAD_COLOURS, SCALES, weightTable } from './render.js';
 import { decodeTensor, toMatrices } from './api.js';
 
 // Ten sentences of the held-out test split (training/data/test.tsv, lines
@@ -239,11 +239,12 @@ export function createModelViews(ctx) {
     load.addEventListener('change', async () => { const f = load.files[0]; if (f) ctx.loadText(await f.text()); });
     for (const b of panel.querySelectorAll('.m-subtabs button')) {
       b.addEventListener('click', () => { M.sub = b.dataset.sub; render(); ctx.writeHash(); });
-      // Arrow keys move between the views, as in the WAI-ARIA tabs pattern.
+      // Arrow keys move between the views, Home and End to the first and last, as in the WAI-ARIA tabs pattern.
       b.addEventListener('keydown', e => {
-        const d = e.key === 'ArrowRight' ? 1 : e.key === 'ArrowLeft' ? -1 : 0;
-        if (!d) return;
-        M.sub = SUBS[(SUBS.indexOf(b.dataset.sub) + d + SUBS.length) % SUBS.length];
+        const next = tabKey(e.key, SUBS, b.dataset.sub);
+        if (!next) return;
+        e.preventDefault();
+        M.sub = next;
         render();
         ctx.writeHash();
         $('msub-' + M.sub).focus();
@@ -452,11 +453,13 @@ export function createModelViews(ctx) {
     const box = $('m-grid');
     const blocks = Object.keys(ATTN).map(attn => {
       const tbl = h('div', { class: 'm-block', 'data-attn': attn });
-      tbl.append(h('h3', { text: `${ATTN[attn].label} (${ATTN[attn].desc})` }));
+      // The grid's labels are HTML; data-export-text draws them into the PNG and SVG too.
+      tbl.append(h('h3', { text: `${ATTN[attn].label} (${ATTN[attn].desc})`, 'data-export-text': true }));
       const grid = h('div', { class: 'm-cells', style: `grid-template-columns: auto repeat(${P.H + 1}, auto)` });
-      grid.append(h('span'), ...Array.from({ length: P.H }, (_, hh) => h('span', { class: 'm-colhead', style: `color:${HEAD_COLOURS[hh % HEAD_COLOURS.length]}`, text: `head ${hh}` })), h('span', { class: 'm-colhead', text: 'mean' }));
+      grid.append(h('span'), ...Array.from({ length: P.H }, (_, hh) => h('span', { class: 'm-colhead', style: `color:${HEAD_COLOURS[hh % HEAD_COLOURS.length]}`, text: `head ${hh}`, 'data-export-text': true })),
+        h('span', { class: 'm-colhead', text: 'mean', 'data-export-text': true }));
       for (let l = 0; l < P.L[attn]; l++) {
-        grid.append(h('span', { class: 'm-rowhead', text: `layer ${l}` }));
+        grid.append(h('span', { class: 'm-rowhead', text: `layer ${l}`, 'data-export-text': true }));
         for (let hh = 0; hh < P.H + 1; hh++) {
           const head = hh === P.H ? -1 : hh;
           const mm = tmatrix(attn, l, head);
@@ -477,10 +480,13 @@ export function createModelViews(ctx) {
     const mm = tmatrix(M.sel.attn, layerOf(P, M.sel.attn), M.sel.head);
     const labelW = Math.min(110, 12 + 7 * Math.max(...mm.rows.map(x => String(x).length)));
     const narrow = window.matchMedia('(max-width: 860px)').matches;
-    const avail = (box.parentElement.clientWidth || 700) - (narrow ? 0 : 330) - labelW - 20;
+    // the last column's rotated label reaches past the grid by about 0.72 of its length
+    const tail = Math.ceil(0.72 * 7 * String(mm.cols[mm.cols.length - 1]).length);
+    const avail = (box.parentElement.clientWidth || 700) - (narrow ? 0 : 330) - labelW - 20 - tail;
     const availH = Math.max(180, window.innerHeight - (narrow ? 200 : 420));
     const cell = Math.max(12, Math.min(28, Math.floor(avail / mm.cols.length), Math.floor(availH / mm.rows.length)));
-    const svg = heat(mm, { title: mm.title, caption: `transformer · “${M.text}” · ${SCALES[ctx.scale()].short}`, cell });
+    // The title and caption wrap to the detail's box (a phone's is the screen's width).
+    const svg = heat(mm, { title: mm.title, caption: `transformer · “${M.text}” · ${SCALES[ctx.scale()].short}`, cell, wrap: avail + labelW + tail });
     svg.id = 'm-detail-svg';
     box.replaceChildren(h('p', { class: 'hint', text: 'Every layer and head of the trained Transformer (bertviz’s model view); press a cell to open it large. Decoder self-attention is causal: the hatched cells were not allowed.' }),
       h('div', { class: 'm-gridwrap' }, h('div', { class: 'm-blocks' }, ...blocks), h('div', { class: 'figure heat-figure m-detail' }, svg)));
@@ -508,6 +514,9 @@ export function createModelViews(ctx) {
     if (heads.length) {
       fig.append(lineView(heads, { rows: base.rows, cols: base.cols, rowTitle: attn === 'encoder' ? 'English' : 'French',
         colTitle: attn === 'decoder' ? 'French' : 'English', pin: pinFor(attn), gap: 220, fit: $('m-heads').clientWidth,
+        // the key under the lines: which attention and layer, which colour is which head, which are hidden
+        key: { title: `Transformer · ${ATTN[attn].label}, layer ${l} (${ATTN[attn].desc})`,
+          heads: Array.from({ length: P.H }, (_, index) => ({ index, shown: !M.hidden.has(index) })) },
         onPin: (side, idx) => setPin(langOf(attn, side), idx),
         onFocus: (side, idx) => {
           table.innerHTML = side === null ? '<p class="hint">Hover a token for every shown head’s weights; click to pin it.</p>' :
@@ -534,8 +543,10 @@ export function createModelViews(ctx) {
     ];
     const narrow = window.matchMedia('(max-width: 860px)').matches;
     const labelW = Math.min(110, 12 + 7 * Math.max(...tgt.map(x => String(x).length), ...src.map(x => String(x).length)));
-    const avail = (narrow ? window.innerWidth - 40 : (box.parentElement.clientWidth || 900) / 4) - labelW - 24;
-    const cell = Math.max(11, Math.min(22, Math.floor(avail / src.length)));
+    // Two figures a row (one on a phone), so cells and rotated labels keep a readable size.
+    const figW = narrow ? window.innerWidth - 40 : ((box.parentElement.clientWidth || 900) - 12) / 2;
+    const avail = figW - labelW - 24;
+    const cell = Math.max(11, Math.min(24, Math.floor(avail / src.length)));
     const formula = h('div', { class: 'formula m-formula' });
     formula.innerHTML = '<strong>Attention rollout</strong> (Abnar &amp; Zuidema 2020): per layer <code>Ã = rownorm(0.5 · mean<sub>heads</sub> A + 0.5 · I)</code> ' +
       `(I: the residual connection), multiplied through the encoder's layers, <code>R = Ã<sub>${Le - 1}</sub> ⋯ Ã<sub>0</sub></code>. ` +
@@ -543,7 +554,7 @@ export function createModelViews(ctx) {
       'so a French token reads English input tokens rather than encoder states; the decoder’s self-attention is left out.';
     const figs = mats.map(x => {
       const mm = { ...x, kind: () => '' };
-      const svg = heat(mm, { title: x.title, caption: `${x.caption} · ${SCALES[ctx.scale()].short}`, foot: x.foot, cell, fontSize: 11 });
+      const svg = heat(mm, { title: x.title, caption: `${x.caption} · ${SCALES[ctx.scale()].short}`, foot: x.foot, cell, fontSize: 11, wrap: figW - 12 });
       svg.dataset.matrix = x.key;
       return h('div', { class: 'figure m-roll', 'data-matrix': x.key }, svg);
     });
@@ -689,9 +700,20 @@ export function createModelViews(ctx) {
       modelView: { sub: M.sub, sel: M.sel, hidden: [...M.hidden], pin: M.pin },
       models: M.list, results: [...M.results].map(([model, r]) => ({ model, ...r, parsed: undefined })) };
   }
+  // What each view's picture is called in its caption.
+  function viewName() {
+    if (M.sub === 'translate') return 'cross-attention of every model';
+    if (M.sub === 'grid') return 'Transformer layers × heads';
+    if (M.sub === 'rollout') return 'Transformer attention rollout';
+    const P = tfm();
+    if (!P) return 'Transformer head view';
+    const hidden = [...M.hidden].filter(x => x < P.H).sort((a, b) => a - b);
+    return `Transformer head view, ${ATTN[M.sel.attn].label.toLowerCase()}, layer ${layerOf(P, M.sel.attn)}` +
+      (hidden.length ? `, head${hidden.length > 1 ? 's' : ''} ${hidden.join(', ')} hidden` : `, all ${P.H} heads`);
+  }
   function exportTarget() {
     return { container: $('m-' + M.sub), name: `attention-models-${M.sub}`,
-      caption: `Trained EN→FR models · ${M.sub === 'translate' ? 'cross-attention of every model' : 'Transformer ' + M.sub} · “${M.text}” · ${SCALES[ctx.scale()].short}` +
+      caption: `Trained EN→FR models · ${viewName()} · “${M.text}” · ${SCALES[ctx.scale()].short}` +
         (M.sub === 'translate' && M.list.some(m => m.kind === 'seq2seq' && bleuOf(m) !== null && bleuOf(m) < COPY_FLOOR_BLEU) ? ' · GRU models weak (see BLEU)' : '') };
   }
   function load(obj) {

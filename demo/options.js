@@ -25,22 +25,37 @@ export function applies(option, rule, att = 'softmax') {
   return TAKES[ruleKind(rule, att)].includes(option);
 }
 
-// [URL key, control id, default]: the new options' controls, in the URL in this order.
+// Whether a setting that belongs to another is in use (get: id -> control):
+// RoPE's numbers while RoPE is on, the temperature while hard is sample, a
+// sparse pattern's numbers while that pattern is chosen, and so on.
+const on = id => get => get(id).checked;
+const is = (id, ...values) => get => values.includes(get(id).value);
+const linearUsed = get => get('rule').value === 'linear' || (get('rule').value === 'multihead' && get('mh-attention').value === 'linear');
+
+// [URL key, control id, default, in use (optional; absent: always)]: the new
+// options' controls, in the URL in this order.
 export const MODERN_CONTROLS = [
   ['al', 'align', 'top_left'], ['wl', 'win-left', ''], ['wr', 'win-right', ''], ['cap', 'softcap', ''],
-  ['alibi', 'alibi', false], ['slopes', 'alibi-slopes', ''], ['sinks', 'sinks', ''],
-  ['rope', 'rope', false], ['rb', 'rope-base', '10000'], ['rs', 'rope-style', 'half'], ['rd', 'rope-dims', ''], ['ro', 'rope-offset', ''],
-  ['temp', 'temperature', '1'], ['sp', 'sparsity', ''], ['spw', 'sp-window', '2'], ['spg', 'sp-global', '0'], ['spb', 'sp-block', '2'],
-  ['spwb', 'sp-wblocks', '3'], ['spgb', 'sp-gblocks', '1'], ['sprb', 'sp-rblocks', '1'], ['spl', 'sp-layout', ''],
-  ['fm', 'feature-map', 'elu'], ['att', 'mh-attention', 'softmax'],
+  ['alibi', 'alibi', false], ['slopes', 'alibi-slopes', '', on('alibi')], ['sinks', 'sinks', ''],
+  ['rope', 'rope', false], ['rb', 'rope-base', '10000', on('rope')], ['rs', 'rope-style', 'half', on('rope')],
+  ['rd', 'rope-dims', '', on('rope')], ['ro', 'rope-offset', '', on('rope')],
+  ['temp', 'temperature', '1', is('hard', 'sample')], ['sp', 'sparsity', ''],
+  ['spw', 'sp-window', '2', is('sparsity', 'local_global')], ['spg', 'sp-global', '0', is('sparsity', 'local_global')],
+  ['spb', 'sp-block', '2', is('sparsity', 'bigbird', 'blocks')], ['spwb', 'sp-wblocks', '3', is('sparsity', 'bigbird')],
+  ['spgb', 'sp-gblocks', '1', is('sparsity', 'bigbird')], ['sprb', 'sp-rblocks', '1', is('sparsity', 'bigbird')],
+  ['spl', 'sp-layout', '', is('sparsity', 'blocks')],
+  ['fm', 'feature-map', 'elu', linearUsed], ['att', 'mh-attention', 'softmax', is('rule', 'multihead')],
 ];
 
 const controlValue = e => (e.type === 'checkbox' ? e.checked : e.value);
 
+// Writes the controls that differ from their defaults and are in use: a
+// setting of an option that is off (RoPE's base with RoPE off) is dead state
+// and stays out of the URL. Links that still carry one load as before.
 export function writeModernParams(p, get) {
-  for (const [key, id, def] of MODERN_CONTROLS) {
+  for (const [key, id, def, used] of MODERN_CONTROLS) {
     const v = controlValue(get(id));
-    if (v !== def) p.set(key, v === true ? '1' : String(v));
+    if (v !== def && (!used || used(get))) p.set(key, v === true ? '1' : String(v));
   }
 }
 

@@ -120,9 +120,18 @@ export function rowMaxes(matrix) {
   return matrix.map(r => { let m = 0; for (const w of r) if (w > m) m = w; return m; });
 }
 
-// Per-row statistics: entropy (bits) over the row's weights, argmax (lowest
-// index on ties, as the API's hard argmax), and whether the row was fully
-// masked (the contract gives such a row all-zero weights).
+// Entropies below this many bits are float32 rounding, not spread: the
+// service's weights are float32 (ε = 2⁻²³ ≈ 1.2e-7), so a one-hot row can
+// come back as 0.99999988 on its key plus a few ε elsewhere, about
+// ε / ln 2 ≈ 1.7e-7 bits per rounded weight. 1e-5 bits leaves room for some
+// 60 such weights and is still far below any spread a picture can show
+// (a row with 0.9999 on one key has 1.5e-3 bits).
+export const ENTROPY_NOISE_BITS = 1e-5;
+
+// Per-row statistics: entropy (bits) over the row's weights (0 below
+// ENTROPY_NOISE_BITS), argmax (lowest index on ties, as the API's hard
+// argmax), and whether the row was fully masked (the contract gives such a
+// row all-zero weights).
 export function rowStats(matrix) {
   return matrix.map(row => {
     let sum = 0, h = 0, arg = 0;
@@ -133,7 +142,7 @@ export function rowStats(matrix) {
       if (w > row[arg]) arg = j;
     }
     const masked = row.every(w => w === 0);
-    return { entropy: masked ? 0 : Math.max(0, h), argmax: masked ? -1 : arg, max: masked ? 0 : row[arg], sum, masked };
+    return { entropy: masked || h < ENTROPY_NOISE_BITS ? 0 : h, argmax: masked ? -1 : arg, max: masked ? 0 : row[arg], sum, masked };
   });
 }
 
@@ -158,8 +167,10 @@ function patterns(id) {
  *   request did not allow); structure (drawn over the cells, see
  *   structureMarkup); foot (text under the grid, kept in exports);
  *   fontSize (label px, at least 11 when labels are drawn); wrap (px: the
- *   caption is broken into lines of about that width instead of widening
- *   the figure). */
+ *   title, caption and foot are broken into lines of at most that width, as
+ *   drawn, instead of widening the figure past its box); colWord ('key',
+ *   or 'value' for concat, whose columns are value positions): what the
+ *   columns' axis title calls them. */
 export function heatmap(matrix, opts = {}) {
   const id = 'hm' + (++uid);
   const Lq = matrix.length, Lk = Lq ? matrix[0].length : 0;
@@ -176,11 +187,16 @@ export function heatmap(matrix, opts = {}) {
   const anyMasked = stats.some(s => s.masked);
   const big = Lq * Lk > 2500;
 
-  const titleH = opts.title ? 22 : 0;
-  const capLines = opts.caption ? wrapText(opts.caption, opts.wrap ? Math.max(12, Math.floor(opts.wrap / 6)) : Infinity) : [];
+  // Lines as drawn (a word longer than the width keeps a line of its own).
+  const lines = (text, px, weight) => (!text ? [] : opts.wrap ? wrapWidth(text, Math.max(60, opts.wrap - 8), px, weight) : wrapText(text, Infinity));
+  const titleLines = lines(opts.title, 14, 600);
+  const titleH = titleLines.length ? 18 * titleLines.length + 4 : 0;
+  const capLines = lines(opts.caption, 11, 400);
   const capH = 16 * capLines.length;
+  const footLines = lines(opts.foot, 11, 400);
   // Axis titles in the corner above the row labels: "keys →", then "queries ↓".
-  const AXES = ['keys →', 'queries ↓'];
+  const colWords = (opts.colWord || 'key') + 's';
+  const AXES = [`${colWords} →`, 'queries ↓'];
   const axisW = labels ? 10 + Math.max(...AXES.map(a => textWidth(a, 10))) : 0;
   const left = labels ? Math.max(axisW, Math.min(140, 12 + Math.max(0, ...rows.map(r => textWidth(r, fs))))) : 2;
   // Rotated column labels need their length times sin 45 plus the font's height.
@@ -189,12 +205,12 @@ export function heatmap(matrix, opts = {}) {
   const gridW = Lk * cell, gridH = Lq * cell;
   const maskW = anyMasked && labels ? 58 : 0;
   const legendW = legend ? 118 : 0;
-  const footH = opts.foot ? 18 : 0;
+  const footH = footLines.length ? 14 * footLines.length + 4 : 0;
   const legendH = legend ? 210 : 0;
   // The last rotated column label reaches past the grid's right edge.
   const tail = labels && !legend && Lk ? Math.ceil(0.72 * textWidth(cols[Lk - 1], fs)) : 0;
-  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + Math.max(8, tail), opts.title ? textWidth(opts.title, 14, 600) + 8 : 0,
-    ...capLines.map(l => textWidth(l, 11) + 8), opts.foot ? textWidth(opts.foot, 11) + 8 : 0));
+  const width = Math.ceil(Math.max(left + gridW + maskW + legendW + Math.max(8, tail), ...titleLines.map(l => textWidth(l, 14, 600) + 8),
+    ...[...capLines, ...footLines].map(l => textWidth(l, 11) + 8)));
   const height = Math.ceil(top + Math.max(gridH + footH, legendH) + 8);
 
   const parts = [];
@@ -242,7 +258,10 @@ export function heatmap(matrix, opts = {}) {
   // The label bands come after the cells, on white, so that when a large
   // heatmap scrolls they can be moved to stay in view over the cells
   // (the page sets their transforms; exports drop them).
-  const titles = (opts.title ? `<text class="title" x="4" y="16" font-size="14" font-weight="600" fill="#1d2433">${esc(opts.title)}</text>` : '') +
+  // One text element per title, its lines as tspans, so its text reads whole
+  // (a space ends each line but the last).
+  const tspans = (ls, y0, dy) => ls.map((l, k) => `<tspan x="4" y="${y0 + dy * k}">${esc(l)}${k < ls.length - 1 ? ' ' : ''}</tspan>`).join('');
+  const titles = (titleLines.length ? `<text class="title" font-size="14" font-weight="600" fill="#1d2433">${tspans(titleLines, 16, 18)}</text>` : '') +
     capLines.map((l, k) => `<text class="caption" x="4" y="${titleH + 12 + 16 * k}" font-size="11" fill="#5b6475">${esc(l)}</text>`).join('');
   if (labels) {
     let s = `<g class="row-band"><rect x="0" y="${top}" width="${left}" height="${gridH}" fill="#ffffff"/><g class="row-labels" font-size="${fs}" fill="#333" text-anchor="end">`;
@@ -257,7 +276,7 @@ export function heatmap(matrix, opts = {}) {
       AXES.map((a, k) => `<text class="axis" x="${left - 6}" y="${top - 20 + 14 * k}">${a}</text>`).join('') + '</g>';
     parts.push(s);
   } else if (titles) parts.push(titles);
-  if (opts.foot) parts.push(`<text class="foot" x="4" y="${top + gridH + 14}" font-size="11" fill="#5b6475">${esc(opts.foot)}</text>`);
+  if (footLines.length) parts.push(`<text class="foot" font-size="11" fill="#5b6475">${tspans(footLines, top + gridH + 14, 14)}</text>`);
 
   if (legend) {
     const lx = left + gridW + maskW + 14, ly = top, lh = 120;
@@ -278,7 +297,7 @@ export function heatmap(matrix, opts = {}) {
   }
 
   const svg = el('svg', { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`, class: 'heatmap', role: 'img',
-    'aria-label': (opts.title ? opts.title + ': ' : '') + `attention weights, ${Lq} queries by ${Lk} keys, ${SCALES[mode].label}`,
+    'aria-label': (opts.title ? opts.title + ': ' : '') + `attention weights, ${Lq} queries by ${Lk} ${colWords}, ${SCALES[mode].label}`,
     'font-family': FONT, 'data-rows': Lq, 'data-cols': Lk, 'data-scale': mode, 'data-cell': cell });
   svg.innerHTML = parts.join('');
   svg._geom = { left, top, cell, Lq, Lk, gridW, gridH };
@@ -389,6 +408,18 @@ export function arrowCell(key, cursor, R, C) {
   return { i: Math.max(0, Math.min(R - 1, from.i + d[0])), j: Math.max(0, Math.min(C - 1, from.j + d[1])) };
 }
 
+// The tab a key moves to from cur among the shown tabs (WAI-ARIA tabs
+// pattern: the arrows wrap around, Home and End go to the ends); null for
+// any other key.
+export function tabKey(key, shown, cur) {
+  const i = shown.indexOf(cur), n = shown.length;
+  if (key === 'ArrowRight') return shown[(i + 1) % n];
+  if (key === 'ArrowLeft') return shown[(i - 1 + n) % n];
+  if (key === 'Home') return shown[0];
+  if (key === 'End') return shown[n - 1];
+  return null;
+}
+
 // Outlines the hovered cell and bolds its row and column labels.
 export function markHover(svg, i, j) {
   const p = parts(svg), g = svg._geom;
@@ -459,7 +490,10 @@ export function legendBar(mode = 'abs', keys = null) {
  * opts: rows, cols, rowTitle, colTitle, pin, maxLines (past it only the
  * focused token's lines are drawn), onPin(side, index), onFocus(side, index)
  * (side null when nothing is focused), gap (px between the two columns),
- * fit (px: the width to keep within, by a narrower gap). */
+ * fit (px: the width to keep within, by a narrower gap), key ({title,
+ * heads: [{index, shown}]}, both optional: drawn under the tokens, so a saved
+ * picture says what it shows and which colour is which head, the hidden
+ * ones named as hidden). */
 export function lineView(heads, opts = {}) {
   const first = heads[0] ? heads[0].matrix : [];
   const Lq = first.length, Lk = Lq ? first[0].length : 0;
@@ -474,7 +508,9 @@ export function lineView(heads, opts = {}) {
   const top = 44;
   const qx = pad + labelW, kx = pad + labelW + gap;
   const width = 2 * pad + 2 * labelW + gap;
-  const height = top + n * rowH + 12;
+  const keyTop = top + n * rowH + 12;
+  const key = keyMarkup(opts.key, keyTop, width - 8);
+  const height = keyTop + key.height;
   const total = heads.length * Lq * Lk;
   const maxLines = opts.maxLines ?? 2000;
   const focusOnly = total > maxLines;
@@ -483,6 +519,7 @@ export function lineView(heads, opts = {}) {
     'aria-label': 'attention lines: hover or focus a token to show only its lines, click to pin it', 'font-family': FONT,
     'data-focus-only': focusOnly ? '1' : '0' });
   svg.append(el('rect', { width, height, fill: '#ffffff' }));
+  if (key.markup) { const g = el('g', { class: 'line-key' }); g.innerHTML = key.markup; svg.append(g); }
   svg.append(el('text', { x: qx, y: 18, 'text-anchor': 'end', 'font-size': 12, fill: '#555', 'font-weight': 600 }, opts.rowTitle || 'queries'));
   svg.append(el('text', { x: kx, y: 18, 'font-size': 12, fill: '#555', 'font-weight': 600 }, opts.colTitle || 'keys'));
   if (focusOnly) {
@@ -595,6 +632,30 @@ export function lineView(heads, opts = {}) {
   return svg;
 }
 
+// A line view's key (see lineView), at most maxW px wide from y0: the title's
+// lines, then one swatch per head, flowing into rows. Returns {markup, height}.
+function keyMarkup(key, y0, maxW) {
+  if (!key) return { markup: '', height: 0 };
+  const title = key.title ? wrapWidth(key.title, maxW, 12, 600) : [];
+  let s = '', y = y0 + 2;
+  title.forEach((l, k) => { s += `<tspan x="4" y="${y + 12 + 16 * k}">${esc(l)}${k < title.length - 1 ? ' ' : ''}</tspan>`; });
+  if (s) s = `<text class="key-title" font-size="12" font-weight="600" fill="#1d2433">${s}</text>`;
+  y += 16 * title.length;
+  const heads = key.heads || [];
+  let x = 4, items = '';
+  for (const h of heads) {
+    const label = `head ${h.index}${h.shown ? '' : ' (hidden)'}`;
+    const w = 16 + textWidth(label, 11) + 14;
+    if (x > 4 && x + w > maxW) { x = 4; y += 18; }
+    items += `<g class="key-head" data-head="${h.index}" data-shown="${h.shown ? 1 : 0}"${h.shown ? '' : ' opacity="0.45"'}>` +
+      `<rect x="${x}" y="${y + 4}" width="11" height="11" rx="2" fill="${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"/>` +
+      `<text x="${x + 16}" y="${y + 14}" font-size="11" fill="#1d2433">${esc(label)}</text></g>`;
+    x += w;
+  }
+  if (heads.length) y += 18;
+  return { markup: s + items, height: y - y0 + 8 };
+}
+
 /* The sentence coloured by the attention from one token (after CircuitsVis
  * colored_tokens): tokens = labels, weights = one per token (null: uncoloured),
  * mode = the colour scale, marked = the index of the token the weights come from. */
@@ -630,13 +691,15 @@ export function coloredTokens(tokens, weights, opts = {}) {
  * each cell coloured on the given scale (per-row: the head's largest weight
  * for this token is darkest). heads: [{index, matrix}]; side 'q' lists the
  * token's weight on each key, 'k' the weight each query puts on it. Past 24
- * tokens only the 16 largest are listed. Returns HTML for a table. */
+ * tokens only the 16 largest are listed. opts: scale, many (a column per
+ * head), colWord ('key', or 'value' for concat). Returns HTML for a table. */
 export function weightTable(heads, side, idx, rows, cols, opts = {}) {
   const other = side === 'q' ? cols : rows;
   const at = (m, t) => (side === 'q' ? m[idx][t] : m[t][idx]);
   const many = opts.many ?? heads.length > 1;
-  let s = `<table class="line-table"><caption>${side === 'q' ? 'query' : 'key'} “${esc(side === 'q' ? rows[idx] : cols[idx])}”: ` +
-    `${side === 'q' ? 'its weight on each key' : 'the weight each query puts on it'}</caption><thead><tr><th scope="col">${side === 'q' ? 'key' : 'query'}</th>`;
+  const col = opts.colWord || 'key'; // 'value' for concat, whose columns are value positions
+  let s = `<table class="line-table"><caption>${side === 'q' ? 'query' : col} “${esc(side === 'q' ? rows[idx] : cols[idx])}”: ` +
+    `${side === 'q' ? 'its weight on each ' + col : 'the weight each query puts on it'}</caption><thead><tr><th scope="col">${side === 'q' ? col : 'query'}</th>`;
   for (const h of heads) s += `<th scope="col"><span class="swatch" style="background:${HEAD_COLOURS[h.index % HEAD_COLOURS.length]}"></span>${many ? (heads.length > 4 ? 'h' : 'head ') + h.index : 'weight'}</th>`;
   s += '</tr></thead><tbody>';
   const mode = SCALES[opts.scale] ? opts.scale : 'abs';

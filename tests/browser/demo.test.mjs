@@ -25,9 +25,9 @@ const TOL = 1e-6;
 // whatever node decides about the module type of demo/*.js.
 const embedSrc = fs.readFileSync(path.join(HERE, '../../demo/embed.js'), 'utf8');
 const { tokenize, embed, MAX_TOKENS } = await import('data:text/javascript,' + encodeURIComponent(embedSrc));
-// The page's colour scale and number format, the same way (render.js has no imports).
+// The page's colour scale, number format, row statistics and head colours, the same way (render.js has no imports).
 const renderSrc = fs.readFileSync(path.join(HERE, '../../demo/render.js'), 'utf8');
-const { colour, fmt } = await import('data:text/javascript,' + encodeURIComponent(renderSrc));
+const { colour, fmt, rowStats, HEAD_COLOURS } = await import('data:text/javascript,' + encodeURIComponent(renderSrc));
 
 const DEFAULT_SENTENCE = 'The cat sat on the mat because the cat was tired .';
 
@@ -1863,6 +1863,241 @@ try {
     } finally {
       await phone.close();
     }
+  });
+
+  /* ------------------------------------------------ review fixes (round 3) */
+
+  const S1 = `#s=${encodeURIComponent(DEFAULT_SENTENCE)}`;
+  // Opens hash on p as a new document and waits for the heatmap.
+  const openHash = async (p, hash, sel = '#heatmap .cell') => {
+    await p.goto('about:blank');
+    await p.goto(BASE + '/' + hash);
+    await p.waitForSelector(sel, { state: 'attached', timeout: 30000 });
+    await p.waitForFunction(() => /round trip|Loaded/.test(document.querySelector('#status').textContent), null, { timeout: 30000 });
+  };
+  // An exported SVG laid out in a page of its own: fn(root svg) runs there.
+  async function inExport(svgText, fn) {
+    const p = await context.newPage();
+    try {
+      await p.setContent(`<!doctype html><body style="margin:0">${svgText}</body>`);
+      return await p.evaluate(fn);
+    } finally {
+      await p.close();
+    }
+  }
+  const hit = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5;
+
+  await test('long heatmap titles wrap inside their box, on screen and in the PNG/SVG, clear of the legend', async () => {
+    const cases = [
+      ['many options', `${S1}&r=scaled_dot&causal=1&win=3&cap=2&alibi=1&sinks=1&rope=1&rd=8&ro=3&scale=0.3&al=bottom_right`, 1],
+      ['a draw beside its soft weights', `${S1}&r=scaled_dot&hard=sample&causal=1`, 2],
+      ['linear heads beside softmax', `${S1}&r=multihead&att=linear`, 2],
+    ];
+    for (const [what, hash, panels] of cases) {
+      await openHash(page, hash, panels === 2 ? '#companion .cell' : '#heatmap .cell');
+      const r = await page.evaluate(() => [...document.querySelectorAll('#heatmap svg.heatmap, #companion svg.heatmap')].map(svg => {
+        const t = svg.querySelector('text.title'), box = svg.closest('.heat-figure').getBoundingClientRect();
+        return { text: t.textContent, label: svg.getAttribute('aria-label'), lines: t.querySelectorAll('tspan').length, right: t.getBoundingClientRect().right, box: box.right,
+          svg: svg.getBoundingClientRect().right };
+      }));
+      assert(r.length === panels, `${what}: ${r.length} panels`);
+      for (const x of r) {
+        assert(x.right <= x.box + 0.5 && x.svg <= x.box + 0.5, `${what}: the title "${x.text}" ends at ${x.right.toFixed(0)}px (its figure at ${x.svg.toFixed(0)}px), its box at ${x.box.toFixed(0)}px`);
+        assert(x.label.startsWith(x.text + ': '), `${what}: the wrapped title reads "${x.text}", its figure is "${x.label}"`);
+      }
+      if (panels === 1) assert(r[0].lines >= 2, `${what}: a long title on ${r[0].lines} line(s)`);
+    }
+    // The export of the first case: the whole title inside its figure, over nothing of the legend.
+    await openHash(page, cases[0][1]);
+    const svgText = fs.readFileSync(await saveDownload(page, '#export-svg', SHOTS, 'export-title-'), 'utf8');
+    const ex = await inExport(svgText, () => {
+      const map = document.querySelector('svg.heatmap'), t = map.querySelector('text.title'), legend = document.querySelector('svg.legend-bar');
+      const b = e => e.getBoundingClientRect().toJSON();
+      return { title: b(t), map: b(map), legend: b(legend), text: t.textContent };
+    });
+    assert(ex.title.right <= ex.map.right + 0.5, `exported title "${ex.text}" runs to ${ex.title.right}, past its figure (${ex.map.right})`);
+    assert(!hit(ex.title, ex.legend) && !hit(ex.map, ex.legend), `the exported legend lies over the heatmap: ${JSON.stringify(ex)}`);
+    const png = fs.readFileSync(await saveDownload(page, '#export-png', SHOTS, 'export-title-'));
+    assert(png.readUInt32BE(16) > 300, 'the PNG of the long title is empty');
+  });
+
+  await test('phone 390 px: the per-query table stays in its card, the page never scrolls sideways', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    try {
+      for (const hash of [`${S1}&r=linear`, `${S1}&r=multihead&h=4&causal=1`]) {
+        await openHash(phone, hash);
+        const r = await phone.evaluate(() => ({ sw: document.documentElement.scrollWidth, iw: innerWidth,
+          table: document.querySelector('#stats table').getBoundingClientRect().right, card: document.querySelector('.views').getBoundingClientRect().right,
+          box: document.querySelector('#stats').getBoundingClientRect().right }));
+        assert(r.sw <= r.iw, `${hash}: the page is ${r.sw}px wide on a ${r.iw}px screen`);
+        assert(r.box <= r.card, `${hash}: the table's box ends at ${r.box}px, past its card (${r.card}px)`);
+      }
+    } finally {
+      await phone.close();
+    }
+  });
+
+  await test('concat names its columns values (source as values): axis, table, text view, readout, status', async () => {
+    await openHash(page, '#s=the+cats+were+sitting+on+the+mats&t=a+cat+sat+on+a+mat&r=concat');
+    const r = await page.evaluate(() => ({
+      axes: [...document.querySelectorAll('#heatmap text.axis')].map(t => t.textContent),
+      foot: document.querySelector('#heatmap text.foot')?.textContent ?? '',
+      th: [...document.querySelectorAll('#stats th')].map(t => t.textContent),
+      labels: [...document.querySelectorAll('#token-text .ctok-label')].map(t => t.textContent),
+      status: document.querySelector('#status').textContent,
+    }));
+    assert(r.axes.join('|') === 'values →|queries ↓', `concat axis titles: ${r.axes}`);
+    assert(/source as values/.test(r.foot), `concat heatmap foot: "${r.foot}"`);
+    assert(r.th.includes('argmax value') && !r.th.includes('argmax key'), `concat table heads: ${r.th}`);
+    assert(r.labels.join('|') === 'queries|values', `concat text view labels: ${r.labels}`);
+    assert(/6 queries × 7 values/.test(r.status), `status "${r.status}"`);
+    await page.hover('#heatmap .cell[data-row="1"][data-col="2"]');
+    assert(/→ value “were”/.test(await page.textContent('#readout')), `readout "${await page.textContent('#readout')}"`);
+    // Any other rule keeps keys.
+    await setRule('scaled_dot');
+    await page.waitForFunction(() => /keys/.test(document.querySelector('#status').textContent), null, { timeout: 30000 });
+    assert((await page.$$eval('#heatmap text.axis', e => e.map(t => t.textContent))).join('|') === 'keys →|queries ↓', 'scaled_dot lost "keys"');
+  });
+
+  await test('text view: the "queries" and "keys" labels sit apart from their first token', async () => {
+    await openHash(page, '#s=the+cats+were+sitting+on+the+mats+because+they+were+tired&t=a+cat+sat');
+    const gaps = await page.$$eval('#token-text .ctok-line', ls => ls.map(l => {
+      const lab = l.querySelector('.ctok-label'), first = l.querySelector('.ctok');
+      return [lab.textContent, first.getBoundingClientRect().left - lab.getBoundingClientRect().right, lab.scrollWidth - lab.clientWidth];
+    }));
+    assert(gaps.length === 2, `${gaps.length} lines`);
+    for (const [lab, gap, over] of gaps) assert(gap >= 4 && over <= 0, `"${lab}" is ${gap.toFixed(1)}px from its first token (its text overflows by ${over}px)`);
+  });
+
+  await test('entropy: a one-hot row reads 0, not float32 noise', async () => {
+    await openHash(page, `${S1}&r=linear&causal=1&fm=relu`);
+    const row0 = await page.$$eval('#stats tbody tr:first-child td', e => e.map(x => x.textContent));
+    assert(row0[3] === '1.00' && row0[4] === '0', `row 0: weight ${row0[3]}, entropy "${row0[4]}"`);
+    // The threshold is noise only: a row with 0.999 on one key still shows its spread.
+    const [a, b] = rowStats([[0.99999994, 0, 5.96e-8], [0.999, 0.001, 0]]);
+    assert(a.entropy === 0 && b.entropy > 0.01, `entropies ${a.entropy}, ${b.entropy}`);
+  });
+
+  await test('neuron view unavailable: no empty readout box', async () => {
+    await openHash(page, `${S1}&r=scaled_dot&sinks=1&v=neuron`);
+    await page.waitForFunction(() => /Not available/.test(document.querySelector('#neuron-note').textContent), null, { timeout: 30000 });
+    assert(await page.isHidden('#neuron-readout'), 'an empty readout box is shown beside "Not available"');
+    await openHash(page, `${S1}&r=scaled_dot&v=neuron`);
+    await page.waitForSelector('#neuron svg .n-api', { timeout: 30000 });
+    assert(await page.isVisible('#neuron-readout'), 'the readout is hidden where the view is available');
+  });
+
+  await test('the URL drops settings of options that are off; old links that carry them still load', async () => {
+    const old = `${S1}&r=scaled_dot&temp=0.5&rs=interleaved&rb=500&rd=8&ro=2&spl=101&spw=4&slopes=0.5&fm=relu&att=linear`;
+    await openHash(page, old);
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', selfBody({})), 'an old link with dead settings');
+    const h = new URLSearchParams(new URL(page.url()).hash.slice(1));
+    const dead = ['temp', 'rs', 'rb', 'rd', 'ro', 'spl', 'spw', 'slopes', 'fm', 'att'].filter(k => h.has(k));
+    assert(dead.length === 0, `dead settings kept in the URL: ${dead.join(', ')} (${page.url()})`);
+    // Switched on, they are written again.
+    await openHash(page, `${S1}&r=scaled_dot&rope=1&rd=8&hard=sample&temp=0.5&sp=local_global&spw=4`, '#companion .cell');
+    const on = new URLSearchParams(new URL(page.url()).hash.slice(1));
+    for (const [k, v] of [['rd', '8'], ['temp', '0.5'], ['spw', '4']]) assert(on.get(k) === v, `${k} lost while its option is on: ${page.url()}`);
+  });
+
+  await test('keyboard: Home and End go to the first and last tab; one query is "1 query"', async () => {
+    await fresh();
+    await page.focus('#tab-lines');
+    await page.keyboard.press('End');
+    const last = await page.evaluate(() => [...document.querySelectorAll('.tabs [role=tab]')].filter(t => !t.hidden).pop().id);
+    assert(await page.evaluate(() => document.activeElement.id) === last, `End went to ${await page.evaluate(() => document.activeElement.id)}, not ${last}`);
+    await page.keyboard.press('Home');
+    assert(await page.evaluate(() => document.activeElement.id) === 'tab-heatmap' && await page.isVisible('#view-heatmap'), 'Home did not open the first tab');
+    await openHash(page, '#s=a');
+    assert(/: 1 query × 1 key /.test(await page.textContent('#status')), `status "${await page.textContent('#status')}"`);
+  });
+
+  await tfmTest('models: Home and End in the views bar; the grid export keeps its headings and labels', async () => {
+    await openModels(page, 'ms=heads');
+    await page.focus('#msub-heads');
+    await page.keyboard.press('End');
+    assert(await page.evaluate(() => document.activeElement.id) === 'msub-rollout' && await page.isVisible('#m-rollout'), 'End did not open Rollout');
+    await page.keyboard.press('Home');
+    assert(await page.evaluate(() => document.activeElement.id) === 'msub-translate' && await page.isVisible('#m-translate'), 'Home did not open Translate');
+    await openModels(page, 'ms=grid');
+    const t = await translateAPI('transformer', MODEL_TEXT);
+    const H = t.attention.cross[0].length, L = Math.max(t.attention.encoder.length, t.attention.decoder.length, t.attention.cross.length);
+    const svgText = fs.readFileSync(await saveDownload(page, '#export-svg', MODEL_SHOTS, 'export-'), 'utf8');
+    const labels = await inExport(svgText, () => [...document.querySelectorAll('text.export-label')].map(e => e.textContent));
+    for (const want of ['Encoder self-attention (English → English)', 'Decoder self-attention (French → earlier French (causal))',
+      'Cross-attention (French → English)', 'mean', ...Array.from({ length: L }, (_, l) => `layer ${l}`), ...Array.from({ length: H }, (_, h) => `head ${h}`)]) {
+      assert(labels.includes(want), `the grid SVG lost "${want}" (has ${labels.slice(0, 12).join(' | ')})`);
+    }
+    // Each thumbnail row is beside its layer label, not over it.
+    const over = await inExport(svgText, () => {
+      const labs = [...document.querySelectorAll('text.export-label')].map(e => e.getBoundingClientRect());
+      const thumbs = [...document.querySelectorAll('svg.heatmap')].slice(0, -1).map(e => e.getBoundingClientRect());
+      return labs.flatMap(l => thumbs.filter(s => l.left < s.right && s.left < l.right && l.top < s.bottom && s.top < l.bottom)).length;
+    });
+    assert(over === 0, `${over} labels lie over thumbnails in the export`);
+    const png = fs.readFileSync(await saveDownload(page, '#export-png', MODEL_SHOTS, 'export-'));
+    assert(png.readUInt32BE(16) > 300, 'the grid PNG is empty');
+  });
+
+  await tfmTest('models: the head view export names the attention, the layer and every head’s colour, the hidden ones as hidden', async () => {
+    await openModels(page, 'ms=heads&ma=cross&ml=0&mhide=2');
+    const svgText = fs.readFileSync(await saveDownload(page, '#export-svg', MODEL_SHOTS, 'export-'), 'utf8');
+    const k = await inExport(svgText, () => ({
+      caption: document.querySelector('.export-caption').textContent,
+      title: document.querySelector('.line-key .key-title')?.textContent ?? '',
+      heads: [...document.querySelectorAll('.line-key .key-head')].map(g => [g.dataset.head, g.dataset.shown, g.querySelector('rect').getAttribute('fill'), g.textContent]),
+    }));
+    assert(/Cross-attention, layer 0/.test(k.title), `key title "${k.title}"`);
+    assert(/cross-attention, layer 0, head 2 hidden/.test(k.caption), `caption "${k.caption}"`);
+    assert(k.heads.length === TFM.sizes.heads, `${k.heads.length} heads in the key`);
+    for (const [h, shown, fill, text] of k.heads) {
+      assert(fill === HEAD_COLOURS[h] && shown === (h === '2' ? '0' : '1') && text === `head ${h}${h === '2' ? ' (hidden)' : ''}`, `key entry ${h}: ${fill} ${shown} "${text}"`);
+    }
+  });
+
+  await test('the Lines export of a multi-head view carries its head colour key; the Compare export is attention-compare.png', async () => {
+    await openHash(page, `${S1}&r=multihead&h=4&v=lines&hide=1`, '#lines .tok');
+    const svgText = fs.readFileSync(await saveDownload(page, '#export-svg', SHOTS, 'export-'), 'utf8');
+    const heads = await inExport(svgText, () => [...document.querySelectorAll('.line-key .key-head')].map(g => [g.dataset.head, g.dataset.shown, g.querySelector('rect').getAttribute('fill')]));
+    assert(heads.map(x => x.join()).join(';') === [0, 1, 2, 3].map(h => [h, h === 1 ? 0 : 1, HEAD_COLOURS[h]].join()).join(';'), `head key: ${JSON.stringify(heads)}`);
+    // The line colours are the key's.
+    const lines = await page.$$eval('#lines .attn-line', e => [...new Set(e.map(l => l.dataset.head + l.getAttribute('stroke')))]);
+    for (const l of lines) assert(HEAD_COLOURS.some((c, h) => l === h + c), `a line in ${l}`);
+    await page.click('#tab-compare');
+    await page.waitForFunction(() => document.querySelectorAll('#compare-grid .compare-item svg').length === 8, null, { timeout: 30000 });
+    const f = await saveDownload(page, '#export-png', SHOTS, 'export-');
+    assert(path.basename(f) === 'export-attention-compare.png', `the Compare PNG is named ${path.basename(f)}`);
+  });
+
+  await tfmTest('models: at 390 px the grid detail’s title and caption wrap inside its box', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    try {
+      await openModels(phone, 'ms=grid');
+      const r = await phone.evaluate(() => {
+        const svg = document.querySelector('#m-detail-svg'), box = svg.parentElement.getBoundingClientRect();
+        return { box: box.right, texts: [...svg.querySelectorAll('text.title, text.caption')].map(t => [t.textContent, t.getBoundingClientRect().right]),
+          sw: document.documentElement.scrollWidth, iw: innerWidth };
+      });
+      for (const [text, right] of r.texts) assert(right <= r.box + 0.5, `"${text}" runs to ${right.toFixed(0)}px, its box ends at ${r.box.toFixed(0)}px`);
+      assert(r.texts.map(x => x[0]).join(' ').includes(`“${MODEL_TEXT}”`), `the caption lost the sentence: ${r.texts.map(x => x[0]).join(' / ')}`);
+      assert(r.sw <= r.iw, `page is ${r.sw}px wide`);
+    } finally {
+      await phone.close();
+    }
+  });
+
+  await tfmTest('models: rollout figures two a row, cells large enough that the slanted labels do not overlap', async () => {
+    await openModels(page, 'ms=rollout');
+    const r = await page.$$eval('#m-rollout .m-roll svg.heatmap', svgs => svgs.map(s => {
+      const b = s.getBoundingClientRect();
+      const labs = [...s.querySelectorAll('.col-label')].map(t => t.getBoundingClientRect());
+      return { top: Math.round(b.top), cell: Number(s.dataset.cell), fs: Number(s.querySelector('.col-labels').getAttribute('font-size')), n: labs.length };
+    }));
+    assert(r.length === 4 && r[0].top === r[1].top && r[2].top === r[3].top && r[2].top > r[0].top, `figure rows: ${r.map(x => x.top)}`);
+    // Rotated 45°, neighbouring labels are cell · sin 45° apart across their lines: at least the font's size.
+    for (const x of r) assert(x.cell * Math.SQRT1_2 >= x.fs, `cells of ${x.cell}px under ${x.fs}px labels overlap`);
   });
 
   await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
