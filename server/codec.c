@@ -204,29 +204,34 @@ static void index_path(char *out, size_t n, const char *field, int rank,
  * NUL, so strtod stops at the number's end. */
 static int64_t first_inexact_bit(const char *t, size_t n)
 {
-    const char *end = t + n;
+    const char *end = t + n, *p = t;
     int64_t i = 0;
-    for (const char *p = t; p < end; p++) {
-        if (*p == 't' || *p == 'f') { /* true, false */
-            p += *p == 't' ? 3 : 4;
-            i++;
-        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
-            const char *q = p + (*p == '-'); /* 0, 1, 0.0, 1.000, -0 ... at once */
-            if (*q == '0' || *q == '1') {
-                q++;
-                if (*q == '.')
-                    while (*++q == '0') {}
-            }
-            if (*q != ',' && *q != ']' && *q != ' ' && *q != '\n' && *q != '\r' && *q != '\t') {
-                char *r;
-                double x = strtod(p, &r);
-                if (x != 0.0 && x != 1.0)
-                    return i;
-                q = r;
-            }
-            p = q - 1;
-            i++;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p;
+        if (c <= ' ' || c == ',' || c == '[' || c == ']') {
+            p++;
+            continue;
         }
+        i++;
+        if (c == 't' || c == 'f') { /* true, false */
+            p += c == 't' ? 4 : 5;
+            continue;
+        }
+        const char *q = p + (c == '-'); /* 0, 1, 0.0, 1.000, -0 ... at once */
+        if (*q == '0' || *q == '1') {
+            q++;
+            if (*q == '.')
+                while (*++q == '0') {}
+            if (*q == ',' || *q == ']' || (unsigned char)*q <= ' ') {
+                p = q;
+                continue;
+            }
+        }
+        char *r;
+        double x = strtod(p, &r);
+        if (x != 0.0 && x != 1.0)
+            return i - 1;
+        p = r;
     }
     return -1;
 }

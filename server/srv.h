@@ -255,9 +255,10 @@ typedef struct {
     int64_t count;
     float *data;      /* arena-owned */
     int has_bool, has_num;
-    /* a number of over 9 bytes or with an exponent is in it: only such a
-     * number rounds to 0.0f or 1.0f without being 0 or 1 (1e-50,
-     * 0.99999999), so a mask's text needs a look only then */
+    /* a number of it was read other than by the scanner's row runs, whose
+     * numbers (7 digits, no exponent) are 0 or 1 when they round to 0.0f
+     * or 1.0f: only then may one be 1e-50 or 0.99999999, so only then
+     * does a mask's text need a look */
     int has_long;
     int64_t first_bool; /* flat index of the first true/false */
     const char *text;   /* its text in the body, text_len bytes (whether a number had a fraction) */
