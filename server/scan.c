@@ -279,9 +279,8 @@ static inline __attribute__((always_inline)) int array_numbers(array_walk *w, co
                 p = s;
                 continue;
             }
-        } else {
-            if (!(q = srv_parse_float(p, w->end, x, &finite)) || !finite)
-                return WALK_BAIL;
+        } else if (!(q = srv_parse_float(p, w->end, x, &finite)) || !finite) {
+            return WALK_BAIL;
         }
         p = q;
         if (p < w->end && *p == ',') {
