@@ -1,5 +1,5 @@
 // app.js - the demo's controller: reads the controls, builds API requests, hands the weights to the renderers,
-// and keeps the whole view (inputs, rule, options, view, head, scale, pinned token) in the URL.
+// and keeps the whole view (inputs, rule, options, view, head, batch element, scale, pinned token) in the URL.
 
 import { tokenize, tokenCount, embed, DEFAULT_DIM, MAX_TOKENS } from './embed.js';
 import { postJSON, getJSON, decodeTensor, toMatrices } from './api.js';
@@ -67,8 +67,9 @@ const S = {
   mode: 'sentences',
   padding: new Set(),   // indices of key tokens marked as padding
   rules: null,          // GET /rules, once loaded
-  cur: null,            // {rule, request, response, mats, rows, cols, note, source}
+  cur: null,            // {rule, request, response, mats, rows, cols, note, batches, source}
   head: 0,              // selected head in the detail heatmap; -1 = mean over heads
+  batch: 0,             // the batch element shown when the weights are batched
   hiddenHeads: new Set(),
   view: 'heatmap',
   scale: 'abs',         // colour scale: abs | row | log
@@ -305,24 +306,30 @@ async function run() {
   if (S.view === 'compare') runCompare();
 }
 
-// Weights -> per-head matrices, dropping a batch dimension (first element shown).
-function weightMatrices(rule, response) {
+// Weights -> per-head matrices of one batch element: b when the weights are
+// batched and b is in range, else element 0. Returns {mats, note, batch,
+// batches}; batches is 0 when the weights have no batch dimension.
+function weightMatrices(rule, response, b = 0) {
   if (!response || !('weights' in response)) throw new Error('the response has no "weights" (was need_weights false?)');
   const t = decodeTensor(response.weights, 'weights');
   const r = t.shape.length;
-  let note = '';
+  let note = '', batch = 0, batches = 0;
   let mats = toMatrices(t);
   const multi = rule === 'multihead';
   if ((!multi && r === 3) || (multi && r === 4)) {
     const per = multi ? t.shape[1] : 1;
-    note = `showing batch element 0 of ${t.shape[0]}`;
-    mats = mats.slice(0, per);
+    batches = t.shape[0];
+    batch = Number.isInteger(b) && b >= 0 && b < batches ? b : 0;
+    note = batchNote(batch, batches);
+    mats = mats.slice(batch * per, (batch + 1) * per);
   } else if (r > (multi ? 4 : 3)) {
     throw new Error(`weights have ${r} dimensions; expected at most ${multi ? 4 : 3}`);
   }
   if (mats.length === 0 || mats[0].length === 0 || mats[0][0].length === 0) throw new Error('the weights are empty');
-  return { mats, note };
+  return { mats, note, batch, batches };
 }
+
+const batchNote = (b, n) => `showing batch element ${b} of ${n}`;
 
 // Which cells the request did not allow and the structure drawn over them (options.js).
 function structureFor(rule, req, response, Lq, Lk) {
@@ -331,15 +338,16 @@ function structureFor(rule, req, response, Lq, Lk) {
 
 // companion: {role, rule, request, response | null, error} drawn beside (see options.js companionOf).
 function show(rule, request, response, rows, cols, source, companion = null) {
-  const { mats, note } = weightMatrices(rule, response);
+  const { mats, note, batch, batches } = weightMatrices(rule, response, S.batch);
+  S.batch = batch;
   const Lq = mats[0].length, Lk = mats[0][0].length;
   if (!rows || rows.length !== Lq) rows = Array.from({ length: Lq }, (_, i) => 'q' + i);
   if (!cols || cols.length !== Lk) cols = Array.from({ length: Lk }, (_, j) => (rule === 'concat' ? 'v' : 'k') + j);
   const prevHeads = S.cur ? S.cur.mats.length : 0;
   const struct = structureFor(rule, request, response, Lq, Lk);
-  S.cur = { rule, request, response, mats, rows, cols, note, source, kind: struct.kind, struct, companion: null };
+  S.cur = { rule, request, response, mats, rows, cols, note, batches, source, kind: struct.kind, struct, companion: null };
   if (companion) {
-    const cm = companion.response ? weightMatrices(companion.rule, companion.response).mats : null;
+    const cm = companion.response ? weightMatrices(companion.rule, companion.response, batch).mats : null;
     S.cur.companion = { ...companion, mats: cm && cm[0].length === Lq && cm[0][0].length === Lk ? cm : null,
       struct: structureFor(companion.rule, companion.request, companion.response, Lq, Lk) };
   }
@@ -349,7 +357,22 @@ function show(rule, request, response, rows, cols, source, companion = null) {
   S.keepHeads = false;
   if (S.head >= mats.length) S.head = 0;
   if (S.pin && (S.pin.side === 'q' ? S.pin.index >= Lq : S.pin.index >= Lk)) S.pin = null;
+  $('batch-pick').hidden = !batches;
+  $('batch').max = String(Math.max(0, batches - 1));
+  $('batch').value = String(batch);
+  $('batch-of').textContent = `of ${batches}`;
   render();
+}
+
+// Shows another batch element of the response already received: no new
+// request. The status line's note follows; an out-of-range b is ignored.
+function showBatch(b) {
+  const c = S.cur;
+  if (!c || !c.batches || !Number.isInteger(b) || b < 0 || b >= c.batches || b === S.batch) return;
+  S.batch = b;
+  show(c.rule, c.request, c.response, c.rows, c.cols, c.source, c.companion);
+  if (S.view === 'compare' && S.compare && !S.compareSaved) renderCompare(S.compare);
+  $('status').textContent = $('status').textContent.replace(/showing batch element \d+ of \d+/, S.cur.note);
 }
 
 /* --------------------------------------------------------------- render */
@@ -384,7 +407,7 @@ function captionLine(source) {
 
 function detailMatrix() {
   const m = S.cur.mats;
-  const opts = describeOptions(S.cur.request, S.cur.rule);
+  const opts = [S.cur.batches ? `batch element ${S.batch}` : '', describeOptions(S.cur.request, S.cur.rule)].filter(Boolean).join(' · ');
   const sfx = opts ? ` (${opts})` : '';
   if (m.length === 1) return { matrix: m[0], title: `${S.cur.rule}${sfx}` };
   if (S.head === -1) return { matrix: meanMatrix(m), title: `${S.cur.rule}: mean over ${m.length} heads${sfx}` };
@@ -862,8 +885,9 @@ function renderCompare(cmp) {
       return fig;
     }
     try {
-      const { mats } = weightMatrices(rule, response);
-      const m = mats[0];
+      // Averaged multi-head weights have no head dimension: batched, they hold one matrix per batch element.
+      const { mats } = weightMatrices(rule, response, S.batch);
+      const m = rule === 'multihead' && request && request.average_weights ? mats[Math.min(S.batch, mats.length - 1)] : mats[0];
       const title = rule === 'multihead' ? `multihead (mean of ${request && request.num_heads || mats.length} heads)` : rule;
       const foot = rule === 'concat' && cmp.source === 'sentences' ? CONCAT_FOOT : undefined;
       const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;
@@ -925,6 +949,7 @@ function loadExport(obj) {
     if (SCALES[v.scale]) { S.scale = v.scale; $('colour-scale').value = v.scale; }
     S.pin = v.pin && (v.pin.side === 'q' || v.pin.side === 'k') && Number.isInteger(v.pin.index) ? { side: v.pin.side, index: v.pin.index } : null;
     S.head = Number.isInteger(v.head) ? v.head : 0;
+    S.batch = Number.isInteger(v.batch) ? v.batch : 0;
     S.hiddenHeads = new Set(Array.isArray(v.hiddenHeads) ? v.hiddenHeads : []);
     if (obj.kind === 'compare') {
       if (!Array.isArray(obj.results)) throw new Error('a comparison export needs "results"');
@@ -979,6 +1004,7 @@ function stateParams() {
   }
   if (S.view !== 'heatmap') p.set('v', S.view);
   if (S.head !== 0) p.set('head', String(S.head));
+  if (S.batch !== 0) p.set('b', String(S.batch));
   if (S.hiddenHeads.size) p.set('hide', [...S.hiddenHeads].sort((a, b) => a - b).join(','));
   if (S.scale !== 'abs') p.set('cs', S.scale);
   if (S.pin) p.set('pin', S.pin.side + S.pin.index);
@@ -1031,6 +1057,7 @@ function readHash() {
     S.wantModel = v === 'model';
     if (MV.ready) MV.restore(p);
     S.head = /^-?\d+$/.test(p.get('head') || '') ? Number(p.get('head')) : 0;
+    S.batch = /^\d+$/.test(p.get('b') || '') ? Number(p.get('b')) : 0;
     S.hiddenHeads = new Set((p.get('hide') || '').split(',').filter(x => /^\d+$/.test(x)).map(Number));
     S.scale = SCALES[p.get('cs')] ? p.get('cs') : 'abs';
     $('colour-scale').value = S.scale;
@@ -1144,7 +1171,7 @@ function currentViewContainer() {
 }
 
 function viewState() {
-  return { view: S.view, head: S.head, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin, neuronKey: S.neuronKey };
+  return { view: S.view, head: S.head, batch: S.batch, hiddenHeads: [...S.hiddenHeads], scale: S.scale, pin: S.pin, neuronKey: S.neuronKey };
 }
 
 // The JSON export: everything needed to redraw the picture with its words.
@@ -1252,6 +1279,9 @@ function wire() {
     });
   });
 
+  // Arrow keys and typing switch at once; a value left out of range goes back on leaving the field.
+  $('batch').addEventListener('input', () => showBatch(Number($('batch').value)));
+  $('batch').addEventListener('change', () => { $('batch').value = String(S.batch); });
   $('neuron-query').addEventListener('change', () => { S.neuronKey = null; S.pin = { side: 'q', index: Number($('neuron-query').value) }; applyPin(); writeHash(); });
   $('neuron-head').addEventListener('change', () => { S.head = Number($('neuron-head').value); if (S.cur) render(); });
   $('export-png').addEventListener('click', () => doExport('png'));

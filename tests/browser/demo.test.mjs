@@ -803,6 +803,45 @@ try {
     }
   });
 
+  await test('a batched paste switches batch elements from the response, and the URL keeps the element', async () => {
+    await fresh();
+    await setMode('paste');
+    await setRule('dot');
+    const req = { query: [[[1, 0], [0, 1]], [[1, 1], [0, 1]]], key: [[[1, 0], [0, 1], [1, 1]], [[2, 0], [0, 3], [1, -1]]],
+      value: [[[1], [2], [3]], [[4], [5], [6]]] };
+    await page.fill('#paste', JSON.stringify(req));
+    await page.click('#paste-run');
+    const w = await weightsOf('/attention/dot', { ...req, seed: 0 });
+    assert(w.length === 2 && maxDiff(w[0], w[1]) > 0.01, 'the two batch elements should differ');
+    await expectHeatmap(page, w[0], 'batch element 0');
+    assert(await page.isVisible('#batch-pick'), 'no batch element control');
+    assert(await page.textContent('#batch-of') === 'of 2', `batch control says "${await page.textContent('#batch-of')}"`);
+    // The keyboard switches to element 1, drawn from the response already received.
+    const posts = requested.filter(u => u.includes('/attention/')).length;
+    await page.focus('#batch');
+    await page.keyboard.press('ArrowUp');
+    await expectHeatmap(page, w[1], 'batch element 1');
+    assert(requested.filter(u => u.includes('/attention/')).length === posts, 'switching the batch element sent a new request');
+    const rows = await page.$$eval('#stats tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+    w[1].forEach((row, i) => {
+      const arg = row.indexOf(Math.max(...row));
+      assert(rows[i][2] === 'k' + arg && rows[i][3] === fmt(row[arg]), `stats row ${i} is ${rows[i]}, expected k${arg} ${fmt(row[arg])}`);
+    });
+    assert((await page.textContent('#status')).includes('showing batch element 1 of 2'), `status "${await page.textContent('#status')}"`);
+    // Past the last element nothing changes.
+    await page.keyboard.press('ArrowUp');
+    await expectHeatmap(page, w[1], 'batch element 1 after ArrowUp at the end');
+    const other = await context.newPage();
+    try {
+      await other.goto(page.url());
+      await other.waitForSelector('#heatmap .cell', { timeout: 30000 });
+      await expectHeatmap(other, w[1], 'reopened batch element 1');
+      assert(await other.inputValue('#batch') === '1', 'the reopened page does not show element 1 in its control');
+    } finally {
+      await other.close();
+    }
+  });
+
   await test('exports reload to the same picture (JSON in, PNG pixels compared)', async () => {
     await fresh();
     const save = (p, id) => saveDownload(p, id, SHOTS, 'roundtrip-');
