@@ -1338,6 +1338,8 @@ function wire() {
   const setFold = () => { fold.open = !NARROW.matches; };
   setFold();
   $('to-controls').addEventListener('click', () => { fold.open = true; fold.scrollIntoView({ behavior: 'smooth' }); $('source').focus({ preventScroll: true }); });
+  // and back: after an edit the figure it changed is a screen or more above
+  $('to-figure').addEventListener('click', () => { document.querySelector('.views').scrollIntoView({ behavior: 'smooth' }); $('to-controls').focus({ preventScroll: true }); });
   NARROW.addEventListener('change', () => { setFold(); if (S.cur) renderHeatmapView(); });
   window.addEventListener('hashchange', () => { if (readHash()) { syncControls(); renderTokenChips(); setView(S.view); run(); } });
 }

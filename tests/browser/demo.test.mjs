@@ -1977,6 +1977,27 @@ try {
     }
   });
 
+  await test('phone 390 px: after editing the options, a button at their end scrolls back to the figure', async () => {
+    const phone = await context.newPage();
+    await phone.setViewportSize({ width: 390, height: 844 });
+    try {
+      await openHash(phone, S1);
+      await phone.click('#to-controls');
+      await phone.selectOption('#rule', 'dot');
+      await phone.locator('#to-figure').scrollIntoViewIfNeeded();
+      const away = await phone.evaluate(() => document.querySelector('#heatmap').getBoundingClientRect().bottom);
+      assert(away < 0, `the heatmap is still on screen after scrolling to the button (bottom ${away}px)`);
+      await phone.click('#to-figure');
+      await phone.waitForFunction(() => {
+        const r = document.querySelector('#heatmap').getBoundingClientRect();
+        return r.top >= -1 && r.top < innerHeight;
+      }, null, { timeout: 5000 });
+      assert(await phone.evaluate(() => document.activeElement?.id) === 'to-controls', 'focus did not return to the edit button');
+    } finally {
+      await phone.close();
+    }
+  });
+
   await test('concat names its columns values (source as values): axis, table, text view, readout, status', async () => {
     await openHash(page, '#s=the+cats+were+sitting+on+the+mats&t=a+cat+sat+on+a+mat&r=concat');
     const r = await page.evaluate(() => ({
