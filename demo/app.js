@@ -307,15 +307,17 @@ async function run() {
 }
 
 // Weights -> per-head matrices of one batch element: b when the weights are
-// batched and b is in range, else element 0. Returns {mats, note, batch,
-// batches}; batches is 0 when the weights have no batch dimension.
-function weightMatrices(rule, response, b = 0) {
+// batched and b is in range, else element 0. Multi-head weights have a head
+// dimension unless the request averaged them over the heads. Returns {mats,
+// note, batch, batches}; batches is 0 when the weights have no batch
+// dimension.
+function weightMatrices(rule, request, response, b = 0) {
   if (!response || !('weights' in response)) throw new Error('the response has no "weights" (was need_weights false?)');
   const t = decodeTensor(response.weights, 'weights');
   const r = t.shape.length;
   let note = '', batch = 0, batches = 0;
   let mats = toMatrices(t);
-  const multi = rule === 'multihead';
+  const multi = rule === 'multihead' && !(request && request.average_weights);
   if ((!multi && r === 3) || (multi && r === 4)) {
     const per = multi ? t.shape[1] : 1;
     batches = t.shape[0];
@@ -338,7 +340,7 @@ function structureFor(rule, req, response, Lq, Lk) {
 
 // companion: {role, rule, request, response | null, error} drawn beside (see options.js companionOf).
 function show(rule, request, response, rows, cols, source, companion = null) {
-  const { mats, note, batch, batches } = weightMatrices(rule, response, S.batch);
+  const { mats, note, batch, batches } = weightMatrices(rule, request, response, S.batch);
   S.batch = batch;
   const Lq = mats[0].length, Lk = mats[0][0].length;
   if (!rows || rows.length !== Lq) rows = Array.from({ length: Lq }, (_, i) => 'q' + i);
@@ -347,7 +349,7 @@ function show(rule, request, response, rows, cols, source, companion = null) {
   const struct = structureFor(rule, request, response, Lq, Lk);
   S.cur = { rule, request, response, mats, rows, cols, note, batches, source, kind: struct.kind, struct, companion: null };
   if (companion) {
-    const cm = companion.response ? weightMatrices(companion.rule, companion.response, batch).mats : null;
+    const cm = companion.response ? weightMatrices(companion.rule, companion.request, companion.response, batch).mats : null;
     S.cur.companion = { ...companion, mats: cm && cm[0].length === Lq && cm[0][0].length === Lk ? cm : null,
       struct: structureFor(companion.rule, companion.request, companion.response, Lq, Lk) };
   }
@@ -885,9 +887,8 @@ function renderCompare(cmp) {
       return fig;
     }
     try {
-      // Averaged multi-head weights have no head dimension: batched, they hold one matrix per batch element.
-      const { mats } = weightMatrices(rule, response, S.batch);
-      const m = rule === 'multihead' && request && request.average_weights ? mats[Math.min(S.batch, mats.length - 1)] : mats[0];
+      const { mats } = weightMatrices(rule, request, response, S.batch);
+      const m = mats[0];
       const title = rule === 'multihead' ? `multihead (mean of ${request && request.num_heads || mats.length} heads)` : rule;
       const foot = rule === 'concat' && cmp.source === 'sentences' ? CONCAT_FOOT : undefined;
       const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;

@@ -803,6 +803,23 @@ try {
     }
   });
 
+  await test('a batched multihead paste with average_weights: one matrix a batch element, not one a "head"', async () => {
+    await fresh();
+    await setMode('paste');
+    await setRule('multihead');
+    const req = { query: [[[1, 0], [0, 1]], [[1, 1], [0, 1]]], key: [[[1, 0], [0, 1], [1, 1]], [[2, 0], [0, 3], [1, -1]]],
+      value: [[[1, 0], [2, 1], [3, 0]], [[4, 1], [5, 0], [6, 2]]], num_heads: 2, average_weights: true };
+    await page.fill('#paste', JSON.stringify(req));
+    await page.click('#paste-run');
+    const w = await weightsOf('/multihead', { ...req, seed: 0 });
+    assert(w.length === 2 && w[0].length === 2 && maxDiff(w[0], w[1]) > 0.01, 'the two batch elements should differ');
+    await expectHeatmap(page, w[0], 'averaged batch element 0');
+    assert(await page.textContent('#batch-of') === 'of 2', `batch control says "${await page.textContent('#batch-of')}"`);
+    await page.focus('#batch');
+    await page.keyboard.press('ArrowUp');
+    await expectHeatmap(page, w[1], 'averaged batch element 1');
+  });
+
   await test('a batched paste switches batch elements from the response, and the URL keeps the element', async () => {
     await fresh();
     await setMode('paste');
