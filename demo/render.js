@@ -258,9 +258,6 @@ export function heatmap(matrix, opts = {}) {
   // The label bands come after the cells, on white, so that when a large
   // heatmap scrolls they can be moved to stay in view over the cells
   // (the page sets their transforms; exports drop them).
-  // One text element per title, its lines as tspans, so its text reads whole
-  // (a space ends each line but the last).
-  const tspans = (ls, y0, dy) => ls.map((l, k) => `<tspan x="4" y="${y0 + dy * k}">${esc(l)}${k < ls.length - 1 ? ' ' : ''}</tspan>`).join('');
   const titles = (titleLines.length ? `<text class="title" font-size="14" font-weight="600" fill="#1d2433">${tspans(titleLines, 16, 18)}</text>` : '') +
     capLines.map((l, k) => `<text class="caption" x="4" y="${titleH + 12 + 16 * k}" font-size="11" fill="#5b6475">${esc(l)}</text>`).join('');
   if (labels) {
@@ -632,14 +629,19 @@ export function lineView(heads, opts = {}) {
   return svg;
 }
 
+// Lines of one text element as tspans at x = 4 from baseline y0, dy apart, so
+// the text reads whole (a space ends each line but the last).
+function tspans(lines, y0, dy) {
+  return lines.map((l, k) => `<tspan x="4" y="${y0 + dy * k}">${esc(l)}${k < lines.length - 1 ? ' ' : ''}</tspan>`).join('');
+}
+
 // A line view's key (see lineView), at most maxW px wide from y0: the title's
 // lines, then one swatch per head, flowing into rows. Returns {markup, height}.
 function keyMarkup(key, y0, maxW) {
   if (!key) return { markup: '', height: 0 };
   const title = key.title ? wrapWidth(key.title, maxW, 12, 600) : [];
-  let s = '', y = y0 + 2;
-  title.forEach((l, k) => { s += `<tspan x="4" y="${y + 12 + 16 * k}">${esc(l)}${k < title.length - 1 ? ' ' : ''}</tspan>`; });
-  if (s) s = `<text class="key-title" font-size="12" font-weight="600" fill="#1d2433">${s}</text>`;
+  let y = y0 + 2;
+  const s = title.length ? `<text class="key-title" font-size="12" font-weight="600" fill="#1d2433">${tspans(title, y + 12, 16)}</text>` : '';
   y += 16 * title.length;
   const heads = key.heads || [];
   let x = 4, items = '';
