@@ -802,13 +802,11 @@ static int check_applies(const srv_field *f, attn_rule rule, srv_err *e)
                     n > 1 ? "s" : "", list, mha, attn_rule_name(rule));
 }
 
-/* Whether the field called name is among those present. */
-static int given(const unsigned char present[N_FIELDS], const char *name)
+/* Whether the field called name, as read at where, is among those present. */
+static int given(const unsigned char present[N_FIELDS], const char *name, unsigned where)
 {
-    for (size_t i = 0; i < N_FIELDS; i++)
-        if (!strcmp(fields[i].name, name))
-            return present[i];
-    return 0;
+    const srv_field *f = srv_field_find(name, where);
+    return f && present[f - fields];
 }
 
 int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c, srv_job *j,
@@ -819,7 +817,8 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
     if (only_fields(obj, where, what, present, e))
         return -1;
     /* KServe parameters hold no pairs, so they also take the sides alone */
-    if (given(present, "window") && (given(present, "window_left") || given(present, "window_right")))
+    if (given(present, "window", where) &&
+        (given(present, "window_left", where) || given(present, "window_right", where)))
         return srv_fail(e, 400, "invalid_field", "window",
                         "window sets both sides: give it or window_left and window_right, not both");
     for (size_t i = 0; j->kind == SRV_JOB_ATTENTION && i < N_FIELDS; i++)
