@@ -322,7 +322,7 @@ function weightMatrices(rule, request, response, b = 0) {
     const per = multi ? t.shape[1] : 1;
     batches = t.shape[0];
     batch = Number.isInteger(b) && b >= 0 && b < batches ? b : 0;
-    note = batchNote(batch, batches);
+    note = `showing batch element ${batch} of ${batches}`;
     mats = mats.slice(batch * per, (batch + 1) * per);
   } else if (r > (multi ? 4 : 3)) {
     throw new Error(`weights have ${r} dimensions; expected at most ${multi ? 4 : 3}`);
@@ -330,8 +330,6 @@ function weightMatrices(rule, request, response, b = 0) {
   if (mats.length === 0 || mats[0].length === 0 || mats[0][0].length === 0) throw new Error('the weights are empty');
   return { mats, note, batch, batches };
 }
-
-const batchNote = (b, n) => `showing batch element ${b} of ${n}`;
 
 // Which cells the request did not allow and the structure drawn over them (options.js).
 function structureFor(rule, req, response, Lq, Lk) {
@@ -374,7 +372,7 @@ function showBatch(b) {
   S.batch = b;
   show(c.rule, c.request, c.response, c.rows, c.cols, c.source, c.companion);
   if (S.view === 'compare' && S.compare && !S.compareSaved) renderCompare(S.compare);
-  $('status').textContent = $('status').textContent.replace(/showing batch element \d+ of \d+/, S.cur.note);
+  $('status').textContent = $('status').textContent.replace(c.note, S.cur.note);
 }
 
 /* --------------------------------------------------------------- render */
