@@ -982,13 +982,16 @@ const MAX_PASTE_IN_URL = 4000;
 function stateParams() {
   const p = new URLSearchParams();
   const o = readOptions();
-  if (S.mode === 'sentences') {
-    p.set('s', $('source').value);
-    if (!$('self').checked) p.set('t', $('target').value);
-  } else if (S.mode === 'paste' && $('paste').value.length <= MAX_PASTE_IN_URL) {
+  // The sentences ride along in paste mode, so going back to them finds them as they were.
+  if (S.mode === 'paste' && $('paste').value.length <= MAX_PASTE_IN_URL) {
+    p.set('m', 'paste');
     p.set('paste', $('paste').value);
   }
-  if (p.has('s') || p.has('paste')) {
+  if (S.mode === 'sentences' || p.has('paste')) {
+    p.set('s', $('source').value);
+    if (!$('self').checked) p.set('t', $('target').value);
+  }
+  if (p.has('s')) {
     p.set('r', o.rule);
     if (o.rule === 'multihead') { p.set('h', String(o.heads)); if (o.proj !== 'identity') p.set('proj', o.proj); }
     if (o.causal) p.set('causal', '1');
@@ -999,7 +1002,7 @@ function stateParams() {
     if (o.seed) p.set('seed', String(o.seed));
     if (o.posWeight !== 0.5) p.set('pw', String(o.posWeight));
     writeModernParams(p, $);
-    if (S.padding.size && p.has('s')) p.set('pad', [...S.padding].sort((a, b) => a - b).join(','));
+    if (S.padding.size && S.mode === 'sentences') p.set('pad', [...S.padding].sort((a, b) => a - b).join(','));
   }
   if (S.view !== 'heatmap') p.set('v', S.view);
   if (S.head !== 0) p.set('head', String(S.head));
@@ -1012,10 +1015,28 @@ function stateParams() {
   return p;
 }
 
+// A new question (other words, rule, options or view) is a new history
+// entry, so Back returns to the one before; edits within a second of the
+// last entry (typing) and view details (head, pin, colours) change it in place.
+const DETAIL_PARAMS = ['head', 'b', 'hide', 'cs', 'pin', 'nk', 'ma', 'ml', 'mh', 'mhide', 'mpin'];
+function question(p) {
+  const q = new URLSearchParams(p);
+  for (const k of DETAIL_PARAMS) q.delete(k);
+  return q.toString();
+}
+let lastPush = 0;
 function writeHash() {
   if (S.restoring) return;
-  const h = '#' + stateParams().toString();
-  if (location.hash !== h) history.replaceState(null, '', h);
+  const p = stateParams();
+  const h = '#' + p.toString();
+  if (location.hash === h) return;
+  const was = question(new URLSearchParams(location.hash.slice(1)));
+  if (was !== '' && was !== question(p) && Date.now() - lastPush > 1000) {
+    history.pushState(null, '', h);
+    lastPush = Date.now();
+  } else {
+    history.replaceState(null, '', h);
+  }
 }
 
 // Sets the controls from the fragment; returns false when there is none.
@@ -1026,15 +1047,14 @@ function readHash() {
   S.restoring = true;
   try {
     if (p.has('s') || p.has('paste')) {
-      S.mode = p.has('s') ? 'sentences' : 'paste';
+      S.mode = p.has('paste') && (p.get('m') === 'paste' || !p.has('s')) ? 'paste' : 'sentences';
       document.querySelector(`input[name="mode"][value="${S.mode}"]`).checked = true;
       if (p.has('s')) {
         $('source').value = p.get('s');
         $('self').checked = !p.has('t');
         $('target').value = p.get('t') || '';
-      } else {
-        $('paste').value = p.get('paste');
       }
+      if (p.has('paste')) $('paste').value = p.get('paste');
       if (ALL_RULES.includes(p.get('r'))) $('rule').value = p.get('r');
       if (p.has('h') && [...$('heads').options].some(x => x.value === p.get('h'))) $('heads').value = p.get('h');
       $('proj').value = p.get('proj') === 'seeded' ? 'seeded' : 'identity';

@@ -2177,6 +2177,73 @@ try {
     for (const x of r) assert(x.cell * Math.SQRT1_2 >= x.fs, `cells of ${x.cell}px under ${x.fs}px labels overlap`);
   });
 
+  /* ------------------------------------------------ history and paste mode */
+
+  await test('Back and Forward step through the questions asked; view details do not add entries', async () => {
+    // A page of its own: Chromium's history.length stops at 50, which the tests before reach.
+    const page = await context.newPage();
+    page.on('pageerror', e => pageErrors.push(e.message));
+    try {
+      await openHash(page, `${S1}&r=scaled_dot`);
+      const param = k => page.evaluate(k => new URLSearchParams(location.hash.slice(1)).get(k), k);
+      const scaled = await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE));
+      const dot = await weightsOf('/attention/dot', sentenceBody(DEFAULT_SENTENCE));
+      const dotCausal = await weightsOf('/attention/dot', sentenceBody(DEFAULT_SENTENCE, { causal: true }));
+      const len0 = await page.evaluate(() => history.length);
+      await page.selectOption('#rule', 'dot');
+      await page.waitForFunction(() => /(^|&)r=dot(&|$)/.test(location.hash.slice(1)), null, { timeout: 30000 });
+      await expectHeatmap(page, dot, 'dot');
+      await page.waitForTimeout(1100); // edits within a second of an entry change it in place
+      await page.check('#causal');
+      await page.waitForFunction(() => /causal=1/.test(location.hash), null, { timeout: 30000 });
+      await expectHeatmap(page, dotCausal, 'dot causal');
+      // A colour scale is a view detail: no new entry.
+      const len2 = await page.evaluate(() => history.length);
+      assert(len2 === len0 + 2, `two questions made ${len2 - len0} entries`);
+      await page.selectOption('#colour-scale', 'row');
+      await page.waitForFunction(() => /cs=row/.test(location.hash), null, { timeout: 30000 });
+      assert(await page.evaluate(() => history.length) === len2, 'the colour scale added a history entry');
+
+      await page.goBack();
+      await page.waitForFunction(() => !/causal=1/.test(location.hash) && /r=dot/.test(location.hash), null, { timeout: 30000 });
+      assert(!(await page.isChecked('#causal')), 'Back left causal ticked');
+      await expectHeatmap(page, dot, 'Back to dot');
+      await page.goBack();
+      await page.waitForFunction(() => /r=scaled_dot/.test(location.hash), null, { timeout: 30000 });
+      assert(await page.inputValue('#rule') === 'scaled_dot', `Back shows rule ${await page.inputValue('#rule')}`);
+      await expectHeatmap(page, scaled, 'Back to scaled_dot');
+      await page.goForward();
+      await page.waitForFunction(() => /r=dot/.test(location.hash), null, { timeout: 30000 });
+      await expectHeatmap(page, dot, 'Forward to dot');
+      assert(await param('r') === 'dot', 'Forward: wrong rule in the URL');
+    } finally {
+      await page.close();
+    }
+  });
+
+  await test('a reload in paste mode keeps the pasted request and the sentences typed before it', async () => {
+    await fresh();
+    const mine = 'A small dog ran home .';
+    await page.fill('#source', mine);
+    await page.dispatchEvent('#source', 'input');
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', sentenceBody(mine)), 'typed sentence');
+    await setMode('paste');
+    const req = { query: [[1, 0], [0, 1], [1, 1]], key: [[1, 0], [0, 2]], value: [[1, 2], [3, 4]] };
+    await page.fill('#paste', JSON.stringify(req));
+    await page.click('#paste-run');
+    const pasted = await weightsOf('/attention/scaled_dot', { ...req, seed: 0 });
+    await expectHeatmap(page, pasted, 'pasted request');
+    await page.waitForFunction(() => /(^|&)m=paste(&|$)/.test(location.hash.slice(1)), null, { timeout: 30000 });
+    await page.reload();
+    await page.waitForSelector('#heatmap .cell', { state: 'attached', timeout: 30000 });
+    assert(await page.isChecked('input[name="mode"][value="paste"]'), 'reload left paste mode');
+    assert(JSON.stringify(JSON.parse(await page.inputValue('#paste'))) === JSON.stringify(req), 'reload lost the pasted request');
+    await expectHeatmap(page, pasted, 'pasted request after reload');
+    await setMode('sentences');
+    assert(await page.inputValue('#source') === mine, `the Sentence box reads "${await page.inputValue('#source')}"`);
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', sentenceBody(mine)), 'sentence after reload');
+  });
+
   await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
     assert(pageErrors.length === 0, pageErrors.join('; '));
     const foreign = requested.filter(u => !u.startsWith(BASE + '/') && !u.startsWith('data:') && !u.startsWith('blob:'));
