@@ -212,10 +212,8 @@ static attn_status count_params(plan *pl, attn_error *err)
     }
     attn_seed_spec specs[ATTN_SEED_MAX];
     size_t n = rule_seed_specs(pl, specs);
-    int64_t total, bytes;
+    int64_t total;
     attn_status st = attn_seed_size(specs, n, &total, err);
-    if (st == ATTN_OK && !attn_size_mul(total, (int64_t)sizeof(float), &bytes))
-        st = attn_fail(err, ATTN_ERR_TOO_LARGE, "params", "the parameters would be too large");
     pl->shapes.param_floats = attn_seed_floats(specs, n);
     return st;
 }

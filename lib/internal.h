@@ -464,8 +464,9 @@ double attn_seed_floats(const attn_seed_spec *specs, size_t n);
 int attn_rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t dout,
                          attn_seed_spec *specs);
 
-/* Checks that every spec's size can be had; *total gets the floats of
- * all of them. ATTN_ERR_TOO_LARGE naming the one that cannot. */
+/* Checks that every spec's size, and their bytes together, can be had;
+ * *total gets the floats of all of them. ATTN_ERR_TOO_LARGE naming the
+ * one that cannot ("params" for the sum). */
 attn_status attn_seed_size(const attn_seed_spec *specs, size_t n, int64_t *total,
                            attn_error *err);
 

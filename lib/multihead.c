@@ -357,13 +357,20 @@ static double mha_flops(const mplan *pl)
     return 2.0 * B * (proj + 2.0 * attn_sparsity_pairs(&pl->req.opt, d->Lq, d->Lk) * E);
 }
 
-/* Floats of the bound parameters, or of the seeded set when none are. */
-static double mha_param_floats(const mplan *pl)
+/* shapes.param_floats: the floats of the bound parameters, or of the
+ * seeded set when none are given, which must be one that can be made (a
+ * huge E is ATTN_ERR_TOO_LARGE here, as attn_mha_compute finds). */
+static attn_status count_params(mplan *pl, attn_error *err)
 {
+    if (pl->req.n_params > 0) {
+        pl->shapes.param_floats = attn_tensors_floats(pl->p, P_COUNT);
+        return ATTN_OK;
+    }
     attn_seed_spec s[ATTN_SEED_MAX];
-    if (pl->req.n_params == 0)
-        return attn_seed_floats(s, mha_seed_specs(pl, s));
-    return attn_tensors_floats(pl->p, P_COUNT);
+    size_t n = mha_seed_specs(pl, s);
+    int64_t total;
+    pl->shapes.param_floats = attn_seed_floats(s, n);
+    return attn_seed_size(s, n, &total, err);
 }
 
 /* num_heads, num_kv_heads and positional_encoding; the head sizes. */
@@ -423,7 +430,9 @@ static attn_status fill_shapes(mplan *pl, attn_error *err)
         !attn_count(sh->w_rank, sh->w_shape, &wc))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
-    sh->param_floats = mha_param_floats(pl);
+    attn_status st = count_params(pl, err);
+    if (st != ATTN_OK)
+        return st;
     sh->flops = mha_flops(pl);
     attn_sparsity_dims(&pl->req.opt, d->Lq, d->Lk, &sh->layout_rows, &sh->layout_cols,
                        &sh->layout_block);

@@ -49,6 +49,9 @@ attn_status attn_seed_size(const attn_seed_spec *specs, size_t n, int64_t *total
                              "the parameter %s would be too large", specs[i].name);
         *total += c;
     }
+    int64_t bytes;
+    if (!attn_size_mul(*total, (int64_t)sizeof(float), &bytes))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "params", "the parameters would be too large");
     return ATTN_OK;
 }
 

@@ -59,12 +59,18 @@ const char *attn_param_field(char *buf, const char *name)
     return buf;
 }
 
+/* A rank outside 0..ATTN_MAX_RANK is the caller's garbage: only the
+ * number is printed, never the sizes past the array's end. */
 void attn_fmt_shape(char *buf, size_t n, int rank, const int64_t *shape)
 {
     size_t used = 0;
     if (n == 0)
         return;
     buf[0] = '\0';
+    if (rank < 0 || rank > ATTN_MAX_RANK) {
+        snprintf(buf, n, "(rank %d)", rank);
+        return;
+    }
     used += (size_t)snprintf(buf, n, "(");
     for (int i = 0; i < rank && used < n; i++)
         used += (size_t)snprintf(buf + used, n - used, i ? ", %lld" : "%lld",

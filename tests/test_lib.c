@@ -817,6 +817,60 @@ static void run_api(void)
                 report("plan of huge seeded parameters", "%s, hidden_size %lld: %s, expected too_large",
                        attn_rule_name((attn_rule)rule), (long long)huge[i], attn_status_str(st));
         }
+    /* the same for multi-head: E = 2^32 makes in_proj_weight 3 * 2^64 floats */
+    static const int64_t huge_e[] = {INT64_C(1) << 32, INT64_C(1) << 40, INT64_C(3037000500)};
+    for (size_t i = 0; i < sizeof huge_e / sizeof *huge_e; i++) {
+        attn_mha_request m = attn_mha_request_default();
+        m.query = (attn_tensor){2, {1, huge_e[i]}, (float *)x};
+        m.num_heads = 1;
+        m.opt.need_weights = 0;
+        attn_shapes sh;
+        attn_error err;
+        attn_status st = attn_mha_plan(&m, &sh, &err);
+        count(st == ATTN_ERR_TOO_LARGE);
+        if (st != ATTN_ERR_TOO_LARGE)
+            report("plan of huge seeded parameters", "multihead, E = %lld: %s, expected too_large",
+                   (long long)huge_e[i], attn_status_str(st));
+    }
+}
+
+/* A rank past ATTN_MAX_RANK (or below 0) in a mask, a bias, a parameter or
+ * a sparsity layout: the request is refused and the message names the rank,
+ * never sizes read past the shape array (they once carried the memory after
+ * it, a pointer among them, into the message). */
+static void run_garbage_ranks(void)
+{
+    static const int ranks[] = {ATTN_MAX_RANK + 1, 40, -3};
+    for (int which = 0; which < 5; which++)
+        for (size_t r = 0; r < sizeof ranks / sizeof *ranks; r++) {
+            attn_request req = base(which == 3 ? ATTN_RULE_GENERAL : ATTN_RULE_SCALED_DOT);
+            attn_mask m = {ranks[r], {3, 5, 0, 0}, ones_u8};
+            attn_named p = {"attn.weight", {ranks[r], {4, 4, 0, 0}, zeros}};
+            static const char *what[] = {"mask", "key_mask", "bias", "params.attn.weight", "sparsity.layout"};
+            if (which == 0)
+                req.opt.mask = m;
+            else if (which == 1)
+                req.opt.key_mask = m;
+            else if (which == 2)
+                req.opt.bias = (attn_tensor){ranks[r], {3, 5, 0, 0}, zeros};
+            else if (which == 3) {
+                req.params = &p;
+                req.n_params = 1;
+            } else {
+                req.opt.sparsity.pattern = ATTN_SPARSE_BLOCKS;
+                req.opt.sparsity.block = 1;
+                req.opt.sparsity.layout = m;
+            }
+            attn_error err;
+            attn_status st = attn_plan(&req, NULL, &err);
+            char want[32];
+            snprintf(want, sizeof want, "(rank %d)", ranks[r]);
+            int ok = st != ATTN_OK && strstr(err.message, want) && !strstr(err.message, "0, 0");
+            if (!ok)
+                report("garbage rank", "%s of rank %d: %s \"%s\"", what[which], ranks[r],
+                       attn_status_str(st), st == ATTN_OK ? "" : err.message);
+            count(ok);
+        }
 }
 
 /* One dot product request (Lq x D query, Lk x D key, Lk x 1 value): its
@@ -1629,6 +1683,7 @@ int main(int argc, char **argv)
         count(0);
     }
     run_api();
+    run_garbage_ranks();
     run_overflow(ctx);
     run_prepared(ctx);
     printf("bad requests (%d from %s) and API helpers: %d checks\n", nbad, bad_path,
