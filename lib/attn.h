@@ -190,10 +190,14 @@ typedef enum { ATTN_ALIGN_TOP_LEFT = 0, ATTN_ALIGN_BOTTOM_RIGHT } attn_align;
  * past d pass unchanged. Query row i is at position i' + offset, key row j
  * at j + offset (align applies even without causal; bottom-right with
  * Lq > Lk gives negative query positions, turned like any other). Other
- * rules: ATTN_ERR_PARAM naming "rope", as for odd or too large dims, a
- * negative offset or a base <= 0. The cos and sin of each position are
- * computed in double and kept in the context (attn_ctx), so a decode loop
- * recomputes only its new positions. */
+ * rules: ATTN_ERR_PARAM naming "rope", as for odd or too large dims, an
+ * offset outside [0, ATTN_ROPE_MAX_OFFSET] or a base <= 0. The cos and sin
+ * of each position are computed in double and kept in the context
+ * (attn_ctx), so a decode loop recomputes only its new positions. Past
+ * 2^31 the angle pos * base^(-2k/d), rounded to double, is off by more than
+ * float32's precision, so an answer that in exact arithmetic does not depend
+ * on the offset would start to; hence the bound. */
+#define ATTN_ROPE_MAX_OFFSET INT64_C(2147483647) /* 2^31 - 1 */
 typedef enum { ATTN_ROPE_HALF = 0, ATTN_ROPE_INTERLEAVED } attn_rope_style;
 
 typedef struct {
@@ -201,7 +205,7 @@ typedef struct {
     float base;            /* > 0; 10000 by default */
     attn_rope_style style;
     int64_t dims;          /* 0: the head dim */
-    int64_t offset;        /* added to every position, >= 0 */
+    int64_t offset;        /* added to every position, 0..ATTN_ROPE_MAX_OFFSET */
 } attn_rope;
 
 /* Sparse attention: a pattern that is exactly one more boolean mask AND-ed
@@ -279,7 +283,9 @@ typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map
  *      keys' weights only: argmax and top_k renormalise the kept keys)
  *   7. output row i = sum_j w_ij v_j
  * A query row left with no key has all-zero weights and an all-zero output
- * row (never NaN), with a sink or not. Rule concat takes only mask and
+ * row (never NaN), with a sink or not; for concat that is the context, so
+ * its output row is out([q_i; 0]), and multi-head's output projection
+ * makes the row its bias (see attn_mha_request). Rule concat takes only mask and
  * hard (sample included): any other option is ATTN_ERR_PARAM naming it.
  * Where it runs: heads of dot products without hard attention (dot,
  * scaled_dot, general, multi-head) run every step in the flash kernel, in
@@ -471,7 +477,11 @@ typedef enum {
                          * align); kdim = vdim = E */
 } attn_posenc;
 
-/* torch.nn.MultiheadAttention(E, H, batch_first=True) semantics.
+/* torch.nn.MultiheadAttention(E, H, batch_first=True) semantics, except
+ * that a query row no key may reach has zero weights and a zero attention
+ * output in every head (PyTorch: NaN), so the output projection makes its
+ * output row out_proj.bias (LayerNorm(query' + out_proj.bias) with
+ * residual_norm).
  * Parameter names accepted (biases optional, zero when absent):
  *   in_proj_weight (3E,E), in_proj_bias (3E), out_proj.weight (E,E), out_proj.bias (E)
  *   or q_proj_weight (E,E), k_proj_weight (E,kdim), v_proj_weight (E,vdim) instead of in_proj_weight

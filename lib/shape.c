@@ -291,8 +291,9 @@ attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err)
                          "rope dims must be even and at most the head dim %lld, got %lld%s",
                          (long long)hd, (long long)(r->dims ? r->dims : hd),
                          r->dims ? "" : " (the head dim, the default)");
-    if (r->offset < 0)
-        return attn_fail(err, ATTN_ERR_PARAM, "rope.offset", "rope offset must be >= 0, got %lld",
+    if (r->offset < 0 || r->offset > ATTN_ROPE_MAX_OFFSET)
+        return attn_fail(err, ATTN_ERR_PARAM, "rope.offset",
+                         "rope offset must be from 0 to 2147483647 (2^31 - 1), got %lld",
                          (long long)r->offset);
     return ATTN_OK;
 }

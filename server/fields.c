@@ -490,10 +490,10 @@ static int read_window(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
                                 "window sides must be at least 0 (null: unbounded), got %lld",
                                 (long long)json_integer_value(x));
             else
-                return bad(e, f, "an integer or [left, right] of integers or null");
+                return bad(e, f, "an integer w, or [left, right] with each side an integer or null");
         }
     } else {
-        return bad(e, f, "an integer or [left, right] of integers or null");
+        return bad(e, f, "an integer w, or [left, right] with each side an integer or null");
     }
     if (json_is_integer(v) && side[0] < 0)
         return srv_fail(e, 422, "invalid_param", f->name, "window must be at least 0, got %lld",

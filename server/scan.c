@@ -681,10 +681,11 @@ static inline int scan_string(const char **pp, const char *end, char **op, blob_
     return 0;
 }
 
-/* Whether text [p, end) holds an integer of 19 digits or more (no
- * fraction or exponent): Jansson refuses one beyond int64 ("too big
- * integer") and rounds one beyond 2^53 twice, so an array with one is
- * lifted, however short, to be read as the float it is. */
+/* Whether text [p, end) holds an integer (no fraction or exponent)
+ * beyond int64: Jansson refuses one ("too big integer"), so an array with
+ * one is lifted, however short, to be read as the float it is. One within
+ * int64 stays with Jansson, so an integer field (a window's side) reads
+ * it as an integer. */
 static int has_long_integer(const char *p, const char *end)
 {
     while (p < end) {
@@ -692,12 +693,15 @@ static int has_long_integer(const char *p, const char *end)
             p++;
             continue;
         }
+        int neg = *p == '-';
+        const char *num = p + neg;
         int digits = 0, integer = 1;
         for (; p < end && *p && strchr("-+.eE0123456789", *p); p++) {
             digits += *p >= '0' && *p <= '9';
             integer &= *p != '.' && *p != 'e' && *p != 'E';
         }
-        if (integer && digits >= 19)
+        const char *limit = neg ? "9223372036854775808" : "9223372036854775807";
+        if (integer && (digits > 19 || (digits == 19 && memcmp(num, limit, 19) > 0)))
             return 1;
     }
     return 0;
