@@ -39,11 +39,15 @@ LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 SRV_SRC  = $(filter-out server/main.c,$(wildcard server/*.c))
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/%.o)
 
+# The shared library is libattn.so.MAJOR (its SONAME), MAJOR read from
+# lib/attn.h; build/libattn.so links to it.
+VERSION := $(shell sed -n 's/^\#define ATTN_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' lib/attn.h | paste -sd.)
+SOMAJOR := $(firstword $(subst ., ,$(VERSION)))
 STATIC   = $(BUILD)/libattn.a
-SHARED   = $(BUILD)/libattn.so
+SHARED   = $(BUILD)/libattn.so.$(SOMAJOR)
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-bins bench-run build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz fuzz-bins lint lint-openapi test-openapi clean install deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-install test-bins bench-run build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz fuzz-bins lint lint-openapi test-openapi clean install install-lib deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -59,8 +63,13 @@ $(STATIC): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
+# Hidden visibility: the shared library exports what lib/attn.h declares
+# (its pragma) and nothing else.
+$(LIB_OBJ): ALL_CFLAGS += -fvisibility=hidden
+
 $(SHARED): $(LIB_OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+	$(CC) -shared -Wl,-soname,libattn.so.$(SOMAJOR) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+	ln -sf libattn.so.$(SOMAJOR) $(BUILD)/libattn.so
 
 $(SERVER): $(BUILD)/server/main.o $(SRV_OBJ) $(BUILD)/libmdl.a $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
@@ -91,7 +100,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-modern test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-replicas test-models test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-modern test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-install test-replicas test-models test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -219,6 +228,10 @@ $(BUILD)/lib_example: $(BUILD)/examples/lib_example.o $(STATIC)
 
 $(BUILD)/lib_decode: $(BUILD)/examples/lib_decode.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+# The library installed alone and used through pkg-config (tests/install.sh).
+test-install:
+	tests/install.sh $(MAKE) $(BUILD)
 
 test-examples: $(SERVER) $(BUILD)/lib_example $(BUILD)/lib_decode
 	tests/examples.sh $(SERVER) $(BUILD)
@@ -489,10 +502,19 @@ build-matrix:
 clean:
 	rm -rf build build-asan build-fuzz build-valgrind build-matrix
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
-	install -m 644 $(STATIC) $(SHARED) $(DESTDIR)$(PREFIX)/lib
+# The library alone (no server, so no libmicrohttpd or Jansson needed):
+# both libraries, the header and a pkg-config file (attn.pc).
+install-lib: lib
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib
+	ln -sf libattn.so.$(SOMAJOR) $(DESTDIR)$(PREFIX)/lib/libattn.so
 	install -m 644 lib/attn.h $(DESTDIR)$(PREFIX)/include
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' lib/attn.pc.in \
+		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/attn.pc
+
+install: install-lib server
+	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 755 $(SERVER) $(DESTDIR)$(PREFIX)/bin
 
 # Only our object folders: build/ also holds a Debian root file system

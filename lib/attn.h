@@ -31,9 +31,20 @@
  *     NULL, fills err->field (the offending request field, e.g. "key" or
  *     "params.attn.weight") and err->message (what was wrong and what was
  *     expected), worded for an API user so a server can pass them on as is.
- *     Nothing aborts; every product of sizes is overflow-checked.
+ *     On ATTN_OK err is left as it was. Nothing aborts; every product of
+ *     sizes is overflow-checked.
  *   - Calls are thread-safe except that one attn_ctx must not be used by two
  *     threads at once.
+ *   - Output and weights buffers must not overlap any input.
+ *   - Structs: take attn_request, attn_mha_request, attn_options and the
+ *     others from their *_default() function and set fields by name, since
+ *     a later version may add fields. attn_tensor, attn_mask and attn_named
+ *     keep their layout, so positional initialisers of them are safe.
+ *
+ * Versions: ATTN_VERSION_MAJOR changes whenever a struct's layout or a
+ * function's signature does; it is the shared library's SONAME
+ * (libattn.so.MAJOR). The shared library exports the functions declared
+ * here and nothing else.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -44,6 +55,20 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The library is built with hidden visibility: what this header declares is
+ * its whole interface. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
+#define ATTN_VERSION_MAJOR 1
+#define ATTN_VERSION_MINOR 0
+#define ATTN_VERSION_PATCH 0
+
+/* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
+ * with the ATTN_VERSION_* a program was compiled with. */
+const char *attn_version(void);
 
 #define ATTN_MAX_RANK 4
 
@@ -190,8 +215,9 @@ typedef enum { ATTN_ALIGN_TOP_LEFT = 0, ATTN_ALIGN_BOTTOM_RIGHT } attn_align;
  * past d pass unchanged. Query row i is at position i' + offset, key row j
  * at j + offset (align applies even without causal; bottom-right with
  * Lq > Lk gives negative query positions, turned like any other). Other
- * rules: ATTN_ERR_PARAM naming "rope", as for odd or too large dims, an
- * offset outside [0, ATTN_ROPE_MAX_OFFSET] or a base <= 0. The cos and sin
+ * rules: ATTN_ERR_PARAM naming "rope", and naming "rope.dims", "rope.offset",
+ * "rope.base" or "rope.style" for odd or too large dims, an offset outside
+ * [0, ATTN_ROPE_MAX_OFFSET], a base <= 0 or an unknown style. The cos and sin
  * of each position are computed in double and kept in the context
  * (attn_ctx), so a decode loop recomputes only its new positions. Past
  * 2^31 the angle pos * base^(-2k/d), rounded to double, is off by more than
@@ -318,9 +344,10 @@ typedef struct {
     attn_rope rope;
     attn_sparsity sparsity;
     attn_hard hard;
-    int64_t top_k;      /* 1..Lk, for ATTN_HARD_TOPK */
+    int64_t top_k;      /* 1..Lk, for ATTN_HARD_TOPK; else ATTN_ERR_PARAM naming
+                         * "hard.top_k" */
     float temperature;  /* > 0 and finite, for ATTN_HARD_SAMPLE (default 1); else
-                         * ATTN_ERR_PARAM naming "hard" */
+                         * ATTN_ERR_PARAM naming "hard.sample.temperature" */
     uint64_t seed;      /* the draws of ATTN_HARD_SAMPLE and of BigBird's random blocks */
     attn_feature_map feature_map; /* linear attention */
     attn_precision precision; /* float32 (default) or bfloat16 products; see attn_precision */
@@ -360,11 +387,13 @@ float attn_alibi_slope(int64_t H, int64_t h);
  *
  * Workspace: every piece of scratch a call needs (projections, head jobs,
  * seeded parameters, the kernels' panels and rows) is carved from one
- * 64-byte aligned workspace the context owns. It only grows, to the
- * largest call so far, and is freed by attn_ctx_free: once a context has
- * computed a request of some shape, computing one of the same shape (or
- * smaller) makes no heap allocation. attn_shapes.scratch_bytes says what a
- * request will take. The workspace also keeps rope's table of cos and sin
+ * 64-byte aligned workspace the context owns. It only grows, and is freed
+ * by attn_ctx_free: once a context has computed a request of some shape,
+ * computing one of the same shape (or smaller) makes no heap allocation.
+ * attn_shapes.scratch_bytes says what a request will take; a call that
+ * needs more than the workspace holds grows it to 1.5 times its need (so a
+ * slowly growing workload does not reallocate every call), which is what
+ * a caller capping memory should count. The workspace also keeps rope's table of cos and sin
  * from one call to the next.
  *
  * Threads: a context made with threads = N runs each call on the calling
@@ -445,7 +474,7 @@ attn_status attn_sparsity_layout(const attn_options *o, int64_t Lq, int64_t Lk,
 attn_request attn_request_default(attn_rule rule);
 
 /* Validates the whole request (shapes, options, parameters) and fills
- * *shapes (when not NULL: then it only validates), the cost included.
+ * *shapes, the cost included (shapes may be NULL: it then only validates).
  * Does not compute, and allocates nothing: a
  * request without parameters is planned as it would run with seeded ones
  * (their shapes are not checked, as they are made to fit). */
@@ -503,7 +532,8 @@ typedef struct {
     const attn_mha_weights *weights; /* prepared parameters (attn_mha_weights_new)
                           * used instead of params, which must then be empty;
                           * NULL: params as above */
-    int average_weights; /* weights (B,Lq,Lk) averaged over heads, else (B,H,Lq,Lk) */
+    int average_weights; /* weights (B,Lq,Lk) averaged over heads, else (B,H,Lq,Lk);
+                          * default 0, per head (PyTorch's default averages) */
     attn_posenc positional_encoding;
     int residual_norm;   /* output = LayerNorm(query' + attention), eps 1e-5 */
     int linear;          /* linear attention per head instead of softmax, after the
@@ -546,7 +576,8 @@ attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
  * which attn_mha_plan and attn_mha_compute check as they check params.
  * The object is read-only once made, so calls on several threads and
  * contexts may share it. Errors: those of attn_mha_plan, a request that
- * already names weights (ATTN_ERR_ARG), no memory (ATTN_ERR_NOMEM). */
+ * already names weights (ATTN_ERR_ARG), no memory (ATTN_ERR_NOMEM); *out
+ * is set to NULL first, so free what it held before the call. */
 attn_status attn_mha_weights_new(const attn_mha_request *req, attn_mha_weights **out,
                                  attn_error *err);
 
@@ -667,6 +698,10 @@ attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, flo
  *             then pos_embedding.weight (P,E) when learned (normal, above),
  *             then norm.weight, norm.bias when residual_norm is set. */
 uint64_t attn_splitmix64(uint64_t *state);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,16 @@
-/* status.c - status words, the checked size multiply and error formatting. */
+/* status.c - the version, status words, the checked size multiply and error formatting. */
 #include <stdio.h>
 #include <string.h>
 #include "internal.h"
+
+#define ATTN_STR(x) #x
+#define ATTN_XSTR(x) ATTN_STR(x)
+
+const char *attn_version(void)
+{
+    return ATTN_XSTR(ATTN_VERSION_MAJOR) "." ATTN_XSTR(ATTN_VERSION_MINOR) "." ATTN_XSTR(
+        ATTN_VERSION_PATCH);
+}
 
 const char *attn_status_str(attn_status st)
 {

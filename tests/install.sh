@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/install.sh - installs the library alone (make install-lib) into a
+# scratch prefix and uses it as a C program outside this tree would: the
+# shared library's SONAME and exports (exactly the functions lib/attn.h
+# declares), attn_version against the header, and examples/lib_example.c
+# built with pkg-config's flags, shared and static, its numbers checked
+# against PyTorch (examples/lib_example_check.py).
+#
+# Usage: tests/install.sh MAKE BUILD_DIR     (make test-install)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+MAKE_CMD=${1:?usage: $0 MAKE BUILD_DIR}
+BUILD_DIR=${2:?usage: $0 MAKE BUILD_DIR}
+PY=${PYTHON:-/usr/bin/python3}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PREFIX=$TMP/prefix
+passed=0 failed=0
+check() { # check WHAT COMMAND...: one check, its output shown when it fails
+    local what=$1; shift
+    if out=$("$@" 2>&1); then
+        echo "ok - $what"
+        passed=$((passed + 1))
+    else
+        echo "not ok - $what"
+        printf '%s\n' "$out" | sed 's/^/    /'
+        failed=$((failed + 1))
+    fi
+}
+
+check "make install-lib PREFIX=... (no server built)" \
+    "$MAKE_CMD" --no-print-directory install-lib PREFIX="$PREFIX" BUILD="$BUILD_DIR"
+major=$(sed -n 's/^#define ATTN_VERSION_MAJOR //p' lib/attn.h)
+version=$(sed -n 's/^#define ATTN_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' lib/attn.h | paste -sd.)
+so=$PREFIX/lib/libattn.so.$major
+check "the shared library's SONAME is libattn.so.$major" \
+    sh -c "readelf -d '$so' | grep -F '(SONAME)' | grep -qF '[libattn.so.$major]'"
+
+# The header's functions: declarations start a line, the name is the last
+# word before its '('.
+grep -oP '^(?!typedef|#)[a-z][a-z0-9_ *]*?\b\Kattn_[a-z0-9_]+(?=\()' lib/attn.h | sort -u >"$TMP/declared"
+nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBR]$/ {print $3}' | sort -u >"$TMP/exported"
+check "the shared library exports exactly the header's $(wc -l <"$TMP/declared") functions" \
+    diff "$TMP/declared" "$TMP/exported"
+check "pkg-config knows attn $version" \
+    sh -c "[ \"\$(PKG_CONFIG_PATH='$PREFIX/lib/pkgconfig' pkg-config --modversion attn)\" = '$version' ]"
+
+cat >"$TMP/version.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <attn.h>
+int main(void)
+{
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", ATTN_VERSION_MAJOR, ATTN_VERSION_MINOR, ATTN_VERSION_PATCH);
+    printf("%s %s\n", attn_version(), want);
+    return strcmp(attn_version(), want) != 0;
+}
+C
+PC="env PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config"
+for how in shared static; do
+    flags=$($PC --cflags attn)
+    libs=$($PC --libs attn)
+    [ "$how" = static ] && libs="$PREFIX/lib/libattn.a $($PC --static --libs-only-l attn | sed 's/-lattn//')"
+    check "$how: attn_version() is the header's version" \
+        sh -c "cc $flags '$TMP/version.c' -o '$TMP/version-$how' $libs && LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/version-$how'"
+    check "$how: examples/lib_example.c built with pkg-config's flags matches PyTorch" \
+        sh -c "cc -std=c11 $flags examples/lib_example.c -o '$TMP/example-$how' $libs &&
+               LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/example-$how' | '$PY' examples/lib_example_check.py"
+done
+check "the shared build really loads libattn.so.$major from the prefix" \
+    sh -c "LD_LIBRARY_PATH='$PREFIX/lib' ldd '$TMP/example-shared' | grep -qF '$so'"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
