@@ -249,6 +249,8 @@ void srv_call_free(srv_call *call)
  * costs a tenth of a small request. The same text gives the same tree, so
  * the same fields and the same errors. Freed with the thread. */
 #define SHARE_MAX 512 /* bytes of envelope worth keeping */
+/* JSON values Jansson may be given: some 5 MB of its memory at most. */
+#define ENVELOPE_MAX_VALUES 65536
 
 typedef struct {
     json_t *root;
@@ -319,6 +321,20 @@ int srv_call_parse(srv_call *call, const char *text, size_t len, const char *wha
         return srv_fail(e, 400, "invalid_json", "",
                         "%s holds the character U+0001 in a string, which this service reserves",
                         what);
+    /* What the scanner lifted is read as arrays of floats; the rest goes
+     * to Jansson value by value. A body that is an array, or whose tensor
+     * is ragged, unclosed or not made of numbers, would reach it whole. */
+    size_t lead = 0;
+    while (lead < len && strchr(" \t\r\n", text[lead]) && text[lead])
+        lead++;
+    if (lead < len && text[lead] != '{')
+        return srv_fail(e, 400, "invalid_json", "", "%s must be a JSON object", what);
+    if (call->scan.values > ENVELOPE_MAX_VALUES)
+        return srv_fail(e, 413, "too_large", "",
+                        "%s holds over %d JSON values outside its arrays of numbers (a tensor "
+                        "that is ragged, unclosed or holds other values is counted value by "
+                        "value; one that is a well-formed array of numbers is not)",
+                        what, ENVELOPE_MAX_VALUES);
     json_error_t jerr;
     call->root = parse_envelope(call, &jerr);
     if (!call->root)

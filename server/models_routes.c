@@ -10,6 +10,9 @@
 #include <unistd.h>
 
 #define MODELS_MAX 16
+/* Room for the longest text (4096 bytes, each byte up to six as a \uXXXX
+ * escape) and the other fields. */
+#define TRANSLATE_MAX_BODY 65536
 
 typedef struct {
     mdl_model *m;
@@ -345,6 +348,12 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
         return srv_fail(e, 404, "unknown_model", "", "no such model");
     const mdl_model *m = served[idx].m;
     const mdl_info *in = mdl_model_info(m);
+    /* Jansson reads the whole body value by value (some 20-80 bytes of
+     * memory a byte of JSON): a translate request is a short text and a
+     * few numbers, so only a short body gets that far. */
+    if (len > TRANSLATE_MAX_BODY)
+        return srv_fail(e, 413, "too_large", "", "a translate request is at most %d bytes of JSON, got %zu",
+                        TRANSLATE_MAX_BODY, len);
     if (srv_json_too_deep(body, len, srv_cfg.max_depth))
         return srv_fail(e, 400, "invalid_json", "", "the body nests more than %d deep", srv_cfg.max_depth);
     json_error_t je;

@@ -794,10 +794,13 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
             }
         }
         if (c == '[' || c == '{') {
+            out->values++;
             if (++depth > deepest)
                 deepest = depth;
         } else if (c == ']' || c == '}') {
             depth--;
+        } else if (c == ',') {
+            out->values++;
         }
         if (!is_ws(c))
             after_colon = c == ':';

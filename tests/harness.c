@@ -891,6 +891,8 @@ typedef struct {
     int hdr_repeat;         /* header-repeat: N Name: value */
     char *hdr_repeat_line;
     int body_repeat;        /* body-repeat: N */
+    char *body_open;        /* body-open: text sent before the repeated body */
+    char *body_close;       /* body-close: text sent after it */
     char *body_file;        /* body-file: name */
     char *tail;             /* binary: escaped bytes after the body */
     int ihl_auto;           /* inference-header: body */
@@ -926,6 +928,10 @@ static int case_request_line(case_file *c, const char *key, char *val)
         c->body_file = val;
     } else if (!strcmp(key, "body-repeat")) {
         c->body_repeat = atoi(val);
+    } else if (!strcmp(key, "body-open")) {
+        c->body_open = val;
+    } else if (!strcmp(key, "body-close")) {
+        c->body_close = val;
     } else if (!strcmp(key, "binary")) {
         c->tail = val;
     } else if (!strcmp(key, "inference-header")) {
@@ -987,8 +993,9 @@ static void put_escaped(buf *b, const char *s)
     }
 }
 
-/* The body as sent: the file's own or body-file's, body-repeat times, then
- * the binary tail (its JSON header loses its final newline). 0 ok. */
+/* The body as sent: body-open, the file's own or body-file's body-repeat
+ * times, body-close, then the binary tail (its JSON header loses its final
+ * newline). 0 ok. */
 static int case_body(case_file *c, const char *dir, buf *out)
 {
     char *owned = NULL;
@@ -1003,8 +1010,12 @@ static int case_body(case_file *c, const char *dir, buf *out)
         c->rq.body = owned;
         c->rq.has_body = 1;
     }
+    if (c->body_open)
+        buf_put(out, c->body_open, strlen(c->body_open));
     for (int i = 0; c->rq.has_body && i < (c->body_repeat > 1 ? c->body_repeat : 1); i++)
         buf_put(out, c->rq.body, c->rq.body_len);
+    if (c->body_close)
+        buf_put(out, c->body_close, strlen(c->body_close));
     free(owned);
     if (c->tail && out->len && out->data[out->len - 1] == '\n')
         out->data[--out->len] = 0;

@@ -927,6 +927,17 @@ static void test_http_models(mdl_model **models)
     expect_error(base, p, "{\"text\":\"a\"", 400, "invalid_json", NULL);
     expect_error(base, p, "[\"a\"]", 400, "invalid_json", NULL);
     expect_error(base, p, "{\"text\":\"a\",\"text\":\"b\"}", 400, "invalid_json", NULL);
+    /* the longest text, every byte escaped, is read; a longer body is refused unread */
+    char *esc = malloc(4096 * 6 + 64), *pad = malloc(70000 + 64);
+    strcpy(esc, "{\"text\":\"");
+    for (int i = 0; i < 4096; i++)
+        strcat(esc + 9 + 6 * i, "\\u0061");
+    strcat(esc, "\"}");
+    expect_error(base, p, esc, 422, "invalid_param", "text");
+    snprintf(pad, 70064, "{\"text\":\"a\"%70000s}", "");
+    expect_error(base, p, pad, 413, "too_large", NULL);
+    free(esc);
+    free(pad);
     expect_error(base, "/models/nope/translate", "{\"text\":\"a\"}", 404, "unknown_model", NULL);
     expect_error(base, "/models/general/translat", "{\"text\":\"a\"}", 404, "not_found", NULL);
     expect_error(base, "/models/general/translate", NULL, 405, "method_not_allowed", NULL);
