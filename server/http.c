@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,9 @@ volatile int srv_draining;
  * later is answered 503 at its next bytes rather than waited for. */
 static volatile double drain_began;
 #define DRAIN_UPLOAD_MS 2000.0
+/* Requests whose body has not all arrived: past DRAIN_UPLOAD_MS the drain
+ * no longer waits for them (see srv_http_busy). */
+static atomic_int uploading;
 static struct MHD_Daemon *daemon_;
 
 /* One request's state, from its first callback to its completion. */
@@ -50,6 +54,7 @@ typedef struct req_state {
     srv_task task;        /* its run on a kept thread, when offloaded */
     char origin[256];     /* an Origin on the CORS allow-list, echoed back; "" = none */
     int preflight;        /* an OPTIONS preflight: answer with the CORS method list */
+    int uploading;        /* counted in uploading: its body is still arriving */
     const char *code;     /* the answer's error code (static), NULL for none */
     char client[INET6_ADDRSTRLEN]; /* the client's address, for the access log */
 } req_state;
@@ -588,6 +593,14 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
+static void body_arrived(req_state *rs)
+{
+    if (rs->uploading) {
+        rs->uploading = 0;
+        atomic_fetch_sub(&uploading, 1);
+    }
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload, size_t *upload_size, void **con_cls)
@@ -606,6 +619,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         rs->target.route = SRV_R_OTHER;
         srv_body_init(&rs->body, 0, srv_cfg.max_body, 0);
         srv_metrics_begin();
+        rs->uploading = 1;
+        atomic_fetch_add(&uploading, 1);
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
         if (cors_allowed(origin) && strlen(origin) < sizeof rs->origin) /* cut, it would match none */
             copy_cut(rs->origin, sizeof rs->origin, origin);
@@ -619,6 +634,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_size = 0;
         return receive_body(conn, rs, upload, n);
     }
+    body_arrived(rs);
     if (rs->has_pending) {
         rs->has_pending = 0;
         return send_reply(conn, rs, &rs->pending);
@@ -713,6 +729,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!rs)
         return;
     *con_cls = NULL;
+    body_arrived(rs);
     double ms = srv_now_ms() - rs->t0;
     int status = rs->status ? rs->status : 499; /* the client left first */
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && rs->status == 0)
@@ -843,6 +860,14 @@ void srv_http_quiesce(void)
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
     }
+}
+
+int srv_http_busy(void)
+{
+    int n = srv_inflight();
+    if (srv_draining && srv_now_ms() - drain_began > DRAIN_UPLOAD_MS)
+        n -= atomic_load(&uploading);
+    return n > 0 ? n : 0;
 }
 
 void srv_http_stop(void)

@@ -335,26 +335,34 @@ static void block_stop_signals(sigset_t *stop)
 }
 
 /* After a stop signal: no new connections, up to 30 s for the requests in
- * flight. Returns the exit status. */
-static int drain(int sig)
+ * flight (not for bodies that stall: srv_http_busy); a second signal ends
+ * the wait at once. Returns the exit status. */
+static int drain(int sig, const sigset_t *stop)
 {
     srv_log(SRV_LOG_WARN, "signal %d: draining (no new connections; finishing %d in flight)",
             sig, srv_inflight());
     srv_http_quiesce();
     double deadline = srv_now_ms() + 30000.0;
-    while (srv_inflight() > 0 && srv_now_ms() < deadline) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    int again = 0;
+    while (srv_http_busy() > 0 && srv_now_ms() < deadline && again <= 0) {
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        again = sigtimedwait(stop, NULL, &tick);
         srv_log_flush();
     }
-    if (srv_inflight() > 0) {
+    if (srv_http_busy() > 0) {
         /* A computation that never ends must not keep the process alive:
          * stopping the daemon would wait for it forever. */
-        srv_log(SRV_LOG_ERROR, "%d requests still in flight after 30 s; exiting without them",
-                srv_inflight());
+        if (again > 0)
+            srv_log(SRV_LOG_ERROR, "signal %d again: exiting without the %d requests in flight", again,
+                    srv_http_busy());
+        else
+            srv_log(SRV_LOG_ERROR, "%d requests still in flight after 30 s; exiting without them",
+                    srv_http_busy());
         srv_log_flush();
         return 1;
     }
+    if (srv_inflight() > 0)
+        srv_log(SRV_LOG_WARN, "closing %d requests whose bodies stopped arriving", srv_inflight());
     srv_http_stop();
     srv_ctx_shutdown();
     srv_seed_cache_clear();
@@ -398,5 +406,5 @@ int main(int argc, char **argv)
         srv_sessions_tick();
         srv_log_flush();
     }
-    return drain(sig);
+    return drain(sig, &stop);
 }

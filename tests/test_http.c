@@ -1462,6 +1462,79 @@ static void test_drain_drip(server *s)
     server_stop(s);
 }
 
+/* Waits up to ms for s to exit; its exit status, or -1 if it is still running. */
+static int exit_within(server *s, double ms)
+{
+    double t0 = now_ms();
+    int st = 0;
+    while (now_ms() - t0 < ms) {
+        if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(20 * 1000);
+    }
+    return -1;
+}
+
+/* SIGTERM while a client has sent half a body and then nothing: the server
+ * stops waiting for it 2 s into the drain and exits 0, where it used to
+ * hold the drain its whole 30 s and exit 1. Stops s. */
+static void test_drain_stalled(server *s)
+{
+    static const char head[] = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                               "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":";
+    int fd = tcp_open(s->port, NULL);
+    int sent = fd >= 0 && send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head);
+    usleep(300 * 1000);
+    double t0 = now_ms();
+    kill(s->pid, SIGTERM);
+    int rc = exit_within(s, 8000);
+    double ms = now_ms() - t0;
+    check(sent && rc == 0 && ms < 5000, "drain: a body that stalls does not hold the drain",
+          "exit %d after %.0f ms", rc, ms);
+    if (fd >= 0)
+        close(fd);
+    server_stop(s);
+}
+
+/* A second SIGTERM during a drain that waits on a computation ends it at
+ * once (exit 1), as a second Ctrl-C should. Stops s. */
+static void test_drain_second_signal(server *s)
+{
+    /* additive attention over 512 x 512 pairs of 200000 hidden units: some
+     * 10 s of tanh from a 10 KB body */
+    buf body = {0}, req = {0};
+    buf_puts(&body, "{\"hidden_size\": 200000, \"need_weights\": false");
+    for (int t = 0; t < 3; t++) {
+        buf_printf(&body, ", \"%s\": [", t == 0 ? "query" : t == 1 ? "key" : "value");
+        for (int i = 0; i < 512; i++)
+            buf_puts(&body, i ? ", [0.5]" : "[0.5]");
+        buf_puts(&body, "]");
+    }
+    buf_puts(&body, "}");
+    buf_printf(&req, "POST /attention/additive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+               body.len, body.data);
+    int fd = tcp_open(s->port, NULL);
+    int sent = fd >= 0 && send(fd, req.data, req.len, MSG_NOSIGNAL) == (ssize_t)req.len;
+    buf_free(&body);
+    buf_free(&req);
+    usleep(300 * 1000);
+    kill(s->pid, SIGTERM);
+    usleep(300 * 1000);
+    int before = waitpid(s->pid, &(int){0}, WNOHANG) == s->pid;
+    double t0 = now_ms();
+    kill(s->pid, SIGTERM);
+    int rc = exit_within(s, 5000);
+    double ms = now_ms() - t0;
+    check(sent && !before && rc == 1 && ms < 2000, "drain: a second SIGTERM ends the drain at once",
+          "%s; exit %d after %.0f ms", before ? "exited before the second signal" : "draining", rc, ms);
+    if (fd >= 0)
+        close(fd);
+    server_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     const char *cases = "tests/http", *golden = "tests/golden";
@@ -1551,6 +1624,12 @@ int main(int argc, char **argv)
     if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
                                      "server starts (drain test)", "see %s", log_path))
         test_drain_drip(&srv_drain);
+    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
+                                     "server starts (stalled body drain test)", "see %s", log_path))
+        test_drain_stalled(&srv_drain);
+    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
+                                     "server starts (second signal drain test)", "see %s", log_path))
+        test_drain_second_signal(&srv_drain);
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);
