@@ -216,6 +216,7 @@ test-docker:
 test-replicas: $(SERVER)
 	tests/replicas/test.sh $(SERVER) $(BUILD)
 	tests/replicas/sessions.sh $(SERVER) $(BUILD)
+	tests/replicas/lb_limits.sh $(SERVER) $(BUILD)
 
 # promtool check metrics, counter values, and a real Prometheus scrape.
 test-metrics: $(SERVER)

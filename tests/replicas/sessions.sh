@@ -57,9 +57,9 @@ $(upstream_servers)
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header X-Session-Id \$request_id;
-            client_body_buffer_size 64m;
+            client_body_buffer_size 16m;
             client_body_in_single_buffer on;
-            client_max_body_size 64m;
+            client_max_body_size 16m;
             proxy_next_upstream error timeout;
             proxy_next_upstream_tries 2;
             proxy_connect_timeout 1s;

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# tests/replicas/lb_limits.sh - the balancer's memory bounds, on docker/nginx.conf itself (its upstream, port and
+# temp paths moved to loopback and BUILD_DIR): a multihead-decode body over 16 MB gets the JSON 413, and a fifth
+# such body in flight, while four are still arriving, the JSON 503 with Retry-After.
+#
+# Usage: tests/replicas/lb_limits.sh SERVER_BINARY [BUILD_DIR]   (make test-replicas)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. tests/replicas/common.sh
+
+test_dirs replicas-lb "$@"
+need_nginx
+mkdir -p "$DIR/tmp"
+trap replicas_cleanup EXIT
+fail() { echo "test-replicas lb_limits: FAIL: $*" >&2; exit 1; }
+
+start_replicas ATTN_TRUST_SESSION_ID=1
+LB_PORT=$(free_port)
+{
+    # As root nginx would switch workers to "nobody", who cannot write build/.
+    [ "$(id -u)" = 0 ] && echo "user root;"
+    sed -e "s|attn:8080|127.0.0.1:${ports[0]}|" -e "s|listen 8080;|listen 127.0.0.1:$LB_PORT;|" \
+        -e "s|/tmp/|$DIR/tmp/|g" -e "s|/dev/stdout|$DIR/access.log|" docker/nginx.conf
+} >"$DIR/nginx.conf"
+start_nginx
+
+# prints its own "N passed, N failed"
+"$PY" - "$LB_PORT" <<'PYEOF'
+import json, socket, sys, time
+port = int(sys.argv[1])
+def start(length, body=b'{"inputs": ['):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /v2/models/multihead-decode/infer HTTP/1.1\r\nHost: lb\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % length + body)
+    return s
+def answer(s):
+    s.settimeout(5)
+    data = b""
+    while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.decode(), json.loads(body)
+bad = 0
+head, body = answer(start(17 << 20, b""))
+if not head.startswith("HTTP/1.1 413") or "16 MB" not in body.get("error", ""):
+    print("a 17 MB decode body: %s %s" % (head.splitlines()[0], body), file=sys.stderr)
+    bad += 1
+else:
+    print("ok: a 17 MB decode body gets the JSON 413")
+held = [start(10 << 20) for _ in range(4)]
+time.sleep(0.5)
+head, body = answer(start(10 << 20))
+if not head.startswith("HTTP/1.1 503") or "Retry-After: 1" not in head or "at most 4" not in body.get("error", ""):
+    print("the fifth decode body in flight: %s %s" % (head.splitlines()[0], body), file=sys.stderr)
+    bad += 1
+else:
+    print("ok: the fifth decode body in flight gets the JSON 503 with Retry-After")
+for s in held:
+    s.settimeout(0.2)
+    try:
+        if s.recv(1):
+            print("a decode body still arriving was answered early", file=sys.stderr)
+            bad += 1
+    except socket.timeout:
+        pass
+    s.close()
+print("%d passed, %d failed" % (2 - min(bad, 2), min(bad, 2)))
+sys.exit(1 if bad else 0)
+PYEOF
