@@ -33,9 +33,11 @@ volatile int srv_draining;
  * later is answered 503 at its next bytes rather than waited for. */
 static volatile double drain_began;
 #define DRAIN_UPLOAD_MS 2000.0
-/* Requests whose body has not all arrived: past DRAIN_UPLOAD_MS the drain
- * no longer waits for them (see srv_http_busy). */
+/* Requests whose body has not all arrived: a second past DRAIN_UPLOAD_MS
+ * (when any sender of a byte a second has had its 503) the drain no longer
+ * waits for them (see srv_http_busy). */
 static atomic_int uploading;
+#define DRAIN_STALLED_MS (DRAIN_UPLOAD_MS + 1000.0)
 static struct MHD_Daemon *daemon_;
 
 /* One request's state, from its first callback to its completion. */
@@ -865,7 +867,7 @@ void srv_http_quiesce(void)
 int srv_http_busy(void)
 {
     int n = srv_inflight();
-    if (srv_draining && srv_now_ms() - drain_began > DRAIN_UPLOAD_MS)
+    if (srv_draining && srv_now_ms() - drain_began > DRAIN_STALLED_MS)
         n -= atomic_load(&uploading);
     return n > 0 ? n : 0;
 }

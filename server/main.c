@@ -2,6 +2,7 @@
  * environment variables, start, and a graceful drain on SIGTERM/SIGINT. */
 #include "srv.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
@@ -21,7 +22,8 @@ static const char usage[] =
     "Serves the attention API (see openapi.yaml). Each option may also be set\n"
     "by the environment variable shown; options win over the environment.\n"
     "\n"
-    "  --bind ADDR          ATTN_BIND         address to listen on (127.0.0.1)\n"
+    "  --bind ADDR          ATTN_BIND         IPv4 or IPv6 address to listen on (127.0.0.1;\n"
+    "                                         0.0.0.0 or :: for every interface)\n"
     "  --port N             ATTN_PORT         TCP port (8080)\n"
     "  --threads N          ATTN_THREADS      HTTP polling threads (2 x cores, at least 4);\n"
     "                                         0: one thread per connection\n"
@@ -41,8 +43,10 @@ static const char usage[] =
     "                                         408 and the connection closed (120; 0: off). A\n"
     "                                         client sending its body a byte at a time keeps\n"
     "                                         its connection at most this plus --timeout\n"
-    "  --max-connections N  ATTN_MAX_CONNECTIONS  open connections at once; more are closed\n"
-    "                                         on accept (1000, or the fd limit - 64 if lower)\n"
+    "  --max-connections N  ATTN_MAX_CONNECTIONS  open connections at once; past it new ones\n"
+    "                                         wait in the listen backlog until one closes (an\n"
+    "                                         idle one after --timeout) (1000, or the fd limit\n"
+    "                                         - 64 if lower)\n"
     "  --max-per-ip N       ATTN_MAX_PER_IP   connections from one address (0: no limit)\n"
     "  --max-depth N        ATTN_MAX_DEPTH    JSON nesting of a request body, at least 6 (32)\n"
     "  --max-work FLOPS     ATTN_MAX_WORK     estimated floating-point operations of one\n"
@@ -259,7 +263,8 @@ static void read_options(int argc, char **argv, const char *val[NKEYS])
 {
     for (int k = 0; k < NKEYS; k++) {
         val[k] = getenv(keys[k][1]);
-        if (val[k] && !*val[k])
+        /* empty is unset, but for the token: an empty secret is refused */
+        if (val[k] && !*val[k] && strcmp(keys[k][1], "ATTN_TOKEN") != 0)
             val[k] = NULL;
     }
     for (int i = 1; i < argc; i++) {
@@ -288,6 +293,9 @@ static void read_options(int argc, char **argv, const char *val[NKEYS])
 static void apply_options(const char *val[NKEYS])
 {
     if (val[0]) srv_cfg.bind = val[0];
+    struct in6_addr any;
+    if (inet_pton(AF_INET, srv_cfg.bind, &any) != 1 && inet_pton(AF_INET6, srv_cfg.bind, &any) != 1)
+        die("bind address (an IPv4 or IPv6 address, not a host name)", srv_cfg.bind);
     if (val[1]) srv_cfg.port = (int)parse_size("port", val[1], 65535);
     if (val[2]) srv_cfg.threads = (int)parse_size("threads", val[2], 1024);
     if (val[3]) srv_cfg.compute_threads = (int)parse_min("compute threads (at least 1)", val[3], 1, 1024);
@@ -303,6 +311,8 @@ static void apply_options(const char *val[NKEYS])
     /* a per-head 4-d mask inside the body object needs 5 */
     if (val[14]) srv_cfg.max_depth = (int)parse_min("max depth (at least 6)", val[14], 6, 2048);
     srv_cfg.token = val[15];
+    if (val[15] && !*val[15]) /* a secret that failed to render must not turn auth off */
+        die("token (empty; unset ATTN_TOKEN to serve without one)", val[15]);
     srv_cfg.cors_origins = val[16];
     if (val[17]) srv_cfg.max_work = parse_work(val[17]);
     if (val[20]) srv_cfg.max_sessions = (int)parse_size("max sessions", val[20], 1 << 24);

@@ -679,8 +679,8 @@ int  srv_inflight(void);
 int  srv_http_start(void);     /* 0 ok, -1 failed (logged) */
 void srv_http_quiesce(void);   /* stop accepting */
 /* Requests a drain waits for: those in flight, but for bodies still
- * arriving 2 s into it (a sender that stalls is closed with the daemon; one
- * that sends gets 503 at its next bytes). */
+ * arriving 3 s into it (a sender that stalls is closed with the daemon; one
+ * that sends gets 503 at its next bytes from 2 s on). */
 int  srv_http_busy(void);
 void srv_http_stop(void);      /* close everything */
 extern volatile int srv_draining;

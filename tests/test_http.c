@@ -1389,7 +1389,8 @@ static void test_settings(void)
         {"--max-depth", "3"}, {"--max-body", "64iB"}, {"--max-body", "0"},
         {"--compute-threads", "0"}, {"--max-inflight", "0"}, {"--session-max-tokens", "0"},
         {"--openapi", "/nonexistent/openapi.yaml"}, {"--static-dir", "/nonexistent"},
-        {"--log-level", "debug"},
+        {"--log-level", "debug"}, {"--bind", "localhost"}, {"--bind", "999.1.1.1"},
+        {"--token", ""},
     };
     char name[160];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
