@@ -461,11 +461,12 @@ valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(TEST_SESSIONS) $(SERVER)
 
 # The suites that run our C code built with clang's AddressSanitizer and
 # UBSan: all of make test's but the browser, Prometheus and examples suites,
-# whose requests test-http, test-sessions and test-kserve already make
+# whose requests test-http, test-sessions and test-kserve already make, and
+# test-install, which links the library into programs built with cc
 # (ASAN_SUITES="$(TEST_SUITES)" runs every one). The binaries first,
 # ASAN_JOBS at a time; the suites then run one by one.
 ASAN_JOBS ?= 2
-ASAN_SUITES ?= $(filter-out test-browser test-metrics test-examples,$(TEST_SUITES))
+ASAN_SUITES ?= $(filter-out test-browser test-metrics test-examples test-install,$(TEST_SUITES))
 ASAN_MAKE = $(MAKE) BUILD=build-asan CC=clang WERROR=1 LDFLAGS="-fsanitize=address,undefined" \
 	CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 

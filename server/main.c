@@ -369,7 +369,7 @@ static int drain(int sig, const sigset_t *stop)
             srv_log(SRV_LOG_ERROR, "%d requests still in flight after 30 s; exiting without them",
                     srv_http_busy());
         srv_log_flush();
-        return 1;
+        _exit(1); /* not exit(): the requests' threads still run */
     }
     if (srv_inflight() > 0)
         srv_log(SRV_LOG_WARN, "closing %d requests whose bodies stopped arriving", srv_inflight());
