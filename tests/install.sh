@@ -4,7 +4,8 @@
 # shared library's SONAME and exports (exactly the functions lib/attn.h
 # declares), attn_version against the header, and examples/lib_example.c
 # built with pkg-config's flags, shared and static, its numbers checked
-# against PyTorch (examples/lib_example_check.py).
+# against PyTorch (examples/lib_example_check.py); the public structs'
+# layout against tests/abi_layout.txt.
 #
 # Usage: tests/install.sh MAKE BUILD_DIR     (make test-install)
 set -uo pipefail
@@ -68,7 +69,39 @@ for how in shared static; do
         sh -c "cc -std=c11 $flags examples/lib_example.c -o '$TMP/example-$how' $libs &&
                LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/example-$how' | '$PY' examples/lib_example_check.py"
 done
+# The public structs' layout (size and alignment, x86-64) against
+# tests/abi_layout.txt: a change there breaks programs built against the
+# shared library, so it must come with a new ATTN_VERSION_MAJOR (and the
+# file written anew: WRITE_ABI=1 make test-install).
+structs="attn_error attn_tensor attn_mask attn_named attn_param_set attn_param_info attn_rule_info
+attn_rope attn_sparsity attn_options attn_request attn_shapes attn_mha_request attn_cache_request"
+{
+    echo '#include <stdalign.h>'
+    echo '#include <stdio.h>'
+    echo '#include <attn.h>'
+    echo 'int main(void) {'
+    echo "    printf(\"major %d\\n\", ATTN_VERSION_MAJOR);"
+    for t in $structs; do
+        echo "    printf(\"$t %zu %zu\\n\", sizeof($t), alignof($t));"
+    done
+    echo '    return 0; }'
+} >"$TMP/layout.c"
+if [ "$(uname -m)" = x86_64 ]; then
+    cc -std=c11 -I"$PREFIX/include" "$TMP/layout.c" -o "$TMP/layout" && "$TMP/layout" >"$TMP/layout.txt"
+    if [ "${WRITE_ABI:-0}" = 1 ]; then
+        cp "$TMP/layout.txt" tests/abi_layout.txt
+    fi
+    if [ "$(head -1 "$TMP/layout.txt")" = "$(head -1 tests/abi_layout.txt)" ]; then
+        check "the public structs keep the layout of tests/abi_layout.txt (else bump ATTN_VERSION_MAJOR)" \
+            diff tests/abi_layout.txt "$TMP/layout.txt"
+    else
+        check "tests/abi_layout.txt is written for ATTN_VERSION_MAJOR $major (WRITE_ABI=1 make test-install)" false
+    fi
+else
+    echo "skip - the struct layout check is recorded for x86-64"
+    skipped=1
+fi
 check "the shared build really loads libattn.so.$major from the prefix" \
     sh -c "LD_LIBRARY_PATH='$PREFIX/lib' ldd '$TMP/example-shared' | grep -qF '$so'"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, ${skipped:-0} skipped"
 [ "$failed" = 0 ]
