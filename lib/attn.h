@@ -44,7 +44,7 @@
  * Versions: ATTN_VERSION_MAJOR changes whenever a struct's layout or a
  * function's signature does; it is the shared library's SONAME
  * (libattn.so.MAJOR), and make test-install holds the public structs'
- * sizes to tests/abi_layout.txt for it. The shared library exports the
+ * sizes and field offsets to tests/abi_layout.txt for it. The shared library exports the
  * functions declared here and nothing else.
  */
 #ifndef ATTN_H

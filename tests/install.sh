@@ -69,30 +69,34 @@ for how in shared static; do
         sh -c "cc -std=c11 $flags examples/lib_example.c -o '$TMP/example-$how' $libs &&
                LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/example-$how' | '$PY' examples/lib_example_check.py"
 done
-# The public structs' layout (size and alignment, x86-64) against
-# tests/abi_layout.txt: a change there breaks programs built against the
-# shared library, so it must come with a new ATTN_VERSION_MAJOR (and the
-# file written anew: WRITE_ABI=1 make test-install).
-structs="attn_error attn_tensor attn_mask attn_named attn_param_set attn_param_info attn_rule_info
-attn_rope attn_sparsity attn_options attn_request attn_shapes attn_mha_request attn_cache_request"
-{
-    echo '#include <stdalign.h>'
-    echo '#include <stdio.h>'
-    echo '#include <attn.h>'
-    echo 'int main(void) {'
-    echo "    printf(\"major %d\\n\", ATTN_VERSION_MAJOR);"
-    for t in $structs; do
-        echo "    printf(\"$t %zu %zu\\n\", sizeof($t), alignof($t));"
-    done
-    echo '    return 0; }'
-} >"$TMP/layout.c"
+# The public structs' layout (size, alignment and every field's offset,
+# x86-64) against tests/abi_layout.txt: a change there breaks programs
+# built against the shared library, so it must come with a new
+# ATTN_VERSION_MAJOR (and the file written anew: WRITE_ABI=1 make
+# test-install). The fields are read from the header's struct bodies.
+"$PY" - lib/attn.h >"$TMP/layout.c" <<'PYEOF'
+import re, sys
+src = re.sub(r"/\*.*?\*/|//[^\n]*", "", open(sys.argv[1]).read(), flags=re.S)
+out = ["#include <stdalign.h>", "#include <stddef.h>", "#include <stdio.h>", "#include <attn.h>",
+       "int main(void) {", '    printf("major %d\\n", ATTN_VERSION_MAJOR);']
+for m in re.finditer(r"typedef struct(?:\s+\w+)?\s*\{(.*?)\}\s*(attn_\w+)\s*;", src, flags=re.S):
+    body, name = m.groups()
+    out.append('    printf("%s %%zu %%zu\\n", sizeof(%s), alignof(%s));' % (name, name, name))
+    for decl in filter(None, (" ".join(d.split()) for d in body.split(";"))):
+        parts = decl.split(",")
+        for field in [parts[0].split()[-1]] + parts[1:]:
+            field = field.strip().lstrip("*").split("[")[0]
+            out.append('    printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (name, field, name, field))
+out.append("    return 0;\n}")
+print("\n".join(out))
+PYEOF
 if [ "$(uname -m)" = x86_64 ]; then
     cc -std=c11 -I"$PREFIX/include" "$TMP/layout.c" -o "$TMP/layout" && "$TMP/layout" >"$TMP/layout.txt"
     if [ "${WRITE_ABI:-0}" = 1 ]; then
         cp "$TMP/layout.txt" tests/abi_layout.txt
     fi
     if [ "$(head -1 "$TMP/layout.txt")" = "$(head -1 tests/abi_layout.txt)" ]; then
-        check "the public structs keep the layout of tests/abi_layout.txt (else bump ATTN_VERSION_MAJOR)" \
+        check "the public structs keep the sizes and field offsets of tests/abi_layout.txt (else bump ATTN_VERSION_MAJOR)" \
             diff tests/abi_layout.txt "$TMP/layout.txt"
     else
         check "tests/abi_layout.txt is written for ATTN_VERSION_MAJOR $major (WRITE_ABI=1 make test-install)" false
