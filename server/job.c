@@ -309,6 +309,10 @@ static json_t *parse_envelope(const srv_call *call, json_error_t *jerr)
  * what names the text in errors ("the body"). */
 int srv_call_parse(srv_call *call, const char *text, size_t len, const char *what, srv_err *e)
 {
+    /* An array (or anything but an object) would reach Jansson whole, value
+     * by value: refused from its first byte, before the scanner reads it. */
+    if (srv_json_not_object(text, len))
+        return srv_fail(e, 400, "invalid_json", "", "%s must be a JSON object", what);
     if (srv_scan(text, len, &call->arena, &call->scan))
         return srv_fail(e, 503, "overloaded", "", "out of memory reading the request");
     /* Before Jansson, which recurses once per level; the scanner counted
@@ -322,13 +326,8 @@ int srv_call_parse(srv_call *call, const char *text, size_t len, const char *wha
                         "%s holds the character U+0001 in a string, which this service reserves",
                         what);
     /* What the scanner lifted is read as arrays of floats; the rest goes
-     * to Jansson value by value. A body that is an array, or whose tensor
-     * is ragged, unclosed or not made of numbers, would reach it whole. */
-    size_t lead = 0;
-    while (lead < len && strchr(" \t\r\n", text[lead]) && text[lead])
-        lead++;
-    if (lead < len && text[lead] != '{')
-        return srv_fail(e, 400, "invalid_json", "", "%s must be a JSON object", what);
+     * to Jansson value by value. A tensor that is ragged, unclosed or not
+     * made of numbers would reach it whole. */
     if (call->scan.values > ENVELOPE_MAX_VALUES)
         return srv_fail(e, 413, "too_large", "",
                         "%s holds over %d JSON values outside its arrays of numbers (a tensor "

@@ -893,6 +893,14 @@ static size_t next_structural(const char *body, size_t i, size_t len)
     return i;
 }
 
+int srv_json_not_object(const char *body, size_t len)
+{
+    size_t i = 0;
+    while (i < len && is_ws(body[i]))
+        i++;
+    return i < len && body[i] != '{';
+}
+
 int srv_json_too_deep(const char *body, size_t len, int max_depth)
 {
     int depth = 0;

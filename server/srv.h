@@ -300,6 +300,11 @@ int srv_json_u64(json_t *j, uint64_t *out);
  * (outside strings). Linear, no recursion: run before any parser. */
 int srv_json_too_deep(const char *body, size_t len, int max_depth);
 
+/* Whether body[0..len) starts (after JSON whitespace) with anything but
+ * '{': a body no route takes, refused before any parser reads it. An empty
+ * body is not this (Jansson says what is wrong with it). */
+int srv_json_not_object(const char *body, size_t len);
+
 /* Returns the blob a placeholder object stands for, or NULL. */
 const srv_blob *srv_blob_of(const srv_scan_result *sr, json_t *j);
 
