@@ -211,11 +211,7 @@ static attn_status count_params(plan *pl, attn_error *err)
         return ATTN_OK;
     }
     attn_seed_spec specs[ATTN_SEED_MAX];
-    size_t n = rule_seed_specs(pl, specs);
-    int64_t total;
-    attn_status st = attn_seed_size(specs, n, &total, err);
-    pl->shapes.param_floats = attn_seed_floats(specs, n);
-    return st;
+    return attn_seed_count(specs, rule_seed_specs(pl, specs), &pl->shapes.param_floats, err);
 }
 
 /* Sizes the rule needs: Dk = Dq for the dot rules, Lk = Lq for concat,

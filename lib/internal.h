@@ -470,6 +470,11 @@ int attn_rule_seed_specs(attn_rule rule, const attn_dims *d, int64_t dh, int64_t
 attn_status attn_seed_size(const attn_seed_spec *specs, size_t n, int64_t *total,
                            attn_error *err);
 
+/* What a plan says of a seeded set: *floats, its floats (for the cost),
+ * and attn_seed_size's verdict on whether it can be made. */
+attn_status attn_seed_count(const attn_seed_spec *specs, size_t n, double *floats,
+                            attn_error *err);
+
 /* Draws the specs in order from one SplitMix64 stream: items[i] gets
  * spec i's name, shape and data, which lies in data (room for
  * attn_seed_floats floats). */

@@ -367,10 +367,7 @@ static attn_status count_params(mplan *pl, attn_error *err)
         return ATTN_OK;
     }
     attn_seed_spec s[ATTN_SEED_MAX];
-    size_t n = mha_seed_specs(pl, s);
-    int64_t total;
-    pl->shapes.param_floats = attn_seed_floats(s, n);
-    return attn_seed_size(s, n, &total, err);
+    return attn_seed_count(s, mha_seed_specs(pl, s), &pl->shapes.param_floats, err);
 }
 
 /* num_heads, num_kv_heads and positional_encoding; the head sizes. */

@@ -55,6 +55,14 @@ attn_status attn_seed_size(const attn_seed_spec *specs, size_t n, int64_t *total
     return ATTN_OK;
 }
 
+attn_status attn_seed_count(const attn_seed_spec *specs, size_t n, double *floats,
+                            attn_error *err)
+{
+    int64_t total;
+    *floats = attn_seed_floats(specs, n);
+    return attn_seed_size(specs, n, &total, err);
+}
+
 attn_status attn_seed_build(const attn_seed_spec *specs, size_t n, uint64_t seed,
                             attn_param_set **out, attn_error *err)
 {

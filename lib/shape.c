@@ -293,8 +293,8 @@ attn_status attn_check_rope(const attn_rope *r, int64_t hd, attn_error *err)
                          r->dims ? "" : " (the head dim, the default)");
     if (r->offset < 0 || r->offset > ATTN_ROPE_MAX_OFFSET)
         return attn_fail(err, ATTN_ERR_PARAM, "rope.offset",
-                         "rope offset must be from 0 to 2147483647 (2^31 - 1), got %lld",
-                         (long long)r->offset);
+                         "rope offset must be from 0 to %lld (2^31 - 1), got %lld",
+                         (long long)ATTN_ROPE_MAX_OFFSET, (long long)r->offset);
     return ATTN_OK;
 }
 
