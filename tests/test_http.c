@@ -1426,6 +1426,14 @@ static void test_settings(void)
     }
 }
 
+/* Connects to s and sends data: the socket (or -1) in *fd; 1 when all of
+ * it was sent. */
+static int connect_send(const server *s, const char *data, size_t n, int *fd)
+{
+    *fd = tcp_open(s->port, NULL);
+    return *fd >= 0 && send(*fd, data, n, MSG_NOSIGNAL) == (ssize_t)n;
+}
+
 /* SIGTERM while a client sends its body a byte at a time: the server answers
  * it 503 at its next bytes once 2 s have passed and exits 0, where it used
  * to wait out its 30 s drain for the body and exit 1. Stops s. */
@@ -1433,8 +1441,8 @@ static void test_drain_drip(server *s)
 {
     static const char head[] = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{";
-    int fd = tcp_open(s->port, NULL);
-    int sent = fd >= 0 && send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head);
+    int fd;
+    int sent = connect_send(s, head, strlen(head), &fd);
     usleep(200 * 1000);
     double t0 = now_ms();
     kill(s->pid, SIGTERM);
@@ -1479,14 +1487,14 @@ static int exit_within(server *s, double ms)
 }
 
 /* SIGTERM while a client has sent half a body and then nothing: the server
- * stops waiting for it 2 s into the drain and exits 0, where it used to
+ * stops waiting for it 3 s into the drain and exits 0, where it used to
  * hold the drain its whole 30 s and exit 1. Stops s. */
 static void test_drain_stalled(server *s)
 {
     static const char head[] = "POST /attention/dot HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":";
-    int fd = tcp_open(s->port, NULL);
-    int sent = fd >= 0 && send(fd, head, strlen(head), MSG_NOSIGNAL) == (ssize_t)strlen(head);
+    int fd;
+    int sent = connect_send(s, head, strlen(head), &fd);
     usleep(300 * 1000);
     double t0 = now_ms();
     kill(s->pid, SIGTERM);
@@ -1517,8 +1525,8 @@ static void test_drain_second_signal(server *s)
     buf_printf(&req, "POST /attention/additive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                body.len, body.data);
-    int fd = tcp_open(s->port, NULL);
-    int sent = fd >= 0 && send(fd, req.data, req.len, MSG_NOSIGNAL) == (ssize_t)req.len;
+    int fd;
+    int sent = connect_send(s, req.data, req.len, &fd);
     buf_free(&body);
     buf_free(&req);
     usleep(300 * 1000);

@@ -17,8 +17,7 @@ fail() { echo "test-replicas lb_limits: FAIL: $*" >&2; exit 1; }
 start_replicas ATTN_TRUST_SESSION_ID=1
 LB_PORT=$(free_port)
 {
-    # As root nginx would switch workers to "nobody", who cannot write build/.
-    [ "$(id -u)" = 0 ] && echo "user root;"
+    nginx_user_line
     sed -e "s|attn:8080|127.0.0.1:${ports[0]}|" -e "s|listen 8080;|listen 127.0.0.1:$LB_PORT;|" \
         -e "s|/tmp/|$DIR/tmp/|g" -e "s|/dev/stdout|$DIR/access.log|" docker/nginx.conf
 } >"$DIR/nginx.conf"
