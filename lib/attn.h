@@ -41,11 +41,12 @@
  *     a later version may add fields. attn_tensor, attn_mask and attn_named
  *     keep their layout, so positional initialisers of them are safe.
  *
- * Versions: ATTN_VERSION_MAJOR changes whenever a struct's layout or a
- * function's signature does; it is the shared library's SONAME
- * (libattn.so.MAJOR), and make test-install holds the public structs'
- * sizes and field offsets to tests/abi_layout.txt for it. The shared library exports the
- * functions declared here and nothing else.
+ * Versions: ATTN_VERSION_MAJOR changes whenever a struct's layout, an
+ * enumerator's value or a function's type does; it is the shared library's
+ * SONAME (libattn.so.MAJOR), and make test-install holds the structs'
+ * layout, the enums' values and the functions' types to
+ * tests/abi_layout.txt for it. The shared library exports the functions
+ * declared here and nothing else.
  */
 #ifndef ATTN_H
 #define ATTN_H

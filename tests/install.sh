@@ -69,12 +69,14 @@ for how in shared static; do
         sh -c "cc -std=c11 $flags examples/lib_example.c -o '$TMP/example-$how' $libs &&
                LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/example-$how' | '$PY' examples/lib_example_check.py"
 done
-# The public structs' layout (size, alignment and every field's offset,
-# x86-64) against tests/abi_layout.txt: a change there breaks programs
-# built against the shared library, so it must come with a new
-# ATTN_VERSION_MAJOR (and the file written anew: WRITE_ABI=1 make
-# test-install). The fields are read from the header's struct bodies.
-"$PY" - lib/attn.h >"$TMP/layout.c" <<'PYEOF'
+# The interface programs built against the shared library rely on, held
+# to tests/abi_layout.txt: the public structs' layout (size, alignment and
+# every field's offset, x86-64), every enumerator's value, and every
+# function's type. A change there breaks those programs, so it must come
+# with a new ATTN_VERSION_MAJOR and the file written anew (WRITE_ABI=1 make
+# test-install); a new function only needs recording. All of it is read
+# from the header's text.
+"$PY" - lib/attn.h "$TMP" <<'PYEOF'
 import re, sys
 src = re.sub(r"/\*.*?\*/|//[^\n]*", "", open(sys.argv[1]).read(), flags=re.S)
 out = ["#include <stdalign.h>", "#include <stddef.h>", "#include <stdio.h>", "#include <attn.h>",
@@ -87,17 +89,25 @@ for m in re.finditer(r"typedef struct(?:\s+\w+)?\s*\{(.*?)\}\s*(attn_\w+)\s*;", 
         for field in [parts[0].split()[-1]] + parts[1:]:
             field = field.strip().lstrip("*").split("[")[0]
             out.append('    printf("%s.%s %%zu\\n", offsetof(%s, %s));' % (name, field, name, field))
+for m in re.finditer(r"typedef enum\s*\{(.*?)\}\s*(attn_\w+)\s*;", src, flags=re.S):
+    body, name = m.groups()
+    for item in filter(None, (i.split("=")[0].strip() for i in body.split(","))):
+        out.append('    printf("%s.%s %%d\\n", (int)%s);' % (name, item, item))
 out.append("    return 0;\n}")
-print("\n".join(out))
+open(sys.argv[2] + "/layout.c", "w").write("\n".join(out) + "\n")
+# One line a function: "fn NAME DECLARATION", the declaration on one line.
+decls = re.finditer(r"^(?!typedef|#)[^;{}#]*?\b(attn_\w+)\s*\([^;{}]*\)\s*;", src, flags=re.M)
+open(sys.argv[2] + "/functions.txt", "w").write(
+    "".join("fn %s %s\n" % (m.group(1), " ".join(m.group(0).split())) for m in decls))
 PYEOF
 if [ "$(uname -m)" = x86_64 ]; then
     cc -std=c11 -I"$PREFIX/include" "$TMP/layout.c" -o "$TMP/layout" && "$TMP/layout" >"$TMP/layout.txt"
     if [ "${WRITE_ABI:-0}" = 1 ]; then
-        cp "$TMP/layout.txt" tests/abi_layout.txt
+        cat "$TMP/layout.txt" "$TMP/functions.txt" >tests/abi_layout.txt
     fi
     if [ "$(head -1 "$TMP/layout.txt")" = "$(head -1 tests/abi_layout.txt)" ]; then
-        check "the public structs keep the sizes and field offsets of tests/abi_layout.txt (else bump ATTN_VERSION_MAJOR)" \
-            diff tests/abi_layout.txt "$TMP/layout.txt"
+        check "the public structs keep their sizes and field offsets, the enums their values (tests/abi_layout.txt; else bump ATTN_VERSION_MAJOR)" \
+            diff <(grep -v '^fn ' tests/abi_layout.txt) "$TMP/layout.txt"
     else
         check "tests/abi_layout.txt is written for ATTN_VERSION_MAJOR $major (WRITE_ABI=1 make test-install)" false
     fi
@@ -105,6 +115,17 @@ else
     echo "skip - the struct layout check is recorded for x86-64"
     skipped=1
 fi
+# Each recorded function, renamed abi_NAME, must have the type the header
+# gives NAME now (parameter names may change, types may not).
+{
+    echo '#include <attn.h>'
+    sed -n 's/^fn \([a-z0-9_]*\) \(.*\)/\2\n_Static_assert(__builtin_types_compatible_p(__typeof__(\1), __typeof__(abi_\1)), "\1 changed type");/p' tests/abi_layout.txt |
+        sed 's/\battn_\([a-z0-9_]*\)\s*(/abi_attn_\1(/'
+} >"$TMP/functions.c"
+check "every function of tests/abi_layout.txt keeps its type (else bump ATTN_VERSION_MAJOR)" \
+    cc -std=gnu11 -fsyntax-only -I"$PREFIX/include" "$TMP/functions.c"
+check "every function the header declares is recorded in tests/abi_layout.txt (WRITE_ABI=1 make test-install)" \
+    diff <(sed -n 's/^fn \([a-z0-9_]*\) .*/\1/p' tests/abi_layout.txt | sort) <(cut -d' ' -f2 "$TMP/functions.txt" | sort)
 check "the shared build really loads libattn.so.$major from the prefix" \
     sh -c "LD_LIBRARY_PATH='$PREFIX/lib' ldd '$TMP/example-shared' | grep -qF '$so'"
 echo "$passed passed, $failed failed, ${skipped:-0} skipped"
