@@ -222,6 +222,29 @@ static void add_headers(struct MHD_Response *resp, const req_state *rs, const sr
     }
 }
 
+static size_t log_safe(const char *s, char *out);
+
+/* A 5xx answer at warn, with its body (the error's message), since the
+ * access line has only its code: a request the server could not serve is
+ * worth an operator's look. Capped: overload can make one per request. */
+static void log_server_error(const req_state *rs, const srv_reply *r)
+{
+    if (r->status < 500 || srv_cfg.log_level < SRV_LOG_WARN)
+        return;
+    char method[3 * sizeof rs->method], path[3 * sizeof rs->path], text[400];
+    method[log_safe(rs->method, method)] = '\0';
+    path[log_safe(rs->path, path)] = '\0';
+    size_t n = r->body.data && r->fd < 0 ? r->body.len : 0;
+    if (n > sizeof text - 1)
+        n = sizeof text - 1;
+    for (size_t i = 0; i < n; i++) { /* one line: control bytes and non-ASCII as '?' */
+        unsigned char c = (unsigned char)r->body.data[i];
+        text[i] = c < 0x20 || c > 0x7e ? '?' : (char)c;
+    }
+    text[n] = '\0';
+    srv_log_capped(SRV_LOG_WARN, "%s %s %s answered %d: %s", rs->client, method, path, r->status, text);
+}
+
 static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
 {
     struct MHD_Response *resp;
@@ -235,6 +258,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, sr
             srv_buf_free(&r->body);
             reply_error(rs, r, &e);
         }
+        log_server_error(rs, r);
         rs->bytes_out = r->body.len;
         /* The answer's own buffer, no copy: MHD hands it to srv_big_free
          * when sent, which keeps a large one for the next large answer. */
@@ -480,6 +504,7 @@ static enum MHD_Result cut_off(struct MHD_Connection *conn, req_state *rs, const
     srv_reply r;
     srv_reply_init(&r);
     reply_error(rs, &r, e);
+    log_server_error(rs, &r);
     rs->status = r.status;
     rs->code = r.code;
     rs->bytes_out = r.body.len;
@@ -733,9 +758,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     body_arrived(rs);
     double ms = srv_now_ms() - rs->t0;
-    int status = rs->status ? rs->status : 499; /* the client left first */
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && rs->status == 0)
-        status = 499;
+    /* Unanswered: the connection idled past ATTN_TIMEOUT (408), the
+     * request broke HTTP (libmicrohttpd answered it 400, a malformed chunk
+     * say), or the client left first (499, as nginx counts it). */
+    int status = rs->status ? rs->status : rs->body_over ? 413 : 0;
+    if (!status)
+        status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? 408
+               : toe == MHD_REQUEST_TERMINATED_WITH_ERROR      ? 400
+                                                                : 499;
     srv_metrics_end(rs->target.route, status, rs->bytes_in, rs->bytes_out, ms);
     if (srv_cfg.log_level >= SRV_LOG_INFO)
         access_line(rs, status, ms);
@@ -773,30 +803,64 @@ static size_t unescape_url(void *cls, struct MHD_Connection *conn, char *s)
 /* libmicrohttpd's messages, at warn; those a client causes at will at
  * info, with the access lines, so that a client cannot write warnings as
  * fast as it can connect: it hung up mid-request ("closed by remote
- * side"), a connection over ATTN_MAX_CONNECTIONS ("Server reached
- * connection limit"), its connection was closed on purpose
- * ("Application reported internal error": a 408 or a drain's 503 written
- * by cut_off, or a sender past the body cap), or it sent a Content-Length
- * that is not a number or is too large for libmicrohttpd, which answers
- * that itself ("... Content-Length ...", "Error processing request"). */
+ * side"), its connection was closed on purpose ("Application reported
+ * internal error": a 408 or a drain's 503 written by cut_off, or a sender
+ * past the body cap), or it sent what libmicrohttpd answers itself (a
+ * Content-Length that is not a number or too large, headers or a URL too
+ * long, another HTTP version: "Error processing request", counted in
+ * attn_http_refused_total, as no access line has them). A connection over
+ * ATTN_MAX_PER_IP (libmicrohttpd: "Server reached connection limit") is
+ * counted and named at warn, capped. */
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (srv_cfg.log_level < SRV_LOG_WARN)
-        return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && msg[n - 1] == '\n')
         msg[--n] = '\0';
-    static const char *const client_caused[] = {"remote side", "reached connection limit",
-                                                "Application reported internal error",
+    if (strstr(msg, "reached connection limit")) {
+        srv_metrics_refused(SRV_REFUSED_CONNECTION);
+        if (srv_cfg.max_per_ip)
+            srv_log_capped(SRV_LOG_WARN, "a connection was closed at once: ATTN_MAX_PER_IP (%u) "
+                           "connections from its address are open", srv_cfg.max_per_ip);
+        else
+            srv_log_capped(SRV_LOG_WARN, "a connection was closed at once: ATTN_MAX_CONNECTIONS (%u) "
+                           "are open", srv_cfg.max_connections);
+        return;
+    }
+    if (strstr(msg, "Error processing request"))
+        srv_metrics_refused(SRV_REFUSED_REQUEST);
+    if (srv_cfg.log_level < SRV_LOG_WARN)
+        return;
+    static const char *const client_caused[] = {"remote side", "Application reported internal error",
                                                 "Content-Length", "Error processing request"};
     int level = SRV_LOG_WARN;
     for (size_t i = 0; i < sizeof client_caused / sizeof *client_caused; i++)
         if (strstr(msg, client_caused[i]))
             level = SRV_LOG_INFO;
     srv_log(level, "microhttpd: %s", msg);
+}
+
+int srv_http_connections(void)
+{
+    const union MHD_DaemonInfo *i =
+        daemon_ ? MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
+    return i ? (int)i->num_connections : 0;
+}
+
+/* At ATTN_MAX_CONNECTIONS new connections wait in the listen backlog,
+ * unseen by libmicrohttpd and so by its log: say so, once a minute at
+ * most while it lasts. */
+void srv_http_watch(void)
+{
+    static double warned = -1e18;
+    int open = srv_http_connections();
+    if (open >= (int)srv_cfg.max_connections && srv_now_ms() - warned > 60000.0) {
+        warned = srv_now_ms();
+        srv_log(SRV_LOG_WARN, "%d connections open, ATTN_MAX_CONNECTIONS: new ones wait in the listen "
+                "backlog until one closes (an idle one after ATTN_TIMEOUT, %us)", open, srv_cfg.timeout);
+    }
 }
 
 int srv_http_start(void)

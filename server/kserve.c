@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #define KS_SERVER_NAME "attention-service"
-#define KS_SERVER_VERSION "1.0.0" /* openapi.yaml info.version */
 #define KS_N_MODELS (ATTN_RULE_COUNT + 2) /* every rule, multihead, multihead-decode */
 
 /* --------------------------------------------------------------- errors */
@@ -111,7 +110,7 @@ int srv_kserve_version(const char *v, size_t n, int model, srv_err *e)
 void srv_serve_v2_server(const srv_target *t, const char *body, size_t len, srv_reply *r)
 {
     (void)t, (void)body, (void)len;
-    srv_buf_puts(&r->body, "{\"name\":\"" KS_SERVER_NAME "\",\"version\":\"" KS_SERVER_VERSION
+    srv_buf_puts(&r->body, "{\"name\":\"" KS_SERVER_NAME "\",\"version\":\"" SRV_VERSION
                            "\",\"extensions\":[\"binary_tensor_data\"]}\n");
 }
 

@@ -1,7 +1,7 @@
-/* log.c - leveled log lines on stderr, batched: a write per line would cost
- * a quarter of a small request's time, so info lines (the access log) wait
- * in a buffer that main flushes every 100 ms; warnings and errors go out at
- * once. Also the monotonic clock. */
+/* log.c - leveled log lines on stderr ("TIME LEVEL text"), batched: a write
+ * per line would cost a quarter of a small request's time, so info lines
+ * (the access log) wait in a buffer that main flushes every 100 ms;
+ * warnings and errors go out at once. Also the monotonic clock. */
 #include "srv.h"
 
 #include <pthread.h>
@@ -67,21 +67,28 @@ static void stamp(char out[STAMP])
     out[24] = ' ';
 }
 
+/* The level's word and the space after it. */
+static const char *const level_word[] = {"notice ", "error ", "warn ", "info "};
+
 void srv_log_line(int level, const char *line, size_t n)
 {
-    if (level > srv_cfg.log_level)
+    if (level > srv_cfg.log_level || level < SRV_LOG_NOTICE)
         return;
     if (n > 1022)
         n = 1022; /* as srv_log's line buffer */
     char when[STAMP];
     stamp(when);
+    const char *word = level_word[level - SRV_LOG_NOTICE];
+    size_t wl = strlen(word);
     pthread_mutex_lock(&mu);
-    if (used + STAMP + n + 1 > sizeof pending) {
+    if (used + STAMP + wl + n + 1 > sizeof pending) {
         write_all(pending, used);
         used = 0;
     }
     memcpy(pending + used, when, STAMP);
     used += STAMP;
+    memcpy(pending + used, word, wl);
+    used += wl;
     memcpy(pending + used, line, n);
     used += n;
     pending[used++] = '\n';
@@ -90,6 +97,52 @@ void srv_log_line(int level, const char *line, size_t n)
         used = 0;
     }
     pthread_mutex_unlock(&mu);
+}
+
+/* Lines that clients can cause (5xx answers, refused connections): at most
+ * CAPPED_PER_SECOND a second from all callers together, so that a flood
+ * cannot turn into a write per request; the next line let through says
+ * how many were left out. */
+enum { CAPPED_PER_SECOND = 10 };
+static time_t capped_second;
+static int capped_lines, capped_dropped;
+
+void srv_log_capped(int level, const char *fmt, ...)
+{
+    if (level > srv_cfg.log_level)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pthread_mutex_lock(&mu);
+    if (ts.tv_sec != capped_second) {
+        capped_second = ts.tv_sec;
+        capped_lines = 0;
+    }
+    int dropped = 0, go = capped_lines < CAPPED_PER_SECOND;
+    if (go) {
+        capped_lines++;
+        dropped = capped_dropped;
+        capped_dropped = 0;
+    } else {
+        capped_dropped++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!go)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof line)
+        n = (int)sizeof line - 1;
+    if (dropped)
+        n += snprintf(line + n, sizeof line - (size_t)n, " (and %d such lines left out)", dropped);
+    if ((size_t)n >= sizeof line)
+        n = (int)sizeof line - 1;
+    srv_log_line(level, line, (size_t)n);
 }
 
 void srv_log_flush(void)

@@ -79,7 +79,14 @@ static const char usage[] =
     "                                         start without sequence_id) takes the new id from\n"
     "                                         an X-Session-Id header (32 hex digits) that the\n"
     "                                         load balancer sets; only behind one that does\n"
-    "  --help               this text\n";
+    "  --help               this text\n"
+    "  --version            the server's and the library's versions and kernels\n"
+    "\n"
+    "SIZE: an integer with an optional K, M or G (binary: 64M is 64 MiB); so may\n"
+    "--max-elements, --max-weights and --session-max-tokens be written. SECONDS: an\n"
+    "integer, or one with s, m, h or d (5m is 300). Any other N: digits only.\n"
+    "SIGTERM, SIGINT and SIGHUP drain the server: no new connections, up to 30 s for\n"
+    "the requests in flight; a second one ends the wait.\n";
 
 static void die(const char *what, const char *val)
 {
@@ -87,16 +94,33 @@ static void die(const char *what, const char *val)
     exit(2);
 }
 
-/* A non-negative integer with an optional K/M/G (binary) suffix. */
-static uint64_t parse_size(const char *what, const char *s, uint64_t max)
+/* The digits of a non-negative integer; *end is set after them. */
+static uint64_t parse_digits(const char *what, const char *s, char **end)
+{
+    errno = 0;
+    if (*s < '0' || *s > '9')
+        die(what, s);
+    unsigned long long v = strtoull(s, end, 10);
+    if (errno)
+        die(what, s);
+    return v;
+}
+
+/* min <= v * unit <= max, or the start stops. */
+static uint64_t in_range(const char *what, const char *s, uint64_t v, uint64_t unit, uint64_t min,
+                         uint64_t max)
+{
+    if (v > max / unit || v * unit < min)
+        die(what, s);
+    return v * unit;
+}
+
+/* An amount of bytes or floats: an integer with an optional K, M or G
+ * (binary: 64M is 64 MiB), "KiB" and "MB" read the same. */
+static uint64_t parse_size(const char *what, const char *s, uint64_t min, uint64_t max)
 {
     char *end;
-    errno = 0;
-    if (!*s || *s == '-')
-        die(what, s);
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        die(what, s);
+    uint64_t v = parse_digits(what, s, &end);
     unsigned shift = 0;
     switch (*end) {
     case 'k': case 'K': shift = 10; end++; break;
@@ -108,9 +132,38 @@ static uint64_t parse_size(const char *what, const char *s, uint64_t max)
         end++;
     if (*end == 'B')
         end++;
-    if (*end || (shift && v > (max >> shift)) || (v << shift) > max)
+    if (*end)
         die(what, s);
-    return v << shift;
+    return in_range(what, s, v, (uint64_t)1 << shift, min, max);
+}
+
+/* A count (a port, threads, connections): digits only, so that no suffix
+ * is taken for another unit. */
+static uint64_t parse_count(const char *what, const char *s, uint64_t min, uint64_t max)
+{
+    char *end;
+    uint64_t v = parse_digits(what, s, &end);
+    if (*end)
+        die(what, s);
+    return in_range(what, s, v, 1, min, max);
+}
+
+/* A duration in seconds: digits, or digits and s, m, h or d ("5m" is 300). */
+static uint64_t parse_seconds(const char *what, const char *s, uint64_t min, uint64_t max)
+{
+    char *end;
+    uint64_t v = parse_digits(what, s, &end);
+    uint64_t unit = 1;
+    switch (*end) {
+    case 's': unit = 1; end++; break;
+    case 'm': unit = 60; end++; break;
+    case 'h': unit = 3600; end++; break;
+    case 'd': unit = 86400; end++; break;
+    default: break;
+    }
+    if (*end)
+        die(what, s);
+    return in_range(what, s, v, unit, min, max);
 }
 
 /* A positive number of floating-point operations: "2e11", "500000000". */
@@ -149,16 +202,6 @@ static int parse_bool(const char *what, const char *s)
     if (s)
         die(what, s);
     return 0;
-}
-
-/* parse_size with a least value, for settings where less would refuse
- * every request or turn a defence off. */
-static uint64_t parse_min(const char *what, const char *s, uint64_t min, uint64_t max)
-{
-    uint64_t v = parse_size(what, s, max);
-    if (v < min)
-        die(what, s);
-    return v;
 }
 
 static char static_buf[PATH_MAX], openapi_buf[PATH_MAX];
@@ -272,6 +315,11 @@ static void read_options(int argc, char **argv, const char *val[NKEYS])
             fputs(usage, stdout);
             exit(0);
         }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("attn-server %s (libattn %s, kernels %s)\n", SRV_VERSION, attn_version(),
+                   attn_kernel_isa());
+            exit(0);
+        }
         int k = 0;
         size_t fl = 0;
         for (; k < NKEYS; k++) {
@@ -296,47 +344,52 @@ static void apply_options(const char *val[NKEYS])
     struct in6_addr any;
     if (inet_pton(AF_INET, srv_cfg.bind, &any) != 1 && inet_pton(AF_INET6, srv_cfg.bind, &any) != 1)
         die("bind address (an IPv4 or IPv6 address, not a host name)", srv_cfg.bind);
-    if (val[1]) srv_cfg.port = (int)parse_size("port", val[1], 65535);
-    if (val[2]) srv_cfg.threads = (int)parse_size("threads", val[2], 1024);
-    if (val[3]) srv_cfg.compute_threads = (int)parse_min("compute threads (at least 1)", val[3], 1, 1024);
-    if (val[4]) srv_cfg.max_inflight = (int)parse_min("max in-flight (at least 1)", val[4], 1, 1 << 20);
-    if (val[5]) srv_cfg.max_body = (size_t)parse_min("max body (at least 1)", val[5], 1, (uint64_t)1 << 40);
+    if (val[1]) srv_cfg.port = (int)parse_count("port (0 to 65535)", val[1], 0, 65535);
+    if (val[2]) srv_cfg.threads = (int)parse_count("threads (0 to 1024)", val[2], 0, 1024);
+    if (val[3]) srv_cfg.compute_threads = (int)parse_count("compute threads (1 to 1024)", val[3], 1, 1024);
+    if (val[4]) srv_cfg.max_inflight = (int)parse_count("max in-flight (at least 1)", val[4], 1, 1 << 20);
+    if (val[5]) srv_cfg.max_body = (size_t)parse_size("max body (at least 1)", val[5], 1, (uint64_t)1 << 40);
     if (val[6])
-        srv_cfg.max_elements = (int64_t)parse_min("max elements (at least 1)", val[6], 1, (uint64_t)1 << 40);
-    if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], (uint64_t)1 << 40);
-    if (val[8]) srv_cfg.timeout = (unsigned)parse_min("timeout (at least 1 second)", val[8], 1, 86400);
+        srv_cfg.max_elements = (int64_t)parse_size("max elements (at least 1)", val[6], 1, (uint64_t)1 << 40);
+    if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], 0, (uint64_t)1 << 40);
+    if (val[8])
+        srv_cfg.timeout = (unsigned)parse_seconds("timeout (1 second to 1 day)", val[8], 1, 86400);
     if (val[9]) srv_cfg.log_level = parse_level(val[9]);
-    if (val[12]) srv_cfg.max_connections = (unsigned)parse_size("max connections", val[12], 1 << 20);
-    if (val[13]) srv_cfg.max_per_ip = (unsigned)parse_size("max per IP", val[13], 1 << 20);
+    if (val[12])
+        srv_cfg.max_connections = (unsigned)parse_count("max connections (at least 1)", val[12], 1, 1 << 20);
+    if (val[13]) srv_cfg.max_per_ip = (unsigned)parse_count("max per IP", val[13], 0, 1 << 20);
     /* a per-head 4-d mask inside the body object needs 5 */
-    if (val[14]) srv_cfg.max_depth = (int)parse_min("max depth (at least 6)", val[14], 6, 2048);
+    if (val[14]) srv_cfg.max_depth = (int)parse_count("max depth (6 to 2048)", val[14], 6, 2048);
     srv_cfg.token = val[15];
     if (val[15] && !*val[15]) /* a secret that failed to render must not turn auth off */
         die("token (empty; unset ATTN_TOKEN to serve without one)", val[15]);
     srv_cfg.cors_origins = val[16];
     if (val[17]) srv_cfg.max_work = parse_work(val[17]);
-    if (val[20]) srv_cfg.max_sessions = (int)parse_size("max sessions", val[20], 1 << 24);
-    if (val[21]) srv_cfg.session_memory = (size_t)parse_size("session memory", val[21], (uint64_t)1 << 44);
+    if (val[20]) srv_cfg.max_sessions = (int)parse_count("max sessions", val[20], 0, 1 << 24);
+    if (val[21])
+        srv_cfg.session_memory = (size_t)parse_size("session memory", val[21], 0, (uint64_t)1 << 44);
     if (val[22])
         srv_cfg.session_max_tokens =
-            (int64_t)parse_min("session max tokens (at least 1)", val[22], 1, (uint64_t)1 << 40);
-    if (val[23]) srv_cfg.session_ttl = (unsigned)parse_size("session TTL", val[23], 86400 * 365);
+            (int64_t)parse_size("session max tokens (at least 1)", val[22], 1, (uint64_t)1 << 40);
+    if (val[23])
+        srv_cfg.session_ttl =
+            (unsigned)parse_seconds("session TTL (1 second to 365 days)", val[23], 1, 86400 * 365);
     srv_cfg.trust_session_id = parse_bool("trust session id (1, true, yes, on; 0, false, no, off)", val[24]);
-    if (val[25]) srv_cfg.request_timeout = (unsigned)parse_size("request timeout", val[25], 86400);
-    if (srv_cfg.session_ttl < 1)
-        die("session TTL (at least 1 second)", val[23]);
-    if (srv_cfg.max_connections < 1)
-        die("max connections", val[12]);
+    if (val[25])
+        srv_cfg.request_timeout =
+            (unsigned)parse_seconds("request timeout (0 to 1 day)", val[25], 0, 86400);
     if (srv_cfg.max_inflight < 1) /* not set: the default */
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[10], val[11]);
 }
 
-/* SIGTERM and SIGINT, blocked before any thread exists so they arrive in
- * sigwait and nowhere else; a closed client must not kill us. */
+/* SIGTERM, SIGINT and SIGHUP (a closed terminal, or a supervisor's
+ * reload), blocked before any thread exists so they arrive in sigwait and
+ * nowhere else, and each drains as SIGTERM does (the access lines still in
+ * the log's buffer are written); a closed client must not kill us. */
 static void block_stop_signals(sigset_t *stop)
 {
-    static const int sigs[] = {SIGTERM, SIGINT};
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     sigemptyset(stop);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
         sigaddset(stop, sigs[i]);
@@ -349,7 +402,7 @@ static void block_stop_signals(sigset_t *stop)
  * the wait at once. Returns the exit status. */
 static int drain(int sig, const sigset_t *stop)
 {
-    srv_log(SRV_LOG_WARN, "signal %d: draining (no new connections; finishing %d in flight)",
+    srv_log(SRV_LOG_NOTICE, "signal %d: draining (no new connections; finishing %d in flight)",
             sig, srv_inflight());
     srv_http_quiesce();
     double deadline = srv_now_ms() + 30000.0;
@@ -378,9 +431,34 @@ static int drain(int sig, const sigset_t *stop)
     srv_seed_cache_clear();
     srv_models_stop();
     srv_sessions_stop();
-    srv_log(SRV_LOG_WARN, "stopped");
+    srv_log(SRV_LOG_NOTICE, "stopped");
     srv_log_flush();
     return 0;
+}
+
+/* The start line: where the server listens and every setting in effect
+ * (the token's presence, never its value), so a log shows what ran. An
+ * ATTN_ISA or ATTN_DEFER_EXP the library did not take is named: it falls
+ * back to its own choice without a word. */
+static void log_settings(void)
+{
+    srv_log(SRV_LOG_NOTICE,
+            "attn-server %s listening on http://%s:%d (threads %d, compute threads %d, max inflight %d, "
+            "max connections %u, max per ip %u, max body %zu, max elements %lld, max weights %lld, "
+            "max work %g, timeout %us, request timeout %us, max sessions %d, session memory %zu, "
+            "session ttl %us, token %s, kernels %s, demo %s)",
+            SRV_VERSION, srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.compute_threads,
+            srv_cfg.max_inflight, srv_cfg.max_connections, srv_cfg.max_per_ip, srv_cfg.max_body,
+            (long long)srv_cfg.max_elements, (long long)srv_cfg.max_weights, srv_cfg.max_work,
+            srv_cfg.timeout, srv_cfg.request_timeout, srv_cfg.max_sessions, srv_cfg.session_memory,
+            srv_cfg.session_ttl, srv_cfg.token ? "on" : "off", attn_kernel_isa(),
+            srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
+    const char *isa = getenv("ATTN_ISA"), *defer = getenv("ATTN_DEFER_EXP");
+    if (isa && *isa && strcmp(isa, attn_kernel_isa()) != 0)
+        srv_log(SRV_LOG_WARN, "ATTN_ISA=%.40s is not a kernel variant this CPU runs; using %s", isa,
+                attn_kernel_isa());
+    if (defer && *defer && strcmp(defer, "0") != 0 && strcmp(defer, "1") != 0)
+        srv_log(SRV_LOG_WARN, "ATTN_DEFER_EXP=%.40s is neither 0 nor 1; ignored", defer);
 }
 
 int main(int argc, char **argv)
@@ -406,14 +484,13 @@ int main(int argc, char **argv)
     }
     if (srv_http_start() != 0)
         return 1;
-    srv_log(SRV_LOG_WARN, "attn-server listening on http://%s:%d (threads %d, body cap %zu, demo %s)",
-            srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.max_body,
-            srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
+    log_settings();
     int sig = 0;
     while (sig <= 0) {
         struct timespec tick = {0, 100 * 1000 * 1000};
         sig = sigtimedwait(&stop, NULL, &tick);
         srv_sessions_tick();
+        srv_http_watch();
         srv_log_flush();
     }
     return drain(sig, &stop);

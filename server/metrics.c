@@ -2,8 +2,12 @@
  * the request path) and their text exposition for GET /metrics. */
 #include "srv.h"
 
+#include <dirent.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
 
 #define N_STATUS 600
 static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -15,6 +19,8 @@ static _Atomic uint64_t hist[SRV_R_COUNT][N_BUCKETS + 1];
 static _Atomic uint64_t dur_us[SRV_R_COUNT];
 static _Atomic uint64_t bytes_in[SRV_R_COUNT], bytes_out[SRV_R_COUNT];
 static atomic_int in_flight, computing;
+static _Atomic uint64_t refused[2]; /* SRV_REFUSED_CONNECTION, SRV_REFUSED_REQUEST */
+static double start_time;           /* Unix seconds */
 
 static const char *const route_labels[SRV_R_COUNT] = {
     [SRV_R_MULTIHEAD] = "/multihead", [SRV_R_HEALTHZ] = "/healthz",
@@ -30,6 +36,9 @@ static char attn_labels[ATTN_RULE_COUNT][48];
 
 void srv_metrics_init(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
     for (int r = 0; r < ATTN_RULE_COUNT; r++)
         snprintf(attn_labels[r], sizeof attn_labels[r], "/attention/%s",
                  attn_rule_name((attn_rule)r));
@@ -61,6 +70,12 @@ void srv_metrics_end(int route, int status, uint64_t in, uint64_t out, double ms
     atomic_fetch_add_explicit(&hist[route][b], 1, memory_order_relaxed);
 }
 
+void srv_metrics_refused(int what)
+{
+    if (what == SRV_REFUSED_CONNECTION || what == SRV_REFUSED_REQUEST)
+        atomic_fetch_add_explicit(&refused[what], 1, memory_order_relaxed);
+}
+
 int srv_compute_enter(void)
 {
     int n = atomic_fetch_add_explicit(&computing, 1, memory_order_acq_rel);
@@ -74,6 +89,50 @@ int srv_compute_enter(void)
 void srv_compute_leave(void) { atomic_fetch_sub_explicit(&computing, 1, memory_order_acq_rel); }
 
 int srv_inflight(void) { return atomic_load(&in_flight); }
+
+/* The process's own figures, under the names Prometheus' client
+ * libraries give them (Linux: read from /proc/self), and the build. */
+static void process_metrics(srv_buf *b)
+{
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        srv_buf_printf(b, "# HELP process_cpu_seconds_total User and system CPU time spent.\n"
+                          "# TYPE process_cpu_seconds_total counter\n"
+                          "process_cpu_seconds_total %.3f\n",
+                       (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+    long pages = 0, page = sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f && fscanf(f, "%*s %ld", &pages) == 1 && page > 0)
+        srv_buf_printf(b, "# HELP process_resident_memory_bytes Resident memory size.\n"
+                          "# TYPE process_resident_memory_bytes gauge\n"
+                          "process_resident_memory_bytes %lld\n",
+                       (long long)pages * page);
+    if (f)
+        fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        int fds = -1; /* not counting the directory's own */
+        while (readdir(d))
+            fds++;
+        closedir(d);
+        srv_buf_printf(b, "# HELP process_open_fds Open file descriptors.\n"
+                          "# TYPE process_open_fds gauge\n"
+                          "process_open_fds %d\n", fds - 2); /* "." and ".." */
+    }
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+        srv_buf_printf(b, "# HELP process_max_fds The most file descriptors the process may open.\n"
+                          "# TYPE process_max_fds gauge\n"
+                          "process_max_fds %llu\n", (unsigned long long)nofile.rlim_cur);
+    srv_buf_printf(b, "# HELP process_start_time_seconds Start time of the process since the Unix epoch.\n"
+                      "# TYPE process_start_time_seconds gauge\n"
+                      "process_start_time_seconds %.3f\n"
+                      "# HELP attn_build_info The server's and the library's versions.\n"
+                      "# TYPE attn_build_info gauge\n"
+                      "attn_build_info{version=\"%s\",libattn=\"%s\"} 1\n",
+                   start_time, SRV_VERSION, attn_version());
+}
 
 void srv_metrics_text(srv_buf *b)
 {
@@ -126,6 +185,27 @@ void srv_metrics_text(srv_buf *b)
                       "# TYPE attn_computes_in_flight gauge\n"
                       "attn_computes_in_flight %d\n",
                    atomic_load(&in_flight), atomic_load(&computing));
+    srv_buf_printf(b, "# HELP attn_http_refused_total What libmicrohttpd refused itself: connections over "
+                      "ATTN_MAX_PER_IP, closed at once, and requests it answered (a malformed Content-Length "
+                      "or chunk, headers or URL too long, another HTTP version); those whose headers reached "
+                      "a route are in attn_requests_total too.\n"
+                      "# TYPE attn_http_refused_total counter\n"
+                      "attn_http_refused_total{what=\"connection\"} %llu\n"
+                      "attn_http_refused_total{what=\"request\"} %llu\n",
+                   (unsigned long long)atomic_load(&refused[SRV_REFUSED_CONNECTION]),
+                   (unsigned long long)atomic_load(&refused[SRV_REFUSED_REQUEST]));
+    srv_buf_printf(b, "# HELP attn_connections_open HTTP connections open now.\n"
+                      "# TYPE attn_connections_open gauge\n"
+                      "attn_connections_open %d\n"
+                      "# HELP attn_limit The server's limits (ATTN_MAX_CONNECTIONS, ATTN_MAX_PER_IP, "
+                      "ATTN_MAX_INFLIGHT; 0: none), for saturation ratios.\n"
+                      "# TYPE attn_limit gauge\n"
+                      "attn_limit{name=\"max_connections\"} %u\n"
+                      "attn_limit{name=\"max_per_ip\"} %u\n"
+                      "attn_limit{name=\"max_inflight\"} %d\n",
+                   srv_http_connections(), srv_cfg.max_connections, srv_cfg.max_per_ip,
+                   srv_cfg.max_inflight);
+    process_metrics(b);
     srv_buf_printf(b, "# HELP attn_kernels_info The attention kernels this process runs: instruction-set variant, deferred exponentials (ATTN_ISA, ATTN_DEFER_EXP).\n"
                       "# TYPE attn_kernels_info gauge\n"
                       "attn_kernels_info{isa=\"%s\",defer_exp=\"%d\"} 1\n",

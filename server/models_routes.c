@@ -170,6 +170,8 @@ int srv_models_start(const char *dir_opt, int strict)
     int n = list_names(models_dir, names);
     if (n > 0 && !(tok = mdl_tok_load(path, err, sizeof err))) {
         srv_log(SRV_LOG_ERROR, "models: tokenizer: %s; no model served", err);
+        for (int i = 0; i < n; i++) /* listed, so GET /models says why it has none */
+            note_unavailable(names[i], "the tokenizer (bpe.json) did not load: see the server's log");
         return strict ? -1 : 0;
     }
     snprintf(path, sizeof path, "%s/../results.json", models_dir);
@@ -188,7 +190,7 @@ int srv_models_start(const char *dir_opt, int strict)
         }
         served[n_served].m = m;
         served[n_served++].json = js;
-        srv_log(SRV_LOG_WARN, "models: %s (%s, %lld parameters) from %s", names[i], mdl_model_info(m)->rule,
+        srv_log(SRV_LOG_NOTICE, "models: %s (%s, %lld parameters) from %s", names[i], mdl_model_info(m)->rule,
                 (long long)mdl_model_info(m)->params, models_dir);
     }
     json_decref(results);

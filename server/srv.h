@@ -7,6 +7,10 @@
 #include <jansson.h>
 #include "attn.h"
 
+/* The service's version: openapi.yaml's info.version, KServe's server
+ * metadata, --version and attn_build_info. */
+#define SRV_VERSION "1.0.0"
+
 /* ------------------------------------------------------------ tasks */
 
 /* A function run on one of the server's kept threads (tasks.c). The
@@ -64,13 +68,17 @@ typedef struct {
 
 extern srv_config srv_cfg;
 
-enum { SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO };
+/* NOTICE lines (start, stop, models loaded) are written at every level. */
+enum { SRV_LOG_NOTICE = -1, SRV_LOG_ERROR = 0, SRV_LOG_WARN, SRV_LOG_INFO };
 
 /* printf-style line to stderr when level <= srv_cfg.log_level. */
 void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* srv_log for a line already formatted (n bytes, no newline). */
 void srv_log_line(int level, const char *line, size_t n);
+/* srv_log for lines a client can cause at will: at most 10 a second in
+ * all, the rest counted and reported with the next one let through. */
+void srv_log_capped(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Writes out the info lines srv_log has batched (main calls it often). */
 void srv_log_flush(void);
@@ -671,6 +679,11 @@ void srv_metrics_begin(void);                  /* a request started */
 void srv_metrics_end(int route, int status, uint64_t bytes_in,
                      uint64_t bytes_out, double ms);
 void srv_metrics_text(srv_buf *b);
+/* What libmicrohttpd refused before a request reached a route: a
+ * connection over ATTN_MAX_PER_IP, closed at once, or a request it
+ * answered itself (a malformed Content-Length, headers or URL too long). */
+enum { SRV_REFUSED_CONNECTION, SRV_REFUSED_REQUEST };
+void srv_metrics_refused(int what);
 int  srv_compute_enter(void);  /* 0 ok, -1 overloaded */
 void srv_compute_leave(void);
 /* Set while this thread serves a request that srv_compute_enter already
@@ -688,6 +701,8 @@ void srv_http_quiesce(void);   /* stop accepting */
  * that sends gets 503 at its next bytes from 2 s on). */
 int  srv_http_busy(void);
 void srv_http_stop(void);      /* close everything */
+int  srv_http_connections(void); /* connections open now */
+void srv_http_watch(void);     /* main's tick: warns when the connections are at their limit */
 extern volatile int srv_draining;
 
 /* ------------------------------------------------------------ trained models (models_routes.c) */

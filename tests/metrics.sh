@@ -23,7 +23,8 @@ trap cleanup EXIT
 PORT=$(free_port)
 # The portable kernels, deferral asked for: which they cannot do, and
 # attn_kernels_info must say so.
-ATTN_ISA=generic ATTN_DEFER_EXP=1 ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT "$SERVER" >"$DIR/server.log" 2>&1 &
+ATTN_ISA=generic ATTN_DEFER_EXP=1 ATTN_MAX_CONNECTIONS=77 ATTN_BIND=127.0.0.1 ATTN_PORT=$PORT \
+    "$SERVER" >"$DIR/server.log" 2>&1 &
 SRV_PID=$!
 wait_http "http://127.0.0.1:$PORT/healthz" 20 || { cat "$DIR/server.log" >&2; fail "server did not start"; }
 
@@ -34,6 +35,13 @@ for _ in 1 2 3; do
 done
 curl -s -o /dev/null -H 'Content-Type: application/json' --data '{not json' \
     "http://127.0.0.1:$PORT/attention/scaled_dot"
+
+# A Content-Length that is no number: libmicrohttpd answers it itself,
+# unseen by the routes, and attn_http_refused_total counts it.
+exec 3<>"/dev/tcp/127.0.0.1/$PORT"
+printf 'POST /attention/dot HTTP/1.1\r\nHost: x\r\nContent-Length: 12abc\r\n\r\n{}' >&3
+timeout 5 cat <&3 >/dev/null || true
+exec 3<&-
 
 code=$(curl -s -m 5 -D "$DIR/headers.txt" -o "$DIR/metrics.txt" -w '%{http_code}' "http://127.0.0.1:$PORT/metrics")
 [ "$code" = 200 ] || fail "GET /metrics answered $code"
@@ -58,6 +66,29 @@ echo "counters: 3 x 200 and 1 x 400 on /attention/scaled_dot, as sent"
 kinfo=$(sample 'attn_kernels_info{isa="generic",defer_exp="0"}')
 [ "$kinfo" = 1 ] || fail "attn_kernels_info for ATTN_ISA=generic ATTN_DEFER_EXP=1 is not {isa=\"generic\",defer_exp=\"0\"} 1: $(grep '^attn_kernels_info' "$DIR/metrics.txt")"
 echo "attn_kernels_info: generic, no deferral, as set"
+refused=$(sample 'attn_http_refused_total{what="request"}')
+[ "$refused" = 1 ] || fail "attn_http_refused_total{what=\"request\"} is $refused after one malformed Content-Length, want 1"
+limit=$(sample 'attn_limit{name="max_connections"}')
+[ "$limit" = 77 ] || fail "attn_limit{name=\"max_connections\"} is $limit, want ATTN_MAX_CONNECTIONS=77"
+open=$(sample attn_connections_open)
+[ "$open" -ge 1 ] 2>/dev/null || fail "attn_connections_open is $open during a scrape, want at least 1"
+echo "refused requests 1, connections limit 77 and $open open: as sent and set"
+# The build and the process, each against what the system says itself.
+want_version=$(sed -n 's/^  version: //p' openapi.yaml | head -1)
+[ "$(sample "attn_build_info{version=\"$want_version\",libattn=\"$(sed -n 's/^#define ATTN_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' lib/attn.h | paste -sd.)\"}")" = 1 ] \
+    || fail "attn_build_info does not give openapi.yaml's version $want_version and attn.h's: $(grep '^attn_build_info' "$DIR/metrics.txt")"
+rss=$(sample process_resident_memory_bytes)
+rss_proc=$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$SRV_PID/status")
+awk -v a="$rss" -v b="$rss_proc" 'BEGIN { exit !(a > 0 && a > b * 0.75 && a < b * 1.25) }' \
+    || fail "process_resident_memory_bytes $rss, but /proc says VmRSS $rss_proc"
+fds=$(sample process_open_fds)
+fds_proc=$(ls "/proc/$SRV_PID/fd" | wc -l)
+[ "$fds" -ge $((fds_proc - 3)) ] && [ "$fds" -le $((fds_proc + 3)) ] \
+    || fail "process_open_fds $fds, but /proc/$SRV_PID/fd has $fds_proc"
+started=$(sample process_start_time_seconds)
+awk -v t="$started" -v now="$(date +%s)" 'BEGIN { exit !(t > now - 120 && t <= now + 1) }' \
+    || fail "process_start_time_seconds $started is not within the last two minutes ($(date +%s))"
+echo "attn_build_info $want_version; process: $rss bytes resident ($rss_proc in /proc), $fds fds ($fds_proc), started at $started"
 
 # A real Prometheus scraping every second; the query answer proves it parsed
 # the exposition end to end.

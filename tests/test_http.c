@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -768,6 +769,54 @@ static void raw_exchange(const char *text, char *resp, size_t cap)
     close(fd);
 }
 
+/* A sample's value in GET /metrics of the server on port, asked from
+ * source address src; -1 when absent or unreachable. */
+static double metric_at(int port, const char *src, const char *sample)
+{
+    int fd = tcp_open(port, src);
+    if (fd < 0)
+        return -1;
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    struct timeval tv = {3, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    buf text = {0};
+    char chunk[8192];
+    ssize_t n;
+    if (write(fd, get, sizeof get - 1) == (ssize_t)(sizeof get - 1))
+        while ((n = read(fd, chunk, sizeof chunk)) > 0)
+            buf_put(&text, chunk, (size_t)n);
+    close(fd);
+    double v = -1;
+    size_t sl = strlen(sample);
+    for (const char *p = text.data; p && (p = strstr(p, sample)) != NULL; p += sl)
+        if ((p == text.data || p[-1] == '\n') && p[sl] == ' ') {
+            v = strtod(p + sl + 1, NULL);
+            break;
+        }
+    buf_free(&text);
+    return v;
+}
+
+/* Whether a line of the server log holds every one of the NULL-ended
+ * strings. */
+static int log_has(const char *first, ...)
+{
+    FILE *f = fopen(log_path, "r");
+    char line[4096];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        va_list ap;
+        va_start(ap, first);
+        found = 1;
+        for (const char *w = first; w; w = va_arg(ap, const char *))
+            found &= strstr(line, w) != NULL;
+        va_end(ap);
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
 /* 413 must be decided from Content-Length before the body is read: send
  * only the headers of a terabyte body and expect the answer at once. */
 static void test_content_length_cap(void)
@@ -840,7 +889,7 @@ static void test_log_injection(void)
         escaped |= strstr(line, "/zz%0AFAKE%20LINE%0D 404") != NULL;
         int y, mo, d, hh, mm, ss, ms, at = 0;
         char client[64], method[8], rest[64];
-        if (sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ %63s %7s /zz%%0AFAKE%%20LINE%%0D 404 %*u %*u %*fms%n",
+        if (sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ info %63s %7s /zz%%0AFAKE%%20LINE%%0D 404 %*u %*u %*fms%n",
                    &y, &mo, &d, &hh, &mm, &ss, &ms, client, method, &at) == 9 && at > 0 &&
             sscanf(line + at, "%63s", rest) == 1)
             whole |= y >= 2024 && !strcmp(client, "127.0.0.1") && !strcmp(method, "GET") &&
@@ -851,8 +900,8 @@ static void test_log_injection(void)
     check(f && !forged && escaped, "the access log writes a path's control bytes and spaces as %XX",
           "%s: a forged line %s, the escaped path %s", log_path, forged ? "found" : "absent",
           escaped ? "found" : "absent");
-    check(whole, "an access line gives the UTC time, the client, the request, its status, sizes, "
-          "time and error code", "no such line for GET /zz... in %s", log_path);
+    check(whole, "an access line gives the UTC time, its level (info), the client, the request, its status, "
+          "sizes, time and error code", "no such line for GET /zz... in %s", log_path);
 }
 
 /* ------------------------------------------------------------ parallel */
@@ -1023,6 +1072,9 @@ static int overload_attempt(long hidden, int last)
         json_t *c = json_path(r503.json, "error.code");
         check(json_is_string(c) && !strcmp(json_string_value(c), "overloaded"),
               "overload: code overloaded", "body %s", short_body(&r503));
+        check(log_has("warn 127.0.0.1 POST /attention/scaled_dot answered 503: {\"error\":{\"code\":\"overloaded\"",
+                      "busy with", NULL),
+              "overload: the 503 is logged at warn with its message", "no such line in %s", log_path);
         check(retry[0] && atoi(retry) >= 0, "overload: Retry-After header", "headers %s",
               r503.headers.data);
     }
@@ -1170,6 +1222,14 @@ static void test_connection_limits(void)
           "limits: the 11th connection from one address is closed (ATTN_MAX_PER_IP=10)", "it stayed open");
     check(ok_a == PER_IP && !tcp_closed(a[0], 300), "limits: the first 10 from that address stay open",
           "%d opened", ok_a);
+    double refused = metric_at(srv_limits.port, "127.0.0.4", "attn_http_refused_total{what=\"connection\"}");
+    double open = metric_at(srv_limits.port, "127.0.0.4", "attn_connections_open");
+    check(refused >= 1 && open >= PER_IP + 1 && open <= PER_IP + 2,
+          "limits: /metrics counts the refused connection and the open ones",
+          "attn_http_refused_total{what=\"connection\"} %g, attn_connections_open %g (want >= 1, 11..12)",
+          refused, open);
+    check(log_has("warn a connection was closed at once: ATTN_MAX_PER_IP (10)", NULL),
+          "limits: the refused connection is logged at warn, naming ATTN_MAX_PER_IP", "not in %s", log_path);
     for (int i = 0; i < PER_IP; i++)
         ok_b += (b[i] = tcp_open(srv_limits.port, "127.0.0.2")) >= 0;
     usleep(200 * 1000);
@@ -1189,6 +1249,8 @@ static void test_connection_limits(void)
     }
     /* ATTN_TIMEOUT=2: the idle ones are closed by the server on its own */
     int closed = tcp_closed(b[0], 6000);
+    check(log_has("warn 20 connections open, ATTN_MAX_CONNECTIONS: new ones wait", NULL),
+          "limits: the connections at ATTN_MAX_CONNECTIONS are logged at warn", "not in %s", log_path);
     double waited = now_ms() - t0;
     check(closed && waited < 5000, "limits: an idle connection is closed after ATTN_TIMEOUT=2 s",
           "closed %d after %.0f ms", closed, waited);
@@ -1379,6 +1441,24 @@ static int start_status(const char *flag, const char *value)
     return -1;
 }
 
+/* A server started with one more environment variable env answers
+ * POST /sessions (with headers hdr) into *r, and is stopped; -1 when it
+ * did not start. */
+static int session_under(const char *env, const char *const *hdr, response *r)
+{
+    const char *const envs[] = {env, NULL};
+    server sv = {0};
+    if (server_start(&sv, server_path, "settings", "/healthz", envs, log_path) != 0)
+        return -1;
+    CURL *h = curl_easy_init();
+    request rq = {"POST", "/sessions", hdr, "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", 0, 1, 0, 0, 0};
+    rq.body_len = strlen(rq.body);
+    http(h, sv.base, &rq, r);
+    curl_easy_cleanup(h);
+    server_stop(&sv);
+    return 0;
+}
+
 /* Settings that would refuse every request, turn a defence off, or that a
  * reader could take for "off" stop the start with status 2; "false" turns
  * a switch off (it once turned ATTN_TRUST_SESSION_ID on). */
@@ -1391,6 +1471,10 @@ static void test_settings(void)
         {"--openapi", "/nonexistent/openapi.yaml"}, {"--static-dir", "/nonexistent"},
         {"--log-level", "debug"}, {"--bind", "localhost"}, {"--bind", "999.1.1.1"},
         {"--token", ""},
+        /* a size's suffix is no unit of a count or a duration (18K was port 18432, 5m a TTL of
+         * 60 days) */
+        {"--port", "18K"}, {"--max-sessions", "1K"}, {"--max-connections", "2M"}, {"--threads", "4x"},
+        {"--timeout", "1k"}, {"--session-ttl", "5w"}, {"--request-timeout", "1M"},
     };
     char name[160];
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -1398,31 +1482,31 @@ static void test_settings(void)
         snprintf(name, sizeof name, "settings: %s %s stops the start (status 2)", bad[i][0], bad[i][1]);
         check(st == 2, name, "status %d (-1: it started)", st);
     }
+    response r;
+    if (session_under("ATTN_SESSION_TTL=5m", NULL, &r) == 0) {
+        json_t *got = json_path(r.json, "ttl_seconds");
+        check(r.status == 201 && json_integer_value(got) == 300, "settings: ATTN_SESSION_TTL=5m is 300 seconds",
+              "%ld %s", r.status, short_body(&r));
+        response_free(&r);
+    } else {
+        check(0, "settings: ATTN_SESSION_TTL=5m is 300 seconds", "the server did not start");
+    }
     static const char *const id = "0123456789abcdef0123456789abcdef";
     static const char *const hdr[] = {"X-Session-Id: 0123456789abcdef0123456789abcdef", NULL};
     static const char *const words[][2] = {{"false", "0"}, {"off", "0"}, {"true", "1"}, {"1", "1"}};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
         char env[64];
         snprintf(env, sizeof env, "ATTN_TRUST_SESSION_ID=%s", words[i][0]);
-        const char *const envs[] = {env, NULL};
-        server sv = {0};
         snprintf(name, sizeof name, "settings: %s: the session id is %s", env,
                  words[i][1][0] == '1' ? "the balancer's X-Session-Id" : "the server's own");
-        if (server_start(&sv, server_path, "trust", "/healthz", envs, log_path) != 0) {
+        if (session_under(env, hdr, &r) != 0) {
             check(0, name, "the server did not start");
             continue;
         }
-        CURL *h = curl_easy_init();
-        response r;
-        request rq = {"POST", "/sessions", hdr, "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", 0, 1, 0, 0, 0};
-        rq.body_len = strlen(rq.body);
-        http(h, sv.base, &rq, &r);
         json_t *got = json_path(r.json, "id");
         int same = json_is_string(got) && !strcmp(json_string_value(got), id);
         check(r.status == 201 && same == (words[i][1][0] == '1'), name, "%ld %s", r.status, short_body(&r));
         response_free(&r);
-        curl_easy_cleanup(h);
-        server_stop(&sv);
     }
 }
 
@@ -1544,6 +1628,27 @@ static void test_drain_second_signal(server *s)
     server_stop(s);
 }
 
+/* SIGHUP (a closed terminal) drains as SIGTERM does: exit 0, and the
+ * access lines still in the log's buffer written. It used to kill the
+ * process at once. Stops s. */
+static void test_drain_hangup(server *s)
+{
+    char path[64], want[80];
+    snprintf(path, sizeof path, "/hangup-%d", (int)s->pid);
+    snprintf(want, sizeof want, "GET %s 404", path);
+    CURL *h = curl_easy_init();
+    response r;
+    request rq = {"GET", path, NULL, NULL, 0, 0, 0, 0, 0};
+    http(h, s->base, &rq, &r);
+    response_free(&r);
+    curl_easy_cleanup(h);
+    kill(s->pid, SIGHUP);
+    int rc = exit_within(s, 5000);
+    check(rc == 0 && log_has(want, NULL), "drain: SIGHUP drains (exit 0) and writes the buffered access lines",
+          "exit %d; the line '%s' %s in %s", rc, want, log_has(want, NULL) ? "is" : "is not", log_path);
+    server_stop(s);
+}
+
 int main(int argc, char **argv)
 {
     const char *cases = "tests/http", *golden = "tests/golden";
@@ -1639,6 +1744,9 @@ int main(int argc, char **argv)
     if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
                                      "server starts (second signal drain test)", "see %s", log_path))
         test_drain_second_signal(&srv_drain);
+    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
+                                     "server starts (SIGHUP drain test)", "see %s", log_path))
+        test_drain_hangup(&srv_drain);
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);

@@ -985,6 +985,21 @@ static void test_http_models(mdl_model **models)
     pid = server_start(bad_dir, 1, base, &st);
     check(pid == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1, "strict start", "started or crashed (%d)", st);
     server_stop(pid);
+    /* the weights without their tokenizer: every model listed as unavailable, saying why */
+    remove(path);
+    pid = server_start(bad_dir, 0, base, &st);
+    if (check(pid > 0, "server without its tokenizer", "did not start")) {
+        j = NULL;
+        http(base, "/models", NULL, &j);
+        json_t *un = json_object_get(j, "unavailable");
+        const char *msg = json_string_value(json_object_get(json_array_get(un, 0), "error"));
+        check(json_array_size(json_object_get(j, "models")) == 0 && json_array_size(un) == 3 && msg &&
+                  strstr(msg, "tokenizer"),
+              "no tokenizer: every model listed as unavailable", "%zu unavailable: %s", json_array_size(un),
+              msg ? msg : "-");
+        json_decref(j);
+        server_stop(pid);
+    }
     /* an empty directory: no models, still serving */
     snprintf(path, sizeof path, "%s/empty", out_dir);
     mkdir(path, 0755);
