@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #define DISCARD_MAX ((uint64_t)16 << 20) /* bytes read past the cap before closing */
@@ -59,7 +60,32 @@ typedef struct req_state {
     int uploading;        /* counted in uploading: its body is still arriving */
     const char *code;     /* the answer's error code (static), NULL for none */
     char client[INET6_ADDRSTRLEN]; /* the client's address, for the access log */
+    char id[65];          /* X-Request-Id: the client's, else one of ours */
 } req_state;
+
+/* The request's id: the client's (or its balancer's) X-Request-Id when it
+ * is 1 to 64 characters of letters, digits and ._:-, else 16 hex digits
+ * of our own (a counter mixed with a start-up seed: distinct across
+ * restarts, no syscall a request). Echoed in the answer's X-Request-Id and
+ * written in its access line, so one request can be found on both sides. */
+static void request_id(struct MHD_Connection *conn, char id[65])
+{
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = x ? strspn(x, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") : 0;
+    if (n > 0 && n <= 64 && !x[n]) {
+        memcpy(id, x, n + 1);
+        return;
+    }
+    static _Atomic uint64_t next;
+    static uint64_t seed;
+    if (!seed) { /* a benign race: both threads store a seed */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        seed = (((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32)) | 1;
+    }
+    uint64_t state = seed + atomic_fetch_add(&next, 1) * 0x9E3779B97F4A7C15ull;
+    snprintf(id, 65, "%016llx", (unsigned long long)attn_splitmix64(&state));
+}
 
 /* Whether origin is on ATTN_CORS_ORIGINS (comma-separated, exact match,
  * or "*" for any). Off (NULL) by default: no CORS headers at all. */
@@ -193,6 +219,7 @@ static void add_headers(struct MHD_Response *resp, const req_state *rs, const sr
     server_timing(r, timing);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->ctype);
     MHD_add_response_header(resp, "Server-Timing", timing);
+    MHD_add_response_header(resp, "X-Request-Id", rs->id);
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
     if (r->infer_header_len) {
@@ -212,12 +239,12 @@ static void add_headers(struct MHD_Response *resp, const req_state *rs, const sr
     if (rs->origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", rs->origin);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
-        MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Server-Timing, Retry-After");
+        MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Server-Timing, Retry-After, X-Request-Id");
     }
     if (rs->preflight) {
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
         MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-                                "Authorization, Content-Type, Inference-Header-Content-Length");
+                                "Authorization, Content-Type, Inference-Header-Content-Length, X-Request-Id");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
     }
 }
@@ -242,7 +269,8 @@ static void log_server_error(const req_state *rs, const srv_reply *r)
         text[i] = c < 0x20 || c > 0x7e ? '?' : (char)c;
     }
     text[n] = '\0';
-    srv_log_capped(SRV_LOG_WARN, "%s %s %s answered %d: %s", rs->client, method, path, r->status, text);
+    srv_log_capped(SRV_LOG_WARN, "%s %s %s answered %d (id %s): %s", rs->client, method, path, r->status,
+                   rs->id, text);
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
@@ -643,6 +671,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         client_address(conn, rs->client);
         copy_cut(rs->method, sizeof rs->method, method);
         copy_cut(rs->path, sizeof rs->path, url);
+        request_id(conn, rs->id);
         rs->target.route = SRV_R_OTHER;
         srv_body_init(&rs->body, 0, srv_cfg.max_body, 0);
         srv_metrics_begin();
@@ -712,12 +741,12 @@ static size_t log_safe(const char *s, char *out)
     return n;
 }
 
-/* The access log line, "CLIENT METHOD PATH STATUS IN OUT 1.234ms [CODE]"
- * (after the log's time), formatted by hand: printf cost more than the
- * rest of the line's work. CODE is an error's code. */
+/* The access log line, "CLIENT METHOD PATH STATUS IN OUT 1.234ms [CODE]
+ * id=ID" (after the log's time and level), formatted by hand: printf cost
+ * more than the rest of the line's work. CODE is an error's code. */
 static void access_line(const req_state *rs, int status, double ms)
 {
-    char line[sizeof rs->client + 3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 80];
+    char line[sizeof rs->client + 3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 80 + sizeof rs->id + 4];
     size_t n = strlen(rs->client);
     memcpy(line, rs->client, n);
     line[n++] = ' ';
@@ -744,6 +773,10 @@ static void access_line(const req_state *rs, int status, double ms)
         memcpy(line + n, rs->code, cl);
         n += cl;
     }
+    size_t il = strlen(rs->id); /* only the characters request_id lets through */
+    memcpy(line + n, " id=", 4);
+    memcpy(line + n + 4, rs->id, il);
+    n += 4 + il;
     srv_log_line(SRV_LOG_INFO, line, n);
 }
 

@@ -904,6 +904,41 @@ static void test_log_injection(void)
           "sizes, time and error code", "no such line for GET /zz... in %s", log_path);
 }
 
+/* X-Request-Id: a client's well-formed id is echoed and logged; without
+ * one, or with one that is not 1-64 of [A-Za-z0-9._:-], the server makes
+ * its own (16 hex digits, a new one each request). */
+static void test_request_id(void)
+{
+    static const char *const mine[] = {"X-Request-Id: trace-42.a:b", NULL};
+    static const char *const bad[] = {"X-Request-Id: two words", NULL};
+    const char *body = "{\"query\":[[1,0]]}";
+    char ids[3][80] = {"", "", ""};
+    const char *const *hdrs[3] = {mine, NULL, bad};
+    long status[3] = {0, 0, 0};
+    CURL *h = curl_easy_init();
+    for (int i = 0; i < 3; i++) {
+        request rq = {.method = "POST", .path = "/attention/dot", .headers = hdrs[i], .body = body,
+                      .body_len = strlen(body), .has_body = 1};
+        response r;
+        http(h, srv_main.base, &rq, &r);
+        status[i] = r.status;
+        header_value(&r, "X-Request-Id", ids[i], sizeof ids[i]);
+        response_free(&r);
+    }
+    curl_easy_cleanup(h);
+    int hex = 1;
+    for (int i = 1; i < 3; i++)
+        hex &= strlen(ids[i]) == 16 && strspn(ids[i], "0123456789abcdef") == 16;
+    check(status[0] == 400 && !strcmp(ids[0], "trace-42.a:b"), "X-Request-Id: the client's is echoed",
+          "%ld, '%s'", status[0], ids[0]);
+    check(hex && strcmp(ids[1], ids[2]) != 0, "X-Request-Id: without one, or with a malformed one, "
+          "the server's own (16 hex digits, new each time)", "'%s', '%s'", ids[1], ids[2]);
+    usleep(200 * 1000); /* the log line is written after the answer */
+    check(log_has("info 127.0.0.1 POST /attention/dot 400 ", " missing_field id=trace-42.a:b", NULL) &&
+              log_has(" id=", ids[1], NULL),
+          "X-Request-Id: the access line ends with the request's id", "not in %s", log_path);
+}
+
 /* ------------------------------------------------------------ parallel */
 
 typedef struct {
@@ -1072,8 +1107,8 @@ static int overload_attempt(long hidden, int last)
         json_t *c = json_path(r503.json, "error.code");
         check(json_is_string(c) && !strcmp(json_string_value(c), "overloaded"),
               "overload: code overloaded", "body %s", short_body(&r503));
-        check(log_has("warn 127.0.0.1 POST /attention/scaled_dot answered 503: {\"error\":{\"code\":\"overloaded\"",
-                      "busy with", NULL),
+        check(log_has("warn 127.0.0.1 POST /attention/scaled_dot answered 503 (id ",
+                      "): {\"error\":{\"code\":\"overloaded\"", "busy with", NULL),
               "overload: the 503 is logged at warn with its message", "no such line in %s", log_path);
         check(retry[0] && atoi(retry) >= 0, "overload: Retry-After header", "headers %s",
               r503.headers.data);
@@ -1721,6 +1756,7 @@ int main(int argc, char **argv)
         test_content_length_cap();
         test_ambiguous_length();
         test_log_injection();
+        test_request_id();
         test_parallel();
         printf("connections: done (%.0f ms)\n", now_ms() - t0);
     }

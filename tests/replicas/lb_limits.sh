@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/replicas/lb_limits.sh - the balancer's memory bounds, on docker/nginx.conf itself (its upstream, port and
 # temp paths moved to loopback and BUILD_DIR): a multihead-decode body over 16 MB gets the JSON 413, and a fifth
-# such body in flight, while four are still arriving, the JSON 503 with Retry-After.
+# such body in flight, while four are still arriving, the JSON 503 with Retry-After; a request's id is one on
+# both sides (the client's X-Request-Id, else nginx's, echoed by the replica and in both access logs).
 #
 # Usage: tests/replicas/lb_limits.sh SERVER_BINARY [BUILD_DIR]   (make test-replicas)
 set -euo pipefail
@@ -24,9 +25,9 @@ LB_PORT=$(free_port)
 start_nginx
 
 # prints its own "N passed, N failed"
-"$PY" - "$LB_PORT" <<'PYEOF'
-import json, socket, sys, time
-port = int(sys.argv[1])
+"$PY" - "$LB_PORT" "$DIR/access.log" "$DIR" <<'PYEOF'
+import glob, json, re, socket, sys, time
+port, lb_log, logs = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 def start(length, body=b'{"inputs": ['):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(b"POST /v2/models/multihead-decode/infer HTTP/1.1\r\nHost: lb\r\nContent-Type: application/json\r\n"
@@ -66,6 +67,32 @@ for s in held:
     except socket.timeout:
         pass
     s.close()
-print("%d passed, %d failed" % (2 - min(bad, 2), min(bad, 2)))
+def request_id(sent):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: lb\r\nConnection: close\r\n" +
+              (b"X-Request-Id: %s\r\n" % sent.encode() if sent else b"") + b"\r\n")
+    s.settimeout(5)
+    data = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    m = re.search(r"(?im)^X-Request-Id: (\S+)\r$", data.decode(errors="replace"))
+    return m.group(1) if m else None
+def logged(path_glob, rid):
+    time.sleep(0.4)  # the replica writes its access lines every 100 ms
+    return any(("id=%s" % rid) in open(p, errors="replace").read() for p in glob.glob(path_glob))
+theirs, ours = request_id("client-7"), request_id(None)
+if theirs != "client-7" or not (ours and re.fullmatch(r"[0-9a-f]{32}", ours)):
+    print("request ids through the balancer: %s for client-7, %s for none (want nginx's 32 hex)" % (theirs, ours),
+          file=sys.stderr)
+    bad += 1
+elif not (logged(lb_log, ours) and logged(logs + "/replica*.log", ours) and logged(lb_log, "client-7")):
+    print("request id %s not in both access logs (%s, %s/replica*.log)" % (ours, lb_log, logs), file=sys.stderr)
+    bad += 1
+else:
+    print("ok: a request's id (the client's, else nginx's) is echoed and in both access logs")
+print("%d passed, %d failed" % (3 - min(bad, 3), min(bad, 3)))
 sys.exit(1 if bad else 0)
 PYEOF
