@@ -173,10 +173,10 @@ unsigned srv_job_where(const srv_job *j)
     return j->kind == SRV_JOB_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT;
 }
 
-int srv_rule_is_linear(int rule)
+/* Whether x is a finite value float32 can hold (it may round). */
+static int is_float32(double x)
 {
-    const char *n = rule >= 0 && rule < ATTN_RULE_COUNT ? attn_rule_name((attn_rule)rule) : NULL;
-    return n && strcmp(n, "linear") == 0;
+    return x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38;
 }
 
 int srv_field_applies(const srv_field *f, int rule)
@@ -197,7 +197,7 @@ int srv_field_applies(const srv_field *f, int rule)
         return rule == ATTN_RULE_CONCAT;
     if (!strcmp(f->name, "precision")) /* the rules of the flash kernel */
         return rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_GENERAL;
-    if (srv_rule_is_linear(rule)) /* no parameters, so no seed either */
+    if (rule == ATTN_RULE_LINEAR) /* no parameters, so no seed either */
         return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
     if (w & SRV_F_LINEAR_ONLY)
         return 0;
@@ -435,7 +435,7 @@ static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
     if (!json_is_number(v))
         return bad(e, f, "a number");
     double x = json_number_value(v);
-    if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
+    if (!is_float32(x))
         return bad_value(e, f, "a finite float32 value");
     if (f->slot == SRV_SLOT_SOFTCAP && !((float)x >= FLT_MIN))
         return srv_fail(e, 422, "invalid_param", f->name,
@@ -539,7 +539,7 @@ static int read_hard(srv_job *j, const srv_field *f, json_t *v, unsigned where, 
             return srv_fail(e, 400, "invalid_field", "hard.sample.temperature",
                             "hard.sample.temperature must be a number");
         double x = t ? json_number_value(t) : 1.0;
-        if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
+        if (!is_float32(x))
             return srv_fail(e, 422, "invalid_param", "hard.sample.temperature",
                             "hard.sample.temperature must be a finite float32 value");
         opt->hard = ATTN_HARD_SAMPLE;
@@ -596,7 +596,7 @@ static int read_heads(srv_job *j, const srv_field *f, srv_codec *c, json_t *v, s
             return bad(e, f, expect);
         float *one = is_alibi ? &j->alibi_one : &j->sinks_one;
         double x = json_number_value(v);
-        if (!(x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38))
+        if (!is_float32(x))
             return bad_value(e, f, "a finite float32 value");
         *one = (float)x;
         *t = (attn_tensor){1, {1}, one};

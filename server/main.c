@@ -284,22 +284,65 @@ static void set_defaults(long cores)
     srv_cfg.session_ttl = 300;
 }
 
-/* Environment first, then flags over it. Each name maps to one flag. */
-static const char *const keys[][2] = {
-    {"--bind", "ATTN_BIND"}, {"--port", "ATTN_PORT"}, {"--threads", "ATTN_THREADS"},
-    {"--compute-threads", "ATTN_COMPUTE_THREADS"}, {"--max-inflight", "ATTN_MAX_INFLIGHT"},
-    {"--max-body", "ATTN_MAX_BODY"}, {"--max-elements", "ATTN_MAX_ELEMENTS"},
-    {"--max-weights", "ATTN_MAX_WEIGHTS"}, {"--timeout", "ATTN_TIMEOUT"},
-    {"--log-level", "ATTN_LOG_LEVEL"}, {"--static-dir", "ATTN_STATIC_DIR"},
-    {"--openapi", "ATTN_OPENAPI"}, {"--max-connections", "ATTN_MAX_CONNECTIONS"},
-    {"--max-per-ip", "ATTN_MAX_PER_IP"}, {"--max-depth", "ATTN_MAX_DEPTH"},
-    {"--token", "ATTN_TOKEN"}, {"--cors-origins", "ATTN_CORS_ORIGINS"},
-    {"--max-work", "ATTN_MAX_WORK"}, {"--models-dir", "ATTN_MODELS_DIR"},
-    {"--models-strict", "ATTN_MODELS_STRICT"}, {"--max-sessions", "ATTN_MAX_SESSIONS"},
-    {"--session-memory", "ATTN_SESSION_MEMORY"}, {"--session-max-tokens", "ATTN_SESSION_MAX_TOKENS"},
-    {"--session-ttl", "ATTN_SESSION_TTL"}, {"--trust-session-id", "ATTN_TRUST_SESSION_ID"},
-    {"--request-timeout", "ATTN_REQUEST_TIMEOUT"}};
-enum { NKEYS = sizeof keys / sizeof keys[0] };
+/* Environment first, then flags over it. Each name maps to one flag; val[]
+ * is indexed by these. */
+enum {
+    K_BIND,
+    K_PORT,
+    K_THREADS,
+    K_COMPUTE_THREADS,
+    K_MAX_INFLIGHT,
+    K_MAX_BODY,
+    K_MAX_ELEMENTS,
+    K_MAX_WEIGHTS,
+    K_TIMEOUT,
+    K_LOG_LEVEL,
+    K_STATIC_DIR,
+    K_OPENAPI,
+    K_MAX_CONNECTIONS,
+    K_MAX_PER_IP,
+    K_MAX_DEPTH,
+    K_TOKEN,
+    K_CORS_ORIGINS,
+    K_MAX_WORK,
+    K_MODELS_DIR,
+    K_MODELS_STRICT,
+    K_MAX_SESSIONS,
+    K_SESSION_MEMORY,
+    K_SESSION_MAX_TOKENS,
+    K_SESSION_TTL,
+    K_TRUST_SESSION_ID,
+    K_REQUEST_TIMEOUT,
+    NKEYS
+};
+static const char *const keys[NKEYS][2] = {
+    [K_BIND] = {"--bind", "ATTN_BIND"},
+    [K_PORT] = {"--port", "ATTN_PORT"},
+    [K_THREADS] = {"--threads", "ATTN_THREADS"},
+    [K_COMPUTE_THREADS] = {"--compute-threads", "ATTN_COMPUTE_THREADS"},
+    [K_MAX_INFLIGHT] = {"--max-inflight", "ATTN_MAX_INFLIGHT"},
+    [K_MAX_BODY] = {"--max-body", "ATTN_MAX_BODY"},
+    [K_MAX_ELEMENTS] = {"--max-elements", "ATTN_MAX_ELEMENTS"},
+    [K_MAX_WEIGHTS] = {"--max-weights", "ATTN_MAX_WEIGHTS"},
+    [K_TIMEOUT] = {"--timeout", "ATTN_TIMEOUT"},
+    [K_LOG_LEVEL] = {"--log-level", "ATTN_LOG_LEVEL"},
+    [K_STATIC_DIR] = {"--static-dir", "ATTN_STATIC_DIR"},
+    [K_OPENAPI] = {"--openapi", "ATTN_OPENAPI"},
+    [K_MAX_CONNECTIONS] = {"--max-connections", "ATTN_MAX_CONNECTIONS"},
+    [K_MAX_PER_IP] = {"--max-per-ip", "ATTN_MAX_PER_IP"},
+    [K_MAX_DEPTH] = {"--max-depth", "ATTN_MAX_DEPTH"},
+    [K_TOKEN] = {"--token", "ATTN_TOKEN"},
+    [K_CORS_ORIGINS] = {"--cors-origins", "ATTN_CORS_ORIGINS"},
+    [K_MAX_WORK] = {"--max-work", "ATTN_MAX_WORK"},
+    [K_MODELS_DIR] = {"--models-dir", "ATTN_MODELS_DIR"},
+    [K_MODELS_STRICT] = {"--models-strict", "ATTN_MODELS_STRICT"},
+    [K_MAX_SESSIONS] = {"--max-sessions", "ATTN_MAX_SESSIONS"},
+    [K_SESSION_MEMORY] = {"--session-memory", "ATTN_SESSION_MEMORY"},
+    [K_SESSION_MAX_TOKENS] = {"--session-max-tokens", "ATTN_SESSION_MAX_TOKENS"},
+    [K_SESSION_TTL] = {"--session-ttl", "ATTN_SESSION_TTL"},
+    [K_TRUST_SESSION_ID] = {"--trust-session-id", "ATTN_TRUST_SESSION_ID"},
+    [K_REQUEST_TIMEOUT] = {"--request-timeout", "ATTN_REQUEST_TIMEOUT"},
+};
 
 /* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
 static void read_options(int argc, char **argv, const char *val[NKEYS])
@@ -340,47 +383,59 @@ static void read_options(int argc, char **argv, const char *val[NKEYS])
 
 static void apply_options(const char *val[NKEYS])
 {
-    if (val[0]) srv_cfg.bind = val[0];
+    const char *v;
+    if (val[K_BIND])
+        srv_cfg.bind = val[K_BIND];
     struct in6_addr any;
     if (inet_pton(AF_INET, srv_cfg.bind, &any) != 1 && inet_pton(AF_INET6, srv_cfg.bind, &any) != 1)
         die("bind address (an IPv4 or IPv6 address, not a host name)", srv_cfg.bind);
-    if (val[1]) srv_cfg.port = (int)parse_count("port (0 to 65535)", val[1], 0, 65535);
-    if (val[2]) srv_cfg.threads = (int)parse_count("threads (0 to 1024)", val[2], 0, 1024);
-    if (val[3]) srv_cfg.compute_threads = (int)parse_count("compute threads (1 to 1024)", val[3], 1, 1024);
-    if (val[4]) srv_cfg.max_inflight = (int)parse_count("max in-flight (at least 1)", val[4], 1, 1 << 20);
-    if (val[5]) srv_cfg.max_body = (size_t)parse_size("max body (at least 1)", val[5], 1, (uint64_t)1 << 40);
-    if (val[6])
-        srv_cfg.max_elements = (int64_t)parse_size("max elements (at least 1)", val[6], 1, (uint64_t)1 << 40);
-    if (val[7]) srv_cfg.max_weights = (int64_t)parse_size("max weights", val[7], 0, (uint64_t)1 << 40);
-    if (val[8])
-        srv_cfg.timeout = (unsigned)parse_seconds("timeout (1 second to 1 day)", val[8], 1, 86400);
-    if (val[9]) srv_cfg.log_level = parse_level(val[9]);
-    if (val[12])
-        srv_cfg.max_connections = (unsigned)parse_count("max connections (at least 1)", val[12], 1, 1 << 20);
-    if (val[13]) srv_cfg.max_per_ip = (unsigned)parse_count("max per IP", val[13], 0, 1 << 20);
+    if ((v = val[K_PORT]))
+        srv_cfg.port = (int)parse_count("port (0 to 65535)", v, 0, 65535);
+    if ((v = val[K_THREADS]))
+        srv_cfg.threads = (int)parse_count("threads (0 to 1024)", v, 0, 1024);
+    if ((v = val[K_COMPUTE_THREADS]))
+        srv_cfg.compute_threads = (int)parse_count("compute threads (1 to 1024)", v, 1, 1024);
+    if ((v = val[K_MAX_INFLIGHT]))
+        srv_cfg.max_inflight = (int)parse_count("max in-flight (at least 1)", v, 1, 1 << 20);
+    if ((v = val[K_MAX_BODY]))
+        srv_cfg.max_body = (size_t)parse_size("max body (at least 1)", v, 1, (uint64_t)1 << 40);
+    if ((v = val[K_MAX_ELEMENTS]))
+        srv_cfg.max_elements = (int64_t)parse_size("max elements (at least 1)", v, 1, (uint64_t)1 << 40);
+    if ((v = val[K_MAX_WEIGHTS]))
+        srv_cfg.max_weights = (int64_t)parse_size("max weights", v, 0, (uint64_t)1 << 40);
+    if ((v = val[K_TIMEOUT]))
+        srv_cfg.timeout = (unsigned)parse_seconds("timeout (1 second to 1 day)", v, 1, 86400);
+    if ((v = val[K_LOG_LEVEL]))
+        srv_cfg.log_level = parse_level(v);
+    if ((v = val[K_MAX_CONNECTIONS]))
+        srv_cfg.max_connections = (unsigned)parse_count("max connections (at least 1)", v, 1, 1 << 20);
+    if ((v = val[K_MAX_PER_IP]))
+        srv_cfg.max_per_ip = (unsigned)parse_count("max per IP", v, 0, 1 << 20);
     /* a per-head 4-d mask inside the body object needs 5 */
-    if (val[14]) srv_cfg.max_depth = (int)parse_count("max depth (6 to 2048)", val[14], 6, 2048);
-    srv_cfg.token = val[15];
-    if (val[15] && !*val[15]) /* a secret that failed to render must not turn auth off */
-        die("token (empty; unset ATTN_TOKEN to serve without one)", val[15]);
-    srv_cfg.cors_origins = val[16];
-    if (val[17]) srv_cfg.max_work = parse_work(val[17]);
-    if (val[20]) srv_cfg.max_sessions = (int)parse_count("max sessions", val[20], 0, 1 << 24);
-    if (val[21])
-        srv_cfg.session_memory = (size_t)parse_size("session memory", val[21], 0, (uint64_t)1 << 44);
-    if (val[22])
+    if ((v = val[K_MAX_DEPTH]))
+        srv_cfg.max_depth = (int)parse_count("max depth (6 to 2048)", v, 6, 2048);
+    srv_cfg.token = val[K_TOKEN];
+    if (val[K_TOKEN] && !*val[K_TOKEN]) /* a secret that failed to render must not turn auth off */
+        die("token (empty; unset ATTN_TOKEN to serve without one)", val[K_TOKEN]);
+    srv_cfg.cors_origins = val[K_CORS_ORIGINS];
+    if ((v = val[K_MAX_WORK]))
+        srv_cfg.max_work = parse_work(v);
+    if ((v = val[K_MAX_SESSIONS]))
+        srv_cfg.max_sessions = (int)parse_count("max sessions", v, 0, 1 << 24);
+    if ((v = val[K_SESSION_MEMORY]))
+        srv_cfg.session_memory = (size_t)parse_size("session memory", v, 0, (uint64_t)1 << 44);
+    if ((v = val[K_SESSION_MAX_TOKENS]))
         srv_cfg.session_max_tokens =
-            (int64_t)parse_size("session max tokens (at least 1)", val[22], 1, (uint64_t)1 << 40);
-    if (val[23])
-        srv_cfg.session_ttl =
-            (unsigned)parse_seconds("session TTL (1 second to 365 days)", val[23], 1, 86400 * 365);
-    srv_cfg.trust_session_id = parse_bool("trust session id (1, true, yes, on; 0, false, no, off)", val[24]);
-    if (val[25])
-        srv_cfg.request_timeout =
-            (unsigned)parse_seconds("request timeout (0 to 1 day)", val[25], 0, 86400);
+            (int64_t)parse_size("session max tokens (at least 1)", v, 1, (uint64_t)1 << 40);
+    if ((v = val[K_SESSION_TTL]))
+        srv_cfg.session_ttl = (unsigned)parse_seconds("session TTL (1 s to 365 days)", v, 1, 86400 * 365);
+    srv_cfg.trust_session_id =
+        parse_bool("trust session id (1, true, yes, on; 0, false, no, off)", val[K_TRUST_SESSION_ID]);
+    if ((v = val[K_REQUEST_TIMEOUT]))
+        srv_cfg.request_timeout = (unsigned)parse_seconds("request timeout (0 to 1 day)", v, 0, 86400);
     if (srv_cfg.max_inflight < 1) /* not set: the default */
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
-    find_files(val[10], val[11]);
+    find_files(val[K_STATIC_DIR], val[K_OPENAPI]);
 }
 
 /* SIGTERM, SIGINT and SIGHUP (a closed terminal, or a supervisor's
@@ -477,7 +532,8 @@ int main(int argc, char **argv)
     sigset_t stop;
     block_stop_signals(&stop);
     srv_metrics_init();
-    if (srv_models_start(val[18], parse_bool("models strict (1, true, yes, on; 0, false, no, off)", val[19])) != 0) {
+    int strict = parse_bool("models strict (1, true, yes, on; 0, false, no, off)", val[K_MODELS_STRICT]);
+    if (srv_models_start(val[K_MODELS_DIR], strict) != 0) {
         srv_log(SRV_LOG_ERROR, "a model did not load and ATTN_MODELS_STRICT is set: not starting");
         srv_log_flush();
         return 1;

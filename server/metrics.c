@@ -44,7 +44,7 @@ void srv_metrics_init(void)
                  attn_rule_name((attn_rule)r));
 }
 
-const char *srv_route_label(int route)
+static const char *route_label(int route)
 {
     if (route >= 0 && route < ATTN_RULE_COUNT)
         return attn_labels[route];
@@ -143,7 +143,7 @@ void srv_metrics_text(srv_buf *b)
             uint64_t n = atomic_load_explicit(&requests[r][s], memory_order_relaxed);
             if (n)
                 srv_buf_printf(b, "attn_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                               srv_route_label(r), s, (unsigned long long)n);
+                               route_label(r), s, (unsigned long long)n);
         }
     srv_buf_puts(b, "# HELP attn_request_duration_seconds Time from request to response.\n"
                     "# TYPE attn_request_duration_seconds histogram\n");
@@ -153,7 +153,7 @@ void srv_metrics_text(srv_buf *b)
             cum += atomic_load_explicit(&hist[r][i], memory_order_relaxed);
         if (!cum)
             continue;
-        const char *l = srv_route_label(r);
+        const char *l = route_label(r);
         cum = 0;
         for (size_t i = 0; i < N_BUCKETS; i++) {
             cum += atomic_load_explicit(&hist[r][i], memory_order_relaxed);
@@ -171,12 +171,12 @@ void srv_metrics_text(srv_buf *b)
     srv_buf_puts(b, "# HELP attn_request_bytes_total Request body bytes received.\n"
                     "# TYPE attn_request_bytes_total counter\n");
     for (int r = 0; r < SRV_R_COUNT; r++)
-        srv_buf_printf(b, "attn_request_bytes_total{route=\"%s\"} %llu\n", srv_route_label(r),
+        srv_buf_printf(b, "attn_request_bytes_total{route=\"%s\"} %llu\n", route_label(r),
                        (unsigned long long)atomic_load(&bytes_in[r]));
     srv_buf_puts(b, "# HELP attn_response_bytes_total Response body bytes sent.\n"
                     "# TYPE attn_response_bytes_total counter\n");
     for (int r = 0; r < SRV_R_COUNT; r++)
-        srv_buf_printf(b, "attn_response_bytes_total{route=\"%s\"} %llu\n", srv_route_label(r),
+        srv_buf_printf(b, "attn_response_bytes_total{route=\"%s\"} %llu\n", route_label(r),
                        (unsigned long long)atomic_load(&bytes_out[r]));
     srv_buf_printf(b, "# HELP attn_requests_in_flight Requests being served now.\n"
                       "# TYPE attn_requests_in_flight gauge\n"

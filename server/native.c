@@ -1,8 +1,10 @@
 /* native.c - the native front end: POST /attention/{rule} and POST /multihead
- * bodies to a job, and the job's 200 body. */
+ * bodies to a job, the job's 200 body, and the front end's errors and
+ * content type (srv_native_front). */
 #include "srv.h"
 
 #include <string.h>
+#include <strings.h>
 
 /* One allocation for the whole reply instead of a doubling series: at most
  * 16 bytes a float as text (4/3 * 4 as base64). */
@@ -29,7 +31,7 @@ static void encode_params(srv_buf *out, const srv_job *j)
     srv_buf_putc(out, '}');
 }
 
-/* The 200 body: {"rule"?, "output", "weights"?, "params"?}. */
+/* The 200 body: {"rule"?, "output", "weights"?, "params"?, "layout"?}. */
 static int encode(srv_call *call, const srv_job *j, srv_buf *out, srv_err *e)
 {
     double t0 = srv_now_ms();
@@ -92,3 +94,29 @@ void srv_serve_multihead(const srv_target *t, const char *body, size_t len, srv_
     srv_job_init(&j, SRV_JOB_MULTIHEAD, ATTN_RULE_DOT);
     serve(&j, body, len, r);
 }
+
+/* ------------------------------------------------------------ the native front end */
+
+static int json_content_type(const char *ct)
+{
+    /* application/json, optionally followed by parameters (charset). */
+    static const char want[] = "application/json";
+    if (!ct)
+        return 1; /* no claim at all: read it as JSON */
+    while (*ct == ' ')
+        ct++;
+    if (strncasecmp(ct, want, sizeof want - 1) != 0)
+        return 0;
+    ct += sizeof want - 1;
+    while (*ct == ' ')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static void native_not_found(const char *path, srv_err *e)
+{
+    srv_fail(e, 404, "not_found", "", "no route %.200s; see /openapi.yaml for the routes", path);
+}
+
+const srv_front srv_native_front = {srv_reply_error, json_content_type, NULL, native_not_found,
+                                    SRV_R_OTHER};

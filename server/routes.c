@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -139,8 +138,9 @@ int srv_route_schedule(const srv_target *t, size_t len)
     return SRV_RUN_HERE;
 }
 
-/* {rule}, {model}, {version}, {name} and {id} are one path segment, {file}
- * the rest of the path; each is checked as it is matched (see capture). GET rows
+/* {model}, {version}, {name} and {id} are one path segment, {rule} and a
+ * {file} that ends the pattern the rest of the path (see span); each is
+ * checked as it is matched (see capture). GET rows
  * answer HEAD too. First match wins; a path that matches rows of other
  * methods only is a 405 whose Allow lists them. The last column says where
  * a request is served (srv_route_schedule): BODY, on the polling thread
@@ -401,32 +401,6 @@ void srv_route_serve(const srv_target *t, const char *body, size_t len, srv_repl
     }
     t->row->serve(t, body, len, r);
 }
-
-/* ------------------------------------------------------------ the native front end */
-
-static int json_content_type(const char *ct)
-{
-    /* application/json, optionally followed by parameters (charset). */
-    static const char want[] = "application/json";
-    if (!ct)
-        return 1; /* no claim at all: read it as JSON */
-    while (*ct == ' ')
-        ct++;
-    if (strncasecmp(ct, want, sizeof want - 1) != 0)
-        return 0;
-    ct += sizeof want - 1;
-    while (*ct == ' ')
-        ct++;
-    return *ct == '\0' || *ct == ';';
-}
-
-static void native_not_found(const char *path, srv_err *e)
-{
-    srv_fail(e, 404, "not_found", "", "no route %.200s; see /openapi.yaml for the routes", path);
-}
-
-const srv_front srv_native_front = {srv_reply_error, json_content_type, NULL, native_not_found,
-                                    SRV_R_OTHER};
 
 void srv_reply_timings(srv_reply *r, const srv_call *call)
 {

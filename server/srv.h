@@ -55,7 +55,7 @@ typedef struct {
     double max_work;           /* ATTN_MAX_WORK: estimated floating-point operations of one request */
     const char *token;         /* ATTN_TOKEN: compute routes need "Bearer <token>"; NULL = open */
     const char *cors_origins;  /* ATTN_CORS_ORIGINS: comma-separated allow-list; NULL = no CORS */
-    int log_level;             /* 0 error, 1 warn, 2 info (access log), 3 debug */
+    int log_level;             /* SRV_LOG_ERROR, SRV_LOG_WARN or SRV_LOG_INFO (access log) */
     const char *static_dir;    /* ATTN_STATIC_DIR; NULL = none found */
     const char *openapi_path;  /* ATTN_OPENAPI; NULL = none found */
     int max_sessions;          /* ATTN_MAX_SESSIONS: decode sessions open at once */
@@ -499,8 +499,6 @@ typedef struct {
  * refuses the others with 422), or to multi-head when rule is
  * SRV_MODEL_MULTIHEAD. For GET /rules. */
 int srv_field_applies(const srv_field *f, int rule);
-/* Whether rule is linear attention (a rule the library may not have yet). */
-int srv_rule_is_linear(int rule);
 
 /* The field named so among those accepted `where` (a job kind and a place). */
 const srv_field *srv_field_find(const char *name, unsigned where);
@@ -550,7 +548,6 @@ enum {
     SRV_R_SESSIONS, SRV_R_SESSION, SRV_R_SESSION_STEP, SRV_R_SESSION_TRUNCATE, /* sessions.c */
     SRV_R_COUNT
 };
-const char *srv_route_label(int route);
 
 /* What a route answers, before http.c turns it into an MHD response. */
 typedef struct {
@@ -645,7 +642,7 @@ srv_serve_fn srv_serve_v2_server, srv_serve_v2_live, srv_serve_v2_ready, srv_ser
     srv_serve_v2_model_ready, srv_serve_v2_infer;
 
 #define SRV_KS_MODEL_VERSION "1"
-/* "attention-<rule>" or "multihead". */
+/* "attention-<rule>", "multihead" or "multihead-decode". */
 void srv_kserve_model_name(int model, char *out, size_t n);
 /* The field-table where-bits of a model's jobs, with place (kserve.c). */
 unsigned srv_kserve_where(int model, unsigned place);
@@ -661,7 +658,6 @@ void srv_rules_json(srv_buf *b);
  * under srv_cfg.static_dir; returns an open fd and the content type, or -1
  * (no such file, or a path that tries to leave the directory). */
 int srv_static_open(const char *rel, const char **ctype, uint64_t *size);
-const char *srv_content_type(const char *path);
 
 /* Whether p names a directory / a regular file (following links). */
 int srv_is_dir(const char *p);

@@ -58,7 +58,7 @@ void srv_exe_dir(char *out, size_t n)
         *slash = '\0';
 }
 
-const char *srv_content_type(const char *path)
+static const char *content_type(const char *path)
 {
     const char *dot = strrchr(path, '.');
     if (dot && !strchr(dot, '/'))
@@ -115,6 +115,6 @@ int srv_static_open(const char *rel, const char **ctype, uint64_t *size)
         return -1;
     }
     *size = (uint64_t)st.st_size;
-    *ctype = srv_content_type(real);
+    *ctype = content_type(real);
     return fd;
 }
