@@ -41,8 +41,7 @@ int srv_job_need_weights(const srv_job *j)
 
 /* ------------------------------------------------------------ caps */
 
-/* Refuses what would exhaust memory before any of it is allocated. */
-static int check_result(const attn_shapes *sh, srv_err *e)
+int srv_check_result(const attn_shapes *sh, srv_err *e)
 {
     if (sh->out_count > srv_cfg.max_elements)
         return srv_fail(e, 413, "too_large", "",
@@ -57,10 +56,7 @@ static int check_result(const attn_shapes *sh, srv_err *e)
     return 0;
 }
 
-/* Refuses a request whose work (the library's estimate) is over
- * ATTN_MAX_WORK before any of it is done: a 2 KB body of base64 shapes can
- * ask for hours. */
-static int check_work(double flops, srv_err *e)
+int srv_check_work(double flops, srv_err *e)
 {
     if (flops <= srv_cfg.max_work)
         return 0;
@@ -202,8 +198,8 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     /* Planned before seeding: the plan of a job without parameters says
      * what seeding would make, so every cap is checked before any of the
      * job's memory is taken. */
-    if (plan(j, e) || check_result(&j->sh, e) || check_seed_size(j, e) ||
-        check_work(j->sh.flops, e) || seed(call, j, e))
+    if (plan(j, e) || srv_check_result(&j->sh, e) || check_seed_size(j, e) ||
+        srv_check_work(j->sh.flops, e) || seed(call, j, e))
         return -1;
     call->t_parse = srv_now_ms() - call->t0;
     /* held through the answer's encoding, the largest part of its memory */

@@ -622,7 +622,7 @@ typedef struct {
 static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int64_t n,
                      step_out *so, srv_err *e)
 {
-    int64_t Tq = j->u.att.query.shape[0], oc, wc = 0;
+    int64_t Tq = j->u.att.query.shape[0];
     so->n = n;
     so->Tq = Tq;
     so->flops = 4.0 * (double)s->H * (double)Tq * (double)n * (double)s->d;
@@ -632,21 +632,15 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
                         "(truncate it, or start a session with a larger max_tokens)",
                         (long long)(n - j->u.att.key.shape[0]), (long long)s->max_tokens,
                         (long long)j->u.att.key.shape[0]);
-    if (j->u.att.opt.need_weights &&
-        (!attn_size_mul(s->H * Tq, n, &wc) || wc > srv_cfg.max_weights))
-        return srv_fail(e, 413, "too_large", "need_weights",
-                        "the weights would have %.0f elements; this server returns at most %lld "
-                        "(set need_weights to false)",
-                        (double)s->H * (double)Tq * (double)n, (long long)srv_cfg.max_weights);
-    if (so->flops > srv_cfg.max_work)
-        return srv_fail(e, 413, "too_large", "query",
-                        "the step would take about %.3g floating-point operations; this server "
-                        "computes at most %.3g per request (ATTN_MAX_WORK): send fewer query rows",
-                        so->flops, srv_cfg.max_work);
-    attn_size_mul(s->H * Tq, s->d, &oc); /* the query's size: checked by the codec */
-    so->out = srv_arena_alloc(&call->arena, (size_t)oc * sizeof(float));
-    so->w = wc ? srv_arena_alloc(&call->arena, (size_t)wc * sizeof(float)) : NULL;
-    if (!so->out || (wc && !so->w))
+    attn_shapes sh = {.flops = so->flops};
+    attn_size_mul(s->H * Tq, s->d, &sh.out_count); /* the query's size: checked by the codec */
+    if (j->u.att.opt.need_weights && !attn_size_mul(s->H * Tq, n, &sh.w_count))
+        sh.w_count = INT64_MAX; /* over any cap */
+    if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e))
+        return -1;
+    so->out = srv_arena_alloc(&call->arena, (size_t)sh.out_count * sizeof(float));
+    so->w = sh.w_count ? srv_arena_alloc(&call->arena, (size_t)sh.w_count * sizeof(float)) : NULL;
+    if (!so->out || (sh.w_count && !so->w))
         return srv_fail(e, 503, "overloaded", "", "not enough memory for the step's result");
     return 0;
 }

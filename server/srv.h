@@ -433,6 +433,14 @@ int srv_job_need_weights(const srv_job *j);
  * computes into j->out and j->weights. Returns 0, or -1 with e filled. */
 int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
 
+/* The caps srv_job_run checks, for a route that plans on its own (a
+ * session's step): the output under ATTN_MAX_ELEMENTS and the weights under
+ * ATTN_MAX_WEIGHTS, so that nothing is allocated that would exhaust memory;
+ * the estimated work under ATTN_MAX_WORK, before any of it is done (a 2 KB
+ * body of base64 shapes can ask for hours). 0, or -1 with e filled (413). */
+int srv_check_result(const attn_shapes *sh, srv_err *e);
+int srv_check_work(double flops, srv_err *e);
+
 /* ------------------------------------------------------------ the field table (fields.c) */
 
 typedef enum {
