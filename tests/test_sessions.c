@@ -913,6 +913,26 @@ static void test_limits(void)
         response_free(&r);
     }
     buf_free(&b);
+    /* ATTN_MAX_WEIGHTS=1000 and ATTN_MAX_WORK=1e6 hold for a step as for
+     * any request, before its rows are appended */
+    if (made == 3) {
+        uint64_t rs = 11;
+        tstep st;
+        step_make(&st, &s[2], 16, 16, &rs);
+        st.need_weights = 1; /* 4 x 16 x 16 = 1024 weights */
+        step_post(h, &srv_limits, &s[2], &st, &r);
+        expect_error(&r, 413, "too_large", "at most 1000", "limits: a step's 1024 weights > ATTN_MAX_WEIGHTS: 413");
+        response_free(&r);
+        step_free(&st);
+        step_make(&st, &s[2], 16, 256, &rs);
+        st.need_weights = 0; /* 4 x 4 x 256 x 16 x 16 = 1.05e6 operations */
+        step_post(h, &srv_limits, &s[2], &st, &r);
+        expect_error(&r, 413, "too_large", "ATTN_MAX_WORK", "limits: a step's 1.05e6 operations > ATTN_MAX_WORK: 413");
+        response_free(&r);
+        step_free(&st);
+        check(get_length(h, &srv_limits, &s[2]) == 0, "limits: the refused steps appended no row",
+              "length %ld", get_length(h, &srv_limits, &s[2]));
+    }
     /* ATTN_SESSION_MAX_TOKENS=64 */
     post(h, &srv_limits, "/sessions", "{\"num_heads\":1,\"head_dim\":1,\"max_tokens\":65}", &r);
     expect_error(&r, 413, "session_full", "ATTN_SESSION_MAX_TOKENS", "limits: max_tokens 65 > 64: 413 session_full");
@@ -1779,7 +1799,8 @@ int main(int argc, char **argv)
      * start-up (long under valgrind) loading the translation models */
     static const char *const env_main[] = {"ATTN_MODELS_DIR=tests/http", NULL};
     static const char *const env_limits[] = {"ATTN_MAX_SESSIONS=3", "ATTN_SESSION_MEMORY=64K",
-                                               "ATTN_SESSION_MAX_TOKENS=64",
+                                               "ATTN_SESSION_MAX_TOKENS=64", "ATTN_MAX_WEIGHTS=1000",
+                                               "ATTN_MAX_WORK=1e6",
                                                "ATTN_MODELS_DIR=tests/http", NULL};
     static const char *const env_ttl[] = {"ATTN_SESSION_TTL=1", "ATTN_MODELS_DIR=tests/http", NULL};
     static const char *const env_guard[] = {"ATTN_TOKEN=s3cret", "ATTN_MODELS_DIR=tests/http", NULL};
