@@ -89,6 +89,25 @@ static json_t *alignment_of(json_t *results, const char *name)
                      best, "per_layer_head", json_object_get(a, "per_layer_head"));
 }
 
+/* Whether NAME.json comes from one train.py run from scratch (no "init" or
+ * "continued"), whose train_steps, train_epochs and train_seconds are then the
+ * whole training. */
+static int one_run(json_t *cfg)
+{
+    return !json_object_get(cfg, "init") && !json_object_get(cfg, "continued");
+}
+
+/* A training figure summed over every run that led to the weights: NAME.json's
+ * KEY_total (training/totals.py), else KEY for one run from scratch, else JSON
+ * null (KEY is then the last run's alone). */
+static json_t *training_total(json_t *cfg, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "%s_total", key);
+    json_t *t = json_object_get(cfg, k);
+    return t ? t : one_run(cfg) ? json_object_get(cfg, key) : NULL;
+}
+
 static char *entry_json(const mdl_model *m, json_t *results)
 {
     const mdl_info *in = mdl_model_info(m);
@@ -99,16 +118,18 @@ static char *entry_json(const mdl_model *m, json_t *results)
                     "max_src_tokens", in->max_src, "max_tgt_tokens", in->max_tgt)
         : json_pack("{s:i,s:i,s:i,s:i,s:i}", "vocab", in->vocab, "emb", in->emb, "hidden", in->hidden,
                     "max_src_tokens", in->max_src, "max_tgt_tokens", in->max_tgt);
+    json_t *runs = json_object_get(cfg, "runs");
+    runs = runs ? json_incref(runs) : one_run(cfg) ? json_integer(1) : json_null();
     json_t *o = json_pack(
-        "{s:s,s:s,s:s,s:o,s:I,s:o,s:o,s:{s:s,s:s,s:O?,s:O?,s:O?,s:O?,s:O?}}",
+        "{s:s,s:s,s:s,s:o,s:I,s:o,s:o,s:{s:s,s:s,s:o,s:O?,s:O?,s:O?,s:O?,s:O?}}",
         "name", in->name, "kind", in->kind == MDL_KIND_TRANSFORMER ? "transformer" : "seq2seq", "rule", in->rule,
         "sizes", sizes, "params", (json_int_t)in->params, "bleu", bleu_of(results, in->name),
         "alignment", alignment_of(results, in->name),
         "trained_on", "corpus", "English->French UI strings from Debian 12's French message catalogs "
         "(training/README.md)", "split", "training/data/train.tsv; BLEU on training/data/test.tsv",
-        "train_steps", json_object_get(cfg, "train_steps"), "train_epochs", json_object_get(cfg, "train_epochs"),
-        "best_step", json_object_get(cfg, "best_step"), "best_valid_nll", json_object_get(cfg, "best_valid_nll"),
-        "train_seconds", json_object_get(cfg, "train_seconds"));
+        "runs", runs, "train_steps", training_total(cfg, "train_steps"), "train_epochs",
+        training_total(cfg, "train_epochs"), "train_seconds", training_total(cfg, "train_seconds"), "best_step",
+        json_object_get(cfg, "best_step"), "best_valid_nll", json_object_get(cfg, "best_valid_nll"));
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(o);
     json_decref(cfg);

@@ -860,6 +860,32 @@ static void check_alignment(const char *nm, json_t *e)
           heads);
 }
 
+/* A /models entry's trained_on: every figure covers all the runs that led
+ * to the weights. With the shipped weights, train_seconds is results.json's
+ * (evaluate.py copies NAME.json's train_seconds_total, the sum of the runs'
+ * times in the logs); `make test-models` recomputes the runs, steps and
+ * epochs from training/logs (training/totals.py --check). */
+static void check_trained_on(const char *nm, json_t *e, json_t *results)
+{
+    json_t *t = json_object_get(e, "trained_on");
+    json_t *runs = json_object_get(t, "runs"), *secs = json_object_get(t, "train_seconds");
+    json_t *steps = json_object_get(t, "train_steps"), *epochs = json_object_get(t, "train_epochs");
+    if (!check(json_is_object(t) && json_is_integer(runs) && json_integer_value(runs) >= 1 &&
+                   json_is_integer(steps) && (json_is_null(epochs) || json_is_number(epochs)) &&
+                   (json_is_null(secs) || json_is_number(secs)),
+               "GET /models trained_on", "%s: runs, train_steps, train_epochs or train_seconds missing", nm))
+        return;
+    if (!results)
+        return;
+    json_t *r = json_object_get(json_object_get(json_object_get(results, "test"), nm), "train_seconds");
+    check(json_is_integer(json_object_get(t, "best_step")) && json_integer_value(steps) > 0 &&
+              json_number_value(epochs) > 0 && json_is_number(r) &&
+              fabs(json_number_value(secs) - json_number_value(r)) < 0.05,
+          "GET /models trained_on", "%s: train_seconds %g, results.json %g (runs %lld, steps %lld, epochs %g)", nm,
+          json_number_value(secs), json_number_value(r), (long long)json_integer_value(runs),
+          (long long)json_integer_value(steps), json_number_value(epochs));
+}
+
 static void test_http_models(mdl_model **models)
 {
     char base[64];
@@ -867,7 +893,12 @@ static void test_http_models(mdl_model **models)
     pid_t pid = server_start(weights_dir, 1, base, &st);
     if (!check(pid > 0, "server start", "the server did not start on %s (see %s)", weights_dir, log_path))
         return;
-    json_t *j = NULL;
+    json_t *j = NULL, *results = NULL;
+    if (model_trained[0] && model_trained[1] && model_trained[2] && model_trained[3]) {
+        json_error_t jerr;
+        results = json_load_file("training/results.json", 0, &jerr);
+        check(results != NULL, "training/results.json", "%s", jerr.text);
+    }
     check(http(base, "/models", NULL, &j) == 200, "GET /models", "status");
     json_t *list = json_object_get(j, "models");
     check(json_array_size(list) == 4 && json_array_size(json_object_get(j, "unavailable")) == 0, "GET /models",
@@ -888,7 +919,9 @@ static void test_http_models(mdl_model **models)
         check(!json_is_number(json_object_get(bl, "beam4")) || json_is_number(json_object_get(bl, "greedy")),
               "GET /models bleu", "%s: beam-4 BLEU without the greedy one", nm ? nm : "?");
         check_alignment(nm ? nm : "?", e);
+        check_trained_on(nm ? nm : "?", e, results);
     }
+    json_decref(results);
     json_decref(j);
     for (int i = 0; i < 4; i++) {
         translate_matches(base, models[i], "Open the file", 1, 0, 0);
