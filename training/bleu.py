@@ -70,6 +70,11 @@ def corpus_bleu(hyps, refs_sets, n_max=4):
         R += rl
         M = [a + b for a, b in zip(M, m)]
         T = [a + b for a, b in zip(T, t)]
+    if not any(M):
+        # no n-gram of any order matches: 0, with precisions 0 (sacrebleu 2.x
+        # stops here; 'exp' smoothing would otherwise give a positive score)
+        bp = 0.0 if H == 0 else 1.0 if H >= R else math.exp(1 - R / H)
+        return dict(score=0.0, precisions=[0.0] * n_max, bp=bp, ratio=H / R if R else 0.0, hyp_len=H, ref_len=R)
     prec = []
     k = 1
     for n in range(n_max):
@@ -108,6 +113,12 @@ def selftest():
     out2 = fmt(corpus_bleu(sys_, refs2))
     assert out2 == "BLEU = 29.44 82.4/42.9/27.3/12.5 (BP = 0.889 ratio = 0.895 hyp_len = 17 ref_len = 19)", out2
     assert abs(corpus_bleu(sys_, [sys_])["score"] - 100.0) < 1e-9
+    # no n-gram matches at all: 0 as sacrebleu 2.x gives (not 5.34 by 'exp' smoothing)
+    out3 = fmt(corpus_bleu(["a b c d e"], [["f g h i j"]]))
+    assert out3 == "BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 1.000 hyp_len = 5 ref_len = 5)", out3
+    # one unigram matches: 'exp' smoothing of the empty orders, as sacrebleu
+    out4 = fmt(corpus_bleu(["a b c d e"], [["a g h i j"]]))
+    assert out4 == "BLEU = 10.68 20.0/12.5/8.3/6.2 (BP = 1.000 ratio = 1.000 hyp_len = 5 ref_len = 5)", out4
     assert tok_13a("Hello, world. 3.14 and 1,000 -- (x)") == \
         ["Hello", ",", "world", ".", "3.14", "and", "1,000", "--", "(", "x", ")"]
     assert tok_13a("l'option « 5-6 »") == ["l'option", "«", "5", "-", "6", "»"]

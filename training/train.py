@@ -3,7 +3,8 @@
 the checkpoint kept is the one with the best validation loss (token-level
 NLL without smoothing). Training stops after --minutes of wall time or
 --max-steps steps, whichever first; the log records the step count, so
-`--max-steps N --minutes 0` reproduces a run (single thread).
+`--max-steps N --minutes 1e9` reproduces a run (single thread, same
+OpenBLAS kernels; `--minutes 0` would stop after the first step).
 
     /usr/bin/python3 training/train.py --model transformer --minutes 80
     /usr/bin/python3 training/train.py --model additive --smoke
