@@ -560,12 +560,20 @@ test-bins: $(TEST_MODERN_REF) $(TEST_MODERN) $(BENCH_MODERN) $(BENCH_KERNELS) $(
 # corpus -> tokenizer -> train (Transformer and the three GRUs in parallel,
 # one thread each; the Transformer a wall-clock budget in minutes, the GRUs
 # GRU_STEPS steps each, two running at a time, GRU_MINUTES a cap) -> evaluate.
+# It repeats only the first run of each model (the shipped weights come from
+# longer chains of runs, training/README.md) and writes over training/data,
+# the BPE files, weights, logs, outputs and results.json in place, so it asks
+# for MODELS_OVERWRITE=1 (git checkout training/ brings the shipped ones back).
 .PHONY: models models-smoke
 TORCH_PY ?= /usr/bin/python3
 TRANSFORMER_MINUTES ?= 92
 GRU_STEPS ?= 2600
 GRU_MINUTES ?= 47
 models:
+	@if [ "$(MODELS_OVERWRITE)" != 1 ]; then \
+	  echo "make models: retrains the first run of each model only, writing over the shipped training/data," \
+	       "BPE files, weights, logs, outputs and results.json; run make models MODELS_OVERWRITE=1 to do it" >&2; \
+	  exit 2; fi
 	$(TORCH_PY) training/corpus.py --install
 	$(TORCH_PY) training/tokenizer.py --vocab-size 3600
 	$(TORCH_PY) training/tokenizer.py --selftest
@@ -609,6 +617,7 @@ $(TEST_MODELS): $(BUILD)/tests/test_models.o $(MDL_LIB) $(STATIC)
 .PHONY: test-models test-models-full models-ref bench-models test-models-smoke
 test-models: $(TEST_MODELS) $(SERVER)
 	$(PYTHON) tests/models_ref.py prepare $(BUILD)/models_ref --n-attn $(MODELS_ATTN)
+	$(PYTHON) training/totals.py --check > /dev/null
 	$(TEST_MODELS) --ref $(BUILD)/models_ref --n $(MODELS_N) --server $(SERVER) --log $(BUILD)/test_models_server.log
 
 # Every sentence of the reference (MODELS_REF_N, up to the whole test split).

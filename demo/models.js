@@ -12,8 +12,9 @@
 import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, arrowCell, tabKey, fmt, HEAD_COLOURS, SCALES, weightTable } from './render.js';
 import { decodeTensor, toMatrices } from './api.js';
 
-// Ten sentences of the held-out test split (training/data/test.tsv, lines
-// 265, 96, 425, 555, 971, 1054, 223, 686, 13, 1314): no model saw them.
+// Ten sentences of the test split (training/data/test.tsv, lines 265, 96,
+// 425, 555, 971, 1054, 223, 686, 13, 1314): no model trained on them. (Not
+// the held-out packages, training/data/heldout.tsv: those are not shown.)
 export const MODEL_EXAMPLES = [
   'Print the initial values of the variables.',
   'The certificate type is not supported.',
@@ -97,6 +98,15 @@ function alignOf(m) {
 function bestHead(m) {
   const b = alignOf(m) && m.alignment.best_head;
   return b ? b : null;
+}
+// The number of the Transformer's heads and their mean alignment, from
+// per_layer_head (layers x heads), or null: its best head was picked on the
+// same test split, so the note gives the mean beside it.
+function headMeans(m) {
+  const g = alignOf(m) && m.alignment.per_layer_head;
+  if (!Array.isArray(g) || !g.length || !g.every(r => Array.isArray(r) && r.length)) return null;
+  const all = g.flat();
+  return { heads: all.length, all: all.reduce((a, b) => a + b, 0) / all.length };
 }
 function fmtRange(xs) {
   const lo = Math.min(...xs), hi = Math.max(...xs);
@@ -372,14 +382,15 @@ export function createModelViews(ctx) {
     const gb = gru.map(bleuOf);
     const weak = gb.filter(b => b < COPY_FLOOR_BLEU).length;
     const aligned = M.list.filter(alignOf);
-    const bh = bestHead(t);
+    const bh = bestHead(t), hm = headMeans(t);
     note.innerHTML = '<strong>Read with care:</strong> ' +
       (weak === gru.length && gru.length ? `the GRU models are weak short trainings: test BLEU ${fmtRange(gb)}, below the ${COPY_FLOOR_BLEU} of answering with the English unchanged; ` +
         'their French is mostly wrong and their attention barely follows the words. '
         : gru.length ? `the GRU models score test BLEU ${fmtRange(gb)} (answering with the English unchanged scores ${COPY_FLOOR_BLEU}). ` : '') +
       (t ? `The Transformer (${bleuText(t)}) is the one to read. ` : '') +
       (aligned.length ? `How often the strongest attention points at the English word that a French word copies (numbers, names, options): ${aligned.map(m => `${m.name} ${pct(m.alignment.accuracy)}`).join(', ')}` +
-        `${bh ? ` (Transformer: its best head, layer ${bh.layer} head ${bh.head})` : ''}; chance ${pct(aligned[0].alignment.chance)}. ` : '') +
+        `${bh ? ` (Transformer: its best head, layer ${bh.layer} head ${bh.head}` +
+          `${hm ? `, best of ${hm.heads} on this test split; mean of the ${hm.heads}: ${pct(hm.all)}` : ''})` : ''}; chance ${pct(aligned[0].alignment.chance)}. ` : '') +
       'Rows: the French tokens each model wrote; columns: the English tokens it read.';
     const narrow = window.matchMedia('(max-width: 860px)').matches;
     // All panels in one row up to 10 English tokens (cells of 11 px and up
