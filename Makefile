@@ -9,14 +9,18 @@
 #   make lint       cppcheck over lib/ and server/, redocly over openapi.yaml,
 #                   pyflakes over the Python scripts
 #   make build-matrix  gcc and clang at -O0 -O1 -O2 -O3 -Os, warnings as errors
+#   make test-models   the C translation models against PyTorch and over HTTP
+#   make install       library, header, attn.pc and the server under PREFIX
+#   make install-lib   the library alone (no libmicrohttpd or Jansson needed)
 #   make clean
 #
-# CC, CFLAGS, CPPFLAGS, LDFLAGS and PREFIX may be overridden. Warnings are
-# errors only with WERROR=1 (set by .ci/run, make asan and make build-matrix),
-# so a distribution's or a user's own flags and compiler still build. Objects carry automatic
-# header dependencies (-MMD). Architecture-specific kernels choose their
-# instruction set at run time (function target attributes), so the default
-# build runs on any x86-64 or non-x86 CPU.
+# CC, CFLAGS, CPPFLAGS, LDFLAGS, PREFIX and MODELS_OPT may be overridden.
+# Warnings are errors only with WERROR=1 (set by .ci/run, make asan and make
+# build-matrix), so a distribution's or a user's own flags and compiler still
+# build. Objects carry automatic header dependencies (-MMD).
+# Architecture-specific kernels choose their instruction set at run time
+# (function target attributes), so the default build runs on any x86-64 or
+# non-x86 CPU.
 
 CC      ?= cc
 CFLAGS  ?= -O2 -g
@@ -38,6 +42,9 @@ LIB_SRC  = $(wildcard lib/*.c)
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 SRV_SRC  = $(filter-out server/main.c,$(wildcard server/*.c))
 SRV_OBJ  = $(SRV_SRC:%.c=$(BUILD)/%.o)
+# The server's wire codecs, which test_wire, test_body, bench_wire and
+# fuzz-wire use without the rest of the server.
+WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o tasks.o)
 
 # The shared library is libattn.so.MAJOR (its SONAME), MAJOR read from
 # lib/attn.h; build/libattn.so links to it.
@@ -47,7 +54,7 @@ STATIC   = $(BUILD)/libattn.a
 SHARED   = $(BUILD)/libattn.so.$(SOMAJOR)
 SERVER   = $(BUILD)/attn-server
 
-.PHONY: all lib server run test test-install test-bins bench-run build-matrix test-deps test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz fuzz-bins lint lint-openapi test-openapi clean install install-lib deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
+.PHONY: all lib server run test test-install test-bins bench-run build-matrix test-rows test-kernels test-lib test-ctx test-sparse-linear test-http test-sessions test-kserve test-browser test-docker bench asan fuzz fuzz-bins lint lint-openapi test-openapi clean install install-lib deps golden test-wire fuzz-wire test-fuzz-corpus valgrind test-load
 
 all: lib server
 
@@ -100,7 +107,7 @@ $(TEST_KERNELS): $(BUILD)/tests/test_kernels.o $(KERN_OBJ)
 # The default test run: every suite in order, then one closing line that adds
 # up their `N passed, N failed` lines (tests/run.sh). Installs missing test
 # packages first, as `make run` does for the server's.
-TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-modern test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-install test-replicas test-models test-fuzz-corpus
+TEST_SUITES = test-kernels test-rows test-lib test-ctx test-sparse-linear test-modern-ref test-modern test-wire test-http test-sessions test-kserve test-browser test-metrics test-examples test-install test-replicas test-models test-fuzz-corpus
 
 test:
 	@sh scripts/deps.sh test
@@ -300,11 +307,10 @@ bench-modern: $(BENCH_MODERN)
 # server answering a fixed 200 (bare_mhd), all on free 127.0.0.1 ports.
 BENCH_WIRE = $(BUILD)/bench_wire
 BARE_MHD   = $(BUILD)/bare_mhd
-BENCH_WIRE_OBJ = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o tasks.o)
 
 $(BUILD)/bench/bench_wire.o: ALL_CFLAGS += -Iserver
 
-$(BENCH_WIRE): $(BUILD)/bench/bench_wire.o $(BENCH_WIRE_OBJ) $(STATIC)
+$(BENCH_WIRE): $(BUILD)/bench/bench_wire.o $(WIRE_OBJ) $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_SRV) $(LIBS_LIB)
 
 $(BARE_MHD): $(BUILD)/bench/bare_mhd.o
@@ -342,7 +348,6 @@ run: deps
 
 # The service's wire codecs (float text, base64, the big-array scanner)
 # against printf/strtof, RFC 4648 and Jansson; and a libFuzzer target.
-WIRE_OBJ  = $(addprefix $(BUILD)/server/,scan.o codec.o numfmt.o buf.o b64.o body.o error.o tasks.o)
 TEST_WIRE = $(BUILD)/test_wire
 TEST_BODY = $(BUILD)/test_body
 FUZZ_SECONDS ?= 60
@@ -491,10 +496,6 @@ lint: lint-openapi
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability --std=c11 -Ilib lib server
 	$(PYTHON) -m pyflakes $$(git ls-files '*.py' 2>/dev/null || find . -name '*.py' -not -path '*/node_modules/*')
 
-# Every program make test compiles, without running any (build-matrix).
-test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) $(TEST_WIRE) $(TEST_BODY) \
-           $(BUILD)/lib_example $(BUILD)/lib_decode $(BENCH_WIRE) $(BARE_MHD)
-
 # The library, server, tests and benchmarks built with gcc and clang at -O0,
 # -O1, -O2, -O3 and -Os, warnings as errors (tests/build_matrix.sh; each in
 # build-matrix/CC-LEVEL). Not part of make test: ten builds take minutes.
@@ -527,8 +528,8 @@ install: install-lib server
 # The double-precision C reference of the modern options (tests/ref_modern.c:
 # softcap, ALiBi, sinks, alignment, window pairs, rope, hard sampling, sparse
 # patterns, learned positions, linear attention) against the PyTorch vectors
-# in tests/golden_modern/, which `make golden-modern` regenerates. Not in
-# TEST_SUITES until lib/ implements the options.
+# in tests/golden_modern/, which `make golden-modern` regenerates: the two
+# references agree before test-modern holds lib/ to both (about two seconds).
 TEST_MODERN_REF = $(BUILD)/test_modern_ref
 
 $(TEST_MODERN_REF): $(BUILD)/tests/test_modern_ref.o $(BUILD)/tests/modern_case.o $(BUILD)/tests/ref_modern.o $(BUILD)/tests/golden.o
@@ -551,9 +552,6 @@ test-modern-ref: $(TEST_MODERN_REF)
 
 golden-modern:
 	$(PYTHON) tests/gen_modern.py tests/golden_modern
-
-# build-matrix also compiles these (defined above, after test-bins).
-test-bins: $(TEST_MODERN_REF) $(TEST_MODERN) $(BENCH_MODERN) $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT)
 
 # ---- trained English->French attention models (see training/README.md) ----
 # Needs Debian's python3 with torch (not the pyenv one) and root for apt-get.
@@ -604,7 +602,13 @@ MODELS_N ?= 300
 MODELS_ATTN ?= 100
 MODELS_REF_N ?= 2000
 
-$(BUILD)/models/%.o: ALL_CFLAGS += -O3
+# models/ is built at -O3 over the default CFLAGS. A CFLAGS given on the
+# command line or in the environment holds for models/ too (make CFLAGS="-O0
+# -g" debugs them); MODELS_OPT, appended after CFLAGS, may be set either way.
+ifeq ($(origin CFLAGS),file)
+MODELS_OPT ?= -O3
+endif
+$(BUILD)/models/%.o: ALL_CFLAGS += $(MODELS_OPT)
 $(BUILD)/tests/test_models.o $(BUILD)/bench/bench_models.o $(BUILD)/server/models_routes.o: ALL_CFLAGS += -Imodels
 
 $(MDL_LIB): $(MDL_OBJ)
@@ -643,3 +647,13 @@ models-ref:
 # training/train.py --smoke for the four models (make models-smoke): ~40 s on
 # a loaded machine, so not in `make test`.
 test-models-smoke: models-smoke
+
+# ------------------------------------------------------------------ test-bins
+# Every program make test compiles, and the benchmarks' C programs, without
+# running any (make build-matrix, make asan). Last in the file because make
+# expands a rule's prerequisites as it reads the rule: every name is set by then.
+test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_SPARSE_LINEAR) \
+           $(TEST_MODERN_REF) $(TEST_MODERN) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) \
+           $(TEST_WIRE) $(TEST_BODY) $(TEST_MODELS) $(BUILD)/lib_example $(BUILD)/lib_decode \
+           $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_MODERN) $(BENCH_WIRE) $(BARE_MHD) \
+           $(HTTP_BENCH) $(BENCH_MODELS)
