@@ -1,5 +1,6 @@
-/* kernels_avx512.c - the kernels (kernels_tmpl.h, rows_tmpl.h) compiled for
- * AVX-512 (simd_avx512.h); kernels.c runs them only on CPUs that have it. */
+/* kernels_avx512.c - the kernels (kernels_tmpl.h, rows_tmpl.h, linear_tmpl.h)
+ * compiled for AVX-512 (simd_avx512.h); kernels.c runs them only on CPUs
+ * that have it. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #include "kernels_isa.h"

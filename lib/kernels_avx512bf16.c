@@ -1,7 +1,8 @@
-/* kernels_avx512bf16.c - the kernels (kernels_tmpl.h, rows_tmpl.h) compiled
- * for AVX-512 with AVX512_BF16 (simd_avx512.h with SIMD_AVX512_BF16): the
- * float32 kernels as avx512's, the bf16 ones with vdpbf16ps or the AMX
- * tiles (amx.c); kernels.c runs them only on CPUs that have AVX512_BF16. */
+/* kernels_avx512bf16.c - the kernels (kernels_tmpl.h, rows_tmpl.h,
+ * linear_tmpl.h) compiled for AVX-512 with AVX512_BF16 (simd_avx512.h with
+ * SIMD_AVX512_BF16): the float32 kernels as avx512's, the bf16 ones with
+ * vdpbf16ps or the AMX tiles (amx.c); kernels.c runs them only on CPUs that
+ * have AVX512_BF16. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
 #define SIMD_AVX512_BF16 1

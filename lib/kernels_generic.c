@@ -1,6 +1,6 @@
-/* kernels_generic.c - the kernels (kernels_tmpl.h, rows_tmpl.h) compiled in
- * portable C (simd_generic.h), for CPUs without AVX2 or when ATTN_ISA says
- * so. */
+/* kernels_generic.c - the kernels (kernels_tmpl.h, rows_tmpl.h, linear_tmpl.h)
+ * compiled in portable C (simd_generic.h), for CPUs without AVX2 or when
+ * ATTN_ISA says so. */
 #include "kernels_isa.h"
 #include "pool.h"
 #include "simd_generic.h"

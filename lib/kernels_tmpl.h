@@ -1,7 +1,7 @@
 /* kernels_tmpl.h - the projection GEMM and the scaled-dot-product core,
  * written once over the vector vocabulary (simd_generic.h says what each
- * word means); kernels_avx512.c, kernels_avx2.c and kernels_generic.c each
- * include it after their vocabulary and simd_math.h.
+ * word means); kernels_avx512.c, kernels_avx512bf16.c, kernels_avx2.c and
+ * kernels_generic.c each include it after their vocabulary and simd_math.h.
  *
  * Every function is written under its base name (grep and ctags find
  * `sdpa_block_flash`); the defines below make each one's symbol

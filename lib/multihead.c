@@ -1,5 +1,5 @@
 /* multihead.c - POST /multihead: torch.nn.MultiheadAttention semantics with
- * grouped/multi-query heads, sinusoidal positional encoding and an
+ * grouped/multi-query heads, sinusoidal or learned positional encoding and an
  * optional residual + LayerNorm. Multi-head's front end of the pipeline
  * (exec.c): validation (attn_mha_plan), its parameters, projections, heads
  * and cost; the pipeline does the rest. */

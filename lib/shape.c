@@ -132,7 +132,7 @@ static attn_status check_pipeline(const attn_options *o, int64_t H, attn_error *
                          (long long)o->window_left, (long long)o->window_right);
     if (!(o->softcap >= 0.0f) || !isfinite(o->softcap))
         return attn_fail(err, ATTN_ERR_PARAM, "softcap",
-                         "softcap must be a finite number > 0, got %g", (double)o->softcap);
+                         "softcap must be 0 (off) or a finite number > 0, got %g", (double)o->softcap);
     /* the kernels divide by it once: below FLT_MIN, 1 / c overflows */
     if (o->softcap > 0.0f && o->softcap < FLT_MIN)
         return attn_fail(err, ATTN_ERR_PARAM, "softcap",
@@ -312,10 +312,10 @@ attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_erro
 {
     if (hidden_size < 0)
         return attn_fail(err, ATTN_ERR_PARAM, "hidden_size",
-                         "hidden_size must be >= 1, got %lld", (long long)hidden_size);
+                         "hidden_size must be 0 (the default) or >= 1, got %lld", (long long)hidden_size);
     if (output_size < 0)
         return attn_fail(err, ATTN_ERR_PARAM, "output_size",
-                         "output_size must be >= 1, got %lld", (long long)output_size);
+                         "output_size must be 0 (the default) or >= 1, got %lld", (long long)output_size);
     return ATTN_OK;
 }
 
