@@ -1,6 +1,6 @@
-/* attention.c - POST /attention/{rule}: the rules' front end of the
- * pipeline (exec.c). Validation (attn_plan), and what is each rule's own:
- * its parameters, projections, scores and cost; the pipeline does the
+/* attention.c - attention by one rule (attn_compute): the rules' front end
+ * of the pipeline (exec.c). Validation (attn_plan), and what is each rule's
+ * own: its parameters, projections, scores and cost; the pipeline does the
  * rest (workspace, seeding, heads, kernels, threads). */
 #include <math.h>
 #include <stdio.h>

@@ -78,9 +78,9 @@ const char *attn_version(void);
 
 typedef enum {
     ATTN_OK = 0,
-    ATTN_ERR_SHAPE,     /* shapes that do not fit the rule (422 shape_mismatch) */
-    ATTN_ERR_PARAM,     /* a bad option or parameter value (422 invalid_param) */
-    ATTN_ERR_TOO_LARGE, /* a size that overflows or cannot be allocated (413 too_large) */
+    ATTN_ERR_SHAPE,     /* shapes that do not fit the rule */
+    ATTN_ERR_PARAM,     /* a bad option or parameter value */
+    ATTN_ERR_TOO_LARGE, /* a size that overflows or cannot be allocated */
     ATTN_ERR_NOMEM,     /* out of memory for scratch space */
     ATTN_ERR_ARG        /* a programming error by the caller (NULL pointer, ...) */
 } attn_status;
@@ -168,13 +168,14 @@ typedef enum {
     ATTN_RULE_COUNT
 } attn_rule;
 
-/* The rule's URL name ("scaled_dot"), or NULL when out of range. */
+/* The rule's name ("scaled_dot"), or NULL when out of range. */
 const char *attn_rule_name(attn_rule rule);
 
-/* Looks a rule up by its URL name: 1 with *out set when found, else 0. */
+/* Looks a rule up by its name: 1 with *out set when found, else 0. */
 int attn_rule_from_name(const char *name, attn_rule *out);
 
-/* Self-description of a rule, for GET /rules. All strings are static. */
+/* Self-description of a rule, for a caller that lists the rules and their
+ * parameters. All strings are static. */
 typedef struct {
     const char *name;  /* "general" */
     const char *shape; /* "(Dq, Dk)" */
@@ -182,7 +183,7 @@ typedef struct {
 } attn_param_info;
 
 typedef struct {
-    const char *name;        /* URL name */
+    const char *name;        /* attn_rule_name's */
     const char *title;       /* "Luong general" */
     const char *formula;     /* the score, plain text */
     int needs_same_dim;      /* Dq must equal Dk */
@@ -422,7 +423,7 @@ void attn_ctx_free(attn_ctx *ctx);
 const char *attn_kernel_isa(void);
 int attn_kernel_defers_exp(void);
 
-/* --------------------------------------------- POST /attention/{rule} */
+/* ------------------------------------------------ attention by one rule */
 
 typedef struct {
     attn_rule rule;
@@ -497,7 +498,7 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
 attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
                          float *output, float *weights, attn_error *err);
 
-/* ------------------------------------------------------ POST /multihead */
+/* ---------------------------------------------- multi-head attention */
 
 typedef enum {
     ATTN_PE_NONE = 0,
@@ -640,7 +641,8 @@ const float *const *attn_kv_cache_values(const attn_kv_cache *c);
 /* Attention of new query rows over a key/value cache, read in place
  * (nothing is copied): an attn_kv_cache (key = attn_kv_cache_keys(c),
  * value = attn_kv_cache_values(c), len = attn_kv_cache_len(c)) or
- * per-head arrays of the caller's own, as POST /sessions/{id}/step uses.
+ * per-head arrays of the caller's own (a decode session that keeps its
+ * cache in its own layout).
  * KV head g's first len rows are key[g] and value[g], head_dim
  * floats a row, rows head_dim apart. Query head h reads KV head
  * h / (num_heads / num_kv_heads) (grouped-query attention). Every head is

@@ -195,7 +195,7 @@ attn_status attn_kv_cache_truncate(attn_kv_cache *c, int64_t n, attn_error *err)
     if (!c)
         return attn_fail(err, ATTN_ERR_ARG, "cache", "the cache is NULL");
     if (n < 0 || n > c->len)
-        return attn_fail(err, ATTN_ERR_ARG, "length",
+        return attn_fail(err, ATTN_ERR_ARG, "n",
                          "the cache holds %lld rows; it can keep 0 to %lld of them, not %lld",
                          (long long)c->len, (long long)c->len, (long long)n);
     c->len = n;

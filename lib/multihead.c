@@ -1,8 +1,9 @@
-/* multihead.c - POST /multihead: torch.nn.MultiheadAttention semantics with
- * grouped/multi-query heads, sinusoidal or learned positional encoding and an
- * optional residual + LayerNorm. Multi-head's front end of the pipeline
- * (exec.c): validation (attn_mha_plan), its parameters, projections, heads
- * and cost; the pipeline does the rest. */
+/* multihead.c - multi-head attention (attn_mha_compute):
+ * torch.nn.MultiheadAttention semantics with grouped/multi-query heads,
+ * sinusoidal or learned positional encoding and an optional residual +
+ * LayerNorm. Multi-head's front end of the pipeline (exec.c): validation
+ * (attn_mha_plan), its parameters, projections, heads and cost; the
+ * pipeline does the rest. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

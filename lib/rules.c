@@ -1,4 +1,5 @@
-/* rules.c - the rules' names and their static self-description (GET /rules). */
+/* rules.c - the rules' names and their static self-description
+ * (attn_rule_describe). */
 #include <string.h>
 #include "internal.h"
 

@@ -128,7 +128,7 @@ static attn_status check_pipeline(const attn_options *o, int64_t H, attn_error *
                          "align must be \"top_left\" or \"bottom_right\"");
     if (o->has_window && (o->window_left < -1 || o->window_right < -1))
         return attn_fail(err, ATTN_ERR_PARAM, "window",
-                         "window sides must be >= 0 (or null for unbounded), got [%lld, %lld]",
+                         "window sides must be >= 0, or -1 for an unbounded side, got [%lld, %lld]",
                          (long long)o->window_left, (long long)o->window_right);
     if (!(o->softcap >= 0.0f) || !isfinite(o->softcap))
         return attn_fail(err, ATTN_ERR_PARAM, "softcap",
@@ -199,7 +199,7 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
         break;
     default:
         return attn_fail(err, ATTN_ERR_PARAM, "hard",
-                         "hard must be \"argmax\", {\"top_k\": k} or {\"sample\": {...}}");
+                         "hard must be none, argmax, top_k or sample, got %d", (int)o->hard);
     }
     return ATTN_OK;
 }
