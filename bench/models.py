@@ -41,7 +41,7 @@ def save(graph, path, opset=17, check=True):
 
 
 def splitmix_uniform(state, shape, fan_in):
-    """attn_seed_uniform for prod(shape) draws from a SplitMix64 state:
+    """lib/seed.c's seed_uniform for prod(shape) draws from a SplitMix64 state:
     z_k = state + k * gamma, mixed; u = (z >> 40) * 2^-24; (2u - 1) * bound,
     all in float32 as lib/seed.c does. Returns (values, new state)."""
     n = int(np.prod(shape))

@@ -101,9 +101,6 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
 /* Elements of the n tensors p[i] that are not NULL, summed in double. */
 double attn_tensors_floats(const attn_tensor *const *p, size_t n);
 
-/* A named parameter lookup: returns the tensor or NULL. */
-const attn_tensor *attn_find_param(const attn_named *p, size_t n, const char *name);
-
 /* Checks t has exactly the given shape; otherwise ATTN_ERR_SHAPE naming
  * field "params.<name>" and the expected shape with its symbols. */
 attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
@@ -358,7 +355,6 @@ void attn_rope_plan(const attn_rope *r, int64_t hd, int64_t Lq, int64_t Lk, int6
 
 /* While measuring, notes the table's bytes in ws. */
 void attn_rope_take(attn_ws *ws, const attn_rope_pass *p);
-double attn_rope_table_bytes(const attn_rope_pass *p);
 
 /* Points p->table at the context's table for p, computing the rows the
  * context does not hold yet, on the call's threads. */
@@ -433,12 +429,6 @@ void attn_sparse_lay_out(attn_ws *ws, const attn_options *o, int64_t Lq, int64_t
                          attn_sparse *sp);
 
 /* ------------------------------------------------------------ seed.c */
-
-/* A float in [-bound, bound) drawn as documented in attn.h. */
-float attn_seed_uniform(uint64_t *state, float bound);
-
-/* A normal(0, 1) float drawn as documented in attn.h (two draws). */
-float attn_seed_normal(uint64_t *state);
 
 /* One parameter to draw: a Linear weight/bias (uniform, bound
  * 1/sqrtf(fan_in)), a LayerNorm weight (ones) / bias (zeros), or an

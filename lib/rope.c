@@ -32,14 +32,16 @@ void attn_rope_plan(const attn_rope *r, int64_t hd, int64_t Lq, int64_t Lk, int6
     p->set[1].pos0 = -lo;      /* key j at j */
 }
 
-double attn_rope_table_bytes(const attn_rope_pass *p)
+/* The workspace bytes of p's table: cos and sin rows for its npos positions
+ * and the ATTN_ROPE_REL relative rows. */
+static double rope_table_bytes(const attn_rope_pass *p)
 {
     return attn_ws_bytes((double)(p->npos + ATTN_ROPE_REL) * 2.0 * (double)p->hd, sizeof(float));
 }
 
 void attn_rope_take(attn_ws *ws, const attn_rope_pass *p)
 {
-    ws->rope = fmax(ws->rope, attn_rope_table_bytes(p));
+    ws->rope = fmax(ws->rope, rope_table_bytes(p));
 }
 
 /* Feature a of pair k and its partner b. */
@@ -93,7 +95,7 @@ void attn_rope_table(const attn_exec *ex, attn_rope_pass *p)
 {
     attn_ctx *ctx = ex->ctx;
     attn_rope_key *key = &ctx->rope;
-    size_t bytes = (size_t)attn_rope_table_bytes(p);
+    size_t bytes = (size_t)rope_table_bytes(p);
     /* the region was sized before the call (execute_in), so this does not
      * allocate; a growth there dropped the key. It holds ATTN_ROPE_REL rows
      * of the positions 0, 1, ... (the kernel's relative angles), then the

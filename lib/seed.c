@@ -15,18 +15,19 @@ uint64_t attn_splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* u has 24 random bits, so u, 2u and 2u - 1 are exact in float and the one
- * rounding is the final multiply: the same bits on every platform. */
-float attn_seed_uniform(uint64_t *state, float bound)
+/* A float in [-bound, bound) drawn as documented in attn.h. u has 24
+ * random bits, so u, 2u and 2u - 1 are exact in float and the one rounding
+ * is the final multiply: the same bits on every platform. */
+static float seed_uniform(uint64_t *state, float bound)
 {
     float u = (float)(attn_splitmix64(state) >> 40) * 0x1p-24f;
     return (2.0f * u - 1.0f) * bound;
 }
 
-/* Box-Muller (cosine branch) from two draws, in double: u1 in (0, 1] so
- * the log is finite. Only log and cos may differ in the last bit between
- * C libraries. */
-float attn_seed_normal(uint64_t *state)
+/* A normal(0, 1) float drawn as documented in attn.h: Box-Muller (cosine
+ * branch) from two draws, in double: u1 in (0, 1] so the log is finite.
+ * Only log and cos may differ in the last bit between C libraries. */
+static float seed_normal(uint64_t *state)
 {
     double u1 = (double)((attn_splitmix64(state) >> 11) + 1) * 0x1p-53;
     double u2 = (double)(attn_splitmix64(state) >> 11) * 0x1p-53;
@@ -109,10 +110,10 @@ void attn_seed_fill(const attn_seed_spec *specs, size_t n, uint64_t seed, attn_n
         if (sp->init == ATTN_INIT_UNIFORM) {
             float bound = 1.0f / sqrtf((float)sp->fan_in);
             for (int64_t e = 0; e < c; e++)
-                data[e] = attn_seed_uniform(&state, bound);
+                data[e] = seed_uniform(&state, bound);
         } else if (sp->init == ATTN_INIT_NORMAL) {
             for (int64_t e = 0; e < c; e++)
-                data[e] = attn_seed_normal(&state);
+                data[e] = seed_normal(&state);
         } else {
             float fill = sp->init == ATTN_INIT_ONES ? 1.0f : 0.0f;
             for (int64_t e = 0; e < c; e++)

@@ -204,14 +204,6 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
     return ATTN_OK;
 }
 
-const attn_tensor *attn_find_param(const attn_named *p, size_t n, const char *name)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i].name && strcmp(p[i].name, name) == 0)
-            return &p[i].t;
-    return NULL;
-}
-
 attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
                                    int rank, const int64_t *shape,
                                    const char *symbols, const char *who,
