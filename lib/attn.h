@@ -701,6 +701,10 @@ attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, flo
  *                W_v.bias, W_o.weight, W_o.bias (fan_in = input width)
  *             then pos_embedding.weight (P,E) when learned (normal, above),
  *             then norm.weight, norm.bias when residual_norm is set. */
+
+/* One step of SplitMix64, the generator of the seeded parameters and of the
+ * draws: advances *state (a caller's variable, first set to the seed) and
+ * returns the next 64-bit output, next() above. */
 uint64_t attn_splitmix64(uint64_t *state);
 
 #if defined(__GNUC__)

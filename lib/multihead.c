@@ -834,7 +834,8 @@ static const attn_front mha_front = {
 
 /* A copy of the n parameters p (validated by make_mplan, so their sizes
  * are those of tensors that exist) in one block: the set, its items, the
- * names, then the data from a 64-byte boundary. */
+ * names, then the data from a 64-byte boundary, the layout of
+ * attn_mha_seed_params' sets: attn_param_set_free frees either. */
 static attn_status copy_params(const attn_named *p, size_t n, attn_param_set **out,
                                attn_error *err)
 {
@@ -968,6 +969,6 @@ void attn_mha_weights_free(attn_mha_weights *w)
     if (!w)
         return;
     free(w->panels);
-    free(w->set); /* a copy_params block, or attn_mha_seed_params's (one block too) */
+    attn_param_set_free(w->set);
     free(w);
 }
