@@ -6,7 +6,9 @@
  * is one attn_compute (GRU models: the rule they were trained with) or one
  * attn_mha_compute with residual_norm (Transformer). Everything else
  * (embeddings, GRU cells, feed-forward, LayerNorm, logits, greedy and beam
- * search) is here. The semantics are training/README.md's and
+ * search) is here, its dense products and log-softmax on two of the
+ * library's internal kernels (lib/kernels.h: attn_gemm_nt, attn_sum_exp),
+ * which the shared library hides: the models link libattn.a. The semantics are training/README.md's and
  * training/translate.py's.
  *
  * Loading checks every byte it reads: a truncated, corrupted or mismatched
