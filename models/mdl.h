@@ -138,12 +138,6 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
                   const mdl_opts *o, mdl_result *r, char *err, size_t errn);
 void mdl_result_free(mdl_result *r);
 
-/* Source ids of a text: BPE + <eos>. Returns the number of ids (>= 1), 0
- * when the text has no token, -1 when it is not valid UTF-8 or too many
- * bytes, or max_src + 1 when it has more tokens than the model takes. */
-int mdl_source_ids(const mdl_model *m, const mdl_tok *tok, const char *text, size_t len,
-                   int32_t *ids, int cap);
-
 #ifdef __cplusplus
 }
 #endif

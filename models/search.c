@@ -374,19 +374,3 @@ void mdl_result_free(mdl_result *r)
     free(r->logp);
     memset(r, 0, sizeof *r);
 }
-
-int mdl_source_ids(const mdl_model *m, const mdl_tok *tok, const char *text, size_t len, int32_t *ids, int cap)
-{
-    int max = m->info.max_src;
-    if (cap < max)
-        return -1;
-    int64_t n = mdl_tok_encode(tok, text, len, ids, max - 1);
-    if (n < 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    if (n > max - 1)
-        return max + 1;
-    ids[n] = MDL_EOS;
-    return (int)n + 1;
-}
