@@ -250,9 +250,6 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
             return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
     }
     const attn_options *o = &req->opt;
-    if (req->rule != ATTN_RULE_LINEAR && req->opt.feature_map != ATTN_FM_ELU)
-        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
-                         "feature_map applies only to rule linear, not %s", info->name);
     if (req->rule == ATTN_RULE_CONCAT) {
         const char *bad = o->key_mask.rank ? "key_mask" : o->causal ? "causal"
                         : o->has_window ? "window" : o->bias.rank ? "bias"

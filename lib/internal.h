@@ -93,8 +93,10 @@ attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_erro
  * (ATTN_ERR_PARAM naming "num_kv_heads" otherwise). */
 attn_status attn_check_kv_heads(int64_t H, int64_t given, int64_t *hkv, attn_error *err);
 
-/* Masks, bias, window and hard against B, H (0 = not multi-head), Lq, Lk;
- * lk is the symbol for the key count in messages ("Lk", or "Lv"). */
+/* The options of softmax attention: feature_map left at its default (it is
+ * linear attention's; attn_linear_check checks it), then masks, bias,
+ * window and hard against B, H (0 = not multi-head), Lq, Lk; lk is the
+ * symbol for the key count in messages ("Lk", or "Lv"). */
 attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
 

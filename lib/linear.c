@@ -47,8 +47,9 @@ attn_status attn_linear_check(const attn_options *o, int64_t B, int64_t H, int64
     if (o->align != ATTN_ALIGN_TOP_LEFT && o->align != ATTN_ALIGN_BOTTOM_RIGHT)
         return attn_fail(err, ATTN_ERR_PARAM, "align",
                          "align must be \"top_left\" or \"bottom_right\"");
-    attn_options rest = *o; /* align is computed here; the rest is checked as elsewhere */
+    attn_options rest = *o; /* align and feature_map are checked here; the rest as elsewhere */
     rest.align = ATTN_ALIGN_TOP_LEFT;
+    rest.feature_map = ATTN_FM_ELU;
     return attn_check_options(&rest, B, H, Lq, Lk, "Lk", err);
 }
 

@@ -470,9 +470,6 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
         return st;
     if (req->linear)
         st = attn_linear_check(&req->opt, d->B, pl->H, d->Lq, d->Lk, err);
-    else if (req->opt.feature_map != ATTN_FM_ELU)
-        st = attn_fail(err, ATTN_ERR_PARAM, "feature_map",
-                       "feature_map applies only to linear attention");
     else
         st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
