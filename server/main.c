@@ -73,6 +73,10 @@ static const char usage[] =
     "                                         256M (the default); past it 503 overloaded\n"
     "  --session-max-tokens N  ATTN_SESSION_MAX_TOKENS  the largest max_tokens a session may\n"
     "                                         ask for (131072); more is 413 session_full\n"
+    "  --drain-timeout SECONDS  ATTN_DRAIN_TIMEOUT  after SIGTERM, the longest wait for the\n"
+    "                                         requests in flight before exiting without them\n"
+    "                                         (status 1) (30; keep it under the orchestrator's\n"
+    "                                         grace period)\n"
     "  --session-ttl SECONDS  ATTN_SESSION_TTL  a session idle this long expires and its\n"
     "                                         memory is freed (300)\n"
     "  --trust-session-id B  ATTN_TRUST_SESSION_ID 1: POST /sessions (and a multihead-decode\n"
@@ -85,8 +89,8 @@ static const char usage[] =
     "SIZE: an integer with an optional K, M or G (binary: 64M is 64 MiB); so may\n"
     "--max-elements, --max-weights and --session-max-tokens be written. SECONDS: an\n"
     "integer, or one with s, m, h or d (5m is 300). Any other N: digits only.\n"
-    "SIGTERM, SIGINT and SIGHUP drain the server: no new connections, up to 30 s for\n"
-    "the requests in flight; a second one ends the wait.\n";
+    "SIGTERM, SIGINT and SIGHUP drain the server: no new connections, up to\n"
+    "--drain-timeout for the requests in flight; a second one ends the wait.\n";
 
 static void die(const char *what, const char *val)
 {
@@ -282,6 +286,7 @@ static void set_defaults(long cores)
     srv_cfg.session_memory = (size_t)256 << 20;
     srv_cfg.session_max_tokens = 131072;
     srv_cfg.session_ttl = 300;
+    srv_cfg.drain_timeout = 30;
 }
 
 /* Environment first, then flags over it. Each name maps to one flag; val[]
@@ -313,6 +318,7 @@ enum {
     K_SESSION_TTL,
     K_TRUST_SESSION_ID,
     K_REQUEST_TIMEOUT,
+    K_DRAIN_TIMEOUT,
     NKEYS
 };
 static const char *const keys[NKEYS][2] = {
@@ -342,6 +348,7 @@ static const char *const keys[NKEYS][2] = {
     [K_SESSION_TTL] = {"--session-ttl", "ATTN_SESSION_TTL"},
     [K_TRUST_SESSION_ID] = {"--trust-session-id", "ATTN_TRUST_SESSION_ID"},
     [K_REQUEST_TIMEOUT] = {"--request-timeout", "ATTN_REQUEST_TIMEOUT"},
+    [K_DRAIN_TIMEOUT] = {"--drain-timeout", "ATTN_DRAIN_TIMEOUT"},
 };
 
 /* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
@@ -433,6 +440,8 @@ static void apply_options(const char *val[NKEYS])
         parse_bool("trust session id (1, true, yes, on; 0, false, no, off)", val[K_TRUST_SESSION_ID]);
     if ((v = val[K_REQUEST_TIMEOUT]))
         srv_cfg.request_timeout = (unsigned)parse_seconds("request timeout (0 to 1 day)", v, 0, 86400);
+    if ((v = val[K_DRAIN_TIMEOUT]))
+        srv_cfg.drain_timeout = (unsigned)parse_seconds("drain timeout (0 to 1 day)", v, 0, 86400);
     if (srv_cfg.max_inflight < 1) /* not set: the default */
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[K_STATIC_DIR], val[K_OPENAPI]);
@@ -452,15 +461,15 @@ static void block_stop_signals(sigset_t *stop)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* After a stop signal: no new connections, up to 30 s for the requests in
- * flight (not for bodies that stall: srv_http_busy); a second signal ends
+/* After a stop signal: no new connections, up to ATTN_DRAIN_TIMEOUT for the
+ * requests in flight (not for bodies that stall: srv_http_busy); a second signal ends
  * the wait at once. Returns the exit status. */
 static int drain(int sig, const sigset_t *stop)
 {
     srv_log(SRV_LOG_NOTICE, "signal %d: draining (no new connections; finishing %d in flight)",
             sig, srv_inflight());
     srv_http_quiesce();
-    double deadline = srv_now_ms() + 30000.0;
+    double deadline = srv_now_ms() + 1000.0 * srv_cfg.drain_timeout;
     int again = 0;
     while (srv_http_busy() > 0 && srv_now_ms() < deadline && again <= 0) {
         struct timespec tick = {0, 10 * 1000 * 1000};
@@ -474,8 +483,8 @@ static int drain(int sig, const sigset_t *stop)
             srv_log(SRV_LOG_ERROR, "signal %d again: exiting without the %d requests in flight", again,
                     srv_http_busy());
         else
-            srv_log(SRV_LOG_ERROR, "%d requests still in flight after 30 s; exiting without them",
-                    srv_http_busy());
+            srv_log(SRV_LOG_ERROR, "%d requests still in flight after %u s (ATTN_DRAIN_TIMEOUT); exiting "
+                    "without them", srv_http_busy(), srv_cfg.drain_timeout);
         srv_log_flush();
         _exit(1); /* not exit(): the requests' threads still run */
     }
@@ -501,12 +510,12 @@ static void log_settings(void)
             "attn-server %s listening on http://%s:%d (threads %d, compute threads %d, max inflight %d, "
             "max connections %u, max per ip %u, max body %zu, max elements %lld, max weights %lld, "
             "max work %g, timeout %us, request timeout %us, max sessions %d, session memory %zu, "
-            "session ttl %us, token %s, kernels %s, demo %s)",
+            "session ttl %us, drain timeout %us, token %s, kernels %s, demo %s)",
             SRV_VERSION, srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.compute_threads,
             srv_cfg.max_inflight, srv_cfg.max_connections, srv_cfg.max_per_ip, srv_cfg.max_body,
             (long long)srv_cfg.max_elements, (long long)srv_cfg.max_weights, srv_cfg.max_work,
             srv_cfg.timeout, srv_cfg.request_timeout, srv_cfg.max_sessions, srv_cfg.session_memory,
-            srv_cfg.session_ttl, srv_cfg.token ? "on" : "off", attn_kernel_isa(),
+            srv_cfg.session_ttl, srv_cfg.drain_timeout, srv_cfg.token ? "on" : "off", attn_kernel_isa(),
             srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
     const char *isa = getenv("ATTN_ISA"), *defer = getenv("ATTN_DEFER_EXP");
     if (isa && *isa && strcmp(isa, attn_kernel_isa()) != 0)

@@ -62,6 +62,7 @@ typedef struct {
     size_t session_memory;     /* ATTN_SESSION_MEMORY: bytes all sessions may hold */
     int64_t session_max_tokens; /* ATTN_SESSION_MAX_TOKENS: the largest max_tokens */
     unsigned session_ttl;      /* ATTN_SESSION_TTL: idle seconds before a session expires */
+    unsigned drain_timeout;    /* ATTN_DRAIN_TIMEOUT: seconds a stop signal waits for requests */
     int trust_session_id;      /* ATTN_TRUST_SESSION_ID: take a new session's id from
                                 * X-Session-Id (set by the load balancer) */
 } srv_config;

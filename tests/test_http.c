@@ -1626,12 +1626,11 @@ static void test_drain_stalled(server *s)
     server_stop(s);
 }
 
-/* A second SIGTERM during a drain that waits on a computation ends it at
- * once (exit 1), as a second Ctrl-C should. Stops s. */
-static void test_drain_second_signal(server *s)
+/* Sends s a request that computes some 10 s (additive attention over 512 x
+ * 512 pairs of 200000 hidden units, from a 10 KB body); its socket in
+ * *fd. 1 when all of it was sent. */
+static int send_slow_request(const server *s, int *fd)
 {
-    /* additive attention over 512 x 512 pairs of 200000 hidden units: some
-     * 10 s of tanh from a 10 KB body */
     buf body = {0}, req = {0};
     buf_puts(&body, "{\"hidden_size\": 200000, \"need_weights\": false");
     for (int t = 0; t < 3; t++) {
@@ -1644,10 +1643,18 @@ static void test_drain_second_signal(server *s)
     buf_printf(&req, "POST /attention/additive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                body.len, body.data);
-    int fd;
-    int sent = connect_send(s, req.data, req.len, &fd);
+    int sent = connect_send(s, req.data, req.len, fd);
     buf_free(&body);
     buf_free(&req);
+    return sent;
+}
+
+/* A second SIGTERM during a drain that waits on a computation ends it at
+ * once (exit 1), as a second Ctrl-C should. Stops s. */
+static void test_drain_second_signal(server *s)
+{
+    int fd;
+    int sent = send_slow_request(s, &fd);
     usleep(300 * 1000);
     kill(s->pid, SIGTERM);
     usleep(300 * 1000);
@@ -1658,6 +1665,25 @@ static void test_drain_second_signal(server *s)
     double ms = now_ms() - t0;
     check(sent && !before && rc == 1 && ms < 2000, "drain: a second SIGTERM ends the drain at once",
           "%s; exit %d after %.0f ms", before ? "exited before the second signal" : "draining", rc, ms);
+    if (fd >= 0)
+        close(fd);
+    server_stop(s);
+}
+
+/* ATTN_DRAIN_TIMEOUT=1: a request still computing a second after SIGTERM
+ * is left (exit 1), where the drain used to wait 30 s for it. Stops s. */
+static void test_drain_timeout(server *s)
+{
+    int fd;
+    int sent = send_slow_request(s, &fd);
+    usleep(300 * 1000);
+    double t0 = now_ms();
+    kill(s->pid, SIGTERM);
+    int rc = exit_within(s, 8000);
+    double ms = now_ms() - t0;
+    check(sent && rc == 1 && ms > 900 && ms < 3000,
+          "drain: ATTN_DRAIN_TIMEOUT=1 leaves a request still computing after 1 s (exit 1)",
+          "exit %d after %.0f ms", rc, ms);
     if (fd >= 0)
         close(fd);
     server_stop(s);
@@ -1783,6 +1809,10 @@ int main(int argc, char **argv)
     if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
                                      "server starts (SIGHUP drain test)", "see %s", log_path))
         test_drain_hangup(&srv_drain);
+    static const char *const env_drain[] = {"ATTN_DRAIN_TIMEOUT=1", NULL};
+    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", env_drain, log_path) == 0,
+                                     "server starts (drain timeout test)", "see %s", log_path))
+        test_drain_timeout(&srv_drain);
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);
