@@ -377,8 +377,11 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
     if (len > TRANSLATE_MAX_BODY)
         return srv_fail(e, 413, "too_large", "", "a translate request is at most %d bytes of JSON, got %zu",
                         TRANSLATE_MAX_BODY, len);
+    /* Not srv_call_parse: its scanner lifts long strings (base64 tensors)
+     * out of the tree, and the text is one. */
     if (srv_json_too_deep(body, len, srv_cfg.max_depth))
-        return srv_fail(e, 400, "invalid_json", "", "the body nests more than %d deep", srv_cfg.max_depth);
+        return srv_fail(e, 400, "invalid_json", "", "the body nests more than %d deep (ATTN_MAX_DEPTH)",
+                        srv_cfg.max_depth);
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
@@ -410,7 +413,7 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
     return rc;
 }
 
-/* /models or /models/{name}/translate; the model index in *model (-1 for the list). */
+/* 404 unknown_model for name[0..len), listing the models served. */
 int srv_models_unknown(const char *name, size_t len, srv_err *e)
 {
     char list[400] = "";
@@ -434,9 +437,7 @@ void srv_serve_translate(const srv_target *t, const char *body, size_t len, srv_
     srv_call call;
     memset(&call, 0, sizeof call);
     int rc = srv_models_translate(t->model, body, len, &call, &r->body, &e);
-    r->t_parse = call.t_parse;
-    r->t_compute = call.t_compute;
-    r->t_encode = call.t_encode;
+    srv_reply_timings(r, &call);
     srv_call_free(&call);
     if (rc != 0)
         srv_reply_error(r, &e);
