@@ -641,7 +641,7 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
     so->out = srv_arena_alloc(&call->arena, (size_t)sh.out_count * sizeof(float));
     so->w = sh.w_count ? srv_arena_alloc(&call->arena, (size_t)sh.w_count * sizeof(float)) : NULL;
     if (!so->out || (sh.w_count && !so->w))
-        return srv_fail(e, 503, "overloaded", "", "not enough memory for the step's result");
+        return srv_fail(e, 413, "too_large", "", "not enough memory for the step's result");
     return 0;
 }
 
