@@ -63,6 +63,9 @@ typedef struct req_state {
     char id[65];          /* X-Request-Id: the client's, else one of ours */
 } req_state;
 
+static uint64_t id_seed; /* set by srv_http_start before any request */
+static _Atomic uint64_t id_next;
+
 /* The request's id: the client's (or its balancer's) X-Request-Id when it
  * is 1 to 64 characters of letters, digits and ._:-, else 16 hex digits
  * of our own (a counter mixed with a start-up seed: distinct across
@@ -76,14 +79,7 @@ static void request_id(struct MHD_Connection *conn, char id[65])
         memcpy(id, x, n + 1);
         return;
     }
-    static _Atomic uint64_t next;
-    static uint64_t seed;
-    if (!seed) { /* a benign race: both threads store a seed */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        seed = (((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^ ((uint64_t)getpid() << 32)) | 1;
-    }
-    uint64_t state = seed + atomic_fetch_add(&next, 1) * 0x9E3779B97F4A7C15ull;
+    uint64_t state = id_seed + atomic_fetch_add(&id_next, 1) * 0x9E3779B97F4A7C15ull;
     snprintf(id, 65, "%016llx", (unsigned long long)attn_splitmix64(&state));
 }
 
@@ -262,6 +258,8 @@ static void log_server_error(const req_state *rs, const srv_reply *r)
     method[log_safe(rs->method, method)] = '\0';
     path[log_safe(rs->path, path)] = '\0';
     size_t n = r->body.data && r->fd < 0 ? r->body.len : 0;
+    while (n && (r->body.data[n - 1] == '\n' || r->body.data[n - 1] == '\r'))
+        n--;
     if (n > sizeof text - 1)
         n = sizeof text - 1;
     for (size_t i = 0; i < n; i++) { /* one line: control bytes and non-ASCII as '?' */
@@ -918,6 +916,9 @@ int srv_http_start(void)
         srv_log(SRV_LOG_ERROR, "ATTN_BIND %s is not an IPv4 or IPv6 address", srv_cfg.bind);
         return -1;
     }
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    id_seed = ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^ ((uint64_t)getpid() << 32);
     /* threads = 0: a thread per connection, so a long computation never
      * holds up another connection (a polling pool accepts bursts of
      * connections on one thread, which then serves them in turn). */

@@ -101,11 +101,29 @@ void srv_log_line(int level, const char *line, size_t n)
 
 /* Lines that clients can cause (5xx answers, refused connections): at most
  * CAPPED_PER_SECOND a second from all callers together, so that a flood
- * cannot turn into a write per request; the next line let through says
- * how many were left out. */
+ * cannot turn into a write per request; the next line let through, or
+ * main's tick once the second is over, says how many were left out. */
 enum { CAPPED_PER_SECOND = 10 };
 static time_t capped_second;
-static int capped_lines, capped_dropped;
+static int capped_lines, capped_dropped, capped_level;
+
+/* Under mu: starts a new second when ts is in one; whether a line may go
+ * out now, and then the count left out before it (reset). */
+static int capped_take(const struct timespec *ts, int *dropped)
+{
+    if (ts->tv_sec != capped_second) {
+        capped_second = ts->tv_sec;
+        capped_lines = 0;
+    }
+    if (capped_lines >= CAPPED_PER_SECOND) {
+        capped_dropped++;
+        return 0;
+    }
+    capped_lines++;
+    *dropped = capped_dropped;
+    capped_dropped = 0;
+    return 1;
+}
 
 void srv_log_capped(int level, const char *fmt, ...)
 {
@@ -113,36 +131,43 @@ void srv_log_capped(int level, const char *fmt, ...)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    int dropped = 0;
     pthread_mutex_lock(&mu);
-    if (ts.tv_sec != capped_second) {
-        capped_second = ts.tv_sec;
-        capped_lines = 0;
-    }
-    int dropped = 0, go = capped_lines < CAPPED_PER_SECOND;
-    if (go) {
-        capped_lines++;
-        dropped = capped_dropped;
-        capped_dropped = 0;
-    } else {
-        capped_dropped++;
-    }
+    int go = capped_take(&ts, &dropped);
+    capped_level = level;
     pthread_mutex_unlock(&mu);
     if (!go)
         return;
-    char line[1024];
+    char line[1024], tail[64] = "";
+    if (dropped)
+        snprintf(tail, sizeof tail, " (and %d such lines left out)", dropped);
+    size_t room = sizeof line - strlen(tail); /* the count is kept when the text is cut */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
+    int n = vsnprintf(line, room, fmt, ap);
     va_end(ap);
     if (n < 0)
         return;
-    if ((size_t)n >= sizeof line)
-        n = (int)sizeof line - 1;
+    if ((size_t)n >= room)
+        n = (int)room - 1;
+    memcpy(line + n, tail, strlen(tail) + 1);
+    srv_log_line(level, line, (size_t)n + strlen(tail));
+}
+
+void srv_log_capped_report(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int dropped = 0, level;
+    pthread_mutex_lock(&mu);
+    if (capped_dropped && ts.tv_sec != capped_second) {
+        dropped = capped_dropped;
+        capped_dropped = 0;
+    }
+    level = capped_level;
+    pthread_mutex_unlock(&mu);
     if (dropped)
-        n += snprintf(line + n, sizeof line - (size_t)n, " (and %d such lines left out)", dropped);
-    if ((size_t)n >= sizeof line)
-        n = (int)sizeof line - 1;
-    srv_log_line(level, line, (size_t)n);
+        srv_log(level, "(and %d more such lines left out)", dropped);
 }
 
 void srv_log_flush(void)

@@ -89,8 +89,9 @@ static const char usage[] =
     "SIZE: an integer with an optional K, M or G (binary: 64M is 64 MiB); so may\n"
     "--max-elements, --max-weights and --session-max-tokens be written. SECONDS: an\n"
     "integer, or one with s, m, h or d (5m is 300). Any other N: digits only.\n"
-    "SIGTERM, SIGINT and SIGHUP drain the server: no new connections, up to\n"
-    "--drain-timeout for the requests in flight; a second one ends the wait.\n";
+    "SIGTERM, SIGINT and SIGHUP (unless started ignoring it, as under nohup) drain\n"
+    "the server: no new connections, up to --drain-timeout for the requests in\n"
+    "flight; a second signal ends the wait.\n";
 
 static void die(const char *what, const char *val)
 {
@@ -450,13 +451,19 @@ static void apply_options(const char *val[NKEYS])
 /* SIGTERM, SIGINT and SIGHUP (a closed terminal, or a supervisor's
  * reload), blocked before any thread exists so they arrive in sigwait and
  * nowhere else, and each drains as SIGTERM does (the access lines still in
- * the log's buffer are written); a closed client must not kill us. */
+ * the log's buffer are written); a closed client must not kill us. A
+ * SIGHUP the process was started ignoring (nohup) stays ignored: a blocked
+ * signal would reach sigwait even so. */
 static void block_stop_signals(sigset_t *stop)
 {
     static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
     sigemptyset(stop);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction was;
+        if (sigaction(sigs[i], NULL, &was) == 0 && was.sa_handler == SIG_IGN && sigs[i] == SIGHUP)
+            continue;
         sigaddset(stop, sigs[i]);
+    }
     pthread_sigmask(SIG_BLOCK, stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
@@ -556,6 +563,7 @@ int main(int argc, char **argv)
         sig = sigtimedwait(&stop, NULL, &tick);
         srv_sessions_tick();
         srv_http_watch();
+        srv_log_capped_report();
         srv_log_flush();
     }
     return drain(sig, &stop);

@@ -1710,6 +1710,75 @@ static void test_drain_hangup(server *s)
     server_stop(s);
 }
 
+/* A server started ignoring SIGHUP (as under nohup) keeps serving after
+ * one: blocking the signal for sigwait would otherwise collect it. */
+static void test_nohup(void)
+{
+    server sv = {0};
+    void (*was)(int) = signal(SIGHUP, SIG_IGN); /* inherited through fork and exec */
+    int up = server_start(&sv, server_path, "nohup", "/healthz", NULL, log_path) == 0;
+    signal(SIGHUP, was);
+    if (!check(up, "server starts ignoring SIGHUP", "see %s", log_path))
+        return;
+    kill(sv.pid, SIGHUP);
+    usleep(500 * 1000);
+    CURL *h = curl_easy_init();
+    long st = http_get_status(h, sv.base, "/healthz");
+    curl_easy_cleanup(h);
+    check(st == 200, "drain: a server started ignoring SIGHUP (nohup) keeps serving after one",
+          "/healthz gave %ld", st);
+    check(server_stop(&sv), "the nohup server exits 0 on SIGTERM", "see %s", log_path);
+}
+
+/* 5xx warnings are capped at 10 a second; what is left out is counted, by
+ * the next warning let through or at the end of its second, so that the
+ * lines written and the counts add up to the 503s sent. Each warning is
+ * one line ending with the answer's JSON. Its own log file. */
+static void test_capped_warnings(void)
+{
+    enum { SENT = 40 };
+    static const char *const env[] = {"ATTN_MAX_SESSIONS=0", NULL};
+    char log[256];
+    snprintf(log, sizeof log, "%s.capped", log_path);
+    remove(log);
+    server sv = {0};
+    if (!check(server_start(&sv, server_path, "capped", "/healthz", env, log) == 0,
+               "server starts with no session slots", "see %s", log))
+        return;
+    CURL *h = curl_easy_init();
+    int n503 = 0;
+    for (int i = 0; i < SENT; i++) {
+        request rq = {"POST", "/sessions", NULL, "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", 0, 1, 0, 0, 0};
+        rq.body_len = strlen(rq.body);
+        response r;
+        http(h, sv.base, &rq, &r);
+        n503 += r.status == 503;
+        response_free(&r);
+    }
+    curl_easy_cleanup(h);
+    usleep(1500 * 1000); /* past the flood's second, and a tick of main */
+    server_stop(&sv);
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    int written = 0, left = 0, whole = 1;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, " answered 503 ");
+        const char *q = strstr(line, "such lines left out)");
+        if (p) {
+            written++;
+            whole &= strstr(line, "}\n") != NULL || (q && strstr(line, "} (and "));
+        }
+        for (const char *k = line; q && (k = strstr(k, "(and ")) != NULL; k += 5)
+            left += atoi(k + 5);
+    }
+    if (f)
+        fclose(f);
+    check(n503 == SENT && written >= 1 && written <= 20 && written + left == SENT,
+          "5xx warnings: at most 10 a second written, the rest counted, adding up to the 503s sent",
+          "%d of %d answers 503; %d lines written, %d counted as left out (%s)", n503, SENT, written, left, log);
+    check(written >= 1 && whole, "5xx warnings: one line each, ending with the answer's JSON", "see %s", log);
+}
+
 int main(int argc, char **argv)
 {
     const char *cases = "tests/http", *golden = "tests/golden";
@@ -1809,6 +1878,10 @@ int main(int argc, char **argv)
     if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
                                      "server starts (SIGHUP drain test)", "see %s", log_path))
         test_drain_hangup(&srv_drain);
+    if (!only && !memcheck) {
+        test_nohup();
+        test_capped_warnings();
+    }
     static const char *const env_drain[] = {"ATTN_DRAIN_TIMEOUT=1", NULL};
     if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", env_drain, log_path) == 0,
                                      "server starts (drain timeout test)", "see %s", log_path))

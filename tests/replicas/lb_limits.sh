@@ -83,16 +83,18 @@ def request_id(sent):
 def logged(path_glob, rid):
     time.sleep(0.4)  # the replica writes its access lines every 100 ms
     return any(("id=%s" % rid) in open(p, errors="replace").read() for p in glob.glob(path_glob))
-theirs, ours = request_id("client-7"), request_id(None)
-if theirs != "client-7" or not (ours and re.fullmatch(r"[0-9a-f]{32}", ours)):
-    print("request ids through the balancer: %s for client-7, %s for none (want nginx's 32 hex)" % (theirs, ours),
+theirs, ours, odd = request_id("client-7"), request_id(None), request_id("two words")
+hex32 = lambda x: bool(x and re.fullmatch(r"[0-9a-f]{32}", x))
+if theirs != "client-7" or not hex32(ours) or not hex32(odd):
+    print("request ids through the balancer: %s for client-7, %s for none, %s for 'two words' (want nginx's "
+          "32 hex for the last two)" % (theirs, ours, odd), file=sys.stderr)
+    bad += 1
+elif not all(logged(lb_log, i) and logged(logs + "/replica*.log", i) for i in (ours, odd, "client-7")):
+    print("request ids %s, %s, client-7 not all in both access logs (%s, %s/replica*.log)" % (ours, odd, lb_log, logs),
           file=sys.stderr)
     bad += 1
-elif not (logged(lb_log, ours) and logged(logs + "/replica*.log", ours) and logged(lb_log, "client-7")):
-    print("request id %s not in both access logs (%s, %s/replica*.log)" % (ours, lb_log, logs), file=sys.stderr)
-    bad += 1
 else:
-    print("ok: a request's id (the client's, else nginx's) is echoed and in both access logs")
+    print("ok: a request's id (the client's when well-formed, else nginx's) is echoed and in both access logs")
 print("%d passed, %d failed" % (3 - min(bad, 3), min(bad, 3)))
 sys.exit(1 if bad else 0)
 PYEOF
