@@ -235,7 +235,8 @@ static void add_headers(struct MHD_Response *resp, const req_state *rs, const sr
     if (rs->origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", rs->origin);
         MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
-        MHD_add_response_header(resp, "Access-Control-Expose-Headers", "Server-Timing, Retry-After, X-Request-Id");
+        MHD_add_response_header(resp, "Access-Control-Expose-Headers",
+                                "Server-Timing, Retry-After, X-Request-Id");
     }
     if (rs->preflight) {
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, DELETE, OPTIONS");
@@ -267,8 +268,7 @@ static void log_server_error(const req_state *rs, const srv_reply *r)
         text[i] = c < 0x20 || c > 0x7e ? '?' : (char)c;
     }
     text[n] = '\0';
-    srv_log_capped(SRV_LOG_WARN, "%s %s %s answered %d (id %s): %s", rs->client, method, path, r->status,
-                   rs->id, text);
+    srv_warn_capped("%s %s %s answered %d (id %s): %s", rs->client, method, path, r->status, rs->id, text);
 }
 
 static enum MHD_Result send_reply(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
@@ -744,7 +744,8 @@ static size_t log_safe(const char *s, char *out)
  * more than the rest of the line's work. CODE is an error's code. */
 static void access_line(const req_state *rs, int status, double ms)
 {
-    char line[sizeof rs->client + 3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 80 + sizeof rs->id + 4];
+    char line[sizeof rs->client + 3 * sizeof rs->method + 3 * sizeof rs->path + 4 * 24 + 80 +
+              sizeof " id=" + sizeof rs->id];
     size_t n = strlen(rs->client);
     memcpy(line, rs->client, n);
     line[n++] = ' ';
@@ -853,11 +854,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     if (strstr(msg, "reached connection limit")) {
         srv_metrics_refused(SRV_REFUSED_CONNECTION);
         if (srv_cfg.max_per_ip)
-            srv_log_capped(SRV_LOG_WARN, "a connection was closed at once: ATTN_MAX_PER_IP (%u) "
-                           "connections from its address are open", srv_cfg.max_per_ip);
+            srv_warn_capped("a connection was closed at once: ATTN_MAX_PER_IP (%u) connections from its "
+                            "address are open", srv_cfg.max_per_ip);
         else
-            srv_log_capped(SRV_LOG_WARN, "a connection was closed at once: ATTN_MAX_CONNECTIONS (%u) "
-                           "are open", srv_cfg.max_connections);
+            srv_warn_capped("a connection was closed at once: ATTN_MAX_CONNECTIONS (%u) are open",
+                            srv_cfg.max_connections);
         return;
     }
     if (strstr(msg, "Error processing request"))

@@ -26,20 +26,29 @@ static void write_all(const char *p, size_t n)
     }
 }
 
+/* Formats fmt, cut to leave room for tail (written whole after it), and
+ * writes the line: at most 1022 bytes, as srv_log_line keeps. */
+static void log_v(int level, const char *tail, const char *fmt, va_list ap)
+{
+    char line[1024];
+    size_t tl = strlen(tail), room = sizeof line - 1 - tl;
+    int n = vsnprintf(line, room, fmt, ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= room)
+        n = (int)room - 1;
+    memcpy(line + n, tail, tl);
+    srv_log_line(level, line, (size_t)n + tl);
+}
+
 void srv_log(int level, const char *fmt, ...)
 {
     if (level > srv_cfg.log_level)
         return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    log_v(level, "", fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n > sizeof line - 2)
-        n = (int)sizeof line - 2;
-    srv_log_line(level, line, (size_t)n);
 }
 
 /* "2026-12-05T17:35:01.123Z ": the UTC time a line is written, to the
@@ -99,13 +108,13 @@ void srv_log_line(int level, const char *line, size_t n)
     pthread_mutex_unlock(&mu);
 }
 
-/* Lines that clients can cause (5xx answers, refused connections): at most
- * CAPPED_PER_SECOND a second from all callers together, so that a flood
- * cannot turn into a write per request; the next line let through, or
+/* Warnings that clients can cause (5xx answers, refused connections): at
+ * most CAPPED_PER_SECOND a second from all callers together, so that a
+ * flood cannot turn into a write per request; the next one let through, or
  * main's tick once the second is over, says how many were left out. */
 enum { CAPPED_PER_SECOND = 10 };
 static time_t capped_second;
-static int capped_lines, capped_dropped, capped_level;
+static int capped_lines, capped_dropped;
 
 /* Under mu: starts a new second when ts is in one; whether a line may go
  * out now, and then the count left out before it (reset). */
@@ -125,49 +134,40 @@ static int capped_take(const struct timespec *ts, int *dropped)
     return 1;
 }
 
-void srv_log_capped(int level, const char *fmt, ...)
+void srv_warn_capped(const char *fmt, ...)
 {
-    if (level > srv_cfg.log_level)
+    if (SRV_LOG_WARN > srv_cfg.log_level)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     int dropped = 0;
     pthread_mutex_lock(&mu);
     int go = capped_take(&ts, &dropped);
-    capped_level = level;
     pthread_mutex_unlock(&mu);
     if (!go)
         return;
-    char line[1024], tail[64] = "";
+    char tail[64] = "";
     if (dropped)
         snprintf(tail, sizeof tail, " (and %d such lines left out)", dropped);
-    size_t room = sizeof line - strlen(tail); /* the count is kept when the text is cut */
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(line, room, fmt, ap);
+    log_v(SRV_LOG_WARN, tail, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n >= room)
-        n = (int)room - 1;
-    memcpy(line + n, tail, strlen(tail) + 1);
-    srv_log_line(level, line, (size_t)n + strlen(tail));
 }
 
-void srv_log_capped_report(void)
+void srv_warn_capped_report(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    int dropped = 0, level;
+    int dropped = 0;
     pthread_mutex_lock(&mu);
     if (capped_dropped && ts.tv_sec != capped_second) {
         dropped = capped_dropped;
         capped_dropped = 0;
     }
-    level = capped_level;
     pthread_mutex_unlock(&mu);
     if (dropped)
-        srv_log(level, "(and %d more such lines left out)", dropped);
+        srv_log(SRV_LOG_WARN, "(and %d more such lines left out)", dropped);
 }
 
 void srv_log_flush(void)

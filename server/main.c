@@ -563,7 +563,7 @@ int main(int argc, char **argv)
         sig = sigtimedwait(&stop, NULL, &tick);
         srv_sessions_tick();
         srv_http_watch();
-        srv_log_capped_report();
+        srv_warn_capped_report();
         srv_log_flush();
     }
     return drain(sig, &stop);

@@ -77,11 +77,11 @@ void srv_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 /* srv_log for a line already formatted (n bytes, no newline). */
 void srv_log_line(int level, const char *line, size_t n);
-/* srv_log for lines a client can cause at will: at most 10 a second in
- * all, the rest counted and reported with the next one let through, or by
- * srv_log_capped_report (main's tick) once their second is over. */
-void srv_log_capped(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void srv_log_capped_report(void);
+/* A warning a client can cause at will: at most 10 a second in all, the
+ * rest counted and reported with the next one let through, or by
+ * srv_warn_capped_report (main's tick) once their second is over. */
+void srv_warn_capped(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void srv_warn_capped_report(void);
 
 /* Writes out the info lines srv_log has batched (main calls it often). */
 void srv_log_flush(void);
