@@ -1149,3 +1149,12 @@ void golden_each(const char *dir, const char *only, const char *prefix,
     }
     golden_list_free(paths, n);
 }
+
+double metric_sample(const char *text, const char *sample)
+{
+    size_t sl = strlen(sample);
+    for (const char *p = text; p && (p = strstr(p, sample)) != NULL; p += sl)
+        if ((p == text || p[-1] == '\n') && p[sl] == ' ')
+            return strtod(p + sl + 1, NULL);
+    return -1;
+}

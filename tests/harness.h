@@ -61,6 +61,10 @@ long b64_decode(const char *s, uint8_t **out); /* padded base64; length or -1 */
 /* A whole file, NUL-terminated; NULL when unreadable. */
 char *read_file(const char *path, size_t *len);
 char *trim(char *s); /* strips blanks and a CR at both ends, in place */
+/* The value of sample (a metric's name and labels as the server writes
+ * them) on a line of its own in a Prometheus text exposition; -1 when
+ * absent or text is NULL. */
+double metric_sample(const char *text, const char *sample);
 
 /* ------------------------------------------------------------ tensors */
 

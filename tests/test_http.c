@@ -786,13 +786,7 @@ static double metric_at(int port, const char *src, const char *sample)
         while ((n = read(fd, chunk, sizeof chunk)) > 0)
             buf_put(&text, chunk, (size_t)n);
     close(fd);
-    double v = -1;
-    size_t sl = strlen(sample);
-    for (const char *p = text.data; p && (p = strstr(p, sample)) != NULL; p += sl)
-        if ((p == text.data || p[-1] == '\n') && p[sl] == ' ') {
-            v = strtod(p + sl + 1, NULL);
-            break;
-        }
+    double v = metric_sample(text.data, sample);
     buf_free(&text);
     return v;
 }
@@ -1710,15 +1704,24 @@ static void test_drain_hangup(server *s)
     server_stop(s);
 }
 
+/* Starts s with the environment env and SIGHUP's disposition hup (SIG_IGN
+ * or SIG_DFL, inherited through fork and exec), whatever this process has:
+ * under nohup it is ignored, and the server keeps an inherited ignore. 1
+ * when it is up. */
+static int start_with_hup(server *s, const char *name, const char *const *env, void (*hup)(int))
+{
+    void (*was)(int) = signal(SIGHUP, hup);
+    int up = server_start(s, server_path, name, "/healthz", env, log_path) == 0;
+    signal(SIGHUP, was);
+    return up;
+}
+
 /* A server started ignoring SIGHUP (as under nohup) keeps serving after
  * one: blocking the signal for sigwait would otherwise collect it. */
 static void test_nohup(void)
 {
     server sv = {0};
-    void (*was)(int) = signal(SIGHUP, SIG_IGN); /* inherited through fork and exec */
-    int up = server_start(&sv, server_path, "nohup", "/healthz", NULL, log_path) == 0;
-    signal(SIGHUP, was);
-    if (!check(up, "server starts ignoring SIGHUP", "see %s", log_path))
+    if (!check(start_with_hup(&sv, "nohup", NULL, SIG_IGN), "server starts ignoring SIGHUP", "see %s", log_path))
         return;
     kill(sv.pid, SIGHUP);
     usleep(500 * 1000);
@@ -1779,6 +1782,30 @@ static void test_capped_warnings(void)
           "5xx warnings: at most 10 a second written, the rest counted, adding up to the 503s sent",
           "%d of %d answers 503; %d lines written, %d counted as left out (%s)", n503, SENT, written, left, log);
     check(written >= 1 && whole, "5xx warnings: one line each, ending with the answer's JSON", "see %s", log);
+}
+
+/* The stop signals' tests, each on a server of its own that it stops. */
+static void test_stops(void)
+{
+    static const char *const quick[] = {"ATTN_DRAIN_TIMEOUT=1", NULL};
+    static const struct {
+        const char *what;
+        const char *const *env;
+        void (*fn)(server *);
+    } t[] = {{"drain test", NULL, test_drain_drip},
+             {"stalled body drain test", NULL, test_drain_stalled},
+             {"second signal drain test", NULL, test_drain_second_signal},
+             {"SIGHUP drain test", NULL, test_drain_hangup},
+             {"drain timeout test", quick, test_drain_timeout}};
+    char name[80];
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        server s = {0};
+        snprintf(name, sizeof name, "server starts (%s)", t[i].what);
+        if (check(start_with_hup(&s, "drain", t[i].env, SIG_DFL), name, "see %s", log_path))
+            t[i].fn(&s);
+    }
+    test_nohup();
+    test_capped_warnings();
 }
 
 int main(int argc, char **argv)
@@ -1867,33 +1894,8 @@ int main(int argc, char **argv)
         test_request_deadline();
     if (!only && !memcheck)
         test_settings();
-    server srv_drain = {0};
-    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
-                                     "server starts (drain test)", "see %s", log_path))
-        test_drain_drip(&srv_drain);
-    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
-                                     "server starts (stalled body drain test)", "see %s", log_path))
-        test_drain_stalled(&srv_drain);
-    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0,
-                                     "server starts (second signal drain test)", "see %s", log_path))
-        test_drain_second_signal(&srv_drain);
-    if (!only && !memcheck) {
-        /* SIGHUP's default for the server, whatever this process has (under
-         * nohup, ignored: the server would keep ignoring it, test_nohup) */
-        void (*was)(int) = signal(SIGHUP, SIG_DFL);
-        int up = server_start(&srv_drain, server_path, "drain", "/healthz", NULL, log_path) == 0;
-        signal(SIGHUP, was);
-        if (check(up, "server starts (SIGHUP drain test)", "see %s", log_path))
-            test_drain_hangup(&srv_drain);
-    }
-    if (!only && !memcheck) {
-        test_nohup();
-        test_capped_warnings();
-    }
-    static const char *const env_drain[] = {"ATTN_DRAIN_TIMEOUT=1", NULL};
-    if (!only && !memcheck && check(server_start(&srv_drain, server_path, "drain", "/healthz", env_drain, log_path) == 0,
-                                     "server starts (drain timeout test)", "see %s", log_path))
-        test_drain_timeout(&srv_drain);
+    if (!only && !memcheck)
+        test_stops();
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_small), "small server exits 0 on SIGTERM", "see %s", log_path);
     check(server_stop(&srv_busy), "busy server exits 0 on SIGTERM", "see %s", log_path);

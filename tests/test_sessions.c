@@ -791,12 +791,7 @@ static long metric(CURL *h, const server *sv, const char *name)
 {
     response r;
     call(h, sv, "GET", "/metrics", &r);
-    long v = -1;
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = r.body.data ? strstr(r.body.data, key) : NULL;
-    if (p)
-        v = strtol(p + strlen(key), NULL, 10);
+    long v = (long)metric_sample(r.body.data, name);
     response_free(&r);
     return v;
 }
