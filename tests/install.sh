@@ -5,7 +5,8 @@
 # declares), attn_version against the header, and examples/lib_example.c
 # built with pkg-config's flags, shared and static, its numbers checked
 # against PyTorch (examples/lib_example_check.py); the public structs'
-# layout against tests/abi_layout.txt.
+# layout, the enums' values and the functions' types against
+# tests/abi_layout.txt.
 #
 # Usage: tests/install.sh MAKE BUILD_DIR     (make test-install)
 set -uo pipefail
@@ -37,38 +38,6 @@ so=$PREFIX/lib/libattn.so.$major
 check "the shared library's SONAME is libattn.so.$major" \
     sh -c "readelf -d '$so' | grep -F '(SONAME)' | grep -qF '[libattn.so.$major]'"
 
-# The header's functions: declarations start a line, the name is the last
-# word before its '('.
-grep -oP '^(?!typedef|#)[a-z][a-z0-9_ *]*?\b\Kattn_[a-z0-9_]+(?=\()' lib/attn.h | sort -u >"$TMP/declared"
-nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBR]$/ {print $3}' | sort -u >"$TMP/exported"
-check "the shared library exports exactly the header's $(wc -l <"$TMP/declared") functions" \
-    diff "$TMP/declared" "$TMP/exported"
-check "pkg-config knows attn $version" \
-    sh -c "[ \"\$(PKG_CONFIG_PATH='$PREFIX/lib/pkgconfig' pkg-config --modversion attn)\" = '$version' ]"
-
-cat >"$TMP/version.c" <<'C'
-#include <stdio.h>
-#include <string.h>
-#include <attn.h>
-int main(void)
-{
-    char want[32];
-    snprintf(want, sizeof want, "%d.%d.%d", ATTN_VERSION_MAJOR, ATTN_VERSION_MINOR, ATTN_VERSION_PATCH);
-    printf("%s %s\n", attn_version(), want);
-    return strcmp(attn_version(), want) != 0;
-}
-C
-PC="env PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config"
-for how in shared static; do
-    flags=$($PC --cflags attn)
-    libs=$($PC --libs attn)
-    [ "$how" = static ] && libs="$PREFIX/lib/libattn.a $($PC --static --libs-only-l attn | sed 's/-lattn//')"
-    check "$how: attn_version() is the header's version" \
-        sh -c "cc $flags '$TMP/version.c' -o '$TMP/version-$how' $libs && LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/version-$how'"
-    check "$how: examples/lib_example.c built with pkg-config's flags matches PyTorch" \
-        sh -c "cc -std=c11 $flags examples/lib_example.c -o '$TMP/example-$how' $libs &&
-               LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/example-$how' | '$PY' examples/lib_example_check.py"
-done
 # The interface programs built against the shared library rely on, held
 # to tests/abi_layout.txt: the public structs' layout (size, alignment and
 # every field's offset, x86-64), every enumerator's value, and every
@@ -100,6 +69,37 @@ decls = re.finditer(r"^(?!typedef|#)[^;{}#]*?\b(attn_\w+)\s*\([^;{}]*\)\s*;", sr
 open(sys.argv[2] + "/functions.txt", "w").write(
     "".join("fn %s %s\n" % (m.group(1), " ".join(m.group(0).split())) for m in decls))
 PYEOF
+# The header's functions (read above, one "fn NAME DECLARATION" line each).
+cut -d' ' -f2 "$TMP/functions.txt" | sort -u >"$TMP/declared"
+nm -D --defined-only "$so" | awk '$2 ~ /^[TWDBR]$/ {print $3}' | sort -u >"$TMP/exported"
+check "the shared library exports exactly the header's $(wc -l <"$TMP/declared") functions" \
+    diff "$TMP/declared" "$TMP/exported"
+check "pkg-config knows attn $version" \
+    sh -c "[ \"\$(PKG_CONFIG_PATH='$PREFIX/lib/pkgconfig' pkg-config --modversion attn)\" = '$version' ]"
+
+cat >"$TMP/version.c" <<'C'
+#include <stdio.h>
+#include <string.h>
+#include <attn.h>
+int main(void)
+{
+    char want[32];
+    snprintf(want, sizeof want, "%d.%d.%d", ATTN_VERSION_MAJOR, ATTN_VERSION_MINOR, ATTN_VERSION_PATCH);
+    printf("%s %s\n", attn_version(), want);
+    return strcmp(attn_version(), want) != 0;
+}
+C
+PC="env PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig pkg-config"
+for how in shared static; do
+    flags=$($PC --cflags attn)
+    libs=$($PC --libs attn)
+    [ "$how" = static ] && libs="$PREFIX/lib/libattn.a $($PC --static --libs-only-l attn | sed 's/-lattn//')"
+    check "$how: attn_version() is the header's version" \
+        sh -c "cc $flags '$TMP/version.c' -o '$TMP/version-$how' $libs && LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/version-$how'"
+    check "$how: examples/lib_example.c built with pkg-config's flags matches PyTorch" \
+        sh -c "cc -std=c11 $flags examples/lib_example.c -o '$TMP/example-$how' $libs &&
+               LD_LIBRARY_PATH='$PREFIX/lib' '$TMP/example-$how' | '$PY' examples/lib_example_check.py"
+done
 if [ "$(uname -m)" = x86_64 ]; then
     cc -std=c11 -I"$PREFIX/include" "$TMP/layout.c" -o "$TMP/layout" && "$TMP/layout" >"$TMP/layout.txt"
     if [ "${WRITE_ABI:-0}" = 1 ]; then
@@ -125,7 +125,7 @@ fi
 check "every function of tests/abi_layout.txt keeps its type (else bump ATTN_VERSION_MAJOR)" \
     cc -std=gnu11 -fsyntax-only -I"$PREFIX/include" "$TMP/functions.c"
 check "every function the header declares is recorded in tests/abi_layout.txt (WRITE_ABI=1 make test-install)" \
-    diff <(sed -n 's/^fn \([a-z0-9_]*\) .*/\1/p' tests/abi_layout.txt | sort) <(cut -d' ' -f2 "$TMP/functions.txt" | sort)
+    diff <(sed -n 's/^fn \([a-z0-9_]*\) .*/\1/p' tests/abi_layout.txt | sort -u) "$TMP/declared"
 check "the shared build really loads libattn.so.$major from the prefix" \
     sh -c "LD_LIBRARY_PATH='$PREFIX/lib' ldd '$TMP/example-shared' | grep -qF '$so'"
 echo "$passed passed, $failed failed, ${skipped:-0} skipped"
