@@ -22,23 +22,56 @@ if ! command -v docker >/dev/null; then
 fi
 
 # --- the engine -----------------------------------------------------------
+# containerd is started on its own before dockerd: a dockerd that starts it
+# itself gives it 15 s, which a loaded machine can miss ("failed to start
+# containerd: timeout waiting for containerd to start", one CI run). Both
+# are waited for with a bound, and each start is tried twice.
+# setsid + nohup: the daemons outlive this script and make, and are reused
+# by later runs; they are not ours to stop.
+CONTAINERD_SOCK=/run/containerd/containerd.sock
+
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, at most SECONDS.
+wait_for() {
+    local limit=$1; shift
+    local end=$(( $(date +%s) + limit ))
+    while [ "$(date +%s)" -lt "$end" ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 1
+    done
+    return 1
+}
+
+# start_daemon NAME LOG CHECK... : starts NAME (with the arguments in the
+# DAEMON_ARGS array) unless CHECK already succeeds, twice at most.
+start_daemon() {
+    local name=$1 logf=$2; shift 2
+    timeout 10 "$@" >/dev/null 2>&1 && return 0
+    command -v "$name" >/dev/null || { log "$name missing (apt-get install docker.io)"; return 1; }
+    local try
+    for try in 1 2; do
+        log "starting $name (try $try)"
+        setsid nohup "$name" "${DAEMON_ARGS[@]}" >>"$logf" 2>&1 </dev/null &
+        local pid=$!
+        wait_for 120 timeout 10 "$@" && return 0
+        kill "$pid" 2>/dev/null || true
+        sleep 2
+    done
+    log "$name did not come up; the end of $logf:"
+    tail -30 "$logf" >&2
+    return 1
+}
+
 if ! timeout 10 docker info >/dev/null 2>&1; then
-    command -v dockerd >/dev/null || { log "dockerd missing (apt-get install docker.io)"; exit 1; }
     # A daemon that died uncleanly leaves its pid file, and a new one
     # refuses to start while the file names a process that is gone.
     if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then
         rm -f /var/run/docker.pid
     fi
-    log "starting dockerd (vfs storage, no iptables, no bridge: works inside a container)"
-    # setsid + nohup: the daemon outlives this script and make, and is reused
-    # by later runs; it is not ours to stop.
-    setsid nohup dockerd --storage-driver=vfs --iptables=false --bridge=none \
-        >"$CACHE/dockerd.log" 2>&1 </dev/null &
-    for _ in $(seq 1 60); do
-        timeout 5 docker info >/dev/null 2>&1 && break
-        sleep 1
-    done
-    timeout 10 docker info >/dev/null 2>&1 || { log "dockerd did not come up; see $CACHE/dockerd.log"; tail -20 "$CACHE/dockerd.log" >&2; exit 1; }
+    DAEMON_ARGS=()
+    start_daemon containerd "$CACHE/containerd.log" ctr --address "$CONTAINERD_SOCK" version || exit 1
+    log "dockerd: vfs storage, no iptables, no bridge (works inside a container)"
+    DAEMON_ARGS=(--containerd="$CONTAINERD_SOCK" --storage-driver=vfs --iptables=false --bridge=none)
+    start_daemon dockerd "$CACHE/dockerd.log" docker info || exit 1
 fi
 
 # --- the base image ---------------------------------------------------------
