@@ -237,48 +237,18 @@ static attn_status check_rule_dims(const attn_rule_info *info, attn_rule rule,
     return ATTN_OK;
 }
 
-/* scale only for scaled_dot and finite; concat's weights are over value
- * positions, so the key-side options do not apply to it. */
+/* The options the rule takes (attn_rule_takes): scale here (finite),
+ * attn_options' by attn_check_taken. hidden_size and output_size are only
+ * read by the rules that seed with them (see attn_rule_takes). */
 static attn_status check_rule_options(const attn_rule_info *info, const attn_request *req,
                                       attn_error *err)
 {
-    if (req->has_scale) {
-        if (req->rule != ATTN_RULE_SCALED_DOT)
-            return attn_fail(err, ATTN_ERR_PARAM, "scale",
-                             "scale applies only to rule scaled_dot, not %s", info->name);
-        if (!isfinite(req->scale))
-            return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
-    }
-    const attn_options *o = &req->opt;
-    if (req->rule == ATTN_RULE_CONCAT) {
-        const char *bad = o->key_mask.rank ? "key_mask" : o->causal ? "causal"
-                        : o->has_window ? "window" : o->bias.rank ? "bias"
-                        : o->align != ATTN_ALIGN_TOP_LEFT ? "align"
-                        : o->softcap != 0.0f ? "softcap" : o->alibi ? "alibi"
-                        : o->sinks ? "sinks" : o->rope.on ? "rope"
-                        : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity" : NULL;
-        if (bad)
-            return attn_fail(err, ATTN_ERR_PARAM, bad,
-                             "%s does not apply to rule concat (its weights are over the Lv "
-                             "value positions); it takes mask (Lq, Lv) and hard",
-                             bad);
-    }
-    if (o->precision != ATTN_PRECISION_FP32 && req->rule != ATTN_RULE_DOT &&
-        req->rule != ATTN_RULE_SCALED_DOT && req->rule != ATTN_RULE_GENERAL)
-        return attn_fail(err, ATTN_ERR_PARAM, "precision",
-                         "precision applies to rules dot, scaled_dot and general (and multi-head), "
-                         "not %s",
-                         info->name);
-    if (o->rope.on && req->rule != ATTN_RULE_DOT && req->rule != ATTN_RULE_SCALED_DOT)
-        return attn_fail(err, ATTN_ERR_PARAM, "rope",
-                         "rope applies to rules dot and scaled_dot (and multi-head), not %s",
-                         info->name);
-    if (o->sparsity.pattern != ATTN_SPARSE_NONE && req->rule != ATTN_RULE_DOT &&
-        req->rule != ATTN_RULE_SCALED_DOT)
-        return attn_fail(err, ATTN_ERR_PARAM, "sparsity",
-                         "sparsity applies to rules dot and scaled_dot (and multi-head), not %s",
-                         info->name);
-    return ATTN_OK;
+    if (req->has_scale && !attn_rule_takes(req->rule, ATTN_OPT_SCALE))
+        return attn_refuse_option(ATTN_OPT_SCALE, info->name, err);
+    if (req->has_scale && !isfinite(req->scale))
+        return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
+    return req->rule == ATTN_RULE_LINEAR ? ATTN_OK
+                                         : attn_check_taken(&req->opt, req->rule, info->name, err);
 }
 
 /* The result shapes and the cost but for the workspace (attn_plan's),
@@ -323,7 +293,7 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     int concat = req->rule == ATTN_RULE_CONCAT;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
     if (req->rule == ATTN_RULE_LINEAR)
-        st = attn_linear_check(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys, err);
+        st = attn_linear_check(&req->opt, info->name, pl->d.B, 0, pl->d.Lq, pl->lkeys, err);
     else
         st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys,
                                 concat ? "Lv" : "Lk", err);

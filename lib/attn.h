@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 0
+#define ATTN_VERSION_MINOR 1
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -438,6 +438,51 @@ typedef struct {
     int64_t output_size; /* Dout for seeding concat; 0 = Dq */
     attn_options opt;
 } attn_request;
+
+/* The options of attn_options and attn_request that only some rules take
+ * (attn_rule_takes). One a rule does not take is refused when given (a
+ * value other than its default): ATTN_ERR_PARAM naming it, with the rules
+ * that take it; but hidden_size and output_size, which only size seeded
+ * parameters, are ignored by the rules that do not take them (as before
+ * version 1.1). need_weights and seed are taken by every rule. */
+typedef enum {
+    ATTN_OPT_MASK = 0,
+    ATTN_OPT_KEY_MASK,
+    ATTN_OPT_BIAS,
+    ATTN_OPT_CAUSAL,
+    ATTN_OPT_ALIGN,
+    ATTN_OPT_WINDOW,
+    ATTN_OPT_SOFTCAP,
+    ATTN_OPT_ALIBI,
+    ATTN_OPT_SINKS,
+    ATTN_OPT_ROPE,
+    ATTN_OPT_SPARSITY,
+    ATTN_OPT_HARD,        /* with top_k and temperature */
+    ATTN_OPT_PRECISION,   /* given when not ATTN_PRECISION_FP32 */
+    ATTN_OPT_FEATURE_MAP, /* given when not ATTN_FM_ELU */
+    ATTN_OPT_SCALE,       /* attn_request.has_scale */
+    ATTN_OPT_HIDDEN_SIZE, /* attn_request.hidden_size, given when not 0 */
+    ATTN_OPT_OUTPUT_SIZE, /* attn_request.output_size, given when not 0 */
+    ATTN_OPT_COUNT
+} attn_option;
+
+/* The option's name ("key_mask"), or NULL when out of range. */
+const char *attn_option_name(attn_option opt);
+
+/* 1 when the rule takes the option, else 0 (also when either is out of
+ * range):
+ *   dot, scaled_dot  the score pipeline (mask, key_mask, bias, causal,
+ *                    align, window, softcap, alibi, sinks), hard, rope,
+ *                    sparsity and precision; scaled_dot also scale
+ *   general          the score pipeline, hard and precision
+ *   additive, concat_tanh  the score pipeline, hard and hidden_size
+ *   concat           mask, hard and output_size (its weights are over the Lv
+ *                    value positions, not the keys)
+ *   linear           key_mask, causal, align and feature_map (the rest has
+ *                    no linear-time form)
+ * Multi-head attention (attn_mha_request) takes the options dot takes,
+ * or, with linear set, those linear takes. */
+int attn_rule_takes(attn_rule rule, attn_option opt);
 
 /* Shapes of a request's results. A request without a batch dimension gives
  * results without one. */

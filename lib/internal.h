@@ -93,10 +93,18 @@ attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_erro
  * (ATTN_ERR_PARAM naming "num_kv_heads" otherwise). */
 attn_status attn_check_kv_heads(int64_t H, int64_t given, int64_t *hkv, attn_error *err);
 
-/* The options of softmax attention: feature_map left at its default (it is
- * linear attention's; attn_linear_check checks it), then masks, bias,
- * window and hard against B, H (0 = not multi-head), Lq, Lk; lk is the
- * symbol for the key count in messages ("Lk", or "Lv"). */
+/* ATTN_ERR_PARAM for the first option o gives that rule `as` does not
+ * take (attn_rule_takes), naming the rules that take it and, as the one
+ * refusing it, `who` ("general", "multi-head softmax attention"). Multi-head
+ * attention checks as dot, or as linear. */
+attn_status attn_check_taken(const attn_options *o, attn_rule as, const char *who,
+                             attn_error *err);
+/* That refusal, for an option the caller found given. */
+attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err);
+
+/* The values of the options (once attn_check_taken has passed them):
+ * masks, bias, window and hard against B, H (0 = not multi-head), Lq, Lk;
+ * lk is the symbol for the key count in messages ("Lk", or "Lv"). */
 attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
 
@@ -386,12 +394,11 @@ size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads);
 
 /* ---------------------------------------------------------- linear.c */
 
-/* Linear attention's options: ATTN_ERR_PARAM naming the first option that
- * has no linear-time form (mask, window, bias, softcap, alibi, sinks,
- * hard, sparsity, rope) or a bad feature_map / align; then the shapes of
- * key_mask as attn_check_options checks them. */
-attn_status attn_linear_check(const attn_options *o, int64_t B, int64_t H, int64_t Lq,
-                              int64_t Lk, attn_error *err);
+/* Linear attention's options, for `who` (rule linear, or multi-head): those
+ * it takes (attn_check_taken as rule linear), feature_map's value, then
+ * the rest as attn_check_options checks them. */
+attn_status attn_linear_check(const attn_options *o, const char *who, int64_t B, int64_t H,
+                              int64_t Lq, int64_t Lk, attn_error *err);
 
 /* Floating-point operations of n linear heads like model (2 per
  * multiply-add), causal or not, with or without weights. */

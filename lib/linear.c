@@ -26,31 +26,16 @@
 #define LINE 16        /* floats per cache line: scratch pieces are whole lines */
 #define LINES(n) (((n) + LINE - 1) / LINE * LINE)
 
-attn_status attn_linear_check(const attn_options *o, int64_t B, int64_t H, int64_t Lq,
-                              int64_t Lk, attn_error *err)
+attn_status attn_linear_check(const attn_options *o, const char *who, int64_t B, int64_t H,
+                              int64_t Lq, int64_t Lk, attn_error *err)
 {
-    const char *bad = o->mask.rank ? "mask" : o->has_window ? "window"
-                    : o->bias.rank ? "bias" : o->softcap != 0.0f ? "softcap"
-                    : o->alibi ? "alibi" : o->sinks ? "sinks"
-                    : o->hard != ATTN_HARD_NONE ? "hard"
-                    : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity"
-                    : o->rope.on ? "rope"
-                    : o->precision != ATTN_PRECISION_FP32 ? "precision" : NULL;
-    if (bad)
-        return attn_fail(err, ATTN_ERR_PARAM, bad,
-                         "%s has no linear-time form; linear attention takes causal, align, "
-                         "key_mask, feature_map and need_weights",
-                         bad);
+    attn_status st = attn_check_taken(o, ATTN_RULE_LINEAR, who, err);
+    if (st != ATTN_OK)
+        return st;
     if (o->feature_map != ATTN_FM_ELU && o->feature_map != ATTN_FM_RELU)
         return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
                          "feature_map must be \"elu\" or \"relu\"");
-    if (o->align != ATTN_ALIGN_TOP_LEFT && o->align != ATTN_ALIGN_BOTTOM_RIGHT)
-        return attn_fail(err, ATTN_ERR_PARAM, "align",
-                         "align must be \"top_left\" or \"bottom_right\"");
-    attn_options rest = *o; /* align and feature_map are checked here; the rest as elsewhere */
-    rest.align = ATTN_ALIGN_TOP_LEFT;
-    rest.feature_map = ATTN_FM_ELU;
-    return attn_check_options(&rest, B, H, Lq, Lk, "Lk", err);
+    return attn_check_options(o, B, H, Lq, Lk, "Lk", err);
 }
 
 double attn_linear_flops(const attn_head_job *m, double n, int causal)

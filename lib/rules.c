@@ -1,5 +1,6 @@
-/* rules.c - the rules' names and their static self-description
- * (attn_rule_describe). */
+/* rules.c - the rules' names, their static self-description
+ * (attn_rule_describe) and the options each takes (attn_rule_takes). */
+#include <stdio.h>
 #include <string.h>
 #include "internal.h"
 
@@ -61,4 +62,90 @@ const attn_rule_info *attn_rule_describe(attn_rule rule)
     if ((int)rule < 0 || rule >= ATTN_RULE_COUNT)
         return NULL;
     return &rules[rule];
+}
+
+/* ------------------------------------------------ the options each rule takes */
+
+#define T(opt) (1u << ATTN_OPT_##opt)
+/* the score pipeline's steps 2 to 5 and hard attention */
+#define PIPELINE (T(MASK) | T(KEY_MASK) | T(BIAS) | T(CAUSAL) | T(ALIGN) | T(WINDOW) | \
+                  T(SOFTCAP) | T(ALIBI) | T(SINKS) | T(HARD))
+#define FLASH (PIPELINE | T(ROPE) | T(SPARSITY) | T(PRECISION))
+
+static const unsigned rule_takes[ATTN_RULE_COUNT] = {
+    [ATTN_RULE_DOT] = FLASH,
+    [ATTN_RULE_SCALED_DOT] = FLASH | T(SCALE),
+    [ATTN_RULE_GENERAL] = PIPELINE | T(PRECISION),
+    [ATTN_RULE_ADDITIVE] = PIPELINE | T(HIDDEN_SIZE),
+    [ATTN_RULE_CONCAT_TANH] = PIPELINE | T(HIDDEN_SIZE),
+    [ATTN_RULE_CONCAT] = T(MASK) | T(HARD) | T(OUTPUT_SIZE),
+    [ATTN_RULE_LINEAR] = T(KEY_MASK) | T(CAUSAL) | T(ALIGN) | T(FEATURE_MAP),
+};
+
+static const char *const option_names[ATTN_OPT_COUNT] = {
+    "mask", "key_mask", "bias", "causal", "align", "window", "softcap", "alibi", "sinks",
+    "rope", "sparsity", "hard", "precision", "feature_map", "scale", "hidden_size",
+    "output_size"};
+
+const char *attn_option_name(attn_option opt)
+{
+    return (int)opt >= 0 && opt < ATTN_OPT_COUNT ? option_names[opt] : NULL;
+}
+
+int attn_rule_takes(attn_rule rule, attn_option opt)
+{
+    if ((int)rule < 0 || rule >= ATTN_RULE_COUNT || (int)opt < 0 || opt >= ATTN_OPT_COUNT)
+        return 0;
+    return (rule_takes[rule] & (1u << opt)) != 0;
+}
+
+/* Whether o gives opt: a value other than its default. */
+static int option_given(const attn_options *o, attn_option opt)
+{
+    switch (opt) {
+    case ATTN_OPT_MASK: return o->mask.rank != 0;
+    case ATTN_OPT_KEY_MASK: return o->key_mask.rank != 0;
+    case ATTN_OPT_BIAS: return o->bias.rank != 0;
+    case ATTN_OPT_CAUSAL: return o->causal != 0;
+    case ATTN_OPT_ALIGN: return o->align != ATTN_ALIGN_TOP_LEFT;
+    case ATTN_OPT_WINDOW: return o->has_window != 0;
+    case ATTN_OPT_SOFTCAP: return o->softcap != 0.0f;
+    case ATTN_OPT_ALIBI: return o->alibi != 0;
+    case ATTN_OPT_SINKS: return o->sinks != NULL;
+    case ATTN_OPT_ROPE: return o->rope.on != 0;
+    case ATTN_OPT_SPARSITY: return o->sparsity.pattern != ATTN_SPARSE_NONE;
+    case ATTN_OPT_HARD: return o->hard != ATTN_HARD_NONE;
+    case ATTN_OPT_PRECISION: return o->precision != ATTN_PRECISION_FP32;
+    case ATTN_OPT_FEATURE_MAP: return o->feature_map != ATTN_FM_ELU;
+    default: return 0; /* attn_request's own: the caller's */
+    }
+}
+
+attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err)
+{
+    char list[160] = "";
+    int n = 0, total = 0;
+    for (int r = 0; r < ATTN_RULE_COUNT; r++)
+        total += attn_rule_takes((attn_rule)r, opt);
+    for (int r = 0; r < ATTN_RULE_COUNT; r++) {
+        if (!attn_rule_takes((attn_rule)r, opt))
+            continue;
+        size_t k = strlen(list);
+        n++;
+        snprintf(list + k, sizeof list - k, "%s%s", n == 1 ? "" : n == total ? " and " : ", ",
+                 rules[r].name);
+    }
+    const char *name = option_names[opt];
+    return attn_fail(err, ATTN_ERR_PARAM, name, "%s applies to rule%s %s%s, not %s", name,
+                     total > 1 ? "s" : "", list,
+                     attn_rule_takes(ATTN_RULE_DOT, opt) ? " (and multi-head)" : "", who);
+}
+
+attn_status attn_check_taken(const attn_options *o, attn_rule as, const char *who,
+                             attn_error *err)
+{
+    for (int opt = 0; opt < ATTN_OPT_COUNT; opt++)
+        if (option_given(o, (attn_option)opt) && !attn_rule_takes(as, (attn_option)opt))
+            return attn_refuse_option((attn_option)opt, who, err);
+    return ATTN_OK;
 }

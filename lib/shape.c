@@ -149,9 +149,6 @@ attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
                                int64_t Lq, int64_t Lk, const char *lk, attn_error *err)
 {
     attn_status st;
-    if (o->feature_map != ATTN_FM_ELU)
-        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
-                         "feature_map applies only to linear attention");
     if ((st = check_maskish("mask", o->mask.rank, o->mask.shape, o->mask.data != NULL,
                             B, H, Lq, Lk, lk, err)) != ATTN_OK ||
         (st = check_maskish("bias", o->bias.rank, o->bias.shape, o->bias.data != NULL,

@@ -15,11 +15,6 @@
 #define KSI SRV_F_KS_INPUT
 #define RA SRV_F_REQ_ATT
 #define RM SRV_F_REQ_MHA
-#define NC SRV_F_NO_CONCAT
-#define XC SRV_F_X_CONCAT
-#define XL SRV_F_X_LINEAR
-#define DOT SRV_F_DOT_ONLY
-#define LIN SRV_F_LINEAR_ONLY
 #define SN SRV_F_SES_NEW
 #define SS SRV_F_SES_STEP
 #define SC SRV_F_SES_CUT
@@ -35,41 +30,41 @@ static const srv_field fields[] = {
     {"query", SRV_FT_TENSOR, S(QUERY), BOTH | SS | BODY | KSI | RA | RM | RS, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
     {"key", SRV_FT_TENSOR, S(KEY), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
     {"value", SRV_FT_TENSOR, S(VALUE), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
-    {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
-    {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI | NC | XC, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
-    {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI | NC | XC | XL, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
-    {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP | XC, 0, NULL, NULL, "query i sees key j only where j <= i' (i' = i, or i + Lk - Lq with align bottom_right)"},
-    {"align", SRV_FT_WORD, S(ALIGN), BOTH | BODY | KSP | XC, 0, NULL, NULL, "\"top_left\" or \"bottom_right\": where the diagonal of causal, window, alibi and rope sits"},
-    {"window", SRV_FT_WINDOW, S(WINDOW), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "w: |i' - j| <= w; or [left, right]: i' - left <= j <= i' + right, null for an unbounded side"},
-    {"window_left", SRV_FT_INT, S(WINDOW_LEFT), BOTH | SN | KSP | XC | XL, 0, NULL, NULL, "keys up to this many before i' (the other side unbounded unless given)"},
-    {"window_right", SRV_FT_INT, S(WINDOW_RIGHT), BOTH | SN | KSP | XC | XL, 0, NULL, NULL, "keys up to this many after i' (the other side unbounded unless given)"},
-    {"softcap", SRV_FT_NUMBER, S(SOFTCAP), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "c > 0: scores become c * tanh(s / c)"},
-    {"alibi", SRV_FT_HEADS, S(ALIBI), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "true (the ALiBi paper's slopes), a slope (/attention) or one slope per head (/multihead)"},
+    {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
+    {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
+    {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
+    {"causal", SRV_FT_BOOL, S(CAUSAL), BOTH | BODY | KSP, 0, NULL, NULL, "query i sees key j only where j <= i' (i' = i, or i + Lk - Lq with align bottom_right)"},
+    {"align", SRV_FT_WORD, S(ALIGN), BOTH | BODY | KSP, 0, NULL, NULL, "\"top_left\" or \"bottom_right\": where the diagonal of causal, window, alibi and rope sits"},
+    {"window", SRV_FT_WINDOW, S(WINDOW), BOTH | SN | BODY | KSP, 0, NULL, NULL, "w: |i' - j| <= w; or [left, right]: i' - left <= j <= i' + right, null for an unbounded side"},
+    {"window_left", SRV_FT_INT, S(WINDOW_LEFT), BOTH | SN | KSP, 0, NULL, NULL, "keys up to this many before i' (the other side unbounded unless given)"},
+    {"window_right", SRV_FT_INT, S(WINDOW_RIGHT), BOTH | SN | KSP, 0, NULL, NULL, "keys up to this many after i' (the other side unbounded unless given)"},
+    {"softcap", SRV_FT_NUMBER, S(SOFTCAP), BOTH | SN | BODY | KSP, 0, NULL, NULL, "c > 0: scores become c * tanh(s / c)"},
+    {"alibi", SRV_FT_HEADS, S(ALIBI), BOTH | SN | BODY | KSP, 0, NULL, NULL, "true (the ALiBi paper's slopes), a slope (/attention) or one slope per head (/multihead)"},
     {"alibi", SRV_FT_TENSOR, S(ALIBI), MHA | SN | KSI, 0, NULL, "(H)", "one ALiBi slope per head"},
-    {"sinks", SRV_FT_HEADS, S(SINKS), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "a sink logit in each softmax's denominator: a number (/attention) or one per head (/multihead)"},
+    {"sinks", SRV_FT_HEADS, S(SINKS), BOTH | SN | BODY | KSP, 0, NULL, NULL, "a sink logit in each softmax's denominator: a number (/attention) or one per head (/multihead)"},
     {"sinks", SRV_FT_TENSOR, S(SINKS), MHA | SN | KSI, 0, NULL, "(H)", "one sink logit per head"},
-    {"rope", SRV_FT_OBJECT, S(ROPE), BOTH | SN | BODY | XC | XL | DOT, 0, NULL, NULL, "rotary embedding of query and key rows: {base, style, dims, offset}"},
-    {"rope", SRV_FT_BOOL, S(ROPE_ON), BOTH | SN | KSP | XC | XL | DOT, 0, NULL, NULL, "rotary embedding with the defaults (rope_* parameters imply it)"},
-    {"rope_base", SRV_FT_NUMBER, S(ROPE_BASE), BOTH | SN | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: the frequency base (10000)"},
-    {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | SN | KSP | XC | XL | DOT, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
-    {"rope_dims", SRV_FT_INT, S(ROPE_DIMS), BOTH | SN | KSP | XC | XL | DOT, 1, NULL, NULL, "rope: features turned (even, up to the head dim)"},
-    {"rope_offset", SRV_FT_INT, S(ROPE_OFFSET), BOTH | SN | KSP | XC | XL | DOT, ANY, NULL, NULL, "rope: added to every position"},
+    {"rope", SRV_FT_OBJECT, S(ROPE), BOTH | SN | BODY, 0, NULL, NULL, "rotary embedding of query and key rows: {base, style, dims, offset}"},
+    {"rope", SRV_FT_BOOL, S(ROPE_ON), BOTH | SN | KSP, 0, NULL, NULL, "rotary embedding with the defaults (rope_* parameters imply it)"},
+    {"rope_base", SRV_FT_NUMBER, S(ROPE_BASE), BOTH | SN | KSP, 0, NULL, NULL, "rope: the frequency base (10000)"},
+    {"rope_style", SRV_FT_WORD, S(ROPE_STYLE), BOTH | SN | KSP, 0, NULL, NULL, "rope: \"half\" or \"interleaved\""},
+    {"rope_dims", SRV_FT_INT, S(ROPE_DIMS), BOTH | SN | KSP, 1, NULL, NULL, "rope: features turned (even, up to the head dim)"},
+    {"rope_offset", SRV_FT_INT, S(ROPE_OFFSET), BOTH | SN | KSP, ANY, NULL, NULL, "rope: added to every position"},
     {"need_weights", SRV_FT_BOOL, S(NEED_WEIGHTS), BOTH | SS | BODY | KSP, 0, NULL, NULL, "return the attention weights"},
-    {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP | XL, 0, NULL, NULL, "\"argmax\", {\"top_k\": k} or {\"sample\": {\"temperature\": T}}"},
-    {"temperature", SRV_FT_NUMBER, S(TEMPERATURE), BOTH | KSP | XL, 0, NULL, NULL, "hard \"sample\": draws from w^(1/T) (1)"},
-    {"sparsity", SRV_FT_OBJECT, S(SPARSITY), BOTH | BODY | XC | XL | DOT, 0, NULL, NULL, "a sparse pattern: {pattern: local_global|bigbird|blocks, ...}"},
-    {"sparsity", SRV_FT_WORD, S(SP_PATTERN), BOTH | KSP | XC | XL | DOT, 0, NULL, NULL, "a sparse pattern: local_global, bigbird or blocks"},
-    {"sparsity_window", SRV_FT_INT, S(SP_WINDOW), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "local_global: |i' - j| <= window"},
-    {"sparsity_global", SRV_FT_INDICES, S(SP_GLOBAL), BOTH | KSI | XC | XL | DOT, 0, "(G)", "(G)", "local_global: global token indices"},
-    {"sparsity_block", SRV_FT_INT, S(SP_BLOCK), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird, blocks: the block size"},
-    {"sparsity_window_blocks", SRV_FT_INT, S(SP_WINDOW_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: window blocks (odd, 3)"},
-    {"sparsity_global_blocks", SRV_FT_INT, S(SP_GLOBAL_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: global blocks (2)"},
-    {"sparsity_random_blocks", SRV_FT_INT, S(SP_RANDOM_BLOCKS), BOTH | KSP | XC | XL | DOT, ANY, NULL, NULL, "bigbird: random blocks per query block (3)"},
-    {"sparsity_layout", SRV_FT_MASK, S(SP_LAYOUT), BOTH | KSI | NC | XC | XL | DOT, 0, "(Rb, Cb)", "(Rb, Cb)", "blocks: the block layout"},
-    {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP | XC | XL | DOT, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
-    {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP | LIN, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
+    {"hard", SRV_FT_HARD, S(HARD), BOTH | BODY | KSP, 0, NULL, NULL, "\"argmax\", {\"top_k\": k} or {\"sample\": {\"temperature\": T}}"},
+    {"temperature", SRV_FT_NUMBER, S(TEMPERATURE), BOTH | KSP, 0, NULL, NULL, "hard \"sample\": draws from w^(1/T) (1)"},
+    {"sparsity", SRV_FT_OBJECT, S(SPARSITY), BOTH | BODY, 0, NULL, NULL, "a sparse pattern: {pattern: local_global|bigbird|blocks, ...}"},
+    {"sparsity", SRV_FT_WORD, S(SP_PATTERN), BOTH | KSP, 0, NULL, NULL, "a sparse pattern: local_global, bigbird or blocks"},
+    {"sparsity_window", SRV_FT_INT, S(SP_WINDOW), BOTH | KSP, ANY, NULL, NULL, "local_global: |i' - j| <= window"},
+    {"sparsity_global", SRV_FT_INDICES, S(SP_GLOBAL), BOTH | KSI, 0, "(G)", "(G)", "local_global: global token indices"},
+    {"sparsity_block", SRV_FT_INT, S(SP_BLOCK), BOTH | KSP, ANY, NULL, NULL, "bigbird, blocks: the block size"},
+    {"sparsity_window_blocks", SRV_FT_INT, S(SP_WINDOW_BLOCKS), BOTH | KSP, ANY, NULL, NULL, "bigbird: window blocks (odd, 3)"},
+    {"sparsity_global_blocks", SRV_FT_INT, S(SP_GLOBAL_BLOCKS), BOTH | KSP, ANY, NULL, NULL, "bigbird: global blocks (2)"},
+    {"sparsity_random_blocks", SRV_FT_INT, S(SP_RANDOM_BLOCKS), BOTH | KSP, ANY, NULL, NULL, "bigbird: random blocks per query block (3)"},
+    {"sparsity_layout", SRV_FT_MASK, S(SP_LAYOUT), BOTH | KSI, 0, "(Rb, Cb)", "(Rb, Cb)", "blocks: the block layout"},
+    {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
+    {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
-    {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP | XC | XL, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
+    {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
     {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
@@ -153,6 +148,17 @@ static const struct {
     {S(SP_PATTERN), 1, {"local_global", "bigbird", "blocks"}},
 };
 
+/* The word a word field's slot holds for value, "" when none. */
+static const char *word_of(int slot, int value)
+{
+    for (size_t ws = 0; ws < N_OF(word_sets); ws++) {
+        int k = value - word_sets[ws].base;
+        if (word_sets[ws].slot == slot && k >= 0 && k < 4 && word_sets[ws].w[k])
+            return word_sets[ws].w[k];
+    }
+    return "";
+}
+
 static const char *const type_words[] = {
     [SRV_FT_TENSOR] = "tensor", [SRV_FT_MASK] = "mask", [SRV_FT_PARAMS] = "object",
     [SRV_FT_BOOL] = "boolean", [SRV_FT_INT] = "integer", [SRV_FT_NUMBER] = "number",
@@ -179,6 +185,40 @@ static int is_float32(double x)
     return x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38;
 }
 
+/* The library option a field of an attention job sets, for
+ * attn_rule_takes: FOR_ALL when every rule takes the field, SEEDED for
+ * seed and params (a rule with parameters to seed or draws to make). */
+enum { FOR_ALL = -1, SEEDED = -2 };
+static int field_option(const srv_field *f)
+{
+    switch (f->slot) {
+    case S(MASK): return ATTN_OPT_MASK;
+    case S(KEY_MASK): return ATTN_OPT_KEY_MASK;
+    case S(BIAS): return ATTN_OPT_BIAS;
+    case S(CAUSAL): return ATTN_OPT_CAUSAL;
+    case S(ALIGN): return ATTN_OPT_ALIGN;
+    case S(WINDOW): case S(WINDOW_LEFT): case S(WINDOW_RIGHT): return ATTN_OPT_WINDOW;
+    case S(SOFTCAP): return ATTN_OPT_SOFTCAP;
+    case S(ALIBI): return ATTN_OPT_ALIBI;
+    case S(SINKS): return ATTN_OPT_SINKS;
+    case S(ROPE): case S(ROPE_ON): case S(ROPE_BASE): case S(ROPE_STYLE): case S(ROPE_DIMS):
+    case S(ROPE_OFFSET):
+        return ATTN_OPT_ROPE;
+    case S(HARD): case S(TEMPERATURE): return ATTN_OPT_HARD;
+    case S(SPARSITY): case S(SP_PATTERN): case S(SP_WINDOW): case S(SP_GLOBAL): case S(SP_BLOCK):
+    case S(SP_WINDOW_BLOCKS): case S(SP_GLOBAL_BLOCKS): case S(SP_RANDOM_BLOCKS):
+    case S(SP_LAYOUT): case S(RETURN_LAYOUT):
+        return ATTN_OPT_SPARSITY;
+    case S(FEATURE_MAP): return ATTN_OPT_FEATURE_MAP;
+    case S(PRECISION): return ATTN_OPT_PRECISION;
+    case S(SCALE): return ATTN_OPT_SCALE;
+    case S(HIDDEN_SIZE): return ATTN_OPT_HIDDEN_SIZE;
+    case S(OUTPUT_SIZE): return ATTN_OPT_OUTPUT_SIZE;
+    case S(SEED): case S(PARAMS): return SEEDED;
+    default: return FOR_ALL;
+    }
+}
+
 int srv_field_applies(const srv_field *f, int rule)
 {
     unsigned w = f->where;
@@ -186,34 +226,25 @@ int srv_field_applies(const srv_field *f, int rule)
         return (w & SRV_F_MHA) != 0;
     if (rule == SRV_MODEL_DECODE)
         return (w & (SRV_F_SES_NEW | SRV_F_SES_STEP)) != 0;
-    if (!(w & SRV_F_ATT))
+    const attn_rule_info *info = attn_rule_describe((attn_rule)rule);
+    if (!info || !(w & SRV_F_ATT))
         return 0;
-    /* the few fields of one rule */
-    if (!strcmp(f->name, "scale"))
-        return rule == ATTN_RULE_SCALED_DOT;
-    if (!strcmp(f->name, "hidden_size"))
-        return rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
-    if (!strcmp(f->name, "output_size"))
-        return rule == ATTN_RULE_CONCAT;
-    if (!strcmp(f->name, "precision")) /* the rules of the flash kernel */
-        return rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT || rule == ATTN_RULE_GENERAL;
-    if (rule == ATTN_RULE_LINEAR) /* no parameters, so no seed either */
-        return !(w & SRV_F_X_LINEAR) && strcmp(f->name, "params") && strcmp(f->name, "seed");
-    if (w & SRV_F_LINEAR_ONLY)
-        return 0;
-    if (rule == ATTN_RULE_CONCAT && (w & SRV_F_X_CONCAT))
-        return 0;
-    return !(w & SRV_F_DOT_ONLY) || rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT;
+    int opt = field_option(f);
+    if (opt == SEEDED)
+        return info->n_params > 0 || attn_rule_takes((attn_rule)rule, ATTN_OPT_HARD);
+    return opt == FOR_ALL || attn_rule_takes((attn_rule)rule, (attn_option)opt);
 }
 
 /* Whether f belongs to every bit of `where` (a job kind and a place),
- * and, for the concat rule's KServe inputs, whether the rule takes it. */
+ * and, for the concat model's KServe inputs, whether the rule takes it
+ * (the model lists no input it refuses). */
 static int accepts(const srv_field *f, unsigned where)
 {
     unsigned kind = where & SRV_F_KINDS, place = where & ~(SRV_F_KINDS | SRV_F_CONCAT);
     if (!(f->where & kind) || (f->where & place) != place)
         return 0;
-    return !((where & SRV_F_CONCAT) && (f->where & SRV_F_NO_CONCAT));
+    return !((where & SRV_F_CONCAT) && (where & SRV_F_KS_INPUT) &&
+             !srv_field_applies(f, ATTN_RULE_CONCAT));
 }
 
 const srv_field *srv_field_find(const char *name, unsigned where)
@@ -404,14 +435,59 @@ static int bad_value(srv_err *e, const srv_field *f, const char *expect)
 }
 
 /* Setting any member of rope turns it on; so does a rope_* KServe
- * parameter. */
-static void note_slot(srv_job *j, int slot)
+ * parameter; a window side sets the window; a sparsity member and the
+ * temperature are noted for srv_job_check_flat. */
+void srv_job_note(srv_job *j, int slot)
 {
     attn_options *o = job_opt(j);
     if (slot >= SRV_SLOT_ROPE_BASE && slot <= SRV_SLOT_ROPE_OFFSET)
         o->rope.on = 1;
     if (slot == SRV_SLOT_WINDOW_LEFT || slot == SRV_SLOT_WINDOW_RIGHT)
         o->has_window = 1;
+    for (size_t i = 0; i < N_OF(sparsity_members); i++)
+        if (sparsity_members[i].slot == slot)
+            j->sparsity_given |= 1u << i;
+    if (slot == SRV_SLOT_TEMPERATURE)
+        j->temperature_given = 1;
+}
+
+static int check_flat_sparsity(const srv_job *j, srv_err *e)
+{
+    attn_pattern p = srv_job_options((srv_job *)j)->sparsity.pattern;
+    unsigned pat = p == ATTN_SPARSE_NONE ? 0 : 1u << p;
+    const char *pname = word_of(SRV_SLOT_SP_PATTERN, (int)p);
+    char name[64], list[200] = "";
+    for (size_t i = 1; i < N_OF(sparsity_members); i++) /* 0 is the pattern */
+        if (sparsity_members[i].where & pat) {
+            snprintf(name, sizeof name, "sparsity_%s", sparsity_members[i].name);
+            srv_name_list(list, sizeof list, name);
+        }
+    for (size_t i = 1; i < N_OF(sparsity_members); i++) {
+        const srv_field *m = &sparsity_members[i];
+        int given = (j->sparsity_given >> i) & 1;
+        snprintf(name, sizeof name, "sparsity_%s", m->name);
+        if (given && !pat)
+            return srv_fail(e, 400, "missing_field", "sparsity",
+                            "%s needs the sparsity parameter, the pattern it belongs to "
+                            "(\"local_global\", \"bigbird\" or \"blocks\")", name);
+        if (given && !(m->where & pat))
+            return srv_fail(e, 400, "invalid_field", name,
+                            "%s does not belong to pattern %s; it takes %s", name, pname, list);
+        if (!given && (m->where & pat) && (m->where & SRV_F_REQ_ATT))
+            return srv_fail(e, 400, "missing_field", name, "%s is required with pattern %s (%s)",
+                            name, pname, m->desc);
+    }
+    return 0;
+}
+
+int srv_job_check_flat(const srv_job *j, srv_err *e)
+{
+    attn_hard h = srv_job_options((srv_job *)j)->hard;
+    if (j->temperature_given && h != ATTN_HARD_SAMPLE)
+        return srv_fail(e, 400, "invalid_field", "temperature",
+                        "temperature is hard \"sample\"'s (it draws from w^(1/T)); hard is %s",
+                        h == ATTN_HARD_NONE ? "not given" : h == ATTN_HARD_ARGMAX ? "\"argmax\"" : "top_k");
+    return check_flat_sparsity(j, e);
 }
 
 static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
@@ -423,7 +499,7 @@ static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
         return srv_fail(e, 422, "invalid_param", f->name, "%s must be at least %lld (%s)",
                         f->name, (long long)f->min, f->desc);
     *dst = x;
-    note_slot(j, f->slot);
+    srv_job_note(j, f->slot);
     return 0;
 }
 
@@ -442,7 +518,7 @@ static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
                         "%s must be at least %.9g (the smallest normal float32), got %g", f->name,
                         (double)FLT_MIN, x);
     *number_slot(j, f->slot) = (float)x;
-    note_slot(j, f->slot);
+    srv_job_note(j, f->slot);
     return 0;
 }
 
@@ -458,7 +534,7 @@ static int read_word(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
     for (int k = 0; s && k < 4 && word_sets[ws].w[k]; k++)
         if (!strcmp(s, word_sets[ws].w[k])) {
             set_word(j, f->slot, word_sets[ws].base + k);
-            note_slot(j, f->slot);
+            srv_job_note(j, f->slot);
             return 0;
         }
     char expect[120] = "";

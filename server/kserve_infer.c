@@ -492,6 +492,8 @@ static void put_input(srv_job *j, const ks_body *kb, const ks_input *in, attn_na
     const srv_field *f = srv_field_find(in->name, kb->where | SRV_F_KS_INPUT);
     attn_mask *mk = f ? srv_job_mask(j, f->slot) : NULL;
     attn_tensor *t = f ? srv_job_tensor(j, f->slot) : NULL;
+    if (f)
+        srv_job_note(j, f->slot);
     if (in->is_int) {
         srv_job_options(j)->sparsity.global = in->ix;
         srv_job_options(j)->sparsity.n_global = in->n_ix;
@@ -774,6 +776,7 @@ void srv_serve_v2_infer(const srv_target *t, const char *body, size_t len, srv_r
              read_outputs(call.root, &j, &outs, &e) ||
              (decode && decode_outputs(&outs, &e)) ||
              read_inputs(&call, &c, &kb, json_object_get(call.root, "inputs"), &j, &e) ||
+             srv_job_check_flat(&j, &e) ||
              (decode ? decode_run(&call, &j, t->session_hdr, &seq, &e) : srv_job_run(&call, &j, &e)) ||
              write_response(&call, r, &kb, &j, &outs, &e);
     if (decode)

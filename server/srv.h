@@ -399,6 +399,8 @@ typedef struct {
     int return_layout;       /* echo the sparsity pattern's block layout */
     int b64;                 /* native: output_format "b64" */
     int binary_output;       /* KServe: binary_data_output */
+    unsigned sparsity_given; /* the sparsity members read (srv_job_note) */
+    int temperature_given;   /* and the temperature */
     /* alibi and sinks as read (a number is a list of one), put into the
      * options by srv_job_run: */
     attn_tensor alibi, sinks;
@@ -461,17 +463,11 @@ enum {
     SRV_F_KS_INPUT = 1 << 4,  /* a KServe input tensor */
     SRV_F_REQ_ATT = 1 << 5,   /* required by attention */
     SRV_F_REQ_MHA = 1 << 6,   /* required by multi-head */
-    SRV_F_NO_CONCAT = 1 << 7, /* the concat rule does not take it (nor as a KServe input) */
-    SRV_F_CONCAT = 1 << 8,    /* in a query: the job is the concat rule */
-    SRV_F_SES_NEW = 1 << 9,   /* POST /sessions */
-    SRV_F_SES_STEP = 1 << 10, /* POST /sessions/{id}/step */
-    SRV_F_SES_CUT = 1 << 11,  /* POST /sessions/{id}/truncate */
-    SRV_F_REQ_SES = 1 << 12,  /* required by the session routes that take it */
-    /* Which rules take it, for GET /rules (the library refuses the rest): */
-    SRV_F_X_CONCAT = 1 << 13,    /* not the concat rule */
-    SRV_F_X_LINEAR = 1 << 14,    /* not linear attention (no linear-time form) */
-    SRV_F_DOT_ONLY = 1 << 15,    /* of the rules, only dot and scaled_dot */
-    SRV_F_LINEAR_ONLY = 1 << 16  /* of the rules, only linear */
+    SRV_F_CONCAT = 1 << 7,    /* in a query: the job is the concat rule */
+    SRV_F_SES_NEW = 1 << 8,   /* POST /sessions */
+    SRV_F_SES_STEP = 1 << 9,  /* POST /sessions/{id}/step */
+    SRV_F_SES_CUT = 1 << 10,  /* POST /sessions/{id}/truncate */
+    SRV_F_REQ_SES = 1 << 11   /* required by the session routes that take it */
 };
 #define SRV_F_KINDS (SRV_F_ATT | SRV_F_MHA | SRV_F_SES_NEW | SRV_F_SES_STEP | SRV_F_SES_CUT)
 
@@ -506,9 +502,10 @@ typedef struct {
     const char *desc;        /* one line, for /rules and error messages */
 } srv_field;
 
-/* Whether a field applies to the rule (attention jobs; srv_fields_read
- * refuses the others with 422), or to multi-head when rule is
- * SRV_MODEL_MULTIHEAD. For GET /rules. */
+/* Whether a field applies to the rule (attention jobs: the library's
+ * attn_rule_takes says which option a rule takes; srv_fields_read refuses
+ * the others with 422), or to multi-head when rule is SRV_MODEL_MULTIHEAD.
+ * For GET /rules and the KServe metadata. */
 int srv_field_applies(const srv_field *f, int rule);
 
 /* The field named so among those accepted `where` (a job kind and a place). */
@@ -532,6 +529,15 @@ int srv_read_indices(srv_codec *c, json_t *v, const char *field, int64_t **out, 
  * hard sample's keys and BigBird's blocks. Idempotent; srv_fields_read
  * and srv_job_run call it. Returns 0, or -1 with e filled. */
 int srv_job_finish_options(srv_job *j, srv_err *e);
+/* Notes that a field landed in slot: rope and window sides turn their
+ * option on, a sparsity member is marked given. Every reader calls it. */
+void srv_job_note(srv_job *j, int slot);
+/* KServe's flat parameters and inputs, checked as the native body's nested
+ * members are as it is read: temperature needs hard "sample"; each
+ * sparsity_* needs the pattern (the sparsity parameter) and must be one of
+ * its members, and the pattern's required members must be there. 0, or -1
+ * with e filled (400). */
+int srv_job_check_flat(const srv_job *j, srv_err *e);
 /* The job's options (borrowed). */
 attn_options *srv_job_options(srv_job *j);
 /* Where a tensor or mask slot is in j (NULL for other slots). */

@@ -834,6 +834,111 @@ static void run_api(void)
     }
 }
 
+/* Which rule takes which option, as the rules are defined (written out
+ * here, not read from the library): attn_rule_takes must say so, and a
+ * plan with the option set to a valid value must pass where the rule
+ * takes it and be refused naming it where it does not, for every rule and
+ * for multi-head softmax and linear attention. */
+static const char *const takes_want[ATTN_RULE_COUNT] = {
+    [ATTN_RULE_DOT] = " mask key_mask bias causal align window softcap alibi sinks rope sparsity "
+                      "hard precision ",
+    [ATTN_RULE_SCALED_DOT] = " mask key_mask bias causal align window softcap alibi sinks rope "
+                             "sparsity hard precision scale ",
+    [ATTN_RULE_GENERAL] = " mask key_mask bias causal align window softcap alibi sinks hard "
+                          "precision ",
+    [ATTN_RULE_ADDITIVE] = " mask key_mask bias causal align window softcap alibi sinks hard "
+                           "hidden_size ",
+    [ATTN_RULE_CONCAT_TANH] = " mask key_mask bias causal align window softcap alibi sinks hard "
+                              "hidden_size ",
+    [ATTN_RULE_CONCAT] = " mask hard output_size ",
+    [ATTN_RULE_LINEAR] = " key_mask causal align feature_map ",
+};
+
+/* Sets opt to a valid value other than its default in o (4 x 4 rows);
+ * 0 for the options attn_request holds itself. */
+static int set_option(attn_options *o, attn_option opt)
+{
+    static const int64_t sq[2] = {4, 4}, row[1] = {4};
+    static const float one[1] = {0.5f};
+    switch (opt) {
+    case ATTN_OPT_MASK: o->mask = mask_of(2, sq, ones_u8); return 1;
+    case ATTN_OPT_KEY_MASK: o->key_mask = mask_of(1, row, ones_u8); return 1;
+    case ATTN_OPT_BIAS: o->bias = tensor_of(2, sq, zeros); return 1;
+    case ATTN_OPT_CAUSAL: o->causal = 1; return 1;
+    case ATTN_OPT_ALIGN: o->align = ATTN_ALIGN_BOTTOM_RIGHT; return 1;
+    case ATTN_OPT_WINDOW: o->has_window = 1; o->window_left = o->window_right = 1; return 1;
+    case ATTN_OPT_SOFTCAP: o->softcap = 5.0f; return 1;
+    case ATTN_OPT_ALIBI: o->alibi = 1; return 1;
+    case ATTN_OPT_SINKS: o->sinks = one; o->n_sinks = 1; return 1;
+    case ATTN_OPT_ROPE: o->rope.on = 1; return 1;
+    case ATTN_OPT_SPARSITY: o->sparsity.pattern = ATTN_SPARSE_LOCAL_GLOBAL; o->sparsity.window = 1; return 1;
+    case ATTN_OPT_HARD: o->hard = ATTN_HARD_ARGMAX; return 1;
+    case ATTN_OPT_PRECISION: o->precision = ATTN_PRECISION_BF16; return 1;
+    case ATTN_OPT_FEATURE_MAP: o->feature_map = ATTN_FM_RELU; return 1;
+    default: return 0;
+    }
+}
+
+static void expect_taken(const char *who, attn_option opt, int want, attn_status st,
+                         const attn_error *err)
+{
+    const char *name = attn_option_name(opt);
+    char cs[96];
+    snprintf(cs, sizeof cs, "%s with %s", who, name);
+    if (!want) {
+        expect_bad(cs, st, err, ATTN_ERR_PARAM, name);
+        return;
+    }
+    if (st != ATTN_OK)
+        report(cs, "refused: %s (%s)", attn_status_str(st), err->message);
+    count(st == ATTN_OK);
+}
+
+static void run_rule_options(void)
+{
+    static const int64_t sq[2] = {4, 4};
+    for (int r = 0; r < ATTN_RULE_COUNT; r++)
+        for (int opt = 0; opt < ATTN_OPT_COUNT; opt++) {
+            char word[32];
+            snprintf(word, sizeof word, " %s ", attn_option_name((attn_option)opt));
+            int want = strstr(takes_want[r], word) != NULL;
+            const char *rule = attn_rule_name((attn_rule)r);
+            int got = attn_rule_takes((attn_rule)r, (attn_option)opt);
+            if (got != want)
+                report("attn_rule_takes", "%s %s %s, expected the opposite", rule,
+                       got ? "takes" : "refuses", word);
+            count(got == want);
+            attn_request req = attn_request_default((attn_rule)r);
+            req.query = req.key = req.value = tensor_of(2, sq, zeros);
+            if (!set_option(&req.opt, (attn_option)opt)) {
+                if (opt != ATTN_OPT_SCALE)
+                    continue; /* hidden_size and output_size are ignored where not taken */
+                req.has_scale = 1;
+                req.scale = 0.5f;
+            }
+            attn_error err = {{0}, {0}};
+            expect_taken(rule, (attn_option)opt, want, attn_plan(&req, NULL, &err), &err);
+        }
+    count(attn_option_name(ATTN_OPT_COUNT) == NULL && !attn_rule_takes(ATTN_RULE_COUNT, ATTN_OPT_MASK) &&
+          !attn_rule_takes(ATTN_RULE_DOT, ATTN_OPT_COUNT));
+    /* multi-head: softmax takes what dot takes, linear what linear takes */
+    for (int lin = 0; lin <= 1; lin++)
+        for (int opt = 0; opt < ATTN_OPT_COUNT; opt++) {
+            attn_mha_request m = attn_mha_request_default();
+            m.query = tensor_of(2, sq, zeros);
+            m.num_heads = 1;
+            m.linear = lin;
+            if (!set_option(&m.opt, (attn_option)opt))
+                continue;
+            char word[32];
+            snprintf(word, sizeof word, " %s ", attn_option_name((attn_option)opt));
+            int want = strstr(takes_want[lin ? ATTN_RULE_LINEAR : ATTN_RULE_DOT], word) != NULL;
+            attn_error err = {{0}, {0}};
+            expect_taken(lin ? "multi-head linear" : "multi-head softmax", (attn_option)opt, want,
+                         attn_mha_plan(&m, NULL, &err), &err);
+        }
+}
+
 /* A rank past ATTN_MAX_RANK (or below 0) in a mask, a bias, a parameter or
  * a sparsity layout: the request is refused and the message names the rank,
  * never sizes read past the shape array (they once carried the memory after
@@ -1683,6 +1788,7 @@ int main(int argc, char **argv)
         count(0);
     }
     run_api();
+    run_rule_options();
     run_garbage_ranks();
     run_overflow(ctx);
     run_prepared(ctx);
