@@ -798,7 +798,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? 408
                : toe == MHD_REQUEST_TERMINATED_WITH_ERROR      ? 400
                                                                 : 499;
-    srv_metrics_end(rs->target.route, status, rs->bytes_in, rs->bytes_out, ms);
+    srv_metrics_end(rs->target.route, rs->target.model, status, rs->bytes_in, rs->bytes_out, ms);
     if (srv_cfg.log_level >= SRV_LOG_INFO)
         access_line(rs, status, ms);
     if (rs->has_pending) { /* the client left before the reply */

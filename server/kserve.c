@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #define KS_SERVER_NAME "attention-service"
-#define KS_N_MODELS (ATTN_RULE_COUNT + 2) /* every rule, multihead, multihead-decode */
 
 /* --------------------------------------------------------------- errors */
 
@@ -80,14 +79,14 @@ void srv_kserve_model_name(int m, char *out, size_t n)
 int srv_kserve_model(const char *name, size_t n, int *model, srv_err *e)
 {
     char buf[64], list[300] = "";
-    for (int m = 0; m < KS_N_MODELS; m++) {
+    for (int m = 0; m < SRV_KS_N_MODELS; m++) {
         srv_kserve_model_name(m, buf, sizeof buf);
         if (strlen(buf) == n && memcmp(buf, name, n) == 0) {
             *model = m;
             return 0;
         }
     }
-    for (int m = 0; m < KS_N_MODELS; m++) {
+    for (int m = 0; m < SRV_KS_N_MODELS; m++) {
         srv_kserve_model_name(m, buf, sizeof buf);
         srv_name_list(list, sizeof list, buf);
     }

@@ -14,10 +14,22 @@ static const double bucket_le[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
                                    0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 #define N_BUCKETS (sizeof bucket_le / sizeof bucket_le[0])
 
-static _Atomic uint64_t requests[SRV_R_COUNT][N_STATUS];
-static _Atomic uint64_t hist[SRV_R_COUNT][N_BUCKETS + 1];
-static _Atomic uint64_t dur_us[SRV_R_COUNT];
-static _Atomic uint64_t bytes_in[SRV_R_COUNT], bytes_out[SRV_R_COUNT];
+/* The rows counted: one per route, except that the two model routes count
+ * by model instead (their own rows stay empty and are not shown): a row
+ * per model served and one, "other", for every other name a client puts
+ * in the path, as route "other" takes every unmatched path. So the series
+ * are a fixed set whatever clients send, and a dashboard can tell traffic
+ * to unknown names (a typo, a scan) from traffic to a model. */
+enum {
+    ROW_KSERVE = SRV_R_COUNT, /* + a KServe model; + SRV_KS_N_MODELS: other */
+    ROW_TRANSLATE = ROW_KSERVE + SRV_KS_N_MODELS + 1, /* + a translation model; + SRV_MODELS_MAX: other */
+    N_ROWS = ROW_TRANSLATE + SRV_MODELS_MAX + 1
+};
+
+static _Atomic uint64_t requests[N_ROWS][N_STATUS];
+static _Atomic uint64_t hist[N_ROWS][N_BUCKETS + 1];
+static _Atomic uint64_t dur_us[N_ROWS];
+static _Atomic uint64_t bytes_in[N_ROWS], bytes_out[N_ROWS];
 static atomic_int in_flight, computing;
 static _Atomic uint64_t refused[2]; /* SRV_REFUSED_CONNECTION, SRV_REFUSED_REQUEST */
 static double start_time;           /* Unix seconds */
@@ -51,23 +63,84 @@ static const char *route_label(int route)
     return (route >= 0 && route < SRV_R_COUNT) ? route_labels[route] : "other";
 }
 
+/* The row a request of route is counted in (model: see srv_metrics_end). */
+static int row_of(int route, int model)
+{
+    if (route == SRV_R_KSERVE_INFER)
+        return ROW_KSERVE + (model >= 0 && model < SRV_KS_N_MODELS ? model : SRV_KS_N_MODELS);
+    if (route == SRV_R_MODELS_TRANSLATE)
+        return ROW_TRANSLATE + (srv_models_name(model) ? model : SRV_MODELS_MAX);
+    return route >= 0 && route < SRV_R_COUNT ? route : SRV_R_OTHER;
+}
+
+/* s into out (n bytes) as a label value of the text format: backslash,
+ * double quote and newline escaped. The model names are the server's own
+ * ([a-z0-9_-]), so this keeps the exposition valid should that change. */
+static void label_value(char *out, size_t n, const char *s)
+{
+    size_t k = 0;
+    for (; *s && k + 3 < n; s++) {
+        char c = *s == '\n' ? 'n' : *s;
+        if (*s == '\\' || *s == '"' || *s == '\n')
+            out[k++] = '\\';
+        out[k++] = c;
+    }
+    out[k] = '\0';
+}
+
+/* A row's labels, `route="/rules"` or `route="...",model="..."`, into out
+ * (n bytes). Returns 0 for a row not shown: a model route's own row, or a
+ * translation model's when fewer are served. */
+static int row_labels(int row, char *out, size_t n)
+{
+    if (row < ROW_KSERVE) {
+        snprintf(out, n, "route=\"%s\"", route_label(row));
+        return row != SRV_R_KSERVE_INFER && row != SRV_R_MODELS_TRANSLATE;
+    }
+    int ks = row < ROW_TRANSLATE, i = row - (ks ? ROW_KSERVE : ROW_TRANSLATE);
+    const char *name = "other";
+    char ks_name[64], model[64];
+    if (ks && i < SRV_KS_N_MODELS) {
+        srv_kserve_model_name(i, ks_name, sizeof ks_name);
+        name = ks_name;
+    } else if (!ks && i < SRV_MODELS_MAX && !(name = srv_models_name(i))) {
+        return 0;
+    }
+    label_value(model, sizeof model, name);
+    snprintf(out, n, "route=\"%s\",model=\"%s\"",
+             route_label(ks ? SRV_R_KSERVE_INFER : SRV_R_MODELS_TRANSLATE), model);
+    return 1;
+}
+
+/* The status a row's served requests answer, exported at 0 before the
+ * first one so that rate() counts that one too (Prometheus' advice:
+ * initialise the series you know of); -1 for the rows of names nothing
+ * serves, which never answer one. Other statuses appear with their first
+ * request. */
+static int row_ok_status(int row)
+{
+    if (row == SRV_R_OTHER || row == ROW_KSERVE + SRV_KS_N_MODELS ||
+        row == ROW_TRANSLATE + SRV_MODELS_MAX)
+        return -1;
+    return row == SRV_R_SESSIONS ? 201 : 200;
+}
+
 void srv_metrics_begin(void) { atomic_fetch_add_explicit(&in_flight, 1, memory_order_relaxed); }
 
-void srv_metrics_end(int route, int status, uint64_t in, uint64_t out, double ms)
+void srv_metrics_end(int route, int model, int status, uint64_t in, uint64_t out, double ms)
 {
-    if (route < 0 || route >= SRV_R_COUNT)
-        route = SRV_R_OTHER;
+    int row = row_of(route, model);
     if (status < 0 || status >= N_STATUS)
         status = 0;
     atomic_fetch_sub_explicit(&in_flight, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&requests[route][status], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&bytes_in[route], in, memory_order_relaxed);
-    atomic_fetch_add_explicit(&bytes_out[route], out, memory_order_relaxed);
-    atomic_fetch_add_explicit(&dur_us[route], (uint64_t)(ms * 1000.0), memory_order_relaxed);
+    atomic_fetch_add_explicit(&requests[row][status], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bytes_in[row], in, memory_order_relaxed);
+    atomic_fetch_add_explicit(&bytes_out[row], out, memory_order_relaxed);
+    atomic_fetch_add_explicit(&dur_us[row], (uint64_t)(ms * 1000.0), memory_order_relaxed);
     size_t b = 0;
     while (b < N_BUCKETS && ms / 1000.0 > bucket_le[b])
         b++;
-    atomic_fetch_add_explicit(&hist[route][b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&hist[row][b], 1, memory_order_relaxed);
 }
 
 void srv_metrics_refused(int what)
@@ -136,48 +209,54 @@ static void process_metrics(srv_buf *b)
 
 void srv_metrics_text(srv_buf *b)
 {
-    srv_buf_puts(b, "# HELP attn_requests_total HTTP requests by route and status.\n"
+    char l[192];
+    srv_buf_puts(b, "# HELP attn_requests_total HTTP requests by route and status, and by model on "
+                    "the model routes.\n"
                     "# TYPE attn_requests_total counter\n");
-    for (int r = 0; r < SRV_R_COUNT; r++)
+    for (int r = 0; r < N_ROWS; r++) {
+        if (!row_labels(r, l, sizeof l))
+            continue;
         for (int s = 0; s < N_STATUS; s++) {
             uint64_t n = atomic_load_explicit(&requests[r][s], memory_order_relaxed);
-            if (n)
-                srv_buf_printf(b, "attn_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
-                               route_label(r), s, (unsigned long long)n);
+            if (n || s == row_ok_status(r))
+                srv_buf_printf(b, "attn_requests_total{%s,status=\"%d\"} %llu\n", l, s,
+                               (unsigned long long)n);
         }
+    }
     srv_buf_puts(b, "# HELP attn_request_duration_seconds Time from request to response.\n"
                     "# TYPE attn_request_duration_seconds histogram\n");
-    for (int r = 0; r < SRV_R_COUNT; r++) {
+    for (int r = 0; r < N_ROWS; r++) {
         uint64_t cum = 0;
         for (size_t i = 0; i <= N_BUCKETS; i++)
             cum += atomic_load_explicit(&hist[r][i], memory_order_relaxed);
-        if (!cum)
+        if (!cum || !row_labels(r, l, sizeof l))
             continue;
-        const char *l = route_label(r);
         cum = 0;
         for (size_t i = 0; i < N_BUCKETS; i++) {
             cum += atomic_load_explicit(&hist[r][i], memory_order_relaxed);
-            srv_buf_printf(b, "attn_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                           l, bucket_le[i], (unsigned long long)cum);
+            srv_buf_printf(b, "attn_request_duration_seconds_bucket{%s,le=\"%g\"} %llu\n", l,
+                           bucket_le[i], (unsigned long long)cum);
         }
         cum += atomic_load_explicit(&hist[r][N_BUCKETS], memory_order_relaxed);
-        srv_buf_printf(b, "attn_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-                       l, (unsigned long long)cum);
-        srv_buf_printf(b, "attn_request_duration_seconds_sum{route=\"%s\"} %.6f\n", l,
+        srv_buf_printf(b, "attn_request_duration_seconds_bucket{%s,le=\"+Inf\"} %llu\n", l,
+                       (unsigned long long)cum);
+        srv_buf_printf(b, "attn_request_duration_seconds_sum{%s} %.6f\n", l,
                        (double)atomic_load_explicit(&dur_us[r], memory_order_relaxed) / 1e6);
-        srv_buf_printf(b, "attn_request_duration_seconds_count{route=\"%s\"} %llu\n", l,
+        srv_buf_printf(b, "attn_request_duration_seconds_count{%s} %llu\n", l,
                        (unsigned long long)cum);
     }
     srv_buf_puts(b, "# HELP attn_request_bytes_total Request body bytes received.\n"
                     "# TYPE attn_request_bytes_total counter\n");
-    for (int r = 0; r < SRV_R_COUNT; r++)
-        srv_buf_printf(b, "attn_request_bytes_total{route=\"%s\"} %llu\n", route_label(r),
-                       (unsigned long long)atomic_load(&bytes_in[r]));
+    for (int r = 0; r < N_ROWS; r++)
+        if (row_labels(r, l, sizeof l))
+            srv_buf_printf(b, "attn_request_bytes_total{%s} %llu\n", l,
+                           (unsigned long long)atomic_load(&bytes_in[r]));
     srv_buf_puts(b, "# HELP attn_response_bytes_total Response body bytes sent.\n"
                     "# TYPE attn_response_bytes_total counter\n");
-    for (int r = 0; r < SRV_R_COUNT; r++)
-        srv_buf_printf(b, "attn_response_bytes_total{route=\"%s\"} %llu\n", route_label(r),
-                       (unsigned long long)atomic_load(&bytes_out[r]));
+    for (int r = 0; r < N_ROWS; r++)
+        if (row_labels(r, l, sizeof l))
+            srv_buf_printf(b, "attn_response_bytes_total{%s} %llu\n", l,
+                           (unsigned long long)atomic_load(&bytes_out[r]));
     srv_buf_printf(b, "# HELP attn_requests_in_flight Requests being served now.\n"
                       "# TYPE attn_requests_in_flight gauge\n"
                       "attn_requests_in_flight %d\n"

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MODELS_MAX 16
 /* Room for the longest text (4096 bytes, each byte up to six as a \uXXXX
  * escape) and the other fields. */
 #define TRANSLATE_MAX_BODY 65536
@@ -20,7 +19,7 @@ typedef struct {
 } served_model;
 
 static mdl_tok *tok;
-static served_model served[MODELS_MAX];
+static served_model served[SRV_MODELS_MAX];
 static int n_served;
 static json_t *unavailable; /* [{"name", "error"}] of the files that did not load */
 static char models_dir[PATH_MAX];
@@ -151,16 +150,16 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The NAME of every NAME.safetensors in dir, sorted (at most MODELS_MAX). */
+/* The NAME of every NAME.safetensors in dir, sorted (at most SRV_MODELS_MAX). */
 static int list_names(const char *dir, char names[][32])
 {
     DIR *d = opendir(dir);
-    char *p[MODELS_MAX];
+    char *p[SRV_MODELS_MAX];
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         size_t l = strlen(e->d_name);
-        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors") && good_name(e->d_name, l - 12) && n < MODELS_MAX) {
+        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors") && good_name(e->d_name, l - 12) && n < SRV_MODELS_MAX) {
             snprintf(names[n], 32, "%.*s", (int)(l - 12), e->d_name);
             p[n] = names[n];
             n++;
@@ -169,7 +168,7 @@ static int list_names(const char *dir, char names[][32])
     if (d)
         closedir(d);
     qsort(p, (size_t)n, sizeof *p, name_cmp);
-    char tmp[MODELS_MAX][32];
+    char tmp[SRV_MODELS_MAX][32];
     for (int i = 0; i < n; i++)
         snprintf(tmp[i], 32, "%s", p[i]);
     memcpy(names, tmp, sizeof(tmp[0]) * (size_t)n);
@@ -178,7 +177,7 @@ static int list_names(const char *dir, char names[][32])
 
 int srv_models_start(const char *dir_opt, int strict)
 {
-    char err[MDL_ERR_LEN], path[PATH_MAX + 32], names[MODELS_MAX][32];
+    char err[MDL_ERR_LEN], path[PATH_MAX + 32], names[SRV_MODELS_MAX][32];
     unavailable = json_array();
     if (find_dir(dir_opt, models_dir, sizeof models_dir) != 0) {
         srv_log(dir_opt ? SRV_LOG_ERROR : SRV_LOG_WARN, "models: no weights directory %s; GET /models lists none",
@@ -237,6 +236,11 @@ int srv_models_find(const char *name, size_t len)
         if (strlen(mdl_model_info(served[i].m)->name) == len && !memcmp(mdl_model_info(served[i].m)->name, name, len))
             return i;
     return -1;
+}
+
+const char *srv_models_name(int i)
+{
+    return i >= 0 && i < n_served ? mdl_model_info(served[i].m)->name : NULL;
 }
 
 void srv_models_list(srv_buf *b)

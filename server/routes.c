@@ -363,9 +363,11 @@ int srv_route_resolve(const char *method, const char *path, srv_target *t, srv_r
         srv_target cand;
         memset(&cand, 0, sizeof cand);
         cand.route = row->route;
+        cand.model = -1; /* until {model} or {name} names a model served */
         int m = match(row->pattern, path, &cand, &e);
         if (m < 0) {
             t->route = row->route == SRV_R_ATTENTION ? SRV_R_OTHER : row->route;
+            t->model = cand.model; /* for the metrics: a 404 version counts under its model */
             return fail_with(row->front, r, &e);
         }
         if (!m)

@@ -589,7 +589,9 @@ typedef struct {
     int route;             /* SRV_R_* (attention routes: + the rule) */
     int wants_body;        /* POST routes: read a body, then serve */
     attn_rule rule;        /* {rule} */
-    int model;             /* {model}: a rule, SRV_MODEL_MULTIHEAD or SRV_MODEL_DECODE */
+    int model;             /* {model}: a rule, SRV_MODEL_MULTIHEAD or SRV_MODEL_DECODE;
+                            * {name}: a served translation model's index; -1 when the
+                            * path named no model served */
     char rel[520];         /* {file}: a path under the static folder */
     char session[72];      /* {id}: a session id (its form checked, not its existence) */
     char session_hdr[40];  /* POST /sessions, a multihead-decode start: X-Session-Id, when trusted */
@@ -659,6 +661,7 @@ srv_serve_fn srv_serve_v2_server, srv_serve_v2_live, srv_serve_v2_ready, srv_ser
     srv_serve_v2_model_ready, srv_serve_v2_infer;
 
 #define SRV_KS_MODEL_VERSION "1"
+#define SRV_KS_N_MODELS (ATTN_RULE_COUNT + 2) /* every rule, multihead, multihead-decode */
 /* "attention-<rule>", "multihead" or "multihead-decode". */
 void srv_kserve_model_name(int model, char *out, size_t n);
 /* The field-table where-bits of a model's jobs, with place (kserve.c). */
@@ -689,7 +692,11 @@ void srv_exe_dir(char *out, size_t n);
 
 void srv_metrics_init(void);                   /* once, before serving */
 void srv_metrics_begin(void);                  /* a request started */
-void srv_metrics_end(int route, int status, uint64_t bytes_in,
+/* A request ended. On the model routes (SRV_R_KSERVE_INFER,
+ * SRV_R_MODELS_TRANSLATE) model is the target's: a model served is
+ * counted under its name, any other value under "other"; other routes
+ * ignore it. */
+void srv_metrics_end(int route, int model, int status, uint64_t bytes_in,
                      uint64_t bytes_out, double ms);
 void srv_metrics_text(srv_buf *b);
 /* What libmicrohttpd refused before a request reached a route: a
@@ -725,10 +732,14 @@ extern volatile int srv_draining;
  * binary). A file that does not load is logged and listed under
  * "unavailable" in GET /models; with strict, start-up fails instead.
  * Returns 0, or -1 (strict only). */
+#define SRV_MODELS_MAX 16 /* models served at most */
 int  srv_models_start(const char *dir, int strict);
 void srv_models_stop(void);
 /* The index of the served model named name[0..len), or -1. */
 int  srv_models_find(const char *name, size_t len);
+/* The name of the served model of index i (borrowed, valid until
+ * srv_models_stop), or NULL when fewer are served. */
+const char *srv_models_name(int i);
 /* 404 unknown_model for name[0..len), listing the served models. */
 int  srv_models_unknown(const char *name, size_t len, srv_err *e);
 void srv_models_list(srv_buf *b);
