@@ -135,10 +135,14 @@ attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err
         snprintf(list + k, sizeof list - k, "%s%s", n == 1 ? "" : n == total ? " and " : ", ",
                  rules[r].name);
     }
+    /* multi-head softmax attention takes what dot takes, linear what linear does */
+    int sm = attn_rule_takes(ATTN_RULE_DOT, opt), lin = attn_rule_takes(ATTN_RULE_LINEAR, opt);
+    const char *mha = sm && lin ? " (and multi-head)"
+                    : sm        ? " (and multi-head softmax attention)"
+                    : lin       ? " (and multi-head linear attention)" : "";
     const char *name = option_names[opt];
     return attn_fail(err, ATTN_ERR_PARAM, name, "%s applies to rule%s %s%s, not %s", name,
-                     total > 1 ? "s" : "", list,
-                     attn_rule_takes(ATTN_RULE_DOT, opt) ? " (and multi-head)" : "", who);
+                     total > 1 ? "s" : "", list, mha, who);
 }
 
 attn_status attn_check_taken(const attn_options *o, attn_rule as, const char *who,
