@@ -97,6 +97,20 @@ static attn_status bind_params(const attn_rule_info *info, const attn_named *giv
     return ATTN_OK;
 }
 
+/* hidden_size (or output_size), when given beside the parameters, must be
+ * the Dh (Dout) they carry: it only sizes seeded parameters, so one that
+ * disagrees would be ignored. */
+static attn_status check_given_size(const char *size_name, int64_t given, int64_t carried,
+                                    const char *param, attn_error *err)
+{
+    if (given == 0 || given == carried)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_PARAM, size_name,
+                     "%s is %lld but params.%s has %lld rows; %s sizes only seeded "
+                     "parameters: leave it out, or make it agree",
+                     size_name, (long long)given, param, (long long)carried, size_name);
+}
+
 /* Checks every bound parameter's shape; Dh and Dout come from the first
  * weight that carries them. */
 static attn_status check_param_shapes(const attn_request *req, const attn_rule_info *info,
@@ -140,19 +154,26 @@ static attn_status check_param_shapes(const attn_request *req, const attn_rule_i
     default:
         return ATTN_OK;
     }
+    const char *nm = info->params[req->rule == ATTN_RULE_CONCAT ? 2 : 0].name;
     if (pl->dh < 1 || pl->dout < 1) {
-        const char *nm = info->params[req->rule == ATTN_RULE_CONCAT ? 2 : 0].name;
         char field[64];
         snprintf(field, sizeof field, "params.%s", nm);
         return attn_fail(err, ATTN_ERR_SHAPE, field,
                          "params.%s has an empty first dimension; it must be at least 1", nm);
     }
+    attn_status st = ATTN_OK;
+    if (attn_rule_takes(req->rule, ATTN_OPT_HIDDEN_SIZE))
+        st = check_given_size("hidden_size", req->hidden_size, pl->dh, nm, err);
+    else if (attn_rule_takes(req->rule, ATTN_OPT_OUTPUT_SIZE))
+        st = check_given_size("output_size", req->output_size, pl->dout, nm, err);
+    if (st != ATTN_OK)
+        return st;
     for (size_t i = 0; i < info->n_params; i++) {
         if (!pl->p[i])
             continue;
         char who[40];
         snprintf(who, sizeof who, "rule %s", info->name);
-        attn_status st = attn_check_param_shape(info->params[i].name, pl->p[i], rank[i],
+        st = attn_check_param_shape(info->params[i].name, pl->p[i], rank[i],
                                                 want[i], sym[i], who, err);
         if (st != ATTN_OK)
             return st;

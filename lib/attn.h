@@ -434,8 +434,10 @@ typedef struct {
     size_t n_params;
     int has_scale;     /* scaled_dot only */
     float scale;       /* default 1/sqrt(Dk) */
-    int64_t hidden_size; /* Dh for seeding additive/concat_tanh; 0 = Dq */
-    int64_t output_size; /* Dout for seeding concat; 0 = Dq */
+    int64_t hidden_size; /* Dh for seeding additive/concat_tanh; 0 = Dq. Given with
+                          * params, it must be their Dh (else ATTN_ERR_PARAM) */
+    int64_t output_size; /* Dout for seeding concat; 0 = Dq. Given with params, it
+                          * must be out.weight's rows (else ATTN_ERR_PARAM) */
     attn_options opt;
 } attn_request;
 

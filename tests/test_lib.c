@@ -678,6 +678,10 @@ static int bad_pipeline(bad_case *c, attn_options *o, const char *key, const cha
     } else if (!strcmp(key, "scale")) {
         c->r.has_scale = 1;
         c->r.scale = strtof(val, NULL);
+    } else if (!strcmp(key, "hidden_size")) {
+        c->r.hidden_size = strtoll(val, NULL, 10);
+    } else if (!strcmp(key, "output_size")) {
+        c->r.output_size = strtoll(val, NULL, 10);
     } else if (!strcmp(key, "num_heads")) {
         c->m.num_heads = strtoll(val, NULL, 10);
     } else if (!strcmp(key, "num_kv_heads")) {
