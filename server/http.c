@@ -432,6 +432,28 @@ static enum MHD_Result accept_body(struct MHD_Connection *conn, req_state *rs)
     return MHD_YES;
 }
 
+static enum MHD_Result first_key(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind, (void)value;
+    *(const char **)cls = key;
+    return MHD_NO; /* the first is enough */
+}
+
+/* 400 for a route with a body that is given a query string: its fields
+ * are read from the body alone, so ?causal=true would be ignored. 0 when
+ * there is none. */
+static int no_query(struct MHD_Connection *conn, srv_err *e)
+{
+    const char *key = NULL;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, first_key, &key);
+    if (!key)
+        return 0;
+    return srv_fail(e, 400, "unknown_field", key,
+                    "query parameter \"%.60s\": this route reads its fields from the body only, "
+                    "never from the query string", key);
+}
+
 /* The request's first call: its route, then, for a POST, whether its
  * headers let the body be read (all decided before a byte of it is). */
 static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
@@ -461,12 +483,17 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
         return send_or_defer(conn, rs, &r);
     }
     srv_buf_free(&r.body);
+    srv_err e;
     if (!authed) {
         /* Before the body is read: an unauthorised client costs no memory. */
         srv_reply_init(&r);
-        srv_err e;
         srv_fail(&e, 401, "unauthorized", "", "this route needs Authorization: Bearer <token> "
                  "(the server's ATTN_TOKEN)");
+        reply_error(rs, &r, &e);
+        return send_or_defer(conn, rs, &r);
+    }
+    if (no_query(conn, &e)) {
+        srv_reply_init(&r);
         reply_error(rs, &r, &e);
         return send_or_defer(conn, rs, &r);
     }
