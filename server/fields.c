@@ -63,7 +63,7 @@ static const srv_field fields[] = {
     {"sparsity_layout", SRV_FT_MASK, S(SP_LAYOUT), BOTH | KSI, 0, "(Rb, Cb)", "(Rb, Cb)", "blocks: the block layout"},
     {"return_layout", SRV_FT_BOOL, S(RETURN_LAYOUT), BOTH | BODY | KSP, 0, NULL, NULL, "add the sparsity pattern's block layout to the response"},
     {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
-    {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.)"},
+    {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.): each takes the options rule dot or rule linear takes"},
     {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
@@ -878,6 +878,22 @@ static int check_applies(const srv_field *f, attn_rule rule, srv_err *e)
                     n > 1 ? "s" : "", list, mha, attn_rule_name(rule));
 }
 
+/* 422 for a field of a multi-head job that its attention does not take,
+ * whatever its value, as check_applies does for a rule's: softmax
+ * attention takes what rule dot takes, linear what rule linear takes
+ * (feature_map on softmax attention, alibi: false on linear). 0 when it
+ * applies. */
+static int check_applies_mha(const srv_field *f, int linear, srv_err *e)
+{
+    int opt = field_option(f);
+    if (opt < 0 || attn_rule_takes(linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT, (attn_option)opt))
+        return 0;
+    const char *other = linear ? "softmax" : "linear", *mine = linear ? "linear" : "softmax";
+    return srv_fail(e, 422, "invalid_param", f->name,
+                    "%s applies to multi-head %s attention, not %s (attention is \"%s\")", f->name,
+                    other, mine, mine);
+}
+
 /* Whether the field called name, as read at where, is among those present. */
 static int given(const unsigned char present[N_FIELDS], const char *name, unsigned where)
 {
@@ -911,5 +927,9 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
             return v ? -1 : srv_fail(e, 400, "missing_field", f->name, "%s is required (%s)",
                                      f->name, f->desc);
     }
+    /* after reading: which fields apply depends on the attention read */
+    for (size_t i = 0; j->kind == SRV_JOB_MULTIHEAD && i < N_FIELDS; i++)
+        if (present[i] && check_applies_mha(&fields[i], j->u.mha.linear, e))
+            return -1;
     return srv_job_finish_options(j, e);
 }
