@@ -633,6 +633,11 @@ static int read_params(srv_job *j, const srv_field *f, srv_codec *c, json_t *p, 
     if (!json_is_object(p))
         return bad(e, f, "an object of tensors named as in the PyTorch state_dict");
     size_t cnt = json_object_size(p), i = 0;
+    int has_params = j->kind == SRV_JOB_MULTIHEAD || attn_rule_describe(j->u.att.rule)->n_params > 0;
+    if (cnt == 0 && has_params) /* params are all or none: {} would be seeded ones */
+        return srv_fail(e, 422, "invalid_param", "params",
+                        "params is empty: give every parameter (GET /rules lists them), or leave "
+                        "params out to have them seeded from seed");
     if (cnt == 0)
         return 0;
     attn_named *it = srv_arena_alloc(c->arena, cnt * sizeof *it);
