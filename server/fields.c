@@ -899,6 +899,22 @@ static int check_applies_mha(const srv_field *f, int linear, srv_err *e)
                     other, mine, mine);
 }
 
+/* 400 when KServe's rope parameter is false beside a rope_* parameter,
+ * which turns rope on: one of the two would be ignored. */
+static int check_rope_off(json_t *obj, const unsigned char present[N_FIELDS], unsigned where,
+                          srv_err *e)
+{
+    const srv_field *on = srv_field_find("rope", where);
+    if (!on || on->type != SRV_FT_BOOL || !json_is_false(json_object_get(obj, "rope")))
+        return 0;
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (present[i] && fields[i].slot >= S(ROPE_BASE) && fields[i].slot <= S(ROPE_OFFSET))
+            return srv_fail(e, 400, "invalid_field", fields[i].name,
+                            "%s turns rope on, but rope is false: give rope true, or leave %s out",
+                            fields[i].name, fields[i].name);
+    return 0;
+}
+
 /* Whether the field called name, as read at where, is among those present. */
 static int given(const unsigned char present[N_FIELDS], const char *name, unsigned where)
 {
@@ -918,6 +934,8 @@ int srv_fields_read(json_t *obj, unsigned where, const char *what, srv_codec *c,
         (given(present, "window_left", where) || given(present, "window_right", where)))
         return srv_fail(e, 400, "invalid_field", "window",
                         "window sets both sides: give it or window_left and window_right, not both");
+    if (check_rope_off(obj, present, where, e))
+        return -1;
     for (size_t i = 0; j->kind == SRV_JOB_ATTENTION && i < N_FIELDS; i++)
         if (present[i] && check_applies(&fields[i], j->u.att.rule, e))
             return -1;
