@@ -544,6 +544,11 @@ static int read_inputs(srv_call *call, srv_codec *c, ks_body *kb, json_t *ji, sr
         for (size_t k = 0; k < i; k++)
             if (!strcmp(in[k].name, in[i].name))
                 return srv_fail(e, 400, "invalid_field", in[i].name, "input %s is given twice", in[i].name);
+        /* alibi and sinks are parameters and inputs: one would be ignored */
+        if (json_object_get(json_object_get(call->root, "parameters"), in[i].name))
+            return srv_fail(e, 400, "invalid_field", in[i].name,
+                            "%s is given both as a parameter and as an input; give it once",
+                            in[i].name);
         put_input(j, kb, &in[i], pn, &np);
     }
     if (kb->off != kb->bin_len)
