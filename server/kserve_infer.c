@@ -246,6 +246,23 @@ static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
     return 0;
 }
 
+/* 400 when the parameter that makes an output (need_weights: weights,
+ * return_layout: layout) is given and says otherwise than outputs, which
+ * decides: the parameter would be ignored. */
+static int output_agrees(json_t *root, const char *param, const char *output, int listed,
+                         srv_err *e)
+{
+    json_t *v = json_object_get(json_object_get(root, "parameters"), param);
+    if (!v || json_is_true(v) == listed)
+        return 0;
+    if (listed)
+        return srv_fail(e, 400, "invalid_field", "outputs", "outputs asks for %s but %s is false",
+                        output, param);
+    return srv_fail(e, 400, "invalid_field", "outputs",
+                    "%s is true but outputs does not ask for %s: add it to outputs, or leave %s out",
+                    param, output, param);
+}
+
 /* The request's "outputs" (or output, weights unless need_weights is
  * false, and layout with return_layout, when absent); weights and a layout
  * not asked for are not built; asking for layout is return_layout. */
@@ -275,10 +292,10 @@ static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
         want_w |= !strcmp(outs->o[outs->n - 1].name, "weights");
         want_l |= !strcmp(outs->o[outs->n - 1].name, "layout");
     }
+    if (output_agrees(root, "need_weights", "weights", want_w, e) ||
+        output_agrees(root, "return_layout", "layout", want_l, e))
+        return -1;
     j->return_layout = want_l;
-    if (want_w && !*nw)
-        return srv_fail(e, 400, "invalid_field", "outputs",
-                        "outputs asks for weights but need_weights is false");
     *nw = want_w;
     return 0;
 }
