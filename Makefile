@@ -193,8 +193,8 @@ test-kserve: $(TEST_KSERVE) $(SERVER)
 golden:
 	$(PYTHON) tests/gen_golden.py tests/golden
 
-# The demo (demo/) in Debian's headless chromium, driven by playwright-core
-# (pinned in tests/browser/package-lock.json), against a server on a free
+# The demo (demo/) in Debian's headless chromium, driven by playwright-core and
+# checked by axe-core (both pinned in tests/browser/package-lock.json), against a server on a free
 # 127.0.0.1 port; screenshots land in tests/browser/screenshots/ (the trained
 # models' views at 1280x800 and 390x844 in $(BUILD)/screenshots/).
 BROWSER_NPM = tests/browser/node_modules/.package-lock.json

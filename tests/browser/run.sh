@@ -10,7 +10,7 @@ if [ ! -x /usr/bin/chromium ] && [ -z "${CHROMIUM:-}" ]; then
     echo "test-browser: /usr/bin/chromium is missing (apt-get install chromium)" >&2
     exit 1
 fi
-if [ ! -d tests/browser/node_modules/playwright-core ]; then
+if [ ! -d tests/browser/node_modules/playwright-core ] || [ ! -d tests/browser/node_modules/axe-core ]; then
     (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
