@@ -566,7 +566,7 @@ function renderStats(matrix) {
   table.innerHTML = `<caption>Per query: where it looks most, and how spread out its attention is
     (entropy in bits: 0 = all on one ${colWord(c.rule)}, ${fmt(Math.log2(Lk))} = spread evenly over all ${Lk}).</caption>
     <thead><tr><th scope="col">#</th><th scope="col">query</th><th scope="col">argmax ${colWord(c.rule)}</th>
-    <th scope="col">weight</th><th scope="col">entropy (bits)</th><th scope="col"></th></tr></thead>`;
+    <th scope="col">weight</th><th scope="col">entropy (bits)</th><th scope="col"><span class="sr-only">note</span></th></tr></thead>`;
   const tb = document.createElement('tbody');
   stats.forEach((s, i) => {
     const tr = document.createElement('tr');

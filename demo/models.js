@@ -240,7 +240,7 @@ export function createModelViews(ctx) {
         h('aside', { class: 'm-side', 'aria-label': 'Readout' },
           h('div', { id: 'm-legend' }),
           h('p', { id: 'm-readout', class: 'readout', 'aria-live': 'polite', text: 'Hover a cell to read its weight; click a token to pin it in every view.' }),
-          h('div', { id: 'm-text-view', class: 'token-text', 'aria-label': 'Attention on the text' }))));
+          h('div', { id: 'm-text-view', class: 'token-text', role: 'group', 'aria-label': 'Attention on the text' }))));
     input.value = M.text;
     input.addEventListener('input', () => { M.text = input.value; M.pin = null; syncExample(); schedule(); });
     input.addEventListener('keydown', e => { if (e.key === 'Enter') { e.preventDefault(); translate(); } });
@@ -424,7 +424,7 @@ export function createModelViews(ctx) {
         wrap: Math.max(170, Math.min(300, mm.cols.length * cell + labelW)) });
       svg.dataset.model = name;
       const wrap = h('div', { class: 'figure m-fig' }, svg);
-      const strip = h('div', { class: 'm-strip', 'aria-label': `${name}: the English coloured by the hovered or pinned French token` });
+      const strip = h('div', { class: 'm-strip', role: 'group', 'aria-label': `${name}: the English coloured by the hovered or pinned French token` });
       strip._paint = row => {
         const p = pinFor('cross');
         const i = row ?? (p && p.side === 'q' ? p.index : null);
@@ -511,7 +511,7 @@ export function createModelViews(ctx) {
     for (const a of Object.keys(ATTN)) for (let k = 0; k < P.L[a]; k++) pick.append(new Option(`${ATTN[a].label}, layer ${k}`, `${a}:${k}`));
     pick.value = `${attn}:${l}`;
     pick.addEventListener('change', () => { const [a, k] = pick.value.split(':'); M.sel = { attn: a, layer: Number(k), head: M.sel.head }; render(); ctx.writeHash(); });
-    const toggles = h('div', { class: 'chips', id: 'm-head-toggles', 'aria-label': 'Heads shown' });
+    const toggles = h('div', { class: 'chips', id: 'm-head-toggles', role: 'group', 'aria-label': 'Heads shown' });
     for (let hh = 0; hh < P.H; hh++) {
       const b = h('button', { type: 'button', class: 'chip head-toggle', 'data-head': hh, 'aria-pressed': String(!M.hidden.has(hh)) });
       b.innerHTML = `<span class="swatch" style="background:${HEAD_COLOURS[hh % HEAD_COLOURS.length]}"></span>head ${hh}`;

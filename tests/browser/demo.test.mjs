@@ -13,6 +13,7 @@
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -28,6 +29,8 @@ const { tokenize, embed, MAX_TOKENS } = await import('data:text/javascript,' + e
 // The page's colour scale, number format, row statistics and head colours, the same way (render.js has no imports).
 const renderSrc = fs.readFileSync(path.join(HERE, '../../demo/render.js'), 'utf8');
 const { colour, fmt, rowStats, HEAD_COLOURS } = await import('data:text/javascript,' + encodeURIComponent(renderSrc));
+// axe-core, the accessibility checker (pinned in package-lock.json), injected into the page.
+const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 const DEFAULT_SENTENCE = 'The cat sat on the mat because the cat was tired .';
 
@@ -97,6 +100,18 @@ async function expectHeatmap(page, expected, what, sel = '#heatmap') {
     await page.waitForTimeout(50);
   }
   throw new Error(`${what}: heatmap differs from the API's weights (max |diff| ${d})`);
+}
+
+// axe-core's violations on p's page as it is now: [{id, impact, nodes: [selector, ...]}].
+async function axeViolations(p) {
+  if (!(await p.evaluate(() => 'axe' in window))) await p.addScriptTag({ path: AXE }); // once per document
+  return p.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
+    .map(v => ({ id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(' ')) })));
+}
+// Fails when axe finds anything on p's page, naming each rule, its impact and its first elements.
+async function expectAxeClean(p, state) {
+  const v = await axeViolations(p);
+  assert(v.length === 0, `${state}: ` + v.map(x => `[${x.impact}] ${x.id} at ${x.nodes.slice(0, 3).join(', ')}`).join('; '));
 }
 
 // Identity projections for nn.MultiheadAttention, written out independently
@@ -2242,6 +2257,69 @@ try {
     await setMode('sentences');
     assert(await page.inputValue('#source') === mine, `the Sentence box reads "${await page.inputValue('#source')}"`);
     await expectHeatmap(page, await weightsOf('/attention/scaled_dot', sentenceBody(mine)), 'sentence after reload');
+  });
+
+  /* ------------------------------------------------------ accessibility */
+
+  const S_DEFAULT = '#s=' + encodeURIComponent(DEFAULT_SENTENCE);
+  const waitStatus = (p, re) => p.waitForFunction(src => new RegExp(src).test(document.querySelector('#status').textContent), re.source, { timeout: 30000 });
+
+  await test('axe finds no accessibility violation in the main states: loading, heatmap, lines, compare, neuron, multi-head, paste, an error, load', async () => {
+    await page.goto('about:blank');
+    await page.goto(BASE + '/');
+    await expectAxeClean(page, 'the page as it loads');
+    await page.waitForSelector('#heatmap .cell', { timeout: 30000 });
+    await waitStatus(page, /round trip/);
+    await expectAxeClean(page, 'a computed heatmap');
+    for (const [view, ready] of [['lines', '#lines svg.lineview'], ['compare', '#compare-grid .compare-item:nth-of-type(8) svg'],
+      ['neuron', '#neuron-readout[data-key]']]) {
+      await page.click('#tab-' + view);
+      await page.waitForSelector(ready, { state: 'attached', timeout: 30000 });
+      await expectAxeClean(page, `the ${view} view`);
+    }
+    await openHash(page, S_DEFAULT + '&r=multihead&h=4', '#heads-grid .head-thumb');
+    await expectAxeClean(page, 'multi-head with 4 heads');
+    await setMode('paste');
+    await page.click('#paste-example');
+    await page.click('#paste-run');
+    await waitStatus(page, /: 3 queries × 3 keys/);
+    await expectAxeClean(page, 'a pasted request');
+    await page.fill('#paste', JSON.stringify({ query: [[1, 2]], key: [[1, 2, 3]], value: [[1]] }));
+    await page.click('#paste-run');
+    await waitStatus(page, /refused/);
+    await expectAxeClean(page, 'an error shown (the old picture dimmed)');
+    await setMode('load');
+    await expectAxeClean(page, 'load mode');
+  });
+
+  await modelTest('axe finds no accessibility violation in the trained models\' Translate view', async () => {
+    await openModels(page);
+    await expectAxeClean(page, 'Translate');
+  });
+
+  await test('200% zoom (a 640 px wide window): nothing scrolls sideways and axe stays clean', async () => {
+    const p = await context.newPage();
+    await p.setViewportSize({ width: 640, height: 800 });
+    const wide = async state => {
+      const [sw, iw] = await p.evaluate(() => [document.documentElement.scrollWidth, innerWidth]);
+      assert(sw <= iw + 1, `${state}: the page is ${sw}px wide in a ${iw}px window`);
+      await expectAxeClean(p, state + ' at 640 px');
+    };
+    try {
+      await openHash(p, S_DEFAULT);
+      await wide('a computed heatmap');
+      await openHash(p, S_DEFAULT + '&r=multihead&h=4', '#heads-grid .head-thumb');
+      await wide('multi-head with 4 heads');
+      await p.click('#tab-compare');
+      await p.waitForSelector('#compare-grid .compare-item:nth-of-type(8) svg', { state: 'attached', timeout: 30000 });
+      await wide('the compare view');
+      await p.goto('about:blank');
+      await p.goto(BASE + '/#m=paste&paste=' + encodeURIComponent('{"query": [[1, 2]], "key": [[1, 2, 3]], "value": [[1]]}'));
+      await waitStatus(p, /refused/);
+      await wide('an error shown');
+    } finally {
+      await p.close();
+    }
   });
 
   await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
