@@ -3,7 +3,8 @@
 
 import { tokenize, tokenCount, embed, DEFAULT_DIM, MAX_TOKENS } from './embed.js';
 import { postJSON, getJSON, decodeTensor, toMatrices } from './api.js';
-import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, arrowCell, tabKey, HEAD_COLOURS, SCALES, weightTable } from './render.js';
+import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, markPin, arrowCell, tabKey, keyboardHeatmap, HEAD_COLOURS, SCALES,
+  weightTable } from './render.js';
 import { exportSVG, exportPNG, exportJSON } from './export.js';
 import { createModelViews } from './models.js';
 import { neuronSupport, neuronTerms, neuronFigure, neuronExplain } from './neuron.js';
@@ -53,6 +54,8 @@ const PASTE_EXAMPLE = {
 
 const $ = id => document.getElementById(id);
 const NARROW = window.matchMedia('(max-width: 860px)');
+// What the readout says before a cell is read (written once, in index.html).
+const READOUT_HINT = $('readout').textContent;
 
 // What a rule's columns are: concat scores the Lv value positions (in
 // sentence mode the source, as values), every other rule the keys.
@@ -475,14 +478,13 @@ function renderHeatmapView() {
   const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption, wrap: avail - 8, scale: S.scale,
     kind: c.kind, cell, legend: false, structure: c.struct.overlay, colWord: colWord(c.rule),
     foot: c.rule === 'concat' && c.source === 'sentences' ? CONCAT_FOOT : undefined });
-  svg.setAttribute('tabindex', '0');
-  svg.setAttribute('aria-describedby', 'readout');
+  keyboardHeatmap(svg, 'readout');
   S.cursor = null;
   fig.replaceChildren(svg);
   fig.scrollTop = 0; fig.scrollLeft = 0;
   markPin(svg, S.pin);
   renderCompanion(cell, avail);
-  $('readout').textContent = 'Hover a cell to read its weight; click to pin its query.';
+  $('readout').textContent = READOUT_HINT;
   $('heat-hint').textContent = 'Each row is a query (the word doing the looking); ' +
     (c.rule === 'concat' ? 'each column a value position (concat scores the values: the source words). ' : 'each column a key (a word looked at). ') +
     'A row’s weights add up to 1; hatched grey cells were not allowed (padding or masked), white ones were computed as ~0.';
@@ -750,18 +752,16 @@ async function renderNeuronView() {
   const fig = $('neuron'), note = $('neuron-note'), out = $('neuron-readout');
   if (!c) return;
   const sup = neuronSupport(c.rule, c.request);
-  const qs = $('neuron-query');
-  if (qs.options.length !== c.rows.length || [...qs.options].some((o, i) => o.textContent !== `${i}: ${c.rows[i]}`)) {
-    qs.replaceChildren(...c.rows.map((r, i) => new Option(`${i}: ${r}`, String(i))));
-  }
+  const numbered = words => words.map((w, k) => `${k}: ${w}`);
+  setOptions($('neuron-query'), numbered(c.rows));
+  setOptions($('neuron-key'), numbered(c.cols));
   const i = S.pin && S.pin.side === 'q' && S.pin.index < c.rows.length ? S.pin.index : 0;
-  qs.value = String(i);
+  $('neuron-query').value = String(i);
   const H = sup.ok ? sup.heads : 1;
   $('neuron-head-row').hidden = H < 2;
-  const hs = $('neuron-head');
-  if (hs.options.length !== H) hs.replaceChildren(...Array.from({ length: H }, (_, k) => new Option(`head ${k}`, String(k))));
+  setOptions($('neuron-head'), Array.from({ length: H }, (_, k) => `head ${k}`));
   const head = S.head >= 0 && S.head < H ? S.head : 0;
-  hs.value = String(head);
+  $('neuron-head').value = String(head);
   // Nothing to read out: no empty box either.
   out.hidden = !sup.ok;
   if (!sup.ok) { fig.replaceChildren(); out.textContent = ''; note.textContent = 'Not available: ' + sup.why; return; }
@@ -786,6 +786,7 @@ async function renderNeuronView() {
   let best = 0;
   T.weights.forEach((w, j) => { if (w > T.weights[best]) best = j; });
   const sel = S.neuronKey !== null && S.neuronKey < T.Lk ? S.neuronKey : best;
+  $('neuron-key').value = String(sel);
   const show = j => {
     for (const g of svg.querySelectorAll('.nkey')) g.querySelector('.nrow-bg').setAttribute('fill', Number(g.dataset.key) === j ? '#fff1b8' : Number(g.dataset.key) === sel ? '#ffe8cc' : '#ffffff');
     out.innerHTML = neuronExplain(T, j, opts);
@@ -796,11 +797,21 @@ async function renderNeuronView() {
   svg.addEventListener('mouseleave', () => show(sel));
   svg.addEventListener('click', e => {
     const g = e.target.closest('.nkey');
-    if (!g) return;
-    S.neuronKey = Number(g.dataset.key);
-    renderNeuronView();
-    writeHash();
+    if (g) keepNeuronKey(Number(g.dataset.key));
   });
+}
+
+// The key the neuron view explains, chosen by a click on its row or in the Key token menu.
+function keepNeuronKey(j) {
+  S.neuronKey = j;
+  renderNeuronView();
+  writeHash();
+}
+
+// Gives a menu one option per label (values 0, 1, …), leaving it alone when it already has them.
+function setOptions(select, labels) {
+  if (select.options.length === labels.length && labels.every((l, k) => select.options[k].textContent === l)) return;
+  select.replaceChildren(...labels.map((l, k) => new Option(l, String(k))));
 }
 
 /* -------------------------------------------------------------- compare */
@@ -1302,6 +1313,7 @@ function wire() {
   $('batch').addEventListener('input', () => showBatch(Number($('batch').value)));
   $('batch').addEventListener('change', () => { $('batch').value = String(S.batch); });
   $('neuron-query').addEventListener('change', () => { S.neuronKey = null; S.pin = { side: 'q', index: Number($('neuron-query').value) }; applyPin(); writeHash(); });
+  $('neuron-key').addEventListener('change', () => keepNeuronKey(Number($('neuron-key').value)));
   $('neuron-head').addEventListener('change', () => { S.head = Number($('neuron-head').value); if (S.cur) render(); });
   $('export-png').addEventListener('click', () => doExport('png'));
   $('export-svg').addEventListener('click', () => doExport('svg'));

@@ -9,7 +9,8 @@
 // (heatmap, lineView, coloredTokens, weightTable) and the page's colour
 // scale, URL fragment and exports through the hooks app.js passes in.
 
-import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, arrowCell, tabKey, fmt, HEAD_COLOURS, SCALES, weightTable } from './render.js';
+import { heatmap, lineView, coloredTokens, legendBar, markPin, markHover, arrowCell, tabKey, keyboardHeatmap, fmt, HEAD_COLOURS, SCALES,
+  weightTable } from './render.js';
 import { decodeTensor, toMatrices } from './api.js';
 
 // Ten sentences of the test split (training/data/test.tsv, lines 265, 96,
@@ -31,6 +32,9 @@ export const MODEL_EXAMPLES = [
 // The score of answering with the English unchanged on the same test split
 // (README, training/results.json): the floor any translation must beat.
 const COPY_FLOOR_BLEU = 7.39;
+
+// What the readout says before a cell is read.
+const READOUT_HINT = 'Hover a cell, or focus a heatmap (Tab) and press the arrow keys, to read its weight; click a token, or press Enter on a cell, to pin it in every view.';
 
 // The rules as the teaching material names them, in the order it compares them.
 const RULE_NAMES = { concat: 'concat (the seq2seq tutorial’s rule)', additive: 'additive (Bahdanau)', general: 'general (Luong)', multihead: 'multi-head (Transformer)' };
@@ -239,7 +243,7 @@ export function createModelViews(ctx) {
           h('div', { id: 'm-rollout', class: 'm-sub' })),
         h('aside', { class: 'm-side', 'aria-label': 'Readout' },
           h('div', { id: 'm-legend' }),
-          h('p', { id: 'm-readout', class: 'readout', 'aria-live': 'polite', text: 'Hover a cell to read its weight; click a token to pin it in every view.' }),
+          h('p', { id: 'm-readout', class: 'readout', 'aria-live': 'polite', text: READOUT_HINT }),
           h('div', { id: 'm-text-view', class: 'token-text', role: 'group', 'aria-label': 'Attention on the text' }))));
     input.value = M.text;
     input.addEventListener('input', () => { M.text = input.value; M.pin = null; syncExample(); schedule(); });
@@ -355,13 +359,13 @@ export function createModelViews(ctx) {
     else if (M.sub === 'heads') renderHeads();
     else renderRollout();
     applyPin();
-    $('m-readout').textContent = 'Hover a cell to read its weight; click a token to pin it in every view.';
+    $('m-readout').textContent = READOUT_HINT;
   }
 
   function heat(mm, opts) {
     const svg = heatmap(mm.m, { rows: mm.rows, cols: mm.cols, scale: ctx.scale(), kind: mm.kind, legend: false, ...opts });
     svg._mm = mm;
-    if (!opts.raster) svg.setAttribute('tabindex', '0'); // the arrow keys walk its cells (wireHover)
+    if (!opts.raster) keyboardHeatmap(svg, 'm-readout'); // the arrow keys walk its cells (onKey)
     return svg;
   }
 

@@ -253,8 +253,11 @@ export function heatmap(matrix, opts = {}) {
   if (opts.structure) parts.push(structureMarkup(opts.structure, { left, top, cell, Lq, Lk, thin: !labels }));
   if (values) parts.push(`<g class="values" pointer-events="none">${values}</g>`);
   // Overlays: the pinned row/column and the hovered cell (moved, never rebuilt).
+  // The hovered cell's box is amber edged in dark grey, so it shows on the
+  // palest and the darkest cells alike (it is the keyboard's cursor too).
   parts.push(`<g class="overlay" pointer-events="none"><rect class="pin-box" fill="none" stroke="#e8590c" stroke-width="${labels ? 2.5 : 1.5}" visibility="hidden"/>` +
-    `<rect class="hover-box" fill="none" stroke="#ffb020" stroke-width="3" visibility="hidden"/></g>`);
+    `<rect class="hover-box" fill="none" stroke="#1d2433" stroke-width="5" visibility="hidden"/>` +
+    `<rect class="hover-box" fill="none" stroke="#ffb020" stroke-width="2.5" visibility="hidden"/></g>`);
   // The label bands come after the cells, on white, so that when a large
   // heatmap scrolls they can be moved to stay in view over the cells
   // (the page sets their transforms; exports drop them).
@@ -388,7 +391,7 @@ function parts(svg) {
       rowLabels: [...svg.querySelectorAll('.row-label')],
       colLabels: [...svg.querySelectorAll('.col-label')],
       pinBox: svg.querySelector('.pin-box'),
-      hoverBox: svg.querySelector('.hover-box'),
+      hoverBoxes: [...svg.querySelectorAll('.hover-box')],
       bold: [],
     };
   }
@@ -422,12 +425,23 @@ export function markHover(svg, i, j) {
   const p = parts(svg), g = svg._geom;
   for (const l of p.bold) l.removeAttribute('font-weight');
   p.bold = [];
-  if (i === null || i === undefined) { p.hoverBox.setAttribute('visibility', 'hidden'); return; }
+  if (i === null || i === undefined) { for (const b of p.hoverBoxes) b.setAttribute('visibility', 'hidden'); return; }
   for (const l of [p.rowLabels[i], p.colLabels[j]]) if (l) { l.setAttribute('font-weight', 700); p.bold.push(l); }
-  const b = p.hoverBox;
-  b.setAttribute('x', g.left + j * g.cell); b.setAttribute('y', g.top + i * g.cell);
-  b.setAttribute('width', g.cell); b.setAttribute('height', g.cell);
-  b.setAttribute('visibility', 'visible');
+  for (const b of p.hoverBoxes) {
+    b.setAttribute('x', g.left + j * g.cell); b.setAttribute('y', g.top + i * g.cell);
+    b.setAttribute('width', g.cell); b.setAttribute('height', g.cell);
+    b.setAttribute('visibility', 'visible');
+  }
+}
+
+// Makes a drawn heatmap the keyboard's: it takes focus, its arrow keys walk
+// the cells (the caller listens) and describedBy (an element's id) is where
+// the cell under the cursor is written. The role is "application" so that a
+// screen reader hands it the arrow keys instead of reading on.
+export function keyboardHeatmap(svg, describedBy) {
+  svg.setAttribute('tabindex', '0');
+  svg.setAttribute('role', 'application');
+  svg.setAttribute('aria-describedby', describedBy);
 }
 
 // Outlines the pinned query row or key column (pin = {side: 'q'|'k', index} or null).

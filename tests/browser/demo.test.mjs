@@ -114,6 +114,15 @@ async function expectAxeClean(p, state) {
   assert(v.length === 0, `${state}: ` + v.map(x => `[${x.impact}] ${x.id} at ${x.nodes.slice(0, 3).join(', ')}`).join('; '));
 }
 
+// WCAG contrast ratio of two colours given as '#rrggbb' or 'rgb(r, g, b)'.
+function contrast(a, b) {
+  const rgb = c => (c.startsWith('#') ? [1, 3, 5].map(k => parseInt(c.slice(k, k + 2), 16)) : c.match(/[\d.]+/g).slice(0, 3).map(Number));
+  const lin = v => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  const lum = c => { const [r, g, bl] = rgb(c).map(lin); return 0.2126 * r + 0.7152 * g + 0.0722 * bl; };
+  const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+
 // Identity projections for nn.MultiheadAttention, written out independently
 // of the page's own helper.
 function identityParams(E) {
@@ -2320,6 +2329,73 @@ try {
     } finally {
       await p.close();
     }
+  });
+
+  // Presses key on page until the focused element matches sel (at most n
+  // times). Every element focused on the way must show a ring of at least
+  // 3:1 against white (WCAG 1.4.11); a hidden mode radio shows it on its label.
+  async function tabTo(sel, n, key = 'Tab') {
+    for (let k = 0; k < n; k++) {
+      await page.keyboard.press(key);
+      const f = await page.evaluate(s => {
+        const e = document.activeElement;
+        const cs = getComputedStyle(e.matches('.segmented input') ? e.closest('label') : e);
+        return { at: e.matches(s), what: e.id || e.className.baseVal || e.className || e.tagName, style: cs.outlineStyle, width: parseFloat(cs.outlineWidth), color: cs.outlineColor };
+      }, sel);
+      assert(f.style !== 'none' && f.width >= 2 && contrast(f.color, '#ffffff') >= 3,
+        `focus on ${f.what} shows a ring of ${f.style} ${f.width}px ${f.color} (contrast ${contrast(f.color, '#ffffff').toFixed(2)} on white)`);
+      if (f.at) return;
+    }
+    throw new Error(`${n} presses of ${key} never reached ${sel}`);
+  }
+
+  await test('keyboard only: Tab to the sentence, type it, pick a rule, Tab to the heatmap and read a cell; every focus ring shows', async () => {
+    await page.goto('about:blank');
+    await page.goto(BASE + '/');
+    await page.waitForSelector('#heatmap .cell', { timeout: 30000 });
+    await tabTo('#source', 15);
+    const mine = 'a cat sat on a mat';
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type(mine);
+    await expectHeatmap(page, await weightsOf('/attention/scaled_dot', sentenceBody(mine)), 'the typed sentence');
+    await tabTo('#rule', 20);
+    await page.keyboard.press('ArrowUp'); // scaled_dot -> dot
+    const w = await weightsOf('/attention/dot', sentenceBody(mine));
+    await expectHeatmap(page, w, 'dot, chosen with the arrow keys');
+    await tabTo('#heatmap svg', 40);
+    // A screen reader hands an application its arrow keys; the readout says they work.
+    const svg = await page.$eval('#heatmap svg', s => [s.getAttribute('role'), s.getAttribute('aria-describedby')]);
+    assert(svg[0] === 'application' && svg[1] === 'readout', `the heatmap is role ${svg[0]}, described by ${svg[1]}`);
+    assert(/arrow keys/.test(await page.textContent('#readout')), `the readout does not say how to use the keys: "${await page.textContent('#readout')}"`);
+    for (const k of ['ArrowRight', 'ArrowRight', 'ArrowDown']) await page.keyboard.press(k);
+    const txt = await page.textContent('#readout');
+    assert(txt.includes('query “cat” (row 1)') && txt.includes('(column 1)') && txt.includes('weight ' + fmt(w[1][1])), `readout "${txt}"`);
+    // The cursor shows on the palest and the darkest cells (3:1 against either).
+    const boxes = await page.$$eval('#heatmap .hover-box', bs => bs.map(b => [b.getAttribute('visibility'), b.getAttribute('stroke')]));
+    assert(boxes.every(b => b[0] === 'visible'), 'no cursor drawn');
+    assert(boxes.some(b => contrast(b[1], colour(0)) >= 3) && boxes.some(b => contrast(b[1], colour(1)) >= 3),
+      `the cursor's strokes ${boxes.map(b => b[1]).join(', ')} do not show on both ends of the scale`);
+    await page.keyboard.press('Enter');
+    assert(await page.$eval('#heatmap svg', s => s.dataset.pin) === 'q1', 'Enter did not pin query 1');
+    // No trap: Tab leaves the heatmap for the coloured text, Shift+Tab comes back.
+    await tabTo('.ctok', 1);
+    await tabTo('#heatmap svg', 1, 'Shift+Tab');
+  });
+
+  await test('keyboard only: the neuron view explains the key chosen in its Key token menu', async () => {
+    await fresh();
+    await page.focus('#tab-heatmap');
+    for (let k = 0; k < 3; k++) await page.keyboard.press('ArrowRight');
+    assert(await page.isVisible('#view-neuron'), 'the arrow keys did not open the neuron view');
+    await page.waitForSelector('#neuron-readout[data-key]', { timeout: 30000 });
+    await tabTo('#neuron-key', 12);
+    const k0 = Number(await page.inputValue('#neuron-key'));
+    assert(String(k0) === await page.getAttribute('#neuron-readout', 'data-key'), 'the menu does not name the key explained');
+    const k1 = k0 > 0 ? k0 - 1 : k0 + 1;
+    await page.keyboard.press(k0 > 0 ? 'ArrowUp' : 'ArrowDown');
+    await page.waitForFunction(k => document.querySelector('#neuron-readout').dataset.key === String(k), k1, { timeout: 5000 });
+    assert(new URLSearchParams(new URL(page.url()).hash.slice(1)).get('nk') === String(k1), `the URL does not keep key ${k1}: ${page.url()}`);
+    assert(await page.evaluate(() => document.activeElement.id) === 'neuron-key', 'focus left the menu');
   });
 
   await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
