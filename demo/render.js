@@ -56,6 +56,20 @@ export function colour(t) {
   return `rgb(${c[0]},${c[1]},${c[2]})`;
 }
 
+// WCAG's relative luminance of an sRGB colour [r, g, b] (0-255).
+function luminance(rgb) {
+  const lin = v => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+  return 0.2126 * lin(rgb[0]) + 0.7152 * lin(rgb[1]) + 0.0722 * lin(rgb[2]);
+}
+
+// The colour of text written on colour(t): white or black, whichever
+// contrasts more. Below luminance 0.179 white wins; either way the contrast
+// is at least 4.6:1 anywhere on the scale (WCAG AA asks 4.5:1; the page's
+// dark grey ink would fall to 4:1 on the middle blues).
+export function textOn(t) {
+  return luminance(colourRGB(t)) < 0.179 ? '#ffffff' : '#000000';
+}
+
 // Colours for heads, chosen to stay apart for 8+ heads.
 export const HEAD_COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#e377c2', '#8c564b',
   '#7f7f7f', '#bcbd22', '#393b79', '#637939', '#843c39', '#7b4173', '#3182bd', '#e6550d'];
@@ -238,7 +252,7 @@ export function heatmap(matrix, opts = {}) {
         (big ? '' : `<title>${esc(rows[i])} → ${esc(cols[j])}: ${fmt(w)}${KIND_WORDS[k] ? ` (${KIND_WORDS[k]})` : ''}</title>`) + '</rect>';
       if (showValues && w >= 0.1) {
         values += `<text x="${left + j * cell + cell / 2}" y="${y + cell / 2 + 4}" font-size="${Math.min(11, cell * 0.32)}" text-anchor="middle" ` +
-          `fill="${t > 0.55 ? '#ffffff' : '#1d2433'}" stroke="${colour(t)}" stroke-width="3" paint-order="stroke" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
+          `fill="${textOn(t)}" stroke="${colour(t)}" stroke-width="3" paint-order="stroke" pointer-events="none">${fmt(w).replace(/^0\./, '.')}</text>`;
       }
     }
   }
@@ -692,7 +706,7 @@ export function coloredTokens(tokens, weights, opts = {}) {
       const w = weights[i];
       const tt = scaleT(mode, w, rmax);
       s.style.background = colour(tt);
-      s.style.color = tt > 0.55 ? '#ffffff' : '#1d2433';
+      s.style.color = textOn(tt);
       s.dataset.weight = String(w);
       s.title = `${fmt(w)}`;
     }
@@ -730,7 +744,7 @@ export function weightTable(heads, side, idx, rows, cols, opts = {}) {
     heads.forEach((h, hi) => {
       const w = at(h.matrix, t);
       const tt = scaleT(mode, w, mx[hi]);
-      s += `<td data-head="${h.index}" data-weight="${w}" style="background:${colour(tt)};color:${tt > 0.55 ? '#fff' : 'inherit'}">${fmt(w)}</td>`;
+      s += `<td data-head="${h.index}" data-weight="${w}" style="background:${colour(tt)};color:${textOn(tt)}">${fmt(w)}</td>`;
     });
     s += '</tr>';
   }

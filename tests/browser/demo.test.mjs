@@ -28,7 +28,7 @@ const embedSrc = fs.readFileSync(path.join(HERE, '../../demo/embed.js'), 'utf8')
 const { tokenize, embed, MAX_TOKENS } = await import('data:text/javascript,' + encodeURIComponent(embedSrc));
 // The page's colour scale, number format, row statistics and head colours, the same way (render.js has no imports).
 const renderSrc = fs.readFileSync(path.join(HERE, '../../demo/render.js'), 'utf8');
-const { colour, fmt, rowStats, HEAD_COLOURS } = await import('data:text/javascript,' + encodeURIComponent(renderSrc));
+const { colour, colourRGB, fmt, rowStats, HEAD_COLOURS } = await import('data:text/javascript,' + encodeURIComponent(renderSrc));
 // axe-core, the accessibility checker (pinned in package-lock.json), injected into the page.
 const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
@@ -2396,6 +2396,42 @@ try {
     await page.waitForFunction(k => document.querySelector('#neuron-readout').dataset.key === String(k), k1, { timeout: 5000 });
     assert(new URLSearchParams(new URL(page.url()).hash.slice(1)).get('nk') === String(k1), `the URL does not keep key ${k1}: ${page.url()}`);
     assert(await page.evaluate(() => document.activeElement.id) === 'neuron-key', 'focus left the menu');
+  });
+
+  await test('colour: numbers and words on coloured cells keep AA contrast (4.5:1); the scale darkens at every step for colour-blind eyes', async () => {
+    // Weights of 0.56, 0.6 and 0.65 on the first key: the middle blues, where
+    // neither white nor the page's dark grey reaches 4.5:1.
+    const mid = { query: [[0.2412], [0.4055], [0.6190]], key: [[1], [0]], value: [[1], [0]] };
+    await openHash(page, '#m=paste&pin=q0&paste=' + encodeURIComponent(JSON.stringify(mid)));
+    await page.click('#tab-lines');
+    await page.focus('#lines .tok[data-side="q"][data-index="0"]');
+    const pairs = await page.evaluate(() => {
+      const css = e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor];
+      return [
+        ...[...document.querySelectorAll('#heatmap .values text')].map(t => ['heatmap value ' + t.textContent, t.getAttribute('fill'), t.getAttribute('stroke')]),
+        ...[...document.querySelectorAll('#token-text .ctok[data-weight]')].map(b => ['token ' + b.textContent, ...css(b)]),
+        ...[...document.querySelectorAll('#line-readout td[data-weight]')].map(td => ['line table ' + td.textContent, ...css(td)])];
+    });
+    assert(pairs.length === 10, `${pairs.length} coloured texts found, not 6 in the heatmap, 2 tokens and 2 in the line table`);
+    const low = pairs.filter(([, fg, bg]) => contrast(fg, bg) < 4.5);
+    assert(low.length === 0, low.slice(0, 4).map(([what, fg, bg]) => `${what}: ${fg} on ${bg} is ${contrast(fg, bg).toFixed(2)}:1`).join('; '));
+    // CIE L* of the scale at t = 0, 0.1, …, 1 as seen with each colour-vision
+    // deficiency (Machado et al. 2009, severity 1, on linear RGB): larger
+    // weights must stay darker by a visible step, whatever hues are lost.
+    const M = { normal: [[1, 0, 0], [0, 1, 0], [0, 0, 1]],
+      protan: [[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]],
+      deutan: [[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]],
+      tritan: [[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]] };
+    const lin = v => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    for (const [name, m] of Object.entries(M)) {
+      const L = Array.from({ length: 11 }, (_, k) => {
+        const c = colourRGB(k / 10).map(lin);
+        const Y = m.reduce((y, row, r) => y + [0.2126, 0.7152, 0.0722][r] * Math.min(1, Math.max(0, row[0] * c[0] + row[1] * c[1] + row[2] * c[2])), 0);
+        return Y > 0.008856 ? 116 * Math.cbrt(Y) - 16 : 903.3 * Y;
+      });
+      const step = Math.min(...L.slice(1).map((x, k) => L[k] - x));
+      assert(step >= 3, `${name}: the scale's lightness steps by as little as ${step.toFixed(1)} L* (${L.map(x => x.toFixed(0)).join(' ')})`);
+    }
   });
 
   await test('no uncaught errors in the page, and nothing fetched from another origin', async () => {
