@@ -209,7 +209,7 @@ static void process_metrics(srv_buf *b)
 
 void srv_metrics_text(srv_buf *b)
 {
-    char l[192];
+    char l[512]; /* a row's labels (row_labels); gcc -O3 bounds them at 335 bytes */
     srv_buf_puts(b, "# HELP attn_requests_total HTTP requests by route and status, and by model on "
                     "the model routes.\n"
                     "# TYPE attn_requests_total counter\n");
