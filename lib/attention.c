@@ -258,9 +258,9 @@ static attn_status check_rule_dims(const attn_rule_info *info, attn_rule rule,
     return ATTN_OK;
 }
 
-/* The options the rule takes (attn_rule_takes): scale here (finite),
- * attn_options' by attn_check_taken. hidden_size and output_size are only
- * read by the rules that seed with them (see attn_rule_takes). */
+/* scale only for the rule that takes it (attn_rule_takes), and finite;
+ * attn_options' are attn_check_options'. hidden_size and output_size are
+ * only read by the rules that seed with them (see attn_rule_takes). */
 static attn_status check_rule_options(const attn_rule_info *info, const attn_request *req,
                                       attn_error *err)
 {
@@ -268,8 +268,7 @@ static attn_status check_rule_options(const attn_rule_info *info, const attn_req
         return attn_refuse_option(ATTN_OPT_SCALE, info->name, err);
     if (req->has_scale && !isfinite(req->scale))
         return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
-    return req->rule == ATTN_RULE_LINEAR ? ATTN_OK
-                                         : attn_check_taken(&req->opt, req->rule, info->name, err);
+    return ATTN_OK;
 }
 
 /* The result shapes and the cost but for the workspace (attn_plan's),
@@ -313,11 +312,8 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
         return st;
     int concat = req->rule == ATTN_RULE_CONCAT;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
-    if (req->rule == ATTN_RULE_LINEAR)
-        st = attn_linear_check(&req->opt, info->name, pl->d.B, 0, pl->d.Lq, pl->lkeys, err);
-    else
-        st = attn_check_options(&req->opt, pl->d.B, 0, pl->d.Lq, pl->lkeys,
-                                concat ? "Lv" : "Lk", err);
+    st = attn_check_options(&req->opt, req->rule, info->name, pl->d.B, 0, pl->d.Lq, pl->lkeys,
+                            concat ? "Lv" : "Lk", err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
         return st;
     if ((st = attn_check_rope(&req->opt.rope, pl->d.Dq, err)) != ATTN_OK)

@@ -102,11 +102,13 @@ attn_status attn_check_taken(const attn_options *o, attn_rule as, const char *wh
 /* That refusal, for an option the caller found given. */
 attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err);
 
-/* The values of the options (once attn_check_taken has passed them):
- * masks, bias, window and hard against B, H (0 = not multi-head), Lq, Lk;
- * lk is the symbol for the key count in messages ("Lk", or "Lv"). */
-attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
-                               int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
+/* The options, for a computation that takes what rule `as` takes (`who`
+ * refusing the others, see attn_check_taken; multi-head as dot or
+ * linear, the KV cache as dot), then their values: feature_map, masks,
+ * bias, window and hard against B, H (0 = not multi-head), Lq, Lk; lk is
+ * the symbol for the key count in messages ("Lk", or "Lv"). */
+attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who, int64_t B,
+                               int64_t H, int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
 
 /* Elements of the n tensors p[i] that are not NULL, summed in double. */
 double attn_tensors_floats(const attn_tensor *const *p, size_t n);
@@ -394,11 +396,6 @@ size_t attn_rows_scratch_bytes(const attn_row_job *jobs, size_t n, int threads);
 
 /* ---------------------------------------------------------- linear.c */
 
-/* Linear attention's options, for `who` (rule linear, or multi-head): those
- * it takes (attn_check_taken as rule linear), feature_map's value, then
- * the rest as attn_check_options checks them. */
-attn_status attn_linear_check(const attn_options *o, const char *who, int64_t B, int64_t H,
-                              int64_t Lq, int64_t Lk, attn_error *err);
 
 /* Floating-point operations of n linear heads like model (2 per
  * multiply-add), causal or not, with or without weights. */

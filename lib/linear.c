@@ -26,18 +26,6 @@
 #define LINE 16        /* floats per cache line: scratch pieces are whole lines */
 #define LINES(n) (((n) + LINE - 1) / LINE * LINE)
 
-attn_status attn_linear_check(const attn_options *o, const char *who, int64_t B, int64_t H,
-                              int64_t Lq, int64_t Lk, attn_error *err)
-{
-    attn_status st = attn_check_taken(o, ATTN_RULE_LINEAR, who, err);
-    if (st != ATTN_OK)
-        return st;
-    if (o->feature_map != ATTN_FM_ELU && o->feature_map != ATTN_FM_RELU)
-        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
-                         "feature_map must be \"elu\" or \"relu\"");
-    return attn_check_options(o, B, H, Lq, Lk, "Lk", err);
-}
-
 double attn_linear_flops(const attn_head_job *m, double n, int causal)
 {
     double lq = (double)m->lq, lk = (double)m->lk, d = (double)m->d, dv = (double)m->dv;

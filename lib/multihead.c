@@ -468,12 +468,10 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
                          req->value.rank ? "" : "; value was not sent, so it is the query: send value too");
     if ((st = check_heads(req, pl, err)) != ATTN_OK)
         return st;
-    if (req->linear)
-        st = attn_linear_check(&req->opt, "multi-head linear attention", d->B, pl->H, d->Lq,
-                               d->Lk, err);
-    else if ((st = attn_check_taken(&req->opt, ATTN_RULE_DOT, "multi-head softmax attention",
-                                    err)) == ATTN_OK)
-        st = attn_check_options(&req->opt, d->B, pl->H, d->Lq, d->Lk, "Lk", err);
+    st = attn_check_options(&req->opt, req->linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT,
+                            req->linear ? "multi-head linear attention"
+                                        : "multi-head softmax attention",
+                            d->B, pl->H, d->Lq, d->Lk, "Lk", err);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;
     if (with_params && pl->req.n_params > 0) {

@@ -145,10 +145,15 @@ static attn_status check_pipeline(const attn_options *o, int64_t H, attn_error *
     return check_per_head("sinks", "sink logit", o->sinks, o->n_sinks, H, err);
 }
 
-attn_status attn_check_options(const attn_options *o, int64_t B, int64_t H,
-                               int64_t Lq, int64_t Lk, const char *lk, attn_error *err)
+attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who, int64_t B,
+                               int64_t H, int64_t Lq, int64_t Lk, const char *lk, attn_error *err)
 {
-    attn_status st;
+    attn_status st = attn_check_taken(o, as, who, err);
+    if (st != ATTN_OK)
+        return st;
+    if (o->feature_map != ATTN_FM_ELU && o->feature_map != ATTN_FM_RELU)
+        return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
+                         "feature_map must be \"elu\" or \"relu\"");
     if ((st = check_maskish("mask", o->mask.rank, o->mask.shape, o->mask.data != NULL,
                             B, H, Lq, Lk, lk, err)) != ATTN_OK ||
         (st = check_maskish("bias", o->bias.rank, o->bias.shape, o->bias.data != NULL,
