@@ -483,16 +483,12 @@ static enum MHD_Result begin_request(struct MHD_Connection *conn, req_state *rs,
         return send_or_defer(conn, rs, &r);
     }
     srv_buf_free(&r.body);
+    /* Before the body is read: an unauthorised client costs no memory. */
     srv_err e;
-    if (!authed) {
-        /* Before the body is read: an unauthorised client costs no memory. */
-        srv_reply_init(&r);
+    if (!authed)
         srv_fail(&e, 401, "unauthorized", "", "this route needs Authorization: Bearer <token> "
                  "(the server's ATTN_TOKEN)");
-        reply_error(rs, &r, &e);
-        return send_or_defer(conn, rs, &r);
-    }
-    if (no_query(conn, &e)) {
+    if (!authed || no_query(conn, &e)) {
         srv_reply_init(&r);
         reply_error(rs, &r, &e);
         return send_or_defer(conn, rs, &r);
