@@ -235,6 +235,13 @@ int srv_field_applies(const srv_field *f, int rule)
     return opt == FOR_ALL || attn_rule_takes((attn_rule)rule, (attn_option)opt);
 }
 
+int srv_field_applies_mha(const srv_field *f, int linear)
+{
+    int opt = field_option(f);
+    return (f->where & SRV_F_MHA) &&
+           (opt < 0 || attn_rule_takes(linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT, (attn_option)opt));
+}
+
 /* Whether f belongs to every bit of `where` (a job kind and a place),
  * and, for the concat model's KServe inputs, whether the rule takes it
  * (the model lists no input it refuses). */
@@ -890,8 +897,7 @@ static int check_applies(const srv_field *f, attn_rule rule, srv_err *e)
  * applies. */
 static int check_applies_mha(const srv_field *f, int linear, srv_err *e)
 {
-    int opt = field_option(f);
-    if (opt < 0 || attn_rule_takes(linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT, (attn_option)opt))
+    if (srv_field_applies_mha(f, linear))
         return 0;
     const char *other = linear ? "softmax" : "linear", *mine = linear ? "linear" : "softmax";
     return srv_fail(e, 422, "invalid_param", f->name,

@@ -7,6 +7,7 @@
 typedef struct {
     srv_buf *b;
     int rule;     /* a rule, or SRV_MODEL_MULTIHEAD */
+    int linear;   /* multi-head: -1 either attention, else 0 softmax or 1 linear */
     int applies;  /* list the fields that apply (1) or those refused (0) */
     int n;
 } field_writer;
@@ -14,7 +15,8 @@ typedef struct {
 static void put_field(void *ud, const srv_field *f)
 {
     field_writer *w = ud;
-    if (srv_field_applies(f, w->rule) != w->applies)
+    int applies = w->linear < 0 ? srv_field_applies(f, w->rule) : srv_field_applies_mha(f, w->linear);
+    if (applies != w->applies)
         return;
     srv_buf *b = w->b;
     if (w->n++)
@@ -39,7 +41,7 @@ static void put_field(void *ud, const srv_field *f)
 static void put_fields(srv_buf *b, int rule)
 {
     unsigned where = (rule == SRV_MODEL_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT) | SRV_F_BODY;
-    field_writer w = {b, rule, 1, 0};
+    field_writer w = {b, rule, -1, 1, 0};
     srv_buf_puts(b, ",\"fields\":[");
     srv_fields_each(where, put_field, &w);
     srv_buf_puts(b, "],\"not_applicable\":[");
@@ -47,6 +49,21 @@ static void put_fields(srv_buf *b, int rule)
     w.n = 0;
     srv_fields_each(where, put_field, &w);
     srv_buf_putc(b, ']');
+}
+
+/* /multihead's fields that one form of its attention refuses with 422
+ * (feature_map on softmax; on linear what rule linear refuses). */
+static void put_mha_by_attention(srv_buf *b)
+{
+    static const char *const forms[] = {"softmax", "linear"};
+    srv_buf_puts(b, ",\"not_applicable_by_attention\":{");
+    for (int linear = 0; linear < 2; linear++) {
+        field_writer w = {b, SRV_MODEL_MULTIHEAD, linear, 0, 0};
+        srv_buf_printf(b, "%s\"%s\":[", linear ? "," : "", forms[linear]);
+        srv_fields_each(SRV_F_MHA | SRV_F_BODY, put_field, &w);
+        srv_buf_putc(b, ']');
+    }
+    srv_buf_putc(b, '}');
 }
 
 void srv_rules_json(srv_buf *b)
@@ -81,5 +98,6 @@ void srv_rules_json(srv_buf *b)
     }
     srv_buf_puts(b, "],\"multihead\":{\"path\":\"/multihead\"");
     put_fields(b, SRV_MODEL_MULTIHEAD);
+    put_mha_by_attention(b);
     srv_buf_puts(b, "}}\n");
 }

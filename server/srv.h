@@ -507,6 +507,10 @@ typedef struct {
  * the others with 422), or to multi-head when rule is SRV_MODEL_MULTIHEAD.
  * For GET /rules and the KServe metadata. */
 int srv_field_applies(const srv_field *f, int rule);
+/* Whether a field applies to multi-head attention of the given form:
+ * softmax (linear 0) takes the options rule dot takes, linear those of
+ * rule linear. */
+int srv_field_applies_mha(const srv_field *f, int linear);
 
 /* The field named so among those accepted `where` (a job kind and a place). */
 const srv_field *srv_field_find(const char *name, unsigned where);

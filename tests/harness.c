@@ -634,10 +634,18 @@ int server_stop(server *s)
         pid_t p = waitpid(s->pid, &st, WNOHANG);
         if (p == s->pid) {
             s->pid = 0;
-            return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+                return 1;
+            /* Said here, so a failed "exits 0" check says how it ended. */
+            if (WIFEXITED(st))
+                fprintf(stderr, "harness: server %s exited with status %d\n", s->name, WEXITSTATUS(st));
+            else
+                fprintf(stderr, "harness: server %s ended by signal %d\n", s->name, WTERMSIG(st));
+            return 0;
         }
         usleep(20 * 1000);
     }
+    fprintf(stderr, "harness: server %s did not exit within 10 s of SIGTERM; killing it\n", s->name);
     kill(s->pid, SIGKILL);
     waitpid(s->pid, &st, 0);
     s->pid = 0;

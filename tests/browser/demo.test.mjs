@@ -1898,11 +1898,19 @@ try {
       }
     }
     assert(rules.some(r => r.name === 'linear') && checked >= 7 * 11, `checked ${checked}`);
-    // Multi-head with linear attention takes what linear takes.
+    // Multi-head: each form of its attention as GET /rules says.
+    const byAttention = (await (await fetch(BASE + '/rules')).json()).multihead.not_applicable_by_attention;
     await setRule('multihead');
-    await page.selectOption('#mh-attention', 'linear');
-    for (const id of ['window', 'softcap', 'alibi', 'sinks', 'rope', 'sparsity', 'hard']) assert(await page.$eval('#' + id, e => e.disabled), `multihead linear: ${id} enabled`);
-    await page.selectOption('#mh-attention', 'softmax');
+    for (const att of ['linear', 'softmax']) {
+      await page.selectOption('#mh-attention', att);
+      const na = new Set(byAttention[att]);
+      for (const [id, field] of Object.entries(CONTROL)) {
+        if (field === 'scale') continue; // not a /multihead field
+        const dis = await page.$eval('#' + id, e => e.disabled);
+        assert(dis === na.has(field), `multihead ${att}: ${id} is ${dis ? 'disabled' : 'enabled'}, GET /rules says ${na.has(field) ? 'not ' : ''}applicable`);
+      }
+    }
+    assert(byAttention.linear.includes('rope') && byAttention.softmax.includes('feature_map'), 'GET /rules: multi-head forms');
     await setRule('scaled_dot');
     // A value the API refuses: its own message beside the field.
     await openModern();
