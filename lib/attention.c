@@ -50,6 +50,7 @@ typedef struct {
     float *qr, *kr; /* rope: the rotated queries and keys */
     attn_rope_pass rope;
     attn_heads heads;
+    float *lse; /* attn_compute_lse's, or NULL */
 } plan;
 
 static const attn_front rule_front;
@@ -502,6 +503,7 @@ static void rule_head(const plan *pl, int64_t b, float *out, float *w)
     int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
     attn_head_job *j = &pl->heads.jobs[b];
     attn_head_init(j, &pl->req.opt, b, 0, 1, Lq, lkeys, w ? w + b * Lq * lkeys : NULL);
+    j->lse = pl->lse ? pl->lse + b * Lq : NULL;
     j->kind = rule_kind(pl, &kd);
     j->d = kd;
     j->dv = Dv;
@@ -576,8 +578,17 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
 attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
                          float *output, float *weights, attn_error *err)
 {
+    return attn_compute_lse(ctx, req, output, weights, NULL, err);
+}
+
+attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *output,
+                             float *weights, float *lse, attn_error *err)
+{
     plan pl;
     attn_status st = make_plan(req, &pl, err);
+    if (st == ATTN_OK && lse)
+        st = attn_check_lse(req->rule, &req->opt, attn_rule_name(req->rule), err);
+    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &rule_front, &pl, req->n_params, &pl.shapes,
                                         output, weights, err);

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_MINOR 2
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -545,6 +545,21 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
 attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
                          float *output, float *weights, attn_error *err);
 
+/* attn_compute, and (lse not NULL) each query row's log-sum-exp into lse:
+ * B x Lq floats (Lq without a batch), row i's ln(sum_j e^(s_ij)) over the
+ * keys it may attend, s being its final scores (after scale, softcap,
+ * bias, ALiBi and rope, as the softmax takes them) and the sink's e^z in
+ * the sum; -INFINITY for a row with nothing to attend and no sink. It is
+ * FlashAttention's softmax_lse and FlexAttention's return_lse: the weights
+ * are e^(s_ij - lse_i), and two calls over disjoint key sets combine as
+ * o = (e^lse1 o1 + e^lse2 o2) / (e^lse1 + e^lse2). With bf16 precision,
+ * of the scores the bfloat16 products give. The rules with a softmax over
+ * the keys give it, those that take sinks (attn_rule_takes): not concat
+ * (its softmax is over value positions) or linear; nor does hard
+ * attention (ATTN_ERR_PARAM "lse" for these). Since 1.2. */
+attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *output,
+                             float *weights, float *lse, attn_error *err);
+
 /* ---------------------------------------------- multi-head attention */
 
 typedef enum {
@@ -609,6 +624,12 @@ attn_status attn_mha_seed_params(const attn_mha_request *req, uint64_t seed,
 /* As attn_compute, for multi-head. */
 attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
                              float *output, float *weights, attn_error *err);
+
+/* As attn_compute_lse, for multi-head: lse holds B x H x Lq floats (H x Lq
+ * without a batch), each head's rows; softmax attention only (linear has
+ * no softmax: ATTN_ERR_PARAM "lse"). Since 1.2. */
+attn_status attn_mha_compute_lse(attn_ctx *ctx, const attn_mha_request *req, float *output,
+                                 float *weights, float *lse, attn_error *err);
 
 /* Prepared weights: the parameters of a multi-head layer kept ready across
  * calls, as a model's layers keep theirs (and as ONNX Runtime keeps a

@@ -72,6 +72,7 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     }
     f->sparse = j->m.sparse;
     f->bf16 = j->bf16;
+    f->lse = j->lse;
 }
 
 /* Scratch the kernel of n jobs like model asks on `threads` threads. Both

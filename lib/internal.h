@@ -101,6 +101,10 @@ attn_status attn_check_taken(const attn_options *o, attn_rule as, const char *wh
                              attn_error *err);
 /* That refusal, for an option the caller found given. */
 attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err);
+/* ATTN_ERR_PARAM "lse" when a computation that takes what rule `as`
+ * takes (`who`) cannot give the log-sum-exp: a rule without a softmax
+ * over the keys, or hard attention. */
+attn_status attn_check_lse(attn_rule as, const attn_options *o, const char *who, attn_error *err);
 
 /* The options, for a computation that takes what rule `as` takes (`who`
  * refusing the others, see attn_check_taken; multi-head as dot or
@@ -221,6 +225,7 @@ typedef struct attn_head_job {
     uint64_t seed, draw_base;
     const struct attn_rope_pass *rope; /* the flash kernel rotates a and b; NULL: none */
     int bf16;           /* attn_options.precision is bf16 (flash kernel only) */
+    float *lse;         /* NULL: not wanted; else lq floats, each row's log-sum-exp */
 } attn_head_job;
 
 /* Row i of a head job's attention: s holds the raw scores (lk floats) and
@@ -240,6 +245,10 @@ float attn_row_scores(float *s, int64_t i, const attn_head_job *j, int64_t a, in
                       float *c);
 void attn_row_weights(float *s, int64_t n, float mx, int64_t i, const attn_head_job *j,
                       float *w, float *tmp);
+/* The log-sum-exp of n final scores (-INFINITY where not allowed) and the
+ * masks' sink: ln(sum_j e^s_j + e^sink), summed in double; -INFINITY when
+ * nothing is allowed and there is no sink. */
+float attn_row_lse(const float *s, int64_t n, const attn_row_masks *m);
 
 /* n head jobs and room to run them on either kernel. */
 typedef struct {

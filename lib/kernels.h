@@ -7,6 +7,7 @@
 #ifndef ATTN_KERNELS_H
 #define ATTN_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -145,7 +146,17 @@ typedef struct {
                                                 * it allows are computed */
     int bf16;                                  /* products in bfloat16 (bf16_tmpl.h);
                                                 * never with sparse */
+    float *lse;                                /* NULL: not wanted; else lq floats, row
+                                                * i's log-sum-exp (attn_lse) */
 } attn_sdpa_job;
+
+/* A row's log-sum-exp from its online softmax's reference max m and its
+ * sum l = sum_j e^(s_j - m) (the sink's term included): m + ln l, in
+ * double; -inf for a row with nothing to attend (l = 0). */
+static inline float attn_lse(float m, float l)
+{
+    return l > 0.0f ? (float)((double)m + log((double)l)) : -INFINITY;
+}
 
 /* Runs n independent head jobs (e.g. batch x heads), spreading the work
  * (jobs and query blocks) over up to `threads` threads, in scratch of

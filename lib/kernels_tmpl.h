@@ -68,6 +68,7 @@
 #define flash_block_pv ISA_NAME(flash_block_pv)
 #define flash_store_o ISA_NAME(flash_store_o)
 #define row_inv ISA_NAME(row_inv)
+#define lse_store ISA_NAME(lse_store)
 #define flash_weight_row ISA_NAME(flash_weight_row)
 #define flash_weights ISA_NAME(flash_weights)
 #define sdpa_block_flash ISA_NAME(sdpa_block_flash)
@@ -1283,11 +1284,26 @@ static inline ALWAYS float row_inv(float l, float m)
     return m == INFINITY ? NAN : l > 0.0f ? 1.0f / l : 0.0f;
 }
 
+/* Rows [i0, i0+nr)'s log-sum-exp, when the job wants it, from their
+ * lanes of l and m. */
+static inline ALWAYS TGT void lse_store(const attn_sdpa_job *j, int64_t i0, int64_t nr,
+                                        const V l[QV], const V m[QV])
+{
+    if (!j->lse) return;
+    float lv[QB], mv[QB];
+    UNROLL for (int q = 0; q < QV; q++) {
+        VSTORE(lv + q * VW, l[q]);
+        VSTORE(mv + q * VW, m[q]);
+    }
+    for (int64_t r = 0; r < nr; r++) j->lse[i0 + r] = attn_lse(mv[r], lv[r]);
+}
+
 /* O = O^T / l, transposed out to rows [i0, i0+nr); inv receives 1/l per
  * lane as row_inv gives it, from l and each row's largest score m. */
 static inline ALWAYS TGT void flash_store_o(const attn_sdpa_job *j, int64_t i0, int64_t nr,
                                             float *ot, const V l[QV], const V m[QV], float inv[QB])
 {
+    lse_store(j, i0, nr, l, m);
     UNROLL for (int q = 0; q < QV; q++) {
         V pos = VSEL(VGTZERO(l[q]), l[q], VSET1(1.0f));
         V r = VSEL(VGTZERO(l[q]), VDIV(VSET1(1.0f), pos), VZERO());
@@ -1777,6 +1793,7 @@ static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int6
     float inv = row_inv(l, m);
     float *o = j->o + i * j->o_stride;
     for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+    if (j->lse) j->lse[i] = attn_lse(m, l);
     if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
 }
 

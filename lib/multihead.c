@@ -58,6 +58,7 @@ typedef struct {
     attn_rope_pass rope; /* rotates qp and kp in place */
     attn_heads heads;
     const attn_mha_weights *pw; /* the request's prepared weights, or NULL */
+    float *lse; /* attn_mha_compute_lse's, or NULL */
 } mplan;
 
 /* Prepared weights: the library's copy of the parameters, and the
@@ -737,6 +738,7 @@ static size_t mha_heads(const mplan *pl, int64_t b0, int64_t b1, float *weights)
                      : pl->avg ? pl->hw + h * plane : weights + (b * H + h) * plane;
             attn_head_job *j = &pl->heads.jobs[n];
             attn_head_init(j, &pl->req.opt, b, h, H, Lq, Lk, w);
+            j->lse = pl->lse ? pl->lse + (b * H + h) * Lq : NULL;
             j->kind = ATTN_SCORE_DOT;
             j->d = j->dv = hd;
             j->scale = scale;
@@ -816,8 +818,19 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
 attn_status attn_mha_compute(attn_ctx *ctx, const attn_mha_request *req,
                              float *output, float *weights, attn_error *err)
 {
+    return attn_mha_compute_lse(ctx, req, output, weights, NULL, err);
+}
+
+attn_status attn_mha_compute_lse(attn_ctx *ctx, const attn_mha_request *req, float *output,
+                                 float *weights, float *lse, attn_error *err)
+{
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
+    if (st == ATTN_OK && lse)
+        st = attn_check_lse(req->linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT, &req->opt,
+                            req->linear ? "multi-head linear attention"
+                                        : "multi-head softmax attention", err);
+    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &mha_front, &pl, pl.req.n_params, &pl.shapes,
                                         output, weights, err);

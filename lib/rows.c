@@ -107,6 +107,8 @@ static void sparse_row(const rows_run *r, int64_t job, int64_t i, float *s, floa
         n += b - a;
     }
     attn_row_weights(s, n, mx, i, jb, wc, tmp);
+    if (jb->lse)
+        jb->lse[i] = attn_row_lse(s, n, &jb->m);
     float *o = jb->o + i * jb->o_stride, *w = jb->w ? jb->w + i * jb->w_stride : NULL;
     memset(o, 0, (size_t)jb->dv * sizeof *o);
     if (w)
@@ -162,8 +164,12 @@ static void rows_task(void *arg, int64_t row, int worker)
         memset(w + j1, 0, (size_t)(jb->lk - j1) * sizeof *w);
         if (j0 < j1)
             r->k->softmax(s + j0, j1 - j0, w + j0);
+        if (jb->lse)
+            jb->lse[i] = attn_row_lse(s + j0, j1 > j0 ? j1 - j0 : 0, m);
     } else {
         attn_row_softmax(s, i, jb, w, tmp);
+        if (jb->lse) /* s holds the final scores */
+            jb->lse[i] = attn_row_lse(s, jb->lk, m);
     }
     r->k->weighted_sum(w, jb->lk, jb->v, jb->v_stride, jb->dv, jb->o + i * jb->o_stride);
 }

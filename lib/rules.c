@@ -145,6 +145,21 @@ attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err
                      total > 1 ? "s" : "", list, mha, who);
 }
 
+attn_status attn_check_lse(attn_rule as, const attn_options *o, const char *who, attn_error *err)
+{
+    /* a softmax over the keys is what a sink joins */
+    if (!attn_rule_takes(as, ATTN_OPT_SINKS))
+        return attn_fail(err, ATTN_ERR_PARAM, "lse",
+                         "lse is the log of a softmax's sum over the keys, which %s does not "
+                         "take (rules dot, scaled_dot, general, additive and concat_tanh, and "
+                         "multi-head softmax attention, do)", who);
+    if (o->hard != ATTN_HARD_NONE)
+        return attn_fail(err, ATTN_ERR_PARAM, "lse",
+                         "lse is the log of the softmax's sum, and hard attention takes no "
+                         "softmax: ask for one or the other");
+    return ATTN_OK;
+}
+
 attn_status attn_check_taken(const attn_options *o, attn_rule as, const char *who,
                              attn_error *err)
 {

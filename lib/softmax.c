@@ -167,6 +167,20 @@ void attn_row_weights(float *s, int64_t n, float mx, int64_t i, const attn_head_
         w[j] *= inv;
 }
 
+float attn_row_lse(const float *s, int64_t n, const attn_row_masks *m)
+{
+    float top = m->has_sink ? m->sink : -INFINITY;
+    for (int64_t j = 0; j < n; j++)
+        top = s[j] > top ? s[j] : top;
+    if (top == -INFINITY)
+        return -INFINITY;
+    double sum = m->has_sink ? exp((double)m->sink - top) : 0.0;
+    for (int64_t j = 0; j < n; j++)
+        if (s[j] != -INFINITY)
+            sum += exp((double)s[j] - top);
+    return (float)(top + log(sum));
+}
+
 void attn_row_softmax(float *s, int64_t i, const attn_head_job *jb, float *w, float *tmp)
 {
     float mx = attn_row_scores(s, i, jb, 0, jb->lk, s);

@@ -184,6 +184,7 @@ static TGT void sparse_global_row(const attn_sdpa_job *j, int64_t i, float *sc, 
     float inv = row_inv(l, m), mu = m == -INFINITY ? 0.0f : m;
     float *o = j->o + i * j->o_stride;
     for (int64_t c = 0; c < j->dv; c++) o[c] = acc[c] * inv;
+    if (j->lse) j->lse[i] = attn_lse(m, l);
     if (!j->w) return;
     float *wr = j->w + i * j->w_stride;
     memset(wr, 0, (size_t)j->lk * sizeof(float));
@@ -239,6 +240,7 @@ static TGT void sparse_global_rows(const attn_sdpa_job *j, int64_t first, float 
         for (int64_t g = 0; g < n; g++) {
             float inv = row_inv(l[g], m[g]), *o = j->o + rows[g] * j->o_stride;
             for (int64_t c = 0; c < j->dv; c++) o[c] = acc[g * as + c] * inv;
+            if (j->lse) j->lse[rows[g]] = attn_lse(m[g], l[g]);
         }
     }
 }
@@ -257,6 +259,7 @@ static TGT void sparse_store_o(const attn_sdpa_job *j, int64_t i0, int64_t nr, c
         if (j->sparse->qglobal[i0 + r]) continue;
         float inv = row_inv(lv[r], mv[r]), *o = j->o + (i0 + r) * j->o_stride;
         for (int64_t c = 0; c < j->dv; c++) o[c] = ot[c * QB + r] * inv;
+        if (j->lse) j->lse[i0 + r] = attn_lse(mv[r], lv[r]);
     }
 }
 

@@ -249,6 +249,10 @@ void rm_head_softmax(const rm_head *h, const double *s, const double *v, int64_t
                 sum += exp(h->sink - M);
             for (int64_t j = 0; j < Lk; j++)
                 wr[j] /= sum;
+            if (h->lse)
+                h->lse[i] = M + log(sum);
+        } else if (h->lse) {
+            h->lse[i] = h->has_sink ? h->sink : -INFINITY;
         }
 
         /* Step 6: hard attention on the keys' weights. */
@@ -503,6 +507,7 @@ static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H,
     hd->bias = r->bias ? r->bias + slice_at(r->bias_rank, b, h, H, Lq, Lk) : NULL;
     hd->key_mask = r->key_mask ? r->key_mask + (r->key_mask_rank == 2 ? b * Lk : 0) : NULL;
     hd->sparse = sparse;
+    hd->lse = r->lse ? r->lse + (b * H + h) * Lq : NULL;
 }
 
 static int compute_attention(const rm_request *r, const uint8_t *sparse, double *out,

@@ -183,6 +183,9 @@ typedef struct {
     const uint8_t *key_mask; /* (Lk) or NULL */
     const double *bias;      /* (Lq, Lk) or NULL */
     const uint8_t *sparse;   /* (Lq, Lk) expanded pattern or NULL */
+    double *lse;             /* (Lq) or NULL: each row's ln(sum_j e^x_j + e^z) over
+                              * its allowed keys' final scores x and the sink z
+                              * (-inf with neither) */
 } rm_head;
 
 /* s: the rule's raw scores (Lq, Lk); v: (Lk, Dv). Writes the weights w
@@ -263,6 +266,7 @@ typedef struct {
     double temperature;
     uint64_t seed;
     rm_sparsity sparsity;
+    double *lse;              /* output, or NULL: (B, H, Lq) rows' log-sum-exp (rm_head) */
 } rm_request;
 
 /* Output (B, Lq, Dout): Dout = Dv for the score rules and linear, req->Dout

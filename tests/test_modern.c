@@ -51,6 +51,8 @@ static int close_enough(const char *cs, const char *what, const float *got, cons
     double excess = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]), tol = ABS_TOL + REL_TOL * fabs(want[i]);
+        if ((double)got[i] == want[i]) /* infinities too (a log-sum-exp of no key) */
+            continue;
         if (!(d <= tol) && (worst < 0 || !(d - tol <= excess))) {
             worst = i;
             excess = isnan(d) ? INFINITY : d - tol;
@@ -314,6 +316,46 @@ static attn_status lib_compute(attn_ctx *ctx, const lib_req *L, float *out, floa
                                attn_error *err)
 {
     return L->mha ? attn_mha_compute(ctx, &L->m, out, w, err) : attn_compute(ctx, &L->r, out, w, err);
+}
+
+/* Whether the reference's request q has a row log-sum-exp to compare: a
+ * softmax over the keys (not concat, linear or multi-head linear) and no
+ * hard attention. */
+static int gives_lse(const rm_request *q)
+{
+    return q->rule != RM_CONCAT && q->rule != RM_LINEAR && !(q->rule == RM_MULTIHEAD && q->linear) &&
+           q->hard == RM_HARD_NONE;
+}
+
+/* attn_compute_lse (attn_mha_compute_lse) of L without weights: its lse
+ * against want (n rows' worth), or, when the request gives none (want
+ * NULL), a refusal naming "lse". */
+static int check_lse(attn_ctx *ctx, const char *cs, lib_req *L, const double *want, int64_t n,
+                     int64_t n_out)
+{
+    attn_error err;
+    attn_options *o = L->mha ? &L->m.opt : &L->r.opt;
+    int keep = o->need_weights, ok;
+    float *out = malloc(sizeof(float) * (size_t)n_out), *lse = malloc(sizeof(float) * (size_t)n);
+    o->need_weights = 0;
+    attn_status st = !out || !lse ? ATTN_ERR_NOMEM
+                   : L->mha ? attn_mha_compute_lse(ctx, &L->m, out, NULL, lse, &err)
+                            : attn_compute_lse(ctx, &L->r, out, NULL, lse, &err);
+    o->need_weights = keep;
+    if (!want) {
+        ok = st == ATTN_ERR_PARAM && !strcmp(err.field, "lse");
+        if (!ok)
+            fail(cs, "attn_compute_lse gave %s (field \"%s\"), not a refusal naming lse",
+                 attn_status_str(st), st == ATTN_OK ? "" : err.field);
+    } else if (st != ATTN_OK) {
+        fail(cs, "attn_compute_lse failed: %s (%s)", attn_status_str(st), err.message);
+        ok = 0;
+    } else {
+        ok = close_enough(cs, "lse", lse, want, n);
+    }
+    free(out);
+    free(lse);
+    return ok;
 }
 
 /* Plans and computes L (weights when its options want them) and checks
@@ -771,6 +813,8 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
     int64_t n_w = (mha && !q.average_weights ? q.H : 1) * q.B * q.Lq * q.Lk;
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
+    int64_t n_lse = (mha ? q.H : 1) * q.B * q.Lq;
+    q.lse = gives_lse(&q) ? keep(&A, malloc(sizeof(double) * (size_t)n_lse)) : NULL;
     char name[512];
     describe(name, sizeof name, trial, &q, &x, threads);
     if (verbose)
@@ -779,6 +823,7 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
         lib_req L;
         to_lib(&q, &x, &A, &L);
         run_and_check(ctx[threads - 1], name, &L, ro, n_out, rw, n_w) ? n_passed++ : n_failed++;
+        check_lse(ctx[threads - 1], name, &L, q.lse, n_lse, n_out) ? n_passed++ : n_failed++;
     }
     release(&A);
 }
@@ -1124,6 +1169,7 @@ static void split_decode(attn_ctx *ctx)
         lib_req L;
         double *ro = keep(&A, malloc(sizeof(double) * (size_t)(Lq * DV)));
         double *rw = keep(&A, malloc(sizeof(double) * (size_t)(Lq * Lk)));
+        q.lse = keep(&A, malloc(sizeof(double) * (size_t)Lq));
         char name[96];
         snprintf(name, sizeof name, "split decode: Lq %lld, Lk %lld, 2 threads", (long long)Lq, (long long)Lk);
         if (rm_compute(&q, ro, rw, NULL, NULL) != 0) {
@@ -1132,9 +1178,75 @@ static void split_decode(attn_ctx *ctx)
         } else {
             to_lib(&q, &x, &A, &L);
             run_and_check(ctx, name, &L, ro, Lq * DV, rw, Lq * Lk) ? n_passed++ : n_failed++;
+            check_lse(ctx, name, &L, q.lse, Lq, Lq * DV) ? n_passed++ : n_failed++;
         }
         release(&A);
     }
+}
+
+/* The use attn_compute_lse is for: attention over keys split in two
+ * calls, joined by their log-sum-exps, o = (e^l1 o1 + e^l2 o2) / (e^l1 +
+ * e^l2) and lse = ln(e^l1 + e^l2), against one call over all the keys
+ * (8 heads as a batch, causal, so that the rows before the cut see no key
+ * of the second part, whose lse is then -inf). */
+static void lse_join(attn_ctx *ctx)
+{
+    enum { B = 8, LQ = 70, LK = 300, CUT = 137, D = 32, DV = 16 };
+    allocs A = {{0}, 0};
+    float *x[3], *part[3][2] = {{0}}, *o = keep(&A, malloc(sizeof(float) * 6 * B * LQ * DV));
+    float *l = keep(&A, malloc(sizeof(float) * 3 * B * LQ));
+    int64_t rows[3] = {LQ, LK, LK}, cols[3] = {D, D, DV}, lk[2] = {CUT, LK - CUT};
+    for (int t = 0; t < 3; t++) {
+        x[t] = keep(&A, malloc(sizeof(float) * (size_t)(B * rows[t] * cols[t])));
+        for (int64_t e = 0; e < B * rows[t] * cols[t]; e++) x[t][e] = (float)rndf(-2.0, 2.0);
+        for (int p = 0; t > 0 && p < 2; p++) { /* the keys and values of part p, per batch row */
+            part[t][p] = keep(&A, malloc(sizeof(float) * (size_t)(B * rows[t] * cols[t])));
+            for (int64_t b = 0; b < B; b++)
+                memcpy(part[t][p] + b * lk[p] * cols[t], x[t] + (b * rows[t] + (p ? CUT : 0)) * cols[t],
+                       sizeof(float) * (size_t)(lk[p] * cols[t]));
+        }
+    }
+    attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+    r.opt.need_weights = 0;
+    r.query = (attn_tensor){3, {B, LQ, D}, x[0]};
+    attn_error err;
+    attn_status st = ATTN_OK;
+    for (int c = 0; c < 3 && st == ATTN_OK; c++) { /* all keys, then each part */
+        int64_t n = c == 0 ? LK : lk[c - 1];
+        r.key = (attn_tensor){3, {B, n, D}, c == 0 ? x[1] : part[1][c - 1]};
+        r.value = (attn_tensor){3, {B, n, DV}, c == 0 ? x[2] : part[2][c - 1]};
+        /* causal at the full request's diagonal: the second part's keys
+         * start CUT later, so its causal diagonal moves with a mask */
+        uint8_t *mask = keep(&A, malloc((size_t)(LQ * n)));
+        for (int64_t i = 0; i < LQ; i++)
+            for (int64_t j = 0; j < n; j++) mask[i * n + j] = j + (c == 2 ? CUT : 0) <= i;
+        r.opt.mask = (attn_mask){2, {LQ, n}, mask};
+        st = attn_compute_lse(ctx, &r, o + c * B * LQ * DV, NULL, l + c * B * LQ, &err);
+    }
+    double *want_o = keep(&A, malloc(sizeof(double) * B * LQ * DV));
+    double *want_l = keep(&A, malloc(sizeof(double) * B * LQ));
+    int empty = 0;
+    for (int64_t i = 0; st == ATTN_OK && i < B * LQ; i++) {
+        double l1 = l[B * LQ + i], l2 = l[2 * B * LQ + i], m = l1 > l2 ? l1 : l2;
+        double e1 = exp(l1 - m), e2 = exp(l2 - m); /* m is finite: part 1 sees key 0 */
+        empty += l2 == -INFINITY;
+        want_l[i] = m + log(e1 + e2);
+        for (int64_t c = 0; c < DV; c++)
+            want_o[i * DV + c] = (e1 * o[B * LQ * DV + i * DV + c] + e2 * o[2 * B * LQ * DV + i * DV + c]) / (e1 + e2);
+    }
+    const char *name = "lse: two calls over halves of the keys joined by their log-sum-exps";
+    if (st != ATTN_OK) {
+        fail(name, "attn_compute_lse failed: %s (%s)", attn_status_str(st), err.message);
+        n_failed++;
+    } else if (empty == 0) {
+        fail(name, "no row of the second part was without keys");
+        n_failed++;
+    } else {
+        int ok = close_enough(name, "joined output", o, want_o, B * LQ * DV);
+        ok = close_enough(name, "joined lse", l, want_l, B * LQ) && ok;
+        ok ? n_passed++ : n_failed++;
+    }
+    release(&A);
 }
 
 /* ------------------------------------------------------------- bfloat16 */
@@ -1504,6 +1616,7 @@ int main(int argc, char **argv)
         decode_loop(ctx[0], 0);
         decode_loop(ctx[1], 1);
         split_decode(ctx[1]);
+        lse_join(ctx[1]);
         for (int t = 0; t < trials / 2; t++)
             cache_trial(ctx[t % 2], 1 + t % 2, t);
         bf16_checks(ctx, trials, seed);
