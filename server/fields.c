@@ -67,6 +67,7 @@ static const srv_field fields[] = {
     {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
+    {"return_lse", SRV_FT_BOOL, S(RETURN_LSE), BOTH | BODY, 0, NULL, NULL, "add each query row's log-sum-exp of its scores (null for a row with nothing to attend)"},
     {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
     {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | SS | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
     {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | SN | BODY | KSP | RM | RS, ANY, NULL, NULL, "an integer that divides the embedding size"},
@@ -215,6 +216,8 @@ static int field_option(const srv_field *f)
     case S(HIDDEN_SIZE): return ATTN_OPT_HIDDEN_SIZE;
     case S(OUTPUT_SIZE): return ATTN_OPT_OUTPUT_SIZE;
     case S(SEED): case S(PARAMS): return SEEDED;
+    /* a softmax over the keys, which is what a sink joins */
+    case S(RETURN_LSE): return ATTN_OPT_SINKS;
     default: return FOR_ALL;
     }
 }
@@ -342,6 +345,7 @@ static int *bool_slot(srv_job *j, int slot)
     case SRV_SLOT_CAUSAL:          return &job_opt(j)->causal;
     case SRV_SLOT_NEED_WEIGHTS:    return &job_opt(j)->need_weights;
     case SRV_SLOT_RETURN_PARAMS:   return &j->return_params;
+    case SRV_SLOT_RETURN_LSE:      return &j->return_lse;
     case SRV_SLOT_RETURN_LAYOUT:   return &j->return_layout;
     case SRV_SLOT_BINARY_OUTPUT:   return &j->binary_output;
     case SRV_SLOT_AVERAGE_WEIGHTS: return &j->u.mha.average_weights;

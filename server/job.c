@@ -130,11 +130,13 @@ static int compute(const srv_call *call, srv_job *j, srv_err *e)
             mha.params = NULL;
             mha.n_params = 0;
         }
-        st = attn_mha_compute(ctx, &mha, j->out, j->weights, &ae);
+        st = attn_mha_compute_lse(ctx, &mha, j->out, j->weights, j->lse, &ae);
     } else {
-        st = attn_compute(ctx, &j->u.att, j->out, j->weights, &ae);
+        st = attn_compute_lse(ctx, &j->u.att, j->out, j->weights, j->lse, &ae);
     }
     srv_ctx_release(ctx);
+    if (st == ATTN_ERR_PARAM && !strcmp(ae.field, "lse")) /* the library's name for it */
+        snprintf(ae.field, sizeof ae.field, "return_lse");
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
@@ -181,6 +183,27 @@ int srv_check_finite(const float *out, int64_t n, int64_t row_len, srv_err *e)
                     (long long)(row_len > 0 ? i / row_len : i));
 }
 
+/* With return_lse, room for a log-sum-exp per query row (and head): the
+ * output's shape without its last dimension, heads inserted before the
+ * rows for multi-head. Nonzero when out of memory. */
+static int lse_take(srv_call *call, srv_job *j)
+{
+    if (!j->return_lse)
+        return 0;
+    const attn_shapes *sh = &j->sh;
+    int64_t n = 1, H = j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.num_heads : 0;
+    j->lse_rank = 0;
+    for (int i = 0; i < sh->out_rank - 1; i++) {
+        if (i == sh->out_rank - 2 && H > 0)
+            j->lse_shape[j->lse_rank++] = H;
+        j->lse_shape[j->lse_rank++] = sh->out_shape[i];
+    }
+    for (int i = 0; i < j->lse_rank; i++)
+        n *= j->lse_shape[i]; /* at most H times the output's rows: planned already */
+    j->lse = srv_arena_alloc(&call->arena, (size_t)n * sizeof(float));
+    return j->lse == NULL;
+}
+
 /* A job whose result or work is this large counts against
  * ATTN_MAX_INFLIGHT whatever its body's size: 60 KB of nested arrays (a
  * 5000-row dot product with its weights) asks for 100 MB of weights and
@@ -213,7 +236,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     size_t ob = (size_t)j->sh.out_count * sizeof(float), wb = (size_t)j->sh.w_count * sizeof(float);
     j->out = srv_arena_alloc(&call->arena, ob);
     j->weights = j->sh.w_count ? srv_arena_alloc(&call->arena, wb) : NULL;
-    if (!j->out || (j->sh.w_count && !j->weights))
+    if (!j->out || (j->sh.w_count && !j->weights) || lse_take(call, j))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
     double t0 = srv_now_ms();
     int rc = compute(call, j, e) ||

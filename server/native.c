@@ -31,7 +31,7 @@ static void encode_params(srv_buf *out, const srv_job *j)
     srv_buf_putc(out, '}');
 }
 
-/* The 200 body: {"rule"?, "output", "weights"?, "params"?, "layout"?}. */
+/* The 200 body: {"rule"?, "output", "weights"?, "lse"?, "params"?, "layout"?}. */
 static int encode(srv_call *call, const srv_job *j, srv_buf *out, srv_err *e)
 {
     double t0 = srv_now_ms();
@@ -48,6 +48,10 @@ static int encode(srv_call *call, const srv_job *j, srv_buf *out, srv_err *e)
     if (srv_job_need_weights(j)) {
         srv_buf_puts(out, ",\"weights\":");
         srv_encode_tensor(out, j->weights, sh->w_rank, sh->w_shape, j->b64);
+    }
+    if (j->lse) { /* as JSON, a row with nothing to attend (-inf) is null */
+        srv_buf_puts(out, ",\"lse\":");
+        srv_encode_tensor(out, j->lse, j->lse_rank, j->lse_shape, j->b64);
     }
     if (j->return_params)
         encode_params(out, j);

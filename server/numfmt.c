@@ -193,8 +193,10 @@ static inline __attribute__((always_inline)) char *put_digits(char *p, uint32_t 
 static inline __attribute__((always_inline)) size_t fmt_float(float f, char *out)
 {
     char *p = out;
-    if (!isfinite(f))
-        f = 0.0f;
+    if (!isfinite(f)) { /* JSON has no such number; only lse's -inf comes here */
+        memcpy(out, "null", 4);
+        return 4;
+    }
     *p = '-'; /* overwritten unless negative: no branch on a random sign */
     p += signbit(f) != 0;
     double d = fabs((double)f);

@@ -396,6 +396,7 @@ typedef struct {
     srv_ses_fields ses;       /* SRV_JOB_SESSION */
     uint64_t seed;           /* the parameters not sent, hard sample and BigBird */
     int return_params;       /* native: echo the parameters used */
+    int return_lse;          /* native: each query row's log-sum-exp */
     int return_layout;       /* echo the sparsity pattern's block layout */
     int b64;                 /* native: output_format "b64" */
     int binary_output;       /* KServe: binary_data_output */
@@ -408,6 +409,9 @@ typedef struct {
     /* filled by srv_job_run: */
     attn_shapes sh;
     float *out, *weights;    /* arena-owned; weights NULL when not wanted */
+    float *lse;              /* arena-owned, lse_shape; NULL unless return_lse */
+    int lse_rank;
+    int64_t lse_shape[ATTN_MAX_RANK];
     uint8_t *layout;         /* arena-owned, sh.layout_rows x sh.layout_cols; NULL unless asked */
 } srv_job;
 
@@ -475,7 +479,7 @@ enum {
 enum {
     SRV_SLOT_QUERY, SRV_SLOT_KEY, SRV_SLOT_VALUE, SRV_SLOT_MASK, SRV_SLOT_KEY_MASK, SRV_SLOT_BIAS,
     SRV_SLOT_CAUSAL, SRV_SLOT_WINDOW, SRV_SLOT_NEED_WEIGHTS, SRV_SLOT_HARD, SRV_SLOT_SEED,
-    SRV_SLOT_RETURN_PARAMS, SRV_SLOT_OUTPUT_FORMAT, SRV_SLOT_BINARY_OUTPUT, SRV_SLOT_NUM_HEADS,
+    SRV_SLOT_RETURN_PARAMS, SRV_SLOT_RETURN_LSE, SRV_SLOT_OUTPUT_FORMAT, SRV_SLOT_BINARY_OUTPUT, SRV_SLOT_NUM_HEADS,
     SRV_SLOT_NUM_KV_HEADS, SRV_SLOT_AVERAGE_WEIGHTS, SRV_SLOT_POSENC, SRV_SLOT_RESIDUAL_NORM,
     SRV_SLOT_PARAMS, SRV_SLOT_HIDDEN_SIZE, SRV_SLOT_OUTPUT_SIZE, SRV_SLOT_SCALE,
     SRV_SLOT_LEARNED, /* a KServe input that is a learned parameter */
