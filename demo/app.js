@@ -56,6 +56,7 @@ const $ = id => document.getElementById(id);
 const NARROW = window.matchMedia('(max-width: 860px)');
 // What the readout says before a cell is read (written once, in index.html).
 const READOUT_HINT = $('readout').textContent;
+const COMPARE_HINT = $('compare-readout').textContent;
 
 // What a rule's columns are: concat scores the Lv value positions (in
 // sentence mode the source, as values), every other rule the keys.
@@ -83,7 +84,6 @@ const S = {
   compareSaved: null,   // a loaded comparison export, shown instead of re-running
   timer: 0,
   drawMs: 0,            // how long the last view took to draw (schedule waits as long)
-  cursor: null,         // {i, j}: the heatmap cell last read out
   restoring: false,     // true while the URL is being applied
   neuronKey: null,      // the key the neuron view explains (null: the query's argmax)
   modelParams: null,    // the URL's parameters, kept until the models' views are ready
@@ -478,8 +478,7 @@ function renderHeatmapView() {
   const svg = heatmap(matrix, { rows: c.rows, cols: c.cols, title, caption, wrap: avail - 8, scale: S.scale,
     kind: c.kind, cell, legend: false, structure: c.struct.overlay, colWord: colWord(c.rule),
     foot: c.rule === 'concat' && c.source === 'sentences' ? CONCAT_FOOT : undefined });
-  keyboardHeatmap(svg, 'readout');
-  S.cursor = null;
+  readable(svg, { rule: c.rule, rows: c.rows, cols: c.cols, matrix, kind: c.kind, readout: 'readout' });
   fig.replaceChildren(svg);
   fig.scrollTop = 0; fig.scrollLeft = 0;
   markPin(svg, S.pin);
@@ -882,6 +881,7 @@ function renderCompare(cmp) {
   // One colour scale for every panel (and the same as the heatmap's), so a
   // flat rule looks flat next to a peaked one.
   legend.append(legendBar(S.scale));
+  $('compare-readout').textContent = COMPARE_HINT;
   grid.replaceChildren(legend, ...cmp.results.map(({ rule, request, response, error }) => {
     const fig = document.createElement('figure');
     fig.className = 'compare-item';
@@ -900,11 +900,13 @@ function renderCompare(cmp) {
       const m = mats[0];
       const title = rule === 'multihead' ? `multihead (mean of ${request && request.num_heads || mats.length} heads)` : rule;
       const foot = rule === 'concat' && cmp.source === 'sentences' ? CONCAT_FOOT : undefined;
-      const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : undefined;
-      const cols = cmp.cols && cmp.cols.length === m[0].length ? cmp.cols : undefined;
+      const rows = cmp.rows && cmp.rows.length === m.length ? cmp.rows : m.map((_, i) => 'q' + i);
+      const cols = cmp.cols && cmp.cols.length === m[0].length ? cmp.cols : m[0].map((_, j) => (rule === 'concat' ? 'v' : 'k') + j);
       const st = structureFor(rule, request, response, m.length, m[0].length);
       const svg = heatmap(m, { rows, cols, title, cell, scale: S.scale, legend: false, foot, fontSize: 11, labels, colWord: colWord(rule),
         kind: st.kind, structure: st.overlay });
+      // Tab reaches each panel; its arrow keys walk its cells, read out with the rule first.
+      readable(svg, { rule, rows, cols, matrix: m, kind: st.kind, readout: 'compare-readout', name: title });
       markPin(svg, S.pin);
       fig.append(svg);
     } catch (e) {
@@ -1323,7 +1325,7 @@ function wire() {
   const hm = $('heatmap');
   hm.addEventListener('mouseover', e => {
     const t = e.target;
-    if (t.classList && t.classList.contains('cell')) readCell(Number(t.dataset.row), Number(t.dataset.col));
+    if (t.classList && t.classList.contains('cell')) readCell(t.ownerSVGElement, Number(t.dataset.row), Number(t.dataset.col));
   });
   hm.addEventListener('mouseleave', () => { const svg = hm.querySelector('svg'); if (svg) markHover(svg, null); });
   hm.addEventListener('scroll', stickLabels, { passive: true });
@@ -1349,20 +1351,27 @@ function wire() {
     markHover(t.ownerSVGElement, i, j);
   });
   cp.addEventListener('mouseleave', () => { const svg = cp.querySelector('svg'); if (svg) markHover(svg, null); });
-  $('compare-grid').addEventListener('click', pinFrom);
+  // Compare: each panel reads out and walks its cells as the heatmap does, into the view's own readout.
+  const cg = $('compare-grid');
+  cg.addEventListener('click', pinFrom);
+  cg.addEventListener('mouseover', e => {
+    const t = e.target;
+    if (t.classList && t.classList.contains('cell')) readCell(t.ownerSVGElement, Number(t.dataset.row), Number(t.dataset.col));
+  });
+  cg.addEventListener('mouseout', e => {
+    const svg = e.target.closest && e.target.closest('svg.heatmap');
+    if (svg && !svg.contains(e.relatedTarget)) markHover(svg, null);
+  });
   $('token-text').addEventListener('click', e => {
     const t = e.target.closest('.ctok');
     if (t) setPin(t.dataset.side, Number(t.dataset.index));
   });
-  // Keyboard: the heatmap takes focus and the arrow keys walk its cells; Enter pins.
-  hm.addEventListener('keydown', e => {
-    if ((e.key === 'Enter' || e.key === ' ') && S.cursor) { e.preventDefault(); setPin('q', S.cursor.i); return; }
-    const svg = hm.querySelector('svg');
-    const to = S.cur && svg && arrowCell(e.key, S.cursor, Number(svg.dataset.rows), Number(svg.dataset.cols));
-    if (!to) return;
-    e.preventDefault();
-    readCell(to.i, to.j);
-  });
+  // Keyboard: the heatmap and each Compare panel take focus and the arrow keys walk their cells; Enter pins.
+  for (const box of [hm, cg]) {
+    box.addEventListener('keydown', cellKey);
+    box.addEventListener('focusin', cellFocus);
+    box.addEventListener('focusout', cellFocus);
+  }
 
   // Phone: the results come first and the controls fold away.
   const fold = $('controls-fold');
@@ -1383,20 +1392,54 @@ function seen(n, kind) {
   return k || n;
 }
 
-// Shows one cell's weight beside the heatmap, outlines the cell and marks
-// its row and column labels. Touches a handful of elements whatever the size.
-function readCell(i, j) {
-  const svg = $('heatmap').querySelector('svg');
-  if (!svg || !S.cur) return;
-  const { matrix } = detailMatrix();
-  if (!matrix[i] || matrix[i][j] === undefined) return;
-  S.cursor = { i, j };
-  const w = matrix[i][j];
-  const k = w === 0 ? S.cur.kind(i, j) : '';
-  $('readout').textContent = `query “${S.cur.rows[i]}” (row ${i}) → ${colWord(S.cur.rule)} “${S.cur.cols[j]}” (column ${j}): weight ${fmt(w)}` +
-    (k === 'pad' ? ` (padding ${colWord(S.cur.rule)}: not attended)` : k === 'mask' ? ' (masked by the options)' : k === 'sparse' ? ' (outside the sparse pattern)' : '') +
-    ` · uniform would be ${fmt(1 / seen(matrix[i].length, c => S.cur.kind(i, c)))}`;
+// Makes a drawn heatmap one the keyboard and the readout can read
+// (keyboardHeatmap): cells = {rule, rows, cols, matrix, kind, readout (the
+// live region's id), name (said first: the rule, where panels sit side by
+// side)}. The cursor, the cell last read, is kept with them (a new drawing
+// starts without one).
+function readable(svg, cells) {
+  keyboardHeatmap(svg, cells.readout);
+  svg._cells = { ...cells, cursor: null };
+  return svg;
+}
+
+// Shows one cell's weight in the readout of a readable heatmap, outlines the
+// cell and marks its row and column labels. Touches a handful of elements
+// whatever the size.
+function readCell(svg, i, j) {
+  const p = svg && svg._cells;
+  if (!p || !p.matrix[i] || p.matrix[i][j] === undefined) return;
+  p.cursor = { i, j };
+  const w = p.matrix[i][j], col = colWord(p.rule);
+  const k = w === 0 ? p.kind(i, j) : '';
+  $(p.readout).textContent = (p.name ? `${p.name}: ` : '') + `query “${p.rows[i]}” (row ${i}) → ${col} “${p.cols[j]}” (column ${j}): weight ${fmt(w)}` +
+    (k === 'pad' ? ` (padding ${col}: not attended)` : k === 'mask' ? ' (masked by the options: not computed)' : k === 'sparse' ? ' (outside the sparse pattern: not computed)' : '') +
+    ` · uniform would be ${fmt(1 / seen(p.matrix[i].length, c => p.kind(i, c)))}`;
   markHover(svg, i, j);
+}
+
+// The keys of a focused readable heatmap: the arrows walk its cells (arrowCell),
+// Enter or Space pins the query under the cursor.
+function cellKey(e) {
+  const svg = e.target.closest && e.target.closest('svg.heatmap');
+  const p = svg && svg._cells;
+  if (!p) return;
+  if ((e.key === 'Enter' || e.key === ' ') && p.cursor) { e.preventDefault(); setPin('q', p.cursor.i); return; }
+  const to = arrowCell(e.key, p.cursor, p.matrix.length, p.matrix[0].length);
+  if (!to) return;
+  e.preventDefault();
+  readCell(svg, to.i, to.j);
+}
+
+// A readable heatmap's cursor shows while it has focus: leaving hides it (the
+// cell is kept) and coming back reads that cell again, so of Compare's
+// panels only the one being walked shows a cursor.
+function cellFocus(e) {
+  const svg = e.target;
+  const p = svg && svg._cells;
+  if (!p || !p.cursor) return;
+  if (e.type === 'focusin') readCell(svg, p.cursor.i, p.cursor.j);
+  else markHover(svg, null);
 }
 
 async function loadRules() {

@@ -2406,6 +2406,141 @@ try {
     assert(await page.evaluate(() => document.activeElement.id) === 'neuron-key', 'focus left the menu');
   });
 
+  // Compare's panels, read by keyboard: every weight expected comes from the
+  // API, asked here with the requests the panels' rules take.
+  const COMPARE_RULES = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat', 'linear', 'multihead'];
+  const comparePanel = rule => `#compare-grid .compare-item[data-rule="${rule}"] svg.heatmap`;
+  const waitCompare = p => p.waitForFunction(n => document.querySelectorAll('#compare-grid .compare-item svg').length === n,
+    COMPARE_RULES.length, { timeout: 30000 });
+  // The hover box's place in the panel of rule on p, as [row, column] (null when hidden).
+  const cursorAt = (p, rule) => p.$eval(comparePanel(rule), svg => {
+    const b = svg.querySelector('.hover-box');
+    if (b.getAttribute('visibility') !== 'visible') return null;
+    const cell = [...svg.querySelectorAll('.cell')].find(c => c.getAttribute('x') === b.getAttribute('x') && c.getAttribute('y') === b.getAttribute('y'));
+    return cell ? [Number(cell.dataset.row), Number(cell.dataset.col)] : 'off the cells';
+  });
+
+  await test('keyboard: Tab reaches every Compare panel in turn; its arrow keys walk its cells and the readout says the rule, tokens and the API\'s weight', async () => {
+    await fresh();
+    // The pointer off the panels: a cell scrolled under it would be read out too.
+    await page.mouse.move(1, 1);
+    const toks = tokenize(DEFAULT_SENTENCE);
+    const general = await weightsOf('/attention/general', sentenceBody(DEFAULT_SENTENCE));
+    const mh = await weightsOf('/multihead', sentenceBody(DEFAULT_SENTENCE, { num_heads: 2, params: identityParams(32), average_weights: true }));
+    const additive = await weightsOf('/attention/additive', sentenceBody(DEFAULT_SENTENCE));
+    await page.click('#tab-compare');
+    await waitCompare(page);
+    // The readout says how to use the keys before a cell is read; every panel hands its arrow keys over.
+    assert(/arrow keys/.test(await page.textContent('#compare-readout')), `the readout does not say how to use the keys: "${await page.textContent('#compare-readout')}"`);
+    assert(await page.getAttribute('#compare-readout', 'aria-live') === 'polite', 'the compare readout is no live region');
+    const roles = await page.$$eval('#compare-grid svg.heatmap', e => e.map(s => [s.getAttribute('role'), s.getAttribute('tabindex'), s.getAttribute('aria-describedby')].join()));
+    assert(roles.length === 8 && roles.every(r => r === 'application,0,compare-readout'), `panels' role, tabindex, described by: ${roles.join(' | ')}`);
+    // From the tab, Tab reaches the first panel; each further Tab the next one (every focus ring shows on the way).
+    await page.focus('#tab-compare');
+    await tabTo(comparePanel('dot'), 15);
+    for (const rule of COMPARE_RULES.slice(1)) {
+      await tabTo(comparePanel(rule), 1);
+      // Only the panel being walked shows a cursor.
+      if (rule === 'additive') assert(await cursorAt(page, 'general') === null, 'the general panel keeps showing its cursor after Tab left it');
+      if (rule === 'general') {
+        // Right 4: the cursor starts at (0, 0) and moves to column 3; Down 2: row 2.
+        for (const k of ['ArrowRight', 'ArrowRight', 'ArrowRight', 'ArrowRight', 'ArrowDown', 'ArrowDown']) await page.keyboard.press(k);
+        const txt = await page.textContent('#compare-readout');
+        assert(txt.startsWith('general: ') && txt.includes(`query “${toks[2]}” (row 2)`) && txt.includes(`key “${toks[3]}” (column 3)`) &&
+          txt.includes('weight ' + fmt(general[2][3])), `general readout "${txt}" (the API's weight ${fmt(general[2][3])})`);
+        const at = await cursorAt(page, 'general');
+        assert(at && at.join() === '2,3', `the general panel's cursor is at ${at}`);
+        const boxes = await page.$$eval(comparePanel('general') + ' .hover-box', bs => bs.map(b => b.getAttribute('stroke')));
+        assert(boxes.some(b => contrast(b, colour(0)) >= 3) && boxes.some(b => contrast(b, colour(1)) >= 3), `the cursor's strokes ${boxes} do not show on both ends of the scale`);
+        assert(await cursorAt(page, 'dot') === null, 'a panel not walked shows a cursor');
+        // Enter pins the query under the cursor, in every panel.
+        await page.keyboard.press('Enter');
+        const pins = await page.$$eval('#compare-grid svg.heatmap', e => e.map(x => x.dataset.pin));
+        assert(pins.every(p => p === 'q2'), `Enter pinned ${pins}`);
+      }
+    }
+    // The last panel: the mean of the heads. Left: (0, 0); Down 3: row 3.
+    for (const k of ['ArrowLeft', 'ArrowDown', 'ArrowDown', 'ArrowDown']) await page.keyboard.press(k);
+    let txt = await page.textContent('#compare-readout');
+    assert(txt.startsWith('multihead (mean of 2 heads): ') && txt.includes(`query “${toks[3]}” (row 3)`) && txt.includes(`key “${toks[0]}” (column 0)`) &&
+      txt.includes('weight ' + fmt(mh[3][0])), `multihead readout "${txt}" (the API's weight ${fmt(mh[3][0])})`);
+    assert(fmt(mh[3][0]) !== fmt(general[3][0]), 'the check cannot tell the rules apart');
+    // The arrows stop at the edges.
+    for (let k = 0; k < 14; k++) await page.keyboard.press('ArrowDown');
+    txt = await page.textContent('#compare-readout');
+    assert(txt.includes(`(row ${toks.length - 1})`) && txt.includes('weight ' + fmt(mh[toks.length - 1][0])), `after the last row: "${txt}"`);
+    await shot('08b-compare-keyboard', false);
+    // Back in a panel walked before, its cell is read again where it was left.
+    await page.focus(comparePanel('general'));
+    txt = await page.textContent('#compare-readout');
+    assert(txt.startsWith('general: ') && txt.includes('(row 2)') && txt.includes('(column 3)'), `back in the general panel the readout says "${txt}"`);
+    assert((await cursorAt(page, 'general'))?.join() === '2,3' && await cursorAt(page, 'multihead') === null, 'the cursors do not follow the focus');
+    // The mouse reads into the same readout, as on the heatmap.
+    await page.hover(comparePanel('additive') + ' .cell[data-row="4"][data-col="6"]');
+    txt = await page.textContent('#compare-readout');
+    assert(txt.startsWith('additive: ') && txt.includes(`query “${toks[4]}” (row 4)`) && txt.includes('weight ' + fmt(additive[4][6])), `hover readout "${txt}"`);
+    // No trap: Tab leaves the last panel.
+    await page.focus(comparePanel('multihead'));
+    await page.keyboard.press('Tab');
+    assert(await page.evaluate(() => !document.activeElement.closest('#compare-grid')), 'Tab does not leave the last panel');
+  });
+
+  await test('keyboard: a Compare cell a rule did not compute reads "masked"; a rule that does not take the option reads the API\'s weight there', async () => {
+    await openHash(page, S1 + '&causal=1&v=compare', '#compare-grid .compare-item:nth-of-type(8) svg');
+    await waitCompare(page);
+    await page.mouse.move(1, 1);
+    const toks = tokenize(DEFAULT_SENTENCE);
+    const sd = await weightsOf('/attention/scaled_dot', sentenceBody(DEFAULT_SENTENCE, { causal: true }));
+    const v = embed(tokenize(DEFAULT_SENTENCE));
+    const concat = await weightsOf('/attention/concat', { query: v, key: v, value: v, seed: 0 }); // concat takes no causal
+    assert(sd[0][1] === 0 && concat[0][1] > 0, `the API's weights at (0, 1): scaled_dot ${sd[0][1]}, concat ${concat[0][1]}`);
+    await page.focus(comparePanel('scaled_dot'));
+    for (const k of ['ArrowRight', 'ArrowRight']) await page.keyboard.press(k);
+    let txt = await page.textContent('#compare-readout');
+    assert(txt.startsWith('scaled_dot: ') && txt.includes(`query “${toks[0]}” (row 0)`) && txt.includes(`key “${toks[1]}” (column 1)`) &&
+      /weight 0 \(masked[^)]*not computed\)/.test(txt), `masked cell readout "${txt}"`);
+    // A computed cell of the same panel says no such thing.
+    await page.keyboard.press('ArrowDown');
+    txt = await page.textContent('#compare-readout');
+    assert(txt.includes('weight ' + fmt(sd[1][1])) && !/masked|not computed/.test(txt), `computed cell readout "${txt}"`);
+    await page.focus(comparePanel('concat'));
+    for (const k of ['ArrowRight', 'ArrowRight']) await page.keyboard.press(k);
+    txt = await page.textContent('#compare-readout');
+    assert(txt.startsWith('concat: ') && txt.includes(`value “${toks[1]}” (column 1)`) && txt.includes('weight ' + fmt(concat[0][1])) && !/masked/.test(txt),
+      `concat readout "${txt}"`);
+  });
+
+  await test('axe finds no accessibility violation in the Compare view with a panel focused and a cell read out, at 1280 and 640 px', async () => {
+    for (const width of [1280, 640]) {
+      const p = await context.newPage();
+      try {
+        await p.setViewportSize({ width, height: 800 });
+        // Causal and a padding key: masked and padding cells in the panels.
+        await openHash(p, S1 + '&causal=1&pad=3&v=compare', '#compare-grid .compare-item:nth-of-type(8) svg');
+        await waitCompare(p);
+        await expectAxeClean(p, `the compare view at ${width} px`);
+        await p.focus(comparePanel('linear'));
+        assert(await p.evaluate(() => document.activeElement.matches('#compare-grid .compare-item[data-rule="linear"] svg')), `at ${width} px the linear panel does not take focus`);
+        for (const k of ['ArrowRight', 'ArrowDown', 'ArrowRight']) await p.keyboard.press(k);
+        assert(/^linear: query .* \(row 1\)/.test(await p.textContent('#compare-readout')), `at ${width} px the readout says "${await p.textContent('#compare-readout')}"`);
+        await expectAxeClean(p, `the compare view at ${width} px, a panel focused and its cell read`);
+        const [sw, iw] = await p.evaluate(() => [document.documentElement.scrollWidth, innerWidth]);
+        assert(sw <= iw + 1, `at ${width} px the page is ${sw}px wide`);
+        // The readout stays in sight while the last panel is walked.
+        await p.focus(comparePanel('multihead'));
+        await p.keyboard.press('ArrowRight');
+        const r = await p.evaluate(() => {
+          const b = document.querySelector('#compare-readout').getBoundingClientRect(), s = document.activeElement.getBoundingClientRect();
+          return { rt: b.top, rb: b.bottom, st: s.top, h: innerHeight };
+        });
+        assert(r.rt >= 0 && r.rb <= r.h && r.st >= r.rb - 1, `at ${width} px the readout (${r.rt}-${r.rb}) is out of sight or over the panel (top ${r.st})`);
+        await p.screenshot({ path: path.join(SHOTS, `08c-compare-keyboard-${width}.png`) });
+      } finally {
+        await p.close();
+      }
+    }
+  });
+
   await test('colour: numbers and words on coloured cells keep AA contrast (4.5:1); the scale darkens at every step for colour-blind eyes', async () => {
     // Weights of 0.56, 0.6 and 0.65 on the first key: the middle blues, where
     // neither white nor the page's dark grey reaches 4.5:1.
