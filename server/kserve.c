@@ -243,6 +243,8 @@ static void put_outputs(srv_buf *b, int m)
     }
     put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", "FP32");
     put_io(&wo, "weights", mha ? "(B, H, Lq, Lk)" : "(B, Lq, Lk)", "FP32");
+    if (mha || attn_rule_takes((attn_rule)m, ATTN_OPT_SINKS)) /* a softmax over the keys */
+        put_io(&wo, "lse", mha ? "(B, H, Lq)" : "(B, Lq)", "FP32");
     if (mha || m == ATTN_RULE_DOT || m == ATTN_RULE_SCALED_DOT) /* sparsity's block layout */
         put_io(&wo, "layout", "(Rb, Cb)", "BOOL");
 }

@@ -206,12 +206,12 @@ static int read_top(json_t *root, ks_body *kb, srv_codec *c, srv_job *j, srv_err
 /* ---------------------------------------------------------------- outputs */
 
 typedef struct {
-    const char *name; /* "output", "weights" or "layout" */
+    const char *name; /* "output", "weights", "lse" or "layout" */
     int binary;
 } ks_output;
 
 typedef struct {
-    ks_output o[3];
+    ks_output o[4];
     int n;
 } ks_outputs;
 
@@ -225,10 +225,10 @@ static int read_output(json_t *o, int bin_all, ks_outputs *outs, srv_err *e)
     if (only_keys(o, out_keys, "output field", e))
         return -1;
     const char *s = json_string_value(nm);
-    if (strcmp(s, "output") && strcmp(s, "weights") && strcmp(s, "layout"))
+    if (strcmp(s, "output") && strcmp(s, "weights") && strcmp(s, "lse") && strcmp(s, "layout"))
         return srv_fail(e, 400, "invalid_field", "outputs",
-                        "no output named \"%.60s\"; the outputs are output, weights and layout "
-                        "(a sparsity pattern's block layout)", s);
+                        "no output named \"%.60s\"; the outputs are output, weights, lse (each "
+                        "query row's log-sum-exp) and layout (a sparsity pattern's block layout)", s);
     for (int i = 0; i < outs->n; i++)
         if (!strcmp(outs->o[i].name, s))
             return srv_fail(e, 400, "invalid_field", "outputs", "output %s is listed twice", s);
@@ -264,8 +264,9 @@ static int output_agrees(json_t *root, const char *param, const char *output, in
 }
 
 /* The request's "outputs" (or output, weights unless need_weights is
- * false, and layout with return_layout, when absent); weights and a layout
- * not asked for are not built; asking for layout is return_layout. */
+ * false, lse with return_lse and layout with return_layout, when absent);
+ * weights, lse and a layout not asked for are not built; asking for lse
+ * is return_lse, for layout return_layout. */
 static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
 {
     json_t *jo = json_object_get(root, "outputs");
@@ -275,26 +276,34 @@ static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
         outs->o[outs->n++] = (ks_output){"output", j->binary_output};
         if (*nw)
             outs->o[outs->n++] = (ks_output){"weights", j->binary_output};
+        if (j->return_lse)
+            outs->o[outs->n++] = (ks_output){"lse", j->binary_output};
         if (j->return_layout)
             outs->o[outs->n++] = (ks_output){"layout", j->binary_output};
         return 0;
     }
     if (!json_is_array(jo))
         return srv_fail(e, 400, "invalid_field", "outputs", "outputs must be an array of {\"name\": ...}");
-    if (json_array_size(jo) > 3)
+    if (json_array_size(jo) > 4)
         return srv_fail(e, 400, "invalid_field", "outputs",
-                        "outputs lists %zu tensors; the models have at most three: output, weights "
-                        "and layout", json_array_size(jo));
-    int want_w = 0, want_l = 0;
+                        "outputs lists %zu tensors; the models have at most four: output, weights, "
+                        "lse and layout", json_array_size(jo));
+    int want_w = 0, want_l = 0, want_lse = 0;
     for (size_t i = 0; i < json_array_size(jo); i++) {
         if (read_output(json_array_get(jo, i), j->binary_output, outs, e))
             return -1;
         want_w |= !strcmp(outs->o[outs->n - 1].name, "weights");
+        want_lse |= !strcmp(outs->o[outs->n - 1].name, "lse");
         want_l |= !strcmp(outs->o[outs->n - 1].name, "layout");
     }
     if (output_agrees(root, "need_weights", "weights", want_w, e) ||
+        output_agrees(root, "return_lse", "lse", want_lse, e) ||
         output_agrees(root, "return_layout", "layout", want_l, e))
         return -1;
+    if (want_lse && j->kind == SRV_JOB_SESSION)
+        return srv_fail(e, 400, "invalid_field", "outputs",
+                        "the decode model has no lse output; its outputs are output and weights");
+    j->return_lse = want_lse;
     j->return_layout = want_l;
     *nw = want_w;
     return 0;
@@ -599,16 +608,34 @@ static void put_layout(srv_buf *b, const srv_job *j, const ks_output *o, int fir
     srv_buf_puts(b, "]}");
 }
 
+/* The float tensor an output names (output, weights or lse): its data,
+ * rank, shape and count. */
+static const float *float_output(const srv_job *j, const char *name, int *rank,
+                                 const int64_t **shape, int64_t *count)
+{
+    if (!strcmp(name, "weights")) {
+        *rank = j->sh.w_rank, *shape = j->sh.w_shape, *count = j->sh.w_count;
+        return j->weights;
+    }
+    if (!strcmp(name, "lse")) {
+        *rank = j->lse_rank, *shape = j->lse_shape, *count = 1;
+        for (int d = 0; d < j->lse_rank; d++) *count *= j->lse_shape[d];
+        return j->lse;
+    }
+    *rank = j->sh.out_rank, *shape = j->sh.out_shape, *count = j->sh.out_count;
+    return j->out;
+}
+
 static void put_output(srv_buf *b, const srv_job *j, const ks_output *o, int first)
 {
     if (!strcmp(o->name, "layout")) {
         put_layout(b, j, o, first);
         return;
     }
-    int is_w = !strcmp(o->name, "weights");
-    int rank = is_w ? j->sh.w_rank : j->sh.out_rank;
-    const int64_t *shape = is_w ? j->sh.w_shape : j->sh.out_shape;
-    int64_t count = is_w ? j->sh.w_count : j->sh.out_count;
+    int rank;
+    const int64_t *shape;
+    int64_t count;
+    const float *data = float_output(j, o->name, &rank, &shape, &count);
     srv_buf_puts(b, first ? "{\"name\":\"" : ",{\"name\":\"");
     srv_buf_puts(b, o->name);
     srv_buf_puts(b, "\",\"datatype\":\"FP32\",\"shape\":[");
@@ -621,8 +648,8 @@ static void put_output(srv_buf *b, const srv_job *j, const ks_output *o, int fir
         return;
     }
     int64_t flat[1] = {count};
-    srv_buf_puts(b, ",\"data\":");
-    srv_encode_tensor(b, is_w ? j->weights : j->out, 1, flat, 0);
+    srv_buf_puts(b, ",\"data\":"); /* an lse of -inf (a row with no key) is null */
+    srv_encode_tensor(b, data, 1, flat, 0);
     srv_buf_putc(b, '}');
 }
 
@@ -637,9 +664,10 @@ static void put_binary(srv_buf *b, const srv_job *j, const ks_outputs *outs)
             srv_buf_put(b, j->layout, (size_t)(j->sh.layout_rows * j->sh.layout_cols));
             continue;
         }
-        int is_w = !strcmp(outs->o[i].name, "weights");
-        const float *src = is_w ? j->weights : j->out;
-        int64_t count = is_w ? j->sh.w_count : j->sh.out_count;
+        int rank;
+        const int64_t *shape;
+        int64_t count;
+        const float *src = float_output(j, outs->o[i].name, &rank, &shape, &count);
         if (le) {
             srv_buf_put(b, src, (size_t)count * 4);
             continue;

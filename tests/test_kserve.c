@@ -155,11 +155,16 @@ static void test_metadata(void)
             int sparse = !strcmp(ms->model, "attention-dot") || !strcmp(ms->model, "attention-scaled_dot") ||
                          !strcmp(ms->model, "multihead");
             json_t *l = find_named(outs, "layout");
-            snprintf(name, sizeof name, "metadata %s: outputs output and weights, FP32, shape -1%s", ms->model,
-                     sparse ? ", and layout BOOL" : "");
-            check(o && w && json_array_size(outs) == 2u + (size_t)sparse &&
+            /* the rules with a softmax over the keys (not concat or linear)
+             * and multihead have each query row's log-sum-exp */
+            int lse = strcmp(ms->model, "attention-concat") && strcmp(ms->model, "attention-linear");
+            json_t *ls = find_named(outs, "lse");
+            snprintf(name, sizeof name, "metadata %s: outputs output and weights, FP32, shape -1%s%s", ms->model,
+                     lse ? ", lse FP32" : "", sparse ? ", and layout BOOL" : "");
+            check(o && w && json_array_size(outs) == 2u + (size_t)sparse + (size_t)lse &&
                       json_integer_value(json_array_get(json_object_get(o, "shape"), 0)) == -1 &&
                       !strcmp(json_string_value(json_object_get(w, "datatype")) ?: "", "FP32") &&
+                      (!lse || (ls && !strcmp(json_string_value(json_object_get(ls, "datatype")) ?: "", "FP32"))) &&
                       (!sparse || (l && !strcmp(json_string_value(json_object_get(l, "datatype")) ?: "", "BOOL"))),
                   name, "%s", short_body(&r));
         }
@@ -672,6 +677,42 @@ static void test_documented_binary(void)
     free(body.data);
 }
 
+/* The lse output as binary tensor data: each query row's log-sum-exp
+ * (computed by hand in double: ln(sum_j e^(q_i.k_j / sqrt 2)) over the
+ * keys the mask leaves), and the float -inf for a row with no key, which
+ * JSON data cannot carry (it writes null). */
+static void test_lse_binary(void)
+{
+    static const char body[] =
+        "{\"outputs\":[{\"name\":\"lse\",\"parameters\":{\"binary_data\":true}}],\"inputs\":["
+        "{\"name\":\"query\",\"shape\":[3,2],\"datatype\":\"FP32\",\"data\":[1.0,0.5,0.25,-1.0,2.0,2.0]},"
+        "{\"name\":\"key\",\"shape\":[3,2],\"datatype\":\"FP32\",\"data\":[1,0,0,1,-0.5,0.75]},"
+        "{\"name\":\"value\",\"shape\":[3,2],\"datatype\":\"FP32\",\"data\":[1,2,3,4,5,6]},"
+        "{\"name\":\"mask\",\"shape\":[3,3],\"datatype\":\"BOOL\","
+        "\"data\":[true,true,true,true,false,true,false,false,false]}]}";
+    const char *hdrs[] = {"Content-Type: application/json", NULL};
+    response r;
+    kv_http("POST", "/v2/models/attention-scaled_dot/infer", body, strlen(body), hdrs, &r);
+    char why[300] = "";
+    size_t hl = 0;
+    json_t *j = NULL;
+    out_tensor o = {0};
+    int ok = r.status == 200 && (j = reply_json(&r, &hl, why, sizeof why)) != NULL &&
+             decode_output(&r, j, hl, "lse", &o, why, sizeof why) == 0;
+    if (ok && !(o.binary && o.rank == 1 && o.count == 3 && fabs(o.f[0] - 1.4742226602425221) < 1e-5 &&
+                fabs(o.f[1] - 0.5492761580293373) < 1e-5 && o.f[2] == -INFINITY)) {
+        snprintf(why, sizeof why, "binary %d, rank %d, count %lld, values %.9g %.9g %.9g", o.binary,
+                 o.rank, (long long)o.count, o.count > 0 ? o.f[0] : 0.0, o.count > 1 ? o.f[1] : 0.0,
+                 o.count > 2 ? o.f[2] : 0.0);
+        ok = 0;
+    }
+    check(ok, "binary lse output: the rows' log-sum-exps, -inf for a row with no key", "%ld %s %s",
+          r.status, why, short_body(&r));
+    free(o.f);
+    json_decref(j);
+    response_free(&r);
+}
+
 /* A large binary request (2 heads, L = 300, d = 64: a 460 KB body, which
  * the server reads in place from its buffer, checked for Inf and NaN in
  * 16 KiB blocks as it comes) against a float64 reference, its JSON header
@@ -872,6 +913,7 @@ int main(int argc, char **argv)
     test_decode_metadata();
     run_golden(golden);
     test_documented_binary();
+    test_lse_binary();
     test_large_binary();
     test_json_outputs();
     if (cases)
