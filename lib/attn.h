@@ -741,6 +741,11 @@ attn_status attn_cache_plan(const attn_cache_request *req, attn_shapes *shapes, 
 attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, float *output,
                                float *weights, attn_error *err);
 
+/* As attn_compute_lse, for the cache: lse holds H x Tq floats, laid out
+ * as the weights' rows (no hard attention). Since 1.2. */
+attn_status attn_cache_compute_lse(attn_ctx *ctx, const attn_cache_request *req, float *output,
+                                   float *weights, float *lse, attn_error *err);
+
 /* Seeded parameters.
  * The generator is SplitMix64 (Steele, Lea, Flood 2014) started at the seed.
  * Parameters are drawn in the order listed by attn_seed_params' set, each

@@ -24,6 +24,7 @@ typedef struct {
     int copies;          /* rope rotates copies before the kernel (qr, kr) */
     float *qr, *kr;      /* (Tq, H, d) and (Hkv, n, d) */
     attn_heads heads;
+    float *lse; /* attn_cache_compute_lse's, or NULL */
 } cplan;
 
 static const attn_front cache_front;
@@ -168,6 +169,7 @@ static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w,
         int64_t g = h / group;
         attn_head_job *j = &pl->heads.jobs[h];
         attn_head_init(j, o, 0, h, H, Tq, n, o->need_weights ? w + h * Tq * n : NULL);
+        j->lse = pl->lse ? pl->lse + h * Tq : NULL;
         j->kind = ATTN_SCORE_DOT;
         j->d = j->dv = d;
         j->scale = scale;
@@ -185,8 +187,17 @@ static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w,
 attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, float *output,
                                float *weights, attn_error *err)
 {
+    return attn_cache_compute_lse(ctx, req, output, weights, NULL, err);
+}
+
+attn_status attn_cache_compute_lse(attn_ctx *ctx, const attn_cache_request *req, float *output,
+                                   float *weights, float *lse, attn_error *err)
+{
     cplan pl;
     attn_status st = make_plan(req, &pl, err);
+    if (st == ATTN_OK && lse)
+        st = attn_check_lse(ATTN_RULE_DOT, &req->opt, "attention over a KV cache", err);
+    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &cache_front, &pl, 0, &pl.shapes,
                                         output, weights, err);

@@ -953,6 +953,7 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     rnd_hard(&q, q.Lk);
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)(q.Lq * E)));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq * q.Lk)));
+    q.lse = gives_lse(&q) ? keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq))) : NULL;
     char name[512] = "cache ";
     describe(name + 6, sizeof name - 6, trial, &q, &x, threads);
     attn_kv_cache *kv = trial % 2 ? attn_kv_cache_new(q.Hkv, d, q.Lk) : NULL;
@@ -965,14 +966,18 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
         cache_from(&q, &x, &A, kv, &c, kp, vp);
         float *o = keep(&A, malloc(sizeof(float) * (size_t)(q.Lq * E)));
         float *w = x.need_weights ? keep(&A, malloc(sizeof(float) * (size_t)(q.H * q.Lq * q.Lk))) : NULL;
+        float *l = keep(&A, malloc(sizeof(float) * (size_t)(q.H * q.Lq)));
         attn_error err;
-        attn_status st = attn_cache_compute(ctx, &c, o, w, &err);
+        /* with hard attention, lse is refused and the call computes nothing */
+        attn_status st = attn_cache_compute_lse(ctx, &c, o, w, q.lse ? l : NULL, &err);
         ok = st == ATTN_OK;
         if (!ok)
             fail(name, "compute failed: %s (%s)", attn_status_str(st), err.message);
         ok = ok && close_enough(name, "output", o, ro, q.Lq * E);
         if (ok && w)
             ok = close_enough(name, "weights", w, rw, q.H * q.Lq * q.Lk);
+        if (ok && q.lse)
+            ok = close_enough(name, "lse", l, q.lse, q.H * q.Lq);
         ok ? n_passed++ : n_failed++;
     }
     attn_kv_cache_free(kv);
