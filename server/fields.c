@@ -67,7 +67,7 @@ static const srv_field fields[] = {
     {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
-    {"return_lse", SRV_FT_BOOL, S(RETURN_LSE), BOTH | BODY | KSP, 0, NULL, NULL, "add each query row's log-sum-exp of its scores (null for a row with nothing to attend)"},
+    {"return_lse", SRV_FT_BOOL, S(RETURN_LSE), BOTH | SS | BODY | KSP, 0, NULL, NULL, "add each query row's log-sum-exp of its scores (null for a row with nothing to attend)"},
     {"output_format", SRV_FT_WORD, S(OUTPUT_FORMAT), BOTH | SS | BODY, 0, NULL, NULL, "\"json\" (nested arrays) or \"b64\""},
     {"binary_data_output", SRV_FT_BOOL, S(BINARY_OUTPUT), BOTH | SS | KSP, 0, NULL, NULL, "outputs as binary tensor data"},
     {"num_heads", SRV_FT_INT, S(NUM_HEADS), MHA | SN | BODY | KSP | RM | RS, ANY, NULL, NULL, "an integer that divides the embedding size"},

@@ -239,6 +239,7 @@ static void put_outputs(srv_buf *b, int m)
     if (m == SRV_MODEL_DECODE) {
         put_io(&wo, "output", "(Tq, H, d)", "FP32");
         put_io(&wo, "weights", "(H, Tq, n)", "FP32");
+        put_io(&wo, "lse", "(H, Tq)", "FP32");
         return;
     }
     put_io(&wo, "output", m == ATTN_RULE_CONCAT ? "(B, Lq, Dout)" : "(B, Lq, Dv)", "FP32");

@@ -300,9 +300,6 @@ static int read_outputs(json_t *root, srv_job *j, ks_outputs *outs, srv_err *e)
         output_agrees(root, "return_lse", "lse", want_lse, e) ||
         output_agrees(root, "return_layout", "layout", want_l, e))
         return -1;
-    if (want_lse && j->kind == SRV_JOB_SESSION)
-        return srv_fail(e, 400, "invalid_field", "outputs",
-                        "the decode model has no lse output; its outputs are output and weights");
     j->return_lse = want_lse;
     j->return_layout = want_l;
     *nw = want_w;
@@ -780,6 +777,9 @@ static int decode_run(srv_call *call, srv_job *j, const char *hdr, ks_seq *sq, s
     j->sh.w_rank = res.w ? 3 : 0;
     j->sh.w_shape[0] = res.H, j->sh.w_shape[1] = res.Tq, j->sh.w_shape[2] = res.n;
     j->sh.w_count = res.w ? res.H * res.Tq * res.n : 0; /* checked by the step's plan */
+    j->lse = res.lse;
+    j->lse_rank = 2;
+    j->lse_shape[0] = res.H, j->lse_shape[1] = res.Tq;
     return 0;
 }
 

@@ -592,9 +592,10 @@ static int append_rows(srv_session *s, const attn_tensor *k, const attn_tensor *
 }
 
 /* Every query head over the cache's first n rows, in one library call
- * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL. */
+ * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL,
+ * lse (H, Tq) or NULL. */
 static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
-                   double flops, srv_err *e)
+                   float *lse, double flops, srv_err *e)
 {
     attn_cache_request req = s->req;
     req.query = *q;
@@ -604,8 +605,10 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     req.opt.need_weights = w != NULL;
     attn_error ae = {{0}, {0}};
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
-    attn_status st = attn_cache_compute(ctx, &req, out, w, &ae);
+    attn_status st = attn_cache_compute_lse(ctx, &req, out, w, lse, &ae);
     srv_ctx_release(ctx);
+    if (st == ATTN_ERR_PARAM && !strcmp(ae.field, "lse")) /* the library's name for it */
+        snprintf(ae.field, sizeof ae.field, "return_lse");
     if (st != ATTN_OK)
         return srv_fail_lib(e, st, &ae);
     return srv_check_finite(out, q->shape[0] * q->shape[1] * q->shape[2], q->shape[2], e);
@@ -615,7 +618,7 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
  * changes. */
 typedef struct {
     int64_t n, Tq;
-    float *out, *w;
+    float *out, *w, *lse;
     double flops;
 } step_out;
 
@@ -640,7 +643,9 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
         return -1;
     so->out = srv_arena_alloc(&call->arena, (size_t)sh.out_count * sizeof(float));
     so->w = sh.w_count ? srv_arena_alloc(&call->arena, (size_t)sh.w_count * sizeof(float)) : NULL;
-    if (!so->out || (sh.w_count && !so->w))
+    /* H x Tq: at most the output's floats */
+    so->lse = j->return_lse ? srv_arena_alloc(&call->arena, (size_t)(s->H * Tq) * sizeof(float)) : NULL;
+    if (!so->out || (sh.w_count && !so->w) || (j->return_lse && !so->lse))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the step's result");
     return 0;
 }
@@ -654,7 +659,7 @@ static int run_step(srv_call *call, srv_session *s, const srv_job *j, step_out *
     int64_t n0 = s->n, n1 = n0 + j->u.att.key.shape[0];
     double t0 = srv_now_ms();
     int rc = plan_step(call, s, j, n1, so, e) || append_rows(s, &j->u.att.key, &j->u.att.value, e);
-    if (!rc && (rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->flops, e)))
+    if (!rc && (rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->lse, so->flops, e)))
         attn_kv_cache_truncate(s->cache, n0, NULL); /* the refused step's rows out again */
     if (!rc) {
         pthread_mutex_lock(&s->mu);
@@ -680,6 +685,10 @@ static void encode_step(srv_call *call, const srv_session *s, const srv_job *j, 
     if (so->w) {
         srv_buf_puts(b, ",\"weights\":");
         srv_encode_tensor(b, so->w, 3, wshape, j->b64);
+    }
+    if (so->lse) {
+        srv_buf_puts(b, ",\"lse\":");
+        srv_encode_tensor(b, so->lse, 2, wshape, j->b64);
     }
     srv_buf_printf(b, ",\"length\":%lld}\n", (long long)so->n);
     call->t_encode = srv_now_ms() - t0;
@@ -710,7 +719,7 @@ int srv_session_step(srv_call *call, const char *id, const srv_job *j, srv_step_
         return -1;
     int rc = check_step(s, j, e) || run_step(call, s, j, &so, e);
     if (!rc)
-        *res = (srv_step_result){so.n, so.Tq, s->H, s->d, so.out, so.w};
+        *res = (srv_step_result){so.n, so.Tq, s->H, s->d, so.out, so.w, so.lse};
     release(s);
     return rc;
 }

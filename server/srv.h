@@ -771,10 +771,11 @@ srv_serve_fn srv_serve_session_new, srv_serve_session_step, srv_serve_session_tr
  * live session has it), or under a fresh random id when want is NULL or
  * "". Its id into id (33 bytes). 0, or -1 with e filled. */
 int  srv_session_create(srv_call *call, srv_job *j, const char *want, char *id, srv_err *e);
-/* A step result: out (Tq, H, d) and w (H, Tq, n) or NULL, arena-owned. */
+/* A step result: out (Tq, H, d), w (H, Tq, n) or NULL and lse (H, Tq) or
+ * NULL (return_lse), arena-owned. */
 typedef struct {
     int64_t n, Tq, H, d;
-    float *out, *w;
+    float *out, *w, *lse;
 } srv_step_result;
 /* POST /sessions/{id}/step's work: appends j's key and value rows to the
  * session id, then its queries attend the whole cache. 0, or -1 with e

@@ -240,11 +240,12 @@ void tensor_free(tensor *t)
 }
 
 /* The shape is read down the first elements, then every element is
- * checked against it (ragged or mixed nesting is not a tensor). */
+ * checked against it (ragged or mixed nesting is not a tensor). A null
+ * element is the service's JSON for -inf (an lse row with no key). */
 static int nested_check(json_t *j, int depth, const tensor *t)
 {
     if (depth == t->rank)
-        return json_is_number(j) ? 0 : -1;
+        return json_is_number(j) || json_is_null(j) ? 0 : -1;
     if (!json_is_array(j) || (long)json_array_size(j) != t->shape[depth])
         return -1;
     for (size_t i = 0; i < json_array_size(j); i++)
@@ -268,8 +269,8 @@ static int nested_shape(json_t *j, tensor *t)
 
 static void nested_fill(json_t *j, float *out, long *k)
 {
-    if (json_is_number(j)) {
-        out[(*k)++] = (float)json_number_value(j);
+    if (json_is_number(j) || json_is_null(j)) {
+        out[(*k)++] = json_is_null(j) ? -INFINITY : (float)json_number_value(j);
         return;
     }
     for (size_t i = 0; i < json_array_size(j); i++)
@@ -359,7 +360,7 @@ int tensor_matches(const tensor *t, int rank, const long *shape,
         count *= shape[i];
     }
     for (long i = 0; i < count; i++) {
-        if (!close_enough(t->data[i], want[i])) {
+        if (t->data[i] != want[i] && !close_enough(t->data[i], want[i])) { /* -inf too */
             snprintf(why, why_len, "element %ld is %.9g, expected %.9g", i,
                      (double)t->data[i], (double)want[i]);
             return 0;

@@ -151,13 +151,15 @@ static int create(CURL *h, const server *sv, tsess *s, const char *name)
 }
 
 /* The expected answer of a step over rows 0..n-1 of s's cache: out (Tq, H,
- * d), w (H, Tq, n), from the reference per head. */
-static void expect_step(const tsess *s, long n, const float *q, long Tq, float *out, float *w)
+ * d), w (H, Tq, n) and, when lse is not NULL, each row's log-sum-exp (H,
+ * Tq), from the reference per head. */
+static void expect_step(const tsess *s, long n, const float *q, long Tq, float *out, float *w,
+                        float *lse)
 {
     long H = s->H, Hkv = s->Hkv, d = s->d, group = H / Hkv;
     double *qh = malloc(sizeof(double) * (size_t)(Tq * d)), *kh = malloc(sizeof(double) * (size_t)(n * d));
     double *vh = malloc(sizeof(double) * (size_t)(n * d)), *oh = malloc(sizeof(double) * (size_t)(Tq * d));
-    double *wh = malloc(sizeof(double) * (size_t)(Tq * n));
+    double *wh = malloc(sizeof(double) * (size_t)(Tq * n)), *lh = malloc(sizeof(double) * (size_t)Tq);
     for (long h = 0; h < H; h++) {
         long g = h / group;
         for (long i = 0; i < Tq; i++)
@@ -191,22 +193,25 @@ static void expect_step(const tsess *s, long n, const float *q, long Tq, float *
         rq.has_window = s->has_window;
         rq.left = s->left;
         rq.right = s->right;
+        rq.lse = lh;
         rm_compute(&rq, oh, wh, NULL, NULL);
         for (long i = 0; i < Tq; i++) {
             for (long c = 0; c < d; c++)
                 out[(i * H + h) * d + c] = (float)oh[i * d + c];
             for (long j = 0; j < n; j++)
                 w[(h * Tq + i) * n + j] = (float)wh[i * n + j];
+            if (lse)
+                lse[h * Tq + i] = (float)lh[i];
         }
     }
-    free(qh), free(kh), free(vh), free(oh), free(wh);
+    free(qh), free(kh), free(vh), free(oh), free(wh), free(lh);
 }
 
 /* One step's inputs. */
 typedef struct {
     long T, Tq;
     float *k, *v, *q; /* (T, Hkv, d), (T, Hkv, d), (Tq, H, d) */
-    int need_weights, b64_out, form;
+    int need_weights, b64_out, form, return_lse;
 } tstep;
 
 static void step_make(tstep *st, const tsess *s, long T, long Tq, uint64_t *rs)
@@ -225,6 +230,7 @@ static void step_make(tstep *st, const tsess *s, long T, long Tq, uint64_t *rs)
     st->need_weights = (int)pick(rs, 0, 1);
     st->b64_out = (int)pick(rs, 0, 1);
     st->form = (int)pick(rs, 0, N_FORMS - 1);
+    st->return_lse = (int)pick(rs, 0, 1);
 }
 
 static void step_free(tstep *st)
@@ -242,6 +248,8 @@ static void step_body(buf *b, const tsess *s, const tstep *st)
     buf_puts(b, ",\"query\":");
     tensor_put(b, st->q, 3, qs, (st->form + 2) % N_FORMS);
     buf_printf(b, ",\"need_weights\":%s", st->need_weights ? "true" : "false");
+    if (st->return_lse)
+        buf_puts(b, ",\"return_lse\":true");
     if (st->b64_out)
         buf_puts(b, ",\"output_format\":\"b64\"");
     buf_puts(b, "}");
@@ -259,38 +267,44 @@ static long step_post(CURL *h, const server *sv, tsess *s, const tstep *st, resp
     return r->status;
 }
 
+/* Checks member `key` of a step answer: present and equal to want (rank,
+ * shape) when wanted, else absent (the field that asks for it, `asker`,
+ * was not set). Returns 1 when right. */
+static int member_check(const response *r, const char *key, int wanted, int rank, const long *shape,
+                        const float *want, const char *asker, const char *name)
+{
+    char n2[300], why[200] = "missing";
+    json_t *m = r->json ? json_object_get(r->json, key) : NULL;
+    snprintf(n2, sizeof n2, "%s: %s %s", name, key, wanted ? "right" : "absent");
+    if (!wanted)
+        return check(m == NULL, n2, "%s present without %s", key, asker);
+    tensor t;
+    int good = m && tensor_read(m, &t) == 0 && tensor_matches(&t, rank, shape, want, why, sizeof why);
+    if (m)
+        tensor_free(&t);
+    return check(good, n2, "%s", why);
+}
+
 /* Checks a 200 step answer against the reference over rows 0..n-1 (s's
  * rows, the step's included). Returns 1 when right. */
 static int step_check(const tsess *s, long n, const tstep *st, const response *r, const char *name)
 {
-    char n2[300], why[200] = "missing";
+    char n2[300];
     long Tq = st->Tq;
     float *out = malloc(sizeof(float) * (size_t)(Tq * s->H * s->d));
     float *w = malloc(sizeof(float) * (size_t)(s->H * Tq * (n ? n : 1)));
-    expect_step(s, n, st->q, Tq, out, w);
+    float *lse = malloc(sizeof(float) * (size_t)(s->H * Tq));
+    expect_step(s, n, st->q, Tq, out, w, lse);
     long os[3] = {Tq, s->H, s->d}, ws[3] = {s->H, Tq, n};
-    tensor t;
-    json_t *jo = r->json ? json_object_get(r->json, "output") : NULL;
-    int good = jo && tensor_read(jo, &t) == 0 && tensor_matches(&t, 3, os, out, why, sizeof why);
-    if (jo)
-        tensor_free(&t);
-    snprintf(n2, sizeof n2, "%s: output", name);
-    int ok = check(good, n2, "%s", why);
-    json_t *jw = r->json ? json_object_get(r->json, "weights") : NULL;
-    snprintf(n2, sizeof n2, "%s: weights %s", name, st->need_weights ? "right" : "absent");
-    if (st->need_weights) {
-        good = jw && tensor_read(jw, &t) == 0 && tensor_matches(&t, 3, ws, w, why, sizeof why);
-        if (jw)
-            tensor_free(&t);
-        ok &= check(good, n2, "%s", why);
-    } else {
-        ok &= check(jw == NULL, n2, "weights present without need_weights");
-    }
+    int ok = member_check(r, "output", 1, 3, os, out, "", name);
+    ok &= member_check(r, "weights", st->need_weights, 3, ws, w, "need_weights", name);
+    ok &= member_check(r, "lse", st->return_lse, 2, ws, lse, "return_lse", name);
     json_t *len = r->json ? json_object_get(r->json, "length") : NULL;
     snprintf(n2, sizeof n2, "%s: length %ld", name, n);
     ok &= check(json_is_integer(len) && json_integer_value(len) == n, n2, "%s", short_body(r));
     free(out);
     free(w);
+    free(lse);
     return ok;
 }
 
@@ -651,8 +665,8 @@ static void test_bf16(void)
             double vmax = 0.0, worst = 0.0;
             for (long i = 0; i < s.n * s.d; i++)
                 vmax = fmax(vmax, fabs(sr.v[i]));
-            expect_step(&sr, s.n, qr, st.Tq, want, w);
-            expect_step(&s, s.n, st.q, st.Tq, plain, w);
+            expect_step(&sr, s.n, qr, st.Tq, want, w, NULL);
+            expect_step(&s, s.n, st.q, st.Tq, plain, w, NULL);
             double tol = vmax / 256.0 + 2e-6;
             for (long i = 0; i < nq; i++) {
                 worst = fmax(worst, fabs(t.data[i] - want[i]));
@@ -1399,7 +1413,7 @@ static int ks_step_check(const tsess *s, long n, const tstep *st, const response
     long Tq = st->Tq;
     float *out = malloc(sizeof(float) * (size_t)(Tq * s->H * s->d));
     float *w = malloc(sizeof(float) * (size_t)(s->H * Tq * (n ? n : 1)));
-    expect_step(s, n, st->q, Tq, out, w);
+    expect_step(s, n, st->q, Tq, out, w, NULL);
     long os[3] = {Tq, s->H, s->d}, ws[3] = {s->H, Tq, n};
     tensor t;
     int got = ks_output(r, "output", &t) == 0;
