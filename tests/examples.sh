@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/examples.sh - runs the example clients (Python, the Python decode session, JavaScript in Node, curl)
+# tests/examples.sh - runs the example clients (Python, the Python decode session, the split-context join
+# by log-sum-exp, JavaScript in Node, curl)
 # and README.md's curl examples (tests/readme_examples.py) against a live server.
 #
 # Usage: tests/examples.sh SERVER_BINARY [BUILD_DIR]     (make test-examples)
@@ -54,6 +55,7 @@ run() { # run NAME COMMAND...: one client, its output kept in build/
 }
 run python "$PY" examples/python_client.py "$BASE"
 run session-python "$PY" examples/session_decode.py "$BASE"
+run lse-join "$PY" examples/lse_join.py "$BASE"
 run js node examples/js_client.mjs "$BASE"
 run curl sh examples/curl.sh "$BASE"
 # README.md's curl examples, each answer against the one it prints
