@@ -21,6 +21,8 @@ int srv_fail(srv_err *e, int status, const char *code, const char *field,
 int srv_fail_lib(srv_err *e, attn_status st, const attn_error *ae)
 {
     const char *field = ae ? ae->field : "";
+    if (!strcmp(field, "lse")) /* the library's lse buffer is the request's return_lse */
+        field = "return_lse";
     const char *msg = (ae && ae->message[0]) ? ae->message : attn_status_str(st);
     switch (st) {
     case ATTN_ERR_SHAPE:

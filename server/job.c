@@ -135,8 +135,6 @@ static int compute(const srv_call *call, srv_job *j, srv_err *e)
         st = attn_compute_lse(ctx, &j->u.att, j->out, j->weights, j->lse, &ae);
     }
     srv_ctx_release(ctx);
-    if (st == ATTN_ERR_PARAM && !strcmp(ae.field, "lse")) /* the library's name for it */
-        snprintf(ae.field, sizeof ae.field, "return_lse");
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 

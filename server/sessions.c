@@ -607,8 +607,6 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
     attn_status st = attn_cache_compute_lse(ctx, &req, out, w, lse, &ae);
     srv_ctx_release(ctx);
-    if (st == ATTN_ERR_PARAM && !strcmp(ae.field, "lse")) /* the library's name for it */
-        snprintf(ae.field, sizeof ae.field, "return_lse");
     if (st != ATTN_OK)
         return srv_fail_lib(e, st, &ae);
     return srv_check_finite(out, q->shape[0] * q->shape[1] * q->shape[2], q->shape[2], e);

@@ -248,7 +248,8 @@ typedef struct {
 /* Fills e; returns -1 so callers can `return srv_fail(...)`. */
 int srv_fail(srv_err *e, int status, const char *code, const char *field,
              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* Maps a library status to the contract's status and code. */
+/* Maps a library status to the contract's status and code (and the
+ * library's "lse", its lse buffer, to the field return_lse). */
 int srv_fail_lib(srv_err *e, attn_status st, const attn_error *ae);
 /* Writes {"error":{...}} into b. */
 void srv_err_json(const srv_err *e, srv_buf *b);
