@@ -121,7 +121,9 @@ static int option_given(const attn_options *o, attn_option opt)
     }
 }
 
-attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err)
+/* The refusal of `name`, which applies where option opt does: naming the
+ * rules (and multi-head forms) that take opt, and `who`. */
+static attn_status refuse_as(const char *name, attn_option opt, const char *who, attn_error *err)
 {
     char list[160] = "";
     int n = 0, total = 0;
@@ -140,19 +142,20 @@ attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err
     const char *mha = sm && lin ? " (and multi-head)"
                     : sm        ? " (and multi-head softmax attention)"
                     : lin       ? " (and multi-head linear attention)" : "";
-    const char *name = option_names[opt];
     return attn_fail(err, ATTN_ERR_PARAM, name, "%s applies to rule%s %s%s, not %s", name,
                      total > 1 ? "s" : "", list, mha, who);
 }
 
+attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err)
+{
+    return refuse_as(option_names[opt], opt, who, err);
+}
+
 attn_status attn_check_lse(attn_rule as, const attn_options *o, const char *who, attn_error *err)
 {
-    /* a softmax over the keys is what a sink joins */
+    /* a softmax over the keys, which is what a sink joins */
     if (!attn_rule_takes(as, ATTN_OPT_SINKS))
-        return attn_fail(err, ATTN_ERR_PARAM, "lse",
-                         "lse is the log of a softmax's sum over the keys, which %s does not "
-                         "take (rules dot, scaled_dot, general, additive and concat_tanh, and "
-                         "multi-head softmax attention, do)", who);
+        return refuse_as("lse", ATTN_OPT_SINKS, who, err);
     if (o->hard != ATTN_HARD_NONE)
         return attn_fail(err, ATTN_ERR_PARAM, "lse",
                          "lse is the log of the softmax's sum, and hard attention takes no "
