@@ -140,7 +140,9 @@ void  srv_arena_free(srv_arena *a);
 
 /* Writes f as the shortest of "%.9g"'s text (9 significant digits, exact
  * float32 round trip) into out (>= 24 bytes); returns the length. Non-finite
- * values are written as 0 (the library never produces them). */
+ * values, which JSON has no number for, are written as null: outputs are
+ * checked finite before they are encoded, so only an lse's -inf (a row
+ * with nothing to attend) comes here. */
 size_t srv_fmt_float(float f, char *out);
 /* The n floats of v as srv_fmt_float writes them, comma-separated, at o
  * (room for 20 bytes a float and 24 more); returns the end. One call a

@@ -36,6 +36,12 @@ static void test_fmt(long n)
 {
     long bad = 0, badp = 0;
     char a[64], b[64];
+    const float odd[] = {-INFINITY, INFINITY, NAN};
+    for (int i = 0; i < 3; i++) {
+        size_t k = srv_fmt_float(odd[i], a);
+        a[k] = '\0';
+        check(!strcmp(a, "null"), "a non-finite float is written as null (JSON has no such number)", a);
+    }
     for (long i = 0; i < n; i++) {
         uint32_t u = (uint32_t)rnd();
         float f;
