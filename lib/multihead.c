@@ -438,6 +438,18 @@ static attn_status fill_shapes(mplan *pl, attn_error *err)
     return ATTN_OK;
 }
 
+/* Multi-head attention takes the options rule dot takes, or with linear
+ * those of rule linear; `who` in its refusals. */
+static attn_rule mha_as(const attn_mha_request *req)
+{
+    return req->linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT;
+}
+
+static const char *mha_who(const attn_mha_request *req)
+{
+    return req->linear ? "multi-head linear attention" : "multi-head softmax attention";
+}
+
 /* Validates everything but the parameters when with_params is 0. */
 static attn_status make_mplan(const attn_mha_request *req, int with_params, mplan *pl,
                               attn_error *err)
@@ -469,10 +481,8 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
                          req->value.rank ? "" : "; value was not sent, so it is the query: send value too");
     if ((st = check_heads(req, pl, err)) != ATTN_OK)
         return st;
-    st = attn_check_options(&req->opt, req->linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT,
-                            req->linear ? "multi-head linear attention"
-                                        : "multi-head softmax attention",
-                            d->B, pl->H, d->Lq, d->Lk, "Lk", err);
+    st = attn_check_options(&req->opt, mha_as(req), mha_who(req), d->B, pl->H, d->Lq, d->Lk,
+                            "Lk", err);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;
     if (with_params && pl->req.n_params > 0) {
@@ -827,9 +837,7 @@ attn_status attn_mha_compute_lse(attn_ctx *ctx, const attn_mha_request *req, flo
     mplan pl;
     attn_status st = make_mplan(req, 1, &pl, err);
     if (st == ATTN_OK && lse)
-        st = attn_check_lse(req->linear ? ATTN_RULE_LINEAR : ATTN_RULE_DOT, &req->opt,
-                            req->linear ? "multi-head linear attention"
-                                        : "multi-head softmax attention", err);
+        st = attn_check_lse(mha_as(req), &req->opt, mha_who(req), err);
     pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &mha_front, &pl, pl.req.n_params, &pl.shapes,
