@@ -103,6 +103,13 @@ static int shape_count(srv_codec *c, int rank, const int64_t *shape,
     return 0;
 }
 
+float srv_json_float(const json_t *v)
+{
+    if (json_is_integer(v))
+        return (float)json_integer_value(v);
+    return (float)json_number_value(v);
+}
+
 /* One scalar into slot i of a float or byte buffer. */
 static int put_scalar(json_t *v, int kind, void *dst, int64_t i,
                       const char *field, srv_err *e)
@@ -121,7 +128,7 @@ static int put_scalar(json_t *v, int kind, void *dst, int64_t i,
     }
     if (!json_is_number(v))
         return srv_fail(e, 400, "invalid_tensor", field, "%s must be a number", field);
-    float f = (float)json_number_value(v);
+    float f = srv_json_float(v);
     if (!isfinite(f))
         return srv_fail(e, 400, "invalid_tensor", field,
                         "%s is not a finite float32 value", field);

@@ -528,7 +528,7 @@ static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
         return srv_fail(e, 422, "invalid_param", f->name,
                         "%s must be at least %.9g (the smallest normal float32), got %g", f->name,
                         (double)FLT_MIN, x);
-    *number_slot(j, f->slot) = (float)x;
+    *number_slot(j, f->slot) = srv_json_float(v);
     srv_job_note(j, f->slot);
     return 0;
 }
@@ -630,7 +630,7 @@ static int read_hard(srv_job *j, const srv_field *f, json_t *v, unsigned where, 
             return srv_fail(e, 422, "invalid_param", "hard.sample.temperature",
                             "hard.sample.temperature must be a finite float32 value");
         opt->hard = ATTN_HARD_SAMPLE;
-        opt->temperature = (float)x;
+        opt->temperature = t ? srv_json_float(t) : 1.0f;
     } else {
         return bad(e, f, ks ? "\"argmax\", \"sample\" or an integer k (keep the top k)"
                             : "\"argmax\", {\"top_k\": k} with an integer k, or {\"sample\": "
@@ -690,7 +690,7 @@ static int read_heads(srv_job *j, const srv_field *f, srv_codec *c, json_t *v, s
         double x = json_number_value(v);
         if (!is_float32(x))
             return bad_value(e, f, "a finite float32 value");
-        *one = (float)x;
+        *one = srv_json_float(v);
         *t = (attn_tensor){1, {1}, one};
         return 0;
     }

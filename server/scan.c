@@ -754,12 +754,58 @@ static const char *lift_big_integer(const char *p, const char *end, char **o)
     return q;
 }
 
+static int is_number_char(char c)
+{
+    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+/* At a number left in the envelope (p at its first byte): a scalar, or one
+ * of an array too short to lift. Jansson reads it as a double, which the
+ * codec rounds to float32; rounding twice gives the wrong float when the
+ * double lands on a midpoint between two floats that the text is beside,
+ * not at (1 in 2^29 of 17-digit numbers). Such a number is written as its
+ * correctly rounded float's "%.9g", which no double rounding moves; any
+ * other is copied. An integer is Jansson's exact int64, converted once;
+ * text of 9 bytes or fewer without an exponent is never beside a midpoint
+ * (numparse.h's srv_parse_short shows why). The rewrite must keep the
+ * envelope within twice the text read (o_max): otherwise, never seen, the
+ * text is kept. Returns the text after the number. */
+static const char *copy_number(const char *p, const char *end, char **o, const char *o_max)
+{
+    const char *q = p;
+    int plain = 1;
+    while (q < end && is_number_char(*q)) {
+        plain &= *q != '.' && *q != 'e' && *q != 'E';
+        q++;
+    }
+    size_t n = (size_t)(q - p);
+    if (!plain && (n > 9 || memchr(p, 'e', n) || memchr(p, 'E', n))) {
+        float f;
+        int finite;
+        char *r;
+        double d = strtod(p, &r); /* glibc's: correctly rounded */
+        if (srv_parse_float(p, q, &f, &finite) == q && r == q && finite && (float)d != f) {
+            char t[24];
+            size_t tn = srv_fmt_float(f, t);
+            if (*o + tn <= o_max + 2 * n) {
+                memcpy(*o, t, tn);
+                *o += tn;
+                return q;
+            }
+        }
+    }
+    memcpy(*o, p, n);
+    *o += n;
+    return q;
+}
+
 int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
 {
     const char *p = body, *end = body + len;
     memset(out, 0, sizeof *out);
     /* Placeholders are shorter than what they replace, except for a big
-     * integer's (35 bytes for 19 or 20 digits and the ':' before them):
+     * integer's (35 bytes for 19 or 20 digits and the ':' before them) and
+     * a rewritten number's (copy_number keeps it within twice its text):
      * the envelope is at most twice the body. Untouched pages cost nothing. */
     if (len > (SIZE_MAX - 64) / 2)
         return -1;
@@ -792,6 +838,11 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
                 after_colon = 0;
                 continue;
             }
+        }
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            p = copy_number(p, end, &o, env + 2 * (size_t)(p - body) + 64);
+            after_colon = 0;
+            continue;
         }
         if (c == '[' || c == '{') {
             out->values++;

@@ -330,6 +330,10 @@ typedef struct {
     int64_t max_elements;
 } srv_codec;
 
+/* A JSON number (Jansson's, from srv_scan's envelope) as the float32
+ * nearest its text: an integer converted once, not through a double. */
+float srv_json_float(const json_t *v);
+
 /* Decodes a float tensor (any of the three forms) at field `field`. */
 int srv_decode_tensor(srv_codec *c, json_t *j, const char *field,
                       attn_tensor *out, srv_err *e);

@@ -607,6 +607,68 @@ static void test_scan(int n)
     printf("scanner: %ld tensors equal, %ld errors equal (code and field), %ld differ\n", ok, err, bad);
 }
 
+/* A number beside a midpoint between two floats, for Jansson to read: the
+ * midpoint m of a random float and the next, as "%.*e" with 16 to 24
+ * digits (a decimal whose double is m, but not m itself), that with a
+ * digit far down appended (just above m), or in full (m exactly); or an
+ * integer (17 to 19 digits) at or beside a midpoint. Written at b. */
+static void midpoint_text(char *b, size_t cap)
+{
+    uint32_t u = (uint32_t)rnd() & 0xff7fffffu; /* finite */
+    if (rnd() % 8 == 0)
+        u &= 0x807fffffu; /* subnormal */
+    float f, g;
+    memcpy(&f, &u, 4);
+    g = nextafterf(f, signbit(f) ? -INFINITY : INFINITY);
+    double mid = ((double)f + (isfinite(g) ? (double)g : copysign(0x1p128, f))) / 2;
+    char m[64];
+    snprintf(m, sizeof m, "%.*e", 16 + (int)(rnd() % 9), mid);
+    char *e = strchr(m, 'e');
+    switch (rnd() % 4) {
+    case 0: snprintf(b, cap, "%s", m); break;
+    case 1: snprintf(b, cap, "%.*s00000000001%s", (int)(e - m), m, e); break;
+    case 2: snprintf(b, cap, "%.60e", mid); break;
+    default: /* an integer midpoint (25 bits, the last 1) of 2^55 to 2^62, or 1 beside it */
+        snprintf(b, cap, "%lld", (long long)((rnd() % (1ull << 24) | 1 | 1ull << 24) << (30 + rnd() % 8)) +
+                                 (long long)(rnd() % 3) - 1);
+    }
+}
+
+/* Numbers Jansson reads, a scalar and those of an array under 128 bytes of
+ * text, become the float strtof gives, as a long array's do (the scanner's
+ * copy_number; srv_json_float), not their double's rounding. Counts the
+ * numbers the double would have rounded otherwise: the test's reach. */
+static void test_envelope_numbers(long n)
+{
+    long bad = 0, total = 0, twice = 0;
+    for (long i = 0; i < n; i++) {
+        char t[3][80], body[400];
+        for (int k = 0; k < 3; k++)
+            midpoint_text(t[k], sizeof t[k]);
+        int len = snprintf(body, sizeof body, "{\"query\": [[%s, %s]], \"scale\": %s}", t[0], t[1], t[2]);
+        decoded d;
+        decode(body, (size_t)len, 1, 0, &d);
+        json_t *scale = d.root ? json_object_get(d.root, "scale") : NULL;
+        for (int k = 0; k < 3; k++) {
+            float want = strtof(t[k], NULL), got = NAN;
+            if (k < 2 && d.rc == 0 && d.t.rank == 2 && d.t.shape[1] == 2)
+                got = ((const float *)d.t.data)[k];
+            else if (k == 2 && scale)
+                got = srv_json_float(scale);
+            twice += (float)strtod(t[k], NULL) != want;
+            total++;
+            if (memcmp(&got, &want, 4) && bad++ < 3)
+                check(0, "a short array's or a scalar's number vs strtof", t[k]);
+        }
+        json_decref(d.root);
+        srv_arena_free(&d.a);
+    }
+    check(bad == 0, "short arrays and scalars: strtof's float", "");
+    check(twice > n / 20, "the cases reach numbers a double rounds wrongly", "");
+    printf("envelope numbers: %ld against strtof (%ld of them misrounded through a double), %ld differ\n",
+           total, twice, bad);
+}
+
 /* Arrays of over a megabyte, which the scanner parses in two halves on two
  * threads: against Jansson, clean and with one defect at a random place (a
  * bad number, a non-finite one, a short or long row, a bracket too many,
@@ -993,6 +1055,7 @@ int main(int argc, char **argv)
     test_b64();
     test_b64_tensor();
     test_scan((int)(20000 * scale));
+    test_envelope_numbers(20000 * scale);
     test_scan_split((int)(24 * scale));
     test_scan_long_rows((int)(2000 * scale));
     test_scan_batch_of_one();
