@@ -13,6 +13,8 @@
  * next large body (no page faults) when it is freed. */
 #include "srv.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,8 +38,11 @@ void srv_body_align(srv_body *b, size_t at)
     b->align_at = at;
 }
 
+static void early_free(srv_body *b);
+
 void srv_body_free(srv_body *b)
 {
+    early_free(b); /* first: a parse may still read the text */
     srv_big_free(b->text ? b->text - b->lead : NULL); /* kept for the next large body */
     srv_big_free(b->area);
     free(b->strs);
@@ -270,14 +275,218 @@ static void check_binary(srv_body *b)
     }
 }
 
+/* ------------------------------------------------------------ arrays parsed early */
+
+/* A long array (EARLY_MIN bytes of text or more) whose last ']' comes
+ * while a good part of the body (a quarter of the array's length) is still
+ * to come is parsed then, on a kept thread (tasks.c), so that its parse
+ * overlaps the rest of the upload instead of following it; srv_scan takes
+ * the tensor when it reaches the array's '[' (srv_body_array). As with
+ * the strings, an entry is a fact about its bytes alone: "the text at p
+ * parses to this tensor, ending at stop" (srv_scan_array, the scanner's
+ * own parse, reading nothing past the array), so a tracker misled by
+ * hostile text costs work, never a wrong tensor. A body has one such
+ * parse at a time, and the server EARLY_MAX. */
+#define EARLY_MIN ((size_t)256 << 10)
+#define EARLY_MAX 4
+
+struct srv_body_early {
+    const char *p, *end;        /* the text, as the tracker found it */
+    const char *stop;           /* the parse's end; NULL: refused */
+    srv_blob blob;              /* the parse's tensor, until taken */
+    srv_task task;
+    atomic_int done;            /* the parse returned */
+    int settled;
+    struct srv_body_early *next;
+};
+
+static atomic_int early_running;
+static atomic_long early_parsed, early_taken;
+
+void srv_body_early_counts(long *parsed, long *taken)
+{
+    *parsed = atomic_load(&early_parsed);
+    *taken = atomic_load(&early_taken);
+}
+
+static void early_parse(void *arg)
+{
+    struct srv_body_early *e = arg;
+    e->stop = srv_scan_array(e->p, e->end, &e->blob);
+    atomic_fetch_add(&early_parsed, 1);
+    atomic_fetch_sub(&early_running, 1);
+    atomic_store_explicit(&e->done, 1, memory_order_release);
+}
+
+/* Waits for e's parse (or withdraws it): afterwards stop and blob are
+ * final, and stop is NULL unless the parse ran and took the array. */
+static void early_settle(struct srv_body_early *e)
+{
+    if (e->settled)
+        return;
+    e->settled = 1;
+    if (!srv_task_settle(&e->task)) { /* never ran */
+        atomic_fetch_sub(&early_running, 1);
+        e->stop = NULL;
+    }
+}
+
+void srv_body_early_wait(const srv_body *b)
+{
+    for (struct srv_body_early *e = b->early; e; e = e->next)
+        while (!e->settled && !atomic_load_explicit(&e->done, memory_order_acquire))
+            sched_yield(); /* a queued task has its thread (tasks.c): it runs */
+}
+
+static void early_free(srv_body *b)
+{
+    struct srv_body_early *e = b->early;
+    while (e) {
+        struct srv_body_early *next = e->next;
+        early_settle(e);
+        if (e->stop)
+            free(e->blob.data);
+        free(e);
+        e = next;
+    }
+    b->early = b->early_last = NULL;
+}
+
+/* The array text[start, end) closed while rest bytes are still to come:
+ * parsed now, when worth it and allowed. */
+static void early_start(srv_body *b, size_t start, size_t end, size_t rest)
+{
+    struct srv_body_early *last = b->early_last;
+    if (end - start < EARLY_MIN || rest < (end - start) / 4 ||
+        (last && !atomic_load_explicit(&last->done, memory_order_acquire)))
+        return;
+    if (atomic_fetch_add(&early_running, 1) >= EARLY_MAX) {
+        atomic_fetch_sub(&early_running, 1);
+        return;
+    }
+    struct srv_body_early *e = calloc(1, sizeof *e);
+    if (e) {
+        e->p = b->text + start;
+        e->end = b->text + end;
+        atomic_init(&e->done, 0);
+    }
+    if (!e || srv_task_start(&e->task, early_parse, e, 1) != 0) {
+        atomic_fetch_sub(&early_running, 1);
+        free(e);
+        return;
+    }
+    if (last)
+        last->next = e;
+    else
+        b->early = e;
+    b->early_last = e;
+}
+
+enum { A_IDLE, A_OPEN, A_ROW, A_CLOSE }; /* the tracker's states */
+
+static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+/* Whether the last byte before text[i] other than whitespace is ':'. */
+static int after_colon(const char *t, size_t i)
+{
+    while (i > 0 && is_space(t[i - 1]))
+        i--;
+    return i > 0 && t[i - 1] == ':';
+}
+
+/* The tracker moved to the next ch that has come (1), or past all that
+ * has (0). */
+static int seek(srv_body *b, char ch)
+{
+    const char *o = memchr(b->text + b->a_pos, ch, b->len - b->a_pos);
+    b->a_pos = o ? (size_t)(o - b->text) : b->len;
+    return o != NULL;
+}
+
+/* Follows text[a_pos, len) for arrays after a ':', from '[' to ']' runs as
+ * scan.c's array_end does (memchr from ']' to ']': in a regular array a
+ * '[' only follows '[' or ','), and hands each that closes to early_start.
+ * Strings are not told apart: a '[' in one costs at most a wasted parse. */
+static void track_arrays(srv_body *b)
+{
+    const char *t = b->text;
+    size_t len = b->len, rest = b->expect - len;
+    while (b->a_pos < len) {
+        char c = t[b->a_pos];
+        switch (b->a_state) {
+        case A_IDLE:
+            if (!seek(b, '['))
+                return;
+            if (after_colon(t, b->a_pos)) {
+                b->a_start = b->a_pos;
+                b->a_depth = 0;
+                b->a_state = A_OPEN;
+            } else {
+                b->a_pos++;
+            }
+            break;
+        case A_OPEN: /* '[' and whitespace, then a row's numbers */
+            if (c == '[') {
+                if (++b->a_depth > ATTN_MAX_RANK)
+                    b->a_state = A_IDLE;
+            } else if (!is_space(c)) {
+                b->a_state = A_ROW;
+                break;
+            }
+            b->a_pos++;
+            break;
+        case A_ROW:
+            if (!seek(b, ']'))
+                return;
+            b->a_state = A_CLOSE;
+            break;
+        default: /* A_CLOSE: ']' and whitespace, then ',' or the end */
+            if (c == ']') {
+                b->a_pos++;
+                if (--b->a_depth == 0) {
+                    b->a_state = A_IDLE;
+                    early_start(b, b->a_start, b->a_pos, rest);
+                }
+            } else if (c == ',') {
+                b->a_pos++;
+                b->a_state = A_OPEN;
+            } else if (is_space(c)) {
+                b->a_pos++;
+            } else {
+                b->a_state = A_IDLE; /* not a regular array */
+            }
+        }
+    }
+}
+
+const char *srv_body_array(const char *p, srv_blob *out)
+{
+    const srv_body *b = current;
+    struct srv_body_early *e = b ? b->early : NULL;
+    while (e && e->p < p)
+        e = e->next;
+    if (!e || e->p != p)
+        return NULL;
+    early_settle(e);
+    const char *stop = e->stop;
+    if (!stop)
+        return NULL;
+    *out = e->blob;
+    e->stop = NULL; /* the data is the caller's now */
+    atomic_fetch_add(&early_taken, 1);
+    return stop;
+}
+
 int srv_body_append(srv_body *b, const char *p, size_t n)
 {
     if (text_room(b, n) != 0)
         return -1;
     memcpy(b->text + b->len, p, n);
     b->len += n;
-    if (b->decode)
+    if (b->decode) {
         tokenize(b);
+        track_arrays(b);
+    }
     if (b->fin_on && b->len > b->align_at)
         check_binary(b);
     return 0;

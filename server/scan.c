@@ -432,6 +432,12 @@ static const char *parse_array_tail(const char *p, const char *end, srv_blob *b,
     return parse_array_in(p, end, b, PART_TAIL, sj);
 }
 
+const char *srv_scan_array(const char *p, const char *end, srv_blob *b)
+{
+    memset(b, 0, sizeof *b);
+    return parse_array(p, end, b, PART_ALL);
+}
+
 /* Arrays of at least this much text are parsed in two halves on two
  * threads (a visualization's state_dict: 4 MB for in_proj_weight, 450 KB
  * for its query): a thread costs some 50 us, the half of this 150 us. */
@@ -718,8 +724,10 @@ static const char *lift_array(const char *p, const char *end, char **o, blob_vec
     srv_blob *b = blob_push(bv);
     if (!b)
         return NULL;
-    const char *stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, walk)
-                                                           : parse_array(p, end, b, PART_ALL);
+    const char *stop = srv_body_array(p, b); /* parsed while the body came */
+    if (!stop)
+        stop = (size_t)(end - p) >= SPLIT_MIN_TEXT ? parse_split(p, end, b, walk)
+                                                   : parse_array(p, end, b, PART_ALL);
     if (stop && (stop - p >= MIN_ARRAY_TEXT || has_long_integer(p, stop))) {
         if (depth + b->rank > *deepest) /* its brackets nest rank deep */
             *deepest = depth + b->rank;

@@ -183,7 +183,10 @@ typedef struct {
     int64_t bad;         /* first float (4 bytes each) that is Inf or NaN, or -1 */
 } srv_body_str;
 
-/* A request body as it arrives. Owns text, area and strs. */
+struct srv_body_early; /* body.c's: a long array parsed while the body came */
+struct srv_blob_s;     /* srv_blob, below */
+
+/* A request body as it arrives. Owns text, area, strs and early. */
 typedef struct {
     char *text;              /* NUL-terminated after srv_body_finish */
     size_t len, cap;
@@ -203,6 +206,11 @@ typedef struct {
     size_t pos, s_off, s_done, s_out, s_n, checked;
     int in_str, slow, esc, tried, live, padded;
     int64_t bad;
+    /* long arrays parsed as they close (body.c's track_arrays): the
+     * entries in text order, and the tracker's state */
+    struct srv_body_early *early, *early_last;
+    size_t a_pos, a_start, a_q;
+    int a_state, a_depth;
 } srv_body;
 
 /* An empty body of Content-Length expect (0 when chunked) that will never
@@ -236,6 +244,11 @@ int  srv_body_decoded(const char *s, size_t len, uint8_t **data, int64_t *n, int
  * decoded as it came: its length (its closing quote is s[len]; no quote or
  * backslash before it). Else 0. */
 size_t srv_body_string_len(const char *s);
+/* Whether the array at p (a pointer into the current body's text) was
+ * parsed while the body came (waiting for that parse if it still runs):
+ * then *b is srv_scan_array's tensor, its data now the caller's, and the
+ * return is the position after the array; else NULL. */
+const char *srv_body_array(const char *p, struct srv_blob_s *b);
 
 /* ------------------------------------------------------------ errors */
 
@@ -261,7 +274,7 @@ void srv_err_json(const srv_err *e, srv_buf *b);
 /* Large numeric arrays and long strings found by srv_scan in a request body,
  * replaced in the envelope by {"\u0001t":i} / {"\u0001s":i} placeholders so
  * Jansson only parses the small rest. */
-typedef struct {
+typedef struct srv_blob_s {
     int is_string;
     /* array: */
     int rank;
@@ -305,6 +318,19 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out);
 /* How many arrays srv_scan has parsed in two halves on two threads so far
  * (the tests check that a split happens). */
 long srv_scan_joins(void);
+/* The scanner's parse of the regular nested array of numbers at p ('['),
+ * reading no byte at or past end: the position after its ']' with *b
+ * filled (b->data malloc'd, the caller's), or NULL when the scanner
+ * would leave the text to Jansson. What srv_scan does at p, so a body's
+ * array parsed early (body.c) is the tensor srv_scan would have made. */
+const char *srv_scan_array(const char *p, const char *end, srv_blob *b);
+/* How many arrays were parsed while their body was still coming, and how
+ * many of those srv_scan took (the tests check both). */
+void srv_body_early_counts(long *parsed, long *taken);
+/* For the tests: waits until every array of b handed to a thread to parse
+ * early has been parsed (srv_scan would otherwise do those not yet
+ * started itself). */
+void srv_body_early_wait(const srv_body *b);
 
 /* A non-negative integer up to 2^64 - 1 (beyond int64 the scanner passes
  * it in a placeholder). Returns 0, or -1 when j is anything else. */

@@ -253,12 +253,117 @@ static void test_padding_splits(void)
     free(t);
 }
 
+/* A nested array of numbers, rows x cols (a batch of one when batch),
+ * as Python's json.dumps or "%.9g" text with random whitespace, broken
+ * one way when how > 0: a short row, a boolean, a string, a bracket too
+ * many, or cut off before its end. */
+static void put_array(srv_buf *o, int64_t rows, int64_t cols, int batch, int how)
+{
+    int64_t bad_row = (int64_t)(rnd() % (uint64_t)rows);
+    int repr = rnd() % 2, spaced = rnd() % 2;
+    srv_buf_puts(o, batch ? "[[" : "[");
+    for (int64_t r = 0; r < rows; r++) {
+        srv_buf_puts(o, r ? (spaced ? ", [" : ",[") : "[");
+        int64_t n = how == 1 && r == bad_row ? cols - 1 : cols;
+        for (int64_t c = 0; c < n; c++) {
+            if (c)
+                srv_buf_puts(o, spaced ? ", " : ",");
+            float f = (float)((double)(int64_t)rnd() / 9.2e18 * 3.0);
+            if (r == bad_row && c == 0 && how >= 2 && how <= 4)
+                srv_buf_puts(o, how == 2 ? "true" : how == 3 ? "\"x\"" : "[1]");
+            else
+                srv_buf_printf(o, repr ? "%.17g" : "%.9g", (double)f);
+        }
+        srv_buf_putc(o, ']');
+        if (how == 5 && r == bad_row)
+            return; /* the rest never comes */
+    }
+    srv_buf_puts(o, batch ? "]]" : "]");
+}
+
+/* Bodies of long nested arrays fed in random chunks: an array that closes
+ * while a quarter of its length is still to come is parsed then (body.c's
+ * early parse), and the codec must give what the text alone gives, for
+ * valid arrays, broken ones, and a '[' after a ':' inside a string. Some
+ * bodies are dropped unread (the early parse settled at free). */
+static void test_early(int n)
+{
+    long parsed0, taken0, parsed1, taken1, valid_long = 0;
+    srv_body_early_counts(&parsed0, &taken0);
+    for (int k = 0; k < n; k++) {
+        srv_buf o = {0};
+        srv_buf_putc(&o, '{');
+        if (rnd() % 4 == 0) { /* a fake array in a string: parsed early or not, never used */
+            srv_buf_puts(&o, "\"note\":\"see:");
+            put_array(&o, 200 + (int64_t)(rnd() % 200), 100, 0, 0);
+            srv_buf_puts(&o, "\",");
+        }
+        int hows[NF];
+        size_t span[NF][2];
+        for (int i = 0; i < NF; i++) { /* the last one short: the others close early */
+            int64_t rows = i == NF - 1 ? 1 + (int64_t)(rnd() % 40) : 50 + (int64_t)(rnd() % 400);
+            int64_t cols = 1 + (int64_t)(rnd() % 120);
+            hows[i] = rnd() % 3 ? 0 : 1 + (int)(rnd() % 5);
+            srv_buf_printf(&o, "\"%s\": ", fields[i]);
+            span[i][0] = o.len;
+            put_array(&o, rows, cols, rnd() % 4 == 0, hows[i]);
+            span[i][1] = o.len;
+            srv_buf_puts(&o, i + 1 < NF ? ", " : "}");
+        }
+        for (int i = 0; i < NF; i++) /* long enough, closing with a quarter of it to come */
+            valid_long += hows[i] == 0 && span[i][1] - span[i][0] >= 256 << 10 &&
+                          o.len - span[i][1] >= (span[i][1] - span[i][0]) / 4;
+        srv_body b;
+        srv_body_init(&b, o.len, o.len, 1);
+        for (size_t at = 0, c; at < o.len; at += c) {
+            c = rnd() % 3 ? 1 + rnd() % 70000 : 1 + rnd() % 9;
+            c = c > o.len - at ? o.len - at : c;
+            srv_body_append(&b, o.data + at, c);
+        }
+        srv_body_finish(&b);
+        if (rnd() % 4) /* else srv_scan may find a parse not yet started: it does it itself */
+            srv_body_early_wait(&b);
+        if (rnd() % 8 == 0) { /* dropped unread: the parse is settled at free */
+            srv_body_free(&b);
+            srv_buf_free(&o);
+            continue;
+        }
+        decoded x, y;
+        int okx = decode(b.text, b.len, &b, &x), oky = decode(b.text, b.len, NULL, &y);
+        check(okx == oky, "early arrays: the same JSON verdict", "");
+        for (int i = 0; okx && oky && i < NF; i++) {
+            int64_t cnt = 1;
+            for (int d = 0; !x.rc[i] && d < x.t[i].rank; d++)
+                cnt *= x.t[i].shape[d];
+            int same = x.rc[i] == y.rc[i] &&
+                       (x.rc[i] ? !strcmp(x.e[i].message, y.e[i].message)
+                                : x.t[i].rank == y.t[i].rank &&
+                                      !memcmp(x.t[i].shape, y.t[i].shape, sizeof x.t[i].shape) &&
+                                      !memcmp(x.t[i].data, y.t[i].data, (size_t)cnt * 4));
+            char what[160];
+            snprintf(what, sizeof what, "body %d %s (broken %d): %.60s / %.60s", k, fields[i], hows[i],
+                     x.rc[i] ? x.e[i].message : "ok", y.rc[i] ? y.e[i].message : "ok");
+            check(same, "early arrays: parsed as it came = parsed after", what);
+        }
+        release(&x);
+        release(&y);
+        srv_body_free(&b);
+        srv_buf_free(&o);
+    }
+    srv_body_early_counts(&parsed1, &taken1);
+    check(taken1 - taken0 > valid_long / 4 && taken1 > taken0 && parsed1 - parsed0 >= taken1 - taken0,
+          "the comparison covers arrays parsed as the body came", "");
+    printf("test_body: %d bodies of long arrays, %ld arrays parsed early, %ld of them taken (%ld long valid arrays)\n",
+           n, parsed1 - parsed0, taken1 - taken0, valid_long);
+}
+
 int main(int argc, char **argv)
 {
     long scale = argc > 1 ? atol(argv[1]) : 1;
     test_held();
     test_padding_splits();
     test_random((int)(400 * scale));
+    test_early((int)(200 * scale));
     printf("%ld passed, %ld failed\n", passed, failed);
     return failed != 0;
 }
