@@ -211,13 +211,17 @@ static void end_string(srv_body *b, size_t q)
     b->in_str = b->live = b->tried = b->esc = b->slow = 0;
 }
 
-/* Tokenizes text[pos, len): strings found, long ones decoded. */
+static void track_arrays(srv_body *b, size_t from, size_t limit, int string_next);
+
+/* Tokenizes text[pos, len): strings found, long ones decoded, and the text
+ * between them followed for long arrays (track_arrays). */
 static void tokenize(srv_body *b)
 {
     const char *t = b->text;
     while (b->pos < b->len) {
         if (!b->in_str) {
             const char *q = memchr(t + b->pos, '"', b->len - b->pos);
+            track_arrays(b, b->pos, q ? (size_t)(q - t) : b->len, q != NULL);
             if (!q) {
                 b->pos = b->len;
                 return;
@@ -286,8 +290,11 @@ static void check_binary(srv_body *b)
  * parses to this tensor, ending at stop" (srv_scan_array, the scanner's
  * own parse, reading nothing past the array), so a tracker misled by
  * hostile text costs work, never a wrong tensor. A body has one such
- * parse at a time, and the server EARLY_MAX. */
+ * parse at a time, and the server EARLY_MAX. A body freed while its parse
+ * runs (its client gone) waits for it: EARLY_MAX_TEXT bounds that wait,
+ * some 12 ms on one core. */
 #define EARLY_MIN ((size_t)256 << 10)
+#define EARLY_MAX_TEXT ((size_t)16 << 20)
 #define EARLY_MAX 4
 
 struct srv_body_early {
@@ -357,7 +364,7 @@ static void early_free(srv_body *b)
 static void early_start(srv_body *b, size_t start, size_t end, size_t rest)
 {
     struct srv_body_early *last = b->early_last;
-    if (end - start < EARLY_MIN || rest < (end - start) / 4 ||
+    if (end - start < EARLY_MIN || end - start > EARLY_MAX_TEXT || rest < (end - start) / 4 ||
         (last && !atomic_load_explicit(&last->done, memory_order_acquire)))
         return;
     if (atomic_fetch_add(&early_running, 1) >= EARLY_MAX) {
@@ -394,29 +401,31 @@ static int after_colon(const char *t, size_t i)
     return i > 0 && t[i - 1] == ':';
 }
 
-/* The tracker moved to the next ch that has come (1), or past all that
- * has (0). */
-static int seek(srv_body *b, char ch)
+/* The tracker moved to the next ch before limit (1), or to limit (0). */
+static int seek(srv_body *b, char ch, size_t limit)
 {
-    const char *o = memchr(b->text + b->a_pos, ch, b->len - b->a_pos);
-    b->a_pos = o ? (size_t)(o - b->text) : b->len;
+    const char *o = memchr(b->text + b->a_pos, ch, limit - b->a_pos);
+    b->a_pos = o ? (size_t)(o - b->text) : limit;
     return o != NULL;
 }
 
-/* Follows text[a_pos, len) for arrays after a ':', from '[' to ']' runs as
- * scan.c's array_end does (memchr from ']' to ']': in a regular array a
- * '[' only follows '[' or ','), and hands each that closes to early_start.
- * Strings are not told apart: a '[' in one costs at most a wasted parse. */
-static void track_arrays(srv_body *b)
+/* Follows text[from, limit), which is outside strings (tokenize's), for
+ * arrays after a ':', from '[' to ']' runs as scan.c's array_end does
+ * (memchr from ']' to ']': in a regular array a '[' only follows '[' or
+ * ','), and hands each that closes to early_start. An array a string
+ * begins in (string_next: one does at limit) is not one of numbers. */
+static void track_arrays(srv_body *b, size_t from, size_t limit, int string_next)
 {
     const char *t = b->text;
-    size_t len = b->len, rest = b->expect - len;
-    while (b->a_pos < len) {
+    size_t rest = b->expect - b->len;
+    if (b->a_pos < from) /* past a string */
+        b->a_pos = from;
+    while (b->a_pos < limit) {
         char c = t[b->a_pos];
         switch (b->a_state) {
         case A_IDLE:
-            if (!seek(b, '['))
-                return;
+            if (!seek(b, '[', limit))
+                continue;
             if (after_colon(t, b->a_pos)) {
                 b->a_start = b->a_pos;
                 b->a_depth = 0;
@@ -436,8 +445,8 @@ static void track_arrays(srv_body *b)
             b->a_pos++;
             break;
         case A_ROW:
-            if (!seek(b, ']'))
-                return;
+            if (!seek(b, ']', limit))
+                continue;
             b->a_state = A_CLOSE;
             break;
         default: /* A_CLOSE: ']' and whitespace, then ',' or the end */
@@ -457,6 +466,8 @@ static void track_arrays(srv_body *b)
             }
         }
     }
+    if (string_next)
+        b->a_state = A_IDLE;
 }
 
 const char *srv_body_array(const char *p, srv_blob *out)
@@ -483,10 +494,8 @@ int srv_body_append(srv_body *b, const char *p, size_t n)
         return -1;
     memcpy(b->text + b->len, p, n);
     b->len += n;
-    if (b->decode) {
+    if (b->decode)
         tokenize(b);
-        track_arrays(b);
-    }
     if (b->fin_on && b->len > b->align_at)
         check_binary(b);
     return 0;
