@@ -69,8 +69,9 @@ def print_service(wire, svc, ours):
     if viz:
         tot, parse = viz["total_ms_median"], viz["parse_ms_median"]
         add("POST /multihead, nested JSON", "L=64 E=256 H=8 causal, %.1f MB" % (viz["request_bytes"] / 1e6),
-            "%.2f" % tot, "parse %.2f, compute %.2f, encode %.2f ms" % (parse, viz["compute_ms_median"],
-                                                                       viz["encode_ms_median"]),
+            "%.2f" % tot, "parse %.2f, compute %.2f, encode %.2f ms; client wall %s ms" % (
+                parse, viz["compute_ms_median"], viz["encode_ms_median"],
+                "%.2f" % viz["wall_ms_median"] if "wall_ms_median" in viz else "-"),
             "-", "-", "-", "-", "<=4 ms server time", "met" if tot <= 4 else
             "missed: its parse took %.2f ms (the scanner alone, bench_wire minutes before: %s ms wall); "
             "best request %.2f ms" % (parse, ms(mw), viz["total_ms_best"]))
@@ -148,7 +149,10 @@ def print_service(wire, svc, ours):
               "(6.1 MB). JSON parse = the server's scanner on that body (bench_wire: the least of 9 runs, CPU "
               "time over all its threads for the rate of one core, and wall time with its two threads); the "
               "request = bench/mha_json_bench.py posting a real PyTorch module's body to build/attn-server, "
-              "answer checked against the module, Server-Timing medians of 21 requests.")
+              "answer checked against the module, Server-Timing medians of 21 requests (parse counts from the "
+              "body's last byte: in_proj_weight, which closes with a quarter of its length still to come, is "
+              "parsed while out_proj arrives), and the client's wall time (Python's http.client on the same "
+              "2 cores, body sent to answer read).")
     if svc.get("small_rps"):
         print("Small requests: wrk %s with a Lua script POSTing the same %d x %d query/key/value JSON (weights "
               "returned) to attn-server and to bench/bare_mhd.c (the same libmicrohttpd daemon flags and "
