@@ -526,6 +526,7 @@ void http(CURL *h, const char *base, const request *rq, response *r)
     }
     if (rq->fresh)
         curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)rq->pace); /* the handle is reused */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
     r->curl_err = (int)curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);

@@ -111,6 +111,7 @@ typedef struct {
     int chunked;      /* Transfer-Encoding: chunked, sent in 1000-byte pieces */
     int no_json_type; /* do not add Content-Type: application/json */
     int fresh;        /* on a new connection, not a kept-alive one */
+    long pace;        /* send the body at most this many bytes a second (0: at once) */
 } request;
 
 typedef struct {
