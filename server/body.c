@@ -290,14 +290,13 @@ static void check_binary(srv_body *b)
  * leaves no core idle, and there a parse of one array on one thread would
  * only take a core from the upload and lose the scanner's two-thread
  * split. srv_scan takes the tensor when it reaches the array's '['
- * (srv_body_array). As with
- * the strings, an entry is a fact about its bytes alone: "the text at p
- * parses to this tensor, ending at stop" (srv_scan_array, the scanner's
- * own parse, reading nothing past the array), so a tracker misled by
- * hostile text costs work, never a wrong tensor. A body has one such
- * parse at a time, and the server EARLY_MAX. A body freed while its parse
- * runs (its client gone) waits for it: EARLY_MAX_TEXT bounds that wait,
- * some 12 ms on one core. */
+ * (srv_body_array). As with the strings, an entry is a fact about its
+ * bytes alone: "the text at p parses to this tensor, ending at stop"
+ * (srv_scan_array, the scanner's own parse, reading nothing past the
+ * array), so a tracker misled by hostile text costs work, never a wrong
+ * tensor. A body has one such parse at a time, and the server EARLY_MAX.
+ * A body freed while its parse runs (its client gone) waits for it:
+ * EARLY_MAX_TEXT bounds that wait, some 12 ms on one core. */
 #define EARLY_MIN ((size_t)256 << 10)
 #define EARLY_MAX_TEXT ((size_t)16 << 20)
 #define EARLY_MAX 4
@@ -331,6 +330,7 @@ static int early_pays(const srv_body *b, size_t n, size_t rest)
     double ns = now_ns() - b->t_first, rate = (double)b->len / (ns > 1 ? ns : 1);
     return rate < srv_body_parse_rate && (double)rest / rate >= (double)n / srv_body_parse_rate / 2;
 }
+
 static atomic_long early_parsed, early_taken;
 
 void srv_body_early_counts(long *parsed, long *taken)
@@ -514,6 +514,8 @@ const char *srv_body_array(const char *p, srv_blob *out)
     memcpy(data, e->blob.data, (size_t)e->blob.count * sizeof *data);
     *out = e->blob;
     out->data = data;
+    free(e->blob.data);
+    e->stop = NULL; /* taken: early_free has nothing to free */
     atomic_fetch_add(&early_taken, 1);
     return stop;
 }
