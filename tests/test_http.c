@@ -1484,7 +1484,8 @@ static int session_under(const char *env, const char *const *hdr, response *r)
     if (server_start(&sv, server_path, "settings", "/healthz", envs, log_path) != 0)
         return -1;
     CURL *h = curl_easy_init();
-    request rq = {"POST", "/sessions", hdr, "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", 0, 1, 0, 0, 0};
+    request rq = {.method = "POST", .path = "/sessions", .headers = hdr,
+                  .body = "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", .has_body = 1};
     rq.body_len = strlen(rq.body);
     http(h, sv.base, &rq, r);
     curl_easy_cleanup(h);
@@ -1697,7 +1698,7 @@ static void test_drain_hangup(server *s)
     snprintf(want, sizeof want, "GET %s 404", path);
     CURL *h = curl_easy_init();
     response r;
-    request rq = {"GET", path, NULL, NULL, 0, 0, 0, 0, 0};
+    request rq = {.method = "GET", .path = path};
     http(h, s->base, &rq, &r);
     response_free(&r);
     curl_easy_cleanup(h);
@@ -1756,7 +1757,8 @@ static void test_capped_warnings(void)
     int n503 = 0;
     double t0 = now_ms();
     for (int i = 0; i < SENT; i++) {
-        request rq = {"POST", "/sessions", NULL, "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", 0, 1, 0, 0, 0};
+        request rq = {.method = "POST", .path = "/sessions",
+                      .body = "{\"num_heads\":1,\"head_dim\":2,\"max_tokens\":4}", .has_body = 1};
         rq.body_len = strlen(rq.body);
         response r;
         http(h, sv.base, &rq, &r);
