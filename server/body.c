@@ -383,13 +383,22 @@ static void early_free(srv_body *b)
 }
 
 /* The array text[start, end) closed while rest bytes are still to come:
- * parsed now, when worth it and allowed. */
+ * parsed now, when worth it and allowed. One that closes while the body's
+ * last early parse still runs waits for it (wait_start, wait_end; one
+ * such, a later one is left to the scanner), and is looked at again as
+ * more of the body comes (early_retry). */
 static void early_start(srv_body *b, size_t start, size_t end, size_t rest)
 {
     struct srv_body_early *last = b->early_last;
-    if (end - start < EARLY_MIN || end - start > EARLY_MAX_TEXT || !early_pays(b, end - start, rest) ||
-        (last && !atomic_load_explicit(&last->done, memory_order_acquire)))
+    if (end - start < EARLY_MIN || end - start > EARLY_MAX_TEXT || !early_pays(b, end - start, rest))
         return;
+    if (last && !atomic_load_explicit(&last->done, memory_order_acquire)) {
+        if (!b->wait_end) {
+            b->wait_start = start;
+            b->wait_end = end;
+        }
+        return;
+    }
     if (atomic_fetch_add(&early_running, 1) >= EARLY_MAX) {
         atomic_fetch_sub(&early_running, 1);
         return;
@@ -410,6 +419,17 @@ static void early_start(srv_body *b, size_t start, size_t end, size_t rest)
     else
         b->early = e;
     b->early_last = e;
+}
+
+/* The waiting array, once the parse before it has ended. */
+static void early_retry(srv_body *b)
+{
+    struct srv_body_early *last = b->early_last;
+    if (!b->wait_end || !atomic_load_explicit(&last->done, memory_order_acquire))
+        return;
+    size_t start = b->wait_start, end = b->wait_end;
+    b->wait_end = 0;
+    early_start(b, start, end, b->expect - b->len);
 }
 
 enum { A_IDLE, A_OPEN, A_ROW, A_CLOSE }; /* the tracker's states */
@@ -528,8 +548,10 @@ int srv_body_append(srv_body *b, const char *p, size_t n)
         b->t_first = now_ns();
     memcpy(b->text + b->len, p, n);
     b->len += n;
-    if (b->decode)
+    if (b->decode) {
         tokenize(b);
+        early_retry(b);
+    }
     if (b->fin_on && b->len > b->align_at)
         check_binary(b);
     return 0;

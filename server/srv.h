@@ -211,6 +211,8 @@ typedef struct {
     struct srv_body_early *early, *early_last;
     size_t a_pos, a_start;
     int a_state, a_depth;
+    size_t wait_start, wait_end; /* an array that closed while the last
+                                  * one's parse ran (wait_end 0: none) */
     double t_first;          /* when the first bytes came (srv_now_ms) */
 } srv_body;
 
