@@ -773,7 +773,8 @@ static int is_number_char(char c)
  * double lands on a midpoint between two floats that the text is beside,
  * not at (1 in 2^29 of 17-digit numbers). Such a number is written as its
  * correctly rounded float's "%.9g", which no double rounding moves; any
- * other is copied. An integer is Jansson's exact int64, converted once;
+ * other is copied. An integer is Jansson's exact int64, converted once
+ * (one past int64, which Jansson refuses as "too big", gets ".0": a real);
  * text of 9 bytes or fewer without an exponent is never beside a midpoint
  * (numparse.h's srv_parse_short shows why). The rewrite must keep the
  * envelope within twice the text read (o_max): otherwise, never seen, the
@@ -787,6 +788,12 @@ static const char *copy_number(const char *p, const char *end, char **o, const c
         q++;
     }
     size_t n = (size_t)(q - p);
+    if (plain && has_long_integer(p, q)) { /* past int64: Jansson reads "x.0" as the double it is */
+        memcpy(*o, p, n);
+        memcpy(*o + n, ".0", 2);
+        *o += n + 2;
+        return q;
+    }
     if (!plain && (n > 9 || memchr(p, 'e', n) || memchr(p, 'E', n))) {
         float f;
         int finite;
