@@ -355,10 +355,8 @@ static void early_settle(struct srv_body_early *e)
     if (e->settled)
         return;
     e->settled = 1;
-    if (!srv_task_settle(&e->task)) { /* never ran */
+    if (!srv_task_settle(&e->task)) /* never ran: stop is still NULL */
         atomic_fetch_sub(&early_running, 1);
-        e->stop = NULL;
-    }
 }
 
 void srv_body_early_wait(const srv_body *b)
@@ -434,12 +432,10 @@ static void early_retry(srv_body *b)
 
 enum { A_IDLE, A_OPEN, A_ROW, A_CLOSE }; /* the tracker's states */
 
-static int is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
 /* Whether the last byte before text[i] other than whitespace is ':'. */
 static int after_colon(const char *t, size_t i)
 {
-    while (i > 0 && is_space(t[i - 1]))
+    while (i > 0 && srv_json_ws(t[i - 1]))
         i--;
     return i > 0 && t[i - 1] == ':';
 }
@@ -481,7 +477,7 @@ static void track_arrays(srv_body *b, size_t from, size_t limit, int string_next
             if (c == '[') {
                 if (++b->a_depth > ATTN_MAX_RANK)
                     b->a_state = A_IDLE;
-            } else if (!is_space(c)) {
+            } else if (!srv_json_ws(c)) {
                 b->a_state = A_ROW;
                 break;
             }
@@ -502,7 +498,7 @@ static void track_arrays(srv_body *b, size_t from, size_t limit, int string_next
             } else if (c == ',') {
                 b->a_pos++;
                 b->a_state = A_OPEN;
-            } else if (is_space(c)) {
+            } else if (srv_json_ws(c)) {
                 b->a_pos++;
             } else {
                 b->a_state = A_IDLE; /* not a regular array */

@@ -102,8 +102,6 @@ static int at_split(split_job *sj, const char *p, int mode, int depth)
     return 1;
 }
 
-static int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
 /* Whether c starts a number ('-' or a digit), with no branch: a sign is
  * random in the data, and a branch on it mispredicts every other number. */
 static inline int num_start(char c)
@@ -215,7 +213,7 @@ enum { WALK_ELEMENT, WALK_CLOSING, WALK_DONE, WALK_BAIL };
 
 static inline const char *skip_ws(const char *p, const char *end)
 {
-    while (p < end && is_ws(*p))
+    while (p < end && srv_json_ws(*p))
         p++;
     return p;
 }
@@ -467,7 +465,7 @@ static const char *array_end(const char *p, const char *end, size_t *budget, int
         end = p + *budget;
     const char *q = p, *stop = NULL;
     while (!stop) {
-        while (q < end && (*q == '[' || is_ws(*q)))
+        while (q < end && (*q == '[' || srv_json_ws(*q)))
             depth += *q++ == '[';
         if (!rank)
             rank = depth;
@@ -484,7 +482,7 @@ static const char *array_end(const char *p, const char *end, size_t *budget, int
             return NULL;
         }
         q = r;
-        while (q < end && (*q == ']' || is_ws(*q)) && !stop)
+        while (q < end && (*q == ']' || srv_json_ws(*q)) && !stop)
             if (*q++ == ']' && --depth == 0)
                 stop = q;
         if (!stop && (q >= end || *q++ != ',')) {
@@ -529,7 +527,7 @@ static const char *split_point(const char *p, const char *end, size_t *budget,
             return NULL;
         int run = 0;
         q = c;
-        while (q < stop && (*q == ']' || is_ws(*q)))
+        while (q < stop && (*q == ']' || srv_json_ws(*q)))
             run += *q++ == ']';
         if (run == rank - level && q < stop && *q == ',')
             return q + 1;
@@ -782,19 +780,20 @@ static int is_number_char(char c)
 static const char *copy_number(const char *p, const char *end, char **o, const char *o_max)
 {
     const char *q = p;
-    int plain = 1;
-    while (q < end && is_number_char(*q)) {
-        plain &= *q != '.' && *q != 'e' && *q != 'E';
-        q++;
+    int point = 0, expo = 0;
+    for (; q < end && is_number_char(*q); q++) {
+        point |= *q == '.';
+        expo |= *q == 'e' || *q == 'E';
     }
     size_t n = (size_t)(q - p);
-    if (plain && has_long_integer(p, q)) { /* past int64: Jansson reads "x.0" as the double it is */
+    int plain = !point && !expo;
+    if (plain && n >= 19 && has_long_integer(p, q)) { /* past int64: Jansson reads "x.0" as the double it is */
         memcpy(*o, p, n);
         memcpy(*o + n, ".0", 2);
         *o += n + 2;
         return q;
     }
-    if (!plain && (n > 9 || memchr(p, 'e', n) || memchr(p, 'E', n))) {
+    if (!plain && (n > 9 || expo)) {
         float f;
         int finite;
         char *r;
@@ -868,7 +867,7 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
         } else if (c == ',') {
             out->values++;
         }
-        if (!is_ws(c))
+        if (!srv_json_ws(c))
             after_colon = c == ':';
         *o++ = c;
         p++;
@@ -962,7 +961,7 @@ static size_t next_structural(const char *body, size_t i, size_t len)
 int srv_json_not_object(const char *body, size_t len)
 {
     size_t i = 0;
-    while (i < len && is_ws(body[i]))
+    while (i < len && srv_json_ws(body[i]))
         i++;
     return i < len && body[i] != '{';
 }

@@ -183,6 +183,9 @@ typedef struct {
     int64_t bad;         /* first float (4 bytes each) that is Inf or NaN, or -1 */
 } srv_body_str;
 
+/* JSON's whitespace (RFC 8259): space, tab, line feed, carriage return. */
+static inline int srv_json_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
 struct srv_body_early; /* body.c's: a long array parsed while the body came */
 struct srv_blob_s;     /* srv_blob, below */
 

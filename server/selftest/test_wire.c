@@ -276,6 +276,14 @@ static void test_parse_long_exponents(void)
     check(bad == 0, "parse: long digit runs against far exponents equal strtof", "");
 }
 
+/* The midpoint between finite f and the next float away from zero (2^128,
+ * where rounding turns to infinity, past FLT_MAX): exact in double. */
+static double midpoint_out(float f)
+{
+    float g = nextafterf(f, signbit(f) ? -INFINITY : INFINITY);
+    return ((double)f + (isfinite(g) ? (double)g : copysign(0x1p128, f))) / 2;
+}
+
 /* The hard cases of decimal to float32, each against strtof: exact
  * midpoints between neighbouring floats and the doubles just beside them
  * (printed with 17 to 25 significant digits and in full), subnormals and
@@ -329,12 +337,9 @@ static void test_parse_hard(long n)
         u &= rnd() % 16 ? 0xffffffffu : 0xffffff00u; /* some short mantissas */
         if ((u & 0x7f800000u) == 0x7f800000u)
             u &= 0xff7fffffu;
-        float f, g;
+        float f;
         memcpy(&f, &u, 4);
-        g = nextafterf(f, signbit(f) ? -INFINITY : INFINITY);
-        double lo = (double)f;
-        double hi = isfinite(g) ? (double)g : (signbit(f) ? -0x1p128 : 0x1p128);
-        double mid = (lo + hi) / 2; /* exact in double */
+        double mid = midpoint_out(f);
         double beside = rnd() & 1 ? nextafter(mid, 0) : nextafter(mid, 2 * mid);
         /* a few to a hundred doubles from the midpoint: the fast path's
          * double-precision check must send those within its error bound
@@ -617,10 +622,9 @@ static void midpoint_text(char *b, size_t cap)
     uint32_t u = (uint32_t)rnd() & 0xff7fffffu; /* finite */
     if (rnd() % 8 == 0)
         u &= 0x807fffffu; /* subnormal */
-    float f, g;
+    float f;
     memcpy(&f, &u, 4);
-    g = nextafterf(f, signbit(f) ? -INFINITY : INFINITY);
-    double mid = ((double)f + (isfinite(g) ? (double)g : copysign(0x1p128, f))) / 2;
+    double mid = midpoint_out(f);
     char m[64];
     snprintf(m, sizeof m, "%.*e", 16 + (int)(rnd() % 9), mid);
     char *e = strchr(m, 'e');
