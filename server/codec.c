@@ -3,6 +3,7 @@
  * arrays arrive pre-parsed by scan.c; this file checks and adopts them. */
 #include "srv.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,18 @@ float srv_json_float(const json_t *v)
     if (json_is_integer(v))
         return (float)json_integer_value(v);
     return (float)json_number_value(v);
+}
+
+int srv_json_scalar(const json_t *v, float *out)
+{
+    const char *digits = srv_json_digits(v);
+    if (!digits && !json_is_number(v))
+        return -1;
+    double x = digits ? strtod(digits, NULL) : json_number_value(v);
+    if (!(x >= -FLT_MAX && x <= FLT_MAX))
+        return -2;
+    *out = digits ? strtof(digits, NULL) : srv_json_float(v); /* glibc's: correctly rounded */
+    return 0;
 }
 
 /* One scalar into slot i of a float or byte buffer. */

@@ -181,11 +181,6 @@ unsigned srv_job_where(const srv_job *j)
 }
 
 /* Whether x is a finite value float32 can hold (it may round). */
-static int is_float32(double x)
-{
-    return x >= -3.4028234663852886e38 && x <= 3.4028234663852886e38;
-}
-
 /* The library option a field of an attention job sets, for
  * attn_rule_takes: FOR_ALL when every rule takes the field, SEEDED for
  * seed and params (a rule with parameters to seed or draws to make). */
@@ -501,11 +496,21 @@ int srv_job_check_flat(const srv_job *j, srv_err *e)
     return check_flat_sparsity(j, e);
 }
 
+/* An integer past int64 (srv_json_int's 1) is beyond what any field takes. */
+static int past_int64(srv_err *e, const char *name)
+{
+    return srv_fail(e, 422, "invalid_param", name,
+                    "%s is an integer past 2^63 - 1, beyond any value it takes", name);
+}
+
 static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
 {
-    if (!json_is_integer(v))
+    int64_t x, *dst = int_slot(j, f->slot);
+    int rc = srv_json_int(v, &x);
+    if (rc < 0)
         return bad(e, f, "an integer");
-    int64_t x = json_integer_value(v), *dst = int_slot(j, f->slot);
+    if (rc > 0)
+        return past_int64(e, f->name);
     if (f->min != INT64_MIN && x < f->min)
         return srv_fail(e, 422, "invalid_param", f->name, "%s must be at least %lld (%s)",
                         f->name, (long long)f->min, f->desc);
@@ -519,16 +524,17 @@ static int read_int(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
  * that 0, or make the kernels' 1 / c overflow). */
 static int read_number(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
 {
-    if (!json_is_number(v))
+    float x;
+    int rc = srv_json_scalar(v, &x);
+    if (rc == -1)
         return bad(e, f, "a number");
-    double x = json_number_value(v);
-    if (!is_float32(x))
+    if (rc)
         return bad_value(e, f, "a finite float32 value");
-    if (f->slot == SRV_SLOT_SOFTCAP && !((float)x >= FLT_MIN))
+    if (f->slot == SRV_SLOT_SOFTCAP && !(x >= FLT_MIN))
         return srv_fail(e, 422, "invalid_param", f->name,
                         "%s must be at least %.9g (the smallest normal float32), got %g", f->name,
-                        (double)FLT_MIN, x);
-    *number_slot(j, f->slot) = srv_json_float(v);
+                        (double)FLT_MIN, (double)x);
+    *number_slot(j, f->slot) = x;
     srv_job_note(j, f->slot);
     return 0;
 }
@@ -563,26 +569,25 @@ static int read_window(srv_job *j, const srv_field *f, json_t *v, srv_err *e)
 {
     attn_options *o = job_opt(j);
     int64_t side[2];
-    if (json_is_integer(v)) {
-        side[0] = side[1] = json_integer_value(v);
+    /* past int64 (INT64_MAX from srv_json_int) is as unbounded as null */
+    if (srv_json_int(v, &side[0]) >= 0) {
+        side[1] = side[0];
     } else if (json_is_array(v) && json_array_size(v) == 2) {
         for (size_t k = 0; k < 2; k++) {
             json_t *x = json_array_get(v, k);
             if (json_is_null(x))
                 side[k] = -1;
-            else if (json_is_integer(x) && json_integer_value(x) >= 0)
-                side[k] = json_integer_value(x);
-            else if (json_is_integer(x))
+            else if (srv_json_int(x, &side[k]) < 0)
+                return bad(e, f, "an integer w, or [left, right] with each side an integer or null");
+            else if (side[k] < 0)
                 return srv_fail(e, 422, "invalid_param", f->name,
                                 "window sides must be at least 0 (null: unbounded), got %lld",
-                                (long long)json_integer_value(x));
-            else
-                return bad(e, f, "an integer w, or [left, right] with each side an integer or null");
+                                (long long)side[k]);
         }
     } else {
         return bad(e, f, "an integer w, or [left, right] with each side an integer or null");
     }
-    if (json_is_integer(v) && side[0] < 0)
+    if (!json_is_array(v) && side[0] < 0)
         return srv_fail(e, 422, "invalid_param", f->name, "window must be at least 0, got %lld",
                         (long long)side[0]);
     o->has_window = 1;
@@ -599,19 +604,20 @@ static int read_hard(srv_job *j, const srv_field *f, json_t *v, unsigned where, 
 {
     attn_options *opt = job_opt(j);
     json_t *k, *t;
-    int ks = (where & SRV_F_KS_PARAM) != 0;
+    int64_t top_k;
+    int ks = (where & SRV_F_KS_PARAM) != 0, rc;
+    /* k: the parameter itself, or the body's {"top_k": k} */
+    json_t *kv = ks ? v : json_is_object(v) && json_object_size(v) == 1 ? json_object_get(v, "top_k") : NULL;
     const char *s = json_is_string(v) ? json_string_value(v) : "";
     if (!strcmp(s, "argmax")) {
         opt->hard = ATTN_HARD_ARGMAX;
     } else if (ks && !strcmp(s, "sample")) {
         opt->hard = ATTN_HARD_SAMPLE;
-    } else if (ks && json_is_integer(v)) {
+    } else if ((rc = srv_json_int(kv, &top_k)) >= 0) {
+        if (rc)
+            return past_int64(e, ks ? f->name : "hard.top_k");
         opt->hard = ATTN_HARD_TOPK;
-        opt->top_k = json_integer_value(v);
-    } else if (!ks && json_is_object(v) && json_object_size(v) == 1 &&
-               json_is_integer(k = json_object_get(v, "top_k"))) {
-        opt->hard = ATTN_HARD_TOPK;
-        opt->top_k = json_integer_value(k);
+        opt->top_k = top_k;
     } else if (!ks && json_is_object(v) && json_object_size(v) == 1 &&
                json_is_object(k = json_object_get(v, "sample"))) {
         const char *key;
@@ -622,15 +628,16 @@ static int read_hard(srv_job *j, const srv_field *f, json_t *v, unsigned where, 
                                 "unknown member \"%.60s\" of hard.sample; it takes temperature", key);
         }
         t = json_object_get(k, "temperature");
-        if (t && !json_is_number(t))
+        float x = 1.0f;
+        rc = t ? srv_json_scalar(t, &x) : 0;
+        if (rc == -1)
             return srv_fail(e, 400, "invalid_field", "hard.sample.temperature",
                             "hard.sample.temperature must be a number");
-        double x = t ? json_number_value(t) : 1.0;
-        if (!is_float32(x))
+        if (rc)
             return srv_fail(e, 422, "invalid_param", "hard.sample.temperature",
                             "hard.sample.temperature must be a finite float32 value");
         opt->hard = ATTN_HARD_SAMPLE;
-        opt->temperature = t ? srv_json_float(t) : 1.0f;
+        opt->temperature = x;
     } else {
         return bad(e, f, ks ? "\"argmax\", \"sample\" or an integer k (keep the top k)"
                             : "\"argmax\", {\"top_k\": k} with an integer k, or {\"sample\": "
@@ -684,13 +691,12 @@ static int read_heads(srv_job *j, const srv_field *f, srv_codec *c, json_t *v, s
         return 0;
     }
     if (!mha) {
-        if (!json_is_number(v))
-            return bad(e, f, expect);
         float *one = is_alibi ? &j->alibi_one : &j->sinks_one;
-        double x = json_number_value(v);
-        if (!is_float32(x))
+        int rc = srv_json_scalar(v, one);
+        if (rc == -1)
+            return bad(e, f, expect);
+        if (rc)
             return bad_value(e, f, "a finite float32 value");
-        *one = srv_json_float(v);
         *t = (attn_tensor){1, {1}, one};
         return 0;
     }

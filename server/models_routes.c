@@ -271,11 +271,12 @@ static int int_field(json_t *root, const char *name, int lo, int hi, int *out, s
     json_t *v = json_object_get(root, name);
     if (!v)
         return 0;
-    if (!json_is_integer(v))
+    int64_t x;
+    if (srv_json_int(v, &x) < 0) /* past int64 comes as INT64_MAX: out of range */
         return srv_fail(e, 400, "invalid_field", name, "%s must be an integer", name);
-    if (json_integer_value(v) < lo || json_integer_value(v) > hi)
+    if (x < lo || x > hi)
         return srv_fail(e, 422, "invalid_param", name, "%s must be %d to %d", name, lo, hi);
-    *out = (int)json_integer_value(v);
+    *out = (int)x;
     return 0;
 }
 

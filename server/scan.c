@@ -745,15 +745,17 @@ static const char *lift_array(const char *p, const char *end, char **o, blob_vec
 }
 
 /* At an integer after a ':' (p at its first digit): one past Jansson's
- * int64 (a seed up to 2^64 - 1) goes into the envelope at *o as a string
- * in a placeholder; returns the text after it, or p for any other number. */
+ * int64, which Jansson refuses as "too big", goes into the envelope at *o
+ * as its digits in a placeholder (a seed takes up to 2^64 - 1; a number
+ * field reads the float they make: srv_json_digits); returns the text
+ * after it, or p for any other number. */
 static const char *lift_big_integer(const char *p, const char *end, char **o)
 {
     const char *q = p;
     while (q < end && *q >= '0' && *q <= '9')
         q++;
     size_t nd = (size_t)(q - p);
-    int big = nd == 20 || (nd == 19 && memcmp(p, "9223372036854775807", 19) > 0);
+    int big = nd > 19 || (nd == 19 && memcmp(p, "9223372036854775807", 19) > 0);
     if (!big || (q < end && (*q == '.' || *q == 'e' || *q == 'E')))
         return p;
     *o += sprintf(*o, "{\"\\u0001u\":\"%.*s\"}", (int)nd, p);
@@ -787,13 +789,8 @@ static const char *copy_number(const char *p, const char *end, char **o, const c
     }
     size_t n = (size_t)(q - p);
     int plain = !point && !expo;
-    if (plain && n >= 19 && has_long_integer(p, q)) { /* past int64: Jansson reads "x.0" as the double it is */
-        memcpy(*o, p, n);
-        memcpy(*o + n, ".0", 2);
-        *o += n + 2;
-        return q;
-    }
-    if (!plain && (n > 9 || expo)) {
+    int big = plain && n >= 19 && has_long_integer(p, q); /* past int64 */
+    if (big || (!plain && (n > 9 || expo))) {
         float f;
         int finite;
         char *r;
@@ -810,6 +807,10 @@ static const char *copy_number(const char *p, const char *end, char **o, const c
     }
     memcpy(*o, p, n);
     *o += n;
+    if (big) { /* Jansson refuses it as "too big", and reads "x.0" as the double it is */
+        memcpy(*o, ".0", 2);
+        *o += 2;
+    }
     return q;
 }
 
@@ -818,7 +819,8 @@ int srv_scan(const char *body, size_t len, srv_arena *a, srv_scan_result *out)
     const char *p = body, *end = body + len;
     memset(out, 0, sizeof *out);
     /* Placeholders are shorter than what they replace, except for a big
-     * integer's (35 bytes for 19 or 20 digits and the ':' before them) and
+     * integer's (14 bytes more than its 19 digits or more, and the ':'
+     * before them) and
      * a rewritten number's (copy_number keeps it within twice its text):
      * the envelope is at most twice the body. Untouched pages cost nothing. */
     if (len > (SIZE_MAX - 64) / 2)
@@ -908,6 +910,24 @@ const srv_blob *srv_blob_of(const srv_scan_result *sr, json_t *j)
     return &sr->blobs[i];
 }
 
+const char *srv_json_digits(const json_t *j)
+{
+    json_t *s = json_is_object(j) && json_object_size(j) == 1 ? json_object_get(j, "\x01u") : NULL;
+    return json_is_string(s) ? json_string_value(s) : NULL;
+}
+
+int srv_json_int(const json_t *j, int64_t *out)
+{
+    if (json_is_integer(j)) {
+        *out = json_integer_value(j);
+        return 0;
+    }
+    if (!srv_json_digits(j))
+        return -1;
+    *out = INT64_MAX;
+    return 1;
+}
+
 int srv_json_u64(json_t *j, uint64_t *out)
 {
     if (json_is_integer(j)) {
@@ -916,11 +936,11 @@ int srv_json_u64(json_t *j, uint64_t *out)
         *out = (uint64_t)json_integer_value(j);
         return 0;
     }
-    json_t *s = json_is_object(j) && json_object_size(j) == 1 ? json_object_get(j, "\x01u") : NULL;
-    if (!json_is_string(s))
+    const char *p = srv_json_digits(j);
+    if (!p)
         return -1;
     uint64_t v = 0;
-    for (const char *p = json_string_value(s); *p; p++) {
+    for (; *p; p++) {
         unsigned d = (unsigned)(*p - '0');
         if (d > 9 || v > (UINT64_MAX - d) / 10)
             return -1;

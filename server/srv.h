@@ -347,6 +347,14 @@ extern double srv_body_parse_rate;
  * it in a placeholder). Returns 0, or -1 when j is anything else. */
 int srv_json_u64(json_t *j, uint64_t *out);
 
+/* The digits of an integer past int64 that srv_scan put in a placeholder
+ * (Jansson refuses such integers), or NULL when j is anything else. */
+const char *srv_json_digits(const json_t *j);
+
+/* An integer: 0 with *out for one within int64, 1 with *out = INT64_MAX
+ * for one past it (srv_json_digits), -1 when j is not an integer. */
+int srv_json_int(const json_t *j, int64_t *out);
+
 /* Whether body[0..len) nests arrays and objects deeper than max_depth
  * (outside strings). Linear, no recursion: run before any parser. */
 int srv_json_too_deep(const char *body, size_t len, int max_depth);
@@ -370,6 +378,12 @@ typedef struct {
 /* A JSON number (Jansson's, from srv_scan's envelope) as the float32
  * nearest its text: an integer converted once, not through a double. */
 float srv_json_float(const json_t *v);
+
+/* A single number, a field's (scale, a temperature): 0 with *out the
+ * float32 nearest its text, -1 when v is not a number, -2 when its value
+ * is past float32's finite range. Integers past int64 count (their
+ * placeholder's digits). */
+int srv_json_scalar(const json_t *v, float *out);
 
 /* Decodes a float tensor (any of the three forms) at field `field`. */
 int srv_decode_tensor(srv_codec *c, json_t *j, const char *field,

@@ -67,6 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             srv_decode_tensor(&c, json_object_get(root, "query"), "query", &t, &e);
             srv_decode_mask(&c, json_object_get(root, "mask"), "mask", &m, &e);
             srv_json_u64(json_object_get(root, "seed"), &u);
+            float f;
+            srv_json_scalar(json_object_get(root, "scale"), &f);
             json_decref(root);
         }
     }
