@@ -38,6 +38,7 @@ attn_request attn_request_default(attn_rule rule)
 typedef struct {
     attn_request req; /* a copy; its params may be the pipeline's seeded set */
     attn_dims d;
+    int64_t nq, nk; /* (batch, head) slices of query and of key/value: B H and B Hkv */
     int64_t lkeys; /* keys each query row attends over: Lk, or Lv for concat */
     int64_t dh, dout;
     const attn_tensor *p[MAX_PARAMS];
@@ -188,19 +189,19 @@ static attn_status check_param_shapes(const attn_request *req, const attn_rule_i
 static double rule_flops(attn_rule rule, const plan *pl)
 {
     const attn_dims *d = &pl->d;
-    double B = (double)d->B, Lq = (double)d->Lq, Lk = (double)d->Lk;
+    double B = (double)pl->nq, Bk = (double)pl->nk, Lq = (double)d->Lq, Lk = (double)d->Lk;
     double pairs = B * attn_sparsity_pairs(&pl->req.opt, d->Lq, pl->lkeys), dh = (double)pl->dh;
     double f = 2.0 * pairs * (double)d->Dv;
     switch (rule) {
     case ATTN_RULE_GENERAL:
-        f += 2.0 * B * Lk * (double)d->Dk * (double)d->Dq;
+        f += 2.0 * Bk * Lk * (double)d->Dk * (double)d->Dq;
         /* fall through */
     case ATTN_RULE_DOT:
     case ATTN_RULE_SCALED_DOT:
         return f + 2.0 * pairs * (double)d->Dq;
     case ATTN_RULE_ADDITIVE:
     case ATTN_RULE_CONCAT_TANH:
-        return f + 2.0 * B * (Lq * (double)d->Dq + Lk * (double)d->Dk) * dh + 3.0 * pairs * dh;
+        return f + 2.0 * (B * Lq * (double)d->Dq + Bk * Lk * (double)d->Dk) * dh + 3.0 * pairs * dh;
     case ATTN_RULE_CONCAT:
         return f + 2.0 * pairs * (double)(d->Dq + d->Dk) +
                2.0 * B * Lq * (double)pl->dout * (double)(d->Dq + d->Dv);
@@ -246,6 +247,11 @@ static attn_status check_rule_dims(const attn_rule_info *info, attn_rule rule,
         return attn_fail(err, ATTN_ERR_SHAPE, "key",
                          "key has %lld features but query has %lld; rule %s needs Dk = Dq",
                          (long long)d->Dk, (long long)d->Dq, info->name);
+    if (concat && d->Hkv != d->H)
+        return attn_fail(err, ATTN_ERR_SHAPE, "key",
+                         "key has %lld heads but query has %lld; rule concat pairs key row i "
+                         "with query row i, head by head (Hkv = H)",
+                         (long long)d->Hkv, (long long)d->H);
     if (concat && d->Lk != d->Lq)
         return attn_fail(err, ATTN_ERR_SHAPE, "key",
                          "key has %lld rows but query has %lld; rule concat pairs key row i "
@@ -278,11 +284,13 @@ static attn_status fill_shapes(plan *pl, attn_error *err)
 {
     const attn_dims *d = &pl->d;
     attn_shapes *sh = &pl->shapes;
-    int o = d->batched;
+    int o = d->batched + d->heads;
     sh->out_rank = 2 + o;
     sh->w_rank = 2 + o;
     if (o)
         sh->out_shape[0] = sh->w_shape[0] = d->B;
+    if (d->heads)
+        sh->out_shape[1] = sh->w_shape[1] = d->H;
     sh->out_shape[o] = d->Lq;
     sh->out_shape[o + 1] = pl->dout;
     sh->w_shape[o] = d->Lq;
@@ -307,14 +315,16 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     const attn_rule_info *info = attn_rule_describe(req->rule);
     if (!info)
         return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
-    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, &pl->d, err);
+    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, 1, &pl->d, err);
     if (st != ATTN_OK || (st = check_rule_dims(info, req->rule, &pl->d, err)) != ATTN_OK ||
         (st = check_rule_options(info, req, err)) != ATTN_OK)
         return st;
     int concat = req->rule == ATTN_RULE_CONCAT;
+    pl->nq = pl->d.B * pl->d.H; /* no overflow: query's element count */
+    pl->nk = pl->d.B * pl->d.Hkv;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
-    st = attn_check_options(&req->opt, req->rule, info->name, pl->d.B, 0, pl->d.Lq, pl->lkeys,
-                            concat ? "Lv" : "Lk", err);
+    st = attn_check_options(&req->opt, req->rule, info->name, pl->d.B, pl->d.heads ? pl->d.H : 0,
+                            pl->d.Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
         return st;
     if ((st = attn_check_rope(&req->opt.rope, pl->d.Dq, err)) != ATTN_OK)
@@ -377,22 +387,22 @@ static attn_gemm_call gemm(int64_t m, int64_t n, int64_t k, const float *a, int6
 static int rule_gemms(const plan *pl, attn_gemm_call *g)
 {
     const attn_dims *d = &pl->d;
-    int64_t B = d->B, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
+    int64_t B = pl->nq, Bk = pl->nk, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
     int64_t dqk = Dq + Dk, lkeys = pl->lkeys;
     const float *Q = pl->req.query.data, *K = pl->req.key.data, *w0 = pdata(pl, 0);
     switch (pl->req.rule) {
     case ATTN_RULE_GENERAL:
-        g[0] = gemm(B * Lk, Dq, Dk, K, Dk, w0, Dk, pdata(pl, 1), pl->kp, Dq);
+        g[0] = gemm(Bk * Lk, Dq, Dk, K, Dk, w0, Dk, pdata(pl, 1), pl->kp, Dq);
         return 1;
     case ATTN_RULE_ADDITIVE:
         g[0] = gemm(B * Lq, dh, Dq, Q, Dq, w0, Dq, NULL, pl->qp, dh);
-        g[1] = gemm(B * Lk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
+        g[1] = gemm(Bk * Lk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
         return 2;
     case ATTN_RULE_CONCAT_TANH:
         g[0] = gemm(B * Lq, dh, Dq, Q, Dq, w0, dqk, NULL, pl->qp, dh);
-        g[1] = gemm(B * Lk, dh, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, pdata(pl, 1), pl->kp, dh);
+        g[1] = gemm(Bk * Lk, dh, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, pdata(pl, 1), pl->kp, dh);
         return 2;
-    case ATTN_RULE_CONCAT:
+    case ATTN_RULE_CONCAT: /* Hkv = H */
         g[0] = gemm(B * Lq, lkeys, Dq, Q, Dq, w0, dqk, pdata(pl, 1), pl->qp, lkeys);
         g[1] = gemm(B * Lq, lkeys, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, NULL, pl->kp, lkeys);
         return 2;
@@ -406,7 +416,7 @@ static int rule_gemms(const plan *pl, attn_gemm_call *g)
 static int rule_out_gemms(const plan *pl, float *out, attn_gemm_call *g)
 {
     const attn_dims *d = &pl->d;
-    int64_t BL = d->B * d->Lq, Dq = d->Dq, Dv = d->Dv, dout = pl->dout, dqv = Dq + Dv;
+    int64_t BL = pl->nq * d->Lq, Dq = d->Dq, Dv = d->Dv, dout = pl->dout, dqv = Dq + Dv;
     const float *ow = pdata(pl, 2);
     if (pl->req.rule != ATTN_RULE_CONCAT)
         return 0;
@@ -442,7 +452,7 @@ static void rule_lay_out(void *p, attn_ws *ws)
 {
     plan *pl = p;
     const attn_dims *d = &pl->d;
-    double bq = (double)d->B * (double)d->Lq, bk = (double)d->B * (double)d->Lk;
+    double bq = (double)pl->nq * (double)d->Lq, bk = (double)pl->nk * (double)d->Lk;
     double f[4] = {0.0, 0.0, 0.0, 0.0};
     switch (pl->req.rule) {
     case ATTN_RULE_GENERAL:
@@ -477,41 +487,44 @@ static void rule_lay_out(void *p, attn_ws *ws)
     int linear = pl->req.rule == ATTN_RULE_LINEAR;
     if (ws->base) {
         if (linear)
-            attn_linear_take(ws, d->B, NULL, pl->req.opt.causal, &pl->heads);
+            attn_linear_take(ws, pl->nq, NULL, pl->req.opt.causal, &pl->heads);
         else
-            attn_heads_take(ws, d->B, NULL, &pl->heads);
+            attn_heads_take(ws, pl->nq, NULL, &pl->heads);
         return;
     }
     attn_gemm_call g[2]; /* measuring: what the kernels will ask */
     attn_ws_gemms(ws, g, rule_gemms(pl, g));
     attn_ws_gemms(ws, g, rule_out_gemms(pl, NULL, g));
     attn_head_job model;
-    attn_head_init(&model, &pl->req.opt, 0, 0, 1, d->Lq, pl->lkeys,
+    attn_head_init(&model, &pl->req.opt, 0, 0, d->H, d->Lq, pl->lkeys,
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = rule_kind(pl, &model.d);
     model.dv = d->Dv;
     if (linear)
-        attn_linear_take(ws, d->B, &model, pl->req.opt.causal, &pl->heads);
+        attn_linear_take(ws, pl->nq, &model, pl->req.opt.causal, &pl->heads);
     else
-        attn_heads_take(ws, d->B, &model, &pl->heads);
+        attn_heads_take(ws, pl->nq, &model, &pl->heads);
 }
 
-/* Batch row b's head: the rule's score and where its output goes. */
-static void rule_head(const plan *pl, int64_t b, float *out, float *w)
+/* Slice r = b H + h's head (batch row b, query head h; h = 0 without
+ * heads): the rule's score and where its output goes. Its key and value
+ * rows are slice kr of theirs: head h / (H / Hkv) of batch row b. */
+static void rule_head(const plan *pl, int64_t r, float *out, float *w)
 {
     const attn_dims *d = &pl->d;
     int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
-    attn_head_job *j = &pl->heads.jobs[b];
-    attn_head_init(j, &pl->req.opt, b, 0, 1, Lq, lkeys, w ? w + b * Lq * lkeys : NULL);
-    j->lse = pl->lse ? pl->lse + b * Lq : NULL;
+    int64_t b = r / d->H, h = r % d->H, kr = b * d->Hkv + h / (d->H / d->Hkv);
+    attn_head_job *j = &pl->heads.jobs[r];
+    attn_head_init(j, &pl->req.opt, b, h, d->H, Lq, lkeys, w ? w + r * Lq * lkeys : NULL);
+    j->lse = pl->lse ? pl->lse + r * Lq : NULL;
     j->kind = rule_kind(pl, &kd);
     j->d = kd;
     j->dv = Dv;
     if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
         j->m.sparse = &pl->sparse;
-    j->v = pl->req.value.data + b * d->Lv * Dv;
+    j->v = pl->req.value.data + kr * d->Lv * Dv;
     j->v_stride = Dv;
-    j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + b * Lq * Dv;
+    j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + r * Lq * Dv;
     j->o_stride = Dv;
     if (j->kind == ATTN_SCORE_DOT) {
         const attn_options *o = &pl->req.opt;
@@ -519,16 +532,16 @@ static void rule_head(const plan *pl, int64_t b, float *out, float *w)
         const float *q = copies ? pl->qr : pl->req.query.data;
         const float *k = copies ? pl->kr : pl->req.key.data;
         j->rope = o->rope.on && !copies ? &pl->rope : NULL;
-        j->a = q + b * Lq * Dq; j->a_stride = Dq;
-        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + b * Lk * kd;
+        j->a = q + r * Lq * Dq; j->a_stride = Dq;
+        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + kr * Lk * kd;
         j->b_stride = kd;
         j->scale = pl->req.rule != ATTN_RULE_SCALED_DOT ? 1.0f
                  : pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d->Dk));
     } else if (j->kind == ATTN_SCORE_GIVEN) {
-        j->a = pl->qp + b * Lq * lkeys; j->a_stride = lkeys;
+        j->a = pl->qp + r * Lq * lkeys; j->a_stride = lkeys;
     } else {
-        j->a = pl->qp + b * Lq * kd; j->a_stride = kd;
-        j->b = pl->kp + b * Lk * kd; j->b_stride = kd;
+        j->a = pl->qp + r * Lq * kd; j->a_stride = kd;
+        j->b = pl->kp + kr * Lk * kd; j->b_stride = kd;
         j->vw = pl->req.rule == ATTN_RULE_ADDITIVE ? pdata(pl, 3) : NULL;
     }
 }
@@ -548,8 +561,8 @@ static void rule_rope(const attn_exec *ex, plan *pl)
     attn_rope_table(ex, &pl->rope);
     if (attn_rope_in_kernel(&pl->req.opt, d->Lq))
         return;
-    attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, d->Dq, pl->qr, d->Dq, d->B, d->Lq, 1);
-    attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, d->Dk, pl->kr, d->Dk, d->B, d->Lk, 1);
+    attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, d->Dq, pl->qr, d->Dq, pl->nq, d->Lq, 1);
+    attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, d->Dk, pl->kr, d->Dk, pl->nk, d->Lk, 1);
     attn_rope_rows(ex, &pl->rope);
 }
 
@@ -562,16 +575,16 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
     if (pl->req.opt.rope.on)
         rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
-        add_into(pl->qp, pl->kp, d->B * d->Lq * pl->lkeys);
-    for (int64_t b = 0; b < d->B; b++)
-        rule_head(pl, b, out, pl->req.opt.need_weights ? w : NULL);
+        add_into(pl->qp, pl->kp, pl->nq * d->Lq * pl->lkeys);
+    for (int64_t r = 0; r < pl->nq; r++)
+        rule_head(pl, r, out, pl->req.opt.need_weights ? w : NULL);
     attn_status st = pl->req.rule == ATTN_RULE_LINEAR
-                   ? attn_linear_run(ex, &pl->heads, (size_t)d->B, &pl->req.opt, err)
-                   : attn_exec_heads(ex, &pl->heads, (size_t)d->B, err);
+                   ? attn_linear_run(ex, &pl->heads, (size_t)pl->nq, &pl->req.opt, err)
+                   : attn_exec_heads(ex, &pl->heads, (size_t)pl->nq, err);
     if (st != ATTN_OK || pl->req.rule != ATTN_RULE_CONCAT)
         return st;
     attn_exec_gemms(ex, g, rule_out_gemms(pl, out, g));
-    add_into(out, pl->out2, d->B * d->Lq * pl->dout);
+    add_into(out, pl->out2, pl->nq * d->Lq * pl->dout);
     return ATTN_OK;
 }
 

@@ -75,16 +75,19 @@ attn_ctx *attn_ctx_for_call(attn_ctx *ctx, attn_ctx **own);
 
 /* ---------------------------------------------------------- shape.c */
 
-/* Validated sizes of a request; B = 1 when not batched. */
+/* Validated sizes of a request; B = 1 when not batched. With heads
+ * (rank 4: query (B, H, Lq, Dq), key and value (B, Hkv, Lk, .)), query
+ * head h reads key/value head h / (H / Hkv); otherwise H = Hkv = 1. */
 typedef struct {
-    int batched;
-    int64_t B, Lq, Dq, Lk, Dk, Lv, Dv;
+    int batched, heads;
+    int64_t B, H, Hkv, Lq, Dq, Lk, Dk, Lv, Dv;
 } attn_dims;
 
-/* query/key/value ranks, batch agreement, non-empty dims, data present;
- * fills d (Lv is value's rows, which the caller compares with Lk or not). */
+/* query/key/value ranks (2 or 3; 4 too when heads_ok), batch and head
+ * agreement, non-empty dims, data present; fills d (Lv is value's rows,
+ * which the caller compares with Lk or not). */
 attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, attn_dims *d, attn_error *err);
+                           const attn_tensor *v, int heads_ok, attn_dims *d, attn_error *err);
 
 /* hidden_size and output_size: 0 (the default, Dq) or positive. */
 attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err);

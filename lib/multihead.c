@@ -469,7 +469,7 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
     }
     const attn_tensor *k = req->key.rank ? &req->key : &req->query;
     const attn_tensor *v = req->value.rank ? &req->value : &req->query;
-    attn_status st = attn_check_qkv(&req->query, k, v, &pl->d, err);
+    attn_status st = attn_check_qkv(&req->query, k, v, 0, &pl->d, err);
     if (st != ATTN_OK)
         return st;
     attn_dims *d = &pl->d;

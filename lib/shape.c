@@ -7,11 +7,13 @@
 #include "internal.h"
 
 static attn_status check_one(const attn_tensor *t, const char *name, const char *dims2,
-                             const char *dims3, attn_error *err)
+                             const char *dims3, const char *dims4, attn_error *err)
 {
-    if (t->rank != 2 && t->rank != 3)
-        return attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s or %s; got rank %d",
-                         name, dims2, dims3, t->rank);
+    if (t->rank != 2 && t->rank != 3 && !(t->rank == 4 && dims4))
+        return dims4 ? attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s, %s or %s; got rank %d",
+                                 name, dims2, dims3, dims4, t->rank)
+                     : attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s or %s; got rank %d",
+                                 name, dims2, dims3, t->rank);
     for (int i = 0; i < t->rank; i++)
         if (t->shape[i] < 1) {
             char s[96];
@@ -27,31 +29,57 @@ static attn_status check_one(const attn_tensor *t, const char *name, const char 
     return ATTN_OK;
 }
 
+/* Rank 4: key and value heads agree, and divide query's (grouped-query
+ * attention, as torch's scaled_dot_product_attention with enable_gqa). */
+static attn_status check_heads(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                               attn_error *err)
+{
+    if (v->shape[1] != k->shape[1])
+        return attn_fail(err, ATTN_ERR_SHAPE, "value",
+                         "value has %lld heads but key has %lld; they must agree",
+                         (long long)v->shape[1], (long long)k->shape[1]);
+    if (q->shape[1] % k->shape[1] != 0)
+        return attn_fail(err, ATTN_ERR_SHAPE, "key",
+                         "key has %lld heads, which does not divide query's %lld: each key/value "
+                         "head serves an equal group of query heads",
+                         (long long)k->shape[1], (long long)q->shape[1]);
+    return ATTN_OK;
+}
+
 attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, attn_dims *d, attn_error *err)
+                           const attn_tensor *v, int heads_ok, attn_dims *d, attn_error *err)
 {
     attn_status st;
-    if ((st = check_one(q, "query", "(Lq, Dq)", "(B, Lq, Dq)", err)) != ATTN_OK ||
-        (st = check_one(k, "key", "(Lk, Dk)", "(B, Lk, Dk)", err)) != ATTN_OK ||
-        (st = check_one(v, "value", "(Lk, Dv)", "(B, Lk, Dv)", err)) != ATTN_OK)
+    if ((st = check_one(q, "query", "(Lq, Dq)", "(B, Lq, Dq)", heads_ok ? "(B, H, Lq, Dq)" : NULL,
+                        err)) != ATTN_OK ||
+        (st = check_one(k, "key", "(Lk, Dk)", "(B, Lk, Dk)", heads_ok ? "(B, Hkv, Lk, Dk)" : NULL,
+                        err)) != ATTN_OK ||
+        (st = check_one(v, "value", "(Lk, Dv)", "(B, Lk, Dv)", heads_ok ? "(B, Hkv, Lk, Dv)" : NULL,
+                        err)) != ATTN_OK)
         return st;
     const attn_tensor *ts[2] = {k, v};
     const char *names[2] = {"key", "value"};
+    static const char *const dims[5] = {"", "", "no batch dimension", "a batch dimension",
+                                        "batch and head dimensions"};
     for (int i = 0; i < 2; i++) {
         if (ts[i]->rank != q->rank)
             return attn_fail(err, ATTN_ERR_SHAPE, names[i],
-                             "%s has %s batch dimension but query has %s; give query, key "
-                             "and value a batch dimension or none",
-                             names[i], ts[i]->rank == 3 ? "a" : "no",
-                             q->rank == 3 ? "one" : "none");
-        if (q->rank == 3 && ts[i]->shape[0] != q->shape[0])
+                             "%s has %s but query has %s (rank %d against %d); give query, key "
+                             "and value the same leading dimensions",
+                             names[i], dims[ts[i]->rank], dims[q->rank], ts[i]->rank, q->rank);
+        if (q->rank >= 3 && ts[i]->shape[0] != q->shape[0])
             return attn_fail(err, ATTN_ERR_SHAPE, names[i],
                              "%s has batch size %lld but query has %lld", names[i],
                              (long long)ts[i]->shape[0], (long long)q->shape[0]);
     }
-    int o = q->rank == 3;
-    d->batched = o;
+    if (q->rank == 4 && (st = check_heads(q, k, v, err)) != ATTN_OK)
+        return st;
+    int o = q->rank - 2; /* leading dimensions */
+    d->batched = o > 0;
+    d->heads = o == 2;
     d->B = o ? q->shape[0] : 1;
+    d->H = o == 2 ? q->shape[1] : 1;
+    d->Hkv = o == 2 ? k->shape[1] : 1;
     d->Lq = q->shape[o];
     d->Dq = q->shape[o + 1];
     d->Lk = k->shape[o];

@@ -680,26 +680,26 @@ static int read_params(srv_job *j, const srv_field *f, srv_codec *c, json_t *p, 
  * rank 1 (/multihead); their count is the library's to check. */
 static int read_heads(srv_job *j, const srv_field *f, srv_codec *c, json_t *v, srv_err *e)
 {
-    /* a list per head: multi-head and decode sessions */
+    /* a list per head: multi-head, decode sessions, and /attention with
+     * query heads (B, H, Lq, Dq); without heads, /attention's one number */
     int mha = j->kind != SRV_JOB_ATTENTION, is_alibi = f->slot == SRV_SLOT_ALIBI;
     attn_tensor *t = srv_job_tensor(j, f->slot);
     char expect[120];
     snprintf(expect, sizeof expect, "%s%s", is_alibi ? "true, false or " : "",
-             mha ? "a list of numbers, one per head" : "a number");
+             mha ? "a list of numbers, one per head"
+                 : "a number, or a list of numbers, one per query head");
     if (is_alibi && json_is_boolean(v)) {
         job_opt(j)->alibi = json_is_true(v);
         return 0;
     }
-    if (!mha) {
-        float *one = is_alibi ? &j->alibi_one : &j->sinks_one;
-        int rc = srv_json_scalar(v, one);
-        if (rc == -1)
-            return bad(e, f, expect);
-        if (rc)
-            return bad_value(e, f, "a finite float32 value");
+    float *one = is_alibi ? &j->alibi_one : &j->sinks_one;
+    int rc = mha ? -1 : srv_json_scalar(v, one);
+    if (rc == 0) {
         *t = (attn_tensor){1, {1}, one};
         return 0;
     }
+    if (rc == -2)
+        return bad_value(e, f, "a finite float32 value");
     if (json_is_number(v) || json_is_boolean(v) || json_is_string(v) || json_is_null(v))
         return bad(e, f, expect);
     if (srv_decode_tensor(c, v, f->name, t, e))

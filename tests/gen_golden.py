@@ -426,6 +426,34 @@ def run_rule(outdir, name, rule, note, B, Lq, Lk, Dq, Dk, Dv, *,
     c.finish(outdir, out, w, B is None, need_weights)
 
 
+def run_heads(outdir, name, rule, note, B, H, Hkv, Lq, Lk, D, Dv, *, mask_shape=None,
+              key_mask=False, causal=False, scale=None):
+    """One /attention case with heads, as torch's scaled_dot_product_attention
+    takes them: query (B, H, Lq, D), key and value (B, Hkv, Lk, .); query
+    head h reads key/value head h // (H // Hkv) (repeat_interleave, as
+    enable_gqa does)."""
+    c = Case(name, rule, note)
+    q, k, v = rnd(B, H, Lq, D), rnd(B, Hkv, Lk, D), rnd(B, Hkv, Lk, Dv)
+    mask = None if mask_shape is None else randmask(*mask_shape)
+    km = randmask(B, Lk, p=0.8) if key_mask else None
+    if causal:
+        c.opt("causal", 1)
+    if scale is not None:
+        c.opt("scale", fmt(scale))
+    c.inputs(q, k, v, mask)
+    if km is not None:
+        c.mask("key_mask", km)
+    g = H // Hkv
+    kr = k.to(F64).repeat_interleave(g, dim=1)
+    vr = v.to(F64).repeat_interleave(g, dim=1)
+    s = q.to(F64) @ kr.transpose(-1, -2)
+    if rule == "scaled_dot":
+        s = s * (scale if scale is not None else 1.0 / math.sqrt(D))
+    allowed = allowed_mask(B, Lq, Lk, mask, km, causal, H=H)
+    w = masked_softmax(s, allowed)
+    c.finish(outdir, w @ vr, w, False)
+
+
 def set_params(c, module, named):
     """Random parameters, written as params (named None); or the seeded set
     named, loaded and written as expectations."""
@@ -662,6 +690,14 @@ def all_cases(o):
     run_rule(o, "scaled_dot_scale", "scaled_dot", "scaled_dot with a custom scale",
              2, 3, 4, 5, 5, 2, scale=0.3)
     run_rule(o, "dot_single", "dot", "Lq = Lk = D = 1", None, 1, 1, 1, 1, 1)
+    run_heads(o, "scaled_dot_heads_gqa", "scaled_dot", "(B, H, L, D) inputs, 6 query heads "
+              "over 2 key/value heads, a (B, H, Lq, Lk) mask, causal", 2, 6, 2, 5, 7, 8, 3,
+              mask_shape=(2, 6, 5, 7), causal=True)
+    run_heads(o, "dot_heads", "dot", "(B, H, L, D) inputs, 3 heads each, key_mask (B, Lk)",
+              2, 3, 3, 4, 6, 5, 2, key_mask=True)
+    run_heads(o, "scaled_dot_heads_mqa", "scaled_dot", "(B, H, L, D) inputs, 4 query heads "
+              "over one key/value head, a (Lq, Lk) mask, a custom scale", 1, 4, 1, 3, 5, 4, 6,
+              mask_shape=(3, 5), scale=0.4)
     run_concat(o, "concat_unbatched", "rule concat, (Lq,D) inputs", None, 3, 4, 2, 5, 3, 4)
     run_concat(o, "concat_batched", "rule concat, (B,Lq,D) inputs", 2, 3, 4, 2, 5, 3, 4)
     run_concat(o, "concat_worked", "worked example: Q (1,1,32), K (1,1,32), "

@@ -85,9 +85,11 @@ static void set_options(copies *cp, const attn_options *o, int with_bias, rm_req
 static void set_inputs(copies *cp, const attn_tensor *query, const attn_tensor *key,
                        const attn_tensor *value, rm_request *q)
 {
-    int batched = query->rank == 3;
+    int batched = query->rank - 2; /* leading dimensions: batch, heads */
     const attn_tensor *k = key->rank ? key : query, *v = value->rank ? value : query;
     q->B = batched ? query->shape[0] : 1;
+    q->H = batched == 2 ? query->shape[1] : 0;
+    q->Hkv = batched == 2 ? k->shape[1] : 0;
     q->Lq = query->shape[batched];
     q->Lk = k->shape[batched];
     q->Dq = query->shape[batched + 1];
@@ -161,7 +163,7 @@ int ref_attention(const attn_request *req, double *out, double *w, double *hard_
     q.rule = rule_of[req->rule];
     set_inputs(&cp, &req->query, &req->key, &req->value, &q);
     if (req->rule == ATTN_RULE_CONCAT) /* softmax over the value rows */
-        q.Lk = req->value.shape[req->query.rank == 3];
+        q.Lk = req->value.shape[req->query.rank - 2];
     q.has_scale = req->has_scale;
     q.scale = req->scale;
     /* concat has no bias: its scores are a row of att_weight */

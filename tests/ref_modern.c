@@ -514,6 +514,7 @@ static int compute_attention(const rm_request *r, const uint8_t *sparse, double 
                              double *w, rm_margin *m)
 {
     int64_t B = r->B, Lq = r->Lq, Lk = r->Lk, Dq = r->Dq, Dk = r->Dk, Dv = r->Dv;
+    int64_t H = r->H > 0 ? r->H : 1, Hkv = r->Hkv > 0 ? r->Hkv : H;
     int64_t krows = r->rule == RM_CONCAT ? Lq : Lk;
     int64_t Dout = r->rule == RM_CONCAT ? r->Dout : Dv;
     double *q, *k, *s, *wh, *ctx, *x;
@@ -521,17 +522,18 @@ static int compute_attention(const rm_request *r, const uint8_t *sparse, double 
                          {&wh, Lq * Lk}, {&ctx, Lq * Dv}, {&x, Dq + Dv}};
     if (work_alloc(bufs, N_WORK(bufs)) != 0)
         return -1;
-    for (int64_t b = 0; b < B; b++) {
-        const double *V = r->value + b * Lk * Dv;
-        memcpy(q, r->query + b * Lq * Dq, sizeof(double) * (size_t)(Lq * Dq));
-        memcpy(k, r->key + b * krows * Dk, sizeof(double) * (size_t)(krows * Dk));
+    for (int64_t n = 0; n < B * H; n++) { /* query slice n: batch row b, head h */
+        int64_t b = n / H, h = n % H, kn = b * Hkv + h / (H / Hkv);
+        const double *V = r->value + kn * Lk * Dv;
+        memcpy(q, r->query + n * Lq * Dq, sizeof(double) * (size_t)(Lq * Dq));
+        memcpy(k, r->key + kn * krows * Dk, sizeof(double) * (size_t)(krows * Dk));
         if (r->rope.on) {
             int64_t off = r->align == RM_BOTTOM_RIGHT ? Lk - Lq : 0;
             rm_rope_apply(&r->rope, q, Lq, Dq, Dq, off + r->rope.offset);
             rm_rope_apply(&r->rope, k, Lk, Dk, Dk, r->rope.offset);
         }
         rm_head hd;
-        head_options(r, b, 0, 1, sparse, &hd);
+        head_options(r, b, h, H, sparse, &hd);
         if (r->rule == RM_LINEAR) {
             rm_linear_head(Lq, Lk, Dq, Dv, q, k, V, hd.key_mask, r->causal, r->align,
                            r->feature_map, wh, ctx);
@@ -540,9 +542,9 @@ static int compute_attention(const rm_request *r, const uint8_t *sparse, double 
             rm_head_softmax(&hd, s, V, Dv, wh, ctx, m);
         }
         if (w)
-            memcpy(w + b * Lq * Lk, wh, sizeof(double) * (size_t)(Lq * Lk));
+            memcpy(w + n * Lq * Lk, wh, sizeof(double) * (size_t)(Lq * Lk));
         for (int64_t i = 0; i < Lq; i++) {
-            double *orow = out + (b * Lq + i) * Dout;
+            double *orow = out + (n * Lq + i) * Dout;
             if (r->rule == RM_CONCAT) { /* out([q_i; c_i]) */
                 memcpy(x, q + i * Dq, sizeof(double) * (size_t)Dq);
                 memcpy(x + Dq, ctx + i * Dv, sizeof(double) * (size_t)Dv);

@@ -232,7 +232,11 @@ typedef struct {
     int64_t Dh, Dout;
 
     /* Multi-head: Wq (E,E), Wk (Hkv*E/H,kdim), Wv (Hkv*E/H,vdim), Wo (E,E),
-     * biases optional; pos_table (P,E) for learned encodings. */
+     * biases optional; pos_table (P,E) for learned encodings. The rules
+     * with heads (H > 0): query (B, H, Lq, Dq), key and value (B, Hkv, Lk,
+     * .), query head h reading key/value head h / (H / Hkv); output (B, H,
+     * Lq, Dout), weights (B, H, Lq, Lk); a mask of rank 4 is (B, H, Lq, Lk),
+     * alibi and sinks one per query head. H = 0: no head dimension. */
     int64_t H, Hkv;
     const double *Wq, *bq, *Wk, *bk, *Wv, *bv, *Wo, *bo, *norm_w, *norm_b;
     int residual_norm, average_weights;

@@ -1111,6 +1111,13 @@ static attn_tensor rnd_input(pool *pl, int batched, int64_t B, int64_t L, int64_
     return rnd_tensor(pl, 2 + batched, s + !batched, 1.0f);
 }
 
+/* (B, H, L, D): a request with heads, as torch's scaled_dot_product_attention takes. */
+static attn_tensor rnd_heads(pool *pl, int64_t B, int64_t H, int64_t L, int64_t D)
+{
+    int64_t s[4] = {B, H, L, D};
+    return rnd_tensor(pl, 4, s, 1.0f);
+}
+
 /* Appends the parameter (name, t) to p[0..*n). */
 static void put(attn_named *p, size_t *n, const char *name, attn_tensor t)
 {
@@ -1395,8 +1402,12 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
      * test_sparse_linear against tests/ref_modern.c */
     attn_rule rule = (attn_rule)rnd_int(0, ATTN_RULE_CONCAT);
     attn_request r = attn_request_default(rule);
-    int batched = (int)rnd_int(0, 1);
-    int64_t B = batched ? rnd_int(1, 3) : 1;
+    int leading = (int)rnd_int(0, 2); /* none, batch, batch and heads */
+    int batched = leading > 0;
+    int64_t B = batched ? rnd_int(1, 3) : 1, H = leading == 2 ? rnd_int(1, 4) : 1, Hkv = H;
+    while (rule != ATTN_RULE_CONCAT && rnd_int(0, 1) && Hkv > 1) /* grouped: a divisor of H */
+        for (Hkv--; H % Hkv; Hkv--) {
+        }
     int64_t Lq = rnd_size(), Lk = rnd_size(), Dq = rnd_size(), Dk = rnd_size();
     int64_t Dv = rnd_size(), Dh = rnd_size(), Dout = rnd_size();
     if (rule == ATTN_RULE_DOT || rule == ATTN_RULE_SCALED_DOT)
@@ -1407,7 +1418,7 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     /* Keep the reference's work bounded: shrink sizes until a rough cost
      * estimate (the reference's inner loops) fits. */
     for (;;) {
-        double cost = (double)B * Lq * (rule == ATTN_RULE_CONCAT ? Lv : Lk) *
+        double cost = (double)B * H * Lq * (rule == ATTN_RULE_CONCAT ? Lv : Lk) *
                       (Dq + Dk + Dv + (rule == ATTN_RULE_GENERAL ? (double)Dq * Dk : 0) +
                        (rule >= ATTN_RULE_ADDITIVE ? (double)Dh * (Dq + Dk) : 0));
         if (cost < 3e6)
@@ -1425,10 +1436,10 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     }
     if (rule != ATTN_RULE_CONCAT)
         Lv = Lk;
-    r.query = rnd_input(&pl, batched, B, Lq, Dq);
-    r.key = rnd_input(&pl, batched, B, Lk, Dk);
-    r.value = rnd_input(&pl, batched, B, Lv, Dv);
-    rnd_options(&pl, &r.opt, batched, B, 0, Lq, Lv, 1);
+    r.query = leading == 2 ? rnd_heads(&pl, B, H, Lq, Dq) : rnd_input(&pl, batched, B, Lq, Dq);
+    r.key = leading == 2 ? rnd_heads(&pl, B, Hkv, Lk, Dk) : rnd_input(&pl, batched, B, Lk, Dk);
+    r.value = leading == 2 ? rnd_heads(&pl, B, Hkv, Lv, Dv) : rnd_input(&pl, batched, B, Lv, Dv);
+    rnd_options(&pl, &r.opt, batched, B, leading == 2 ? H : 0, Lq, Lv, 1);
     if (rule == ATTN_RULE_CONCAT) { /* these do not apply to concat */
         r.opt.key_mask.rank = 0;
         r.opt.bias.rank = 0;
@@ -1476,9 +1487,10 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     r.n_params = n;
     char name[240];
     snprintf(name, sizeof name,
-             "random #%d %s B%s%lld Lq %lld Lk %lld Lv %lld Dq %lld Dk %lld Dv %lld Dh %lld "
-             "mask %d key_mask %d bias %d causal %d window %lld hard %d/%lld",
+             "random #%d %s B%s%lld H %lld/%lld Lq %lld Lk %lld Lv %lld Dq %lld Dk %lld Dv %lld "
+             "Dh %lld mask %d key_mask %d bias %d causal %d window %lld hard %d/%lld",
              trial, attn_rule_name(rule), batched ? " " : " none/", (long long)B,
+             leading == 2 ? (long long)H : 0LL, (long long)Hkv,
              (long long)Lq, (long long)Lk, (long long)Lv, (long long)Dq, (long long)Dk,
              (long long)Dv, (long long)Dh, r.opt.mask.rank, r.opt.key_mask.rank,
              r.opt.bias.rank, r.opt.causal, r.opt.has_window ? (long long)r.opt.window_left : -1LL,

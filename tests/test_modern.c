@@ -127,6 +127,18 @@ static attn_tensor ten(int rank, int64_t a, int64_t b, int64_t c, const float *d
     return t;
 }
 
+/* A rule's input: (B, L, D), or (B, heads, L, D) when the request has heads (H > 0). */
+static attn_tensor input(const rm_request *q, int64_t heads, int64_t L, int64_t D, allocs *A,
+                         const double *x)
+{
+    attn_tensor t = ten(3, q->B, L, D, fl(A, x, q->B * (q->H ? heads : 1) * L * D));
+    if (q->H) {
+        t = ten(4, q->B, heads, L, t.data);
+        t.shape[3] = D;
+    }
+    return t;
+}
+
 static void add_param(lib_req *L, const char *name, int rank, int64_t a, int64_t b,
                       const float *data)
 {
@@ -217,13 +229,13 @@ static void lib_rule(const rm_request *q, allocs *A, lib_req *L)
     static const attn_rule rules[] = {ATTN_RULE_DOT, ATTN_RULE_SCALED_DOT, ATTN_RULE_GENERAL,
                                       ATTN_RULE_ADDITIVE, ATTN_RULE_CONCAT_TANH, ATTN_RULE_CONCAT,
                                       ATTN_RULE_LINEAR};
-    int64_t B = q->B, Dq = q->Dq, Dk = q->Dk, Dv = q->Dv, Dh = q->Dh;
+    int64_t Dq = q->Dq, Dk = q->Dk, Dv = q->Dv, Dh = q->Dh;
     int64_t lk = q->rule == RM_CONCAT ? q->Lq : q->Lk, dqk = Dq + Dk;
     attn_request *r = &L->r;
     *r = attn_request_default(rules[q->rule]);
-    r->query = ten(3, B, q->Lq, Dq, fl(A, q->query, B * q->Lq * Dq));
-    r->key = ten(3, B, lk, Dk, fl(A, q->key, B * lk * Dk));
-    r->value = ten(3, B, q->Lk, Dv, fl(A, q->value, B * q->Lk * Dv));
+    r->query = input(q, q->H, q->Lq, Dq, A, q->query);
+    r->key = input(q, q->Hkv, lk, Dk, A, q->key);
+    r->value = input(q, q->Hkv, q->Lk, Dv, A, q->value);
     r->has_scale = q->has_scale;
     r->scale = (float)q->scale;
     switch (q->rule) {
@@ -290,7 +302,7 @@ static void to_lib(const rm_request *q, const lib_extra *x, allocs *A, lib_req *
 {
     memset(L, 0, sizeof *L);
     L->mha = q->rule == RM_MULTIHEAD;
-    int64_t H = L->mha ? q->H : 1;
+    int64_t H = q->H ? q->H : 1; /* the rules' heads too */
     if (L->mha)
         lib_mha(q, x, A, L);
     else
@@ -601,7 +613,7 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
 {
     int64_t B = q->B, Lq = q->Lq, Lk = q->Lk;
     if (chance(20)) {
-        int rank = q->rule == RM_MULTIHEAD && chance(30) ? 4 : (int)rnd(2, 3);
+        int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
         q->mask = rnd_bytes(A, (rank == 4 ? B * H : rank == 3 ? B : 1) * Lq * Lk, 80);
         q->mask_rank = rank;
     }
@@ -612,7 +624,7 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
         q->key_mask = rnd_bytes(A, (q->key_mask_rank == 2 ? B : 1) * Lk, 85);
     }
     if (chance(20)) {
-        int rank = q->rule == RM_MULTIHEAD && chance(30) ? 4 : (int)rnd(2, 3);
+        int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
         q->bias = rnd_doubles(A, (rank == 4 ? B * H : rank == 3 ? B : 1) * Lq * Lk, 2.0);
         q->bias_rank = rank;
     }
@@ -662,13 +674,21 @@ static void rnd_hard(rm_request *q, int64_t lkeys)
     q->seed = golden_splitmix64(&rng_state);
 }
 
-/* A rule request (every rule but concat's keys have Lk rows). */
+/* A rule request (every rule but concat's keys have Lk rows); sometimes
+ * with heads, (B, H, L, D) as torch's scaled_dot_product_attention takes,
+ * key/value heads shared by groups of query heads (concat: one each). */
 static void rnd_rule(rm_request *q, lib_extra *x, allocs *A)
 {
     q->rule = (rm_rule)rnd(0, 5);
     int tanh = q->rule == RM_ADDITIVE || q->rule == RM_CONCAT_TANH, concat = q->rule == RM_CONCAT;
     int64_t big = tanh || concat ? 48 : 300;
     q->B = rnd(1, 2);
+    if (chance(35)) {
+        q->Hkv = rnd(1, 2);
+        q->H = q->Hkv * (concat ? 1 : rnd(1, 3));
+        big /= 2;
+    }
+    int64_t nq = q->B * (q->H ? q->H : 1), nk = q->B * (q->H ? q->Hkv : 1);
     q->Lq = rnd_len(big);
     q->Lk = concat ? rnd(1, 30) : rnd_len(big);
     q->Dq = rnd(1, tanh ? 24 : 80);
@@ -677,9 +697,9 @@ static void rnd_rule(rm_request *q, lib_extra *x, allocs *A)
     q->Dh = rnd(1, 16);
     q->Dout = rnd(1, 12);
     int64_t lk = concat ? q->Lq : q->Lk;
-    q->query = rnd_doubles(A, q->B * q->Lq * q->Dq, 1.0);
-    q->key = rnd_doubles(A, q->B * lk * q->Dk, 1.0);
-    q->value = rnd_doubles(A, q->B * q->Lk * q->Dv, 1.0);
+    q->query = rnd_doubles(A, nq * q->Lq * q->Dq, 1.0);
+    q->key = rnd_doubles(A, nk * lk * q->Dk, 1.0);
+    q->value = rnd_doubles(A, nk * q->Lk * q->Dv, 1.0);
     int64_t dqk = q->Dq + q->Dk, dh = q->Dh;
     switch (q->rule) {
     case RM_SCALED_DOT:
@@ -709,7 +729,7 @@ static void rnd_rule(rm_request *q, lib_extra *x, allocs *A)
     default:
         break;
     }
-    rnd_pipeline(q, 1, q->Dq, concat, x, A);
+    rnd_pipeline(q, q->H ? q->H : 1, q->Dq, concat, x, A);
     rnd_hard(q, q->Lk);
 }
 
@@ -809,11 +829,12 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
     x.need_weights = chance(60);
     int mha = q.rule == RM_MULTIHEAD, threads = 1 + trial % 2;
     int64_t Dout = mha ? q.Dq : q.rule == RM_CONCAT ? q.Dout : q.Dv;
-    int64_t n_out = q.B * q.Lq * Dout;
-    int64_t n_w = (mha && !q.average_weights ? q.H : 1) * q.B * q.Lq * q.Lk;
+    int64_t heads = q.H ? q.H : 1; /* the rules' too */
+    int64_t n_out = (mha ? 1 : heads) * q.B * q.Lq * Dout;
+    int64_t n_w = (mha && q.average_weights ? 1 : heads) * q.B * q.Lq * q.Lk;
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)n_out));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)n_w));
-    int64_t n_lse = (mha ? q.H : 1) * q.B * q.Lq;
+    int64_t n_lse = heads * q.B * q.Lq;
     q.lse = gives_lse(&q) ? keep(&A, malloc(sizeof(double) * (size_t)n_lse)) : NULL;
     char name[512];
     describe(name, sizeof name, trial, &q, &x, threads);
@@ -1352,6 +1373,7 @@ static void rnd_bf16(rm_request *q, lib_extra *x, allocs *A)
         else
             rnd_rule(q, x, A);
     } while ((q->rule > RM_GENERAL && q->rule != RM_MULTIHEAD) || q->hard != RM_HARD_NONE ||
+             (q->rule != RM_MULTIHEAD && q->H) || /* bound_a reads rows by batch alone */
              q->sparsity.pattern != RM_SPARSE_NONE ||
              (bf16_short_q && q->Lq > (chance(50) ? 3 : 15)));
     if (q->rule != RM_MULTIHEAD && chance(50)) {
