@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 2
+#define ATTN_VERSION_MINOR 3
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -299,7 +299,7 @@ typedef enum { ATTN_PRECISION_FP32 = 0, ATTN_PRECISION_BF16 } attn_precision;
 typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map;
 
 /* What every rule shares after its scores are computed: the score
- * pipeline, for batch b, head h (h = 0 for the rules), query row i and key
+ * pipeline, for batch b, head h (h = 0 for the rules without heads), query row i and key
  * row j, in this order:
  *   1. s = the rule's score (scale included for scaled_dot and multi-head)
  *   2. softcap c > 0: s = c * tanh(s / c)
@@ -325,7 +325,7 @@ typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map
  * when there are more than 64 query rows); hard attention and the tanh
  * rules run row by row. */
 typedef struct {
-    attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); multi-head also (B,H,Lq,Lk) */
+    attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); with heads also (B,H,Lq,Lk) */
     attn_mask key_mask; /* (Lk) or (B,Lk); false = padding key */
     attn_tensor bias;   /* float, same shapes as mask, added to the scores */
     attn_align align;   /* where the diagonal of causal, window and ALiBi sits */
@@ -336,13 +336,13 @@ typedef struct {
     int64_t window_right; /* >= 0, or -1 for an unbounded side */
     float softcap;      /* >= FLT_MIN: step 2; 0: off; otherwise ATTN_ERR_PARAM */
     int alibi;          /* step 3's ALiBi term; the distance |i' - j| is taken in float */
-    const float *alibi_slopes; /* alibi: H slopes (1 for the rules), or NULL for the
+    const float *alibi_slopes; /* alibi: H slopes (the rules: 1, or H with heads), or NULL for the
                                 * ALiBi paper's slopes for H heads: 2^(-8h/H),
                                 * h = 1..H, for H a power of two; otherwise those
                                 * of n = 2^floor(log2 H), then the 1st, 3rd,
                                 * 5th... of 2n (H = 1: 2^-8) */
-    int64_t n_alibi_slopes; /* must be H (1 for the rules), else ATTN_ERR_PARAM "alibi" */
-    const float *sinks; /* step 5: H finite sink logits (1 for the rules), or NULL */
+    int64_t n_alibi_slopes; /* must be H (1 for the rules without heads), else ATTN_ERR_PARAM "alibi" */
+    const float *sinks; /* step 5: H finite sink logits (1 for the rules without heads), or NULL */
     int64_t n_sinks;    /* must be H, else ATTN_ERR_PARAM "sinks" */
     attn_rope rope;
     attn_sparsity sparsity;
@@ -362,7 +362,7 @@ typedef struct {
  * is the mix of s + (n + 1) * 0x9E3779B97F4A7C15. Sampling and BigBird each
  * start their own stream at the seed.
  *   Sampling: row n = (b * H + h) * Lq + i uses x = output n (H = 1 for the
- *   rules, concat included; whether or not the row has a key to attend). u = (x >> 11) * 2^-53; m = the largest
+ *   rules without heads, concat included; whether or not the row has a key to attend). u = (x >> 11) * 2^-53; m = the largest
  *   final score over the row's allowed keys; e_j = exp((s_j - m) / T) for
  *   allowed j, else 0; total = sum of e_j in index order, in double; the key
  *   drawn is the first allowed j whose running sum exceeds u * total.
@@ -427,9 +427,15 @@ int attn_kernel_defers_exp(void);
 
 typedef struct {
     attn_rule rule;
-    attn_tensor query; /* (Lq,Dq) or (B,Lq,Dq) */
-    attn_tensor key;   /* (Lk,Dk) or (B,Lk,Dk); concat: Lk = Lq */
-    attn_tensor value; /* (Lk,Dv) or (B,Lk,Dv); concat: (Lv,Dv) or (B,Lv,Dv) */
+    /* With heads, as torch's scaled_dot_product_attention takes them: query
+     * (B,H,Lq,Dq), key and value (B,Hkv,Lk,.) with Hkv dividing H (concat:
+     * Hkv = H); query head h reads key/value head h / (H/Hkv). Each (b, h)
+     * is attended on its own; output (B,H,Lq,Dout), weights (B,H,Lq,Lk),
+     * lse (B,H,Lq); mask and bias may then be (B,H,Lq,Lk), and alibi and
+     * sinks take H values. Since 1.3. */
+    attn_tensor query; /* (Lq,Dq), (B,Lq,Dq) or (B,H,Lq,Dq) */
+    attn_tensor key;   /* (Lk,Dk), (B,Lk,Dk) or (B,Hkv,Lk,Dk); concat: Lk = Lq */
+    attn_tensor value; /* (Lk,Dv), (B,Lk,Dv) or (B,Hkv,Lk,Dv); concat: Lv rows */
     const attn_named *params; /* all the rule's parameters, or n_params = 0 */
     size_t n_params;
     int has_scale;     /* scaled_dot only */
@@ -490,9 +496,9 @@ int attn_rule_takes(attn_rule rule, attn_option opt);
  * results without one. */
 typedef struct {
     int out_rank;
-    int64_t out_shape[ATTN_MAX_RANK]; /* (B,Lq,Dout) or (Lq,Dout) */
+    int64_t out_shape[ATTN_MAX_RANK]; /* (B,Lq,Dout) or (Lq,Dout); (B,H,Lq,Dout) */
     int w_rank;
-    int64_t w_shape[ATTN_MAX_RANK];   /* (B,Lq,Lk), multi-head (B,H,Lq,Lk) */
+    int64_t w_shape[ATTN_MAX_RANK];   /* (B,Lq,Lk); with heads, multi-head (B,H,Lq,Lk) */
     int64_t out_count;                /* floats the output buffer must hold */
     int64_t w_count;                  /* floats the weights buffer must hold (0 if not wanted) */
     /* The request's cost, as the computation will incur it: what a caller
