@@ -693,8 +693,9 @@ def all_cases(o):
     run_heads(o, "scaled_dot_heads_gqa", "scaled_dot", "(B, H, L, D) inputs, 6 query heads "
               "over 2 key/value heads, a (B, H, Lq, Lk) mask, causal", 2, 6, 2, 5, 7, 8, 3,
               mask_shape=(2, 6, 5, 7), causal=True)
-    run_heads(o, "dot_heads", "dot", "(B, H, L, D) inputs, 3 heads each, key_mask (B, Lk)",
-              2, 3, 3, 4, 6, 5, 2, key_mask=True)
+    run_heads(o, "dot_heads", "dot", "(B, H, L, D) inputs, 3 heads each, key_mask (B, Lk), "
+              "a (B, 1, Lq, Lk) mask for every head", 2, 3, 3, 4, 6, 5, 2, key_mask=True,
+              mask_shape=(2, 1, 4, 6))
     run_heads(o, "scaled_dot_heads_mqa", "scaled_dot", "(B, H, L, D) inputs, 4 query heads "
               "over one key/value head, a (Lq, Lk) mask, a custom scale", 1, 4, 1, 3, 5, 4, 6,
               mask_shape=(3, 5), scale=0.4)
