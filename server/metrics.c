@@ -284,6 +284,17 @@ void srv_metrics_text(srv_buf *b)
                       "attn_limit{name=\"max_inflight\"} %d\n",
                    srv_http_connections(), srv_cfg.max_connections, srv_cfg.max_per_ip,
                    srv_cfg.max_inflight);
+    long parsed, taken;
+    srv_body_early_counts(&parsed, &taken);
+    srv_buf_printf(b, "# HELP attn_json_early_parses_total Long JSON arrays (256 KB to 16 MB of text) "
+                      "parsed on a kept thread while a slow upload was still arriving.\n"
+                      "# TYPE attn_json_early_parses_total counter\n"
+                      "attn_json_early_parses_total %ld\n"
+                      "# HELP attn_json_early_parses_used_total Of those, the arrays whose tensor the "
+                      "request then used (the rest went with a body that was dropped or refused).\n"
+                      "# TYPE attn_json_early_parses_used_total counter\n"
+                      "attn_json_early_parses_used_total %ld\n",
+                   parsed, taken);
     process_metrics(b);
     srv_buf_printf(b, "# HELP attn_kernels_info The attention kernels this process runs: instruction-set variant, deferred exponentials (ATTN_ISA, ATTN_DEFER_EXP).\n"
                       "# TYPE attn_kernels_info gauge\n"

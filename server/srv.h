@@ -331,7 +331,7 @@ long srv_scan_joins(void);
  * array parsed early (body.c) is the tensor srv_scan would have made. */
 const char *srv_scan_array(const char *p, const char *end, srv_blob *b);
 /* How many arrays were parsed while their body was still coming, and how
- * many of those srv_scan took (the tests check both). */
+ * many of those srv_scan took (the tests and /metrics read both). */
 void srv_body_early_counts(long *parsed, long *taken);
 /* For the tests: waits until every array of b handed to a thread to parse
  * early has been parsed (srv_scan would otherwise do those not yet

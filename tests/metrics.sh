@@ -201,6 +201,26 @@ limit=$(sample 'attn_limit{name="max_connections"}')
 open=$(sample attn_connections_open)
 [ "$open" -ge 1 ] 2>/dev/null || fail "attn_connections_open is $open during a scrape, want at least 1"
 echo "refused requests 1, connections limit 77 and $open open: as sent and set"
+# A slow upload (curl's pace, 10 MB/s) of a body whose arrays each hold
+# 512 x 64 numbers (about 330 KB of text): the server parses each one that
+# closes while the rest still comes, and the request uses them.
+"$PY" -c '
+import json, random
+random.seed(7)
+t = [[[random.uniform(-1, 1) for _ in range(64)] for _ in range(512)]]
+print(json.dumps({"query": t, "key": t, "value": t, "need_weights": False}))' >"$DIR/paced.json"
+early0=$(sample attn_json_early_parses_total)
+used0=$(sample attn_json_early_parses_used_total)
+code=$(curl -s -m 30 -o /dev/null -w '%{http_code}' --limit-rate 10M -H 'Content-Type: application/json' \
+    --data-binary "@$DIR/paced.json" "http://127.0.0.1:$PORT/attention/dot")
+[ "$code" = 200 ] || fail "the paced upload answered $code"
+scrape metrics_paced.txt
+early=$(( $(sample attn_json_early_parses_total metrics_paced.txt) - early0 ))
+used=$(( $(sample attn_json_early_parses_used_total metrics_paced.txt) - used0 ))
+[ "$early" -ge 1 ] && [ "$used" -ge 1 ] && [ "$used" -le "$early" ] \
+    || fail "a body paced at 10 MB/s: $early arrays parsed early and $used used, want at least 1 of each"
+echo "a paced upload: $early arrays parsed while it came, $used used"
+
 # The build and the process, each against what the system says itself.
 want_version=$(sed -n 's/^  version: //p' openapi.yaml | head -1)
 [ "$(sample "attn_build_info{version=\"$want_version\",libattn=\"$(sed -n 's/^#define ATTN_VERSION_\(MAJOR\|MINOR\|PATCH\) //p' lib/attn.h | paste -sd.)\"}")" = 1 ] \
