@@ -391,7 +391,7 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         return srv_fail(e, 400, "invalid_json", "", "the body is not valid JSON: %s", je.text);
-    tr_args a;
+    tr_args a = {.text = NULL}; /* gcc -O3 cannot see that tr_parse fills it when it returns 0 */
     int32_t ids[512 + 1];
     int n = 0, rc = tr_parse(root, in, &a, e);
     if (!rc)

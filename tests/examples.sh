@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/examples.sh - runs the example clients (Python, the Python decode session, the split-context join
-# by log-sum-exp, JavaScript in Node, curl)
+# by log-sum-exp, grouped-query attention with heads, JavaScript in Node, curl)
 # and README.md's curl examples (tests/readme_examples.py) against a live server.
 #
 # Usage: tests/examples.sh SERVER_BINARY [BUILD_DIR]     (make test-examples)
@@ -56,6 +56,7 @@ run() { # run NAME COMMAND...: one client, its output kept in build/
 run python "$PY" examples/python_client.py "$BASE"
 run session-python "$PY" examples/session_decode.py "$BASE"
 run lse-join "$PY" examples/lse_join.py "$BASE"
+run sdpa-heads "$PY" examples/sdpa_heads.py "$BASE"
 run js node examples/js_client.mjs "$BASE"
 run curl sh examples/curl.sh "$BASE"
 # README.md's curl examples, each answer against the one it prints
