@@ -27,9 +27,9 @@
  * read (and their errors found) in this order, and KServe lists its inputs
  * in it. */
 static const srv_field fields[] = {
-    {"query", SRV_FT_TENSOR, S(QUERY), BOTH | SS | BODY | KSI | RA | RM | RS, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries"},
-    {"key", SRV_FT_TENSOR, S(KEY), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent)"},
-    {"value", SRV_FT_TENSOR, S(VALUE), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent)"},
+    {"query", SRV_FT_TENSOR, S(QUERY), BOTH | SS | BODY | KSI | RA | RM | RS, 0, "(B, Lq, Dq)", "(B, Lq, E)", "the queries; /attention also takes heads, (B, H, Lq, Dq)"},
+    {"key", SRV_FT_TENSOR, S(KEY), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dk)", "(B, Lk, kdim)", "the keys (multi-head: query when absent); with heads (B, Hkv, Lk, Dk), Hkv dividing H"},
+    {"value", SRV_FT_TENSOR, S(VALUE), BOTH | SS | BODY | KSI | RA | RS, 0, "(B, Lk, Dv)", "(B, Lk, vdim)", "the values (multi-head: query when absent); with heads (B, Hkv, Lk, Dv)"},
     {"mask", SRV_FT_MASK, S(MASK), BOTH | BODY | KSI, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "true where a query may attend to a key"},
     {"key_mask", SRV_FT_MASK, S(KEY_MASK), BOTH | BODY | KSI, 0, "(B, Lk)", "(B, Lk)", "false for padding keys"},
     {"bias", SRV_FT_TENSOR, S(BIAS), BOTH | BODY | KSI, 0, "(B, Lq, Lk)", "(B, H, Lq, Lk)", "added to the scores"},
