@@ -167,19 +167,31 @@ static int64_t rnd_len(void)
     return next_u() % 3 == 0 ? rnd_int(1, 140) : some[next_u() % 12];
 }
 
+/* (B, H, L, D): a request with heads. */
+static attn_tensor tensor4(int64_t B, int64_t H, int64_t L, int64_t D, const float *data)
+{
+    attn_tensor t = tensor3(1, B, L, D, data);
+    t.rank = 4;
+    t.shape[1] = H;
+    t.shape[2] = L;
+    t.shape[3] = D;
+    return t;
+}
+
 static void random_linear(int it)
 {
-    int batched = (int)(next_u() % 2);
+    int batched = (int)(next_u() % 2), heads = batched && next_u() % 3 == 0;
     int64_t B = batched ? rnd_int(1, 3) : 1, Lq = rnd_len(), Lk = rnd_len();
-    int64_t D = rnd_int(1, 20), Dv = rnd_int(1, 40);
-    float *q = rnd_floats(B * Lq * D, 2.0f), *k = rnd_floats(B * Lk * D, 2.0f);
-    float *v = rnd_floats(B * Lk * Dv, 1.0f);
+    int64_t H = heads ? rnd_int(1, 4) : 1, Hkv = H % 2 == 0 && next_u() % 2 ? H / 2 : next_u() % 3 ? H : 1;
+    int64_t D = rnd_int(1, 20), Dv = rnd_int(1, 40), nq = B * H, nk = B * Hkv;
+    float *q = rnd_floats(nq * Lq * D, 2.0f), *k = rnd_floats(nk * Lk * D, 2.0f);
+    float *v = rnd_floats(nk * Lk * Dv, 1.0f);
     int km_rank = (int)(next_u() % 3);
     uint8_t *km = rnd_mask(B * Lk, 75);
     attn_request r = attn_request_default(ATTN_RULE_LINEAR);
-    r.query = tensor3(batched, B, Lq, D, q);
-    r.key = tensor3(batched, B, Lk, D, k);
-    r.value = tensor3(batched, B, Lk, Dv, v);
+    r.query = heads ? tensor4(B, H, Lq, D, q) : tensor3(batched, B, Lq, D, q);
+    r.key = heads ? tensor4(B, Hkv, Lk, D, k) : tensor3(batched, B, Lk, D, k);
+    r.value = heads ? tensor4(B, Hkv, Lk, Dv, v) : tensor3(batched, B, Lk, Dv, v);
     r.opt.causal = (int)(next_u() % 2);
     r.opt.align = next_u() % 2 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
     r.opt.feature_map = next_u() % 2 ? ATTN_FM_RELU : ATTN_FM_ELU;
@@ -198,21 +210,24 @@ static void random_linear(int it)
     memset(&m, 0, sizeof m);
     m.rule = RM_LINEAR;
     m.B = B; m.Lq = Lq; m.Lk = Lk; m.Dq = m.Dk = D; m.Dv = Dv;
-    double *dq = to_d(q, B * Lq * D), *dk = to_d(k, B * Lk * D), *dv = to_d(v, B * Lk * Dv);
+    m.H = heads ? H : 0;
+    m.Hkv = heads ? Hkv : 0;
+    double *dq = to_d(q, nq * Lq * D), *dk = to_d(k, nk * Lk * D), *dv = to_d(v, nk * Lk * Dv);
     m.query = dq; m.key = dk; m.value = dv;
     m.key_mask = r.opt.key_mask.rank ? km : NULL;
     m.key_mask_rank = r.opt.key_mask.rank;
     m.causal = r.opt.causal;
     m.align = r.opt.align == ATTN_ALIGN_BOTTOM_RIGHT ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
     m.feature_map = r.opt.feature_map == ATTN_FM_RELU ? RM_FM_RELU : RM_FM_ELU;
-    double *ro = malloc(sizeof(double) * (size_t)(B * Lq * Dv));
-    double *rw = malloc(sizeof(double) * (size_t)(B * Lq * Lk));
+    double *ro = malloc(sizeof(double) * (size_t)(nq * Lq * Dv));
+    double *rw = malloc(sizeof(double) * (size_t)(nq * Lq * Lk));
 
-    char name[200];
+    char name[240];
     snprintf(name, sizeof name,
-             "random linear #%d (B %lld%s, Lq %lld, Lk %lld, D %lld, Dv %lld, %s%s%s, key_mask "
-             "rank %d%s)",
-             it, (long long)B, batched ? "" : " unbatched", (long long)Lq, (long long)Lk,
+             "random linear #%d (B %lld%s, H %lld/%lld, Lq %lld, Lk %lld, D %lld, Dv %lld, %s%s%s, "
+             "key_mask rank %d%s)",
+             it, (long long)B, batched ? "" : " unbatched", heads ? (long long)H : 0LL,
+             (long long)Hkv, (long long)Lq, (long long)Lk,
              (long long)D, (long long)Dv, r.opt.feature_map ? "relu" : "elu",
              r.opt.causal ? ", causal" : "",
              r.opt.causal ? (r.opt.align ? " bottom_right" : " top_left") : "",
@@ -224,9 +239,9 @@ static void random_linear(int it)
     int ref = rm_compute(&m, ro, rw, NULL, NULL);
     check(st == ATTN_OK && ref == 0, name, "computes: ", st == ATTN_OK ? "reference failed" : e.message);
     if (st == ATTN_OK && ref == 0) {
-        compare(name, "output", out, ro, B * Lq * Dv);
+        compare(name, "output", out, ro, nq * Lq * Dv);
         if (r.opt.need_weights)
-            compare(name, "weights", w, rw, B * Lq * Lk);
+            compare(name, "weights", w, rw, nq * Lq * Lk);
     }
     free(out); free(w); free(q); free(k); free(v); free(km);
     free(dq); free(dk); free(dv); free(ro); free(rw);
