@@ -325,8 +325,9 @@ typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map
  * when there are more than 64 query rows); hard attention and the tanh
  * rules run row by row. */
 typedef struct {
-    attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); with heads also (B,H,Lq,Lk) or
-                         * (B,1,Lq,Lk), the same for every head */
+    attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); with heads also (B,H,Lq,Lk), B
+                         * and H each either that or 1 (the same plane for
+                         * every batch row or head, as PyTorch broadcasts) */
     attn_mask key_mask; /* (Lk) or (B,Lk); false = padding key */
     attn_tensor bias;   /* float, same shapes as mask, added to the scores */
     attn_align align;   /* where the diagonal of causal, window and ALiBi sits */

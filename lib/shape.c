@@ -90,8 +90,8 @@ attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
 }
 
 /* A mask-shaped operand (mask or bias): (Lq,Lk), (B,Lq,Lk), or with H > 0
- * also (B,H,Lq,Lk) and (B,1,Lq,Lk) (one for every head, as PyTorch
- * broadcasts it). */
+ * also (B,H,Lq,Lk), where B and H may each be 1 (one for every batch row
+ * or head, as PyTorch broadcasts it). */
 static attn_status check_maskish(const char *name, int rank, const int64_t *shape,
                                  int has_data, int64_t B, int64_t H, int64_t Lq,
                                  int64_t Lk, const char *lk, attn_error *err)
@@ -104,7 +104,8 @@ static attn_status check_maskish(const char *name, int rank, const int64_t *shap
     else if (rank == 3)
         ok = shape[0] == B && shape[1] == Lq && shape[2] == Lk;
     else if (rank == 4 && H > 0)
-        ok = shape[0] == B && (shape[1] == H || shape[1] == 1) && shape[2] == Lq && shape[3] == Lk;
+        ok = (shape[0] == B || shape[0] == 1) && (shape[1] == H || shape[1] == 1) &&
+             shape[2] == Lq && shape[3] == Lk;
     if (!ok) {
         char got[96];
         attn_fmt_shape(got, sizeof got, rank, shape);
@@ -112,7 +113,7 @@ static attn_status check_maskish(const char *name, int rank, const int64_t *shap
             return attn_fail(err, ATTN_ERR_SHAPE, name,
                              "%s has shape %s but must be (Lq, %s) = (%lld, %lld), (B, Lq, %s) "
                              "= (%lld, %lld, %lld) or (B, H, Lq, %s) = (%lld, %lld, %lld, %lld) "
-                             "(H may be 1: the same for every head)",
+                             "(B and H may each be 1: the same for every batch row or head)",
                              name, got, lk, (long long)Lq, (long long)Lk, lk, (long long)B,
                              (long long)Lq, (long long)Lk, lk, (long long)B, (long long)H,
                              (long long)Lq, (long long)Lk);
@@ -261,15 +262,15 @@ attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
     return ATTN_OK;
 }
 
-/* Where (b, h)'s (Lq, Lk) plane starts in a mask-shaped operand. */
-static int64_t slice_at(int rank, const int64_t *shape, int64_t b, int64_t h, int64_t H,
-                        int64_t plane)
+/* Where (b, h)'s (Lq, Lk) plane starts in a mask-shaped operand (of rank
+ * 4, a first or second dimension of 1 serves every batch row or head). */
+static int64_t slice_at(int rank, const int64_t *shape, int64_t b, int64_t h, int64_t plane)
 {
     if (rank == 2)
         return 0;
-    if (rank == 3 || shape[1] == 1)
+    if (rank == 3)
         return b * plane;
-    return (b * H + h) * plane;
+    return ((shape[0] == 1 ? 0 : b) * shape[1] + (shape[1] == 1 ? 0 : h)) * plane;
 }
 
 void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
@@ -278,11 +279,11 @@ void attn_masks_at(const attn_options *o, int64_t b, int64_t h, int64_t H,
     int64_t plane = Lq * Lk; /* validated by the caller's plan */
     memset(m, 0, sizeof *m);
     if (o->mask.rank) {
-        m->mask = o->mask.data + slice_at(o->mask.rank, o->mask.shape, b, h, H, plane);
+        m->mask = o->mask.data + slice_at(o->mask.rank, o->mask.shape, b, h, plane);
         m->mask_stride = Lk;
     }
     if (o->bias.rank) {
-        m->bias = o->bias.data + slice_at(o->bias.rank, o->bias.shape, b, h, H, plane);
+        m->bias = o->bias.data + slice_at(o->bias.rank, o->bias.shape, b, h, plane);
         m->bias_stride = Lk;
     }
     if (o->key_mask.rank)

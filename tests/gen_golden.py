@@ -691,8 +691,8 @@ def all_cases(o):
              2, 3, 4, 5, 5, 2, scale=0.3)
     run_rule(o, "dot_single", "dot", "Lq = Lk = D = 1", None, 1, 1, 1, 1, 1)
     run_heads(o, "scaled_dot_heads_gqa", "scaled_dot", "(B, H, L, D) inputs, 6 query heads "
-              "over 2 key/value heads, a (B, H, Lq, Lk) mask, causal", 2, 6, 2, 5, 7, 8, 3,
-              mask_shape=(2, 6, 5, 7), causal=True)
+              "over 2 key/value heads, a (1, H, Lq, Lk) mask for every batch row, causal",
+              2, 6, 2, 5, 7, 8, 3, mask_shape=(1, 6, 5, 7), causal=True)
     run_heads(o, "dot_heads", "dot", "(B, H, L, D) inputs, 3 heads each, key_mask (B, Lk), "
               "a (B, 1, Lq, Lk) mask for every head", 2, 3, 3, 4, 6, 5, 2, key_mask=True,
               mask_shape=(2, 1, 4, 6))

@@ -372,14 +372,16 @@ static void linear(const double *W, const double *b, const double *x, int64_t ro
 }
 
 /* The (Lq, Lk) slice of a mask or bias of rank 2, 3 or 4 for (b, h);
- * one_head: rank 4 holds one head, (B, 1, Lq, Lk). */
-static size_t slice_at(int rank, int one_head, int64_t b, int64_t h, int64_t H, int64_t Lq,
-                       int64_t Lk)
+ * one_batch, one_head: rank 4 holds one batch row, one head. */
+static size_t slice_at(int rank, int one_batch, int one_head, int64_t b, int64_t h, int64_t H,
+                       int64_t Lq, int64_t Lk)
 {
     if (rank == 2)
         return 0;
-    if (rank == 3 || one_head)
+    if (rank == 3)
         return (size_t)(b * Lq * Lk);
+    if (one_batch || one_head)
+        return (size_t)(((one_batch ? 0 : b) * (one_head ? 1 : H) + (one_head ? 0 : h)) * Lq * Lk);
     return (size_t)((b * H + h) * Lq * Lk);
 }
 
@@ -505,8 +507,10 @@ static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H,
     hd->temperature = r->temperature > 0.0 ? r->temperature : 1.0;
     hd->seed = r->seed;
     hd->draw_base = (uint64_t)((b * H + h) * Lq);
-    hd->mask = r->mask ? r->mask + slice_at(r->mask_rank, r->mask_one_head, b, h, H, Lq, Lk) : NULL;
-    hd->bias = r->bias ? r->bias + slice_at(r->bias_rank, r->bias_one_head, b, h, H, Lq, Lk) : NULL;
+    hd->mask = r->mask ? r->mask + slice_at(r->mask_rank, r->mask_one_batch, r->mask_one_head, b, h,
+                                            H, Lq, Lk) : NULL;
+    hd->bias = r->bias ? r->bias + slice_at(r->bias_rank, r->bias_one_batch, r->bias_one_head, b, h,
+                                            H, Lq, Lk) : NULL;
     hd->key_mask = r->key_mask ? r->key_mask + (r->key_mask_rank == 2 ? b * Lk : 0) : NULL;
     hd->sparse = sparse;
     hd->lse = r->lse ? r->lse + (b * H + h) * Lq : NULL;

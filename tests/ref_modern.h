@@ -246,17 +246,18 @@ typedef struct {
     int linear;               /* multi-head: linear attention per head */
     rm_feature_map feature_map;
 
-    /* Options. mask and bias: rank 2 (Lq,Lk), 3 (B,Lq,Lk) or 4 (B,H,Lq,Lk),
-     * or (B,1,Lq,Lk) when its one_head is set (every head reads batch row
-     * b's plane); key_mask rank 1 (Lk) or 2 (B,Lk). */
+    /* Options. mask and bias: rank 2 (Lq,Lk), 3 (B,Lq,Lk) or 4 (B,H,Lq,Lk);
+     * of rank 4, B is 1 when its one_batch is set and H is 1 when its
+     * one_head is (that plane serves every batch row or head); key_mask
+     * rank 1 (Lk) or 2 (B,Lk). */
     int has_scale;
     double scale;
     const uint8_t *mask;
-    int mask_rank, mask_one_head;
+    int mask_rank, mask_one_batch, mask_one_head;
     const uint8_t *key_mask;
     int key_mask_rank;
     const double *bias;
-    int bias_rank, bias_one_head;
+    int bias_rank, bias_one_batch, bias_one_head;
     int causal;
     rm_align align;
     int has_window;

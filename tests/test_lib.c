@@ -1159,8 +1159,8 @@ static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64
         s[2] = Lk;
         o->mask = rnd_mask(pl, 3, s, 0.8);
     } else if (kind == 3) {
-        s[0] = B;
-        s[1] = rnd_int(0, 2) ? H : 1; /* (B, 1, Lq, Lk): the same for every head */
+        s[0] = rnd_int(0, 2) ? B : 1; /* a dimension of 1: the same for every batch row */
+        s[1] = rnd_int(0, 2) ? H : 1; /* or head, as PyTorch broadcasts */
         s[2] = Lq;
         s[3] = Lk;
         o->mask = rnd_mask(pl, 4, s, 0.8);
@@ -1182,7 +1182,7 @@ static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64
         s[2] = Lk;
         o->bias = rnd_tensor(pl, 3, s, 2.0f);
     } else if (kind == 3 && batched && H) {
-        s[0] = B;
+        s[0] = rnd_int(0, 2) ? B : 1;
         s[1] = rnd_int(0, 2) ? H : 1;
         s[2] = Lq;
         s[3] = Lk;

@@ -149,9 +149,10 @@ static void add_param(lib_req *L, const char *name, int rank, int64_t a, int64_t
 }
 
 /* A mask-shaped operand's shape: rank 2 (Lq,Lk), 3 (B,Lq,Lk), 4 (B,H,Lq,Lk). */
-static void maskish_shape(int rank, const rm_request *q, int64_t H, int64_t *s)
+/* A mask-shaped operand's shape: rank 4 with B batch rows (1 or q->B) and H heads. */
+static void maskish_shape(int rank, const rm_request *q, int64_t B, int64_t H, int64_t *s)
 {
-    int64_t full[4] = {q->B, H, q->Lq, q->Lk};
+    int64_t full[4] = {B, H, q->Lq, q->Lk};
     const int64_t *from = rank == 4 ? full : rank == 3 ? (int64_t[3]){q->B, q->Lq, q->Lk}
                                                        : full + 2;
     memcpy(s, from, sizeof(int64_t) * (size_t)rank);
@@ -162,7 +163,8 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
     attn_options o = attn_options_default();
     if (q->mask) {
         o.mask.rank = q->mask_rank;
-        maskish_shape(q->mask_rank, q, q->mask_one_head ? 1 : H, o.mask.shape);
+        maskish_shape(q->mask_rank, q, q->mask_one_batch ? 1 : q->B, q->mask_one_head ? 1 : H,
+                      o.mask.shape);
         o.mask.data = q->mask;
     }
     if (q->key_mask) {
@@ -172,10 +174,10 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
         o.key_mask.data = q->key_mask;
     }
     if (q->bias) {
-        int64_t hb = q->bias_one_head ? 1 : H;
-        int64_t n = (q->bias_rank == 4 ? q->B * hb : q->bias_rank == 3 ? q->B : 1) * q->Lq * q->Lk;
+        int64_t bb = q->bias_one_batch ? 1 : q->B, hb = q->bias_one_head ? 1 : H;
+        int64_t n = (q->bias_rank == 4 ? bb * hb : q->bias_rank == 3 ? q->B : 1) * q->Lq * q->Lk;
         o.bias.rank = q->bias_rank;
-        maskish_shape(q->bias_rank, q, hb, o.bias.shape);
+        maskish_shape(q->bias_rank, q, bb, hb, o.bias.shape);
         o.bias.data = fl(A, q->bias, n);
     }
     o.causal = q->causal;
@@ -615,8 +617,10 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
     int64_t B = q->B, Lq = q->Lq, Lk = q->Lk;
     if (chance(20)) {
         int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
-        q->mask_one_head = rank == 4 && chance(30); /* (B, 1, Lq, Lk) */
-        q->mask = rnd_bytes(A, (rank == 4 ? B * (q->mask_one_head ? 1 : H) : rank == 3 ? B : 1) * Lq * Lk, 80);
+        q->mask_one_batch = rank == 4 && chance(30); /* (1, H, Lq, Lk) */
+        q->mask_one_head = rank == 4 && chance(30);  /* (B, 1, Lq, Lk) */
+        int64_t mb = q->mask_one_batch ? 1 : B, mh = q->mask_one_head ? 1 : H;
+        q->mask = rnd_bytes(A, (rank == 4 ? mb * mh : rank == 3 ? B : 1) * Lq * Lk, 80);
         q->mask_rank = rank;
     }
     if (concat)
@@ -627,8 +631,10 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
     }
     if (chance(20)) {
         int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
+        q->bias_one_batch = rank == 4 && chance(30);
         q->bias_one_head = rank == 4 && chance(30);
-        q->bias = rnd_doubles(A, (rank == 4 ? B * (q->bias_one_head ? 1 : H) : rank == 3 ? B : 1) * Lq * Lk, 2.0);
+        int64_t bb = q->bias_one_batch ? 1 : B, bh = q->bias_one_head ? 1 : H;
+        q->bias = rnd_doubles(A, (rank == 4 ? bb * bh : rank == 3 ? B : 1) * Lq * Lk, 2.0);
         q->bias_rank = rank;
     }
     q->align = chance(50) ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
