@@ -311,8 +311,9 @@ async function run() {
 
 // Weights -> per-head matrices of one batch element: b when the weights are
 // batched and b is in range, else element 0. Multi-head weights have a head
-// dimension unless the request averaged them over the heads. Returns {mats,
-// note, batch, batches}; batches is 0 when the weights have no batch
+// dimension unless the request averaged them over the heads, and so do a
+// rule's when its query has heads, (B, H, Lq, Dq): (B, H, Lq, Lk). Returns
+// {mats, note, batch, batches}; batches is 0 when the weights have no batch
 // dimension.
 function weightMatrices(rule, request, response, b = 0) {
   if (!response || !('weights' in response)) throw new Error('the response has no "weights" (was need_weights false?)');
@@ -320,7 +321,7 @@ function weightMatrices(rule, request, response, b = 0) {
   const r = t.shape.length;
   let note = '', batch = 0, batches = 0;
   let mats = toMatrices(t);
-  const multi = rule === 'multihead' && !(request && request.average_weights);
+  const multi = (rule === 'multihead' && !(request && request.average_weights)) || r === 4;
   if ((!multi && r === 3) || (multi && r === 4)) {
     const per = multi ? t.shape[1] : 1;
     batches = t.shape[0];

@@ -493,6 +493,30 @@ try {
     await expectHeatmap(page, await weightsOf('/attention/scaled_dot', { ...ex, seed: 0 }), 'pasted example');
   });
 
+  await test('a pasted request with heads, (B, H, L, D) as torch SDPA takes: each head drawn as multi-head\'s are', async () => {
+    await fresh();
+    await setMode('paste');
+    // 3 query heads over one key/value head (multi-query), a batch of two
+    const q = [[[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 0], [2, 0]], [[0.5, 0.5], [1, -1], [0, 0]]],
+               [[[0, 0], [1, 1], [2, 1]], [[1, 2], [0, 1], [1, 0]], [[-1, 0], [0, -1], [1, 1]]]];
+    const k = [[[[1, 0], [0, 1], [1, 1], [0, 2]]], [[[2, 0], [0, 1], [1, -1], [1, 1]]]];
+    const body = { query: q, key: k, value: k };
+    await page.fill('#paste', JSON.stringify(body));
+    await page.click('#paste-run');
+    await page.waitForFunction(() => document.querySelector('#err-paste').textContent === '' &&
+      document.querySelectorAll('#heads-grid .head-thumb').length > 0, null, { timeout: 30000 });
+    const w = await weightsOf('/attention/scaled_dot', { ...body, seed: 0 });
+    assert(w.length === 2 && w[0].length === 3, `API weights not (2, 3, Lq, Lk): ${JSON.stringify(w).slice(0, 80)}`);
+    const thumbs = await page.$$eval('#heads-grid .head-thumb', e => e.length);
+    assert(thumbs === 4, `${thumbs} thumbnails (3 heads + mean)`);
+    await expectHeatmap(page, w[0][0], 'batch 0, head 0');
+    await page.click('#heads-grid .head-thumb[data-head="2"]');
+    await expectHeatmap(page, w[0][2], 'batch 0, head 2');
+    await page.fill('#batch', '1');
+    await page.dispatchEvent('#batch', 'input');
+    await expectHeatmap(page, w[1][2], 'batch 1, head 2');
+  });
+
   await test('a saved API response loads and renders', async () => {
     await fresh();
     const saved = await api('/multihead', sentenceBody('a cat sat', { num_heads: 2 }));
