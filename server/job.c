@@ -3,6 +3,7 @@
  * arena buffers. */
 #include "srv.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,35 @@ int srv_check_work(double flops, srv_err *e)
                     "computes at most %.3g per request (ATTN_MAX_WORK): send shorter sequences, "
                     "fewer heads or a smaller batch, or split the request",
                     flops, srv_cfg.max_work);
+}
+
+/* Each (batch, head) slice costs the kernels a fixed part beside its
+ * flops (its set-up, the queries' packing, the output's store): 2.2 us a
+ * slice for 4M one-row slices ((4000000, 1, 1) dot, 21 MB of base64: 8.7 s
+ * of compute and 2.3 GB of job descriptions, this host), what some 4e5
+ * floating-point operations take. So a request may have as many slices as
+ * ATTN_MAX_WORK buys at that rate, and at least 65536. */
+#define SLICE_FLOPS 4e5
+#define MIN_SLICES 65536.0
+
+static double job_slices(const srv_job *j)
+{
+    double n = j->kind == SRV_JOB_MULTIHEAD ? (double)j->u.mha.num_heads : 1.0;
+    for (int i = 0; i + 2 < j->sh.out_rank; i++) /* the output's leading dimensions */
+        n *= (double)j->sh.out_shape[i];
+    return n;
+}
+
+static int check_slices(const srv_job *j, srv_err *e)
+{
+    double n = job_slices(j), cap = fmax(MIN_SLICES, floor(srv_cfg.max_work / SLICE_FLOPS));
+    if (n <= cap)
+        return 0;
+    return srv_fail(e, 413, "too_large", "query",
+                    "the request has %.0f (batch, head) slices; this server computes at most %.0f "
+                    "per request (each costs about what %.0g floating-point operations do, beside "
+                    "its own: ATTN_MAX_WORK / %.0g, at least %.0f): send fewer, longer sequences",
+                    n, cap, SLICE_FLOPS, SLICE_FLOPS, MIN_SLICES);
 }
 
 /* Seeded parameters are allocated and filled before the computation:
@@ -220,7 +250,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
      * what seeding would make, so every cap is checked before any of the
      * job's memory is taken. */
     if (plan(j, e) || srv_check_result(&j->sh, e) || check_seed_size(j, e) ||
-        srv_check_work(j->sh.flops, e) || seed(call, j, e))
+        srv_check_work(j->sh.flops, e) || check_slices(j, e) || seed(call, j, e))
         return -1;
     call->t_parse = srv_now_ms() - call->t0;
     /* held through the answer's encoding, the largest part of its memory */
