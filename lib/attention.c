@@ -56,6 +56,17 @@ typedef struct {
 
 static const attn_front rule_front;
 
+/* Slices run in groups of at most this many head jobs, whose descriptions
+ * and per-job kernel scratch are taken for one group, not for every slice
+ * at once: 400000 one-row slices took 230 MB of them, which the context
+ * then kept. A group of 4096 keeps every thread busy. */
+#define RULE_GROUP 4096
+
+static int64_t group_of(const plan *pl)
+{
+    return pl->nq < RULE_GROUP ? pl->nq : RULE_GROUP;
+}
+
 /* Matches the given parameters against the rule's table: unknown names,
  * duplicates and missing required ones are ATTN_ERR_PARAM. */
 static attn_status bind_params(const attn_rule_info *info, const attn_named *given,
@@ -487,9 +498,9 @@ static void rule_lay_out(void *p, attn_ws *ws)
     int linear = pl->req.rule == ATTN_RULE_LINEAR;
     if (ws->base) {
         if (linear)
-            attn_linear_take(ws, pl->nq, NULL, pl->req.opt.causal, &pl->heads);
+            attn_linear_take(ws, group_of(pl), NULL, pl->req.opt.causal, &pl->heads);
         else
-            attn_heads_take(ws, pl->nq, NULL, &pl->heads);
+            attn_heads_take(ws, group_of(pl), NULL, &pl->heads);
         return;
     }
     attn_gemm_call g[2]; /* measuring: what the kernels will ask */
@@ -501,20 +512,19 @@ static void rule_lay_out(void *p, attn_ws *ws)
     model.kind = rule_kind(pl, &model.d);
     model.dv = d->Dv;
     if (linear)
-        attn_linear_take(ws, pl->nq, &model, pl->req.opt.causal, &pl->heads);
+        attn_linear_take(ws, group_of(pl), &model, pl->req.opt.causal, &pl->heads);
     else
-        attn_heads_take(ws, pl->nq, &model, &pl->heads);
+        attn_heads_take(ws, group_of(pl), &model, &pl->heads);
 }
 
-/* Slice r = b H + h's head (batch row b, query head h; h = 0 without
- * heads): the rule's score and where its output goes. Its key and value
- * rows are slice kr of theirs: head h / (H / Hkv) of batch row b. */
-static void rule_head(const plan *pl, int64_t r, float *out, float *w)
+/* Slice r = b H + h's head into j (batch row b, query head h; h = 0
+ * without heads): the rule's score and where its output goes. Its key and
+ * value rows are slice kr of theirs: head h / (H / Hkv) of batch row b. */
+static void rule_head(const plan *pl, int64_t r, attn_head_job *j, float *out, float *w)
 {
     const attn_dims *d = &pl->d;
     int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
     int64_t b = r / d->H, h = r % d->H, kr = b * d->Hkv + h / (d->H / d->Hkv);
-    attn_head_job *j = &pl->heads.jobs[r];
     attn_head_init(j, &pl->req.opt, b, h, d->H, Lq, lkeys, w ? w + r * Lq * lkeys : NULL);
     j->lse = pl->lse ? pl->lse + r * Lq : NULL;
     j->kind = rule_kind(pl, &kd);
@@ -576,13 +586,19 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
         rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, pl->nq * d->Lq * pl->lkeys);
-    for (int64_t r = 0; r < pl->nq; r++)
-        rule_head(pl, r, out, pl->req.opt.need_weights ? w : NULL);
-    attn_status st = pl->req.rule == ATTN_RULE_LINEAR
-                   ? attn_linear_run(ex, &pl->heads, (size_t)pl->nq, &pl->req.opt, err)
-                   : attn_exec_heads(ex, &pl->heads, (size_t)pl->nq, err);
-    if (st != ATTN_OK || pl->req.rule != ATTN_RULE_CONCAT)
-        return st;
+    for (int64_t r0 = 0; r0 < pl->nq; r0 += RULE_GROUP) {
+        size_t n = (size_t)(pl->nq - r0 < RULE_GROUP ? pl->nq - r0 : RULE_GROUP);
+        for (size_t r = 0; r < n; r++)
+            rule_head(pl, r0 + (int64_t)r, &pl->heads.jobs[r], out,
+                      pl->req.opt.need_weights ? w : NULL);
+        attn_status st = pl->req.rule == ATTN_RULE_LINEAR
+                       ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)
+                       : attn_exec_heads(ex, &pl->heads, n, err);
+        if (st != ATTN_OK)
+            return st;
+    }
+    if (pl->req.rule != ATTN_RULE_CONCAT)
+        return ATTN_OK;
     attn_exec_gemms(ex, g, rule_out_gemms(pl, out, g));
     add_into(out, pl->out2, pl->nq * d->Lq * pl->dout);
     return ATTN_OK;

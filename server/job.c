@@ -69,13 +69,13 @@ int srv_check_work(double flops, srv_err *e)
 }
 
 /* Each (batch, head) slice costs the kernels a fixed part beside its
- * flops (its set-up, the queries' packing, the output's store): 2.2 us a
- * slice for 4M one-row slices ((4000000, 1, 1) dot, 21 MB of base64: 8.7 s
- * of compute and 2.3 GB of job descriptions, this host), what some 4e5
- * floating-point operations take. So a request may have as many slices as
- * ATTN_MAX_WORK buys at that rate, and at least 65536. */
-#define SLICE_FLOPS 4e5
-#define MIN_SLICES 65536.0
+ * flops (its job's set-up, the queries' packing, the output's store):
+ * 0.2 us a slice, 400000 one-row slices taking 77-94 ms (this host), what
+ * some 5e4 floating-point operations take. So a request may have as many
+ * slices as ATTN_MAX_WORK buys at that rate (4M by default, about a
+ * second), and at least 1024. */
+#define SLICE_FLOPS 5e4
+#define MIN_SLICES 1024.0
 
 static double job_slices(const srv_job *j)
 {

@@ -1743,6 +1743,41 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* More slices than one group of head jobs (lib/attention.c runs 4096 at a
+ * time): 2 batch rows of NH = 3000 query heads over 1500 key/value heads,
+ * a (B, H, Lq, Lk) mask and causal, against the reference; then general's
+ * projected keys across groups too. */
+static void run_many_slices(attn_ctx *ctx)
+{
+    enum { NH = 3000 };
+    static const attn_rule rules[] = {ATTN_RULE_SCALED_DOT, ATTN_RULE_GENERAL};
+    for (int i = 0; i < 2; i++) {
+        pool pl = {{0}, 0};
+        attn_named p[1];
+        int skipped = 0;
+        attn_request r = attn_request_default(rules[i]);
+        r.query = rnd_heads(&pl, 2, NH, 2, 3);
+        r.key = rnd_heads(&pl, 2, NH / 2, 3, i ? 4 : 3);
+        r.value = rnd_heads(&pl, 2, NH / 2, 3, 2);
+        int64_t s[4] = {2, NH, 2, 3};
+        r.opt.mask = rnd_mask(&pl, 4, s, 0.8);
+        r.opt.causal = 1;
+        if (i) {
+            size_t n = 0;
+            put(p, &n, "attn.weight", rnd_weight(&pl, 3, 4));
+            r.params = p;
+            r.n_params = n;
+        }
+        int ok = compare_run(ctx, i ? "general, 6000 slices in two groups" : "scaled_dot, 6000 slices in two groups",
+                             &r, NULL, &skipped);
+        if (skipped)
+            n_skipped++;
+        else
+            count(ok);
+        pool_free(&pl);
+    }
+}
+
 static void run_random(attn_ctx *ctx, uint64_t seed, int trials, double seconds)
 {
     int skipped = 0, done = 0, failed_before = n_failed;
@@ -1808,6 +1843,7 @@ int main(int argc, char **argv)
     run_garbage_ranks();
     run_overflow(ctx);
     run_prepared(ctx);
+    run_many_slices(ctx);
     printf("bad requests (%d from %s) and API helpers: %d checks\n", nbad, bad_path,
            n_passed + n_failed - before);
     run_random(ctx, seed, trials, seconds);
