@@ -671,6 +671,16 @@ static int heads_major(const mplan *pl)
     return pl->H > 1 && !(o->rope.on && !attn_rope_in_kernel(o, pl->d.Lq));
 }
 
+/* Batch rows whose head jobs run together: every row (one when the
+ * weights are averaged, row by row), as many as keep the jobs within 4096
+ * (at least one row), so their descriptions and per-job kernel scratch
+ * stay a few MB however large the batch (as lib/attention.c's groups). */
+static int64_t rows_per_run(const mplan *pl)
+{
+    int64_t rows = 4096 / pl->H;
+    return pl->avg ? 1 : rows < 1 ? 1 : rows < pl->d.B ? rows : pl->d.B;
+}
+
 /* The pieces: the encoded inputs (with positional encoding), the q (or
  * fused q/k/v), k and v projections, the heads' output, the per-head
  * weights when they are averaged, then the head jobs of one kernel run;
@@ -687,7 +697,7 @@ static void mha_lay_out(void *p, attn_ws *ws)
     pl->hm = heads_major(pl);
     pl->qw = pl->hm ? pl->hd : pl->fused ? pl->E3 : d->Dq;
     pl->ks = pl->hm ? pl->hd : pl->fused ? pl->qw : pl->ekv;
-    pl->jobs_n = pl->avg ? pl->H : d->B * pl->H; /* averaging runs one batch row at a time */
+    pl->jobs_n = rows_per_run(pl) * pl->H;
     pl->enc[0] = attn_ws_take(ws, pl->pe ? bq * (double)d->Dq : 0.0, sizeof(float));
     pl->enc[1] = attn_ws_take(ws, pl->pe && has_k ? bk * (double)d->Dk : 0.0, sizeof(float));
     pl->enc[2] = attn_ws_take(ws, pl->pe && has_v ? bk * (double)d->Dv : 0.0, sizeof(float));
@@ -805,8 +815,9 @@ static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, a
     attn_exec_gemms(ex, g, mha_gemms(pl, x, g));
     if (pl->req.opt.rope.on)
         mha_rope(ex, pl);
-    for (int64_t b0 = 0; b0 < B; b0 += pl->avg ? 1 : B) {
-        size_t n = mha_heads(pl, b0, pl->avg ? b0 + 1 : B, w);
+    int64_t step = rows_per_run(pl);
+    for (int64_t b0 = 0; b0 < B; b0 += step) {
+        size_t n = mha_heads(pl, b0, b0 + step < B ? b0 + step : B, w);
         attn_status st = pl->req.linear ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)
                                         : attn_exec_heads(ex, &pl->heads, n, err);
         if (st != ATTN_OK)

@@ -1776,6 +1776,25 @@ static void run_many_slices(attn_ctx *ctx)
             count(ok);
         pool_free(&pl);
     }
+    /* multi-head: 1100 batch rows of 4 heads, run 1024 rows at a time */
+    pool pl = {{0}, 0};
+    attn_named p[2];
+    size_t n = 0;
+    int skipped = 0;
+    attn_mha_request m = attn_mha_request_default();
+    m.query = rnd_input(&pl, 1, 1100, 2, 8);
+    m.num_heads = 4;
+    m.opt.causal = 1;
+    put(p, &n, "in_proj_weight", rnd_weight(&pl, 24, 8));
+    put(p, &n, "out_proj.weight", rnd_weight(&pl, 8, 8));
+    m.params = p;
+    m.n_params = n;
+    int ok = compare_run(ctx, "multi-head, 1100 x 4 slices in two runs", NULL, &m, &skipped);
+    if (skipped)
+        n_skipped++;
+    else
+        count(ok);
+    pool_free(&pl);
 }
 
 static void run_random(attn_ctx *ctx, uint64_t seed, int trials, double seconds)
