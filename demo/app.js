@@ -8,8 +8,8 @@ import { heatmap, lineView, legendBar, coloredTokens, rowStats, fmt, markHover, 
 import { exportSVG, exportPNG, exportJSON } from './export.js';
 import { createModelViews } from './models.js';
 import { neuronSupport, neuronTerms, neuronFigure, neuronExplain } from './neuron.js';
-import { applies, readModern, modernFields, hardField, windowField, structureOf, describeModern, companionOf, weightFormula,
-  writeModernParams, readModernParams, MODERN_CONTROLS } from './options.js';
+import { applies, setRules, readModern, modernFields, hardField, windowField, structureOf, describeModern, companionOf,
+  weightFormula, writeModernParams, readModernParams, MODERN_CONTROLS } from './options.js';
 
 const RULES = ['dot', 'scaled_dot', 'general', 'additive', 'concat_tanh', 'concat', 'linear'];
 const ALL_RULES = [...RULES, 'multihead'];
@@ -1443,9 +1443,13 @@ function cellFocus(e) {
   else markHover(svg, null);
 }
 
+// GET /rules: the formulas, and which options each rule takes (options.js's
+// table), which the controls and the first request wait for.
 async function loadRules() {
   const res = await getJSON(API_BASE + 'rules');
   S.rules = res.ok ? res.body : false;
+  setRules(S.rules);
+  syncControls();
   renderFormula();
 }
 
@@ -1460,8 +1464,7 @@ if (readHash() && $('source').value + $('paste').value !== '') {
 } else {
   applyExample(EXAMPLES[0]);
 }
-loadRules();
-run();
+loadRules().finally(run);
 MV.init($('tab-model'), $('view-model')).then(ok => {
   if (!ok) { if (S.view === 'model') setView('heatmap'); return; }
   // Where a newcomer looks first: the learned attention is one click away.

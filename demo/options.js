@@ -2,27 +2,28 @@
 // they forbid and the structure (diagonal, causal/window edges, sparse layout) drawn over the grid.
 //
 // The page sends an option only to a rule that takes it (the API answers 422
-// otherwise); the same table disables the controls. It follows the service's
-// GET /rules ("not_applicable"), which the browser tests compare it with.
+// otherwise); the same table disables the controls. The table is the
+// service's own: GET /rules lists each rule's "not_applicable" fields, and
+// multi-head's by its attention (softmax or linear).
 
-const SOFTMAX_MASKED = ['mask', 'key_mask', 'causal', 'align', 'window', 'softcap', 'alibi', 'sinks', 'hard'];
-const TAKES = {
-  concat: ['mask', 'hard'],
-  linear: ['key_mask', 'causal', 'align', 'feature_map'],
-  learned: SOFTMAX_MASKED,                          // general, additive, concat_tanh
-  full: [...SOFTMAX_MASKED, 'rope', 'sparsity'],    // dot, scaled_dot, multi-head softmax
-};
+// rule name, or 'multihead/softmax' and 'multihead/linear' -> Set of fields
+// it does not take; null until setRules has the service's answer, and while
+// it is null every option counts as taken (the page draws first after it).
+let notTaken = null;
 
-// att: the multi-head "attention" control ('softmax' or 'linear').
-export function ruleKind(rule, att = 'softmax') {
-  if (rule === 'concat') return 'concat';
-  if (rule === 'linear' || (rule === 'multihead' && att === 'linear')) return 'linear';
-  return ['dot', 'scaled_dot', 'multihead'].includes(rule) ? 'full' : 'learned';
+export function setRules(rules) {
+  if (!rules || !Array.isArray(rules.rules)) return;
+  const t = {};
+  for (const r of rules.rules) t[r.name] = new Set(r.not_applicable || []);
+  const by = (rules.multihead && rules.multihead.not_applicable_by_attention) || {};
+  for (const att of ['softmax', 'linear']) t['multihead/' + att] = new Set(by[att] || []);
+  notTaken = t;
 }
 
+// att: the multi-head "attention" control ('softmax' or 'linear').
 export function applies(option, rule, att = 'softmax') {
-  if (option === 'scale') return rule === 'scaled_dot';
-  return TAKES[ruleKind(rule, att)].includes(option);
+  const not = notTaken && notTaken[rule === 'multihead' ? 'multihead/' + att : rule];
+  return !not || !not.has(option);
 }
 
 // Whether a setting that belongs to another is in use (get: id -> control):
