@@ -56,15 +56,10 @@ typedef struct {
 
 static const attn_front rule_front;
 
-/* Slices run in groups of at most this many head jobs, whose descriptions
- * and per-job kernel scratch are taken for one group, not for every slice
- * at once: 400000 one-row slices took 230 MB of them, which the context
- * then kept. A group of 4096 keeps every thread busy. */
-#define RULE_GROUP 4096
-
+/* Head jobs of one run: every slice, or ATTN_JOBS_PER_RUN of them. */
 static int64_t group_of(const plan *pl)
 {
-    return pl->nq < RULE_GROUP ? pl->nq : RULE_GROUP;
+    return pl->nq < ATTN_JOBS_PER_RUN ? pl->nq : ATTN_JOBS_PER_RUN;
 }
 
 /* Matches the given parameters against the rule's table: unknown names,
@@ -586,8 +581,9 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
         rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, pl->nq * d->Lq * pl->lkeys);
-    for (int64_t r0 = 0; r0 < pl->nq; r0 += RULE_GROUP) {
-        size_t n = (size_t)(pl->nq - r0 < RULE_GROUP ? pl->nq - r0 : RULE_GROUP);
+    int64_t run = group_of(pl);
+    for (int64_t r0 = 0; r0 < pl->nq; r0 += run) {
+        size_t n = (size_t)(pl->nq - r0 < run ? pl->nq - r0 : run);
         for (size_t r = 0; r < n; r++)
             rule_head(pl, r0 + (int64_t)r, &pl->heads.jobs[r], out,
                       pl->req.opt.need_weights ? w : NULL);

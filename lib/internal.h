@@ -259,6 +259,12 @@ typedef struct {
     attn_sdpa_job *flash;
 } attn_heads;
 
+/* The most head jobs a front end runs at once: more slices run in groups,
+ * so their descriptions (some 600 bytes each) and per-job kernel scratch
+ * take a few MB whatever the slice count (400000 one-row slices took 230 MB
+ * at once, which the context then kept); a group keeps every thread busy. */
+#define ATTN_JOBS_PER_RUN 4096
+
 /* Takes room for n head jobs like model (its kind, sizes, hard attention
  * and whether w is NULL are what counts) and, while measuring, notes the
  * scratch their kernel will ask (model may be NULL when carving). */

@@ -672,12 +672,11 @@ static int heads_major(const mplan *pl)
 }
 
 /* Batch rows whose head jobs run together: every row (one when the
- * weights are averaged, row by row), as many as keep the jobs within 4096
- * (at least one row), so their descriptions and per-job kernel scratch
- * stay a few MB however large the batch (as lib/attention.c's groups). */
+ * weights are averaged, row by row), as many as keep the jobs within
+ * ATTN_JOBS_PER_RUN (at least one row). */
 static int64_t rows_per_run(const mplan *pl)
 {
-    int64_t rows = 4096 / pl->H;
+    int64_t rows = ATTN_JOBS_PER_RUN / pl->H;
     return pl->avg ? 1 : rows < 1 ? 1 : rows < pl->d.B ? rows : pl->d.B;
 }
 
