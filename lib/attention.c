@@ -329,10 +329,13 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     pl->nq = pl->d.B * pl->d.H; /* no overflow: query's element count */
     pl->nk = pl->d.B * pl->d.Hkv;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
-    st = attn_check_options(&req->opt, req->rule, info->name, pl->d.B, pl->d.heads ? pl->d.H : 0,
-                            pl->d.Lq, pl->lkeys, concat ? "Lv" : "Lk", err);
+    attn_score_dims sd = {pl->d.B, pl->d.heads ? pl->d.H : 0, pl->d.Lq, pl->lkeys, pl->d.heads,
+                          concat ? "Lv" : "Lk"};
+    st = attn_check_options(&req->opt, req->rule, info->name, &sd, err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
         return st;
+    if (pl->d.heads)
+        attn_maskish_per_head(&pl->req.opt);
     if ((st = attn_check_rope(&req->opt.rope, pl->d.Dq, err)) != ATTN_OK)
         return st;
     pl->dh = req->hidden_size ? req->hidden_size : pl->d.Dq;

@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 3
+#define ATTN_VERSION_MINOR 4
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -327,7 +327,11 @@ typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map
 typedef struct {
     attn_mask mask;     /* (Lq,Lk), (B,Lq,Lk); with heads also (B,H,Lq,Lk), B
                          * and H each either that or 1 (the same plane for
-                         * every batch row or head, as PyTorch broadcasts) */
+                         * every batch row or head, as PyTorch broadcasts).
+                         * Beside a query with heads (attn_request, rank 4)
+                         * a rank-3 mask is (H,Lq,Lk), per head, as PyTorch
+                         * broadcasts it against the scores (since 1.4;
+                         * before, per batch row); elsewhere (B,Lq,Lk) */
     attn_mask key_mask; /* (Lk) or (B,Lk); false = padding key */
     attn_tensor bias;   /* float, same shapes as mask, added to the scores */
     attn_align align;   /* where the diagonal of causal, window and ALiBi sits */
@@ -433,8 +437,9 @@ typedef struct {
      * (B,H,Lq,Dq), key and value (B,Hkv,Lk,.) with Hkv dividing H (concat:
      * Hkv = H); query head h reads key/value head h / (H/Hkv). Each (b, h)
      * is attended on its own; output (B,H,Lq,Dout), weights (B,H,Lq,Lk),
-     * lse (B,H,Lq); mask and bias may then be (B,H,Lq,Lk), and alibi and
-     * sinks take H values. Since 1.3. */
+     * lse (B,H,Lq); mask and bias may then be (H,Lq,Lk) or (B,H,Lq,Lk)
+     * (see attn_options.mask), and alibi and sinks take H values. Since
+     * 1.3. */
     attn_tensor query; /* (Lq,Dq), (B,Lq,Dq) or (B,H,Lq,Dq) */
     attn_tensor key;   /* (Lk,Dk), (B,Lk,Dk) or (B,Hkv,Lk,Dk); concat: Lk = Lq */
     attn_tensor value; /* (Lk,Dv), (B,Lk,Dv) or (B,Hkv,Lk,Dv); concat: Lv rows */

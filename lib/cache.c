@@ -71,8 +71,9 @@ static attn_status make_plan(const attn_cache_request *req, cplan *pl, attn_erro
     const attn_options *o = &req->opt;
     if (req->has_scale && !isfinite(req->scale))
         return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
-    if ((st = attn_check_options(o, ATTN_RULE_DOT, "attention over a KV cache", 1, pl->H, pl->Tq,
-                                 pl->n, "len", err)) != ATTN_OK ||
+    attn_score_dims sd = {1, pl->H, pl->Tq, pl->n, 0, "len"};
+    if ((st = attn_check_options(o, ATTN_RULE_DOT, "attention over a KV cache", &sd, err)) !=
+            ATTN_OK ||
         (st = attn_check_rope(&o->rope, pl->d, err)) != ATTN_OK)
         return st;
     attn_shapes *sh = &pl->shapes;

@@ -109,13 +109,24 @@ attn_status attn_refuse_option(attn_option opt, const char *who, attn_error *err
  * over the keys, or hard attention. */
 attn_status attn_check_lse(attn_rule as, const attn_options *o, const char *who, attn_error *err);
 
+/* The scores' dimensions that a request's masks are checked against. */
+typedef struct {
+    int64_t B, H, Lq, Lk; /* H = 0: no head dimension */
+    int heads3;           /* a rank-3 mask or bias is per head, (H, Lq, Lk) as PyTorch
+                           * broadcasts it against a query with heads; else (B, Lq, Lk) */
+    const char *lk;       /* the key count's symbol in messages: "Lk", "Lv" or "len" */
+} attn_score_dims;
+
 /* The options, for a computation that takes what rule `as` takes (`who`
  * refusing the others, see attn_check_taken; multi-head as dot or
  * linear, the KV cache as dot), then their values: feature_map, masks,
- * bias, window and hard against B, H (0 = not multi-head), Lq, Lk; lk is
- * the symbol for the key count in messages ("Lk", or "Lv"). */
-attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who, int64_t B,
-                               int64_t H, int64_t Lq, int64_t Lk, const char *lk, attn_error *err);
+ * bias, window and hard against *sd. */
+attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who,
+                               const attn_score_dims *sd, attn_error *err);
+
+/* A rank-3 mask or bias that is per head (attn_score_dims' heads3) as the
+ * rank 4 (1, H, Lq, Lk) it stands for, the form attn_masks_at reads. */
+void attn_maskish_per_head(attn_options *o);
 
 /* Elements of the n tensors p[i] that are not NULL, summed in double. */
 double attn_tensors_floats(const attn_tensor *const *p, size_t n);

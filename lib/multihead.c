@@ -481,8 +481,8 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
                          req->value.rank ? "" : "; value was not sent, so it is the query: send value too");
     if ((st = check_heads(req, pl, err)) != ATTN_OK)
         return st;
-    st = attn_check_options(&req->opt, mha_as(req), mha_who(req), d->B, pl->H, d->Lq, d->Lk,
-                            "Lk", err);
+    attn_score_dims sd = {d->B, pl->H, d->Lq, d->Lk, 0, "Lk"};
+    st = attn_check_options(&req->opt, mha_as(req), mha_who(req), &sd, err);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;
     if (with_params && pl->req.n_params > 0) {

@@ -89,39 +89,52 @@ attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
     return ATTN_OK;
 }
 
-/* A mask-shaped operand (mask or bias): (Lq,Lk), (B,Lq,Lk), or with H > 0
- * also (B,H,Lq,Lk), where B and H may each be 1 (one for every batch row
- * or head, as PyTorch broadcasts it). */
-static attn_status check_maskish(const char *name, int rank, const int64_t *shape,
-                                 int has_data, int64_t B, int64_t H, int64_t Lq,
-                                 int64_t Lk, const char *lk, attn_error *err)
+/* A mask-shaped operand (mask or bias) as PyTorch broadcasts it against the
+ * scores (B, H, Lq, Lk): its batch and head extents *nb and *nh. Rank 2 is
+ * one plane; rank 3 is per head with sd->heads3, else per batch row; rank
+ * 4 needs heads (sd->H > 0). Returns 0 when the rank does not fit. */
+static int maskish_lead(int rank, const int64_t *shape, const attn_score_dims *sd, int64_t *nb,
+                        int64_t *nh)
+{
+    *nb = *nh = 1;
+    if (rank == 3)
+        *(sd->heads3 ? nh : nb) = shape[0];
+    else if (rank == 4 && sd->H > 0) {
+        *nb = shape[0];
+        *nh = shape[1];
+    } else if (rank != 2)
+        return 0;
+    return 1;
+}
+
+/* The shapes a mask-shaped operand may have, for a message. */
+static void maskish_forms(const attn_score_dims *sd, char *s, size_t n)
+{
+    long long B = sd->B, H = sd->H, Lq = sd->Lq, Lk = sd->Lk;
+    const char *lk = sd->lk;
+    if (sd->H <= 0)
+        snprintf(s, n, "(Lq, %s) = (%lld, %lld) or (B, Lq, %s) = (%lld, %lld, %lld) (B may be 1: "
+                 "one plane for every batch row)", lk, Lq, Lk, lk, B, Lq, Lk);
+    else
+        snprintf(s, n, "(Lq, %s) = (%lld, %lld), (%s, Lq, %s) = (%lld, %lld, %lld) or (B, H, Lq, "
+                 "%s) = (%lld, %lld, %lld, %lld) (B and H may each be 1: one plane for every "
+                 "batch row or head, as PyTorch broadcasts)", lk, Lq, Lk, sd->heads3 ? "H" : "B",
+                 lk, sd->heads3 ? H : B, Lq, Lk, lk, B, H, Lq, Lk);
+}
+
+static attn_status check_maskish(const char *name, int rank, const int64_t *shape, int has_data,
+                                 const attn_score_dims *sd, attn_error *err)
 {
     if (rank == 0)
         return ATTN_OK;
-    int ok = 0;
-    if (rank == 2)
-        ok = shape[0] == Lq && shape[1] == Lk;
-    else if (rank == 3)
-        ok = shape[0] == B && shape[1] == Lq && shape[2] == Lk;
-    else if (rank == 4 && H > 0)
-        ok = (shape[0] == B || shape[0] == 1) && (shape[1] == H || shape[1] == 1) &&
-             shape[2] == Lq && shape[3] == Lk;
-    if (!ok) {
-        char got[96];
+    int64_t nb, nh;
+    if (!maskish_lead(rank, shape, sd, &nb, &nh) || (nb != 1 && nb != sd->B) ||
+        (nh != 1 && nh != sd->H) || shape[rank - 2] != sd->Lq || shape[rank - 1] != sd->Lk) {
+        char got[96], forms[320];
         attn_fmt_shape(got, sizeof got, rank, shape);
-        if (H > 0)
-            return attn_fail(err, ATTN_ERR_SHAPE, name,
-                             "%s has shape %s but must be (Lq, %s) = (%lld, %lld), (B, Lq, %s) "
-                             "= (%lld, %lld, %lld) or (B, H, Lq, %s) = (%lld, %lld, %lld, %lld) "
-                             "(B and H may each be 1: the same for every batch row or head)",
-                             name, got, lk, (long long)Lq, (long long)Lk, lk, (long long)B,
-                             (long long)Lq, (long long)Lk, lk, (long long)B, (long long)H,
-                             (long long)Lq, (long long)Lk);
-        return attn_fail(err, ATTN_ERR_SHAPE, name,
-                         "%s has shape %s but must be (Lq, %s) = (%lld, %lld) or (B, Lq, %s) "
-                         "= (%lld, %lld, %lld)",
-                         name, got, lk, (long long)Lq, (long long)Lk, lk, (long long)B,
-                         (long long)Lq, (long long)Lk);
+        maskish_forms(sd, forms, sizeof forms);
+        return attn_fail(err, ATTN_ERR_SHAPE, name, "%s has shape %s but must be %s", name, got,
+                         forms);
     }
     int64_t c;
     if (!attn_count(rank, shape, &c))
@@ -129,6 +142,18 @@ static attn_status check_maskish(const char *name, int rank, const int64_t *shap
     if (!has_data)
         return attn_fail(err, ATTN_ERR_ARG, name, "%s has no data", name);
     return ATTN_OK;
+}
+
+void attn_maskish_per_head(attn_options *o)
+{
+    int *ranks[2] = {&o->mask.rank, &o->bias.rank};
+    int64_t *shapes[2] = {o->mask.shape, o->bias.shape};
+    for (int i = 0; i < 2; i++)
+        if (*ranks[i] == 3) {
+            memmove(shapes[i] + 1, shapes[i], 3 * sizeof *shapes[i]);
+            shapes[i][0] = 1;
+            *ranks[i] = 4;
+        }
 }
 
 /* n finite numbers, one per head, or NULL with n = 0 (the default). */
@@ -176,19 +201,20 @@ static attn_status check_pipeline(const attn_options *o, int64_t H, attn_error *
     return check_per_head("sinks", "sink logit", o->sinks, o->n_sinks, H, err);
 }
 
-attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who, int64_t B,
-                               int64_t H, int64_t Lq, int64_t Lk, const char *lk, attn_error *err)
+attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who,
+                               const attn_score_dims *sd, attn_error *err)
 {
+    int64_t B = sd->B, H = sd->H, Lq = sd->Lq, Lk = sd->Lk;
     attn_status st = attn_check_taken(o, as, who, err);
     if (st != ATTN_OK)
         return st;
     if (o->feature_map != ATTN_FM_ELU && o->feature_map != ATTN_FM_RELU)
         return attn_fail(err, ATTN_ERR_PARAM, "feature_map",
                          "feature_map must be \"elu\" or \"relu\"");
-    if ((st = check_maskish("mask", o->mask.rank, o->mask.shape, o->mask.data != NULL,
-                            B, H, Lq, Lk, lk, err)) != ATTN_OK ||
-        (st = check_maskish("bias", o->bias.rank, o->bias.shape, o->bias.data != NULL,
-                            B, H, Lq, Lk, lk, err)) != ATTN_OK)
+    if ((st = check_maskish("mask", o->mask.rank, o->mask.shape, o->mask.data != NULL, sd,
+                            err)) != ATTN_OK ||
+        (st = check_maskish("bias", o->bias.rank, o->bias.shape, o->bias.data != NULL, sd,
+                            err)) != ATTN_OK)
         return st;
     const attn_mask *km = &o->key_mask;
     if (km->rank != 0) {
@@ -262,14 +288,15 @@ attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
     return ATTN_OK;
 }
 
-/* Where (b, h)'s (Lq, Lk) plane starts in a mask-shaped operand (of rank
- * 4, a first or second dimension of 1 serves every batch row or head). */
+/* Where (b, h)'s (Lq, Lk) plane starts in a mask-shaped operand: rank 3 is
+ * per batch row (attn_maskish_per_head made a per-head one rank 4); a
+ * leading dimension of 1 serves every batch row or head. */
 static int64_t slice_at(int rank, const int64_t *shape, int64_t b, int64_t h, int64_t plane)
 {
     if (rank == 2)
         return 0;
     if (rank == 3)
-        return b * plane;
+        return (shape[0] == 1 ? 0 : b) * plane;
     return ((shape[0] == 1 ? 0 : b) * shape[1] + (shape[1] == 1 ? 0 : h)) * plane;
 }
 

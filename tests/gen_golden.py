@@ -427,14 +427,16 @@ def run_rule(outdir, name, rule, note, B, Lq, Lk, Dq, Dk, Dv, *,
 
 
 def run_heads(outdir, name, rule, note, B, H, Hkv, Lq, Lk, D, Dv, *, mask_shape=None,
-              key_mask=False, causal=False, scale=None):
+              bias_shape=None, key_mask=False, causal=False, scale=None):
     """One /attention case with heads, as torch's scaled_dot_product_attention
     takes them: query (B, H, Lq, D), key and value (B, Hkv, Lk, .); query
     head h reads key/value head h // (H // Hkv) (repeat_interleave, as
-    enable_gqa does)."""
+    enable_gqa does). The mask and bias broadcast against the scores (B, H,
+    Lq, Lk) by torch's own rule: a 3-D one is per head."""
     c = Case(name, rule, note)
     q, k, v = rnd(B, H, Lq, D), rnd(B, Hkv, Lk, D), rnd(B, Hkv, Lk, Dv)
     mask = None if mask_shape is None else randmask(*mask_shape)
+    bias = None if bias_shape is None else rnd(*bias_shape, lo=-2.0, hi=2.0)
     km = randmask(B, Lk, p=0.8) if key_mask else None
     if causal:
         c.opt("causal", 1)
@@ -443,13 +445,19 @@ def run_heads(outdir, name, rule, note, B, H, Hkv, Lq, Lk, D, Dv, *, mask_shape=
     c.inputs(q, k, v, mask)
     if km is not None:
         c.mask("key_mask", km)
+    if bias is not None:
+        c.tensor("bias", bias)
     g = H // Hkv
     kr = k.to(F64).repeat_interleave(g, dim=1)
     vr = v.to(F64).repeat_interleave(g, dim=1)
     s = q.to(F64) @ kr.transpose(-1, -2)
     if rule == "scaled_dot":
         s = s * (scale if scale is not None else 1.0 / math.sqrt(D))
-    allowed = allowed_mask(B, Lq, Lk, mask, km, causal, H=H)
+    if bias is not None:
+        s = s + bias.to(F64)
+    allowed = allowed_mask(B, Lq, Lk, None, km, causal, H=H)
+    if mask is not None:
+        allowed = allowed & mask
     w = masked_softmax(s, allowed)
     c.finish(outdir, w @ vr, w, False)
 
@@ -699,6 +707,10 @@ def all_cases(o):
     run_heads(o, "scaled_dot_heads_mqa", "scaled_dot", "(B, H, L, D) inputs, 4 query heads "
               "over one key/value head, a (Lq, Lk) mask, a custom scale", 1, 4, 1, 3, 5, 4, 6,
               mask_shape=(3, 5), scale=0.4)
+    run_heads(o, "dot_heads_mask3", "dot", "(B, H, L, D) inputs, 2 query heads over one "
+              "key/value head, a 3-D mask and bias (H, Lq, Lk): one plane per head, as "
+              "PyTorch broadcasts them (B = H, so a per-batch reading would pass its shapes)",
+              2, 2, 1, 4, 5, 3, 2, mask_shape=(2, 4, 5), bias_shape=(2, 4, 5), causal=True)
     run_concat(o, "concat_unbatched", "rule concat, (Lq,D) inputs", None, 3, 4, 2, 5, 3, 4)
     run_concat(o, "concat_batched", "rule concat, (B,Lq,D) inputs", 2, 3, 4, 2, 5, 3, 4)
     run_concat(o, "concat_worked", "worked example: Q (1,1,32), K (1,1,32), "

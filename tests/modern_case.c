@@ -244,8 +244,8 @@ static void read_options(mc_case *mc, const golden_case *c, rm_request *r, int64
     if ((t = golden_get(c, GOLDEN_MASK, "mask")) != NULL) {
         r->mask = t->m;
         r->mask_rank = t->rank;
-        r->mask_one_batch = t->rank == 4 && t->shape[0] == 1;
-        r->mask_one_head = t->rank == 4 && t->shape[1] == 1;
+        r->mask_one_batch = t->rank >= 3 && t->shape[0] == 1;
+        r->mask_one_head = t->rank >= 3 && t->shape[t->rank - 3] == 1;
     }
     if ((t = golden_get(c, GOLDEN_MASK, "key_mask")) != NULL) {
         r->key_mask = t->m;
@@ -254,8 +254,8 @@ static void read_options(mc_case *mc, const golden_case *c, rm_request *r, int64
     if ((t = golden_get(c, GOLDEN_TENSOR, "bias")) != NULL) {
         r->bias = to_double(mc, t);
         r->bias_rank = t->rank;
-        r->bias_one_batch = t->rank == 4 && t->shape[0] == 1;
-        r->bias_one_head = t->rank == 4 && t->shape[1] == 1;
+        r->bias_one_batch = t->rank >= 3 && t->shape[0] == 1;
+        r->bias_one_head = t->rank >= 3 && t->shape[t->rank - 3] == 1;
     }
     r->causal = opt_int(c, "causal", 0) != 0;
     r->align = opt_is(c, "align", "bottom_right") ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;

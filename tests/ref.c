@@ -66,14 +66,14 @@ static void set_options(copies *cp, const attn_options *o, int with_bias, rm_req
 {
     q->mask = o->mask.rank ? o->mask.data : NULL;
     q->mask_rank = o->mask.rank;
-    q->mask_one_batch = o->mask.rank == 4 && o->mask.shape[0] == 1;
-    q->mask_one_head = o->mask.rank == 4 && o->mask.shape[1] == 1;
+    q->mask_one_batch = o->mask.rank >= 3 && o->mask.shape[0] == 1;
+    q->mask_one_head = o->mask.rank >= 3 && o->mask.shape[o->mask.rank - 3] == 1;
     q->key_mask = o->key_mask.rank ? o->key_mask.data : NULL;
     q->key_mask_rank = o->key_mask.rank;
     q->bias = with_bias && o->bias.rank ? tensor_double(cp, &o->bias) : NULL;
     q->bias_rank = o->bias.rank;
-    q->bias_one_batch = o->bias.rank == 4 && o->bias.shape[0] == 1;
-    q->bias_one_head = o->bias.rank == 4 && o->bias.shape[1] == 1;
+    q->bias_one_batch = o->bias.rank >= 3 && o->bias.shape[0] == 1;
+    q->bias_one_head = o->bias.rank >= 3 && o->bias.shape[o->bias.rank - 3] == 1;
     q->causal = o->causal;
     q->has_window = o->has_window;
     q->left = q->right = o->window_left;

@@ -371,18 +371,19 @@ static void linear(const double *W, const double *b, const double *x, int64_t ro
     }
 }
 
-/* The (Lq, Lk) slice of a mask or bias of rank 2, 3 or 4 for (b, h);
- * one_batch, one_head: rank 4 holds one batch row, one head. */
-static size_t slice_at(int rank, int one_batch, int one_head, int64_t b, int64_t h, int64_t H,
-                       int64_t Lq, int64_t Lk)
+/* The (Lq, Lk) slice of a mask or bias of rank 2, 3 or 4 for (b, h). Rank
+ * 3 is (H, Lq, Lk) when per_head (the rules with heads, as PyTorch
+ * broadcasts it against (B, H, Lq, Lk)), else (B, Lq, Lk); one_batch,
+ * one_head: the operand holds one batch row, one head. */
+static size_t slice_at(int rank, int per_head, int one_batch, int one_head, int64_t b, int64_t h,
+                       int64_t H, int64_t Lq, int64_t Lk)
 {
+    int64_t bb = one_batch ? 0 : b, hh = one_head ? 0 : h;
     if (rank == 2)
         return 0;
     if (rank == 3)
-        return (size_t)(b * Lq * Lk);
-    if (one_batch || one_head)
-        return (size_t)(((one_batch ? 0 : b) * (one_head ? 1 : H) + (one_head ? 0 : h)) * Lq * Lk);
-    return (size_t)((b * H + h) * Lq * Lk);
+        return (size_t)((per_head ? hh : bb) * Lq * Lk);
+    return (size_t)((bb * (one_head ? 1 : H) + hh) * Lq * Lk);
 }
 
 /* Adds the sinusoidal encoding (Vaswani et al. 2017) to x (L, d). */
@@ -483,8 +484,9 @@ static int work_alloc(const work *w, int n)
     return 0;
 }
 
-/* The per-(b, h) part of the options as an rm_head. */
-static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H,
+/* The per-(b, h) part of the options as an rm_head; per_head: see
+ * slice_at. */
+static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H, int per_head,
                          const uint8_t *sparse, rm_head *hd)
 {
     int64_t Lq = r->Lq, Lk = r->Lk;
@@ -507,10 +509,10 @@ static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H,
     hd->temperature = r->temperature > 0.0 ? r->temperature : 1.0;
     hd->seed = r->seed;
     hd->draw_base = (uint64_t)((b * H + h) * Lq);
-    hd->mask = r->mask ? r->mask + slice_at(r->mask_rank, r->mask_one_batch, r->mask_one_head, b, h,
-                                            H, Lq, Lk) : NULL;
-    hd->bias = r->bias ? r->bias + slice_at(r->bias_rank, r->bias_one_batch, r->bias_one_head, b, h,
-                                            H, Lq, Lk) : NULL;
+    hd->mask = r->mask ? r->mask + slice_at(r->mask_rank, per_head, r->mask_one_batch,
+                                            r->mask_one_head, b, h, H, Lq, Lk) : NULL;
+    hd->bias = r->bias ? r->bias + slice_at(r->bias_rank, per_head, r->bias_one_batch,
+                                            r->bias_one_head, b, h, H, Lq, Lk) : NULL;
     hd->key_mask = r->key_mask ? r->key_mask + (r->key_mask_rank == 2 ? b * Lk : 0) : NULL;
     hd->sparse = sparse;
     hd->lse = r->lse ? r->lse + (b * H + h) * Lq : NULL;
@@ -539,7 +541,7 @@ static int compute_attention(const rm_request *r, const uint8_t *sparse, double 
             rm_rope_apply(&r->rope, k, Lk, Dk, Dk, r->rope.offset);
         }
         rm_head hd;
-        head_options(r, b, h, H, sparse, &hd);
+        head_options(r, b, h, H, r->H > 0, sparse, &hd);
         if (r->rule == RM_LINEAR) {
             rm_linear_head(Lq, Lk, Dq, Dv, q, k, V, hd.key_mask, r->causal, r->align,
                            r->feature_map, wh, ctx);
@@ -642,7 +644,7 @@ static int compute_multihead(const rm_request *r, const uint8_t *sparse, double 
                 rm_rope_apply(&r->rope, kh, Lk, hd, hd, r->rope.offset);
             }
             rm_head ho;
-            head_options(r, b, h, H, sparse, &ho);
+            head_options(r, b, h, H, 0, sparse, &ho);
             if (r->linear) {
                 rm_linear_head(Lq, Lk, hd, hd, qh, kh, vh, ho.key_mask, r->causal, r->align,
                                r->feature_map, wh, oh);

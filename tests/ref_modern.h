@@ -246,10 +246,10 @@ typedef struct {
     int linear;               /* multi-head: linear attention per head */
     rm_feature_map feature_map;
 
-    /* Options. mask and bias: rank 2 (Lq,Lk), 3 (B,Lq,Lk) or 4 (B,H,Lq,Lk);
-     * of rank 4, B is 1 when its one_batch is set and H is 1 when its
-     * one_head is (that plane serves every batch row or head); key_mask
-     * rank 1 (Lk) or 2 (B,Lk). */
+    /* Options. mask and bias: rank 2 (Lq,Lk), 3 (B,Lq,Lk), for the rules
+     * with heads (H,Lq,Lk), or 4 (B,H,Lq,Lk); B is 1 when its one_batch is
+     * set and H is 1 when its one_head is (that plane serves every batch
+     * row or head); key_mask rank 1 (Lk) or 2 (B,Lk). */
     int has_scale;
     double scale;
     const uint8_t *mask;

@@ -1142,9 +1142,17 @@ static attn_mask rnd_mask(pool *pl, int rank, const int64_t *shape, double p_tru
     return mask_of(rank, shape, d);
 }
 
-/* Random masks and bias for (B, [H,] Lq, Lk). */
+/* A rank-3 mask or bias's leading dimension: per head when the query has
+ * heads (heads3), as PyTorch broadcasts it, else per batch row; or 1, one
+ * plane for all. */
+static int64_t rnd_lead3(int heads3, int64_t B, int64_t H)
+{
+    return rnd_int(0, 3) == 0 ? 1 : heads3 ? H : B;
+}
+
+/* Random masks and bias for (B, [H,] Lq, Lk); heads3: see rnd_lead3. */
 static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64_t H,
-                        int64_t Lq, int64_t Lk, int allow_hard)
+                        int heads3, int64_t Lq, int64_t Lk, int allow_hard)
 {
     int64_t s[4];
     *o = attn_options_default();
@@ -1154,7 +1162,7 @@ static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64
         s[1] = Lk;
         o->mask = rnd_mask(pl, 2, s, 0.8);
     } else if (kind == 2) {
-        s[0] = B;
+        s[0] = rnd_lead3(heads3, B, H);
         s[1] = Lq;
         s[2] = Lk;
         o->mask = rnd_mask(pl, 3, s, 0.8);
@@ -1177,7 +1185,7 @@ static void rnd_options(pool *pl, attn_options *o, int batched, int64_t B, int64
     if (kind == 1) {
         o->bias = rnd2(pl, Lq, Lk, 2.0f);
     } else if (kind == 2 && batched) {
-        s[0] = B;
+        s[0] = rnd_lead3(heads3, B, H);
         s[1] = Lq;
         s[2] = Lk;
         o->bias = rnd_tensor(pl, 3, s, 2.0f);
@@ -1439,7 +1447,7 @@ static int random_attention(attn_ctx *ctx, int trial, int *skipped)
     r.query = leading == 2 ? rnd_heads(&pl, B, H, Lq, Dq) : rnd_input(&pl, batched, B, Lq, Dq);
     r.key = leading == 2 ? rnd_heads(&pl, B, Hkv, Lk, Dk) : rnd_input(&pl, batched, B, Lk, Dk);
     r.value = leading == 2 ? rnd_heads(&pl, B, Hkv, Lv, Dv) : rnd_input(&pl, batched, B, Lv, Dv);
-    rnd_options(&pl, &r.opt, batched, B, leading == 2 ? H : 0, Lq, Lv, 1);
+    rnd_options(&pl, &r.opt, batched, B, leading == 2 ? H : 0, leading == 2, Lq, Lv, 1);
     if (rule == ATTN_RULE_CONCAT) { /* these do not apply to concat */
         r.opt.key_mask.rank = 0;
         r.opt.bias.rank = 0;
@@ -1599,7 +1607,7 @@ static int random_mha(attn_ctx *ctx, int trial, int *skipped)
     m.average_weights = (int)rnd_int(0, 1);
     m.positional_encoding = rnd_int(0, 3) == 0 ? ATTN_PE_SINUSOIDAL : ATTN_PE_NONE;
     m.residual_norm = rnd_int(0, 3) == 0;
-    rnd_options(&pl, &m.opt, batched, B, H, Lq, Lk, 0);
+    rnd_options(&pl, &m.opt, batched, B, H, 0, Lq, Lk, 0);
     if (!batched && m.opt.mask.rank == 4)
         m.opt.mask.rank = 0;
 

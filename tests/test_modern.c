@@ -148,14 +148,29 @@ static void add_param(lib_req *L, const char *name, int rank, int64_t a, int64_t
     L->p[L->np++].t = ten(rank, a, b, 0, data);
 }
 
-/* A mask-shaped operand's shape: rank 2 (Lq,Lk), 3 (B,Lq,Lk), 4 (B,H,Lq,Lk). */
-/* A mask-shaped operand's shape: rank 4 with B batch rows (1 or q->B) and H heads. */
-static void maskish_shape(int rank, const rm_request *q, int64_t B, int64_t H, int64_t *s)
+/* Whether q's rank-3 mask or bias is per head, (H, Lq, Lk): the rules with
+ * heads, as PyTorch broadcasts it; multi-head's is per batch row. */
+static int per_head3(const rm_request *q)
 {
+    return q->H > 0 && q->rule != RM_MULTIHEAD;
+}
+
+/* A mask-shaped operand's shape and element count: rank 2 (Lq,Lk), 3 (B,Lq,Lk)
+ * or per head (H,Lq,Lk), 4 (B,H,Lq,Lk); B is 1 when one_batch is set and H
+ * when one_head is (rank 3: both are). */
+static int64_t maskish_shape(int rank, int one_batch, int one_head, const rm_request *q,
+                             int64_t H, int64_t *s)
+{
+    int64_t B = one_batch ? 1 : q->B;
+    H = one_head ? 1 : H;
     int64_t full[4] = {B, H, q->Lq, q->Lk};
-    const int64_t *from = rank == 4 ? full : rank == 3 ? (int64_t[3]){q->B, q->Lq, q->Lk}
-                                                       : full + 2;
-    memcpy(s, from, sizeof(int64_t) * (size_t)rank);
+    if (rank == 3)
+        full[1] = per_head3(q) ? H : B;
+    memcpy(s, full + 4 - rank, sizeof(int64_t) * (size_t)rank);
+    int64_t n = 1;
+    for (int i = 0; i < rank; i++)
+        n *= s[i];
+    return n;
 }
 
 static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra *x, allocs *A)
@@ -163,8 +178,7 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
     attn_options o = attn_options_default();
     if (q->mask) {
         o.mask.rank = q->mask_rank;
-        maskish_shape(q->mask_rank, q, q->mask_one_batch ? 1 : q->B, q->mask_one_head ? 1 : H,
-                      o.mask.shape);
+        maskish_shape(q->mask_rank, q->mask_one_batch, q->mask_one_head, q, H, o.mask.shape);
         o.mask.data = q->mask;
     }
     if (q->key_mask) {
@@ -174,10 +188,9 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
         o.key_mask.data = q->key_mask;
     }
     if (q->bias) {
-        int64_t bb = q->bias_one_batch ? 1 : q->B, hb = q->bias_one_head ? 1 : H;
-        int64_t n = (q->bias_rank == 4 ? bb * hb : q->bias_rank == 3 ? q->B : 1) * q->Lq * q->Lk;
         o.bias.rank = q->bias_rank;
-        maskish_shape(q->bias_rank, q, bb, hb, o.bias.shape);
+        int64_t n = maskish_shape(q->bias_rank, q->bias_one_batch, q->bias_one_head, q, H,
+                                  o.bias.shape);
         o.bias.data = fl(A, q->bias, n);
     }
     o.causal = q->causal;
@@ -611,17 +624,25 @@ static int64_t rnd_side(void)
     return r < 3 ? -1 : r < 5 ? 0 : r < 9 ? rnd(1, 40) : (int64_t)1 << 50;
 }
 
+/* A mask-shaped operand's rank, and whether it holds one batch row, one
+ * head (rank 3: its one leading dimension is 1, both flags set). */
+static int rnd_maskish_rank(const rm_request *q, int *one_batch, int *one_head)
+{
+    int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
+    *one_batch = rank >= 3 && chance(30); /* (1, H, Lq, Lk), (1, Lq, Lk) */
+    *one_head = rank == 4 ? chance(30) : *one_batch; /* (B, 1, Lq, Lk) */
+    return rank;
+}
+
 /* The pipeline's options on q (H heads); rope only where it applies. */
 static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_extra *x, allocs *A)
 {
-    int64_t B = q->B, Lq = q->Lq, Lk = q->Lk;
+    int64_t B = q->B, Lk = q->Lk;
+    int64_t s[4];
     if (chance(20)) {
-        int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
-        q->mask_one_batch = rank == 4 && chance(30); /* (1, H, Lq, Lk) */
-        q->mask_one_head = rank == 4 && chance(30);  /* (B, 1, Lq, Lk) */
-        int64_t mb = q->mask_one_batch ? 1 : B, mh = q->mask_one_head ? 1 : H;
-        q->mask = rnd_bytes(A, (rank == 4 ? mb * mh : rank == 3 ? B : 1) * Lq * Lk, 80);
-        q->mask_rank = rank;
+        q->mask_rank = rnd_maskish_rank(q, &q->mask_one_batch, &q->mask_one_head);
+        int64_t n = maskish_shape(q->mask_rank, q->mask_one_batch, q->mask_one_head, q, H, s);
+        q->mask = rnd_bytes(A, n, 80);
     }
     if (concat)
         return;
@@ -630,12 +651,9 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
         q->key_mask = rnd_bytes(A, (q->key_mask_rank == 2 ? B : 1) * Lk, 85);
     }
     if (chance(20)) {
-        int rank = q->H && chance(30) ? 4 : (int)rnd(2, 3);
-        q->bias_one_batch = rank == 4 && chance(30);
-        q->bias_one_head = rank == 4 && chance(30);
-        int64_t bb = q->bias_one_batch ? 1 : B, bh = q->bias_one_head ? 1 : H;
-        q->bias = rnd_doubles(A, (rank == 4 ? bb * bh : rank == 3 ? B : 1) * Lq * Lk, 2.0);
-        q->bias_rank = rank;
+        q->bias_rank = rnd_maskish_rank(q, &q->bias_one_batch, &q->bias_one_head);
+        int64_t n = maskish_shape(q->bias_rank, q->bias_one_batch, q->bias_one_head, q, H, s);
+        q->bias = rnd_doubles(A, n, 2.0);
     }
     q->align = chance(50) ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
     q->causal = chance(35);
