@@ -169,7 +169,15 @@ function identityParams(E) {
 // A pasted request: the user's fields win; the controls fill in the rest.
 function pasteRequest(rule, o, user) {
   const body = { ...user };
-  const len = t => (Array.isArray(t) ? (Array.isArray(t[0]) && Array.isArray(t[0][0]) ? t[0].length : t.length) : 0);
+  // A tensor's rows: the next-to-last dimension, or with qkv_layout "bshd" a
+  // 4-D tensor's second, (B, L, H, D); nested arrays or {shape, ...} forms.
+  const len = t => {
+    const s = [];
+    for (let x = t; Array.isArray(x); x = x[0]) s.push(x.length);
+    const shape = s.length ? s : (t && Array.isArray(t.shape) ? t.shape : []);
+    const r = shape.length;
+    return r < 2 ? 0 : r === 4 && user.qkv_layout === 'bshd' ? shape[1] : shape[r - 2];
+  };
   const add = { ...(rule !== 'linear' ? { seed: o.seed } : {}),
     ...optionFields(rule, o, len(user.query), len(user.key ?? user.query), null) };
   if (rule === 'multihead') add.num_heads = o.heads;

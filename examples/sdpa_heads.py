@@ -12,8 +12,10 @@ Hugging Face model builds it: the second sequence's last 16 keys are
 padding), bottom-right causal (the queries are the last 48 positions) and
 one sink logit per head. The output, the weights and each row's
 log-sum-exp come back as base64 and are compared with PyTorch in float64
-(repeat_interleave, a masked softmax whose denominator holds e^sink);
-exits 1 when one differs by more than 1e-4. Uses only the standard library
+(repeat_interleave, a masked softmax whose denominator holds e^sink).
+The same request is then sent as FlashAttention's flash_attn_func holds
+its tensors, (B, L, H, D), with "qkv_layout": "bshd"; its output comes
+back as (B, Lq, H, D). Exits 1 when a number differs by more than 1e-4. Uses only the standard library
 for HTTP; PyTorch (Debian's python3-torch: run with /usr/bin/python3) for
 the check. ATTN_TOKEN in the environment is sent as the bearer token.
 """
@@ -71,22 +73,27 @@ def main():
     pad[1, :, :, LK - 16:] = False  # the second sequence's last 16 keys are padding
     i = torch.arange(LQ)[:, None] + (LK - LQ)  # bottom-right: query i sits at key position i'
     allowed = pad & (torch.arange(LK)[None, :] <= i)
-    got = post({"query": b64(q), "key": b64(k), "value": b64(v), "mask": b64(pad, "bool"),
-                "causal": True, "align": "bottom_right", "sinks": sinks.tolist(),
-                "return_lse": True, "output_format": "b64"})
     want_o, want_w, want_lse = reference(q, k, v, allowed, sinks)
     worst = 0.0
-    for name, want in (("output", want_o), ("weights", want_w), ("lse", want_lse)):
-        have = unb64(got[name])
-        if list(have.shape) != list(want.shape):
-            print("%s has shape %s, PyTorch %s" % (name, list(have.shape), list(want.shape)))
-            return 1
-        err = (have - want).abs().max().item()
-        worst = max(worst, err)
-        print("%-7s %s: largest difference from PyTorch %.2e" % (name, list(have.shape), err))
+    for layout in ("bhsd", "bshd"):
+        fa = layout == "bshd"  # FlashAttention's (B, L, H, D): dimensions 1 and 2 swapped
+        held = [t.transpose(1, 2) if fa else t for t in (q, k, v)]
+        got = post({"query": b64(held[0]), "key": b64(held[1]), "value": b64(held[2]),
+                    "qkv_layout": layout, "mask": b64(pad, "bool"), "causal": True,
+                    "align": "bottom_right", "sinks": sinks.tolist(), "return_lse": True,
+                    "output_format": "b64"})
+        wants = (("output", want_o.transpose(1, 2) if fa else want_o), ("weights", want_w),
+                 ("lse", want_lse))
+        for name, want in wants:
+            have = unb64(got[name])
+            if list(have.shape) != list(want.shape):
+                print("%s: %s has shape %s, PyTorch %s" % (layout, name, list(have.shape), list(want.shape)))
+                return 1
+            err = (have - want).abs().max().item()
+            worst = max(worst, err)
+            print("%s %-7s %s: largest difference from PyTorch %.2e" % (layout, name, list(have.shape), err))
     print("ok" if worst <= TOL else "FAILED: above %g" % TOL)
     return 0 if worst <= TOL else 1
-
 
 if __name__ == "__main__":
     sys.exit(main())

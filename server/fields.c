@@ -65,6 +65,7 @@ static const srv_field fields[] = {
     {"feature_map", SRV_FT_WORD, S(FEATURE_MAP), BOTH | BODY | KSP, 0, NULL, NULL, "linear attention: \"elu\" (elu + 1) or \"relu\""},
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.): each takes the options rule dot or rule linear takes"},
     {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
+    {"qkv_layout", SRV_FT_WORD, S(QKV_LAYOUT), ATT | BODY | KSP, 0, NULL, NULL, "with heads: \"bhsd\" (default), query (B, H, Lq, Dq) as scaled_dot_product_attention takes it, or \"bshd\", (B, Lq, H, Dq) as FlashAttention's flash_attn_func does, for query, key, value and the output (weights and lse stay (B, H, Lq, .))"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
     {"return_lse", SRV_FT_BOOL, S(RETURN_LSE), BOTH | SS | BODY | KSP, 0, NULL, NULL, "add each query row's log-sum-exp of its scores (null for a row with nothing to attend)"},
@@ -145,6 +146,7 @@ static const struct {
     {S(ATTENTION), 0, {"softmax", "linear"}},
     {S(FEATURE_MAP), 0, {"elu", "relu"}},
     {S(PRECISION), 0, {"fp32", "bf16"}},
+    {S(QKV_LAYOUT), 0, {"bhsd", "bshd"}},
     {S(ROPE_STYLE), 0, {"half", "interleaved"}},
     {S(SP_PATTERN), 1, {"local_global", "bigbird", "blocks"}},
 };
@@ -180,7 +182,6 @@ unsigned srv_job_where(const srv_job *j)
     return j->kind == SRV_JOB_MULTIHEAD ? SRV_F_MHA : SRV_F_ATT;
 }
 
-/* Whether x is a finite value float32 can hold (it may round). */
 /* The library option a field of an attention job sets, for
  * attn_rule_takes: FOR_ALL when every rule takes the field, SEEDED for
  * seed and params (a rule with parameters to seed or draws to make). */
@@ -401,6 +402,7 @@ static void set_word(srv_job *j, int slot, int k)
     case SRV_SLOT_ATTENTION:     j->u.mha.linear = k; break;
     case SRV_SLOT_FEATURE_MAP:   o->feature_map = (attn_feature_map)k; break;
     case SRV_SLOT_PRECISION:     o->precision = (attn_precision)k; break;
+    case SRV_SLOT_QKV_LAYOUT:    j->bshd = k; break;
     case SRV_SLOT_ROPE_STYLE:    o->rope.style = (attn_rope_style)k; break;
     case SRV_SLOT_SP_PATTERN:    o->sparsity.pattern = (attn_pattern)k; break;
     default: break;

@@ -457,6 +457,7 @@ typedef struct {
     int return_lse;          /* native: each query row's log-sum-exp */
     int return_layout;       /* echo the sparsity pattern's block layout */
     int b64;                 /* native: output_format "b64" */
+    int bshd;                /* qkv_layout "bshd": query, key, value and output (B, L, H, D) */
     int binary_output;       /* KServe: binary_data_output */
     unsigned sparsity_given; /* the sparsity members read (srv_job_note) */
     int temperature_given;   /* and the temperature */
@@ -550,7 +551,7 @@ enum {
     SRV_SLOT_SPARSITY, SRV_SLOT_SP_PATTERN, SRV_SLOT_SP_WINDOW, SRV_SLOT_SP_GLOBAL,
     SRV_SLOT_SP_BLOCK, SRV_SLOT_SP_WINDOW_BLOCKS, SRV_SLOT_SP_GLOBAL_BLOCKS,
     SRV_SLOT_SP_RANDOM_BLOCKS, SRV_SLOT_SP_LAYOUT, SRV_SLOT_RETURN_LAYOUT, SRV_SLOT_ATTENTION,
-    SRV_SLOT_FEATURE_MAP, SRV_SLOT_PRECISION
+    SRV_SLOT_FEATURE_MAP, SRV_SLOT_PRECISION, SRV_SLOT_QKV_LAYOUT
 };
 
 typedef struct {

@@ -244,8 +244,101 @@ static void golden_compare(const golden_case *gc, const response *r, const char 
     }
 }
 
+/* Whether t is an input or expectation that a "bshd" request holds as
+ * (B, L, H, D): query, key, value and the output. */
+static int bshd_held(const golden_tensor *t)
+{
+    static const char *const names[] = {"query", "key", "value", "output"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(t->name, names[i]) && t->rank == 4 && t->kind != GOLDEN_MASK &&
+            t->kind != GOLDEN_PARAM)
+            return 1;
+    return 0;
+}
+
+/* A case with heads, (B, H, L, D), as FlashAttention holds its query, key,
+ * value and output, (B, L, H, D), with qkv_layout "bshd" (the weights
+ * stay (B, H, Lq, Lk)): *out borrows gc's other tensors; free it with
+ * bshd_free. Returns 0, or -1 when gc has no 4-D query. */
+static int bshd_copy(const golden_case *gc, golden_case *out)
+{
+    const golden_tensor *q = NULL;
+    for (size_t i = 0; i < gc->n_tensors; i++)
+        if (!strcmp(gc->tensors[i].name, "query") && gc->tensors[i].kind == GOLDEN_TENSOR)
+            q = &gc->tensors[i];
+    if (!q || q->rank != 4)
+        return -1;
+    *out = *gc;
+    out->tensors = malloc(gc->n_tensors * sizeof *out->tensors);
+    out->options = malloc((gc->n_options + 1) * sizeof *out->options);
+    if (!out->tensors || !out->options) {
+        fprintf(stderr, "test_http: out of memory\n");
+        exit(2);
+    }
+    memcpy(out->options, gc->options, gc->n_options * sizeof *out->options);
+    golden_option *o = &out->options[out->n_options++];
+    snprintf(o->key, sizeof o->key, "qkv_layout");
+    snprintf(o->value, sizeof o->value, "\"bshd\"");
+    for (size_t i = 0; i < gc->n_tensors; i++) {
+        const golden_tensor *t = &gc->tensors[i];
+        golden_tensor *u = &out->tensors[i];
+        *u = *t;
+        if (!bshd_held(t))
+            continue;
+        int64_t B = t->shape[0], H = t->shape[1], L = t->shape[2], D = t->shape[3];
+        u->shape[1] = L;
+        u->shape[2] = H;
+        u->f = malloc((size_t)t->count * sizeof *u->f);
+        if (!u->f) {
+            fprintf(stderr, "test_http: out of memory\n");
+            exit(2);
+        }
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t l = 0; l < L; l++)
+                    for (int64_t d = 0; d < D; d++)
+                        u->f[((b * L + l) * H + h) * D + d] = t->f[((b * H + h) * L + l) * D + d];
+    }
+    return 0;
+}
+
+static void bshd_free(golden_case *c)
+{
+    for (size_t i = 0; i < c->n_tensors; i++)
+        if (bshd_held(&c->tensors[i]))
+            free(c->tensors[i].f);
+    free(c->tensors);
+    free(c->options);
+}
+
+/* A case with heads again, as FlashAttention's (B, L, H, D) with
+ * qkv_layout "bshd", in every input form. */
+static void golden_run_bshd(const char *file, const golden_case *gc, CURL *h, const char *url)
+{
+    golden_case fa;
+    if (bshd_copy(gc, &fa) != 0)
+        return;
+    char cname[300], name[400];
+    for (int form = 0; form < N_FORMS; form++) {
+        buf b = {0};
+        golden_body(&b, &fa, form, 0);
+        request rq = {.method = "POST", .path = url, .body = b.data, .body_len = b.len,
+                      .has_body = 1};
+        response r;
+        http(h, srv_main.base, &rq, &r);
+        snprintf(cname, sizeof cname, "golden %s as bshd [%s in]", file, form_names[form]);
+        snprintf(name, sizeof name, "%s: status 200", cname);
+        if (check(r.status == 200 && r.json, name, "got %ld, body %s", r.status, short_body(&r)))
+            golden_compare(&fa, &r, cname);
+        response_free(&r);
+        buf_free(&b);
+    }
+    bshd_free(&fa);
+}
+
 /* Posts one golden case in every input form, each with nested and with
- * base64 output, and compares every expected tensor with each response. */
+ * base64 output, and compares every expected tensor with each response;
+ * a case with heads also as bshd. */
 static void golden_run(const char *file, const golden_case *gc, void *curl)
 {
     CURL *h = curl;
@@ -270,6 +363,7 @@ static void golden_run(const char *file, const golden_case *gc, void *curl)
             buf_free(&b);
         }
     }
+    golden_run_bshd(file, gc, h, url);
 }
 
 static void run_golden(const char *dir)

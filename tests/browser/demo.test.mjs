@@ -493,7 +493,7 @@ try {
     await expectHeatmap(page, await weightsOf('/attention/scaled_dot', { ...ex, seed: 0 }), 'pasted example');
   });
 
-  await test('a pasted request with heads, (B, H, L, D) as torch SDPA takes: each head drawn as multi-head\'s are', async () => {
+  await test('a pasted request with heads, (B, H, L, D) as torch SDPA takes (and (B, L, H, D) with qkv_layout bshd): each head drawn as multi-head\'s are', async () => {
     await fresh();
     await setMode('paste');
     // 3 query heads over one key/value head (multi-query), a batch of two
@@ -515,6 +515,17 @@ try {
     await page.fill('#batch', '1');
     await page.dispatchEvent('#batch', 'input');
     await expectHeatmap(page, w[1][2], 'batch 1, head 2');
+    // The same tensors as FlashAttention holds them, (B, L, H, D), with
+    // qkv_layout "bshd": the same weights, (B, H, Lq, Lk).
+    const bshd = t => t.map(b => b[0].map((_, l) => b.map(h => h[l])));
+    const fa = { query: bshd(q), key: bshd(k), value: bshd(k), qkv_layout: 'bshd' };
+    await page.fill('#paste', JSON.stringify(fa));
+    await page.click('#paste-run');
+    await page.waitForFunction(() => document.querySelector('#err-paste').textContent === '', null, { timeout: 30000 });
+    const wf = await weightsOf('/attention/scaled_dot', { ...fa, seed: 0 });
+    assert(JSON.stringify(wf) === JSON.stringify(w), 'bshd weights differ from the (B, H, L, D) request\'s');
+    await page.click('#heads-grid .head-thumb[data-head="1"]');
+    await expectHeatmap(page, w[1][1], 'bshd: batch 1, head 1');
   });
 
   await test('a saved API response loads and renders', async () => {
