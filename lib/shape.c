@@ -10,10 +10,9 @@ static attn_status check_one(const attn_tensor *t, const char *name, const char 
                              const char *dims3, const char *dims4, attn_error *err)
 {
     if (t->rank != 2 && t->rank != 3 && !(t->rank == 4 && dims4))
-        return dims4 ? attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s, %s or %s; got rank %d",
-                                 name, dims2, dims3, dims4, t->rank)
-                     : attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s or %s; got rank %d",
-                                 name, dims2, dims3, t->rank);
+        return attn_fail(err, ATTN_ERR_SHAPE, name, "%s must be %s%s%s or %s; got rank %d", name,
+                         dims2, dims4 ? ", " : "", dims4 ? dims3 : "", dims4 ? dims4 : dims3,
+                         t->rank);
     for (int i = 0; i < t->rank; i++)
         if (t->shape[i] < 1) {
             char s[96];
