@@ -66,6 +66,8 @@ static const srv_field fields[] = {
     {"attention", SRV_FT_WORD, S(ATTENTION), MHA | BODY | KSP, 0, NULL, NULL, "\"softmax\" or \"linear\" (Katharopoulos et al.): each takes the options rule dot or rule linear takes"},
     {"precision", SRV_FT_WORD, S(PRECISION), BOTH | SN | BODY | KSP, 0, NULL, NULL, "\"fp32\" (default) or \"bf16\": query, key, value and probabilities rounded to bfloat16, products summed in float32 (dot, scaled_dot, general, multi-head softmax)"},
     {"qkv_layout", SRV_FT_WORD, S(QKV_LAYOUT), ATT | BODY | KSP, 0, NULL, NULL, "with heads: \"bhsd\" (default), query (B, H, Lq, Dq) as scaled_dot_product_attention takes it, or \"bshd\", (B, Lq, H, Dq) as FlashAttention's flash_attn_func does, for query, key, value and the output (weights and lse stay (B, H, Lq, .))"},
+    {"cu_seqlens_q", SRV_FT_INDICES, S(CU_Q), ATT | BODY | KSI, 0, "(B + 1)", NULL, "packed sequences of their own lengths, as flash_attn_varlen_func takes them: query (total_q, H, Dq), sequence i its rows cu_seqlens_q[i] to cu_seqlens_q[i + 1] - 1; output (total_q, H, Dv), weights (B, H, max Lq, max Lk), lse (H, total_q)"},
+    {"cu_seqlens_k", SRV_FT_INDICES, S(CU_K), ATT | BODY | KSI, 0, "(B + 1)", NULL, "with cu_seqlens_q: key and value (total_k, Hkv, .), sequence i's keys; default cu_seqlens_q"},
     {"seed", SRV_FT_SEED, S(SEED), BOTH | BODY | KSP, 0, NULL, NULL, "seeds the parameters not given, hard sample's draws and BigBird's random blocks"},
     {"return_params", SRV_FT_BOOL, S(RETURN_PARAMS), BOTH | BODY, 0, NULL, NULL, "echo the parameters used"},
     {"return_lse", SRV_FT_BOOL, S(RETURN_LSE), BOTH | SS | BODY | KSP, 0, NULL, NULL, "add each query row's log-sum-exp of its scores (null for a row with nothing to attend)"},
@@ -207,6 +209,8 @@ static int field_option(const srv_field *f)
     case S(SP_LAYOUT): case S(RETURN_LAYOUT):
         return ATTN_OPT_SPARSITY;
     case S(FEATURE_MAP): return ATTN_OPT_FEATURE_MAP;
+    /* which keys a query row's sequence holds, as a key mask says */
+    case S(CU_Q): case S(CU_K): return ATTN_OPT_KEY_MASK;
     case S(PRECISION): return ATTN_OPT_PRECISION;
     case S(SCALE): return ATTN_OPT_SCALE;
     case S(HIDDEN_SIZE): return ATTN_OPT_HIDDEN_SIZE;
@@ -388,6 +392,16 @@ static float *number_slot(srv_job *j, int slot)
     case SRV_SLOT_TEMPERATURE: return &o->temperature;
     case SRV_SLOT_ROPE_BASE:   return &o->rope.base;
     default: return NULL;
+    }
+}
+
+void srv_job_set_indices(srv_job *j, int slot, const int64_t *ix, size_t n)
+{
+    attn_options *o = job_opt(j);
+    switch (slot) {
+    case SRV_SLOT_CU_Q: j->cu_q = ix, j->n_cu_q = n; break;
+    case SRV_SLOT_CU_K: j->cu_k = ix, j->n_cu_k = n; break;
+    default: o->sparsity.global = ix, o->sparsity.n_global = n; break;
     }
 }
 
@@ -834,7 +848,6 @@ static int read_object(srv_job *j, const srv_field *f, json_t *v, srv_codec *c, 
 static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, srv_codec *c,
                     srv_err *e)
 {
-    attn_options *o = job_opt(j);
     switch (f->type) {
     case SRV_FT_TENSOR:
         return srv_decode_tensor(c, v, f->name, srv_job_tensor(j, f->slot), e);
@@ -870,8 +883,7 @@ static int read_one(srv_job *j, const srv_field *f, json_t *v, unsigned where, s
         size_t n;
         if (srv_read_indices(c, v, f->name, &ix, &n, e))
             return -1;
-        o->sparsity.global = ix;
-        o->sparsity.n_global = n;
+        srv_job_set_indices(j, f->slot, ix, n);
         return 0;
     }
     }

@@ -85,9 +85,14 @@ static double job_slices(const srv_job *j)
     return n;
 }
 
-static int check_slices(const srv_job *j, srv_err *e)
+double srv_slice_cap(void)
 {
-    double n = job_slices(j), cap = fmax(MIN_SLICES, floor(srv_cfg.max_work / SLICE_FLOPS));
+    return fmax(MIN_SLICES, floor(srv_cfg.max_work / SLICE_FLOPS));
+}
+
+int srv_check_slices(double n, srv_err *e)
+{
+    double cap = srv_slice_cap();
     if (n <= cap)
         return 0;
     return srv_fail(e, 413, "too_large", "query",
@@ -100,7 +105,7 @@ static int check_slices(const srv_job *j, srv_err *e)
 /* Seeded parameters are allocated and filled before the computation:
  * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
  * gigabytes. floats is what the library's plan says seeding would make. */
-static int check_seed_size(const srv_job *j, srv_err *e)
+int srv_check_seed_size(const srv_job *j, srv_err *e)
 {
     size_t n;
     srv_job_params(j, &n);
@@ -119,7 +124,7 @@ static int check_seed_size(const srv_job *j, srv_err *e)
 
 /* ------------------------------------------------------------ running */
 
-static int plan(srv_job *j, srv_err *e)
+int srv_job_plan(srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
     if (srv_job_finish_options(j, e))
@@ -131,7 +136,7 @@ static int plan(srv_job *j, srv_err *e)
 
 /* Parameters from the seed when the request sent none (a cache reference
  * kept in call->seeded). */
-static int seed(srv_call *call, srv_job *j, srv_err *e)
+int srv_job_seed(srv_call *call, srv_job *j, srv_err *e)
 {
     size_t n;
     srv_job_params(j, &n);
@@ -149,7 +154,7 @@ static int seed(srv_call *call, srv_job *j, srv_err *e)
 /* A multi-head job computes with its seeded set's prepared weights when
  * there are some (the same bits as with the set, whose items stay the
  * job's params for return_params). */
-static int compute(const srv_call *call, srv_job *j, srv_err *e)
+int srv_job_compute(const srv_call *call, srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
     attn_status st;
@@ -194,8 +199,7 @@ static int layout(srv_call *call, srv_job *j, srv_err *e)
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
-/* x (A, M, N, D) as y (A, N, M, D): the middle two dimensions swapped. */
-static void swap_middle(const float *x, float *y, const int64_t *s)
+void srv_swap_middle(const float *x, float *y, const int64_t *s)
 {
     int64_t A = s[0], M = s[1], N = s[2], D = s[3];
     for (int64_t a = 0; a < A; a++)
@@ -216,7 +220,7 @@ static int swap_tensor(srv_call *call, attn_tensor *t, const char *field, srv_er
     if (n && !y)
         return srv_fail(e, 413, "too_large", field, "not enough memory for %s", field);
     if (n)
-        swap_middle(t->data, y, t->shape);
+        srv_swap_middle(t->data, y, t->shape);
     int64_t h = t->shape[1];
     t->shape[1] = t->shape[2];
     t->shape[2] = h;
@@ -275,25 +279,19 @@ int srv_check_finite(const float *out, int64_t n, int64_t row_len, srv_err *e)
                     (long long)(row_len > 0 ? i / row_len : i));
 }
 
-/* With return_lse, room for a log-sum-exp per query row (and head): the
- * output's shape without its last dimension, heads inserted before the
- * rows for multi-head. Nonzero when out of memory. */
-static int lse_take(srv_call *call, srv_job *j)
+/* The log-sum-exp's shape, one per query row (and head): the output's
+ * without its last dimension, heads inserted before the rows for
+ * multi-head. */
+static void lse_shape(srv_job *j)
 {
-    if (!j->return_lse)
-        return 0;
     const attn_shapes *sh = &j->sh;
-    int64_t n = 1, H = j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.num_heads : 0;
+    int64_t H = j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.num_heads : 0;
     j->lse_rank = 0;
     for (int i = 0; i < sh->out_rank - 1; i++) {
         if (i == sh->out_rank - 2 && H > 0)
             j->lse_shape[j->lse_rank++] = H;
         j->lse_shape[j->lse_rank++] = sh->out_shape[i];
     }
-    for (int i = 0; i < j->lse_rank; i++)
-        n *= j->lse_shape[i]; /* at most H times the output's rows: planned already */
-    j->lse = srv_arena_alloc(&call->arena, (size_t)n * sizeof(float));
-    return j->lse == NULL;
 }
 
 /* A job whose result or work is this large counts against
@@ -308,14 +306,8 @@ static int big_job(const srv_job *j)
     return j->sh.out_count + j->sh.w_count > BIG_RESULT_FLOATS || j->sh.flops > BIG_WORK;
 }
 
-int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
+int srv_job_take_result(srv_call *call, srv_job *j, srv_err *e)
 {
-    /* Planned before seeding: the plan of a job without parameters says
-     * what seeding would make, so every cap is checked before any of the
-     * job's memory is taken. */
-    if (take_bshd(call, j, e) || plan(j, e) || srv_check_result(&j->sh, e) || check_seed_size(j, e) ||
-        srv_check_work(j->sh.flops, e) || check_slices(j, e) || seed(call, j, e))
-        return -1;
     call->t_parse = srv_now_ms() - call->t0;
     /* held through the answer's encoding, the largest part of its memory */
     if (!srv_counted && !call->counted && big_job(j)) {
@@ -325,13 +317,34 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
                             srv_cfg.max_inflight);
         call->counted = 1;
     }
+    int64_t nl = 1;
+    for (int i = 0; i < j->lse_rank; i++)
+        nl *= j->lse_shape[i]; /* at most H times the output's rows: planned already */
     size_t ob = (size_t)j->sh.out_count * sizeof(float), wb = (size_t)j->sh.w_count * sizeof(float);
     j->out = srv_arena_alloc(&call->arena, ob);
     j->weights = j->sh.w_count ? srv_arena_alloc(&call->arena, wb) : NULL;
-    if (!j->out || (j->sh.w_count && !j->weights) || lse_take(call, j))
+    j->lse = j->return_lse ? srv_arena_alloc(&call->arena, (size_t)nl * sizeof(float)) : NULL;
+    if (!j->out || (j->sh.w_count && !j->weights) || (j->return_lse && !j->lse))
         return srv_fail(e, 413, "too_large", "", "not enough memory for the result");
+    return 0;
+}
+
+int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
+{
+    if (j->cu_q || j->cu_k)
+        return srv_varlen_run(call, j, e);
+    /* Planned before seeding: the plan of a job without parameters says
+     * what seeding would make, so every cap is checked before any of the
+     * job's memory is taken. */
+    if (take_bshd(call, j, e) || srv_job_plan(j, e) || srv_check_result(&j->sh, e) ||
+        srv_check_seed_size(j, e) || srv_check_work(j->sh.flops, e) ||
+        srv_check_slices(job_slices(j), e) || srv_job_seed(call, j, e))
+        return -1;
+    lse_shape(j);
+    if (srv_job_take_result(call, j, e))
+        return -1;
     double t0 = srv_now_ms();
-    int rc = compute(call, j, e) ||
+    int rc = srv_job_compute(call, j, e) ||
              srv_check_finite(j->out, j->sh.out_count, j->sh.out_shape[j->sh.out_rank - 1], e) ||
              layout(call, j, e) || give_bshd(call, j, e);
     call->t_compute = srv_now_ms() - t0;

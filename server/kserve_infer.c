@@ -518,8 +518,7 @@ static void put_input(srv_job *j, const ks_body *kb, const ks_input *in, attn_na
     if (f)
         srv_job_note(j, f->slot);
     if (in->is_int) {
-        srv_job_options(j)->sparsity.global = in->ix;
-        srv_job_options(j)->sparsity.n_global = in->n_ix;
+        srv_job_set_indices(j, f->slot, in->ix, in->n_ix);
         return;
     }
     if (mk) {

@@ -472,6 +472,10 @@ typedef struct {
     int lse_rank;
     int64_t lse_shape[ATTN_MAX_RANK];
     uint8_t *layout;         /* arena-owned, sh.layout_rows x sh.layout_cols; NULL unless asked */
+    /* cu_seqlens_q and cu_seqlens_k (varlen.c): packed sequences, NULL
+     * when not sent */
+    const int64_t *cu_q, *cu_k;
+    size_t n_cu_q, n_cu_k;
 } srv_job;
 
 void srv_job_init(srv_job *j, srv_job_kind kind, attn_rule rule);
@@ -508,6 +512,39 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
  * body of base64 shapes can ask for hours). 0, or -1 with e filled (413). */
 int srv_check_result(const attn_shapes *sh, srv_err *e);
 int srv_check_work(double flops, srv_err *e);
+/* n (batch, head) slices under what ATTN_MAX_WORK buys (each costs a fixed
+ * part beside its flops, about 0.2 us): srv_slice_cap of them. 0, or -1
+ * with e filled (413). */
+int srv_check_slices(double n, srv_err *e);
+double srv_slice_cap(void);
+/* The parameters seeding j would make (j->sh, planned) under
+ * ATTN_MAX_ELEMENTS. 0, or -1 with e filled (413). */
+int srv_check_seed_size(const srv_job *j, srv_err *e);
+
+/* x (A, M, N, D), s its shape, as y (A, N, M, D): the middle two
+ * dimensions swapped (FlashAttention's (B, L, H, D) and back). */
+void srv_swap_middle(const float *x, float *y, const int64_t *s);
+
+/* The steps of srv_job_run, for varlen.c, which runs them per sequence:
+ * plan j (into j->sh); seed its parameters when it has none; take its
+ * result's memory (j->sh's output and weights, lse of j->lse_shape when
+ * asked), counting it against ATTN_MAX_INFLIGHT when its result or work
+ * is large; compute into j->out, j->weights and j->lse. Each 0, or -1
+ * with e filled. */
+int srv_job_plan(srv_job *j, srv_err *e);
+int srv_job_seed(srv_call *call, srv_job *j, srv_err *e);
+int srv_job_take_result(srv_call *call, srv_job *j, srv_err *e);
+int srv_job_compute(const srv_call *call, srv_job *j, srv_err *e);
+
+/* ------------------------------------------------------------ packed sequences (varlen.c) */
+
+/* A job with cu_seqlens_q: query (total_q, H, Dq), key and value (total_k,
+ * Hkv, .) hold sequences of their own lengths, as FlashAttention's
+ * flash_attn_varlen_func takes them. Checks them, runs each sequence as a
+ * batch of one with heads, and leaves the output (total_q, H, Dv), the
+ * weights (B, H, max Lq, max Lk), zero past each sequence's lengths, and
+ * lse (H, total_q) in j. 0, or -1 with e filled. */
+int srv_varlen_run(srv_call *call, srv_job *j, srv_err *e);
 
 /* ------------------------------------------------------------ the field table (fields.c) */
 
@@ -551,7 +588,7 @@ enum {
     SRV_SLOT_SPARSITY, SRV_SLOT_SP_PATTERN, SRV_SLOT_SP_WINDOW, SRV_SLOT_SP_GLOBAL,
     SRV_SLOT_SP_BLOCK, SRV_SLOT_SP_WINDOW_BLOCKS, SRV_SLOT_SP_GLOBAL_BLOCKS,
     SRV_SLOT_SP_RANDOM_BLOCKS, SRV_SLOT_SP_LAYOUT, SRV_SLOT_RETURN_LAYOUT, SRV_SLOT_ATTENTION,
-    SRV_SLOT_FEATURE_MAP, SRV_SLOT_PRECISION, SRV_SLOT_QKV_LAYOUT
+    SRV_SLOT_FEATURE_MAP, SRV_SLOT_PRECISION, SRV_SLOT_QKV_LAYOUT, SRV_SLOT_CU_Q, SRV_SLOT_CU_K
 };
 
 typedef struct {
@@ -607,6 +644,9 @@ void srv_job_note(srv_job *j, int slot);
 int srv_job_check_flat(const srv_job *j, srv_err *e);
 /* The job's options (borrowed). */
 attn_options *srv_job_options(srv_job *j);
+/* Stores a list of n indices read for an index slot (sparsity's global
+ * tokens, cu_seqlens_q, cu_seqlens_k). */
+void srv_job_set_indices(srv_job *j, int slot, const int64_t *ix, size_t n);
 /* Where a tensor or mask slot is in j (NULL for other slots). */
 attn_tensor *srv_job_tensor(srv_job *j, int slot);
 attn_mask *srv_job_mask(srv_job *j, int slot);

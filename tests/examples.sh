@@ -57,6 +57,7 @@ run python "$PY" examples/python_client.py "$BASE"
 run session-python "$PY" examples/session_decode.py "$BASE"
 run lse-join "$PY" examples/lse_join.py "$BASE"
 run sdpa-heads "$PY" examples/sdpa_heads.py "$BASE"
+run varlen "$PY" examples/varlen.py "$BASE"
 run js node examples/js_client.mjs "$BASE"
 run curl sh examples/curl.sh "$BASE"
 # README.md's curl examples, each answer against the one it prints
