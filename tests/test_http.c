@@ -275,7 +275,8 @@ static int bshd_copy(const golden_case *gc, golden_case *out)
         fprintf(stderr, "test_http: out of memory\n");
         exit(2);
     }
-    memcpy(out->options, gc->options, gc->n_options * sizeof *out->options);
+    if (gc->n_options)
+        memcpy(out->options, gc->options, gc->n_options * sizeof *out->options);
     golden_option *o = &out->options[out->n_options++];
     snprintf(o->key, sizeof o->key, "qkv_layout");
     snprintf(o->value, sizeof o->value, "\"bshd\"");
