@@ -178,8 +178,11 @@ function pasteRequest(rule, o, user) {
     const r = shape.length;
     return r < 2 ? 0 : r === 4 && user.qkv_layout === 'bshd' ? shape[1] : shape[r - 2];
   };
-  const add = { ...(rule !== 'linear' ? { seed: o.seed } : {}),
-    ...optionFields(rule, o, len(user.query), len(user.key ?? user.query), null) };
+  // Packed sequences (cu_seqlens_q): the longest one's rows.
+  const longest = cu => (Array.isArray(cu) ? Math.max(0, ...cu.slice(1).map((c, i) => c - cu[i])) : null);
+  const lq = longest(user.cu_seqlens_q) ?? len(user.query);
+  const lk = longest(user.cu_seqlens_k ?? user.cu_seqlens_q) ?? len(user.key ?? user.query);
+  const add = { ...(rule !== 'linear' ? { seed: o.seed } : {}), ...optionFields(rule, o, lq, lk, null) };
   if (rule === 'multihead') add.num_heads = o.heads;
   for (const [k, v] of Object.entries(add)) if (!(k in body)) body[k] = v;
   return body;

@@ -493,7 +493,7 @@ try {
     await expectHeatmap(page, await weightsOf('/attention/scaled_dot', { ...ex, seed: 0 }), 'pasted example');
   });
 
-  await test('a pasted request with heads, (B, H, L, D) as torch SDPA takes (and (B, L, H, D) with qkv_layout bshd): each head drawn as multi-head\'s are', async () => {
+  await test('a pasted request with heads, (B, H, L, D) as torch SDPA takes (and (B, L, H, D) with qkv_layout bshd, and packed sequences): each head drawn as multi-head\'s are', async () => {
     await fresh();
     await setMode('paste');
     // 3 query heads over one key/value head (multi-query), a batch of two
@@ -526,6 +526,23 @@ try {
     assert(JSON.stringify(wf) === JSON.stringify(w), 'bshd weights differ from the (B, H, L, D) request\'s');
     await page.click('#heads-grid .head-thumb[data-head="1"]');
     await expectHeatmap(page, w[1][1], 'bshd: batch 1, head 1');
+    // Packed sequences (cu_seqlens_q, as flash_attn_varlen_func takes them):
+    // 2 and 3 queries over 3 and 2 keys, 2 heads over one key/value head;
+    // the weights are (2, 2, 3, 3), zero past each sequence's lengths.
+    const vl = { query: [[[1, 0], [0, 1]], [[1, 1], [0, 1]], [[0, 1], [1, 0]], [[2, 0], [0, 2]], [[1, -1], [1, 1]]],
+                 key: [[[1, 0]], [[0, 1]], [[1, 1]], [[2, 0]], [[0, 2]]],
+                 value: [[[1, 0]], [[0, 1]], [[1, 1]], [[2, 0]], [[0, 2]]],
+                 cu_seqlens_q: [0, 2, 5], cu_seqlens_k: [0, 3, 5] };
+    await page.fill('#paste', JSON.stringify(vl));
+    await page.click('#paste-run');
+    await page.waitForFunction(() => document.querySelector('#err-paste').textContent === '', null, { timeout: 30000 });
+    const wv = await weightsOf('/attention/scaled_dot', { ...vl, seed: 0 });
+    assert(wv.length === 2 && wv[0].length === 2 && wv[0][0].length === 3 && wv[0][0][0].length === 3,
+      `packed weights not (2, 2, 3, 3): ${JSON.stringify(wv).slice(0, 80)}`);
+    await page.fill('#batch', '1');
+    await page.dispatchEvent('#batch', 'input');
+    await page.click('#heads-grid .head-thumb[data-head="1"]');
+    await expectHeatmap(page, wv[1][1], 'packed: sequence 1, head 1');
   });
 
   await test('a saved API response loads and renders', async () => {
