@@ -374,6 +374,94 @@ static void run_golden(const char *dir)
     curl_easy_cleanup(h);
 }
 
+/* ------------------------------------------------------------ packed sequences */
+
+/* Random packed sequences (cu_seqlens_q and _k) on /attention/scaled_dot:
+ * 1-4 sequences of 1-9 queries and 1-9 keys, H query heads over 1 or H
+ * key/value heads, in a random input form; each sequence's heads against
+ * ref_sdpa on rows gathered from the packed tensors, the weights' padding
+ * past each sequence's lengths zero. */
+static void test_varlen_random(void)
+{
+    CURL *h = curl_easy_init();
+    uint64_t st = 0x5eed7a11ull;
+    for (int trial = 0; trial < 30; trial++) {
+        long B = 1 + (long)((rnd(&st) + 1) * 2), H = 1 + (long)((rnd(&st) + 1) * 1.5);
+        long Hkv = rnd(&st) < 0 ? 1 : H, D = 1 + (long)((rnd(&st) + 1) * 2.5);
+        long Dv = 1 + (long)((rnd(&st) + 1) * 2), cq[5] = {0}, ck[5] = {0}, mq = 0, mk = 0;
+        for (long i = 0; i < B; i++) {
+            long lq = 1 + (long)((rnd(&st) + 1) * 4.5), lk = 1 + (long)((rnd(&st) + 1) * 4.5);
+            cq[i + 1] = cq[i] + lq, ck[i + 1] = ck[i] + lk;
+            mq = lq > mq ? lq : mq, mk = lk > mk ? lk : mk;
+        }
+        long tq = cq[B], tk = ck[B], sq[3] = {tq, H, D}, sk[3] = {tk, Hkv, D}, sv[3] = {tk, Hkv, Dv};
+        float *q = malloc(sizeof(float) * (size_t)(tq * H * D)), *k = malloc(sizeof(float) * (size_t)(tk * Hkv * D));
+        float *v = malloc(sizeof(float) * (size_t)(tk * Hkv * Dv));
+        float *out = malloc(sizeof(float) * (size_t)(tq * H * Dv));
+        float *w = calloc((size_t)(B * H * mq * mk), sizeof(float));
+        float *gq = malloc(sizeof(float) * 9 * (size_t)D), *gk = malloc(sizeof(float) * 9 * (size_t)D);
+        float *gv = malloc(sizeof(float) * 9 * (size_t)Dv), *go = malloc(sizeof(float) * 9 * (size_t)Dv);
+        float *gw = malloc(sizeof(float) * 81);
+        for (long i = 0; i < tq * H * D; i++) q[i] = rnd(&st);
+        for (long i = 0; i < tk * Hkv * D; i++) k[i] = rnd(&st);
+        for (long i = 0; i < tk * Hkv * Dv; i++) v[i] = rnd(&st);
+        for (long b = 0; b < B; b++)
+            for (long hh = 0; hh < H; hh++) {
+                long lq = cq[b + 1] - cq[b], lk = ck[b + 1] - ck[b], g = hh / (H / Hkv);
+                for (long r = 0; r < lq; r++)
+                    memcpy(gq + r * D, q + ((cq[b] + r) * H + hh) * D, sizeof(float) * (size_t)D);
+                for (long r = 0; r < lk; r++) {
+                    memcpy(gk + r * D, k + ((ck[b] + r) * Hkv + g) * D, sizeof(float) * (size_t)D);
+                    memcpy(gv + r * Dv, v + ((ck[b] + r) * Hkv + g) * Dv, sizeof(float) * (size_t)Dv);
+                }
+                ref_sdpa(gq, gk, gv, lq, lk, D, Dv, 1.0 / sqrt((double)D), NULL, go, gw);
+                for (long r = 0; r < lq; r++) {
+                    memcpy(out + ((cq[b] + r) * H + hh) * Dv, go + r * Dv, sizeof(float) * (size_t)Dv);
+                    memcpy(w + ((b * H + hh) * mq + r) * mk, gw + r * lk, sizeof(float) * (size_t)lk);
+                }
+            }
+        int form = trial % N_FORMS;
+        buf body = {0};
+        buf_puts(&body, "{\"query\":");
+        tensor_put(&body, q, 3, sq, form);
+        buf_puts(&body, ",\"key\":");
+        tensor_put(&body, k, 3, sk, form);
+        buf_puts(&body, ",\"value\":");
+        tensor_put(&body, v, 3, sv, form);
+        buf_puts(&body, ",\"cu_seqlens_q\":[0");
+        for (long i = 1; i <= B; i++) buf_printf(&body, ",%ld", cq[i]);
+        buf_puts(&body, "],\"cu_seqlens_k\":[0");
+        for (long i = 1; i <= B; i++) buf_printf(&body, ",%ld", ck[i]);
+        buf_puts(&body, "]}");
+        request rq = {.method = "POST", .path = "/attention/scaled_dot", .body = body.data,
+                      .body_len = body.len, .has_body = 1};
+        response r;
+        http(h, srv_main.base, &rq, &r);
+        char name[200], why[200] = "not a tensor";
+        snprintf(name, sizeof name, "packed sequences #%d (B %ld, H %ld/%ld, %s in)", trial, B, H, Hkv,
+                 form_names[form]);
+        if (check(r.status == 200 && r.json, name, "got %ld, body %s", r.status, short_body(&r))) {
+            long so[3] = {tq, H, Dv}, sw[4] = {B, H, mq, mk};
+            const char *what[2] = {"output", "weights"};
+            for (int x = 0; x < 2; x++) {
+                tensor t;
+                json_t *j = json_object_get(r.json, what[x]);
+                int ok = j && tensor_read(j, &t) == 0 &&
+                         tensor_matches(&t, x ? 4 : 3, x ? sw : so, x ? w : out, why, sizeof why);
+                if (j)
+                    tensor_free(&t);
+                char n2[260];
+                snprintf(n2, sizeof n2, "%s: %s", name, what[x]);
+                check(ok, n2, "%s", why);
+            }
+        }
+        response_free(&r);
+        buf_free(&body);
+        free(q), free(k), free(v), free(out), free(w), free(gq), free(gk), free(gv), free(go), free(gw);
+    }
+    curl_easy_cleanup(h);
+}
+
 /* ------------------------------------------------------------ tensor forms */
 
 /* A small scaled-dot problem with its reference answer, built here. */
@@ -1959,6 +2047,10 @@ int main(int argc, char **argv)
     if (up_main) {
         run_golden(golden);
         printf("golden: done (%.0f ms)\n", now_ms() - t0);
+    }
+    if (up_main && !only) {
+        test_varlen_random();
+        printf("packed sequences: done (%.0f ms)\n", now_ms() - t0);
     }
     if (up_main && !only && memcheck) {
         /* under valgrind: the paths, not the clock (one body over 64 KiB
