@@ -13,7 +13,8 @@
 /* One $request_input as read, before it lands in the job. */
 typedef struct {
     const char *name;  /* borrowed from the parsed header */
-    int is_bool, is_int;  /* BOOL, INT64, else FP32 */
+    int is_bool, is_int;  /* BOOL, INT64 or INT32 (indices), else FP32 */
+    int int_bytes;        /* indices: 8 (INT64) or 4 (INT32) */
     int rank;
     int64_t shape[ATTN_MAX_RANK];
     int64_t count;
@@ -357,17 +358,21 @@ static int read_input_head(const ks_body *kb, json_t *j, ks_input *in, srv_err *
         return -1;
     in->is_bool = f && f->type == SRV_FT_MASK;
     in->is_int = f && f->type == SRV_FT_INDICES;
-    const char *want = in->is_bool ? "BOOL" : in->is_int ? "INT64" : "FP32";
+    const char *want = in->is_bool ? "BOOL" : in->is_int ? "INT64 or INT32" : "FP32";
     if (!json_is_string(dt))
         return srv_fail(e, 400, "invalid_field", nm, "input %s needs a \"datatype\" (%s)", nm, want);
-    if (strcmp(json_string_value(dt), want))
+    const char *got = json_string_value(dt);
+    in->int_bytes = !strcmp(got, "INT32") ? 4 : 8;
+    if (in->is_int ? strcmp(got, "INT64") && strcmp(got, "INT32") : strcmp(got, want))
         return srv_fail(e, 400, "invalid_field", nm, "input %s has datatype %.20s; this model takes it as %s",
-                        nm, json_string_value(dt), want);
+                        nm, got, want);
     json_t *sh = json_object_get(j, "shape");
     if (!json_is_array(sh) || json_array_size(sh) < 1 || json_array_size(sh) > ATTN_MAX_RANK)
         return srv_fail(e, 400, "invalid_field", nm,
                         "input %s needs a \"shape\": an array of 1 to %d dimensions", nm, ATTN_MAX_RANK);
     in->rank = (int)json_array_size(sh);
+    if (in->is_int && in->rank != 1)
+        return srv_fail(e, 400, "invalid_field", nm, "input %s is a list of indices: its shape is [n]", nm);
     in->count = 1;
     for (int d = 0; d < in->rank; d++) {
         json_t *x = json_array_get(sh, (size_t)d);
@@ -385,6 +390,27 @@ static int read_input_head(const ks_body *kb, json_t *j, ks_input *in, srv_err *
     return 0;
 }
 
+/* Little-endian int64 or int32 indices (src, a copy at dst) as int64. */
+static int read_binary_ints(srv_call *call, const char *src, void *dst, ks_input *in, srv_err *e)
+{
+    in->n_ix = (size_t)in->count;
+    if (in->int_bytes == 8 && host_is_le()) {
+        in->ix = dst;
+        return 0;
+    }
+    in->ix = srv_arena_alloc(&call->arena, (in->n_ix ? in->n_ix : 1) * sizeof *in->ix);
+    if (!in->ix)
+        return srv_fail(e, 503, "overloaded", in->name, "out of memory reading %s", in->name);
+    const uint8_t *p = (const uint8_t *)src;
+    for (int64_t i = 0; i < in->count; i++, p += in->int_bytes) {
+        uint64_t x = 0;
+        for (int k = in->int_bytes - 1; k >= 0; k--)
+            x = x << 8 | p[k];
+        in->ix[i] = in->int_bytes == 4 ? (int64_t)(int32_t)(uint32_t)x : (int64_t)x;
+    }
+    return 0;
+}
+
 /* The input's values from the binary section: size bytes at kb->off. */
 static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, srv_err *e)
 {
@@ -392,7 +418,7 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
     int64_t want, size = json_is_integer(bds) ? json_integer_value(bds) : -1;
     if (size < 0)
         return srv_fail(e, 400, "invalid_field", nm, "input %s: binary_data_size must be a byte count", nm);
-    if (!attn_size_mul(in->count, in->is_bool ? 1 : in->is_int ? 8 : 4, &want) || size != want)
+    if (!attn_size_mul(in->count, in->is_bool ? 1 : in->is_int ? in->int_bytes : 4, &want) || size != want)
         return srv_fail(e, 400, "invalid_field", nm,
                         "input %s: binary_data_size is %lld but shape and datatype make %lld bytes",
                         nm, (long long)size, (long long)want);
@@ -413,19 +439,8 @@ static int read_binary(srv_call *call, ks_body *kb, json_t *bds, ks_input *in, s
             return srv_fail(e, 503, "overloaded", nm, "out of memory reading %s", nm);
         memcpy(dst, src, (size_t)size);
     }
-    if (in->is_int) { /* little-endian int64 */
-        in->ix = dst;
-        in->n_ix = (size_t)in->count;
-        for (int64_t i = 0; i < in->count && !le; i++) {
-            uint8_t *p = (uint8_t *)&in->ix[i];
-            for (int k = 0; k < 4; k++) {
-                uint8_t t0 = p[k];
-                p[k] = p[7 - k];
-                p[7 - k] = t0;
-            }
-        }
-        return 0;
-    }
+    if (in->is_int)
+        return read_binary_ints(call, src, dst, in, e);
     in->m = in->is_bool ? dst : NULL;
     in->f = in->is_bool ? NULL : dst;
     if (in->is_bool) {
