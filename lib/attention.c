@@ -334,8 +334,7 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     st = attn_check_options(&req->opt, req->rule, info->name, &sd, err);
     if (st != ATTN_OK || (st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)
         return st;
-    if (pl->d.heads)
-        attn_maskish_per_head(&pl->req.opt);
+    attn_maskish_rank4(&pl->req.opt, &sd);
     if ((st = attn_check_rope(&req->opt.rope, pl->d.Dq, err)) != ATTN_OK)
         return st;
     pl->dh = req->hidden_size ? req->hidden_size : pl->d.Dq;

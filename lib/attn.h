@@ -331,7 +331,10 @@ typedef struct {
                          * Beside a query with heads (attn_request, rank 4)
                          * a rank-3 mask is (H,Lq,Lk), per head, as PyTorch
                          * broadcasts it against the scores (since 1.4;
-                         * before, per batch row); elsewhere (B,Lq,Lk) */
+                         * before, per batch row); elsewhere (B,Lq,Lk),
+                         * and on multi-head with H > 1 also
+                         * nn.MultiheadAttention's (B H,Lq,Lk), row b's
+                         * head h at plane b H + h (since 1.4) */
     attn_mask key_mask; /* (Lk) or (B,Lk); false = padding key */
     attn_tensor bias;   /* float, same shapes as mask, added to the scores */
     attn_align align;   /* where the diagonal of causal, window and ALiBi sits */

@@ -113,7 +113,8 @@ attn_status attn_check_lse(attn_rule as, const attn_options *o, const char *who,
 typedef struct {
     int64_t B, H, Lq, Lk; /* H = 0: no head dimension */
     int heads3;           /* a rank-3 mask or bias is per head, (H, Lq, Lk) as PyTorch
-                           * broadcasts it against a query with heads; else (B, Lq, Lk) */
+                           * broadcasts it against a query with heads; else (B, Lq, Lk),
+                           * or with H > 1 (B H, Lq, Lk) as nn.MultiheadAttention's */
     const char *lk;       /* the key count's symbol in messages: "Lk", "Lv" or "len" */
 } attn_score_dims;
 
@@ -124,9 +125,11 @@ typedef struct {
 attn_status attn_check_options(const attn_options *o, attn_rule as, const char *who,
                                const attn_score_dims *sd, attn_error *err);
 
-/* A rank-3 mask or bias that is per head (attn_score_dims' heads3) as the
- * rank 4 (1, H, Lq, Lk) it stands for, the form attn_masks_at reads. */
-void attn_maskish_per_head(attn_options *o);
+/* A rank-3 mask or bias of per-head planes as the rank 4 it stands for,
+ * the form attn_masks_at reads: with heads3 (H, Lq, Lk) as (1, H, Lq,
+ * Lk); without, nn.MultiheadAttention's (B H, Lq, Lk) as (B, H, Lq, Lk). A
+ * per-batch-row one stays rank 3. */
+void attn_maskish_rank4(attn_options *o, const attn_score_dims *sd);
 
 /* Elements of the n tensors p[i] that are not NULL, summed in double. */
 double attn_tensors_floats(const attn_tensor *const *p, size_t n);

@@ -88,6 +88,14 @@ attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
     return ATTN_OK;
 }
 
+/* Whether a rank-3 operand without heads3 holds B x H planes, batch row b's
+ * head h at b H + h: nn.MultiheadAttention's 3-D attn_mask, (N num_heads,
+ * L, S). H > 1, so that it is not (B, Lq, Lk). */
+static int bh_planes(const int64_t *shape, const attn_score_dims *sd)
+{
+    return !sd->heads3 && sd->H > 1 && shape[0] % sd->H == 0 && shape[0] / sd->H == sd->B;
+}
+
 /* A mask-shaped operand (mask or bias) as PyTorch broadcasts it against the
  * scores (B, H, Lq, Lk): its batch and head extents *nb and *nh. Rank 2 is
  * one plane; rank 3 is per head with sd->heads3, else per batch row; rank
@@ -96,7 +104,10 @@ static int maskish_lead(int rank, const int64_t *shape, const attn_score_dims *s
                         int64_t *nh)
 {
     *nb = *nh = 1;
-    if (rank == 3)
+    if (rank == 3 && bh_planes(shape, sd)) {
+        *nb = sd->B;
+        *nh = sd->H;
+    } else if (rank == 3)
         *(sd->heads3 ? nh : nb) = shape[0];
     else if (rank == 4 && sd->H > 0) {
         *nb = shape[0];
@@ -115,10 +126,11 @@ static void maskish_forms(const attn_score_dims *sd, char *s, size_t n)
         snprintf(s, n, "(Lq, %s) = (%lld, %lld) or (B, Lq, %s) = (%lld, %lld, %lld) (B may be 1: "
                  "one plane for every batch row)", lk, Lq, Lk, lk, B, Lq, Lk);
     else
-        snprintf(s, n, "(Lq, %s) = (%lld, %lld), (%s, Lq, %s) = (%lld, %lld, %lld) or (B, H, Lq, "
+        snprintf(s, n, "(Lq, %s) = (%lld, %lld), (%s, Lq, %s) = (%lld, %lld, %lld)%s or (B, H, Lq, "
                  "%s) = (%lld, %lld, %lld, %lld) (B and H may each be 1: one plane for every "
                  "batch row or head, as PyTorch broadcasts)", lk, Lq, Lk, sd->heads3 ? "H" : "B",
-                 lk, sd->heads3 ? H : B, Lq, Lk, lk, B, H, Lq, Lk);
+                 lk, sd->heads3 ? H : B, Lq, Lk, sd->heads3 || H < 2 ? "" : ", (B H, Lq, Lk)", lk,
+                 B, H, Lq, Lk);
 }
 
 static attn_status check_maskish(const char *name, int rank, const int64_t *shape, int has_data,
@@ -143,16 +155,19 @@ static attn_status check_maskish(const char *name, int rank, const int64_t *shap
     return ATTN_OK;
 }
 
-void attn_maskish_per_head(attn_options *o)
+void attn_maskish_rank4(attn_options *o, const attn_score_dims *sd)
 {
     int *ranks[2] = {&o->mask.rank, &o->bias.rank};
     int64_t *shapes[2] = {o->mask.shape, o->bias.shape};
-    for (int i = 0; i < 2; i++)
-        if (*ranks[i] == 3) {
-            memmove(shapes[i] + 1, shapes[i], 3 * sizeof *shapes[i]);
-            shapes[i][0] = 1;
-            *ranks[i] = 4;
-        }
+    for (int i = 0; i < 2; i++) {
+        int64_t *sh = shapes[i];
+        if (*ranks[i] != 3 || !(sd->heads3 || bh_planes(sh, sd)))
+            continue;
+        memmove(sh + 1, sh, 3 * sizeof *sh);
+        sh[0] = sd->heads3 ? 1 : sd->B;
+        sh[1] = sd->heads3 ? sh[1] : sd->H;
+        *ranks[i] = 4;
+    }
 }
 
 /* n finite numbers, one per head, or NULL with n = 0 (the default). */
@@ -288,7 +303,7 @@ attn_status attn_check_param_shape(const char *name, const attn_tensor *t,
 }
 
 /* Where (b, h)'s (Lq, Lk) plane starts in a mask-shaped operand: rank 3 is
- * per batch row (attn_maskish_per_head made a per-head one rank 4); a
+ * per batch row (attn_maskish_rank4 made one of per-head planes rank 4); a
  * leading dimension of 1 serves every batch row or head. */
 static int64_t slice_at(int rank, const int64_t *shape, int64_t b, int64_t h, int64_t plane)
 {

@@ -206,7 +206,9 @@ def allowed_mask(B, Lq, Lk, mask=None, key_mask=None, causal=False,
     a = torch.ones(shape, dtype=torch.bool)
     if mask is not None:
         m = mask
-        if H is not None and m.dim() < 4:
+        if H is not None and H > 1 and m.dim() == 3 and m.shape[0] == B * H:
+            m = m.reshape(B, H, Lq, Lk)  # nn.MultiheadAttention's (N num_heads, L, S)
+        elif H is not None and m.dim() < 4:
             m = m.reshape((-1, 1) + tuple(m.shape[-2:]))
         a = a & m
     if key_mask is not None:
@@ -226,7 +228,9 @@ def bias_full(bias, shape):
     if bias is None:
         return torch.zeros(shape, dtype=F64)
     b = bias.to(F64)
-    if len(shape) == 4 and b.dim() < 4:
+    if len(shape) == 4 and shape[1] > 1 and b.dim() == 3 and b.shape[0] == shape[0] * shape[1]:
+        b = b.reshape(shape)  # nn.MultiheadAttention's (N num_heads, L, S)
+    elif len(shape) == 4 and b.dim() < 4:
         b = b.reshape((-1, 1) + tuple(b.shape[-2:]))
     return b.expand(shape)
 
@@ -828,6 +832,9 @@ def all_cases(o):
     mh = torch.ones(2, 2, 3, 4, dtype=torch.bool)
     mh[0, 1, 2, :] = False       # one head of one row
     mh[1, :, 0, :] = False       # every head of one row: out_proj.bias
+    run_mha(o, "mha_bh_mask", "nn.MultiheadAttention's 3-D attn_mask: mask and bias (B H, Lq, "
+            "Lk), row b's head h at b H + h (checked through torch's own module)", 2, 3, 4, 8, 2,
+            mask=randmask(4, 3, 4), bias=rnd(4, 3, 4, lo=-2.0, hi=2.0))
     run_mha(o, "mha_fully_masked", "rows with nothing to attend, in one head and in all",
             2, 3, 4, 8, 2, mask=mh)
     run_mha(o, "mha_unbatched_masks", "no batch: mask (Lq,Lk), key_mask (Lk), bias, window",

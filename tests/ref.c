@@ -208,6 +208,15 @@ static int mha_params(copies *cp, const attn_mha_request *req, rm_request *q)
     return q->Wq && q->Wk && q->Wv && q->Wo ? 0 : -1;
 }
 
+/* nn.MultiheadAttention's 3-D attn_mask, (B H, Lq, Lk) with H > 1: row b's
+ * head h at plane b H + h, which is (B, H, Lq, Lk) in memory. */
+static void bh_planes(const int64_t *shape, int64_t B, int64_t H, int *rank, int *one_batch,
+                      int *one_head)
+{
+    if (*rank == 3 && H > 1 && shape[0] == B * H)
+        *rank = 4, *one_batch = *one_head = 0;
+}
+
 int ref_mha(const attn_mha_request *req, double *out, double *w, double *norm_gain)
 {
     copies cp = {{0}, 0, 0};
@@ -222,6 +231,8 @@ int ref_mha(const attn_mha_request *req, double *out, double *w, double *norm_ga
     q.average_weights = req->average_weights;
     q.posenc = req->positional_encoding == ATTN_PE_SINUSOIDAL ? RM_PE_SINUSOIDAL : RM_PE_NONE;
     set_options(&cp, &req->opt, 1, &q);
+    bh_planes(req->opt.mask.shape, q.B, q.H, &q.mask_rank, &q.mask_one_batch, &q.mask_one_head);
+    bh_planes(req->opt.bias.shape, q.B, q.H, &q.bias_rank, &q.bias_one_batch, &q.bias_one_head);
     int rc = compute(&cp, mha_params(&cp, req, &q), &q, out, w, &m);
     if (norm_gain)
         *norm_gain = m.norm_gain;

@@ -1143,11 +1143,13 @@ static attn_mask rnd_mask(pool *pl, int rank, const int64_t *shape, double p_tru
 }
 
 /* A rank-3 mask or bias's leading dimension: per head when the query has
- * heads (heads3), as PyTorch broadcasts it, else per batch row; or 1, one
- * plane for all. */
+ * heads (heads3), as PyTorch broadcasts it, else per batch row, or on
+ * multi-head (H > 1) per batch row and head, nn.MultiheadAttention's
+ * (B H, Lq, Lk); or 1, one plane for all. */
 static int64_t rnd_lead3(int heads3, int64_t B, int64_t H)
 {
-    return rnd_int(0, 3) == 0 ? 1 : heads3 ? H : B;
+    int64_t r = rnd_int(0, 3);
+    return r == 0 ? 1 : heads3 ? H : H > 1 && r == 1 ? B * H : B;
 }
 
 /* Random masks and bias for (B, [H,] Lq, Lk); heads3: see rnd_lead3. */
