@@ -734,7 +734,7 @@ const float *const *attn_kv_cache_values(const attn_kv_cache *c);
  * The result equals scaled_dot over the cache per head with these
  * options, which multi-head's checks apply to (H = num_heads, Lq = Tq,
  * Lk = len): alibi_slopes and sinks hold one value per query head; masks
- * may be per head; with align bottom-right query row i sits at position
+ * may be per head, (H, Tq, len) or (1, H, Tq, len); with align bottom-right query row i sits at position
  * len - Tq + i, the convention of a decode step (set causal for one). */
 typedef struct {
     attn_tensor query;      /* (Tq, num_heads, head_dim) */

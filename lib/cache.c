@@ -76,6 +76,7 @@ static attn_status make_plan(const attn_cache_request *req, cplan *pl, attn_erro
             ATTN_OK ||
         (st = attn_check_rope(&o->rope, pl->d, err)) != ATTN_OK)
         return st;
+    attn_maskish_rank4(&pl->req.opt, &sd); /* (H, Tq, len): per head */
     attn_shapes *sh = &pl->shapes;
     sh->out_rank = sh->w_rank = 3;
     int64_t out[3] = {pl->Tq, pl->H, pl->d}, w[3] = {pl->H, pl->Tq, pl->n}, wc;

@@ -102,9 +102,11 @@ static float *fl(allocs *a, const double *x, int64_t n)
 
 /* What the rm_request does not say: self-attention (key and value absent),
  * ALiBi given as `true` (the library's own slopes), whether weights are
- * wanted. */
+ * wanted, and whether multi-head's (B, H, Lq, Lk) mask or bias goes to
+ * the library as nn.MultiheadAttention's (B H, Lq, Lk), the same planes. */
 typedef struct {
     int self, alibi_paper, need_weights;
+    int mask_bh, bias_bh;
 } lib_extra;
 
 typedef struct {
@@ -179,6 +181,9 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
     if (q->mask) {
         o.mask.rank = q->mask_rank;
         maskish_shape(q->mask_rank, q->mask_one_batch, q->mask_one_head, q, H, o.mask.shape);
+        if (x->mask_bh) /* (B, H, Lq, Lk) as (B H, Lq, Lk) */
+            o.mask.rank = 3, o.mask.shape[0] = q->B * H, o.mask.shape[1] = q->Lq,
+            o.mask.shape[2] = q->Lk;
         o.mask.data = q->mask;
     }
     if (q->key_mask) {
@@ -191,6 +196,9 @@ static attn_options lib_options(const rm_request *q, int64_t H, const lib_extra 
         o.bias.rank = q->bias_rank;
         int64_t n = maskish_shape(q->bias_rank, q->bias_one_batch, q->bias_one_head, q, H,
                                   o.bias.shape);
+        if (x->bias_bh)
+            o.bias.rank = 3, o.bias.shape[0] = q->B * H, o.bias.shape[1] = q->Lq,
+            o.bias.shape[2] = q->Lk;
         o.bias.data = fl(A, q->bias, n);
     }
     o.causal = q->causal;
@@ -538,9 +546,10 @@ static void golden_one(attn_ctx *ctx, const char *path)
     }
     const golden_case *c = &mc.c;
     allocs A = {{0}, 0};
-    lib_extra x = {mc.multihead && !golden_get(c, GOLDEN_TENSOR, "key"),
-                   golden_opt_int(c, "alibi", 0) && !golden_get(c, GOLDEN_TENSOR, "alibi"),
-                   (int)golden_opt_int(c, "need_weights", 1)};
+    lib_extra x = {.self = mc.multihead && !golden_get(c, GOLDEN_TENSOR, "key"),
+                   .alibi_paper = golden_opt_int(c, "alibi", 0) &&
+                                  !golden_get(c, GOLDEN_TENSOR, "alibi"),
+                   .need_weights = (int)golden_opt_int(c, "need_weights", 1)};
     lib_req L;
     attn_param_set *set = NULL;
     to_lib(&mc.r, &x, &A, &L);
@@ -634,6 +643,13 @@ static int rnd_maskish_rank(const rm_request *q, int *one_batch, int *one_head)
     return rank;
 }
 
+/* Whether a multi-head (B, H, Lq, Lk) operand goes to the library as
+ * nn.MultiheadAttention's (B H, Lq, Lk) (half of those that can). */
+static int bh_form(const rm_request *q, int rank, int one_batch, int one_head, int64_t H)
+{
+    return q->rule == RM_MULTIHEAD && rank == 4 && !one_batch && !one_head && H > 1 && chance(50);
+}
+
 /* The pipeline's options on q (H heads); rope only where it applies. */
 static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_extra *x, allocs *A)
 {
@@ -643,6 +659,7 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
         q->mask_rank = rnd_maskish_rank(q, &q->mask_one_batch, &q->mask_one_head);
         int64_t n = maskish_shape(q->mask_rank, q->mask_one_batch, q->mask_one_head, q, H, s);
         q->mask = rnd_bytes(A, n, 80);
+        x->mask_bh = bh_form(q, q->mask_rank, q->mask_one_batch, q->mask_one_head, H);
     }
     if (concat)
         return;
@@ -654,6 +671,7 @@ static void rnd_pipeline(rm_request *q, int64_t H, int64_t hd, int concat, lib_e
         q->bias_rank = rnd_maskish_rank(q, &q->bias_one_batch, &q->bias_one_head);
         int64_t n = maskish_shape(q->bias_rank, q->bias_one_batch, q->bias_one_head, q, H, s);
         q->bias = rnd_doubles(A, n, 2.0);
+        x->bias_bh = bh_form(q, q->bias_rank, q->bias_one_batch, q->bias_one_head, H);
     }
     q->align = chance(50) ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
     q->causal = chance(35);
@@ -847,7 +865,7 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
 {
     allocs A = {{0}, 0};
     rm_request q;
-    lib_extra x = {0, 0, 1};
+    lib_extra x = {.need_weights = 1};
     memset(&q, 0, sizeof q);
     if (chance(30))
         rnd_mha(&q, &x, &A);
@@ -981,7 +999,7 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
 {
     allocs A = {{0}, 0};
     rm_request q;
-    lib_extra x = {0, 0, chance(60)};
+    lib_extra x = {.need_weights = chance(60)};
     memset(&q, 0, sizeof q);
     q.rule = RM_MULTIHEAD;
     q.Hkv = rnd(1, 3);
@@ -1161,7 +1179,7 @@ static void decode_loop(attn_ctx *ctx, int style)
         q.rope.style = style ? RM_ROPE_INTERLEAVED : RM_ROPE_HALF;
         q.rope.dims = n > 100 ? 24 : 0; /* a rope change rebuilds the table */
         q.rope.offset = 5;
-        lib_extra x = {0, 0, 0};
+        lib_extra x = {.need_weights = 0};
         lib_req L;
         double *ro = keep(&B, malloc(sizeof(double) * HEADS * DV));
         char name[96];
@@ -1218,7 +1236,7 @@ static void split_decode(attn_ctx *ctx)
             memset(km + Lk / 2, 0, (size_t)(Lk - Lk / 2));
         q.key_mask = km;
         q.key_mask_rank = 1;
-        lib_extra x = {0, 0, 1};
+        lib_extra x = {.need_weights = 1};
         lib_req L;
         double *ro = keep(&A, malloc(sizeof(double) * (size_t)(Lq * DV)));
         double *rw = keep(&A, malloc(sizeof(double) * (size_t)(Lq * Lk)));
@@ -1394,7 +1412,7 @@ static void rnd_bf16(rm_request *q, lib_extra *x, allocs *A)
     do {
         release(A);
         memset(q, 0, sizeof *q);
-        *x = (lib_extra){0, 0, 1};
+        *x = (lib_extra){.need_weights = 1};
         if (chance(30))
             rnd_mha(q, x, A);
         else
@@ -1533,7 +1551,7 @@ static void bf16_climbing(attn_ctx *ctx, bf16_stats *S)
         q.query = qq, q.key = kk;
         q.value = rnd_doubles(&A, q.Lk * q.Dv, 1.0);
         bf16_run(ctx, wts ? "bf16 climbing scores, weights" : "bf16 climbing scores", q,
-                 (lib_extra){0, 0, wts}, A, S);
+                 (lib_extra){.need_weights = wts}, A, S);
     }
 }
 
