@@ -348,7 +348,7 @@ function weightMatrices(rule, request, response, b = 0) {
 
 // Which cells the request did not allow and the structure drawn over them (options.js).
 function structureFor(rule, req, response, Lq, Lk) {
-  return structureOf(rule, req, Lq, Lk, response && response.layout);
+  return structureOf(rule, req, Lq, Lk, response && response.layout, S.batch);
 }
 
 // companion: {role, rule, request, response | null, error} drawn beside (see options.js companionOf).

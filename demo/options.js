@@ -185,9 +185,15 @@ function decodeLayout(t) {
  * local_global the request's window and global tokens). Only zero weights
  * are ever marked, so a wrong guess cannot hide a value. layout: the
  * response's "layout" (optional). */
-export function structureOf(rule, req, Lq, Lk, layout) {
+export function structureOf(rule, req, Lq, Lk, layout, batch = 0) {
   const none = { kind: () => '', overlay: null, keys: [] };
   if (!req || typeof req !== 'object') return none;
+  // Packed sequences (cu_seqlens_q): the weights are padded to the longest
+  // sequence; this one's rows and keys end at its own lengths.
+  const seqLen = cu => (Array.isArray(cu) && Number.isInteger(cu[batch]) && Number.isInteger(cu[batch + 1])
+    ? cu[batch + 1] - cu[batch] : null);
+  const lqSeq = seqLen(req.cu_seqlens_q), lkSeq = seqLen(req.cu_seqlens_k ?? req.cu_seqlens_q);
+  const packed = lqSeq !== null && lkSeq !== null;
   const km = Array.isArray(req.key_mask) && !Array.isArray(req.key_mask[0]) && req.key_mask.length === Lk ? req.key_mask : null;
   const m = Array.isArray(req.mask) && Array.isArray(req.mask[0]) && req.mask.length === Lq && req.mask[0].length === Lk ? req.mask : null;
   const padCol = new Array(Lk).fill(false);
@@ -195,7 +201,7 @@ export function structureOf(rule, req, Lq, Lk, layout) {
     if (km && !km[j]) padCol[j] = true;
     if (m && m.every(row => !row[j])) padCol[j] = true;
   }
-  const off = req.align === 'bottom_right' && rule !== 'concat' ? Lk - Lq : 0;
+  const off = req.align === 'bottom_right' && rule !== 'concat' ? (packed ? lkSeq - lqSeq : Lk - Lq) : 0;
   const causal = !!req.causal && rule !== 'concat';
   const w = rule === 'concat' ? null : req.window;
   let wl = null, wr = null;
@@ -226,7 +232,7 @@ export function structureOf(rule, req, Lq, Lk, layout) {
   }
 
   const kind = (i, j) => {
-    if (padCol[j]) return 'pad';
+    if (padCol[j] || (packed && (i >= lqSeq || j >= lkSeq))) return 'pad';
     const ip = i + off;
     if (causal && j > ip) return 'mask';
     if (wl !== null && j < ip - wl) return 'mask';

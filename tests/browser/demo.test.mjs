@@ -543,6 +543,18 @@ try {
     await page.dispatchEvent('#batch', 'input');
     await page.click('#heads-grid .head-thumb[data-head="1"]');
     await expectHeatmap(page, wv[1][1], 'packed: sequence 1, head 1');
+    // Sequence 1 has 3 queries over 2 keys: its third key column is the
+    // padding up to the longest sequence, drawn as padding, not as zeros.
+    const cells = await page.$$eval('#heatmap .cell', e => e.map(c => [+c.dataset.row, +c.dataset.col, c.dataset.mask || '']));
+    assert(cells.length === 9, `${cells.length} cells, expected 3 x 3`);
+    for (const [i, j, kind] of cells)
+      assert(kind === (j === 2 ? 'pad' : ''), `packed cell ${i},${j}: drawn as "${kind}"`);
+    await page.fill('#batch', '0'); // sequence 0: 2 queries over 3 keys, its third row padding
+    await page.dispatchEvent('#batch', 'input');
+    await expectHeatmap(page, wv[0][1], 'packed: sequence 0, head 1');
+    const cells0 = await page.$$eval('#heatmap .cell', e => e.map(c => [+c.dataset.row, +c.dataset.col, c.dataset.mask || '']));
+    for (const [i, j, kind] of cells0)
+      assert(kind === (i === 2 ? 'pad' : ''), `packed sequence 0 cell ${i},${j}: drawn as "${kind}"`);
   });
 
   await test('a saved API response loads and renders', async () => {
