@@ -483,9 +483,9 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
         return st;
     attn_score_dims sd = {d->B, pl->H, d->Lq, d->Lk, 0, "Lk"};
     st = attn_check_options(&req->opt, mha_as(req), mha_who(req), &sd, err);
-    attn_maskish_rank4(&pl->req.opt, &sd);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;
+    attn_maskish_rank4(&pl->req.opt, &sd);
     if (with_params && pl->req.n_params > 0) {
         if (!pl->req.params)
             return attn_fail(err, ATTN_ERR_ARG, "params", "n_params > 0 but params is NULL");

@@ -374,6 +374,19 @@ static void run_golden(const char *dir)
     curl_easy_cleanup(h);
 }
 
+/* Opens a request body with query, key and value of rank r in `form`:
+ * `{"query":...,"key":...,"value":...` (the caller adds the rest). */
+static void qkv_put(buf *b, int r, const float *q, const long *sq, const float *k,
+                    const long *sk, const float *v, const long *sv, int form)
+{
+    buf_puts(b, "{\"query\":");
+    tensor_put(b, q, r, sq, form);
+    buf_puts(b, ",\"key\":");
+    tensor_put(b, k, r, sk, form);
+    buf_puts(b, ",\"value\":");
+    tensor_put(b, v, r, sv, form);
+}
+
 /* ------------------------------------------------------------ packed sequences */
 
 /* Random packed sequences (cu_seqlens_q and _k) on /attention/scaled_dot:
@@ -422,12 +435,7 @@ static void test_varlen_random(void)
             }
         int form = trial % N_FORMS;
         buf body = {0};
-        buf_puts(&body, "{\"query\":");
-        tensor_put(&body, q, 3, sq, form);
-        buf_puts(&body, ",\"key\":");
-        tensor_put(&body, k, 3, sk, form);
-        buf_puts(&body, ",\"value\":");
-        tensor_put(&body, v, 3, sv, form);
+        qkv_put(&body, 3, q, sq, k, sk, v, sv, form);
         buf_puts(&body, ",\"cu_seqlens_q\":[0");
         for (long i = 1; i <= B; i++) buf_printf(&body, ",%ld", cq[i]);
         buf_puts(&body, "],\"cu_seqlens_k\":[0");
@@ -520,12 +528,7 @@ static void problem_body(buf *b, const problem *p, int form, int mask_form, int 
     int batched = p->b > 1;
     long sq[3] = {p->b, p->lq, p->d}, sk[3] = {p->b, p->lk, p->d}, sv[3] = {p->b, p->lk, p->dv};
     int r = batched ? 3 : 2, o = batched ? 0 : 1;
-    buf_puts(b, "{\"query\":");
-    tensor_put(b, p->q, r, sq + o, form);
-    buf_puts(b, ",\"key\":");
-    tensor_put(b, p->k, r, sk + o, form);
-    buf_puts(b, ",\"value\":");
-    tensor_put(b, p->v, r, sv + o, form);
+    qkv_put(b, r, p->q, sq + o, p->k, sk + o, p->v, sv + o, form);
     if (p->keep) {
         golden_tensor km = {.kind = GOLDEN_MASK, .rank = batched ? 2 : 1,
                             .shape = {batched ? p->b : p->lk, p->lk}, .count = p->b * p->lk,
@@ -1195,12 +1198,7 @@ static int overload_attempt(long hidden, int last)
         x[i] = rnd(&st);
     long shape[2] = {L, D};
     buf b = {0};
-    buf_puts(&b, "{\"query\":");
-    tensor_put(&b, x, 2, shape, FORM_B64);
-    buf_puts(&b, ",\"key\":");
-    tensor_put(&b, x, 2, shape, FORM_B64);
-    buf_puts(&b, ",\"value\":");
-    tensor_put(&b, x, 2, shape, FORM_B64);
+    qkv_put(&b, 2, x, shape, x, shape, x, shape, FORM_B64);
     buf_printf(&b, ",\"need_weights\":false,\"output_format\":\"b64\",\"hidden_size\":%ld}", hidden);
     free(x);
 
