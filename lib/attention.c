@@ -32,6 +32,17 @@ attn_request attn_request_default(attn_rule rule)
 
 #define MAX_PARAMS 4
 
+/* Packed sequences (attn_varlen_request): B sequences of the packed
+ * tensors' rows, sequence s's query rows cq[s] .. cq[s + 1] - 1 and key
+ * rows ck[s] .. ck[s + 1] - 1. A plan of them is the plan of one sequence
+ * of the longest lengths, (1, H, max_q, .) and (1, Hkv, max_k, .), whose
+ * slices are then each sequence's heads. */
+typedef struct {
+    int on;
+    int64_t B, total_q, total_k, max_q, max_k;
+    const int64_t *cq, *ck;
+} varlen;
+
 /* A validated request: sizes, and the rule's parameters in the order of
  * attn_rule_describe (NULL for an optional one left out); then the
  * workspace pieces rule_lay_out took. */
@@ -39,6 +50,8 @@ typedef struct {
     attn_request req; /* a copy; its params may be the pipeline's seeded set */
     attn_dims d;
     int64_t nq, nk; /* (batch, head) slices of query and of key/value: B H and B Hkv */
+    int64_t qrows, krows; /* query and key rows of all slices: nq Lq and nk Lk */
+    varlen vl;      /* packed sequences, or vl.on 0 */
     int64_t lkeys; /* keys each query row attends over: Lk, or Lv for concat */
     int64_t dh, dout;
     const attn_tensor *p[MAX_PARAMS];
@@ -55,6 +68,15 @@ typedef struct {
 } plan;
 
 static const attn_front rule_front;
+
+/* Sequence s's query and key rows, and where its queries sit against its
+ * keys (i' = i + off). */
+static int64_t seq_rows(const varlen *v, int64_t s, int64_t *lq, int64_t *lk, attn_align align)
+{
+    *lq = v->cq[s + 1] - v->cq[s];
+    *lk = v->ck[s + 1] - v->ck[s];
+    return align == ATTN_ALIGN_BOTTOM_RIGHT ? *lk - *lq : 0;
+}
 
 /* Head jobs of one run: every slice, or ATTN_JOBS_PER_RUN of them. */
 static int64_t group_of(const plan *pl)
@@ -189,16 +211,17 @@ static attn_status check_param_shapes(const attn_request *req, const attn_rule_i
     return ATTN_OK;
 }
 
-/* Floating-point operations of the rule (2 per multiply-add): the
- * projections, the scores (a tanh score counts 3 per hidden unit), and the
- * weighted sum of values. */
-static double rule_flops(attn_rule rule, const plan *pl)
+/* Floating-point operations of the rule (2 per multiply-add) for B query
+ * and Bk key/value slices of Lq queries and Lk keys (lkeys scored, Lv for
+ * concat): the projections, the scores (a tanh score counts 3 per hidden
+ * unit), and the weighted sum of values. */
+static double rule_flops(const plan *pl, double B, double Bk, int64_t lq, int64_t lk, int64_t lkeys)
 {
     const attn_dims *d = &pl->d;
-    double B = (double)pl->nq, Bk = (double)pl->nk, Lq = (double)d->Lq, Lk = (double)d->Lk;
-    double pairs = B * attn_sparsity_pairs(&pl->req.opt, d->Lq, pl->lkeys), dh = (double)pl->dh;
+    double Lq = (double)lq, Lk = (double)lk;
+    double pairs = B * attn_sparsity_pairs(&pl->req.opt, lq, lkeys), dh = (double)pl->dh;
     double f = 2.0 * pairs * (double)d->Dv;
-    switch (rule) {
+    switch (pl->req.rule) {
     case ATTN_RULE_GENERAL:
         f += 2.0 * Bk * Lk * (double)d->Dk * (double)d->Dq;
         /* fall through */
@@ -214,7 +237,7 @@ static double rule_flops(attn_rule rule, const plan *pl)
     case ATTN_RULE_LINEAR: {
         attn_head_job m;
         memset(&m, 0, sizeof m);
-        m.lq = d->Lq; m.lk = d->Lk; m.d = d->Dk; m.dv = d->Dv;
+        m.lq = lq; m.lk = lk; m.d = d->Dk; m.dv = d->Dv;
         m.w = attn_model_weights(pl->req.opt.need_weights);
         return attn_linear_flops(&m, B, pl->req.opt.causal);
     }
@@ -306,7 +329,7 @@ static attn_status fill_shapes(plan *pl, attn_error *err)
         !attn_count(sh->w_rank, sh->w_shape, &wc))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = pl->req.opt.need_weights ? wc : 0;
-    sh->flops = rule_flops(pl->req.rule, pl);
+    sh->flops = rule_flops(pl, (double)pl->nq, (double)pl->nk, d->Lq, d->Lk, pl->lkeys);
     attn_sparsity_dims(&pl->req.opt, d->Lq, pl->lkeys, &sh->layout_rows, &sh->layout_cols,
                        &sh->layout_block);
     return ATTN_OK;
@@ -328,6 +351,8 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     int concat = req->rule == ATTN_RULE_CONCAT;
     pl->nq = pl->d.B * pl->d.H; /* no overflow: query's element count */
     pl->nk = pl->d.B * pl->d.Hkv;
+    pl->qrows = pl->nq * pl->d.Lq; /* no overflow: within the tensors' element counts */
+    pl->krows = pl->nk * pl->d.Lk;
     pl->lkeys = concat ? pl->d.Lv : pl->d.Lk;
     attn_score_dims sd = {pl->d.B, pl->d.heads ? pl->d.H : 0, pl->d.Lq, pl->lkeys, pl->d.heads,
                           concat ? "Lv" : "Lk"};
@@ -365,15 +390,206 @@ attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *
     return st;
 }
 
+/* ------------------------------------------------ packed sequences */
+
+/* cu (B + 1 offsets) against total rows: from 0, rising by at least 1,
+ * ending at total. */
+static attn_status check_offsets(const int64_t *cu, int64_t B, int64_t total, const char *field,
+                                 const char *rows, attn_error *err)
+{
+    if (!cu)
+        return attn_fail(err, ATTN_ERR_ARG, field, "%s is NULL", field);
+    if (cu[0] != 0)
+        return attn_fail(err, ATTN_ERR_PARAM, field, "%s must start at 0; got %lld", field,
+                         (long long)cu[0]);
+    for (int64_t i = 1; i <= B; i++)
+        if (cu[i] <= cu[i - 1])
+            return attn_fail(err, ATTN_ERR_PARAM, field,
+                             "%s must increase: sequence %lld would have %lld rows (every "
+                             "sequence needs at least one)", field, (long long)(i - 1),
+                             (long long)(cu[i] - cu[i - 1]));
+    if (cu[B] != total)
+        return attn_fail(err, ATTN_ERR_PARAM, field,
+                         "%s ends at %lld but %s has %lld rows; the last offset is the total",
+                         field, (long long)cu[B], rows, (long long)total);
+    return ATTN_OK;
+}
+
+/* What packed sequences do not take: masks and bias (each sequence has
+ * its own lengths), sparsity, and rule concat (parameters sized by the
+ * length). */
+static attn_status varlen_refusals(const attn_request *r, attn_error *err)
+{
+    const attn_options *o = &r->opt;
+    const char *clash = o->mask.rank ? "mask" : o->bias.rank ? "bias"
+                      : o->key_mask.rank ? "key_mask"
+                      : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity" : NULL;
+    if (r->rule == ATTN_RULE_CONCAT)
+        return attn_fail(err, ATTN_ERR_PARAM, "rule",
+                         "rule concat does not take packed sequences: its parameters are sized "
+                         "by the sequence's length");
+    if (clash)
+        return attn_fail(err, ATTN_ERR_PARAM, clash,
+                         "%s does not apply to packed sequences: each has its own lengths "
+                         "(causal, window and the other options apply per sequence)", clash);
+    return ATTN_OK;
+}
+
+/* The packed request as one sequence of the longest lengths, (1, H,
+ * max_q, Dq) and (1, Hkv, max_k, .), which make_plan validates; the
+ * offsets checked into *v. */
+static attn_status varlen_view(const attn_varlen_request *vr, attn_request *view, varlen *v,
+                               attn_error *err)
+{
+    if (!vr)
+        return attn_fail(err, ATTN_ERR_ARG, "", "NULL request");
+    const attn_request *r = &vr->req;
+    const attn_tensor *ts[3] = {&r->query, &r->key, &r->value};
+    static const char *const names[3] = {"query", "key", "value"};
+    static const char *const dims[3] = {"(total_q, H, Dq)", "(total_k, Hkv, Dk)",
+                                        "(total_k, Hkv, Dv)"};
+    for (int i = 0; i < 3; i++)
+        if (ts[i]->rank != 3)
+            return attn_fail(err, ATTN_ERR_SHAPE, names[i],
+                             "with packed sequences %s is %s; got rank %d", names[i], dims[i],
+                             ts[i]->rank);
+    if (r->value.shape[0] != r->key.shape[0])
+        return attn_fail(err, ATTN_ERR_SHAPE, "value",
+                         "value has %lld rows but key has %lld; each key row has its value row",
+                         (long long)r->value.shape[0], (long long)r->key.shape[0]);
+    if (vr->batch < 1)
+        return attn_fail(err, ATTN_ERR_SHAPE, "batch",
+                         "batch is %lld sequences; there must be at least 1",
+                         (long long)vr->batch);
+    memset(v, 0, sizeof *v);
+    v->on = 1;
+    v->B = vr->batch;
+    v->cq = vr->cu_seqlens_q;
+    v->ck = vr->cu_seqlens_k ? vr->cu_seqlens_k : vr->cu_seqlens_q;
+    v->total_q = r->query.shape[0];
+    v->total_k = r->key.shape[0];
+    attn_status st = check_offsets(v->cq, v->B, v->total_q, "cu_seqlens_q", "query", err);
+    if (st != ATTN_OK ||
+        (st = check_offsets(v->ck, v->B, v->total_k,
+                            vr->cu_seqlens_k ? "cu_seqlens_k" : "cu_seqlens_q", "key", err)) != ATTN_OK ||
+        (st = varlen_refusals(r, err)) != ATTN_OK)
+        return st;
+    for (int64_t s = 0; s < v->B; s++) {
+        int64_t lq, lk;
+        seq_rows(v, s, &lq, &lk, ATTN_ALIGN_TOP_LEFT);
+        v->max_q = lq > v->max_q ? lq : v->max_q;
+        v->max_k = lk > v->max_k ? lk : v->max_k;
+    }
+    *view = *r;
+    for (int i = 0; i < 3; i++) {
+        attn_tensor *t = i == 0 ? &view->query : i == 1 ? &view->key : &view->value;
+        *t = (attn_tensor){4, {1, ts[i]->shape[1], i ? v->max_k : v->max_q, ts[i]->shape[2]},
+                           ts[i]->data};
+    }
+    return ATTN_OK;
+}
+
+/* The plan of the view made the plan of the packed sequences: its slices
+ * each sequence's heads, its results' shapes and its cost. */
+static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
+{
+    const attn_dims *d = &pl->d;
+    const attn_options *o = &pl->req.opt;
+    attn_shapes *sh = &pl->shapes;
+    pl->vl = *v;
+    pl->nq = v->B * d->H; /* within the query's rows times H */
+    pl->nk = v->B * d->Hkv;
+    pl->qrows = v->total_q * d->H;
+    pl->krows = v->total_k * d->Hkv;
+    double flops = 0.0;
+    for (int64_t s = 0; s < v->B; s++) {
+        int64_t lq, lk;
+        seq_rows(v, s, &lq, &lk, ATTN_ALIGN_TOP_LEFT);
+        if (o->hard == ATTN_HARD_TOPK && o->top_k > lk)
+            return attn_fail(err, ATTN_ERR_PARAM, "hard.top_k",
+                             "top_k is %lld but sequence %lld has %lld keys; top_k must be at "
+                             "most every sequence's keys", (long long)o->top_k, (long long)s,
+                             (long long)lk);
+        flops += rule_flops(pl, (double)d->H, (double)d->Hkv, lq, lk, lk);
+    }
+    sh->out_rank = 3;
+    sh->out_shape[0] = v->total_q, sh->out_shape[1] = d->H, sh->out_shape[2] = d->Dv;
+    sh->w_rank = 4;
+    sh->w_shape[0] = v->B, sh->w_shape[1] = d->H, sh->w_shape[2] = v->max_q;
+    sh->w_shape[3] = v->max_k;
+    int64_t wc;
+    if (!attn_count(3, sh->out_shape, &sh->out_count) || !attn_count(4, sh->w_shape, &wc))
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
+    sh->w_count = o->need_weights ? wc : 0;
+    sh->flops = flops;
+    return ATTN_OK;
+}
+
+static attn_status make_varlen_plan(const attn_varlen_request *vr, plan *pl, attn_error *err)
+{
+    attn_request view;
+    varlen v;
+    attn_status st = varlen_view(vr, &view, &v, err);
+    if (st != ATTN_OK || (st = make_plan(&view, pl, err)) != ATTN_OK)
+        return st;
+    return varlen_finish(pl, &v, err);
+}
+
+attn_varlen_request attn_varlen_request_default(attn_rule rule)
+{
+    attn_varlen_request r;
+    memset(&r, 0, sizeof r);
+    r.req = attn_request_default(rule);
+    return r;
+}
+
+attn_status attn_varlen_plan(const attn_varlen_request *req, attn_shapes *shapes, attn_error *err)
+{
+    plan pl;
+    attn_status st = make_varlen_plan(req, &pl, err);
+    if (st == ATTN_OK && shapes) {
+        pl.shapes.scratch_bytes = attn_front_scratch(&rule_front, &pl, req->req.n_params);
+        *shapes = pl.shapes;
+    }
+    return st;
+}
+
+attn_status attn_varlen_seed_params(const attn_varlen_request *req, uint64_t seed,
+                                    attn_param_set **out, attn_error *err)
+{
+    plan pl;
+    attn_status st = make_varlen_plan(req, &pl, err);
+    return st != ATTN_OK ? st : attn_seed_params(&pl.req, seed, out, err);
+}
+
+attn_status attn_varlen_compute(attn_ctx *ctx, const attn_varlen_request *req, float *output,
+                                float *weights, float *lse, attn_error *err)
+{
+    plan pl;
+    attn_status st = make_varlen_plan(req, &pl, err);
+    if (st == ATTN_OK && lse)
+        st = attn_check_lse(req->req.rule, &req->req.opt, attn_rule_name(req->req.rule), err);
+    pl.lse = lse;
+    return st != ATTN_OK ? st
+                         : attn_execute(ctx, &rule_front, &pl, req->req.n_params, &pl.shapes,
+                                        output, weights, err);
+}
+
 /* ------------------------------------------------ the pipeline's stages */
 
 static attn_status rule_bind(void *p, const attn_named *params, size_t n, attn_error *err)
 {
     plan *pl = p;
     attn_request r = pl->req;
+    varlen v = pl->vl;
+    float *lse = pl->lse; /* the call's, which planning again clears */
     r.params = params;
     r.n_params = n;
-    return make_plan(&r, pl, err);
+    attn_status st = make_plan(&r, pl, err);
+    if (st == ATTN_OK && v.on)
+        st = varlen_finish(pl, &v, err);
+    pl->lse = lse;
+    return st;
 }
 
 static const float *pdata(const plan *pl, int i)
@@ -395,24 +611,24 @@ static attn_gemm_call gemm(int64_t m, int64_t n, int64_t k, const float *a, int6
 static int rule_gemms(const plan *pl, attn_gemm_call *g)
 {
     const attn_dims *d = &pl->d;
-    int64_t B = pl->nq, Bk = pl->nk, Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
+    int64_t nq = pl->qrows, nk = pl->krows, Dq = d->Dq, Dk = d->Dk, dh = pl->dh;
     int64_t dqk = Dq + Dk, lkeys = pl->lkeys;
     const float *Q = pl->req.query.data, *K = pl->req.key.data, *w0 = pdata(pl, 0);
     switch (pl->req.rule) {
     case ATTN_RULE_GENERAL:
-        g[0] = gemm(Bk * Lk, Dq, Dk, K, Dk, w0, Dk, pdata(pl, 1), pl->kp, Dq);
+        g[0] = gemm(nk, Dq, Dk, K, Dk, w0, Dk, pdata(pl, 1), pl->kp, Dq);
         return 1;
     case ATTN_RULE_ADDITIVE:
-        g[0] = gemm(B * Lq, dh, Dq, Q, Dq, w0, Dq, NULL, pl->qp, dh);
-        g[1] = gemm(Bk * Lk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
+        g[0] = gemm(nq, dh, Dq, Q, Dq, w0, Dq, NULL, pl->qp, dh);
+        g[1] = gemm(nk, dh, Dk, K, Dk, pdata(pl, 1), Dk, pdata(pl, 2), pl->kp, dh);
         return 2;
     case ATTN_RULE_CONCAT_TANH:
-        g[0] = gemm(B * Lq, dh, Dq, Q, Dq, w0, dqk, NULL, pl->qp, dh);
-        g[1] = gemm(Bk * Lk, dh, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, pdata(pl, 1), pl->kp, dh);
+        g[0] = gemm(nq, dh, Dq, Q, Dq, w0, dqk, NULL, pl->qp, dh);
+        g[1] = gemm(nk, dh, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, pdata(pl, 1), pl->kp, dh);
         return 2;
-    case ATTN_RULE_CONCAT: /* Hkv = H */
-        g[0] = gemm(B * Lq, lkeys, Dq, Q, Dq, w0, dqk, pdata(pl, 1), pl->qp, lkeys);
-        g[1] = gemm(B * Lq, lkeys, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, NULL, pl->kp, lkeys);
+    case ATTN_RULE_CONCAT: /* Hkv = H, Lk = Lq */
+        g[0] = gemm(nq, lkeys, Dq, Q, Dq, w0, dqk, pdata(pl, 1), pl->qp, lkeys);
+        g[1] = gemm(nq, lkeys, Dk, K, Dk, w0 ? w0 + Dq : NULL, dqk, NULL, pl->kp, lkeys);
         return 2;
     default:
         return 0;
@@ -454,13 +670,37 @@ static attn_score_kind rule_kind(const plan *pl, int64_t *width)
     }
 }
 
+/* rope's positions: query row i at i' = i + off, key j at j. Packed
+ * sequences take one table over every sequence's positions, the query
+ * rows of each moved by its slice's shift (slice_of). */
+static void rope_plan(plan *pl)
+{
+    const attn_dims *d = &pl->d;
+    const attn_options *o = &pl->req.opt;
+    if (!pl->vl.on) {
+        attn_rope_plan(&o->rope, d->Dq, d->Lq, d->Lk,
+                       o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
+        return;
+    }
+    int64_t lo = 0, hi = 0, lq, lk;
+    for (int64_t s = 0; s < pl->vl.B; s++) {
+        int64_t off = seq_rows(&pl->vl, s, &lq, &lk, o->align);
+        lo = off < lo ? off : lo;
+        hi = lq + off > hi ? lq + off : hi;
+        hi = lk > hi ? lk : hi;
+    }
+    /* queries at lo .. hi - 1 and keys at 0 .. hi - 1: set[0].pos0 = 0,
+     * set[1].pos0 = -lo */
+    attn_rope_plan(&o->rope, d->Dq, hi - lo, hi, lo, &pl->rope);
+}
+
 /* The rule's pieces: qp, kp, ctxv, out2 (each only where the rule has it),
  * then one head job per batch row; and what its kernels will ask. */
 static void rule_lay_out(void *p, attn_ws *ws)
 {
     plan *pl = p;
     const attn_dims *d = &pl->d;
-    double bq = (double)pl->nq * (double)d->Lq, bk = (double)pl->nk * (double)d->Lk;
+    double bq = (double)pl->qrows, bk = (double)pl->krows;
     double f[4] = {0.0, 0.0, 0.0, 0.0};
     switch (pl->req.rule) {
     case ATTN_RULE_GENERAL:
@@ -485,8 +725,7 @@ static void rule_lay_out(void *p, attn_ws *ws)
     attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
     const attn_options *o = &pl->req.opt;
     if (o->rope.on) {
-        attn_rope_plan(&o->rope, d->Dq, d->Lq, d->Lk,
-                       o->align == ATTN_ALIGN_BOTTOM_RIGHT ? d->Lk - d->Lq : 0, &pl->rope);
+        rope_plan(pl);
         attn_rope_take(ws, &pl->rope);
         int copies = !attn_rope_in_kernel(o, d->Lq); /* rows rotated before the kernels */
         pl->qr = attn_ws_take(ws, copies ? bq * (double)d->Dq : 0.0, sizeof(float));
@@ -514,41 +753,77 @@ static void rule_lay_out(void *p, attn_ws *ws)
         attn_heads_take(ws, group_of(pl), &model, &pl->heads);
 }
 
-/* Slice r = b H + h's head into j (batch row b, query head h; h = 0
+/* Where slice r's rows lie, in rows of the packed tensors: query (and
+ * output) rows from q0, qstep apart; key rows from k0 and value rows from
+ * v0, kstep apart; n0 the number of its first query row among all (the
+ * lse's and the draws' order), shift its queries' rope shift. A batch's
+ * slice r = b H + h holds Lq rows from r Lq; a packed sequence's head h
+ * is every H-th row of (total_q, H, D) from its first. */
+typedef struct {
+    int64_t b, h, lq, lk, q0, qstep, k0, v0, kstep, n0, shift;
+} slice;
+
+static slice slice_of(const plan *pl, int64_t r)
+{
+    const attn_dims *d = &pl->d;
+    slice c;
+    c.b = r / d->H;
+    c.h = r % d->H;
+    int64_t g = c.h / (d->H / d->Hkv), kr = c.b * d->Hkv + g;
+    if (!pl->vl.on) {
+        c.lq = d->Lq, c.lk = pl->lkeys;
+        c.q0 = c.n0 = r * d->Lq, c.k0 = kr * d->Lk, c.v0 = kr * d->Lv;
+        c.qstep = c.kstep = 1;
+        c.shift = 0;
+        return c;
+    }
+    const varlen *v = &pl->vl;
+    int64_t off = seq_rows(v, c.b, &c.lq, &c.lk, pl->req.opt.align);
+    c.q0 = v->cq[c.b] * d->H + c.h, c.qstep = d->H;
+    c.k0 = c.v0 = v->ck[c.b] * d->Hkv + g, c.kstep = d->Hkv;
+    c.n0 = c.h * v->total_q + v->cq[c.b];
+    c.shift = off + pl->rope.set[1].pos0 - pl->rope.set[0].pos0;
+    return c;
+}
+
+/* Slice r's head into j (batch row or sequence b, query head h; h = 0
  * without heads): the rule's score and where its output goes. Its key and
- * value rows are slice kr of theirs: head h / (H / Hkv) of batch row b. */
+ * value rows are those of head h / (H / Hkv). */
 static void rule_head(const plan *pl, int64_t r, attn_head_job *j, float *out, float *w)
 {
     const attn_dims *d = &pl->d;
-    int64_t Lq = d->Lq, Lk = d->Lk, Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
-    int64_t b = r / d->H, h = r % d->H, kr = b * d->Hkv + h / (d->H / d->Hkv);
-    attn_head_init(j, &pl->req.opt, b, h, d->H, Lq, lkeys, w ? w + r * Lq * lkeys : NULL);
-    j->lse = pl->lse ? pl->lse + r * Lq : NULL;
+    int64_t Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
+    slice c = slice_of(pl, r);
+    attn_head_init(j, &pl->req.opt, c.b, c.h, d->H, c.lq, c.lk, w ? w + r * d->Lq * lkeys : NULL);
+    j->w_stride = lkeys;
+    j->draw_base = (uint64_t)c.n0;
+    j->lse = pl->lse ? pl->lse + c.n0 : NULL;
     j->kind = rule_kind(pl, &kd);
     j->d = kd;
     j->dv = Dv;
     if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
         j->m.sparse = &pl->sparse;
-    j->v = pl->req.value.data + kr * d->Lv * Dv;
-    j->v_stride = Dv;
-    j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + r * Lq * Dv;
-    j->o_stride = Dv;
+    j->v = pl->req.value.data + c.v0 * Dv;
+    j->v_stride = c.kstep * Dv;
+    j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + c.q0 * Dv;
+    j->o_stride = c.qstep * Dv;
     if (j->kind == ATTN_SCORE_DOT) {
         const attn_options *o = &pl->req.opt;
-        int copies = o->rope.on && !attn_rope_in_kernel(o, Lq);
+        int copies = o->rope.on && !attn_rope_in_kernel(o, d->Lq);
         const float *q = copies ? pl->qr : pl->req.query.data;
         const float *k = copies ? pl->kr : pl->req.key.data;
         j->rope = o->rope.on && !copies ? &pl->rope : NULL;
-        j->a = q + r * Lq * Dq; j->a_stride = Dq;
-        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + kr * Lk * kd;
-        j->b_stride = kd;
+        j->rope_shift = c.shift;
+        j->a = q + c.q0 * Dq; j->a_stride = c.qstep * Dq;
+        j->b = (pl->req.rule == ATTN_RULE_GENERAL ? pl->kp : k) + c.k0 * kd;
+        j->b_stride = c.kstep * kd;
         j->scale = pl->req.rule != ATTN_RULE_SCALED_DOT ? 1.0f
                  : pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d->Dk));
     } else if (j->kind == ATTN_SCORE_GIVEN) {
-        j->a = pl->qp + r * Lq * lkeys; j->a_stride = lkeys;
+        j->a = pl->qp + c.q0 * lkeys; j->a_stride = c.qstep * lkeys;
     } else {
-        j->a = pl->qp + r * Lq * kd; j->a_stride = kd;
-        j->b = pl->kp + kr * Lk * kd; j->b_stride = kd;
+        j->a = pl->qp + c.q0 * kd; j->a_stride = c.qstep * kd;
+        j->b = pl->kp + c.k0 * kd; j->b_stride = c.kstep * kd;
         j->vw = pl->req.rule == ATTN_RULE_ADDITIVE ? pdata(pl, 3) : NULL;
     }
 }
@@ -560,6 +835,25 @@ static void add_into(float *a, const float *b, int64_t n)
         a[e] += b[e];
 }
 
+/* Packed sequences' query and key rows rotated into qr and kr, one
+ * sequence at a time (its rows' positions start at 0). */
+static void rope_sequences(const attn_exec *ex, plan *pl)
+{
+    const attn_dims *d = &pl->d;
+    const varlen *v = &pl->vl;
+    int64_t wq = d->H * d->Dq, wk = d->Hkv * d->Dk, base = pl->rope.set[0].pos0, lq, lk;
+    for (int64_t s = 0; s < v->B; s++) {
+        int64_t off = seq_rows(v, s, &lq, &lk, pl->req.opt.align);
+        attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data + v->cq[s] * wq, wq,
+                           pl->qr + v->cq[s] * wq, wq, 1, lq, d->H);
+        attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data + v->ck[s] * wk, wk,
+                           pl->kr + v->ck[s] * wk, wk, 1, lk, d->Hkv);
+        pl->rope.set[0].pos0 = off + pl->rope.set[1].pos0; /* row i' - lo */
+        attn_rope_rows(ex, &pl->rope);
+    }
+    pl->rope.set[0].pos0 = base;
+}
+
 /* dot and scaled_dot's rotary embedding: the table, and for the row
  * driver query and key rows rotated into qr and kr. */
 static void rule_rope(const attn_exec *ex, plan *pl)
@@ -568,9 +862,36 @@ static void rule_rope(const attn_exec *ex, plan *pl)
     attn_rope_table(ex, &pl->rope);
     if (attn_rope_in_kernel(&pl->req.opt, d->Lq))
         return;
+    if (pl->vl.on) {
+        rope_sequences(ex, pl);
+        return;
+    }
     attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, d->Dq, pl->qr, d->Dq, pl->nq, d->Lq, 1);
     attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, d->Dk, pl->kr, d->Dk, pl->nk, d->Lk, 1);
     attn_rope_rows(ex, &pl->rope);
+}
+
+/* Whether packed sequences' slices of different lengths may run in one
+ * kernel call: the flash kernel's; the row driver and linear attention
+ * take jobs of one size (a sequence's heads). */
+static int runs_packed(const plan *pl)
+{
+    int64_t kd;
+    return pl->req.rule != ATTN_RULE_LINEAR && rule_kind(pl, &kd) == ATTN_SCORE_DOT &&
+           pl->req.opt.hard == ATTN_HARD_NONE;
+}
+
+/* Packed sequences' weights past each sequence's lengths: zero. */
+static void zero_padding(const plan *pl, float *w)
+{
+    int64_t mq = pl->d.Lq, mk = pl->lkeys;
+    for (int64_t r = 0; r < pl->nq; r++) {
+        slice c = slice_of(pl, r);
+        float *ws = w + r * mq * mk;
+        for (int64_t i = 0; i < c.lq && c.lk < mk; i++)
+            memset(ws + i * mk + c.lk, 0, (size_t)(mk - c.lk) * sizeof(float));
+        memset(ws + c.lq * mk, 0, (size_t)((mq - c.lq) * mk) * sizeof(float));
+    }
 }
 
 static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
@@ -584,6 +905,12 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, pl->nq * d->Lq * pl->lkeys);
     int64_t run = group_of(pl);
+    if (pl->vl.on) {
+        if (pl->req.opt.need_weights)
+            zero_padding(pl, w);
+        if (!runs_packed(pl))
+            run = d->H; /* one sequence's heads at a time */
+    }
     for (int64_t r0 = 0; r0 < pl->nq; r0 += run) {
         size_t n = (size_t)(pl->nq - r0 < run ? pl->nq - r0 : run);
         for (size_t r = 0; r < n; r++)

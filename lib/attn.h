@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 4
+#define ATTN_VERSION_MINOR 5
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -575,6 +575,56 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
  * attention (ATTN_ERR_PARAM "lse" for these). Since 1.2. */
 attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *output,
                              float *weights, float *lse, attn_error *err);
+
+/* ------------------------------------------ packed sequences (varlen) */
+
+/* Sequences of their own lengths packed without padding, as
+ * FlashAttention's flash_attn_varlen_func takes them (since 1.5). In req,
+ * query is (total_q, H, Dq), key (total_k, Hkv, Dk) and value (total_k,
+ * Hkv, Dv), Hkv dividing H; sequence s holds query rows cu_seqlens_q[s]
+ * to cu_seqlens_q[s + 1] - 1 and the key and value rows of cu_seqlens_k
+ * likewise. Each (sequence, head) is attended on its own, exactly as a
+ * request of that sequence alone with heads, (1, H, Lq_s, Dq), would be,
+ * every option applying per sequence: causal and align (bottom-right is
+ * FlashAttention's causal), window, softcap, alibi, sinks, rope (positions
+ * from 0 in each sequence), hard attention. The sequences run as one call:
+ * their (sequence, head) slices share the context's threads, read in
+ * place (nothing is copied or transposed). Not taken (ATTN_ERR_PARAM
+ * naming them): mask, bias and key_mask (the lengths do what key_mask
+ * does), sparsity, and rule concat (its parameters depend on the length).
+ * Results:
+ *   output (total_q, H, Dv), the rows of query's order;
+ *   weights (B, H, max Lq_s, max Lk_s), zero past each sequence's own
+ *     lengths (FlashAttention's return_attn_probs form);
+ *   lse (H, total_q), FlashAttention's varlen softmax_lse.
+ * Hard sampling's row number (see "Draws") is h total_q + cu_seqlens_q[s]
+ * + i: the lse's order. The offsets must start at 0, rise by at least 1
+ * (no empty sequence) and end at the rows (ATTN_ERR_PARAM naming
+ * "cu_seqlens_q" or "cu_seqlens_k"; NULL cu_seqlens_q is ATTN_ERR_ARG);
+ * a top_k above a sequence's keys is ATTN_ERR_PARAM naming "hard.top_k". */
+typedef struct {
+    attn_request req;             /* rule, tensors (above), params, scale, options */
+    int64_t batch;                /* B >= 1 sequences */
+    const int64_t *cu_seqlens_q;  /* B + 1 offsets into query's rows */
+    const int64_t *cu_seqlens_k;  /* B + 1 offsets into key's rows; NULL: cu_seqlens_q */
+} attn_varlen_request;
+
+attn_varlen_request attn_varlen_request_default(attn_rule rule);
+
+/* As attn_plan: shapes of the results above, and the cost (flops summed
+ * over the sequences). */
+attn_status attn_varlen_plan(const attn_varlen_request *req, attn_shapes *shapes,
+                             attn_error *err);
+
+/* As attn_seed_params: the rule's parameters for the request's feature
+ * sizes, the same set a request of any one of its sequences makes. */
+attn_status attn_varlen_seed_params(const attn_varlen_request *req, uint64_t seed,
+                                    attn_param_set **out, attn_error *err);
+
+/* As attn_compute_lse: output, weights (NULL when opt.need_weights is 0)
+ * and lse (NULL when not wanted) of the shapes above. */
+attn_status attn_varlen_compute(attn_ctx *ctx, const attn_varlen_request *req, float *output,
+                                float *weights, float *lse, attn_error *err);
 
 /* ---------------------------------------------- multi-head attention */
 

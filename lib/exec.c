@@ -65,7 +65,7 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     if (j->rope) {
         f->rope = j->rope->table;
         f->rope_rel = j->rope->rel;
-        f->rope_q0 = j->rope->set[0].pos0;
+        f->rope_q0 = j->rope->set[0].pos0 + j->rope_shift;
         f->rope_k0 = j->rope->set[1].pos0;
         f->rope_dims = j->rope->dims;
         f->rope_interleaved = j->rope->r->style == ATTN_ROPE_INTERLEAVED;

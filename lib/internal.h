@@ -241,6 +241,7 @@ typedef struct attn_head_job {
     float temperature;  /* ATTN_HARD_SAMPLE: row i draws output draw_base + i */
     uint64_t seed, draw_base;
     const struct attn_rope_pass *rope; /* the flash kernel rotates a and b; NULL: none */
+    int64_t rope_shift; /* added to the query rows' rope positions (a packed sequence's) */
     int bf16;           /* attn_options.precision is bf16 (flash kernel only) */
     float *lse;         /* NULL: not wanted; else lq floats, each row's log-sum-exp */
 } attn_head_job;

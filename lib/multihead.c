@@ -578,9 +578,12 @@ static attn_status mha_bind(void *p, const attn_named *params, size_t n, attn_er
 {
     mplan *pl = p;
     attn_mha_request r = pl->req;
+    float *lse = pl->lse; /* the call's, which planning again clears */
     r.params = params;
     r.n_params = n;
-    return make_mplan(&r, 1, pl, err);
+    attn_status st = make_mplan(&r, 1, pl, err);
+    pl->lse = lse;
+    return st;
 }
 
 /* The inputs the projections read, x[0..2] = query, key, value: with the

@@ -124,7 +124,7 @@ int srv_check_seed_size(const srv_job *j, srv_err *e)
 
 /* ------------------------------------------------------------ running */
 
-int srv_job_plan(srv_job *j, srv_err *e)
+static int job_plan(srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
     if (srv_job_finish_options(j, e))
@@ -154,7 +154,7 @@ int srv_job_seed(srv_call *call, srv_job *j, srv_err *e)
 /* A multi-head job computes with its seeded set's prepared weights when
  * there are some (the same bits as with the set, whose items stay the
  * job's params for return_params). */
-int srv_job_compute(const srv_call *call, srv_job *j, srv_err *e)
+static int job_compute(const srv_call *call, srv_job *j, srv_err *e)
 {
     attn_error ae = {{0}, {0}};
     attn_status st;
@@ -336,7 +336,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     /* Planned before seeding: the plan of a job without parameters says
      * what seeding would make, so every cap is checked before any of the
      * job's memory is taken. */
-    if (take_bshd(call, j, e) || srv_job_plan(j, e) || srv_check_result(&j->sh, e) ||
+    if (take_bshd(call, j, e) || job_plan(j, e) || srv_check_result(&j->sh, e) ||
         srv_check_seed_size(j, e) || srv_check_work(j->sh.flops, e) ||
         srv_check_slices(job_slices(j), e) || srv_job_seed(call, j, e))
         return -1;
@@ -344,7 +344,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     if (srv_job_take_result(call, j, e))
         return -1;
     double t0 = srv_now_ms();
-    int rc = srv_job_compute(call, j, e) ||
+    int rc = job_compute(call, j, e) ||
              srv_check_finite(j->out, j->sh.out_count, j->sh.out_shape[j->sh.out_rank - 1], e) ||
              layout(call, j, e) || give_bshd(call, j, e);
     call->t_compute = srv_now_ms() - t0;

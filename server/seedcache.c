@@ -199,9 +199,13 @@ attn_status srv_seed_job(const srv_job *j, srv_seeded **out, attn_error *ae)
         snprintf(ae->message, sizeof ae->message, "out of memory seeding the parameters");
         return ATTN_ERR_TOO_LARGE;
     }
+    attn_varlen_request vr;
+    if (j->cu_q)
+        srv_varlen_request(j, &vr);
     attn_status st = j->kind == SRV_JOB_MULTIHEAD
                          ? attn_mha_seed_params(&j->u.mha, j->seed, &s->set, ae)
-                         : attn_seed_params(&j->u.att, j->seed, &s->set, ae);
+                   : j->cu_q ? attn_varlen_seed_params(&vr, j->seed, &s->set, ae)
+                             : attn_seed_params(&j->u.att, j->seed, &s->set, ae);
     if (st != ATTN_OK) {
         free(s);
         return st;

@@ -525,26 +525,24 @@ int srv_check_seed_size(const srv_job *j, srv_err *e);
  * dimensions swapped (FlashAttention's (B, L, H, D) and back). */
 void srv_swap_middle(const float *x, float *y, const int64_t *s);
 
-/* The steps of srv_job_run, for varlen.c, which runs them per sequence:
- * plan j (into j->sh); seed its parameters when it has none; take its
- * result's memory (j->sh's output and weights, lse of j->lse_shape when
- * asked), counting it against ATTN_MAX_INFLIGHT when its result or work
- * is large; compute into j->out, j->weights and j->lse. Each 0, or -1
- * with e filled. */
-int srv_job_plan(srv_job *j, srv_err *e);
+/* Steps of srv_job_run that varlen.c runs too: seed j's parameters when
+ * it has none; take its result's memory (j->sh's output and weights, lse
+ * of j->lse_shape when asked), counting it against ATTN_MAX_INFLIGHT when
+ * its result or work is large. Each 0, or -1 with e filled. */
 int srv_job_seed(srv_call *call, srv_job *j, srv_err *e);
 int srv_job_take_result(srv_call *call, srv_job *j, srv_err *e);
-int srv_job_compute(const srv_call *call, srv_job *j, srv_err *e);
 
 /* ------------------------------------------------------------ packed sequences (varlen.c) */
 
 /* A job with cu_seqlens_q: query (total_q, H, Dq), key and value (total_k,
  * Hkv, .) hold sequences of their own lengths, as FlashAttention's
- * flash_attn_varlen_func takes them. Checks them, runs each sequence as a
- * batch of one with heads, and leaves the output (total_q, H, Dv), the
- * weights (B, H, max Lq, max Lk), zero past each sequence's lengths, and
- * lse (H, total_q) in j. 0, or -1 with e filled. */
+ * flash_attn_varlen_func takes them. Checks them and the caps, computes
+ * them in one library call (attn_varlen_compute), and leaves the output
+ * (total_q, H, Dv), the weights (B, H, max Lq, max Lk), zero past each
+ * sequence's lengths, and lse (H, total_q) in j. 0, or -1 with e filled. */
 int srv_varlen_run(srv_call *call, srv_job *j, srv_err *e);
+/* The library's request for such a job (its offsets' counts checked). */
+void srv_varlen_request(const srv_job *j, attn_varlen_request *vr);
 
 /* ------------------------------------------------------------ the field table (fields.c) */
 

@@ -508,7 +508,7 @@ static void head_options(const rm_request *r, int64_t b, int64_t h, int64_t H, i
     hd->gap_floor = r->hard_gap_floor;
     hd->temperature = r->temperature > 0.0 ? r->temperature : 1.0;
     hd->seed = r->seed;
-    hd->draw_base = (uint64_t)((b * H + h) * Lq);
+    hd->draw_base = r->draw_offset + (uint64_t)((b * H + h) * Lq);
     hd->mask = r->mask ? r->mask + slice_at(r->mask_rank, per_head, r->mask_one_batch,
                                             r->mask_one_head, b, h, H, Lq, Lk) : NULL;
     hd->bias = r->bias ? r->bias + slice_at(r->bias_rank, per_head, r->bias_one_batch,

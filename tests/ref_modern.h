@@ -30,7 +30,9 @@
  *
  * 1. hard: {"sample": {"temperature": T}} (T > 0, default 1).
  *    Rows are numbered n = (b * H + h) * Lq + i (batch b, head h of H query
- *    heads, query row i; H = 1 for /attention, concat included). Row n uses
+ *    heads, query row i; H = 1 for /attention, concat included); in packed
+ *    sequences (cu_seqlens_q) n = h * total_q + cu_seqlens_q[s] + i, the
+ *    order of their lse (H, total_q). Row n uses
  *    x = the n-th output of SplitMix64(seed), whether or not the row has any
  *    key to attend (so a row's draw never depends on masks or on other rows):
  *      u = (x >> 11) * 2^-53                        a double in [0, 1)
@@ -271,6 +273,8 @@ typedef struct {
     double hard_gap_floor;    /* see rm_margin; 0 = relative to the largest |score| */
     double temperature;
     uint64_t seed;
+    uint64_t draw_offset;     /* added to every row's number n (a packed sequence's
+                               * head h: h total_q + its first row, spec item 1) */
     rm_sparsity sparsity;
     double *lse;              /* output, or NULL: (B, H, Lq) rows' log-sum-exp (rm_head) */
 } rm_request;

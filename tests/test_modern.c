@@ -894,6 +894,339 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
     release(&A);
 }
 
+/* ------------------------------------------- lse with seeded parameters */
+
+/* Floats [at, at + n) of the set's parameter `name`, as doubles. */
+static double *seeded_doubles(allocs *A, const attn_param_set *set, const char *name,
+                              int64_t at, int64_t n)
+{
+    for (size_t i = 0; i < set->n; i++)
+        if (!strcmp(set->items[i].name, name)) {
+            double *d = keep(A, malloc(sizeof(double) * (size_t)n));
+            for (int64_t e = 0; e < n; e++)
+                d[e] = set->items[i].t.data[at + e];
+            return d;
+        }
+    return NULL;
+}
+
+/* attn_compute_lse and attn_mha_compute_lse of a request without
+ * parameters (the call seeds them) against the reference given the set
+ * attn_seed_params makes from seed 0, which the call uses: general and
+ * multi-head. */
+static void seeded_lse(attn_ctx *ctx)
+{
+    enum { B = 2, L = 5, E = 8, H = 2 };
+    allocs A = {{0}, 0};
+    double *x = rnd_doubles(&A, B * L * E, 1.0);
+    const float *xf = fl(&A, x, B * L * E);
+    double want[B * H * L];
+    float out[B * L * E], lse[B * H * L];
+    attn_param_set *set = NULL;
+    attn_error err;
+    for (int mha = 0; mha < 2; mha++) {
+        const char *name = mha ? "seeded lse: multi-head" : "seeded lse: general";
+        rm_request q;
+        memset(&q, 0, sizeof q);
+        q.B = B, q.Lq = q.Lk = L, q.Dq = q.Dk = q.Dv = E;
+        q.query = q.key = q.value = x;
+        q.lse = want;
+        attn_request r = attn_request_default(ATTN_RULE_GENERAL);
+        attn_mha_request m = attn_mha_request_default();
+        r.query = r.key = r.value = ten(3, B, L, E, xf);
+        m.query = ten(3, B, L, E, xf);
+        m.num_heads = H;
+        r.opt.need_weights = m.opt.need_weights = 0;
+        for (int i = 0; i < B * H * L; i++)
+            lse[i] = NAN;
+        attn_status st = mha ? attn_mha_seed_params(&m, 0, &set, &err)
+                             : attn_seed_params(&r, 0, &set, &err);
+        if (st == ATTN_OK)
+            st = mha ? attn_mha_compute_lse(ctx, &m, out, NULL, lse, &err)
+                     : attn_compute_lse(ctx, &r, out, NULL, lse, &err);
+        if (mha) {
+            q.rule = RM_MULTIHEAD, q.H = q.Hkv = H;
+            q.Wq = seeded_doubles(&A, set, "in_proj_weight", 0, E * E);
+            q.Wk = seeded_doubles(&A, set, "in_proj_weight", E * E, E * E);
+            q.Wv = seeded_doubles(&A, set, "in_proj_weight", 2 * E * E, E * E);
+            q.bq = seeded_doubles(&A, set, "in_proj_bias", 0, E);
+            q.bk = seeded_doubles(&A, set, "in_proj_bias", E, E);
+            q.bv = seeded_doubles(&A, set, "in_proj_bias", 2 * E, E);
+            q.Wo = seeded_doubles(&A, set, "out_proj.weight", 0, E * E);
+            q.bo = seeded_doubles(&A, set, "out_proj.bias", 0, E);
+        } else {
+            q.rule = RM_GENERAL;
+            q.W1 = seeded_doubles(&A, set, "attn.weight", 0, E * E);
+            q.b1 = seeded_doubles(&A, set, "attn.bias", 0, E);
+        }
+        double *ro = keep(&A, malloc(sizeof(double) * B * L * E));
+        int ok = st == ATTN_OK && (mha ? q.Wq && q.Wo : q.W1 != NULL) &&
+                 rm_compute(&q, ro, NULL, NULL, NULL) == 0;
+        if (!ok)
+            fail(name, "%s", st == ATTN_OK ? "the seeded set or the reference failed" : err.message);
+        ok = ok && close_enough(name, "lse", lse, want, mha ? B * H * L : B * L);
+        ok ? n_passed++ : n_failed++;
+        attn_param_set_free(set);
+        set = NULL;
+    }
+    release(&A);
+}
+
+/* ------------------------------------------------- packed sequences */
+
+/* Packed sequences' inputs and the reference's answer in their layout. */
+typedef struct {
+    int64_t B, cq[7], ck[7], mq, mk; /* up to 6 sequences */
+    double *out, *w, *lse;           /* (total_q, H, Dv), (B, H, mq, mk), (H, total_q) */
+} packed;
+
+/* Rows [r0, r0 + n) of head h of a packed (rows, heads, D) array into g,
+ * as (n, D). */
+static const double *gather(double *g, const double *x, int64_t r0, int64_t n, int64_t heads,
+                            int64_t h, int64_t D)
+{
+    for (int64_t r = 0; r < n; r++)
+        memcpy(g + r * D, x + ((r0 + r) * heads + h) * D, sizeof(double) * (size_t)D);
+    return g;
+}
+
+/* The reference's answer for each (sequence, head) of q's packed tensors
+ * on its own (one head without a batch, its alibi slope and sink, its rows
+ * numbered from h total_q + cq[s]) into p: 1, or 0 when the trial is
+ * counted already (the reference failed, or a near tie). */
+static int packed_reference(const char *name, const rm_request *q, packed *p, allocs *A)
+{
+    int64_t H = q->H, Hkv = q->Hkv, tq = p->cq[p->B], mq = p->mq, mk = p->mk;
+    rm_margin m = {INFINITY, INFINITY, 0.0};
+    double *gq = keep(A, malloc(sizeof(double) * (size_t)(mq * q->Dq)));
+    double *gk = keep(A, malloc(sizeof(double) * (size_t)(mk * q->Dk)));
+    double *gv = keep(A, malloc(sizeof(double) * (size_t)(mk * q->Dv)));
+    double *o = keep(A, malloc(sizeof(double) * (size_t)(mq * q->Dv)));
+    double *w = keep(A, malloc(sizeof(double) * (size_t)(mq * mk)));
+    for (int64_t s = 0; s < p->B; s++)
+        for (int64_t h = 0; h < H; h++) {
+            int64_t lq = p->cq[s + 1] - p->cq[s], lk = p->ck[s + 1] - p->ck[s], g = h / (H / Hkv);
+            rm_request r = *q;
+            rm_margin mh;
+            r.B = 1, r.H = r.Hkv = 0, r.Lq = lq, r.Lk = lk;
+            r.query = gather(gq, q->query, p->cq[s], lq, H, h, q->Dq);
+            r.key = gather(gk, q->key, p->ck[s], lk, Hkv, g, q->Dk);
+            r.value = gather(gv, q->value, p->ck[s], lk, Hkv, g, q->Dv);
+            r.alibi = q->alibi ? q->alibi + h : NULL;
+            r.sinks = q->sinks ? q->sinks + h : NULL;
+            r.draw_offset = (uint64_t)(h * tq + p->cq[s]);
+            r.lse = p->lse + h * tq + p->cq[s];
+            if (rm_compute(&r, o, w, NULL, &mh) != 0) {
+                fail(name, "the reference failed");
+                n_failed++;
+                return 0;
+            }
+            m.hard_gap = fmin(m.hard_gap, mh.hard_gap);
+            m.sample_gap = fmin(m.sample_gap, mh.sample_gap);
+            for (int64_t i = 0; i < lq; i++) {
+                memcpy(p->out + ((p->cq[s] + i) * H + h) * q->Dv, o + i * q->Dv,
+                       sizeof(double) * (size_t)q->Dv);
+                memcpy(p->w + ((s * H + h) * p->mq + i) * p->mk, w + i * lk,
+                       sizeof(double) * (size_t)lk);
+            }
+        }
+    if (m.hard_gap < MARGIN || m.sample_gap < MARGIN) {
+        n_skipped++; /* a near tie: float32 may choose the other key */
+        return 0;
+    }
+    return 1;
+}
+
+/* A rule request of packed sequences: 1-6 of their own lengths, heads
+ * over key/value heads, the score pipeline's options but masks and bias
+ * (which packed sequences do not take), hard attention. */
+static void rnd_packed(rm_request *q, lib_extra *x, packed *p, allocs *A)
+{
+    static const rm_rule rules[] = {RM_DOT, RM_SCALED_DOT, RM_GENERAL, RM_ADDITIVE,
+                                    RM_CONCAT_TANH, RM_LINEAR};
+    q->rule = rules[rnd(0, 5)];
+    int tanh = q->rule == RM_ADDITIVE || q->rule == RM_CONCAT_TANH;
+    int64_t big = tanh ? 24 : 200, mink = INT64_MAX;
+    q->Hkv = rnd(1, 2);
+    q->H = q->Hkv * rnd(1, 3);
+    p->B = rnd(1, 6);
+    p->mq = p->mk = 0;
+    for (int64_t s = 0; s < p->B; s++) {
+        int64_t lq = rnd_len(big), lk = rnd_len(big);
+        p->cq[s + 1] = p->cq[s] + lq, p->ck[s + 1] = p->ck[s] + lk;
+        p->mq = lq > p->mq ? lq : p->mq, p->mk = lk > p->mk ? lk : p->mk;
+        mink = lk < mink ? lk : mink;
+    }
+    q->B = 1, q->Lq = p->cq[p->B], q->Lk = p->ck[p->B]; /* lib_rule's (1, H, total, D) */
+    q->Dq = rnd(1, tanh ? 16 : 72);
+    q->Dk = q->rule <= RM_SCALED_DOT || q->rule == RM_LINEAR ? q->Dq : rnd(1, 16);
+    q->Dv = rnd(1, 40);
+    q->Dh = rnd(1, 12);
+    int64_t dqk = q->Dq + q->Dk;
+    q->query = rnd_doubles(A, q->Lq * q->H * q->Dq, 1.0);
+    q->key = rnd_doubles(A, q->Lk * q->Hkv * q->Dk, 1.0);
+    q->value = rnd_doubles(A, q->Lk * q->Hkv * q->Dv, 1.0);
+    q->has_scale = q->rule == RM_SCALED_DOT && chance(25);
+    q->scale = rndf(0.05, 1.0);
+    if (q->rule == RM_GENERAL) {
+        q->W1 = rnd_doubles(A, q->Dq * q->Dk, 0.5);
+        q->b1 = chance(70) ? rnd_doubles(A, q->Dq, 0.5) : NULL;
+    } else if (q->rule == RM_ADDITIVE) {
+        q->W1 = rnd_doubles(A, q->Dh * q->Dq, 0.5);
+        q->W2 = rnd_doubles(A, q->Dh * q->Dk, 0.5);
+        q->b2 = rnd_doubles(A, q->Dh, 0.5);
+        q->vw = rnd_doubles(A, q->Dh, 1.0);
+    } else if (q->rule == RM_CONCAT_TANH) {
+        q->W1 = rnd_doubles(A, q->Dh * dqk, 0.5);
+        q->b1 = rnd_doubles(A, q->Dh, 0.5);
+    }
+    if (q->rule == RM_LINEAR) {
+        q->align = chance(50) ? RM_BOTTOM_RIGHT : RM_TOP_LEFT;
+        q->causal = chance(50);
+        q->feature_map = chance(50) ? RM_FM_RELU : RM_FM_ELU;
+        return;
+    }
+    rnd_pipeline(q, q->H, q->Dq, 0, x, A);
+    q->mask = NULL, q->key_mask = NULL, q->bias = NULL; /* not taken */
+    q->mask_rank = q->key_mask_rank = q->bias_rank = 0;
+    x->mask_bh = x->bias_bh = 0;
+    rnd_hard(q, mink);
+}
+
+/* attn_varlen_compute against the reference on each sequence and head:
+ * output, weights (zero past each sequence's lengths) and lse, on one or
+ * two threads. */
+static void packed_trial(attn_ctx *const ctx[2], int trial)
+{
+    allocs A = {{0}, 0};
+    rm_request q;
+    lib_extra x = {.need_weights = 1};
+    packed p;
+    memset(&q, 0, sizeof q);
+    memset(&p, 0, sizeof p);
+    rnd_packed(&q, &x, &p, &A);
+    x.need_weights = chance(70);
+    int threads = 1 + trial % 2, lse_ok = gives_lse(&q);
+    int64_t tq = q.Lq, n_out = tq * q.H * q.Dv, n_w = p.B * q.H * p.mq * p.mk, n_lse = q.H * tq;
+    p.out = keep(&A, calloc((size_t)n_out, sizeof(double)));
+    p.w = keep(&A, calloc((size_t)n_w, sizeof(double)));
+    p.lse = keep(&A, calloc((size_t)n_lse, sizeof(double)));
+    char name[640], desc[512];
+    describe(desc, sizeof desc, trial, &q, &x, threads);
+    snprintf(name, sizeof name, "packed %s, %lld sequences", desc, (long long)p.B);
+    if (verbose)
+        printf("%s\n", name);
+    if (!packed_reference(name, &q, &p, &A)) {
+        release(&A);
+        return;
+    }
+    lib_req L;
+    to_lib(&q, &x, &A, &L);
+    attn_varlen_request vr = attn_varlen_request_default(L.r.rule);
+    vr.req = L.r;
+    vr.req.query = ten(3, tq, q.H, q.Dq, L.r.query.data);
+    vr.req.key = ten(3, q.Lk, q.Hkv, q.Dk, L.r.key.data);
+    vr.req.value = ten(3, q.Lk, q.Hkv, q.Dv, L.r.value.data);
+    vr.batch = p.B;
+    vr.cu_seqlens_q = p.cq;
+    vr.cu_seqlens_k = chance(80) || memcmp(p.cq, p.ck, sizeof p.cq) ? p.ck : NULL;
+    attn_shapes sh;
+    attn_error err;
+    attn_status st = attn_varlen_plan(&vr, &sh, &err);
+    int ok = st == ATTN_OK && sh.out_count == n_out && sh.w_count == (x.need_weights ? n_w : 0);
+    if (!ok)
+        fail(name, "plan: %s (%s), %lld outputs and %lld weights", attn_status_str(st),
+             st == ATTN_OK ? "" : err.message, (long long)sh.out_count, (long long)sh.w_count);
+    float *out = keep(&A, malloc(sizeof(float) * (size_t)n_out));
+    float *w = keep(&A, malloc(sizeof(float) * (size_t)n_w));
+    float *lse = keep(&A, malloc(sizeof(float) * (size_t)n_lse));
+    for (int64_t i = 0; i < n_w; i++)
+        w[i] = NAN; /* padding the library leaves unwritten shows */
+    if (ok && (st = attn_varlen_compute(ctx[threads - 1], &vr, out, x.need_weights ? w : NULL,
+                                        lse_ok ? lse : NULL, &err)) != ATTN_OK) {
+        fail(name, "compute failed: %s (%s)", attn_status_str(st), err.message);
+        ok = 0;
+    }
+    ok = ok && close_enough(name, "output", out, p.out, n_out);
+    ok = ok && (!x.need_weights || close_enough(name, "weights", w, p.w, n_w));
+    ok = ok && (!lse_ok || close_enough(name, "lse", lse, p.lse, n_lse));
+    ok ? n_passed++ : n_failed++;
+    release(&A);
+}
+
+/* One request the library must refuse: the status and the field named. */
+static void packed_refused(const char *what, const attn_varlen_request *vr, attn_status want,
+                           const char *field)
+{
+    attn_error err;
+    attn_shapes sh;
+    float out[64], w[64];
+    attn_status st = attn_varlen_plan(vr, &sh, &err), sc = attn_varlen_compute(NULL, vr, out, w,
+                                                                               NULL, &err);
+    int ok = st == want && sc == want && !strcmp(err.field, field);
+    if (!ok)
+        fail(what, "plan gave %s, compute %s (field \"%s\"); expected %s naming \"%s\"",
+             attn_status_str(st), attn_status_str(sc), st == ATTN_OK ? "" : err.field,
+             attn_status_str(want), field);
+    ok ? n_passed++ : n_failed++;
+}
+
+/* What packed sequences refuse, each named: bad offsets, the options they
+ * do not take, shapes that are not packed, a top_k past a sequence's keys. */
+static void packed_refusals(void)
+{
+    static const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    static const uint8_t m[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int64_t cq[3] = {0, 1, 2}, ck[3] = {0, 1, 3};
+    attn_varlen_request base = attn_varlen_request_default(ATTN_RULE_DOT), r;
+    base.req.query = ten(3, 2, 1, 1, x);
+    base.req.key = ten(3, 3, 1, 1, x);
+    base.req.value = ten(3, 3, 1, 1, x);
+    base.batch = 2;
+    base.cu_seqlens_q = cq;
+    base.cu_seqlens_k = ck;
+    attn_shapes sh;
+    attn_error err;
+    attn_status st = attn_varlen_plan(&base, &sh, &err);
+    int ok = st == ATTN_OK && sh.out_count == 2 && sh.w_count == 2 * 2 && sh.w_rank == 4;
+    if (!ok)
+        fail("packed: two sequences", "plan gave %s, %lld outputs, %lld weights",
+             attn_status_str(st), (long long)sh.out_count, (long long)sh.w_count);
+    ok ? n_passed++ : n_failed++;
+    int64_t from1[3] = {1, 1, 2}, flat[3] = {0, 1, 1}, short_end[3] = {0, 1, 2};
+    r = base, r.cu_seqlens_q = from1;
+    packed_refused("packed: offsets from 1", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
+    r = base, r.cu_seqlens_q = flat;
+    packed_refused("packed: an empty sequence", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
+    r = base, r.cu_seqlens_k = short_end;
+    packed_refused("packed: key offsets short of the rows", &r, ATTN_ERR_PARAM, "cu_seqlens_k");
+    r = base, r.cu_seqlens_k = NULL; /* cu_seqlens_q's end, 2, is not key's 3 rows */
+    packed_refused("packed: query offsets for the keys", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
+    r = base, r.cu_seqlens_q = NULL;
+    packed_refused("packed: no query offsets", &r, ATTN_ERR_ARG, "cu_seqlens_q");
+    r = base, r.batch = 0;
+    packed_refused("packed: no sequence", &r, ATTN_ERR_SHAPE, "batch");
+    r = base, r.req.opt.mask = (attn_mask){2, {2, 3}, m};
+    packed_refused("packed: a mask", &r, ATTN_ERR_PARAM, "mask");
+    r = base, r.req.opt.bias = ten(2, 2, 3, 0, x);
+    packed_refused("packed: a bias", &r, ATTN_ERR_PARAM, "bias");
+    r = base, r.req.opt.key_mask = (attn_mask){1, {3}, m};
+    packed_refused("packed: a key mask", &r, ATTN_ERR_PARAM, "key_mask");
+    r = base, r.req.opt.sparsity.pattern = ATTN_SPARSE_LOCAL_GLOBAL;
+    packed_refused("packed: a sparsity pattern", &r, ATTN_ERR_PARAM, "sparsity");
+    r = base, r.req.rule = ATTN_RULE_CONCAT;
+    packed_refused("packed: rule concat", &r, ATTN_ERR_PARAM, "rule");
+    r = base, r.req.query = ten(4, 1, 2, 1, x), r.req.query.shape[3] = 1;
+    packed_refused("packed: a 4-D query", &r, ATTN_ERR_SHAPE, "query");
+    r = base, r.req.value = ten(3, 2, 1, 1, x);
+    packed_refused("packed: value rows short of key's", &r, ATTN_ERR_SHAPE, "value");
+    r = base, r.req.query = ten(3, 2, 3, 1, x), r.req.key = ten(3, 3, 2, 1, x),
+    r.req.value = ten(3, 3, 2, 1, x);
+    packed_refused("packed: 2 key heads for 3", &r, ATTN_ERR_SHAPE, "key");
+    r = base, r.req.opt.hard = ATTN_HARD_TOPK, r.req.opt.top_k = 2;
+    packed_refused("packed: top_k past sequence 0's one key", &r, ATTN_ERR_PARAM, "hard.top_k");
+}
+
 /* ------------------------------------------------- attn_cache_compute */
 
 /* An identity matrix of n x n doubles. */
@@ -1685,6 +2018,8 @@ int main(int argc, char **argv)
         rng_state = seed;
         for (int t = 0; t < trials; t++)
             random_trial(ctx, t);
+        for (int t = 0; t < trials / 2; t++)
+            packed_trial(ctx, t);
         decode_loop(ctx[0], 0);
         decode_loop(ctx[1], 1);
         split_decode(ctx[1]);
@@ -1702,6 +2037,8 @@ int main(int argc, char **argv)
                isas[k], trials, n_passed - before_p, n_failed - before_f, n_skipped - before_s);
     }
     bf16_versus(ctx[1], trials / 5, seed);
+    packed_refusals();
+    seeded_lse(ctx[1]);
     cache_rows();
     cache_bytes_limits();
     attn_ctx_free(ctx[0]);
