@@ -237,14 +237,18 @@ $(BUILD)/lib_example: $(BUILD)/examples/lib_example.o $(STATIC)
 $(BUILD)/lib_decode: $(BUILD)/examples/lib_decode.o $(STATIC)
 	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
 
+$(BUILD)/lib_varlen: $(BUILD)/examples/lib_varlen.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
 # The library installed alone and used through pkg-config (tests/install.sh).
 test-install:
 	tests/install.sh $(MAKE) $(BUILD)
 
-test-examples: $(SERVER) $(BUILD)/lib_example $(BUILD)/lib_decode
+test-examples: $(SERVER) $(BUILD)/lib_example $(BUILD)/lib_decode $(BUILD)/lib_varlen
 	tests/examples.sh $(SERVER) $(BUILD)
 	$(BUILD)/lib_example | $(PYTHON) examples/lib_example_check.py
 	$(BUILD)/lib_decode | $(PYTHON) examples/lib_decode_check.py
+	$(BUILD)/lib_varlen | $(PYTHON) examples/lib_varlen_check.py
 
 # ------------------------------------------------------------------ bench
 
@@ -654,6 +658,6 @@ test-models-smoke: models-smoke
 # expands a rule's prerequisites as it reads the rule: every name is set by then.
 test-bins: all $(TEST_KERNELS) $(TEST_ROWS) $(TEST_LIB) $(TEST_CTX) $(TEST_SPARSE_LINEAR) \
            $(TEST_MODERN_REF) $(TEST_MODERN) $(TEST_HTTP) $(TEST_SESSIONS) $(TEST_KSERVE) \
-           $(TEST_WIRE) $(TEST_BODY) $(TEST_MODELS) $(BUILD)/lib_example $(BUILD)/lib_decode \
+           $(TEST_WIRE) $(TEST_BODY) $(TEST_MODELS) $(BUILD)/lib_example $(BUILD)/lib_decode $(BUILD)/lib_varlen \
            $(BENCH_KERNELS) $(BENCH_PEAK) $(BENCH_ORT) $(BENCH_MODERN) $(BENCH_WIRE) $(BARE_MHD) \
            $(HTTP_BENCH) $(BENCH_MODELS)

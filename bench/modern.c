@@ -4,6 +4,8 @@
  * and all together; then a decode row (Lq = 1 against Lk keys,
  * bottom-right causal) plain and with every option. Times are CPU seconds
  * of the process (the machine is shared), best of N, on one thread.
+ * Last, packed sequences of their own lengths (attn_varlen_compute)
+ * against the same sequences padded to the longest with a key_mask.
  *
  * Usage: bench_modern [L] [Lk_decode] [rounds]   (default 2048 4096 5) */
 #include <stdio.h>
@@ -89,6 +91,84 @@ static void table(attn_ctx *ctx, int64_t lq, int64_t lk, int decode, int rounds,
                100.0 * (best[i] / best[0] - 1.0));
 }
 
+/* Sequence lengths: n of them from 16 to longest, drawn from seed. */
+static int64_t lengths(int64_t *cu, int n, int64_t longest, uint64_t seed)
+{
+    int64_t most = 0;
+    cu[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t l = 16 + (int64_t)(attn_splitmix64(&seed) % (uint64_t)(longest - 15));
+        cu[i + 1] = cu[i] + l;
+        most = l > most ? l : most;
+    }
+    return most;
+}
+
+/* CPU seconds of one call: packed (vr), or padded (pr). */
+static double call(attn_ctx *ctx, const attn_varlen_request *vr, const attn_request *pr, float *o)
+{
+    attn_error err;
+    double t0 = bench_cpu_now();
+    attn_status st = vr ? attn_varlen_compute(ctx, vr, o, NULL, NULL, &err)
+                        : attn_compute(ctx, pr, o, NULL, &err);
+    if (st != ATTN_OK) {
+        fprintf(stderr, "bench_modern: %s: %s\n", err.field, err.message);
+        exit(2);
+    }
+    return bench_cpu_now() - t0;
+}
+
+/* n self-attention sequences of 16 to longest rows, HEADS heads of HD:
+ * packed (total, HEADS, HD) against padded (n, HEADS, most, HD) with a
+ * key_mask, causal or not; best of `rounds` in turns, and the rate of the
+ * products the sequences need (4 L^2 HD a head, half with causal). */
+static void packed_row(attn_ctx *ctx, int n, int64_t longest, int causal, int rounds)
+{
+    int64_t cu[65];
+    int64_t most = lengths(cu, n, longest, 11), T = cu[n];
+    float *q = noise((size_t)(T * HEADS * HD), 5), *o = noise((size_t)(n * most * HEADS * HD), 6);
+    float *pq = calloc((size_t)(n * most * HEADS * HD), sizeof(float));
+    uint8_t *km = calloc((size_t)(n * most), 1);
+    if (!pq || !km) {
+        fprintf(stderr, "bench_modern: out of memory\n");
+        exit(2);
+    }
+    double flops = 0.0;
+    for (int b = 0; b < n; b++) {
+        int64_t l = cu[b + 1] - cu[b];
+        flops += 4.0 * (double)(l * l) * HD * HEADS * (causal ? 0.5 : 1.0);
+        for (int64_t r = 0; r < l; r++) {
+            km[b * most + r] = 1;
+            for (int h = 0; h < HEADS; h++)
+                memcpy(pq + ((b * HEADS + h) * most + r) * HD, q + ((cu[b] + r) * HEADS + h) * HD,
+                       HD * sizeof(float));
+        }
+    }
+    attn_varlen_request vr = attn_varlen_request_default(ATTN_RULE_SCALED_DOT);
+    vr.req.query = vr.req.key = vr.req.value = (attn_tensor){3, {T, HEADS, HD, 0}, q};
+    vr.req.opt.need_weights = 0;
+    vr.req.opt.causal = causal;
+    vr.batch = n;
+    vr.cu_seqlens_q = cu;
+    attn_request pr = attn_request_default(ATTN_RULE_SCALED_DOT);
+    pr.query = pr.key = pr.value = (attn_tensor){4, {n, HEADS, most, HD}, pq};
+    pr.opt = vr.req.opt;
+    pr.opt.key_mask = (attn_mask){2, {n, most, 0, 0}, km};
+    double best[2] = {1e30, 1e30};
+    for (int t = 0; t <= rounds; t++) /* the first round sizes the workspace */
+        for (int k = 0; k < 2; k++) {
+            double dt = call(ctx, k ? NULL : &vr, &pr, o);
+            if (t && dt < best[k])
+                best[k] = dt;
+        }
+    printf("  %2d sequences of 16-%lld rows (%lld in all, longest %lld)%s: packed %8.2f ms "
+           "(%5.1f GFLOP/s), padded with key_mask %8.2f ms (%5.1f), %.2fx\n",
+           n, (long long)longest, (long long)T, (long long)most, causal ? ", causal" : "",
+           best[0] * 1e3, flops / best[0] * 1e-9, best[1] * 1e3, flops / best[1] * 1e-9,
+           best[1] / best[0]);
+    free(q); free(o); free(pq); free(km);
+}
+
 int main(int argc, char **argv)
 {
     int64_t L = argc > 1 ? atoll(argv[1]) : 2048, LK = argc > 2 ? atoll(argv[2]) : 4096;
@@ -103,6 +183,11 @@ int main(int argc, char **argv)
     printf("decode row: Lq = 1, Lk = %lld, %d heads, bottom_right causal, best of %d\n",
            (long long)LK, HEADS, rounds * 20);
     table(ctx, 1, LK, 1, rounds * 20, q, k, v, o);
+    printf("packed sequences (cu_seqlens) against the same padded to the longest with a "
+           "key_mask: %d heads of %d, self-attention, no weights, 1 thread, best of %d "
+           "(CPU time)\n", HEADS, HD, rounds);
+    packed_row(ctx, 16, 1024, 0, rounds);
+    packed_row(ctx, 64, 256, 1, rounds);
     attn_ctx_free(ctx);
     free(q); free(k); free(v); free(o);
     return 0;
