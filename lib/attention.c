@@ -57,6 +57,7 @@ typedef struct {
     const attn_tensor *p[MAX_PARAMS];
     attn_shapes shapes;
     attn_sparse sparse; /* the sparsity pattern in the kernels' form */
+    attn_sparse *seq_sparse; /* packed sequences': each sequence's own */
     float *qp;   /* projected queries, or concat's scores */
     float *kp;   /* projected keys, or the key half of concat's scores */
     float *ctxv; /* concat: the context vectors (attention's output) */
@@ -416,14 +417,12 @@ static attn_status check_offsets(const int64_t *cu, int64_t B, int64_t total, co
 }
 
 /* What packed sequences do not take: masks and bias (each sequence has
- * its own lengths), sparsity, and rule concat (parameters sized by the
- * length). */
+ * its own lengths), and rule concat (parameters sized by the length). */
 static attn_status varlen_refusals(const attn_request *r, attn_error *err)
 {
     const attn_options *o = &r->opt;
     const char *clash = o->mask.rank ? "mask" : o->bias.rank ? "bias"
-                      : o->key_mask.rank ? "key_mask"
-                      : o->sparsity.pattern != ATTN_SPARSE_NONE ? "sparsity" : NULL;
+                      : o->key_mask.rank ? "key_mask" : NULL;
     if (r->rule == ATTN_RULE_CONCAT)
         return attn_fail(err, ATTN_ERR_PARAM, "rule",
                          "rule concat does not take packed sequences: its parameters are sized "
@@ -489,6 +488,22 @@ static attn_status varlen_view(const attn_varlen_request *vr, attn_request *view
     return ATTN_OK;
 }
 
+/* err's message as "sequence s: message" (cut to fit); returns st. */
+static attn_status in_sequence(attn_error *err, int64_t s, attn_status st)
+{
+    if (!err)
+        return st;
+    char pre[40];
+    size_t k = (size_t)snprintf(pre, sizeof pre, "sequence %lld: ", (long long)s);
+    size_t n = strnlen(err->message, sizeof err->message - 1);
+    if (n > sizeof err->message - 1 - k)
+        n = sizeof err->message - 1 - k;
+    memmove(err->message + k, err->message, n);
+    memcpy(err->message, pre, k);
+    err->message[k + n] = '\0';
+    return st;
+}
+
 /* The plan of the view made the plan of the packed sequences: its slices
  * each sequence's heads, its results' shapes and its cost. */
 static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
@@ -510,6 +525,9 @@ static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
                              "top_k is %lld but sequence %lld has %lld keys; top_k must be at "
                              "most every sequence's keys", (long long)o->top_k, (long long)s,
                              (long long)lk);
+        attn_status st = attn_sparsity_check(o, lq, lk, err);
+        if (st != ATTN_OK)
+            return in_sequence(err, s, st);
         flops += rule_flops(pl, (double)d->H, (double)d->Hkv, lq, lk, lk);
     }
     sh->out_rank = 3;
@@ -522,6 +540,7 @@ static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = o->need_weights ? wc : 0;
     sh->flops = flops;
+    sh->layout_rows = sh->layout_cols = sh->layout_block = 0; /* one a sequence */
     return ATTN_OK;
 }
 
@@ -694,6 +713,25 @@ static void rope_plan(plan *pl)
     attn_rope_plan(&o->rope, d->Dq, hi - lo, hi, lo, &pl->rope);
 }
 
+/* The sparsity pattern in the kernels' form: packed sequences each lay
+ * out their own, over their own lengths. */
+static void sparse_lay_out(plan *pl, attn_ws *ws)
+{
+    const attn_options *o = &pl->req.opt;
+    if (!pl->vl.on) {
+        attn_sparse_lay_out(ws, o, pl->d.Lq, pl->d.Lk, &pl->sparse);
+        return;
+    }
+    int on = o->sparsity.pattern != ATTN_SPARSE_NONE;
+    pl->seq_sparse = attn_ws_take(ws, on ? (double)pl->vl.B : 0.0, sizeof(attn_sparse));
+    for (int64_t s = 0; on && s < pl->vl.B; s++) {
+        int64_t lq, lk;
+        attn_sparse measured;
+        seq_rows(&pl->vl, s, &lq, &lk, o->align);
+        attn_sparse_lay_out(ws, o, lq, lk, ws->base ? &pl->seq_sparse[s] : &measured);
+    }
+}
+
 /* The rule's pieces: qp, kp, ctxv, out2 (each only where the rule has it),
  * then one head job per batch row; and what its kernels will ask. */
 static void rule_lay_out(void *p, attn_ws *ws)
@@ -722,7 +760,7 @@ static void rule_lay_out(void *p, attn_ws *ws)
     pl->kp = attn_ws_take(ws, f[1], sizeof(float));
     pl->ctxv = attn_ws_take(ws, f[2], sizeof(float));
     pl->out2 = attn_ws_take(ws, f[3], sizeof(float));
-    attn_sparse_lay_out(ws, &pl->req.opt, d->Lq, d->Lk, &pl->sparse);
+    sparse_lay_out(pl, ws);
     const attn_options *o = &pl->req.opt;
     if (o->rope.on) {
         rope_plan(pl);
@@ -802,7 +840,7 @@ static void rule_head(const plan *pl, int64_t r, attn_head_job *j, float *out, f
     j->d = kd;
     j->dv = Dv;
     if (pl->req.opt.sparsity.pattern != ATTN_SPARSE_NONE)
-        j->m.sparse = &pl->sparse;
+        j->m.sparse = pl->vl.on ? &pl->seq_sparse[c.b] : &pl->sparse;
     j->v = pl->req.value.data + c.v0 * Dv;
     j->v_stride = c.kstep * Dv;
     j->o = (pl->req.rule == ATTN_RULE_CONCAT ? pl->ctxv : out) + c.q0 * Dv;

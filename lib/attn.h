@@ -587,11 +587,13 @@ attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *outp
  * request of that sequence alone with heads, (1, H, Lq_s, Dq), would be,
  * every option applying per sequence: causal and align (bottom-right is
  * FlashAttention's causal), window, softcap, alibi, sinks, rope (positions
- * from 0 in each sequence), hard attention. The sequences run as one call:
- * their (sequence, head) slices share the context's threads, read in
- * place (nothing is copied or transposed). Not taken (ATTN_ERR_PARAM
- * naming them): mask, bias and key_mask (the lengths do what key_mask
- * does), sparsity, and rule concat (its parameters depend on the length).
+ * from 0 in each sequence), sparsity (laid out over each sequence's
+ * lengths; its errors name the sequence), hard attention. The sequences
+ * run as one call: their (sequence, head) slices share the context's
+ * threads, read in place (nothing is copied or transposed). Not taken
+ * (ATTN_ERR_PARAM naming them): mask, bias and key_mask (the lengths do
+ * what key_mask does), and rule concat (its parameters depend on the
+ * length).
  * Results:
  *   output (total_q, H, Dv), the rows of query's order;
  *   weights (B, H, max Lq_s, max Lk_s), zero past each sequence's own

@@ -1037,6 +1037,33 @@ static int packed_reference(const char *name, const rm_request *q, packed *p, al
     return 1;
 }
 
+/* A sparsity pattern each packed sequence lays out over its own lengths:
+ * local_global with global indices every sequence has, or bigbird. */
+static void rnd_packed_sparsity(rm_request *q, const packed *p, allocs *A)
+{
+    rm_sparsity *sp = &q->sparsity;
+    int64_t most = INT64_MAX; /* the global indices every sequence takes */
+    for (int64_t s = 0; s < p->B; s++) {
+        int64_t lq = p->cq[s + 1] - p->cq[s], lk = p->ck[s + 1] - p->ck[s];
+        most = (lq > lk ? lq : lk) < most ? (lq > lk ? lq : lk) : most;
+    }
+    if (chance(50)) {
+        sp->pattern = RM_SPARSE_LOCAL_GLOBAL;
+        sp->window = rnd(0, 12);
+        sp->n_global = (size_t)rnd(0, 3);
+        int64_t *g = keep(A, malloc(sizeof(int64_t) * 3));
+        for (size_t i = 0; i < sp->n_global; i++)
+            g[i] = rnd(0, most - 1);
+        sp->global = g;
+    } else {
+        sp->pattern = RM_SPARSE_BIGBIRD;
+        sp->block = rnd(1, 16);
+        sp->window_blocks = 2 * rnd(0, 2) + 1;
+        sp->global_blocks = rnd(0, 2);
+        sp->random_blocks = rnd(0, 3);
+    }
+}
+
 /* A rule request of packed sequences: 1-6 of their own lengths, heads
  * over key/value heads, the score pipeline's options but masks and bias
  * (which packed sequences do not take), hard attention. */
@@ -1091,6 +1118,8 @@ static void rnd_packed(rm_request *q, lib_extra *x, packed *p, allocs *A)
     q->mask_rank = q->key_mask_rank = q->bias_rank = 0;
     x->mask_bh = x->bias_bh = 0;
     rnd_hard(q, mink);
+    if (q->rule <= RM_SCALED_DOT && chance(30))
+        rnd_packed_sparsity(q, p, A);
 }
 
 /* attn_varlen_compute against the reference on each sequence and head:
@@ -1212,8 +1241,10 @@ static void packed_refusals(void)
     packed_refused("packed: a bias", &r, ATTN_ERR_PARAM, "bias");
     r = base, r.req.opt.key_mask = (attn_mask){1, {3}, m};
     packed_refused("packed: a key mask", &r, ATTN_ERR_PARAM, "key_mask");
+    static const int64_t global2[1] = {1}; /* sequence 0 has one row and one key */
     r = base, r.req.opt.sparsity.pattern = ATTN_SPARSE_LOCAL_GLOBAL;
-    packed_refused("packed: a sparsity pattern", &r, ATTN_ERR_PARAM, "sparsity");
+    r.req.opt.sparsity.global = global2, r.req.opt.sparsity.n_global = 1;
+    packed_refused("packed: a global index past a sequence", &r, ATTN_ERR_PARAM, "sparsity.global");
     r = base, r.req.rule = ATTN_RULE_CONCAT;
     packed_refused("packed: rule concat", &r, ATTN_ERR_PARAM, "rule");
     r = base, r.req.query = ten(4, 1, 2, 1, x), r.req.query.shape[3] = 1;
