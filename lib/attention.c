@@ -447,11 +447,21 @@ static attn_status varlen_view(const attn_varlen_request *vr, attn_request *view
     static const char *const names[3] = {"query", "key", "value"};
     static const char *const dims[3] = {"(total_q, H, Dq)", "(total_k, Hkv, Dk)",
                                         "(total_k, Hkv, Dv)"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
+        int64_t c;
+        char sh[96];
         if (ts[i]->rank != 3)
             return attn_fail(err, ATTN_ERR_SHAPE, names[i],
                              "with packed sequences %s is %s; got rank %d", names[i], dims[i],
                              ts[i]->rank);
+        attn_fmt_shape(sh, sizeof sh, 3, ts[i]->shape);
+        if (ts[i]->shape[0] < 1 || ts[i]->shape[1] < 1 || ts[i]->shape[2] < 1)
+            return attn_fail(err, ATTN_ERR_SHAPE, names[i],
+                             "%s has shape %s; every dimension must be at least 1", names[i], sh);
+        if (!attn_count(3, ts[i]->shape, &c))
+            return attn_fail(err, ATTN_ERR_TOO_LARGE, names[i], "%s has too many elements",
+                             names[i]);
+    }
     if (r->value.shape[0] != r->key.shape[0])
         return attn_fail(err, ATTN_ERR_SHAPE, "value",
                          "value has %lld rows but key has %lld; each key row has its value row",

@@ -1251,6 +1251,13 @@ static void packed_refusals(void)
     packed_refused("packed: a 4-D query", &r, ATTN_ERR_SHAPE, "query");
     r = base, r.req.value = ten(3, 2, 1, 1, x);
     packed_refused("packed: value rows short of key's", &r, ATTN_ERR_SHAPE, "value");
+    r = base, r.req.query = ten(3, 2, 0, 1, x);
+    packed_refused("packed: a query of no heads", &r, ATTN_ERR_SHAPE, "query");
+    /* (2^59, 2, 1) in two sequences is past what can be counted (2^60
+     * floats) while one sequence of it, (1, 2, 2^58, 1), is not */
+    int64_t huge[3] = {0, (int64_t)1 << 58, (int64_t)1 << 59};
+    r = base, r.req.query = ten(3, (int64_t)1 << 59, 2, 1, x), r.cu_seqlens_q = huge;
+    packed_refused("packed: a query too large to count", &r, ATTN_ERR_TOO_LARGE, "query");
     r = base, r.req.query = ten(3, 2, 3, 1, x), r.req.key = ten(3, 3, 2, 1, x),
     r.req.value = ten(3, 3, 2, 1, x);
     packed_refused("packed: 2 key heads for 3", &r, ATTN_ERR_SHAPE, "key");
