@@ -603,7 +603,11 @@ attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *outp
  * + i: the lse's order. The offsets must start at 0, rise by at least 1
  * (no empty sequence) and end at the rows (ATTN_ERR_PARAM naming
  * "cu_seqlens_q" or "cu_seqlens_k"; NULL cu_seqlens_q is ATTN_ERR_ARG);
- * a top_k above a sequence's keys is ATTN_ERR_PARAM naming "hard.top_k". */
+ * a top_k above a sequence's keys is ATTN_ERR_PARAM naming "hard.top_k".
+ * A batch in FlashAttention's (B, L, H, D) layout (flash_attn_func's) is
+ * packed sequences of one length: cu_seqlens 0, L, 2L, ..., B L, query
+ * (B L, H, Dq); its output is then (B, L, H, Dv) in memory, and its lse
+ * (H, B L). */
 typedef struct {
     attn_request req;             /* rule, tensors (above), params, scale, options */
     int64_t batch;                /* B >= 1 sequences */
