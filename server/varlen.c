@@ -20,9 +20,9 @@ static int check_count(size_t n, const char *field, srv_err *e)
 }
 
 /* What cu_seqlens cannot go with on this route: qkv_layout (the tensors
- * are (total, H, D)) and the block layout's echo (the library refuses
- * masks, bias, key_mask and sparsity itself); both offset lists of one
- * length. */
+ * are (total, H, D)) and the block layout's echo (each sequence lays out
+ * its own; the library refuses masks, bias and key_mask itself); both
+ * offset lists of one length. */
 static int check_fields(const srv_job *j, srv_err *e)
 {
     const char *clash = j->bshd ? "qkv_layout" : j->return_layout ? "return_layout" : NULL;
