@@ -952,15 +952,15 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
         rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, pl->nq * d->Lq * pl->lkeys);
-    int64_t run = group_of(pl);
-    if (pl->vl.on) {
-        if (pl->req.opt.need_weights)
-            zero_padding(pl, w);
-        if (!runs_packed(pl))
-            run = d->H; /* one sequence's heads at a time */
-    }
-    for (int64_t r0 = 0; r0 < pl->nq; r0 += run) {
-        size_t n = (size_t)(pl->nq - r0 < run ? pl->nq - r0 : run);
+    int64_t run = group_of(pl); /* the jobs room was taken for */
+    int by_sequence = pl->vl.on && !runs_packed(pl); /* a run within one sequence's heads */
+    if (pl->vl.on && pl->req.opt.need_weights)
+        zero_padding(pl, w);
+    for (int64_t r0 = 0, next; r0 < pl->nq; r0 = next) {
+        next = pl->nq - r0 < run ? pl->nq : r0 + run;
+        if (by_sequence && next > (r0 / d->H + 1) * d->H)
+            next = (r0 / d->H + 1) * d->H;
+        size_t n = (size_t)(next - r0);
         for (size_t r = 0; r < n; r++)
             rule_head(pl, r0 + (int64_t)r, &pl->heads.jobs[r], out,
                       pl->req.opt.need_weights ? w : NULL);

@@ -1265,6 +1265,36 @@ static void packed_refusals(void)
     packed_refused("packed: top_k past sequence 0's one key", &r, ATTN_ERR_PARAM, "hard.top_k");
 }
 
+/* Packed sequences of more heads than one run of head jobs holds
+ * (ATTN_JOBS_PER_RUN, 4096), on the row driver (hard argmax), whose runs
+ * stay within one sequence: each sequence's one key is every head's
+ * choice, so each output row is that key's value. */
+static void packed_many_heads(attn_ctx *ctx)
+{
+    enum { H = 20000 };
+    static const int64_t cq[3] = {0, 1, 3}, ck[3] = {0, 1, 2};
+    static const float k[2] = {1, 1}, v[2] = {5, 7};
+    float *q = calloc(3 * H, sizeof(float)), *out = calloc(3 * H, sizeof(float));
+    attn_varlen_request r = attn_varlen_request_default(ATTN_RULE_DOT);
+    r.req.query = ten(3, 3, H, 1, q);
+    r.req.key = ten(3, 2, 1, 1, k);
+    r.req.value = ten(3, 2, 1, 1, v);
+    r.batch = 2, r.cu_seqlens_q = cq, r.cu_seqlens_k = ck;
+    r.req.opt.hard = ATTN_HARD_ARGMAX;
+    r.req.opt.need_weights = 0;
+    attn_error err;
+    attn_status st = q && out ? attn_varlen_compute(ctx, &r, out, NULL, NULL, &err) : ATTN_ERR_NOMEM;
+    int64_t bad = 0;
+    for (int64_t i = 0; st == ATTN_OK && i < 3 * H; i++)
+        bad += out[i] != (i < H ? 5.0f : 7.0f);
+    if (st != ATTN_OK || bad)
+        fail("packed: 20000 heads on the row driver", "%s, %lld outputs wrong",
+             st == ATTN_OK ? "ok" : err.message, (long long)bad);
+    st == ATTN_OK && !bad ? n_passed++ : n_failed++;
+    free(q);
+    free(out);
+}
+
 /* ------------------------------------------------- attn_cache_compute */
 
 /* An identity matrix of n x n doubles. */
@@ -2076,6 +2106,7 @@ int main(int argc, char **argv)
     }
     bf16_versus(ctx[1], trials / 5, seed);
     packed_refusals();
+    packed_many_heads(ctx[1]);
     seeded_lse(ctx[1]);
     cache_rows();
     cache_bytes_limits();
