@@ -65,7 +65,7 @@ typedef struct {
     float *qr, *kr; /* rope: the rotated queries and keys */
     attn_rope_pass rope;
     attn_heads heads;
-    float *lse; /* attn_compute_lse's, or NULL */
+    float *lse; /* the run's lse buffer (attn_compute_lse), or NULL */
 } plan;
 
 static const attn_front rule_front;
@@ -598,10 +598,9 @@ attn_status attn_varlen_compute(attn_ctx *ctx, const attn_varlen_request *req, f
     attn_status st = make_varlen_plan(req, &pl, err);
     if (st == ATTN_OK && lse)
         st = attn_check_lse(req->req.rule, &req->req.opt, attn_rule_name(req->req.rule), err);
-    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &rule_front, &pl, req->req.n_params, &pl.shapes,
-                                        output, weights, err);
+                                        output, weights, lse, err);
 }
 
 /* ------------------------------------------------ the pipeline's stages */
@@ -611,14 +610,10 @@ static attn_status rule_bind(void *p, const attn_named *params, size_t n, attn_e
     plan *pl = p;
     attn_request r = pl->req;
     varlen v = pl->vl;
-    float *lse = pl->lse; /* the call's, which planning again clears */
     r.params = params;
     r.n_params = n;
     attn_status st = make_plan(&r, pl, err);
-    if (st == ATTN_OK && v.on)
-        st = varlen_finish(pl, &v, err);
-    pl->lse = lse;
-    return st;
+    return st == ATTN_OK && v.on ? varlen_finish(pl, &v, err) : st;
 }
 
 static const float *pdata(const plan *pl, int i)
@@ -942,9 +937,11 @@ static void zero_padding(const plan *pl, float *w)
     }
 }
 
-static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
+static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, float *lse,
+                            attn_error *err)
 {
     plan *pl = p;
+    pl->lse = lse;
     const attn_dims *d = &pl->d;
     attn_gemm_call g[2];
     attn_exec_gemms(ex, g, rule_gemms(pl, g));
@@ -990,10 +987,9 @@ attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *outp
     attn_status st = make_plan(req, &pl, err);
     if (st == ATTN_OK && lse)
         st = attn_check_lse(req->rule, &req->opt, attn_rule_name(req->rule), err);
-    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &rule_front, &pl, req->n_params, &pl.shapes,
-                                        output, weights, err);
+                                        output, weights, lse, err);
 }
 
 static const attn_front rule_front = {

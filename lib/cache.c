@@ -24,7 +24,7 @@ typedef struct {
     int copies;          /* rope rotates copies before the kernel (qr, kr) */
     float *qr, *kr;      /* (Tq, H, d) and (Hkv, n, d) */
     attn_heads heads;
-    float *lse; /* attn_cache_compute_lse's, or NULL */
+    float *lse; /* the run's lse buffer (attn_cache_compute_lse), or NULL */
 } cplan;
 
 static const attn_front cache_front;
@@ -158,9 +158,11 @@ static void cache_rope(const attn_exec *ex, cplan *pl)
     }
 }
 
-static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
+static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w, float *lse,
+                             attn_error *err)
 {
     cplan *pl = p;
+    pl->lse = lse;
     const attn_options *o = &pl->req.opt;
     int64_t H = pl->H, Tq = pl->Tq, n = pl->n, d = pl->d, group = H / pl->Hkv;
     float scale = pl->req.has_scale ? pl->req.scale : (float)(1.0 / sqrt((double)d));
@@ -199,10 +201,9 @@ attn_status attn_cache_compute_lse(attn_ctx *ctx, const attn_cache_request *req,
     attn_status st = make_plan(req, &pl, err);
     if (st == ATTN_OK && lse)
         st = attn_check_lse(ATTN_RULE_DOT, &req->opt, "attention over a KV cache", err);
-    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &cache_front, &pl, 0, &pl.shapes,
-                                        output, weights, err);
+                                        output, weights, lse, err);
 }
 
 static const attn_front cache_front = {

@@ -229,7 +229,7 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
 }
 
 static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
-                              float *out, float *w, attn_error *err)
+                              float *out, float *w, float *lse, attn_error *err)
 {
     seeded s;
     int64_t nfloats = 0;
@@ -252,21 +252,22 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
     attn_exec ex = {ctx, ctx->threads};
     struct attn_pool *prev = attn_pool_use(ctx->pool);
     int64_t t0 = attn_pool_now_ns();
-    st = f->run(&ex, plan, out, w, err);
+    st = f->run(&ex, plan, out, w, lse, err);
     attn_pool_settle(ctx->pool, attn_pool_now_ns() - t0);
     attn_pool_use(prev);
     return st;
 }
 
 attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
-                         const attn_shapes *sh, float *out, float *w, attn_error *err)
+                         const attn_shapes *sh, float *out, float *w, float *lse,
+                         attn_error *err)
 {
     if (!out || (sh->w_count && !w))
         return attn_fail(err, ATTN_ERR_ARG, "", "%s: NULL output or weights buffer", f->who);
     attn_ctx *own;
     if (!(ctx = attn_ctx_for_call(ctx, &own)))
         return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for a context");
-    attn_status st = execute_in(ctx, f, plan, n_params, out, w, err);
+    attn_status st = execute_in(ctx, f, plan, n_params, out, w, lse, err);
     attn_ctx_free(own);
     return st;
 }

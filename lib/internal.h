@@ -335,8 +335,10 @@ typedef struct {
     attn_status (*bind)(void *plan, const attn_named *params, size_t n, attn_error *err);
     /* Takes the pieces the computation uses from ws, keeping them in plan. */
     void (*lay_out)(void *plan, attn_ws *ws);
-    /* Computes into out and w, from the pieces lay_out took. */
-    attn_status (*run)(const attn_exec *ex, void *plan, float *out, float *w, attn_error *err);
+    /* Computes into out, w and lse (NULL: not wanted), from the pieces
+     * lay_out took. */
+    attn_status (*run)(const attn_exec *ex, void *plan, float *out, float *w, float *lse,
+                       attn_error *err);
 } attn_front;
 
 /* The workspace a call of the plan takes (seeded parameters included
@@ -345,9 +347,11 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params);
 
 /* A public compute call: checks the buffers, takes the workspace from ctx
  * (NULL: a one-thread context of its own), seeds parameters from seed 0
- * into it when n_params is 0, and runs on ctx's threads. */
+ * into it when n_params is 0 (binding them plans again), and runs on ctx's
+ * threads into out, w and lse (NULL: not wanted). */
 attn_status attn_execute(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
-                         const attn_shapes *sh, float *out, float *w, attn_error *err);
+                         const attn_shapes *sh, float *out, float *w, float *lse,
+                         attn_error *err);
 
 /* ------------------------------------------------------------ rope.c */
 

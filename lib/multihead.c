@@ -58,7 +58,7 @@ typedef struct {
     attn_rope_pass rope; /* rotates qp and kp in place */
     attn_heads heads;
     const attn_mha_weights *pw; /* the request's prepared weights, or NULL */
-    float *lse; /* attn_mha_compute_lse's, or NULL */
+    float *lse; /* the run's lse buffer (attn_mha_compute_lse), or NULL */
 } mplan;
 
 /* Prepared weights: the library's copy of the parameters, and the
@@ -578,12 +578,9 @@ static attn_status mha_bind(void *p, const attn_named *params, size_t n, attn_er
 {
     mplan *pl = p;
     attn_mha_request r = pl->req;
-    float *lse = pl->lse; /* the call's, which planning again clears */
     r.params = params;
     r.n_params = n;
-    attn_status st = make_mplan(&r, 1, pl, err);
-    pl->lse = lse;
-    return st;
+    return make_mplan(&r, 1, pl, err);
 }
 
 /* The inputs the projections read, x[0..2] = query, key, value: with the
@@ -807,9 +804,11 @@ static void mha_average(const mplan *pl, float *wb)
     }
 }
 
-static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, attn_error *err)
+static attn_status mha_run(const attn_exec *ex, void *p, float *out, float *w, float *lse,
+                           attn_error *err)
 {
     mplan *pl = p;
+    pl->lse = lse;
     const attn_dims *d = &pl->d;
     int64_t B = d->B, E = d->Dq;
     const float *x[3];
@@ -852,10 +851,9 @@ attn_status attn_mha_compute_lse(attn_ctx *ctx, const attn_mha_request *req, flo
     attn_status st = make_mplan(req, 1, &pl, err);
     if (st == ATTN_OK && lse)
         st = attn_check_lse(mha_as(req), &req->opt, mha_who(req), err);
-    pl.lse = lse;
     return st != ATTN_OK ? st
                          : attn_execute(ctx, &mha_front, &pl, pl.req.n_params, &pl.shapes,
-                                        output, weights, err);
+                                        output, weights, lse, err);
 }
 
 static const attn_front mha_front = {
