@@ -914,16 +914,6 @@ static void rule_rope(const attn_exec *ex, plan *pl)
     attn_rope_rows(ex, &pl->rope);
 }
 
-/* Whether packed sequences' slices of different lengths may run in one
- * kernel call: the flash kernel's; the row driver and linear attention
- * take jobs of one size (a sequence's heads). */
-static int runs_packed(const plan *pl)
-{
-    int64_t kd;
-    return pl->req.rule != ATTN_RULE_LINEAR && rule_kind(pl, &kd) == ATTN_SCORE_DOT &&
-           pl->req.opt.hard == ATTN_HARD_NONE;
-}
-
 /* Packed sequences' weights past each sequence's lengths: zero. */
 static void zero_padding(const plan *pl, float *w)
 {
@@ -949,15 +939,11 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
         rule_rope(ex, pl);
     if (pl->req.rule == ATTN_RULE_CONCAT)
         add_into(pl->qp, pl->kp, pl->nq * d->Lq * pl->lkeys);
-    int64_t run = group_of(pl); /* the jobs room was taken for */
-    int by_sequence = pl->vl.on && !runs_packed(pl); /* a run within one sequence's heads */
     if (pl->vl.on && pl->req.opt.need_weights)
         zero_padding(pl, w);
-    for (int64_t r0 = 0, next; r0 < pl->nq; r0 = next) {
-        next = pl->nq - r0 < run ? pl->nq : r0 + run;
-        if (by_sequence && next > (r0 / d->H + 1) * d->H)
-            next = (r0 / d->H + 1) * d->H;
-        size_t n = (size_t)(next - r0);
+    int64_t run = group_of(pl);
+    for (int64_t r0 = 0; r0 < pl->nq; r0 += run) {
+        size_t n = (size_t)(pl->nq - r0 < run ? pl->nq - r0 : run);
         for (size_t r = 0; r < n; r++)
             rule_head(pl, r0 + (int64_t)r, &pl->heads.jobs[r], out,
                       pl->req.opt.need_weights ? w : NULL);

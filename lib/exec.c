@@ -139,18 +139,38 @@ static void *kernel_scratch(const attn_exec *ex, size_t bytes)
     return bytes ? attn_ctx_region(ex->ctx, ATTN_WS_KERNELS, bytes) : NULL;
 }
 
+/* The row driver on n jobs of one size. */
+static attn_status rows_run(const attn_exec *ex, const attn_head_job *jobs, size_t n,
+                            attn_error *err)
+{
+    size_t bytes = attn_rows_scratch_bytes(jobs, n, ex->threads);
+    if (bytes == SIZE_MAX)
+        return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
+    void *s = kernel_scratch(ex, bytes);
+    if (!s && bytes)
+        return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for scratch space");
+    return attn_rows_run(jobs, n, ex->threads, s, err);
+}
+
+size_t attn_same_size_run(const attn_head_job *jobs, size_t n)
+{
+    size_t k = 1;
+    while (k < n && jobs[k].lq == jobs[0].lq && jobs[k].lk == jobs[0].lk)
+        k++;
+    return k;
+}
+
 attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, attn_error *err)
 {
     if (n == 0)
         return ATTN_OK;
-    if (!flash_fits(&h->jobs[0])) {
-        size_t bytes = attn_rows_scratch_bytes(h->jobs, n, ex->threads);
-        if (bytes == SIZE_MAX)
-            return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
-        void *s = kernel_scratch(ex, bytes);
-        if (!s && bytes)
-            return attn_fail(err, ATTN_ERR_NOMEM, "", "out of memory for scratch space");
-        return attn_rows_run(h->jobs, n, ex->threads, s, err);
+    if (!flash_fits(&h->jobs[0])) { /* the row driver takes jobs of one size at a time */
+        attn_status st = ATTN_OK;
+        for (size_t i = 0, k; i < n && st == ATTN_OK; i += k) {
+            k = attn_same_size_run(h->jobs + i, n - i);
+            st = rows_run(ex, h->jobs + i, k, err);
+        }
+        return st;
     }
     for (size_t i = 0; i < n; i++)
         to_flash(&h->jobs[i], &h->flash[i]);

@@ -318,9 +318,15 @@ typedef struct {
 /* The n projections g, in order, on the call's threads. */
 void attn_exec_gemms(const attn_exec *ex, const attn_gemm_call *g, int n);
 
-/* Runs the n jobs of h (all alike: same kind, sizes and hard attention) on
- * the kernel that fits them: the one place that chooses. */
+/* Runs the n jobs of h (all alike in kind and hard attention; their sizes
+ * may differ, as packed sequences' do) on the kernel that fits them: the
+ * one place that chooses. The flash kernel takes them all at once, the row
+ * driver each run of one size in turn. */
 attn_status attn_exec_heads(const attn_exec *ex, const attn_heads *h, size_t n, attn_error *err);
+
+/* How many of the n jobs from the first have its lq and lk (at least 1):
+ * a run the row driver and linear attention take at once. */
+size_t attn_same_size_run(const attn_head_job *jobs, size_t n);
 
 struct attn_seed_spec; /* seed.c, below */
 
@@ -445,8 +451,9 @@ void attn_linear_take(attn_ws *ws, int64_t n, const attn_head_job *model, int ca
                       attn_heads *h);
 
 /* Runs the n head jobs of h as linear attention (each job's a, b, v, o, w
- * and key mask; every job of the same sizes), with o's causal, align and
- * feature_map, on the call's threads, in the context's kernel scratch. */
+ * and key mask; each run of one size at once, attn_same_size_run), with
+ * o's causal, align and feature_map, on the call's threads, in the
+ * context's kernel scratch. */
 attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
                             const attn_options *o, attn_error *err);
 

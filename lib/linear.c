@@ -259,15 +259,14 @@ static void chunk_out(void *arg, int64_t task, int worker)
         chunk_weights(a, j, i0, nr, &w);
 }
 
-attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
-                            const attn_options *o, attn_error *err)
+/* n jobs of one size. */
+static attn_status linear_run(const attn_exec *ex, const attn_head_job *jobs, size_t n,
+                              const attn_options *o, attn_error *err)
 {
-    if (n == 0)
-        return ATTN_OK;
-    const attn_head_job *j0 = &h->jobs[0];
+    const attn_head_job *j0 = &jobs[0];
     lin_args a;
     memset(&a, 0, sizeof a);
-    a.jobs = h->jobs;
+    a.jobs = jobs;
     a.ks = attn_kernels_active();
     a.relu = o->feature_map == ATTN_FM_RELU;
     a.causal = o->causal != 0;
@@ -296,4 +295,15 @@ attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
     attn_pool_run(threads, (int64_t)n, prefix_sums, &a);
     attn_pool_run(threads, (int64_t)n * a.s.nqc, chunk_out, &a);
     return ATTN_OK;
+}
+
+attn_status attn_linear_run(const attn_exec *ex, const attn_heads *h, size_t n,
+                            const attn_options *o, attn_error *err)
+{
+    attn_status st = ATTN_OK;
+    for (size_t i = 0, k; i < n && st == ATTN_OK; i += k) {
+        k = attn_same_size_run(h->jobs + i, n - i);
+        st = linear_run(ex, h->jobs + i, k, o, err);
+    }
+    return st;
 }
