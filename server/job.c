@@ -85,21 +85,16 @@ static double job_slices(const srv_job *j)
     return n;
 }
 
-double srv_slice_cap(void)
+int srv_check_slices(double n, const char *field, const char *whose, srv_err *e)
 {
-    return fmax(MIN_SLICES, floor(srv_cfg.max_work / SLICE_FLOPS));
-}
-
-int srv_check_slices(double n, srv_err *e)
-{
-    double cap = srv_slice_cap();
+    double cap = fmax(MIN_SLICES, floor(srv_cfg.max_work / SLICE_FLOPS));
     if (n <= cap)
         return 0;
-    return srv_fail(e, 413, "too_large", "query",
-                    "the request has %.0f (batch, head) slices; this server computes at most %.0f "
-                    "per request (each costs about what %.0g floating-point operations do, beside "
+    return srv_fail(e, 413, "too_large", field,
+                    "%s %.0f (batch, head) slices' worth; this server computes at most %.0f per "
+                    "request (each costs about what %.0g floating-point operations do, beside "
                     "its own: ATTN_MAX_WORK / %.0g, at least %.0f): send fewer, longer sequences",
-                    n, cap, SLICE_FLOPS, SLICE_FLOPS, MIN_SLICES);
+                    whose, n, cap, SLICE_FLOPS, SLICE_FLOPS, MIN_SLICES);
 }
 
 /* Seeded parameters are allocated and filled before the computation:
@@ -338,7 +333,8 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
      * job's memory is taken. */
     if (take_bshd(call, j, e) || job_plan(j, e) || srv_check_result(&j->sh, e) ||
         srv_check_seed_size(j, e) || srv_check_work(j->sh.flops, e) ||
-        srv_check_slices(job_slices(j), e) || srv_job_seed(call, j, e))
+        srv_check_slices(job_slices(j), "query", "the request's batch and heads are", e) ||
+        srv_job_seed(call, j, e))
         return -1;
     lse_shape(j);
     if (srv_job_take_result(call, j, e))

@@ -512,11 +512,11 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
  * body of base64 shapes can ask for hours). 0, or -1 with e filled (413). */
 int srv_check_result(const attn_shapes *sh, srv_err *e);
 int srv_check_work(double flops, srv_err *e);
-/* n (batch, head) slices under what ATTN_MAX_WORK buys (each costs a fixed
- * part beside its flops, about 0.2 us): srv_slice_cap of them. 0, or -1
- * with e filled (413). */
-int srv_check_slices(double n, srv_err *e);
-double srv_slice_cap(void);
+/* n (batch, head) slices' worth under what ATTN_MAX_WORK buys (each costs a
+ * fixed part beside its flops, about 0.2 us). 0, or -1 with e filled (413
+ * naming field; whose begins the message: "<whose> n (batch, head)
+ * slices' worth"). */
+int srv_check_slices(double n, const char *field, const char *whose, srv_err *e);
 /* The parameters seeding j would make (j->sh, planned) under
  * ATTN_MAX_ELEMENTS. 0, or -1 with e filled (413). */
 int srv_check_seed_size(const srv_job *j, srv_err *e);

@@ -9,6 +9,8 @@
  * return_attn_probs form); lse (H, total_q), as FlashAttention's. */
 #include "srv.h"
 
+#include <stdio.h>
+
 /* cu (n offsets): at least 2 (one sequence); the library checks their
  * values against the rows. */
 static int check_count(size_t n, const char *field, srv_err *e)
@@ -51,14 +53,10 @@ static int check_fields(const srv_job *j, srv_err *e)
  * B (H + 1) slices against the cap. */
 static int check_sequences(int64_t B, int64_t H, srv_err *e)
 {
-    double n = (double)B * ((double)H + 1.0), cap = srv_slice_cap();
-    if (n <= cap)
-        return 0;
-    return srv_fail(e, 413, "too_large", "cu_seqlens_q",
-                    "cu_seqlens_q holds %lld sequences of %lld heads, %.0f slices' worth (a "
-                    "sequence costs about what a (batch, head) slice does beside its heads); "
-                    "this server computes at most %.0f per request: pack fewer, longer sequences",
-                    (long long)B, (long long)H, n, cap);
+    char whose[160];
+    snprintf(whose, sizeof whose, "cu_seqlens_q's %lld sequences of %lld heads (a sequence "
+             "costing about a slice beside its heads') are", (long long)B, (long long)H);
+    return srv_check_slices((double)B * ((double)H + 1.0), "cu_seqlens_q", whose, e);
 }
 
 void srv_varlen_request(const srv_job *j, attn_varlen_request *vr)
