@@ -5,6 +5,8 @@
 import sys
 import torch
 
+from check_lines import check_lines
+
 H, HKV, D, PROMPT, STEPS = 4, 2, 8, 5, 6
 torch.set_default_dtype(torch.float64)
 
@@ -40,17 +42,6 @@ for t in range(STEPS + 1):
             s = kr[: n0 + i + 1, g] @ qr[i, h] / D ** 0.5  # causal: keys up to position n0 + i
             o = torch.softmax(s, 0) @ V[: n0 + i + 1, g]
             want.append(f"step {t} row {i} head {h} = " + " ".join(f"{x:.6f}" for x in o.tolist()))
-got = sys.stdin.read().strip().split("\n")
-bad = 0
-for i, line in enumerate(want):
-    g = got[i] if i < len(got) else ""
-    gv = [float(x) for x in g.split("=")[1].split()] if "=" in g else []
-    wv = [float(x) for x in line.split("=")[1].split()]
-    if g.split("=")[0] != line.split("=")[0] or len(gv) != len(wv) or any(abs(a - b) > 2e-6 for a, b in zip(gv, wv)):
-        print(f"lib_decode: line {i}: got {g!r}, PyTorch {line!r}")
-        bad += 1
-if len(got) != len(want):
-    print(f"lib_decode: {len(got)} lines, PyTorch {len(want)}")
-    bad += 1
+bad = check_lines("lib_decode", want, sys.stdin.read())
 print(f"lib_decode: {len(want)} rows over {STEPS + 1} steps match PyTorch" if not bad else f"lib_decode: {bad} lines differ")
 sys.exit(1 if bad else 0)

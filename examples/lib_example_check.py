@@ -3,6 +3,8 @@
 import sys
 import torch
 
+from check_lines import check_lines
+
 q = torch.tensor([((i * 7) % 11) / 10.0 - 0.5 for i in range(32)]).reshape(4, 8)
 k = torch.tensor([((i * 5) % 13) / 10.0 - 0.6 for i in range(48)]).reshape(6, 8)
 v = torch.tensor([i / 10.0 for i in range(18)]).reshape(6, 3)
@@ -12,14 +14,6 @@ w = torch.softmax(s, -1)
 o = w @ v
 want = [f"output[{i}] = " + " ".join(f"{x:.6f}" for x in o[i].tolist()) for i in range(4)]
 want += [f"weights[{i}] = " + " ".join(f"{x:.6f}" for x in w[i].tolist()) for i in range(4)]
-got = sys.stdin.read().split("\n")
-bad = 0
-for i, line in enumerate(want):
-    g = got[i] if i < len(got) else ""
-    gv = [float(x) for x in g.split("=")[1].split()] if "=" in g else []
-    wv = [float(x) for x in line.split("=")[1].split()]
-    if len(gv) != len(wv) or any(abs(a - b) > 2e-6 for a, b in zip(gv, wv)):
-        print(f"lib_example: line {i}: got {g!r}, PyTorch {line!r}")
-        bad += 1
+bad = check_lines("lib_example", want, sys.stdin.read())
 print("lib_example: matches PyTorch" if not bad else f"lib_example: {bad} lines differ")
 sys.exit(1 if bad else 0)

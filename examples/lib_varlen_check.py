@@ -6,6 +6,8 @@
 import sys
 import torch
 
+from check_lines import check_lines
+
 H, HKV, D = 4, 2, 8
 CU_Q, CU_K = [0, 3, 4, 9], [0, 4, 6, 11]
 torch.set_default_dtype(torch.float64)
@@ -32,18 +34,7 @@ for s in range(len(CU_Q) - 1):
 want = [f"row {i // H} head {i % H} = " + " ".join(f"{x:.6f}" for x in out.reshape(-1, D)[i].tolist())
         for i in range(CU_Q[-1] * H)]
 want += [f"lse head {h} = " + " ".join(f"{x:.6f}" for x in lse[h].tolist()) for h in range(H)]
-got = sys.stdin.read().strip().split("\n")
-bad = 0
-for i, line in enumerate(want):
-    g = got[i] if i < len(got) else ""
-    gv = [float(x) for x in g.split("=")[1].split()] if "=" in g else []
-    wv = [float(x) for x in line.split("=")[1].split()]
-    if g.split("=")[0] != line.split("=")[0] or len(gv) != len(wv) or any(abs(a - b) > 2e-6 for a, b in zip(gv, wv)):
-        print(f"lib_varlen: line {i}: got {g!r}, PyTorch {line!r}")
-        bad += 1
-if len(got) != len(want):
-    print(f"lib_varlen: {len(got)} lines, PyTorch {len(want)}")
-    bad += 1
+bad = check_lines("lib_varlen", want, sys.stdin.read())
 print(f"lib_varlen: {CU_Q[-1]} rows of {H} heads in {len(CU_Q) - 1} sequences, and their lse, match PyTorch"
       if not bad else f"lib_varlen: {bad} lines differ")
 sys.exit(1 if bad else 0)
