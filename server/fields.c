@@ -473,6 +473,23 @@ void srv_job_note(srv_job *j, int slot)
         j->temperature_given = 1;
 }
 
+/* Pattern pat's required members all given (bit i of `given`: member i),
+ * else a 400 naming the first missing one as prefix + its name. */
+static int sparsity_required(unsigned pat, unsigned given, const char *prefix, const char *pname,
+                             srv_err *e)
+{
+    for (size_t i = 1; i < N_OF(sparsity_members); i++) { /* 0 is the pattern */
+        const srv_field *m = &sparsity_members[i];
+        if ((m->where & pat) && (m->where & SRV_F_REQ_ATT) && !((given >> i) & 1)) {
+            char name[64];
+            snprintf(name, sizeof name, "%s%s", prefix, m->name);
+            return srv_fail(e, 400, "missing_field", name, "%s is required with pattern %s (%s)",
+                            name, pname, m->desc);
+        }
+    }
+    return 0;
+}
+
 static int check_flat_sparsity(const srv_job *j, srv_err *e)
 {
     attn_pattern p = srv_job_options((srv_job *)j)->sparsity.pattern;
@@ -495,11 +512,8 @@ static int check_flat_sparsity(const srv_job *j, srv_err *e)
         if (given && !(m->where & pat))
             return srv_fail(e, 400, "invalid_field", name,
                             "%s does not belong to pattern %s; it takes %s", name, pname, list);
-        if (!given && (m->where & pat) && (m->where & SRV_F_REQ_ATT))
-            return srv_fail(e, 400, "missing_field", name, "%s is required with pattern %s (%s)",
-                            name, pname, m->desc);
     }
-    return 0;
+    return sparsity_required(pat, j->sparsity_given, "sparsity_", pname, e);
 }
 
 int srv_job_check_flat(const srv_job *j, srv_err *e)
@@ -834,14 +848,14 @@ static int read_object(srv_job *j, const srv_field *f, json_t *v, srv_codec *c, 
         if (read_one(j, &sub, m, SRV_F_BODY, c, e))
             return -1;
     }
-    for (size_t i = 0; sp && i < nm; i++)
-        if ((mem[i].where & pat) && (mem[i].where & SRV_F_REQ_ATT) && !json_object_get(v, mem[i].name)) {
-            snprintf(name, sizeof name, "sparsity.%s", mem[i].name);
-            return srv_fail(e, 400, "missing_field", name, "%s is required with pattern %s (%s)",
-                            name, json_string_value(p), mem[i].desc);
-        }
-    job_opt(j)->rope.on |= !sp;
-    return 0;
+    if (!sp) {
+        job_opt(j)->rope.on = 1;
+        return 0;
+    }
+    unsigned given = 0;
+    for (size_t i = 0; i < nm; i++)
+        given |= (unsigned)(json_object_get(v, mem[i].name) != NULL) << i;
+    return sparsity_required(pat, given, "sparsity.", json_string_value(p), e);
 }
 
 /* One present field into the job. */
