@@ -515,17 +515,22 @@ static int drain(int sig, const sigset_t *stop)
  * back to its own choice without a word. */
 static void log_settings(void)
 {
+    static const char *const levels[] = {"error", "warn", "info"};
     srv_log(SRV_LOG_NOTICE,
             "attn-server %s listening on http://%s:%d (threads %d, compute threads %d, max inflight %d, "
-            "max connections %u, max per ip %u, max body %zu, max elements %lld, max weights %lld, "
-            "max work %g, timeout %us, request timeout %us, max sessions %d, session memory %zu, "
-            "session ttl %us, drain timeout %us, token %s, kernels %s, demo %s)",
+            "max connections %u, max per ip %u, max body %zu, max depth %d, max elements %lld, "
+            "max weights %lld, max work %g, timeout %us, request timeout %us, max sessions %d, "
+            "session memory %zu, session max tokens %lld, session ttl %us, trust session id %s, "
+            "drain timeout %us, token %s, cors origins %s, log level %s, kernels %s, demo %s, openapi %s)",
             SRV_VERSION, srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.compute_threads,
             srv_cfg.max_inflight, srv_cfg.max_connections, srv_cfg.max_per_ip, srv_cfg.max_body,
-            (long long)srv_cfg.max_elements, (long long)srv_cfg.max_weights, srv_cfg.max_work,
-            srv_cfg.timeout, srv_cfg.request_timeout, srv_cfg.max_sessions, srv_cfg.session_memory,
-            srv_cfg.session_ttl, srv_cfg.drain_timeout, srv_cfg.token ? "on" : "off", attn_kernel_isa(),
-            srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page");
+            srv_cfg.max_depth, (long long)srv_cfg.max_elements, (long long)srv_cfg.max_weights,
+            srv_cfg.max_work, srv_cfg.timeout, srv_cfg.request_timeout, srv_cfg.max_sessions,
+            srv_cfg.session_memory, (long long)srv_cfg.session_max_tokens, srv_cfg.session_ttl,
+            srv_cfg.trust_session_id ? "on" : "off", srv_cfg.drain_timeout, srv_cfg.token ? "on" : "off",
+            srv_cfg.cors_origins ? srv_cfg.cors_origins : "off", levels[srv_cfg.log_level],
+            attn_kernel_isa(), srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page",
+            srv_cfg.openapi_path ? srv_cfg.openapi_path : "none");
     const char *isa = getenv("ATTN_ISA"), *defer = getenv("ATTN_DEFER_EXP");
     if (isa && *isa && strcmp(isa, attn_kernel_isa()) != 0)
         srv_log(SRV_LOG_WARN, "ATTN_ISA=%.40s is not a kernel variant this CPU runs; using %s", isa,

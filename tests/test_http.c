@@ -1674,6 +1674,25 @@ static int session_under(const char *env, const char *const *hdr, response *r)
     return 0;
 }
 
+/* The start line names the settings in effect, these among them (it once
+ * left them out). */
+static void test_start_line(void)
+{
+    static const char *const envs[] = {"ATTN_MAX_DEPTH=77", "ATTN_SESSION_MAX_TOKENS=999",
+                                       "ATTN_CORS_ORIGINS=https://x.example", "ATTN_TRUST_SESSION_ID=1",
+                                       "ATTN_LOG_LEVEL=warn", NULL};
+    server sv = {0};
+    int up = server_start(&sv, server_path, "start line", "/healthz", envs, log_path) == 0;
+    server_stop(&sv);
+    char at[80];
+    snprintf(at, sizeof at, "listening on %s ", sv.base);
+    check(up && log_has(at, "max depth 77,", "session max tokens 999,", "cors origins https://x.example,",
+                        "trust session id on,", "log level warn,", "openapi ", NULL),
+          "settings: the start line names max depth, session max tokens, CORS origins, trusted "
+          "session ids, the log level and the OpenAPI file", "no such line in %s (started: %d)",
+          log_path, up);
+}
+
 /* Settings that would refuse every request, turn a defence off, or that a
  * reader could take for "off" stop the start with status 2; "false" turns
  * a switch off (it once turned ATTN_TRUST_SESSION_ID on). */
@@ -2083,8 +2102,10 @@ int main(int argc, char **argv)
         test_connection_limits();
     if (up_deadline && !only && !memcheck)
         test_request_deadline();
-    if (!only && !memcheck)
+    if (!only && !memcheck) {
         test_settings();
+        test_start_line();
+    }
     if (!only && !memcheck)
         test_stops();
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
