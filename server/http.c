@@ -420,8 +420,9 @@ static enum MHD_Result accept_body(struct MHD_Connection *conn, req_state *rs)
                                                                    front->length_header));
     const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!front->content_ok(ct)) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send application/json", ct);
+        char msg[240];
+        snprintf(msg, sizeof msg, "Content-Type %.100s is not supported; send %s", ct,
+                 front->content_types);
         return send_error(conn, rs, 415, "unsupported_media_type", msg);
     }
     /* Only a JSON body may hold base64 strings (a KServe body may end in

@@ -61,7 +61,9 @@ static int ks_content_type(const char *ct)
            (n > 16 && !strncasecmp(ct, "application/vnd.", 16));
 }
 
-const srv_front srv_kserve_front = {ks_error, ks_content_type, "Inference-Header-Content-Length",
+const srv_front srv_kserve_front = {ks_error, ks_content_type,
+                                    "application/json, application/octet-stream or application/vnd.*",
+                                    "Inference-Header-Content-Length",
                                     ks_not_found, SRV_R_KSERVE};
 
 /* --------------------------------------------------------------- models */

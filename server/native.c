@@ -122,5 +122,6 @@ static void native_not_found(const char *path, srv_err *e)
     srv_fail(e, 404, "not_found", "", "no route %.200s; see /openapi.yaml for the routes", path);
 }
 
-const srv_front srv_native_front = {srv_reply_error, json_content_type, NULL, native_not_found,
+const srv_front srv_native_front = {srv_reply_error, json_content_type, "application/json", NULL,
+                                    native_not_found,
                                     SRV_R_OTHER};

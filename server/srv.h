@@ -716,6 +716,7 @@ typedef srv_serve_fn *srv_handler;
 typedef struct {
     void (*error)(srv_reply *r, const srv_err *e); /* writes an error reply */
     int (*content_ok)(const char *ctype);          /* a POST body's Content-Type (NULL: none) */
+    const char *content_types;  /* what content_ok takes, for the 415's message */
     const char *length_header;  /* a request header that sizes part of the body, or NULL */
     void (*not_found)(const char *path, srv_err *e);
     int unmatched_route;        /* SRV_R_* of a path no row matches */
