@@ -280,9 +280,10 @@ typedef struct {
  * score pipeline in float32, o_i = sum_j bf16(p_ij) bf16(v_j) / l_i with
  * p_ij = exp(s_ij - m) and l_i = sum_j p_ij in float32 (FlashAttention-2's
  * bf16 arithmetic; this exponential is within 6e-6 relative of exp, far
- * below the 2^-9 of the rounding that follows, where float32's is within
- * 1e-7). Tensors in and out stay float32; weights, when asked,
- * are the float32 softmax. The products run on AMX tiles where the CPU has
+ * below the up to 2^-8 relative of the rounding that follows, where
+ * float32's is within 1e-7). Tensors in and out stay float32; weights,
+ * when asked, are the float32 softmax of the scores the bfloat16 products
+ * give (as lse is). The products run on AMX tiles where the CPU has
  * AMX-BF16 (and the kernel grants it), else with AVX512_BF16's vdpbf16ps,
  * else emulated in float32 with the same rounding: the answer then may
  * differ in the last bits (another summation order; the hardware flushes
@@ -565,7 +566,9 @@ attn_status attn_compute(attn_ctx *ctx, const attn_request *req,
  * B x Lq floats (Lq without a batch), row i's ln(sum_j e^(s_ij)) over the
  * keys it may attend, s being its final scores (after scale, softcap,
  * bias, ALiBi and rope, as the softmax takes them) and the sink's e^z in
- * the sum; -INFINITY for a row with nothing to attend and no sink. It is
+ * the sum; -INFINITY for a row with nothing to attend and no sink (the
+ * log of an empty sum, as FlexAttention gives; FlashAttention-2's kernels
+ * write +INFINITY there). It is
  * FlashAttention's softmax_lse and FlexAttention's return_lse: the weights
  * are e^(s_ij - lse_i), and two calls over disjoint key sets combine as
  * o = (e^lse1 o1 + e^lse2 o2) / (e^lse1 + e^lse2). With bf16 precision,

@@ -93,11 +93,11 @@ static inline __attribute__((always_inline)) TGT V exp_soft(V x)
     return VPOW2N_OR0(keep, VFNMA(g, p, VSET1(1.0f)), n);
 }
 /* e^x for the probabilities that bf16 compute rounds to bfloat16 (whose
- * half-ulp is 2^-9): exp_soft's range and zeros with two operations fewer
- * on the multiply-add units and three fewer in all: f = x log2(e) - n
- * from the rounded product (an error of at most 2^-18 in f where |x log2
- * e| nears 125) and 2^f by a degree-4 minimax polynomial (relative error
- * 2.6e-6 on [-1/2, 1/2], Remez): within 6e-6 relative of exp, 300 times
+ * rounding errs by up to 2^-8 relative): exp_soft's range and zeros with
+ * two operations fewer on the multiply-add units and three fewer in all:
+ * f = x log2(e) - n from the rounded product (an error of at most 2^-18 in
+ * f where |x log2 e| nears 125) and 2^f by a degree-4 minimax polynomial (relative error
+ * 2.6e-6 on [-1/2, 1/2], Remez): within 6e-6 relative of exp, 650 times
  * below the rounding that follows. The sums of the softmax take the same
  * values, so they stay consistent with the P that P V multiplies. */
 #define exp_bf16 ISA_NAME(exp_bf16)
