@@ -393,8 +393,8 @@ attn_status attn_plan(const attn_request *req, attn_shapes *shapes, attn_error *
 
 /* ------------------------------------------------ packed sequences */
 
-/* cu (B + 1 offsets) against total rows: from 0, rising by at least 1,
- * ending at total. */
+/* cu (B + 1 offsets) against total rows: from 0, never falling (a
+ * sequence may be empty), ending at total. */
 static attn_status check_offsets(const int64_t *cu, int64_t B, int64_t total, const char *field,
                                  const char *rows, attn_error *err)
 {
@@ -404,11 +404,10 @@ static attn_status check_offsets(const int64_t *cu, int64_t B, int64_t total, co
         return attn_fail(err, ATTN_ERR_PARAM, field, "%s must start at 0; got %lld", field,
                          (long long)cu[0]);
     for (int64_t i = 1; i <= B; i++)
-        if (cu[i] <= cu[i - 1])
+        if (cu[i] < cu[i - 1])
             return attn_fail(err, ATTN_ERR_PARAM, field,
-                             "%s must increase: sequence %lld would have %lld rows (every "
-                             "sequence needs at least one)", field, (long long)(i - 1),
-                             (long long)(cu[i] - cu[i - 1]));
+                             "%s must not decrease: sequence %lld would have %lld rows", field,
+                             (long long)(i - 1), (long long)(cu[i] - cu[i - 1]));
     if (cu[B] != total)
         return attn_fail(err, ATTN_ERR_PARAM, field,
                          "%s ends at %lld but %s has %lld rows; the last offset is the total",
@@ -530,12 +529,14 @@ static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
     for (int64_t s = 0; s < v->B; s++) {
         int64_t lq, lk;
         seq_rows(v, s, &lq, &lk, ATTN_ALIGN_TOP_LEFT);
+        if (lq == 0) /* nothing to compute, nothing to check */
+            continue;
         if (o->hard == ATTN_HARD_TOPK && o->top_k > lk)
             return attn_fail(err, ATTN_ERR_PARAM, "hard.top_k",
                              "top_k is %lld but sequence %lld has %lld keys; top_k must be at "
                              "most every sequence's keys", (long long)o->top_k, (long long)s,
                              (long long)lk);
-        attn_status st = attn_sparsity_check(o, lq, lk, err);
+        attn_status st = lk ? attn_sparsity_check(o, lq, lk, err) : ATTN_OK;
         if (st != ATTN_OK)
             return in_sequence(err, s, st);
         flops += rule_flops(pl, (double)d->H, (double)d->Hkv, lq, lk, lk);
@@ -733,7 +734,8 @@ static void sparse_lay_out(plan *pl, attn_ws *ws)
         int64_t lq, lk;
         attn_sparse measured;
         seq_rows(&pl->vl, s, &lq, &lk, o->align);
-        attn_sparse_lay_out(ws, o, lq, lk, ws->base ? &pl->seq_sparse[s] : &measured);
+        if (lq && lk) /* an empty sequence has no head job to read it */
+            attn_sparse_lay_out(ws, o, lq, lk, ws->base ? &pl->seq_sparse[s] : &measured);
     }
 }
 
@@ -832,11 +834,10 @@ static slice slice_of(const plan *pl, int64_t r)
 /* Slice r's head into j (batch row or sequence b, query head h; h = 0
  * without heads): the rule's score and where its output goes. Its key and
  * value rows are those of head h / (H / Hkv). */
-static void rule_head(const plan *pl, int64_t r, attn_head_job *j, float *out, float *w)
+static void rule_head(const plan *pl, int64_t r, slice c, attn_head_job *j, float *out, float *w)
 {
     const attn_dims *d = &pl->d;
     int64_t Dq = d->Dq, Dv = d->Dv, lkeys = pl->lkeys, kd;
-    slice c = slice_of(pl, r);
     attn_head_init(j, &pl->req.opt, c.b, c.h, d->H, c.lq, c.lk, w ? w + r * d->Lq * lkeys : NULL);
     j->w_stride = lkeys;
     j->draw_base = (uint64_t)c.n0;
@@ -887,6 +888,8 @@ static void rope_sequences(const attn_exec *ex, plan *pl)
     int64_t wq = d->H * d->Dq, wk = d->Hkv * d->Dk, base = pl->rope.set[0].pos0, lq, lk;
     for (int64_t s = 0; s < v->B; s++) {
         int64_t off = seq_rows(v, s, &lq, &lk, pl->req.opt.align);
+        if (!lq || !lk)
+            continue;
         attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data + v->cq[s] * wq, wq,
                            pl->qr + v->cq[s] * wq, wq, 1, lq, d->H);
         attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data + v->ck[s] * wk, wk,
@@ -912,6 +915,21 @@ static void rule_rope(const attn_exec *ex, plan *pl)
     attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, d->Dq, pl->qr, d->Dq, pl->nq, d->Lq, 1);
     attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, d->Dk, pl->kr, d->Dk, pl->nk, d->Lk, 1);
     attn_rope_rows(ex, &pl->rope);
+}
+
+/* A packed sequence's head whose queries have no key (FlashAttention's
+ * empty key sequence): output rows of zeros, as for any row with nothing
+ * to attend, and lse the log of the empty sum, or with a sink its logit.
+ * zero_padding has zeroed its weights. */
+static void no_keys(const plan *pl, slice c, float *out)
+{
+    const attn_options *o = &pl->req.opt;
+    int64_t Dv = pl->d.Dv;
+    for (int64_t i = 0; i < c.lq; i++) {
+        memset(out + (c.q0 + i * c.qstep) * Dv, 0, (size_t)Dv * sizeof(float));
+        if (pl->lse)
+            pl->lse[c.n0 + i] = o->sinks ? o->sinks[c.h] : -INFINITY;
+    }
 }
 
 /* Packed sequences' weights past each sequence's lengths: zero. */
@@ -943,11 +961,17 @@ static attn_status rule_run(const attn_exec *ex, void *p, float *out, float *w, 
         zero_padding(pl, w);
     int64_t run = group_of(pl);
     for (int64_t r0 = 0; r0 < pl->nq; r0 += run) {
-        size_t n = (size_t)(pl->nq - r0 < run ? pl->nq - r0 : run);
-        for (size_t r = 0; r < n; r++)
-            rule_head(pl, r0 + (int64_t)r, &pl->heads.jobs[r], out,
-                      pl->req.opt.need_weights ? w : NULL);
-        attn_status st = pl->req.rule == ATTN_RULE_LINEAR
+        int64_t end = pl->nq - r0 < run ? pl->nq : r0 + run;
+        size_t n = 0; /* the run's jobs: its slices with queries and keys */
+        for (int64_t r = r0; r < end; r++) {
+            slice c = slice_of(pl, r);
+            if (c.lq && !c.lk)
+                no_keys(pl, c, out);
+            else if (c.lq)
+                rule_head(pl, r, c, &pl->heads.jobs[n++], out, pl->req.opt.need_weights ? w : NULL);
+        }
+        attn_status st = !n ? ATTN_OK
+                       : pl->req.rule == ATTN_RULE_LINEAR
                        ? attn_linear_run(ex, &pl->heads, n, &pl->req.opt, err)
                        : attn_exec_heads(ex, &pl->heads, n, err);
         if (st != ATTN_OK)

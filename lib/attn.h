@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 5
+#define ATTN_VERSION_MINOR 6
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -603,10 +603,16 @@ attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *outp
  *     lengths (FlashAttention's return_attn_probs form);
  *   lse (H, total_q), FlashAttention's varlen softmax_lse.
  * Hard sampling's row number (see "Draws") is h total_q + cu_seqlens_q[s]
- * + i: the lse's order. The offsets must start at 0, rise by at least 1
- * (no empty sequence) and end at the rows (ATTN_ERR_PARAM naming
- * "cu_seqlens_q" or "cu_seqlens_k"; NULL cu_seqlens_q is ATTN_ERR_ARG);
- * a top_k above a sequence's keys is ATTN_ERR_PARAM naming "hard.top_k".
+ * + i: the lse's order. The offsets must start at 0, never fall and end
+ * at the rows (ATTN_ERR_PARAM naming "cu_seqlens_q" or "cu_seqlens_k";
+ * NULL cu_seqlens_q is ATTN_ERR_ARG). A sequence may be empty, as
+ * FlashAttention takes it (since 1.6): one of no query rows computes
+ * nothing (its weights are zeros); the query rows of one with no keys have
+ * nothing to attend (output and weights zero, lse -INFINITY or with sinks
+ * the head's sink). The tensors still have at least one row each. A top_k
+ * above the keys of a sequence with queries is ATTN_ERR_PARAM naming
+ * "hard.top_k", and the sparsity pattern's checks apply to the sequences
+ * with both queries and keys.
  * A batch in FlashAttention's (B, L, H, D) layout (flash_attn_func's) is
  * packed sequences of one length: cu_seqlens 0, L, 2L, ..., B L, query
  * (B L, H, Dq); its output is then (B, L, H, Dv) in memory, and its lse

@@ -59,9 +59,9 @@ static int close_enough(const char *cs, const char *what, const float *got,
     int64_t worst = -1, bad = 0;
     double worst_excess = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double tol = ABS_TOL + REL_TOL * fabs(want[i]);
-        double d = fabs((double)got[i] - want[i]);
-        if (!(d <= tol)) { /* also catches NaN */
+        double tol = isinf(want[i]) ? 0.0 : ABS_TOL + REL_TOL * fabs(want[i]);
+        double d = (double)got[i] == want[i] ? 0.0 : fabs((double)got[i] - want[i]);
+        if (!(d <= tol)) { /* also catches NaN, and an infinity missed */
             double excess = isnan(d) ? INFINITY : d - tol;
             bad++;
             if (worst < 0 || excess > worst_excess) {

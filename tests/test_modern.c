@@ -50,9 +50,9 @@ static int close_enough(const char *cs, const char *what, const float *got, cons
     int64_t worst = -1;
     double excess = 0.0;
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]), tol = ABS_TOL + REL_TOL * fabs(want[i]);
-        if ((double)got[i] == want[i]) /* infinities too (a log-sum-exp of no key) */
-            continue;
+        /* an infinity (a log-sum-exp of no key) only as itself */
+        double d = (double)got[i] == want[i] ? 0.0 : fabs((double)got[i] - want[i]);
+        double tol = isinf(want[i]) ? 0.0 : ABS_TOL + REL_TOL * fabs(want[i]);
         if (!(d <= tol) && (worst < 0 || !(d - tol <= excess))) {
             worst = i;
             excess = isnan(d) ? INFINITY : d - tol;
@@ -1008,6 +1008,11 @@ static int packed_reference(const char *name, const rm_request *q, packed *p, al
             int64_t lq = p->cq[s + 1] - p->cq[s], lk = p->ck[s + 1] - p->ck[s], g = h / (H / Hkv);
             rm_request r = *q;
             rm_margin mh;
+            if (lq && !lk) /* rows with nothing to attend: zeros (as p is), lse the sink or -inf */
+                for (int64_t i = 0; i < lq; i++)
+                    p->lse[h * tq + p->cq[s] + i] = q->sinks ? q->sinks[h] : -INFINITY;
+            if (!lq || !lk)
+                continue;
             r.B = 1, r.H = r.Hkv = 0, r.Lq = lq, r.Lk = lk;
             r.query = gather(gq, q->query, p->cq[s], lq, H, h, q->Dq);
             r.key = gather(gk, q->key, p->ck[s], lk, Hkv, g, q->Dk);
@@ -1038,14 +1043,16 @@ static int packed_reference(const char *name, const rm_request *q, packed *p, al
 }
 
 /* A sparsity pattern each packed sequence lays out over its own lengths:
- * local_global with global indices every sequence has, or bigbird. */
+ * local_global with global indices every sequence with queries and keys
+ * has (sequence 0 has both), or bigbird. */
 static void rnd_packed_sparsity(rm_request *q, const packed *p, allocs *A)
 {
     rm_sparsity *sp = &q->sparsity;
     int64_t most = INT64_MAX; /* the global indices every sequence takes */
     for (int64_t s = 0; s < p->B; s++) {
         int64_t lq = p->cq[s + 1] - p->cq[s], lk = p->ck[s + 1] - p->ck[s];
-        most = (lq > lk ? lq : lk) < most ? (lq > lk ? lq : lk) : most;
+        if (lq && lk)
+            most = (lq > lk ? lq : lk) < most ? (lq > lk ? lq : lk) : most;
     }
     if (chance(50)) {
         sp->pattern = RM_SPARSE_LOCAL_GLOBAL;
@@ -1064,9 +1071,11 @@ static void rnd_packed_sparsity(rm_request *q, const packed *p, allocs *A)
     }
 }
 
-/* A rule request of packed sequences: 1-6 of their own lengths, heads
- * over key/value heads, the score pipeline's options but masks and bias
- * (which packed sequences do not take), hard attention. */
+/* A rule request of packed sequences: 1-6 of their own lengths (in a
+ * quarter of the requests some but sequence 0 without queries or keys, as
+ * FlashAttention takes them), heads over key/value heads, the score
+ * pipeline's options but masks and bias (which packed sequences do not
+ * take), hard attention. */
 static void rnd_packed(rm_request *q, lib_extra *x, packed *p, allocs *A)
 {
     static const rm_rule rules[] = {RM_DOT, RM_SCALED_DOT, RM_GENERAL, RM_ADDITIVE,
@@ -1078,11 +1087,14 @@ static void rnd_packed(rm_request *q, lib_extra *x, packed *p, allocs *A)
     q->H = q->Hkv * rnd(1, 3);
     p->B = rnd(1, 6);
     p->mq = p->mk = 0;
+    int empties = chance(25);
     for (int64_t s = 0; s < p->B; s++) {
-        int64_t lq = rnd_len(big), lk = rnd_len(big);
+        int64_t lq = s && empties && chance(30) ? 0 : rnd_len(big);
+        int64_t lk = s && empties && chance(30) ? 0 : rnd_len(big);
         p->cq[s + 1] = p->cq[s] + lq, p->ck[s + 1] = p->ck[s] + lk;
         p->mq = lq > p->mq ? lq : p->mq, p->mk = lk > p->mk ? lk : p->mk;
-        mink = lk < mink ? lk : mink;
+        if (lq) /* top_k is checked against the keys of sequences with queries */
+            mink = lk < mink ? lk : mink;
     }
     q->B = 1, q->Lq = p->cq[p->B], q->Lk = p->ck[p->B]; /* lib_rule's (1, H, total, D) */
     q->Dq = rnd(1, tanh ? 16 : 72);
@@ -1118,6 +1130,8 @@ static void rnd_packed(rm_request *q, lib_extra *x, packed *p, allocs *A)
     q->mask_rank = q->key_mask_rank = q->bias_rank = 0;
     x->mask_bh = x->bias_bh = 0;
     rnd_hard(q, mink);
+    if (q->hard == RM_HARD_TOPK && !mink) /* queries without keys: no top_k to keep */
+        q->hard = RM_HARD_NONE;
     if (q->rule <= RM_SCALED_DOT && chance(30))
         rnd_packed_sparsity(q, p, A);
 }
@@ -1222,11 +1236,11 @@ static void packed_refusals(void)
         fail("packed: two sequences", "plan gave %s, %lld outputs, %lld weights",
              attn_status_str(st), (long long)sh.out_count, (long long)sh.w_count);
     ok ? n_passed++ : n_failed++;
-    int64_t from1[3] = {1, 1, 2}, flat[3] = {0, 1, 1}, short_end[3] = {0, 1, 2};
+    int64_t from1[3] = {1, 1, 2}, falling[3] = {0, 3, 2}, short_end[3] = {0, 1, 2};
     r = base, r.cu_seqlens_q = from1;
     packed_refused("packed: offsets from 1", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
-    r = base, r.cu_seqlens_q = flat;
-    packed_refused("packed: an empty sequence", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
+    r = base, r.cu_seqlens_q = falling;
+    packed_refused("packed: offsets that fall", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
     r = base, r.cu_seqlens_k = short_end;
     packed_refused("packed: key offsets short of the rows", &r, ATTN_ERR_PARAM, "cu_seqlens_k");
     r = base, r.cu_seqlens_k = NULL; /* cu_seqlens_q's end, 2, is not key's 3 rows */

@@ -62,9 +62,9 @@ static void compare(const char *name, const char *what, const float *got, const 
     double worst = 0.0;
     int64_t at = -1;
     for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)got[i] - want[i]);
-        double tol = ABS_TOL + REL_TOL * fabs(want[i]);
-        if (!(d <= tol) && (at < 0 || !(d - tol <= worst))) {
+        double d = (double)got[i] == want[i] ? 0.0 : fabs((double)got[i] - want[i]);
+        double tol = isinf(want[i]) ? 0.0 : ABS_TOL + REL_TOL * fabs(want[i]);
+        if (!(d <= tol) && (at < 0 || !(d - tol <= worst))) { /* an infinity missed too */
             worst = isnan(d) ? INFINITY : d - tol;
             at = i;
         }
