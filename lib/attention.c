@@ -404,10 +404,11 @@ static attn_status check_offsets(const int64_t *cu, int64_t B, int64_t total, co
         return attn_fail(err, ATTN_ERR_PARAM, field, "%s must start at 0; got %lld", field,
                          (long long)cu[0]);
     for (int64_t i = 1; i <= B; i++)
-        if (cu[i] < cu[i - 1])
+        if (cu[i] < cu[i - 1]) /* (their difference may overflow) */
             return attn_fail(err, ATTN_ERR_PARAM, field,
-                             "%s must not decrease: sequence %lld would have %lld rows", field,
-                             (long long)(i - 1), (long long)(cu[i] - cu[i - 1]));
+                             "%s must not decrease: sequence %lld would start at row %lld and "
+                             "end before row %lld", field, (long long)(i - 1),
+                             (long long)cu[i - 1], (long long)cu[i]);
     if (cu[B] != total)
         return attn_fail(err, ATTN_ERR_PARAM, field,
                          "%s ends at %lld but %s has %lld rows; the last offset is the total",
@@ -513,6 +514,20 @@ static attn_status in_sequence(attn_error *err, int64_t s, attn_status st)
     return st;
 }
 
+/* Each sequence passes over the global indices (its check, its marks):
+ * more than its tokens would repeat one, and a few bytes of body would
+ * cost every sequence that many steps. */
+static attn_status global_count(const attn_options *o, int64_t lq, int64_t lk, attn_error *err)
+{
+    int64_t most = lq > lk ? lq : lk;
+    const attn_sparsity *sp = &o->sparsity;
+    if (sp->pattern != ATTN_SPARSE_LOCAL_GLOBAL || sp->n_global <= (uint64_t)most)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_PARAM, "sparsity.global",
+                     "sparsity.global has %zu indices but the sequence has %lld tokens, "
+                     "max(Lq, Lk): more would repeat one", sp->n_global, (long long)most);
+}
+
 /* The plan of the view made the plan of the packed sequences: its slices
  * each sequence's heads, its results' shapes and its cost. */
 static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
@@ -536,7 +551,9 @@ static attn_status varlen_finish(plan *pl, const varlen *v, attn_error *err)
                              "top_k is %lld but sequence %lld has %lld keys; top_k must be at "
                              "most every sequence's keys", (long long)o->top_k, (long long)s,
                              (long long)lk);
-        attn_status st = lk ? attn_sparsity_check(o, lq, lk, err) : ATTN_OK;
+        attn_status st = lk ? global_count(o, lq, lk, err) : ATTN_OK;
+        if (st == ATTN_OK && lk)
+            st = attn_sparsity_check(o, lq, lk, err);
         if (st != ATTN_OK)
             return in_sequence(err, s, st);
         flops += rule_flops(pl, (double)d->H, (double)d->Hkv, lq, lk, lk);

@@ -612,7 +612,9 @@ attn_status attn_compute_lse(attn_ctx *ctx, const attn_request *req, float *outp
  * the head's sink). The tensors still have at least one row each. A top_k
  * above the keys of a sequence with queries is ATTN_ERR_PARAM naming
  * "hard.top_k", and the sparsity pattern's checks apply to the sequences
- * with both queries and keys.
+ * with both queries and keys; as each of them passes over the global
+ * indices, they must number at most its max(Lq, Lk) (more would repeat
+ * one; ATTN_ERR_PARAM naming "sparsity.global").
  * A batch in FlashAttention's (B, L, H, D) layout (flash_attn_func's) is
  * packed sequences of one length: cu_seqlens 0, L, 2L, ..., B L, query
  * (B L, H, Dq); its output is then (B, L, H, Dv) in memory, and its lse

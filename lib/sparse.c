@@ -2,6 +2,7 @@
  * validation, their block layout (BigBird's drawn as attn.h's "Draws"
  * says), their cost, and the form the kernels read (attn_sparse,
  * kernels.h), laid out in the call's workspace. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "internal.h"
@@ -195,7 +196,7 @@ void attn_sparse_lay_out(attn_ws *ws, const attn_options *o, int64_t Lq, int64_t
     if (s->pattern == ATTN_SPARSE_LOCAL_GLOBAL) {
         uint8_t *qg = attn_ws_take(ws, (double)Lq, 1);
         uint8_t *kg = attn_ws_take(ws, (double)Lk, 1);
-        int64_t *gk = attn_ws_take(ws, (double)s->n_global, sizeof(int64_t));
+        int64_t *gk = attn_ws_take(ws, fmin((double)s->n_global, (double)Lk), sizeof(int64_t));
         if (!ws->base)
             return;
         int64_t most = Lq + Lk; /* a wider window masks nothing; no sum can overflow */

@@ -1241,6 +1241,9 @@ static void packed_refusals(void)
     packed_refused("packed: offsets from 1", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
     r = base, r.cu_seqlens_q = falling;
     packed_refused("packed: offsets that fall", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
+    int64_t to_min[3] = {0, 1, INT64_MIN}; /* whose drop overflows an int64 (UBSan once caught it) */
+    r = base, r.cu_seqlens_q = to_min;
+    packed_refused("packed: offsets that fall to -2^63", &r, ATTN_ERR_PARAM, "cu_seqlens_q");
     r = base, r.cu_seqlens_k = short_end;
     packed_refused("packed: key offsets short of the rows", &r, ATTN_ERR_PARAM, "cu_seqlens_k");
     r = base, r.cu_seqlens_k = NULL; /* cu_seqlens_q's end, 2, is not key's 3 rows */
@@ -1259,6 +1262,12 @@ static void packed_refusals(void)
     r = base, r.req.opt.sparsity.pattern = ATTN_SPARSE_LOCAL_GLOBAL;
     r.req.opt.sparsity.global = global2, r.req.opt.sparsity.n_global = 1;
     packed_refused("packed: a global index past a sequence", &r, ATTN_ERR_PARAM, "sparsity.global");
+    /* a global index repeated past a sequence's tokens: each sequence would
+     * pass over all of them (it once let a small body cost B x G) */
+    static const int64_t global00[2] = {0, 0};
+    r.req.opt.sparsity.global = global00, r.req.opt.sparsity.n_global = 2;
+    packed_refused("packed: more global indices than sequence 0's tokens", &r, ATTN_ERR_PARAM,
+                   "sparsity.global");
     r = base, r.req.rule = ATTN_RULE_CONCAT;
     packed_refused("packed: rule concat", &r, ATTN_ERR_PARAM, "rule");
     r = base, r.req.query = ten(4, 1, 2, 1, x), r.req.query.shape[3] = 1;
