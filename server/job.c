@@ -42,6 +42,44 @@ int srv_job_need_weights(const srv_job *j)
 
 /* ------------------------------------------------------------ caps */
 
+/* A sparsity pattern's block layout, built for the kernels: cells bytes,
+ * which a small block makes as many as Lq x Lk (a 120 KB body of 20000
+ * rows with BigBird's block 1 took 400 MB). As many as the layout a
+ * response may return (return_layout): ATTN_MAX_ELEMENTS. */
+int srv_check_layout_cells(double cells, srv_err *e)
+{
+    if (cells <= (double)srv_cfg.max_elements)
+        return 0;
+    return srv_fail(e, 413, "too_large", "sparsity.block",
+                    "the sparsity pattern's layout would have %.0f blocks; this server lays out at "
+                    "most %lld (ATTN_MAX_ELEMENTS): use a larger sparsity.block",
+                    cells, (long long)srv_cfg.max_elements);
+}
+
+/* BigBird's layout (the others': the request's own, or local_global's,
+ * which the kernels do not build). */
+static int check_layout(srv_job *j, srv_err *e)
+{
+    if (srv_job_options(j)->sparsity.pattern != ATTN_SPARSE_BIGBIRD)
+        return 0;
+    return srv_check_layout_cells((double)j->sh.layout_rows * (double)j->sh.layout_cols, e);
+}
+
+/* Working memory beside the inputs and results (projections, rotated
+ * copies, sparsity layouts, the kernels' panels): 8 floats an element of
+ * ATTN_MAX_ELEMENTS (2 GiB by default), and at least 256 MiB. */
+int srv_check_scratch(size_t bytes, srv_err *e)
+{
+    double cap = fmax(32.0 * (double)srv_cfg.max_elements, 256.0 * 1048576.0);
+    if ((double)bytes <= cap)
+        return 0;
+    return srv_fail(e, 413, "too_large", "",
+                    "the computation would need %.0f MiB of working memory; this server allows "
+                    "%.0f MiB a request (8 floats an element of ATTN_MAX_ELEMENTS): send a smaller "
+                    "batch, a smaller hidden_size or a larger sparsity block",
+                    (double)bytes / 1048576.0, cap / 1048576.0);
+}
+
 int srv_check_result(const attn_shapes *sh, srv_err *e)
 {
     if (sh->out_count > srv_cfg.max_elements)
@@ -100,17 +138,36 @@ int srv_check_slices(double n, const char *field, const char *whose, srv_err *e)
 /* Seeded parameters are allocated and filled before the computation:
  * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
  * gigabytes. floats is what the library's plan says seeding would make. */
+/* The field that sizes the parameters seeded for j. */
+static const char *seed_field(const srv_job *j)
+{
+    attn_rule rule = j->u.att.rule;
+    return j->kind == SRV_JOB_MULTIHEAD ? "query"
+         : rule == ATTN_RULE_CONCAT ? "output_size"
+         : rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH ? "hidden_size"
+         : "query";
+}
+
+int srv_fail_plan(const srv_job *j, attn_status st, const attn_error *ae, srv_err *e)
+{
+    size_t n;
+    srv_job_params(j, &n);
+    if (st != ATTN_ERR_TOO_LARGE || n > 0 || strcmp(ae->field, "params") != 0)
+        return srv_fail_lib(e, st, ae);
+    /* parameters the request did not send: what sized them is at fault */
+    const char *field = seed_field(j);
+    return srv_fail(e, 413, "too_large", field,
+                    "seeding the parameters would take more floats than can be counted (%s); use "
+                    "a smaller %s, or send params", ae->message, field);
+}
+
 int srv_check_seed_size(const srv_job *j, srv_err *e)
 {
     size_t n;
     srv_job_params(j, &n);
     if (n > 0 || j->sh.param_floats <= (double)srv_cfg.max_elements)
         return 0;
-    attn_rule rule = j->u.att.rule;
-    const char *field = j->kind == SRV_JOB_MULTIHEAD ? "query"
-                      : rule == ATTN_RULE_CONCAT ? "output_size"
-                      : rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH ? "hidden_size"
-                      : "query";
+    const char *field = seed_field(j);
     return srv_fail(e, 413, "too_large", field,
                     "seeding the parameters would take about %.0f floats; this server builds at most "
                     "%lld (use a smaller %s, smaller inputs, or send params)",
@@ -126,7 +183,7 @@ static int job_plan(srv_job *j, srv_err *e)
         return -1;
     attn_status st = j->kind == SRV_JOB_MULTIHEAD ? attn_mha_plan(&j->u.mha, &j->sh, &ae)
                                                   : attn_plan(&j->u.att, &j->sh, &ae);
-    return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
+    return st == ATTN_OK ? 0 : srv_fail_plan(j, st, &ae, e);
 }
 
 /* Parameters from the seed when the request sent none (a cache reference
@@ -331,10 +388,10 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     /* Planned before seeding: the plan of a job without parameters says
      * what seeding would make, so every cap is checked before any of the
      * job's memory is taken. */
-    if (take_bshd(call, j, e) || job_plan(j, e) || srv_check_result(&j->sh, e) ||
-        srv_check_seed_size(j, e) || srv_check_work(j->sh.flops, e) ||
+    if (take_bshd(call, j, e) || job_plan(j, e) || check_layout(j, e) ||
+        srv_check_result(&j->sh, e) || srv_check_seed_size(j, e) || srv_check_work(j->sh.flops, e) ||
         srv_check_slices(job_slices(j), "query", "the request's batch and heads are", e) ||
-        srv_job_seed(call, j, e))
+        srv_check_scratch(j->sh.scratch_bytes, e) || srv_job_seed(call, j, e))
         return -1;
     lse_shape(j);
     if (srv_job_take_result(call, j, e))

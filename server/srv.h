@@ -511,6 +511,11 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e);
  * the estimated work under ATTN_MAX_WORK, before any of it is done (a 2 KB
  * body of base64 shapes can ask for hours). 0, or -1 with e filled (413). */
 int srv_check_result(const attn_shapes *sh, srv_err *e);
+int srv_check_layout_cells(double cells, srv_err *e);
+int srv_check_scratch(size_t bytes, srv_err *e);
+/* A plan's refusal; parameters the request did not send that are too
+ * large to count name the field that sized them. */
+int srv_fail_plan(const srv_job *j, attn_status st, const attn_error *ae, srv_err *e);
 int srv_check_work(double flops, srv_err *e);
 /* n (batch, head) slices' worth under what ATTN_MAX_WORK buys (each costs a
  * fixed part beside its flops, about 0.2 us). 0, or -1 with e filled (413

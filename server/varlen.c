@@ -9,6 +9,7 @@
  * return_attn_probs form); lse (H, total_q), as FlashAttention's. */
 #include "srv.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* cu (n offsets): at least 2 (one sequence); the library checks their
@@ -59,6 +60,23 @@ static int check_sequences(int64_t B, int64_t H, srv_err *e)
     return srv_check_slices((double)B * ((double)H + 1.0), "cu_seqlens_q", whose, e);
 }
 
+/* BigBird lays out each sequence with queries and keys over its own
+ * lengths: the cells of them all against the layout cap. */
+static int check_layouts(const attn_varlen_request *vr, srv_err *e)
+{
+    const attn_sparsity *sp = &vr->req.opt.sparsity;
+    const int64_t *cq = vr->cu_seqlens_q, *ck = vr->cu_seqlens_k ? vr->cu_seqlens_k : cq;
+    double cells = 0.0, b = (double)sp->block; /* >= 1: the plan checked it */
+    if (sp->pattern != ATTN_SPARSE_BIGBIRD)
+        return 0;
+    for (int64_t s = 0; s < vr->batch; s++) {
+        double lq = (double)(cq[s + 1] - cq[s]), lk = (double)(ck[s + 1] - ck[s]);
+        if (lq > 0 && lk > 0)
+            cells += ceil(lq / b) * ceil(lk / b);
+    }
+    return srv_check_layout_cells(cells, e);
+}
+
 void srv_varlen_request(const srv_job *j, attn_varlen_request *vr)
 {
     *vr = attn_varlen_request_default(j->u.att.rule);
@@ -77,10 +95,11 @@ int srv_varlen_run(srv_call *call, srv_job *j, srv_err *e)
     srv_varlen_request(j, &vr);
     attn_status st = attn_varlen_plan(&vr, &j->sh, &ae);
     if (st != ATTN_OK)
-        return srv_fail_lib(e, st, &ae);
+        return srv_fail_plan(j, st, &ae, e);
     int64_t H = j->sh.out_shape[1];
-    if (srv_check_result(&j->sh, e) || srv_check_seed_size(j, e) ||
+    if (check_layouts(&vr, e) || srv_check_result(&j->sh, e) || srv_check_seed_size(j, e) ||
         srv_check_work(j->sh.flops, e) || check_sequences(vr.batch, H, e) ||
+        srv_check_scratch(j->sh.scratch_bytes, e) ||
         srv_job_seed(call, j, e))
         return -1;
     vr.req.params = j->u.att.params; /* seeded, when the request sent none */
