@@ -75,8 +75,8 @@ int srv_check_scratch(size_t bytes, srv_err *e)
         return 0;
     return srv_fail(e, 413, "too_large", "",
                     "the computation would need %.0f MiB of working memory; this server allows "
-                    "%.0f MiB a request (8 floats an element of ATTN_MAX_ELEMENTS): send a smaller "
-                    "batch, a smaller hidden_size or a larger sparsity block",
+                    "%.0f MiB a request (8 floats an element of ATTN_MAX_ELEMENTS): send fewer rows "
+                    "or heads, a smaller hidden_size, or a larger sparsity block",
                     (double)bytes / 1048576.0, cap / 1048576.0);
 }
 
@@ -221,7 +221,7 @@ static int job_compute(const srv_call *call, srv_job *j, srv_err *e)
     } else {
         st = attn_compute_lse(ctx, &j->u.att, j->out, j->weights, j->lse, &ae);
     }
-    srv_ctx_release(ctx);
+    srv_ctx_release(ctx, j->sh.scratch_bytes);
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 

@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +28,9 @@ static const char usage[] =
     "  --port N             ATTN_PORT         TCP port (8080)\n"
     "  --threads N          ATTN_THREADS      HTTP polling threads (2 x cores, at least 4);\n"
     "                                         0: one thread per connection\n"
-    "  --compute-threads N  ATTN_COMPUTE_THREADS  threads one large request may use, at least\n"
-    "                                         1 (cores)\n"
+    "  --compute-threads N  ATTN_COMPUTE_THREADS  threads one large request may use, 1 to\n"
+    "                                         the CPUs the process may run on (those; more\n"
+    "                                         are cut to them, with a warning)\n"
     "  --max-inflight N     ATTN_MAX_INFLIGHT large requests (64 KiB+ bodies, each on its own\n"
     "                                         thread, and answers over 4M floats or work over\n"
     "                                         2e9 operations) computing at once before 503\n"
@@ -391,7 +393,7 @@ static void read_options(int argc, char **argv, const char *val[NKEYS])
     }
 }
 
-static void apply_options(const char *val[NKEYS])
+static void apply_options(const char *val[NKEYS], long cores)
 {
     const char *v;
     if (val[K_BIND])
@@ -445,6 +447,13 @@ static void apply_options(const char *val[NKEYS])
         srv_cfg.request_timeout = (unsigned)parse_seconds("request timeout (0 to 1 day)", v, 0, 86400);
     if ((v = val[K_DRAIN_TIMEOUT]))
         srv_cfg.drain_timeout = (unsigned)parse_seconds("drain timeout (0 to 1 day)", v, 0, 86400);
+    /* The library plans a call's working memory (the cap's measure) for the
+     * CPUs the process may run on; threads beyond them gain nothing. */
+    if (srv_cfg.compute_threads > cores) {
+        srv_log(SRV_LOG_WARN, "ATTN_COMPUTE_THREADS=%d is more than the %ld CPUs this process may run "
+                "on; using %ld", srv_cfg.compute_threads, cores, cores);
+        srv_cfg.compute_threads = (int)cores;
+    }
     if (srv_cfg.max_inflight < 1) /* not set: the default */
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[K_STATIC_DIR], val[K_OPENAPI]);
@@ -539,9 +548,19 @@ static void log_settings(void)
         srv_log(SRV_LOG_WARN, "ATTN_DEFER_EXP=%.40s is neither 0 nor 1; ignored", defer);
 }
 
+/* The CPUs this process may run on (its affinity: a container's cpuset),
+ * as the library counts them, else those online. */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 int main(int argc, char **argv)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = usable_cpus();
     if (cores < 1)
         cores = 1;
     if (cores > 512)
@@ -550,7 +569,7 @@ int main(int argc, char **argv)
     set_defaults(cores);
     const char *val[NKEYS];
     read_options(argc, argv, val);
-    apply_options(val);
+    apply_options(val, cores);
 
     sigset_t stop;
     block_stop_signals(&stop);

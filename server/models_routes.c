@@ -404,7 +404,7 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
         double t1 = srv_now_ms();
         rc = mdl_translate(m, ctx, ids, n, &o, &r, err, sizeof err);
         double t2 = srv_now_ms();
-        srv_ctx_release(ctx);
+        srv_ctx_release(ctx, 0);
         if (rc)
             srv_fail(e, 503, "overloaded", "", "%s", err);
         else

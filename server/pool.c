@@ -8,6 +8,12 @@
 
 #define POOL_MAX 64
 #define SMALL_FLOPS 4e6 /* below this a single thread beats any fan-out */
+/* A context keeps the largest workspace it has grown (1.5 times a call's
+ * need): one whose request planned more working memory than this is freed
+ * when the request ends, not kept, so a burst of large requests leaves no
+ * gigabytes behind in the pool or in the HTTP threads' own contexts. The
+ * next such request builds its workspace again, a small part of its time. */
+#define KEEP_BYTES ((size_t)256 << 20)
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static attn_ctx *free_ctx[POOL_MAX];
@@ -51,9 +57,16 @@ attn_ctx *srv_ctx_acquire(double flops)
     return c;
 }
 
-void srv_ctx_release(attn_ctx *ctx)
+void srv_ctx_release(attn_ctx *ctx, size_t scratch)
 {
-    if (!ctx || (small_ok && ctx == pthread_getspecific(small_key)))
+    int own = ctx && small_ok && ctx == pthread_getspecific(small_key);
+    if (ctx && scratch > KEEP_BYTES) {
+        if (own)
+            pthread_setspecific(small_key, NULL);
+        attn_ctx_free(ctx);
+        return;
+    }
+    if (!ctx || own)
         return; /* none, or the thread's own: it stays with the thread */
     pthread_mutex_lock(&mu);
     if (n_free < POOL_MAX) {

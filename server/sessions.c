@@ -595,7 +595,7 @@ static int append_rows(srv_session *s, const attn_tensor *k, const attn_tensor *
  * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL,
  * lse (H, Tq) or NULL. */
 static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
-                   float *lse, double flops, srv_err *e)
+                   float *lse, double flops, size_t scratch, srv_err *e)
 {
     attn_cache_request req = s->req;
     req.query = *q;
@@ -606,10 +606,32 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     attn_error ae = {{0}, {0}};
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
     attn_status st = attn_cache_compute_lse(ctx, &req, out, w, lse, &ae);
-    srv_ctx_release(ctx);
+    srv_ctx_release(ctx, scratch);
     if (st != ATTN_OK)
         return srv_fail_lib(e, st, &ae);
     return srv_check_finite(out, q->shape[0] * q->shape[1] * q->shape[2], q->shape[2], e);
+}
+
+/* The working memory the step's computation plans over n rows (bf16's
+ * rounded copies of the cache's keys and values, a head's at a time)
+ * against the cap, before the cache changes. A plan the library refuses
+ * is left for the computation to report. */
+static int check_step_scratch(const srv_session *s, const srv_job *j, int64_t n, size_t *scratch,
+                              srv_err *e)
+{
+    attn_cache_request req = s->req;
+    attn_shapes sh;
+    attn_error ae;
+    req.query = j->u.att.query;
+    req.len = n;
+    req.key = attn_kv_cache_keys(s->cache);
+    req.value = attn_kv_cache_values(s->cache);
+    req.opt.need_weights = j->u.att.opt.need_weights;
+    *scratch = 0;
+    if (attn_cache_plan(&req, &sh, &ae) != ATTN_OK)
+        return 0;
+    *scratch = sh.scratch_bytes;
+    return srv_check_scratch(sh.scratch_bytes, e);
 }
 
 /* The step's results, sized and checked against the caps before the cache
@@ -618,6 +640,7 @@ typedef struct {
     int64_t n, Tq;
     float *out, *w, *lse;
     double flops;
+    size_t scratch; /* the working memory the computation plans */
 } step_out;
 
 static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int64_t n,
@@ -637,7 +660,7 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
     attn_size_mul(s->H * Tq, s->d, &sh.out_count); /* the query's size: checked by the codec */
     if (j->u.att.opt.need_weights && !attn_size_mul(s->H * Tq, n, &sh.w_count))
         sh.w_count = INT64_MAX; /* over any cap */
-    if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e))
+    if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e) || check_step_scratch(s, j, n, &so->scratch, e))
         return -1;
     so->out = srv_arena_alloc(&call->arena, (size_t)sh.out_count * sizeof(float));
     so->w = sh.w_count ? srv_arena_alloc(&call->arena, (size_t)sh.w_count * sizeof(float)) : NULL;
@@ -657,7 +680,7 @@ static int run_step(srv_call *call, srv_session *s, const srv_job *j, step_out *
     int64_t n0 = s->n, n1 = n0 + j->u.att.key.shape[0];
     double t0 = srv_now_ms();
     int rc = plan_step(call, s, j, n1, so, e) || append_rows(s, &j->u.att.key, &j->u.att.value, e);
-    if (!rc && (rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->lse, so->flops, e)))
+    if (!rc && (rc = compute(s, &j->u.att.query, n1, so->out, so->w, so->lse, so->flops, so->scratch, e)))
         attn_kv_cache_truncate(s->cache, n0, NULL); /* the refused step's rows out again */
     if (!rc) {
         pthread_mutex_lock(&s->mu);

@@ -659,7 +659,7 @@ void srv_name_list(char *out, size_t n, const char *name);
 /* Compute contexts, reused across requests: borrow one for a computation
  * of about `flops` work, give it back after. NULL means "use no context". */
 attn_ctx *srv_ctx_acquire(double flops);
-void srv_ctx_release(attn_ctx *ctx);
+void srv_ctx_release(attn_ctx *ctx, size_t scratch); /* what the request planned */
 void srv_ctx_shutdown(void);
 
 /* ------------------------------------------------------------ routes / http */

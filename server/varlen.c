@@ -111,7 +111,7 @@ int srv_varlen_run(srv_call *call, srv_job *j, srv_err *e)
     double t0 = srv_now_ms();
     attn_ctx *ctx = srv_ctx_acquire(j->sh.flops);
     st = attn_varlen_compute(ctx, &vr, j->out, j->weights, j->lse, &ae);
-    srv_ctx_release(ctx);
+    srv_ctx_release(ctx, j->sh.scratch_bytes);
     int rc = st != ATTN_OK ? srv_fail_lib(e, st, &ae)
            : srv_check_finite(j->out, j->sh.out_count, j->sh.out_shape[2], e);
     call->t_compute = srv_now_ms() - t0;

@@ -33,6 +33,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1675,12 +1676,18 @@ static int session_under(const char *env, const char *const *hdr, response *r)
 }
 
 /* The start line names the settings in effect, these among them (it once
- * left them out). */
+ * left them out); compute threads past the CPUs the process may run on
+ * (for which the library plans working memory, the cap's measure) are cut
+ * to them, with a warning. */
 static void test_start_line(void)
 {
     static const char *const envs[] = {"ATTN_MAX_DEPTH=77", "ATTN_SESSION_MAX_TOKENS=999",
                                        "ATTN_CORS_ORIGINS=https://x.example", "ATTN_TRUST_SESSION_ID=1",
-                                       "ATTN_LOG_LEVEL=warn", NULL};
+                                       "ATTN_LOG_LEVEL=warn", "ATTN_COMPUTE_THREADS=1024", NULL};
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    char threads[64];
+    snprintf(threads, sizeof threads, "compute threads %d,", cpus);
     server sv = {0};
     int up = server_start(&sv, server_path, "start line", "/healthz", envs, log_path) == 0;
     server_stop(&sv);
@@ -1691,6 +1698,11 @@ static void test_start_line(void)
           "settings: the start line names max depth, session max tokens, CORS origins, trusted "
           "session ids, the log level and the OpenAPI file", "no such line in %s (started: %d)",
           log_path, up);
+    check(up && cpus > 0 && cpus < 1024 && log_has(at, threads, NULL) &&
+              log_has("ATTN_COMPUTE_THREADS=1024 is more than the", NULL),
+          "settings: 1024 compute threads are cut to the CPUs the server may run on, with a warning",
+          "no \"%s\" in the start line, or no warning, in %s (started: %d, %d CPUs)", threads, log_path,
+          up, cpus);
 }
 
 /* Settings that would refuse every request, turn a defence off, or that a

@@ -952,6 +952,50 @@ static void test_limits(void)
     curl_easy_cleanup(h);
 }
 
+/* A step's working memory against the cap (8 floats an element of
+ * ATTN_MAX_ELEMENTS, at least 256 MiB) before its rows are appended: bf16
+ * steps of 16 query rows or more round a copy of the cache's keys and
+ * values for each head, so 512 heads of one feature over 8208 rows plan
+ * 267 MiB (a 44 KB step once took 556 MB, steps being left out of the
+ * cap), while 8 query rows, which copy nothing, still run. */
+static void test_scratch(void)
+{
+    static const char *const envs[] = {"ATTN_MAX_ELEMENTS=65536", "ATTN_MODELS_DIR=tests/http", NULL};
+    server sv = {0};
+    if (!check(server_start(&sv, server_path, "scratch", "/healthz", envs, log_path) == 0,
+               "scratch: server starts with ATTN_MAX_ELEMENTS=65536", "see %s", log_path))
+        return;
+    CURL *h = curl_easy_init();
+    tsess s = {.H = 512, .Hkv = 512, .d = 1, .max_tokens = 8320, .bf16 = 1};
+    if (create(h, &sv, &s, "scratch: a bf16 session of 512 heads")) {
+        long st = 200;
+        for (int i = 0; i < 64 && st == 200; i++)
+            fill(h, &sv, &s, 128, &st, NULL);
+        uint64_t rs = 5;
+        tstep t;
+        response r;
+        step_make(&t, &s, 16, 16, &rs);
+        t.need_weights = 0;
+        step_post(h, &sv, &s, &t, &r);
+        expect_error(&r, 413, "too_large", "MiB of working memory",
+                     "scratch: a bf16 step of 16 query rows over 8208 rows of 512 heads: 413");
+        response_free(&r);
+        check(s.n == 8192 && get_length(h, &sv, &s) == 8192, "scratch: the refused step appended no row",
+              "filled %ld, length %ld", s.n, get_length(h, &sv, &s));
+        step_free(&t);
+        step_make(&t, &s, 16, 8, &rs);
+        t.need_weights = 0;
+        check(step_post(h, &sv, &s, &t, &r) == 200, "scratch: a step of 8 query rows runs", "got %ld %s",
+              r.status, short_body(&r));
+        response_free(&r);
+        step_free(&t);
+        delete_session(h, &sv, &s, "scratch: the session deleted");
+    }
+    tsess_free(&s);
+    curl_easy_cleanup(h);
+    check(server_stop(&sv), "scratch: server exits 0 on SIGTERM", "see %s", log_path);
+}
+
 static void test_ttl(void)
 {
     CURL *h = curl_easy_init();
@@ -1843,6 +1887,10 @@ int main(int argc, char **argv)
         test_kserve_guarded();
     if (up_limits)
         test_limits();
+    if (!memcheck)
+        test_scratch();
+    else
+        skip("scratch: a step's working memory against the cap", "64 large steps under valgrind");
     if (up_ttl) {
         test_ttl();
         test_kserve_ttl();
