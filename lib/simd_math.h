@@ -96,9 +96,9 @@ static inline __attribute__((always_inline)) TGT V exp_soft(V x)
  * rounding errs by up to 2^-8 relative): exp_soft's range and zeros with
  * two operations fewer on the multiply-add units and three fewer in all:
  * f = x log2(e) - n from the rounded product (an error of at most 2^-18 in
- * f where |x log2 e| nears 125) and 2^f by a degree-4 minimax polynomial (relative error
- * 2.6e-6 on [-1/2, 1/2], Remez): within 6e-6 relative of exp, 650 times
- * below the rounding that follows. The sums of the softmax take the same
+ * f where |x log2 e| nears 125) and 2^f by a degree-4 minimax polynomial
+ * (relative error 2.6e-6 on [-1/2, 1/2], Remez): within 6e-6 relative of
+ * exp, 650 times below the rounding's bound. The sums of the softmax take the same
  * values, so they stay consistent with the P that P V multiplies. */
 #define exp_bf16 ISA_NAME(exp_bf16)
 static inline __attribute__((always_inline)) TGT V exp_bf16(V x)
