@@ -135,9 +135,6 @@ int srv_check_slices(double n, const char *field, const char *whose, srv_err *e)
                     whose, n, cap, SLICE_FLOPS, SLICE_FLOPS, MIN_SLICES);
 }
 
-/* Seeded parameters are allocated and filled before the computation:
- * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
- * gigabytes. floats is what the library's plan says seeding would make. */
 /* The field that sizes the parameters seeded for j. */
 static const char *seed_field(const srv_job *j)
 {
@@ -161,6 +158,9 @@ int srv_fail_plan(const srv_job *j, attn_status st, const attn_error *ae, srv_er
                     "a smaller %s, or send params", ae->message, field);
 }
 
+/* Seeded parameters are allocated and filled before the computation:
+ * without this cap, "hidden_size": 1e8 in a 100-byte body asks for
+ * gigabytes. floats is what the library's plan says seeding would make. */
 int srv_check_seed_size(const srv_job *j, srv_err *e)
 {
     size_t n;

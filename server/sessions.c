@@ -591,18 +591,27 @@ static int append_rows(srv_session *s, const attn_tensor *k, const attn_tensor *
     return 0;
 }
 
-/* Every query head over the cache's first n rows, in one library call
- * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL,
- * lse (H, Tq) or NULL. */
-static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
-                   float *lse, double flops, size_t scratch, srv_err *e)
+/* The step's library request: query q over the cache's first n rows,
+ * read in place. */
+static attn_cache_request over_cache(const srv_session *s, const attn_tensor *q, int64_t n,
+                                     int need_weights)
 {
     attn_cache_request req = s->req;
     req.query = *q;
     req.len = n;
     req.key = attn_kv_cache_keys(s->cache);
     req.value = attn_kv_cache_values(s->cache);
-    req.opt.need_weights = w != NULL;
+    req.opt.need_weights = need_weights;
+    return req;
+}
+
+/* Every query head over the cache's first n rows, in one library call
+ * that reads the cache in place: out (Tq, H, d), w (H, Tq, n) or NULL,
+ * lse (H, Tq) or NULL. */
+static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float *out, float *w,
+                   float *lse, double flops, size_t scratch, srv_err *e)
+{
+    attn_cache_request req = over_cache(s, q, n, w != NULL);
     attn_error ae = {{0}, {0}};
     attn_ctx *ctx = srv_ctx_acquire(flops); /* the whole step: large ones get threads */
     attn_status st = attn_cache_compute_lse(ctx, &req, out, w, lse, &ae);
@@ -619,14 +628,9 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
 static int check_step_scratch(const srv_session *s, const srv_job *j, int64_t n, size_t *scratch,
                               srv_err *e)
 {
-    attn_cache_request req = s->req;
+    attn_cache_request req = over_cache(s, &j->u.att.query, n, j->u.att.opt.need_weights);
     attn_shapes sh;
     attn_error ae;
-    req.query = j->u.att.query;
-    req.len = n;
-    req.key = attn_kv_cache_keys(s->cache);
-    req.value = attn_kv_cache_values(s->cache);
-    req.opt.need_weights = j->u.att.opt.need_weights;
     *scratch = 0;
     if (attn_cache_plan(&req, &sh, &ae) != ATTN_OK)
         return 0;
@@ -660,7 +664,8 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
     attn_size_mul(s->H * Tq, s->d, &sh.out_count); /* the query's size: checked by the codec */
     if (j->u.att.opt.need_weights && !attn_size_mul(s->H * Tq, n, &sh.w_count))
         sh.w_count = INT64_MAX; /* over any cap */
-    if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e) || check_step_scratch(s, j, n, &so->scratch, e))
+    if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e) ||
+        check_step_scratch(s, j, n, &so->scratch, e))
         return -1;
     so->out = srv_arena_alloc(&call->arena, (size_t)sh.out_count * sizeof(float));
     so->w = sh.w_count ? srv_arena_alloc(&call->arena, (size_t)sh.w_count * sizeof(float)) : NULL;
