@@ -3,65 +3,81 @@
  * softmax with an optional sink (fully masked rows give zeros), and hard
  * attention (argmax one-hot, top-k renormalised, or a seeded draw). */
 #include <math.h>
-#include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include "internal.h"
 
-static int cmp_desc(const void *a, const void *b)
+/* A float's place in increasing order as an unsigned key: -0 is taken as
+ * +0 (they compare equal), negatives are flipped below the positives. */
+static uint32_t order_key(float x)
 {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x < y) - (x > y);
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = x == 0.0f ? 0x00000000u : u;
+    return u ^ ((uint32_t)((int32_t)u >> 31) | 0x80000000u);
 }
 
-/* Up to this k, keep_top_k selects the k largest by insertion (k
- * compares a key at worst) rather than sorting every allowed score. */
-#define TOPK_INSERT 32
+/* Counts of the byte at shift of the keys of the n floats x (-INFINITY
+ * skipped) into hist, in four interleaved tables so that runs of one byte
+ * value, the common case for scores of one magnitude, do not wait on one
+ * counter; then summed into hist[0]. */
+static void count_bytes(const float *x, int64_t n, int shift, int64_t hist[4][256])
+{
+    memset(hist, 0, 4 * sizeof hist[0]);
+    for (int64_t j = 0; j < n; j++)
+        if (x[j] != -INFINITY)
+            hist[j & 3][order_key(x[j]) >> shift & 255]++;
+    for (int b = 0; b < 256; b++)
+        hist[0][b] += hist[1][b] + hist[2][b] + hist[3][b];
+}
+
+/* The byte value, counting down from 255, whose bucket holds the need-th
+ * largest key; need becomes its rank within that bucket. */
+static uint32_t rank_bucket(const int64_t hist[256], int64_t *need)
+{
+    uint32_t b = 255;
+    while (hist[b] < *need)
+        *need -= hist[b--];
+    return b;
+}
 
 /* Keeps the k largest of the allowed scores (-INFINITY = not allowed),
  * ties going to the lowest index, by turning the rest into -INFINITY.
  * The k-th largest value t splits the row: everything above t stays, and
- * of the entries equal to t only the first (k - above) in index order. */
+ * of the entries equal to t only the first (k - above) in index order.
+ * t is found by radix selection, a byte of its key at a time from the
+ * top: one pass over the row, then passes over the candidates left in
+ * tmp, so the time is linear in the row whatever k and the scores are. */
 static void keep_top_k(float *s, int64_t lk, int64_t k, float *tmp)
 {
-    int64_t n = 0;
-    if (k <= TOPK_INSERT) {
-        /* the k largest so far in tmp, in decreasing order (by insertion) */
-        int64_t all = 0;
-        for (int64_t j = 0; j < lk; j++) {
-            float x = s[j];
-            if (x == -INFINITY)
-                continue;
-            all++;
-            if (n == k && !(x > tmp[k - 1]))
-                continue;
-            int64_t e = n < k ? n++ : k - 1;
-            for (; e > 0 && tmp[e - 1] < x; e--)
-                tmp[e] = tmp[e - 1];
-            tmp[e] = x;
-        }
-        if (all <= k)
-            return; /* fewer allowed keys than k: all of them stay */
-    } else {
-        for (int64_t j = 0; j < lk; j++)
-            if (s[j] != -INFINITY)
-                tmp[n++] = s[j];
-        if (n <= k)
-            return; /* fewer allowed keys than k: all of them stay */
-        qsort(tmp, (size_t)n, sizeof *tmp, cmp_desc);
+    int64_t hist[4][256], n = 0, need = k;
+    count_bytes(s, lk, 24, hist);
+    for (int b = 0; b < 256; b++)
+        n += hist[0][b];
+    if (n <= k)
+        return; /* fewer allowed keys than k: all of them stay */
+    uint32_t top = rank_bucket(hist[0], &need);
+    int64_t m = 0;
+    for (int64_t j = 0; j < lk; j++) { /* branch-free: which keys match is random */
+        tmp[m] = s[j];
+        m += s[j] != -INFINITY && order_key(s[j]) >> 24 == top;
     }
-    float t = tmp[k - 1];
-    int64_t above = 0;
-    for (int64_t e = 0; e < k; e++)
-        above += tmp[e] > t;
-    int64_t ties = k - above;
-    for (int64_t j = 0; j < lk; j++) {
-        if (s[j] > t)
-            continue;
-        if (s[j] == t && ties > 0) {
-            ties--;
-            continue;
+    for (int shift = 16; shift >= 0; shift -= 8) {
+        count_bytes(tmp, m, shift, hist);
+        uint32_t b = rank_bucket(hist[0], &need);
+        int64_t kept = 0;
+        for (int64_t e = 0; e < m; e++) {
+            tmp[kept] = tmp[e];
+            kept += (order_key(tmp[e]) >> shift & 255) == b;
         }
-        s[j] = -INFINITY;
+        m = kept;
+    }
+    float t = tmp[0]; /* every candidate left has t's key */
+    int64_t ties = need;
+    for (int64_t j = 0; j < lk; j++) { /* branch-free too */
+        int tie = s[j] == t && ties > 0;
+        ties -= tie;
+        s[j] = s[j] > t || tie ? s[j] : -INFINITY;
     }
 }
 

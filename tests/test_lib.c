@@ -1031,6 +1031,44 @@ static void run_overflow(attn_ctx *ctx)
         }
 }
 
+/* top_k over rows of many exact ties: integer keys and queries of one
+ * feature make integer scores, equal for a third of the
+ * keys or more, so the k-th largest is shared and the lowest indices must
+ * win; k from 1 to every key, below and above 32, against the reference. */
+static void run_topk_ties(attn_ctx *ctx)
+{
+    enum { LQ = 5, LK = 300 };
+    static float q[LQ], k[LK], v[LK * 2], out[LQ * 2], w[LQ * LK];
+    static double rout[LQ * 2], rw[LQ * LK];
+    const float qs[LQ] = {1.0f, -1.0f, 0.0f, 0.5f, 3.0f};
+    const int64_t ks[] = {1, 2, 7, 31, 32, 33, 64, 100, 150, 160, 299, 300};
+    for (int i = 0; i < LQ; i++)
+        q[i] = qs[i];
+    for (int j = 0; j < LK; j++) {
+        k[j] = (float)((j * 7) % 9 - 4); /* -4..4, each value 33 or 34 times */
+        v[2 * j] = (float)j, v[2 * j + 1] = (float)(j % 5);
+    }
+    attn_request r = attn_request_default(ATTN_RULE_DOT);
+    r.query = (attn_tensor){2, {LQ, 1}, q};
+    r.key = (attn_tensor){2, {LK, 1}, k};
+    r.value = (attn_tensor){2, {LK, 2}, v};
+    r.opt.hard = ATTN_HARD_TOPK;
+    for (size_t t = 0; t < sizeof ks / sizeof *ks; t++) {
+        char cs[48];
+        snprintf(cs, sizeof cs, "top_k %lld over tied scores", (long long)ks[t]);
+        r.opt.top_k = ks[t];
+        attn_error err;
+        attn_status st = attn_compute(ctx, &r, out, w, &err);
+        if (st != ATTN_OK || ref_attention(&r, rout, rw, NULL)) {
+            report(cs, "%s: %s", attn_status_str(st), err.message);
+            count(0);
+            continue;
+        }
+        count(close_enough(cs, "output", out, rout, LQ * 2) &&
+              close_enough(cs, "weights", w, rw, LQ * LK));
+    }
+}
+
 /* ================================================== randomized checks */
 
 static uint64_t rng_state;
@@ -1871,6 +1909,7 @@ int main(int argc, char **argv)
     run_rule_options();
     run_garbage_ranks();
     run_overflow(ctx);
+    run_topk_ties(ctx);
     run_prepared(ctx);
     run_many_slices(ctx);
     printf("bad requests (%d from %s) and API helpers: %d checks\n", nbad, bad_path,
