@@ -305,6 +305,17 @@ $(BENCH_MODERN): $(BUILD)/bench/modern.o $(STATIC)
 bench-modern: $(BENCH_MODERN)
 	$(BENCH_MODERN)
 
+# Every path's time beside the library's estimate of its cost, the work
+# cap's measure (bench/cost.c).
+BENCH_COST = $(BUILD)/bench_cost
+
+$(BENCH_COST): $(BUILD)/bench/cost.o $(STATIC)
+	$(CC) -o $@ $^ $(LDFLAGS) $(LIBS_LIB)
+
+.PHONY: bench-cost
+bench-cost: $(BENCH_COST)
+	$(BENCH_COST)
+
 # The wire and service rows: the server's codecs against Jansson on 1M floats
 # (bench_wire links the wire objects), a base64 multi-head request to a live
 # attn-server, and small requests by wrk against it and a bare libmicrohttpd

@@ -216,7 +216,8 @@ static attn_status check_param_shapes(const attn_request *req, const attn_rule_i
  * and Bk key/value slices of Lq queries and Lk keys (lkeys scored, Lv for
  * concat): the projections, the scores (a tanh score counts 3 per hidden
  * unit), and the weighted sum of values. */
-static double rule_flops(const plan *pl, double B, double Bk, int64_t lq, int64_t lk, int64_t lkeys)
+static double rule_arithmetic(const plan *pl, double B, double Bk, int64_t lq, int64_t lk,
+                              int64_t lkeys)
 {
     const attn_dims *d = &pl->d;
     double Lq = (double)lq, Lk = (double)lk;
@@ -245,6 +246,20 @@ static double rule_flops(const plan *pl, double B, double Bk, int64_t lq, int64_
     default:
         return f;
     }
+}
+
+/* The rule's cost (attn_shapes.flops): its arithmetic, and but for linear
+ * attention (whose sums are its whole cost) the score pipeline's beside
+ * it (cost.c). */
+static double rule_flops(const plan *pl, double B, double Bk, int64_t lq, int64_t lk, int64_t lkeys)
+{
+    attn_rule rule = pl->req.rule;
+    double f = rule_arithmetic(pl, B, Bk, lq, lk, lkeys);
+    if (rule == ATTN_RULE_LINEAR)
+        return f;
+    int tanh = rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
+    return f + attn_extra_cost(&pl->req.opt, B, lq, lkeys, tanh ? pl->dh : 0,
+                               rule == ATTN_RULE_CONCAT);
 }
 
 static size_t rule_seed_specs(const void *p, attn_seed_spec *specs)

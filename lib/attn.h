@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 6
+#define ATTN_VERSION_MINOR 7
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -519,7 +519,21 @@ typedef struct {
      * the seeded parameters, which the computation draws into the
      * workspace). */
     double param_floats;  /* floats of the parameters the call uses; when n_params == 0, what attn_seed_params / attn_mha_seed_params would make */
-    double flops;         /* floating-point operations of the computation (2 per multiply-add), an estimate */
+    /* The computation's cost in floating-point operations, an estimate:
+     * its arithmetic (2 per multiply-add) and what the score pipeline
+     * costs beside it, counted as the operations that take as long on the
+     * dense kernel (one core at 1e11 a second): per scored pair of a head
+     * 16 (the softmax), +32 with weights returned, +32 with a bias, +200
+     * with a mask, +300 for hard attention and the concat rule, +1500
+     * more for top_k and sample, +50 + 28 per hidden unit for the tanh
+     * rules, +450 for a pair of a local_global global row or key; +200 a
+     * block of a bigbird or blocks layout, and under a pattern hard
+     * attention's +16 a (query, key) of the whole rows; linear attention
+     * +500 a query or key row, and a causal diagonal pair +140. So a
+     * request's time follows flops whatever its options, within a few
+     * times (the tanh rules' tanh is 28 operations, not 3; at a head dim
+     * of 1, a top_k pair is some 900, where its products are 4). */
+    double flops;
     double scratch_bytes; /* workspace the computation takes from the context */
     /* The block layout of a sparsity pattern (0 when there is none): rows x
      * cols blocks of block x block (query rows x key rows); see

@@ -26,12 +26,19 @@
 #define LINE 16        /* floats per cache line: scratch pieces are whole lines */
 #define LINES(n) (((n) + LINE - 1) / LINE * LINE)
 
+/* Beside the products, in operations at the dense kernel's rate
+ * (cost.c): a row's passes (the feature map, the chunk's packing; about
+ * 450 at a head dim of 1), and a causal diagonal block's pair (its mask
+ * and sums; 130). */
+#define ROW_COST 500.0
+#define DIAG_PAIR 140.0
+
 double attn_linear_flops(const attn_head_job *m, double n, int causal)
 {
     double lq = (double)m->lq, lk = (double)m->lk, d = (double)m->d, dv = (double)m->dv;
-    double f = 2.0 * (lq + lk) * d * (dv + 1.0);
+    double f = 2.0 * (lq + lk) * d * (dv + 1.0) + ROW_COST * (lq + lk);
     if (causal) /* the diagonal blocks: about CH keys a row, scores and sum */
-        f += 2.0 * lq * fmin(1.5 * CH, lk) * (d + dv + 1.0);
+        f += lq * fmin(1.5 * CH, lk) * (2.0 * (d + dv + 1.0) + DIAG_PAIR);
     if (m->w)
         f += 2.0 * lq * lk * d * (causal ? 0.5 : 1.0);
     return n * f;

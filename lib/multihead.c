@@ -343,7 +343,7 @@ static int is_fused(const mplan *pl)
 
 /* Floating-point operations of multi-head (2 per multiply-add): the q, k,
  * v and output projections, and per head the scores and the weighted sum
- * (or linear attention's). */
+ * (or linear attention's), with the score pipeline's cost (cost.c). */
 static double mha_flops(const mplan *pl)
 {
     const attn_dims *d = &pl->d;
@@ -356,7 +356,8 @@ static double mha_flops(const mplan *pl)
         m.w = attn_model_weights(pl->req.opt.need_weights);
         return 2.0 * B * proj + attn_linear_flops(&m, B * (double)pl->H, pl->req.opt.causal);
     }
-    return 2.0 * B * (proj + 2.0 * attn_sparsity_pairs(&pl->req.opt, d->Lq, d->Lk) * E);
+    return 2.0 * B * (proj + 2.0 * attn_sparsity_pairs(&pl->req.opt, d->Lq, d->Lk) * E) +
+           attn_extra_cost(&pl->req.opt, B * (double)pl->H, d->Lq, d->Lk, 0, 0);
 }
 
 /* shapes.param_floats: the floats of the bound parameters, or of the

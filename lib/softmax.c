@@ -14,7 +14,7 @@ static uint32_t order_key(float x)
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     u = x == 0.0f ? 0x00000000u : u;
-    return u ^ (0u - (u >> 31) | 0x80000000u);
+    return u ^ ((0u - (u >> 31)) | 0x80000000u);
 }
 
 /* Counts of the byte at shift of the keys of the n floats x (-INFINITY

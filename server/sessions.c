@@ -621,21 +621,20 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     return srv_check_finite(out, q->shape[0] * q->shape[1] * q->shape[2], q->shape[2], e);
 }
 
-/* The working memory the step's computation plans over n rows (bf16's
- * rounded copies of the cache's keys and values, a head's at a time)
- * against the cap, before the cache changes. A plan the library refuses
- * is left for the computation to report. */
-static int check_step_scratch(const srv_session *s, const srv_job *j, int64_t n, size_t *scratch,
-                              srv_err *e)
+/* The library's plan of the step over n rows: its cost (the score
+ * pipeline's included) and its working memory (bf16's rounded copies of
+ * the cache's keys and values, a head's at a time). A plan the library
+ * refuses is left for the computation to report: the step is then
+ * counted as dense products of every head over every row, without
+ * working memory. */
+static void plan_cache(const srv_session *s, const srv_job *j, int64_t n, attn_shapes *sh)
 {
     attn_cache_request req = over_cache(s, &j->u.att.query, n, j->u.att.opt.need_weights);
-    attn_shapes sh;
     attn_error ae;
-    *scratch = 0;
-    if (attn_cache_plan(&req, &sh, &ae) != ATTN_OK)
-        return 0;
-    *scratch = sh.scratch_bytes;
-    return srv_check_scratch(sh.scratch_bytes, e);
+    if (attn_cache_plan(&req, sh, &ae) == ATTN_OK)
+        return;
+    memset(sh, 0, sizeof *sh);
+    sh->flops = 4.0 * (double)s->H * (double)j->u.att.query.shape[0] * (double)n * (double)s->d;
 }
 
 /* The step's results, sized and checked against the caps before the cache
@@ -653,20 +652,23 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
     int64_t Tq = j->u.att.query.shape[0];
     so->n = n;
     so->Tq = Tq;
-    so->flops = 4.0 * (double)s->H * (double)Tq * (double)n * (double)s->d;
     if (n > s->max_tokens)
         return srv_fail(e, 413, "session_full", "key",
                         "the session holds %lld of its max_tokens %lld rows; %lld more do not fit "
                         "(truncate it, or start a session with a larger max_tokens)",
                         (long long)(n - j->u.att.key.shape[0]), (long long)s->max_tokens,
                         (long long)j->u.att.key.shape[0]);
-    attn_shapes sh = {.flops = so->flops};
+    attn_shapes sh;
+    plan_cache(s, j, n, &sh);
+    so->flops = sh.flops;
     attn_size_mul(s->H * Tq, s->d, &sh.out_count); /* the query's size: checked by the codec */
+    sh.w_count = 0;
     if (j->u.att.opt.need_weights && !attn_size_mul(s->H * Tq, n, &sh.w_count))
         sh.w_count = INT64_MAX; /* over any cap */
     if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e) ||
-        check_step_scratch(s, j, n, &so->scratch, e))
+        srv_check_scratch(sh.scratch_bytes, e))
         return -1;
+    so->scratch = (size_t)sh.scratch_bytes; /* within the cap */
     so->out = srv_arena_alloc(&call->arena, (size_t)sh.out_count * sizeof(float));
     so->w = sh.w_count ? srv_arena_alloc(&call->arena, (size_t)sh.w_count * sizeof(float)) : NULL;
     /* H x Tq: at most the output's floats */

@@ -190,25 +190,34 @@ static void check_same_cost(attn_status st, const attn_shapes *got, const attn_s
           want->flops, want->scratch_bytes);
 }
 
-/* The FLOPs of one rule written out from the formulas (2 per multiply-add,
- * 3 per tanh score term): projections, scores, weighted sum. */
+/* The score pipeline's cost per scored pair beside its arithmetic
+ * (attn.h, attn_shapes.flops), with the weights returned: 16 for the
+ * softmax, 32 for the weight stored. */
+#define PIPE_PAIR (16.0 + 32.0)
+
+/* The cost of one rule written out from the formulas (2 per multiply-add,
+ * 3 per tanh score term: projections, scores, weighted sum) and attn.h's
+ * charges beside them: per pair PIPE_PAIR, a tanh rule's 50 + 28 per
+ * hidden unit, concat's 300 (the row path); linear attention's 500 a row. */
 static double want_flops(attn_rule rule, double B, double Lq, double Lk, double Dq, double Dk,
                          double Dv, double Lv, double dh, double dout)
 {
     switch (rule) {
     case ATTN_RULE_DOT:
     case ATTN_RULE_SCALED_DOT:
-        return 2 * B * Lq * Lk * Dk + 2 * B * Lq * Lk * Dv;
+        return 2 * B * Lq * Lk * Dk + 2 * B * Lq * Lk * Dv + B * Lq * Lk * PIPE_PAIR;
     case ATTN_RULE_GENERAL:
-        return 2 * B * Lk * Dk * Dq + 2 * B * Lq * Lk * Dq + 2 * B * Lq * Lk * Dv;
+        return 2 * B * Lk * Dk * Dq + 2 * B * Lq * Lk * Dq + 2 * B * Lq * Lk * Dv +
+               B * Lq * Lk * PIPE_PAIR;
     case ATTN_RULE_ADDITIVE:
     case ATTN_RULE_CONCAT_TANH:
         return 2 * B * Lq * Dq * dh + 2 * B * Lk * Dk * dh + 3 * B * Lq * Lk * dh +
-               2 * B * Lq * Lk * Dv;
+               2 * B * Lq * Lk * Dv + B * Lq * Lk * (PIPE_PAIR + 50 + 28 * dh);
     case ATTN_RULE_LINEAR: /* phi(K)^T [V 1] and phi(Q) times it; the implied weights */
-        return 2 * B * (Lq + Lk) * Dk * (Dv + 1) + 2 * B * Lq * Lk * Dk;
+        return 2 * B * (Lq + Lk) * Dk * (Dv + 1) + 2 * B * Lq * Lk * Dk + 500 * B * (Lq + Lk);
     default: /* concat: scores from [q; k], attention over Lv, out([q; c]) */
-        return 2 * B * Lq * Lv * (Dq + Dk) + 2 * B * Lq * Lv * Dv + 2 * B * Lq * dout * (Dq + Dv);
+        return 2 * B * Lq * Lv * (Dq + Dk) + 2 * B * Lq * Lv * Dv + 2 * B * Lq * dout * (Dq + Dv) +
+               B * Lq * Lv * (PIPE_PAIR + 300);
     }
 }
 
@@ -282,7 +291,8 @@ static void test_mha_cost(int64_t kdim, int64_t vdim, int64_t H, int64_t Hkv, in
           set ? set_floats(set) : -1.0);
     double kd = kdim ? (double)kdim : (double)E, vd = kdim ? (double)vdim : (double)E;
     double ekv = (double)(E / H * (Hkv ? Hkv : H));
-    double f = 2.0 * B * (2.0 * Lq * E * E + Lk * ekv * (kd + vd)) + 4.0 * B * Lq * Lk * E;
+    double f = 2.0 * B * (2.0 * Lq * E * E + Lk * ekv * (kd + vd)) + 4.0 * B * Lq * Lk * E +
+               B * H * Lq * Lk * PIPE_PAIR;
     check(near(sh.flops, f), what, "flops %.17g, want %.17g", sh.flops, f);
     m.params = set->items;
     m.n_params = set->n;
@@ -290,6 +300,54 @@ static void test_mha_cost(int64_t kdim, int64_t vdim, int64_t H, int64_t Hkv, in
     strcat(what, ", params given");
     check_same_cost(st, &sh2, &sh, set, what);
     attn_param_set_free(set);
+}
+
+/* The pipeline's charges beside the arithmetic (attn.h, attn_shapes.flops)
+ * one option at a time, on scaled_dot over Lq = 6 queries, Lk = 8 keys of
+ * dim 1, without weights: flops = the 4 per pair of the products plus, per
+ * pair, 16 and what the option adds (the extra column; local_global's
+ * takes back the pairs its pattern leaves out). */
+static void test_pipeline_cost(void)
+{
+    enum { LQ = 6, LK = 8 };
+    static uint8_t mask[LQ * LK];
+    static int64_t global[] = {1};
+    static const float bias[LQ * LK];
+    double pairs = LQ * LK;
+    struct { const char *what; attn_options o; double extra; } c[] = {
+        {"softmax alone", {.causal = 0}, 0},
+        {"weights", {.need_weights = 1}, 32 * pairs},
+        {"bias", {.bias = {2, {LQ, LK}, (float *)bias}}, 32 * pairs},
+        {"mask", {.mask = {2, {LQ, LK}, mask}}, 200 * pairs},
+        {"argmax", {.hard = ATTN_HARD_ARGMAX}, 300 * pairs},
+        {"top_k", {.hard = ATTN_HARD_TOPK, .top_k = 3}, 1800 * pairs},
+        {"sample", {.hard = ATTN_HARD_SAMPLE, .temperature = 1}, 1800 * pairs},
+        /* window 0 and global 1: pairs counted Lq (2 w + 1) + 1 (Lq + Lk) = 20
+         * (the overlap twice), not 48, and the global row's and key's 14 at
+         * 450 more */
+        {"local_global", {.sparsity = {.pattern = ATTN_SPARSE_LOCAL_GLOBAL, .window = 0,
+                                       .global = global, .n_global = 1}},
+         -20 * (pairs - 20) + 450 * 14},
+        /* 2 x 2 blocks: 3 x 4 cells at 200; every block allowed (global 2) */
+        {"bigbird", {.sparsity = {.pattern = ATTN_SPARSE_BIGBIRD, .block = 2,
+                                  .window_blocks = 3, .global_blocks = 2}},
+         200 * 12},
+    };
+    memset(mask, 1, sizeof mask);
+    for (size_t t = 0; t < sizeof c / sizeof *c; t++) {
+        attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+        r.query = T(2, LQ, 1, 0);
+        r.key = T(2, LK, 1, 0);
+        r.value = T(2, LK, 1, 0);
+        r.opt = c[t].o;
+        attn_shapes sh;
+        char what[64];
+        snprintf(what, sizeof what, "pipeline cost: %s", c[t].what);
+        if (plan_counted(&r, NULL, &sh, what) != ATTN_OK)
+            continue;
+        double want = (4.0 + 16.0) * pairs + c[t].extra;
+        check(near(sh.flops, want), what, "flops %.17g, want %.17g", sh.flops, want);
+    }
 }
 
 /* A 100-byte request can name enormous sizes: planning it must report the
@@ -1023,6 +1081,7 @@ int main(int argc, char **argv)
     test_mha_cost(0, 0, 2, 0, 1);
     test_mha_cost(6, 7, 4, 0, 0);
     test_mha_cost(6, 7, 4, 2, 1);
+    test_pipeline_cost();
     test_hostile_cost();
 
     for (size_t i = 0; i < sizeof rnd / sizeof rnd[0]; i++)

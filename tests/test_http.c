@@ -8,7 +8,7 @@
  * logging to the --log file:
  *   main    the defaults
  *   small   ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096 and
- *           ATTN_MAX_WORK=10000, for 413
+ *           ATTN_MAX_WORK=21000, for 413
  *   busy    ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
  *   guard   ATTN_TOKEN and ATTN_CORS_ORIGINS
  *   limits  ATTN_MAX_CONNECTIONS=20, ATTN_MAX_PER_IP=10, ATTN_TIMEOUT=2
@@ -1019,6 +1019,46 @@ static void test_content_length_cap(void)
     curl_easy_cleanup(h);
 }
 
+/* The work cap counts what a request's options cost beside its products
+ * (attn.h, attn_shapes.flops): 60000 one-feature rows under top_k or
+ * sample are 3.6e9 pairs, 1.4e10 operations of products, well under the
+ * default cap, but some 25 s of the row path's selection; additive
+ * attention over 2000 x 2000 pairs of 10000 hidden units is 1.2e11 by
+ * the 3 operations a tanh term was counted, 1.1e12 at the 28 it takes.
+ * Each is refused at once, naming ATTN_MAX_WORK, from a body under 1 MB. */
+static void test_work_counts_pipeline(void)
+{
+    static const struct { const char *path, *opts; int rows; } c[] = {
+        {"/attention/scaled_dot", "\"hard\": {\"top_k\": 30000}", 60000},
+        {"/attention/scaled_dot", "\"hard\": {\"sample\": {\"temperature\": 1}}", 60000},
+        {"/attention/additive", "\"hidden_size\": 10000", 2000},
+    };
+    CURL *h = curl_easy_init();
+    for (size_t t = 0; t < sizeof c / sizeof *c; t++) {
+        buf body = {0};
+        buf_printf(&body, "{%s, \"need_weights\": false", c[t].opts);
+        for (int k = 0; k < 3; k++) {
+            buf_printf(&body, ", \"%s\": [", k == 0 ? "query" : k == 1 ? "key" : "value");
+            for (int i = 0; i < c[t].rows; i++)
+                buf_puts(&body, i ? ",[0.5]" : "[0.5]");
+            buf_puts(&body, "]");
+        }
+        buf_puts(&body, "}");
+        request rq = {.method = "POST", .path = c[t].path, .body = body.data,
+                      .body_len = body.len, .has_body = 1};
+        response r = {0};
+        double t0 = now_ms();
+        http(h, srv_main.base, &rq, &r);
+        double ms = now_ms() - t0;
+        check(r.status == 413 && strstr(r.body.data ? r.body.data : "", "ATTN_MAX_WORK") && ms < 5000,
+              "work cap: options' cost counted", "%s {%s}: status %ld after %.0f ms: %s", c[t].path,
+              c[t].opts, r.status, ms, short_body(&r));
+        response_free(&r);
+        buf_free(&body);
+    }
+    curl_easy_cleanup(h);
+}
+
 /* A body's length stated two ways is 400 invalid_request (RFC 9112 6.3:
  * a proxy could take the other length and split requests apart another
  * way); the same Content-Length twice is one length. */
@@ -1838,8 +1878,9 @@ static void test_drain_stalled(server *s)
 }
 
 /* Sends s a request that computes some 10 s (additive attention over 512 x
- * 512 pairs of 200000 hidden units, from a 10 KB body); its socket in
- * *fd. 1 when all of it was sent. */
+ * 512 pairs of 200000 hidden units, from a 10 KB body: 1.5e12 operations
+ * as the library counts them, which its servers' ATTN_MAX_WORK lets
+ * through); its socket in *fd. 1 when all of it was sent. */
 static int send_slow_request(const server *s, int *fd)
 {
     buf body = {0}, req = {0};
@@ -2005,14 +2046,15 @@ static void test_capped_warnings(void)
 /* The stop signals' tests, each on a server of its own that it stops. */
 static void test_stops(void)
 {
-    static const char *const quick[] = {"ATTN_DRAIN_TIMEOUT=1", NULL};
+    static const char *const slow[] = {"ATTN_MAX_WORK=1e13", NULL};
+    static const char *const quick[] = {"ATTN_DRAIN_TIMEOUT=1", "ATTN_MAX_WORK=1e13", NULL};
     static const struct {
         const char *what;
         const char *const *env;
         void (*fn)(server *);
     } t[] = {{"drain test", NULL, test_drain_drip},
              {"stalled body drain test", NULL, test_drain_stalled},
-             {"second signal drain test", NULL, test_drain_second_signal},
+             {"second signal drain test", slow, test_drain_second_signal},
              {"SIGHUP drain test", NULL, test_drain_hangup},
              {"drain timeout test", quick, test_drain_timeout}};
     char name[80];
@@ -2045,7 +2087,7 @@ int main(int argc, char **argv)
 
     double t0 = now_ms();
     static const char *const env_small[] = {"ATTN_MAX_BODY=4096", "ATTN_MAX_ELEMENTS=4096",
-                                              "ATTN_MAX_WEIGHTS=4096", "ATTN_MAX_WORK=10000",
+                                              "ATTN_MAX_WEIGHTS=4096", "ATTN_MAX_WORK=21000",
                                               NULL};
     static const char *const env_busy[] = {"ATTN_MAX_INFLIGHT=1", "ATTN_THREADS=4", NULL};
     int up_main = check(server_start(&srv_main, server_path, "main", "/healthz", NULL, log_path) == 0, "server starts",
@@ -2100,6 +2142,7 @@ int main(int argc, char **argv)
         test_keepalive();
         test_large_and_chunked();
         test_content_length_cap();
+        test_work_counts_pipeline();
         test_ambiguous_length();
         test_log_injection();
         test_request_id();
