@@ -824,6 +824,7 @@ static void rule_lay_out(void *p, attn_ws *ws)
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = rule_kind(pl, &model.d);
     model.dv = d->Dv;
+    model.kv_group = d->Hkv > 0 ? d->H / d->Hkv : 1;
     if (linear)
         attn_linear_take(ws, group_of(pl), &model, pl->req.opt.causal, &pl->heads);
     else

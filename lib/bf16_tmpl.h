@@ -24,11 +24,13 @@
  * sdpa_rows) has neither: a row reads each key once, so its keys and
  * values are rounded as they are read (bf16_dot, bf16_pv_row).
  * kb and vt are made once per run (bf16_convert, before the query
- * blocks); qt2 and pt2 per query block and per key block. Key blocks
+ * blocks), and once for a run of jobs that read the same keys and values
+ * (bf16_same_kv); qt2 and pt2 per query block and per key block. Key blocks
  * start at even keys, so a block's pairs are pairs of vt. */
 
 #define bf16_dims ISA_NAME(bf16_dims)
 #define bf16_job_bytes ISA_NAME(bf16_job_bytes)
+#define bf16_same_kv ISA_NAME(bf16_same_kv)
 #define bf16_blocks ISA_NAME(bf16_blocks)
 #define bf16_load ISA_NAME(bf16_load)
 #define bf16_convert ISA_NAME(bf16_convert)
@@ -69,6 +71,18 @@ static inline void bf16_dims(const attn_sdpa_job *j, int64_t *ldk, int64_t *ldv)
 static inline int bf16_blocks(const attn_sdpa_job *j)
 {
     return j->bf16 && !sdpa_by_rows(j);
+}
+
+/* Whether bf16 job b's kb and vt are job a's: the same key and value
+ * rows, rotated alike (the query heads of one KV head, grouped-query),
+ * so that they are rounded once. */
+static inline int bf16_same_kv(const attn_sdpa_job *a, const attn_sdpa_job *b)
+{
+    return bf16_blocks(a) && bf16_blocks(b) && a->k == b->k && a->v == b->v &&
+           a->k_stride == b->k_stride && a->v_stride == b->v_stride && a->lk == b->lk &&
+           a->d == b->d && a->dv == b->dv && a->rope == b->rope && a->rope_rel == b->rope_rel &&
+           (!a->rope || (a->rope_k0 == b->rope_k0 && a->rope_dims == b->rope_dims &&
+                         a->rope_interleaved == b->rope_interleaved));
 }
 
 /* Bytes of kb and vt for a bf16 job of query blocks (0 for the others),

@@ -139,6 +139,7 @@ static void cache_lay_out(void *p, attn_ws *ws)
     attn_head_init(&model, o, 0, 0, H, Tq, n, attn_model_weights(o->need_weights));
     model.kind = ATTN_SCORE_DOT;
     model.d = model.dv = d;
+    model.kv_group = H / pl->Hkv;
     attn_heads_take(ws, H, &model, &pl->heads);
 }
 

@@ -88,9 +88,14 @@ static double heads_scratch(const attn_head_job *model, int64_t n, int threads)
         one = (double)attn_sdpa_scratch_bytes(&f, 1, 1);
         two = (double)attn_sdpa_scratch_bytes(&f, 1, 2);
         /* a bf16 job's own part (its keys and values, and an index line
-         * more than it needs): 2 one - two */
+         * more than it needs): 2 one - two, once for each group of jobs
+         * that read the same keys and values (one more where a run of
+         * jobs starts inside a group) */
         double per_job = f.bf16 ? 2.0 * one - two : 0.0;
-        return (two - one) * threads + per_job * (double)n +
+        double g = (double)model->kv_group, copies = (double)n;
+        if (g > 1.0)
+            copies = fmin(copies, ceil(copies / g) + 1.0);
+        return (two - one) * threads + per_job * copies +
                attn_ws_bytes((double)n + 1.0, sizeof(int64_t)) + 64.0;
     }
     size_t a = attn_rows_scratch_bytes(model, 1, 1), b = attn_rows_scratch_bytes(model, 1, 2);

@@ -244,6 +244,9 @@ typedef struct attn_head_job {
     int64_t rope_shift; /* added to the query rows' rope positions (a packed sequence's) */
     int bf16;           /* attn_options.precision is bf16 (flash kernel only) */
     float *lse;         /* NULL: not wanted; else lq floats, each row's log-sum-exp */
+    int64_t kv_group;   /* a plan's model job (attn_heads_take): how many jobs in a
+                         * row read one slice of keys and values (grouped-query
+                         * heads: H / Hkv), which a bf16 kernel rounds once */
 } attn_head_job;
 
 /* Row i of a head job's attention: s holds the raw scores (lk floats) and

@@ -1994,9 +1994,10 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
 static TGT void bf16_task(void *arg, int64_t task, int worker)
 {
     const sdpa_args *s = arg;
-    const attn_sdpa_job *j = &s->jobs[task / BF_SPLIT];
-    const bf16_kv *c = &s->kv[task / BF_SPLIT];
-    if (!bf16_blocks(j)) return;
+    size_t i = (size_t)(task / BF_SPLIT);
+    const attn_sdpa_job *j = &s->jobs[i];
+    const bf16_kv *c = &s->kv[i];
+    if (!bf16_blocks(j) || (i && bf16_same_kv(j - 1, j))) return; /* none, or made */
     int64_t part = (c->ldv + BF_SPLIT - 1) / BF_SPLIT, t0 = task % BF_SPLIT * part;
     int64_t t1 = t0 + part < c->ldv ? t0 + part : c->ldv;
     if (t0 < t1) bf16_convert(j, c, t0, t1, s->scratch + (size_t)worker * s->per_worker);
@@ -2064,11 +2065,13 @@ static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int threads, int64_
     return work;
 }
 
-/* Bytes of the bf16 jobs' keys and values (and their descriptors). */
+/* Bytes of the bf16 jobs' keys and values (and their descriptors); a
+ * job reading its predecessor's keys and values shares theirs. */
 static size_t sdpa_bf16_bytes(const attn_sdpa_job *jobs, size_t n)
 {
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += bf16_job_bytes(&jobs[i]);
+    for (size_t i = 0; i < n; i++)
+        if (!i || !bf16_same_kv(&jobs[i - 1], &jobs[i])) bytes += bf16_job_bytes(&jobs[i]);
     return bytes ? bytes + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float) : 0;
 }
 
@@ -2092,12 +2095,17 @@ static size_t sdpa_scratch_bytes(const attn_sdpa_job *jobs, size_t n, int thread
 }
 
 /* Points each bf16 job's descriptor in kv at its part of the room after
- * the descriptors; returns the end of that room. */
+ * the descriptors (its predecessor's when it reads the same keys and
+ * values); returns the end of that room. */
 static char *sdpa_bf16_carve(const attn_sdpa_job *jobs, size_t n, bf16_kv *kv)
 {
     char *at = (char *)kv + LINES(n * sizeof(bf16_kv) / sizeof(float) + 1) * sizeof(float);
     for (size_t i = 0; i < n; i++) {
         if (!bf16_blocks(&jobs[i])) continue;
+        if (i && bf16_same_kv(&jobs[i - 1], &jobs[i])) {
+            kv[i] = kv[i - 1];
+            continue;
+        }
         bf16_dims(&jobs[i], &kv[i].ldk, &kv[i].ldv);
         kv[i].kb = (void *)at;
         kv[i].vt = kv[i].kb + 2 * kv[i].ldv * kv[i].ldk;

@@ -733,6 +733,7 @@ static void mha_lay_out(void *p, attn_ws *ws)
                    attn_model_weights(pl->req.opt.need_weights));
     model.kind = ATTN_SCORE_DOT;
     model.d = model.dv = pl->hd;
+    model.kv_group = pl->H / pl->Hkv;
     if (pl->req.linear)
         attn_linear_take(ws, pl->jobs_n, &model, pl->req.opt.causal, &pl->heads);
     else

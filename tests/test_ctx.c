@@ -722,6 +722,55 @@ static void test_scratch_foretold(job *jobs, size_t n)
     }
 }
 
+/* bf16 grouped-query heads round each KV head's keys and values once,
+ * not once per query head: 8 query heads of 64 rows over one KV head of
+ * 2048 keys plan and take under half the workspace of the same heads over
+ * 8 KV heads (the keys and values replicated), whose rounded copies are
+ * most of it, and give the same bits. */
+static void test_bf16_kv_shared(void)
+{
+    enum { H = 8, LQ = 64, LK = 2048, D = 64 };
+    size_t nq = (size_t)H * LQ * D, nk = (size_t)H * LK * D;
+    float *q = malloc(nq * sizeof *q), *k = malloc(nk * sizeof *k), *v = malloc(nk * sizeof *v);
+    float *out[2] = {malloc(nq * sizeof(float)), malloc(nq * sizeof(float))};
+    double used[2] = {0, 0}, planned[2] = {0, 0};
+    attn_status st[2] = {ATTN_ERR_NOMEM, ATTN_ERR_NOMEM};
+    for (size_t i = 0; q && i < nq; i++)
+        q[i] = rnd[(i * 7) % (sizeof rnd / sizeof *rnd)];
+    for (size_t i = 0; k && v && i < nk; i++) /* each KV head a copy of head 0 */
+        k[i] = rnd[i % ((size_t)LK * D)], v[i] = rnd[(i + 999) % ((size_t)LK * D)];
+    for (int t = 0; t < 2 && q && k && v && out[0] && out[1]; t++) {
+        int64_t hkv = t ? H : 1;
+        attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+        r.query = (attn_tensor){4, {1, H, LQ, D}, q};
+        r.key = (attn_tensor){4, {1, hkv, LK, D}, k};
+        r.value = (attn_tensor){4, {1, hkv, LK, D}, v};
+        r.opt.precision = ATTN_PRECISION_BF16;
+        r.opt.need_weights = 0;
+        attn_shapes sh;
+        attn_error e;
+        attn_ctx *ctx = attn_ctx_new(0);
+        if (ctx && attn_plan(&r, &sh, &e) == ATTN_OK &&
+            (st[t] = attn_compute(ctx, &r, out[t], NULL, &e)) == ATTN_OK) {
+            planned[t] = sh.scratch_bytes;
+            for (int g = 0; g < ATTN_REGIONS; g++)
+                used[t] += (double)ctx->region[g].peak;
+        }
+        attn_ctx_free(ctx);
+    }
+    int same = st[0] == ATTN_OK && st[1] == ATTN_OK && !memcmp(out[0], out[1], nq * sizeof(float));
+    check(same, "bf16 GQA: one KV head for 8 query heads gives the bits of 8 equal KV heads",
+          "status %d/%d", st[0], st[1]);
+    check(same && used[0] <= planned[0] && used[1] <= planned[1],
+          "bf16 GQA: the workspace within scratch_bytes", "took %.0f and %.0f bytes, planned %.0f and %.0f",
+          used[0], used[1], planned[0], planned[1]);
+    check(same && used[0] < 0.5 * used[1] && planned[0] < 0.5 * planned[1],
+          "bf16 GQA: the keys and values rounded once a KV head",
+          "one KV head took %.0f bytes (planned %.0f), eight %.0f (planned %.0f)", used[0],
+          planned[0], used[1], planned[1]);
+    free(q), free(k), free(v), free(out[0]), free(out[1]);
+}
+
 /* ----------------------------------------------------------- threads */
 
 /* Four tasks of two loops that can only finish together: each waits (up
@@ -1098,6 +1147,7 @@ int main(int argc, char **argv)
         test_scratch_foretold(jobs, n);
         test_concurrent_contexts(jobs, n);
     }
+    test_bf16_kv_shared();
     test_parallel_pools();
     test_steering();
     test_settle();
