@@ -418,11 +418,23 @@ float attn_alibi_slope(int64_t H, int64_t h);
  * waking workers would cost more than it saves. */
 typedef struct attn_ctx attn_ctx;
 
-/* New context; threads <= 0 means "as many as this process may run on"
- * (its CPU affinity). Returns NULL when out of memory. Free with
- * attn_ctx_free (NULL is a no-op). */
+/* New context; threads <= 0 means attn_max_threads(). Returns NULL when
+ * out of memory. Free with attn_ctx_free (NULL is a no-op). */
 attn_ctx *attn_ctx_new(int threads);
 void attn_ctx_free(attn_ctx *ctx);
+
+/* The threads a context computes with at most, as the plans count them:
+ * attn_shapes.scratch_bytes holds each thread's scratch for this many.
+ * By default the CPUs this process may run on (its CPU affinity: taskset,
+ * a container's cpuset), which is also what attn_ctx_new(0) makes.
+ * attn_set_max_threads(n) sets it (1 to 1024; n <= 0: the default again)
+ * for the plans and contexts made after: a program that runs its
+ * contexts on fewer threads than its CPUs (a CPU limit below a large
+ * node's CPUs) sets their count, so that plans do not count the scratch
+ * of threads that never run. A context made with more threads than this
+ * may take more scratch than planned. */
+int attn_max_threads(void);
+void attn_set_max_threads(int n);
 
 /* The kernels this process runs, chosen once from the CPU and the
  * environment: the instruction-set variant ("avx512bf16", "avx512",

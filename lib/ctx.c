@@ -5,16 +5,34 @@
  * only grow, so once a context has run a shape, the same shape again
  * allocates nothing. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include "internal.h"
 #include "pool.h"
+
+/* attn_max_threads' value; 0 until it is first asked or set. */
+static _Atomic int max_threads;
+
+int attn_max_threads(void)
+{
+    int n = atomic_load(&max_threads), none = 0;
+    if (n > 0)
+        return n;
+    atomic_compare_exchange_strong(&max_threads, &none, attn_cpu_count());
+    return atomic_load(&max_threads);
+}
+
+void attn_set_max_threads(int n)
+{
+    atomic_store(&max_threads, n < 1 ? attn_cpu_count() : n > 1024 ? 1024 : n);
+}
 
 attn_ctx *attn_ctx_new(int threads)
 {
     attn_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return NULL;
-    ctx->threads = threads > 0 ? threads : attn_cpu_count();
+    ctx->threads = threads > 0 ? threads : attn_max_threads();
     if (ctx->threads < 1)
         ctx->threads = 1;
     if (ctx->threads > 1 && !(ctx->pool = attn_pool_new(ctx->threads))) {

@@ -233,20 +233,10 @@ static attn_status lay_out_call(const attn_front *f, void *plan, seeded *s, attn
     return ATTN_OK;
 }
 
-/* The thread count of attn_ctx_new(0), asked of the system once. */
-static int default_threads(void)
-{
-    static _Atomic int n;
-    int t = n;
-    if (t == 0)
-        n = t = attn_cpu_count();
-    return t;
-}
-
 double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
 {
     seeded s;
-    attn_ws ws = {NULL, 0.0, default_threads(), 0.0, 0.0};
+    attn_ws ws = {NULL, 0.0, attn_max_threads(), 0.0, 0.0};
     s.ns = n_params == 0 ? f->seed_specs(plan, s.specs) : 0;
     s.nfloats = attn_seed_floats(s.specs, s.ns);
     lay_out_call(f, plan, &s, &ws, NULL);

@@ -7,7 +7,6 @@
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -450,13 +449,14 @@ static void apply_options(const char *val[NKEYS], long cores)
         srv_cfg.request_timeout = (unsigned)parse_seconds("request timeout (0 to 1 day)", v, 0, 86400);
     if ((v = val[K_DRAIN_TIMEOUT]))
         srv_cfg.drain_timeout = (unsigned)parse_seconds("drain timeout (0 to 1 day)", v, 0, 86400);
-    /* The library plans a call's working memory (the cap's measure) for the
-     * CPUs the process may run on; threads beyond them gain nothing. */
+    /* Threads beyond the CPUs gain nothing; the library plans a call's
+     * working memory (the cap's measure) for the contexts' threads. */
     if (srv_cfg.compute_threads > cores) {
         srv_log(SRV_LOG_WARN, "ATTN_COMPUTE_THREADS=%d is more than the %ld CPUs this process may run "
                 "on; using %ld", srv_cfg.compute_threads, cores, cores);
         srv_cfg.compute_threads = (int)cores;
     }
+    attn_set_max_threads(srv_cfg.compute_threads);
     if (srv_cfg.max_inflight < 1) /* not set: the default */
         srv_cfg.max_inflight = srv_cfg.compute_threads > 1 ? srv_cfg.compute_threads * 2 : 2;
     find_files(val[K_STATIC_DIR], val[K_OPENAPI]);
@@ -551,19 +551,9 @@ static void log_settings(void)
         srv_log(SRV_LOG_WARN, "ATTN_DEFER_EXP=%.40s is neither 0 nor 1; ignored", defer);
 }
 
-/* The CPUs this process may run on (its affinity: a container's cpuset),
- * as the library counts them, else those online. */
-static long usable_cpus(void)
-{
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    return sysconf(_SC_NPROCESSORS_ONLN);
-}
-
 int main(int argc, char **argv)
 {
-    long cores = usable_cpus();
+    long cores = attn_max_threads(); /* the CPUs this process may run on */
     if (cores < 1)
         cores = 1;
     if (cores > 512)

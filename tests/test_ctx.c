@@ -771,6 +771,48 @@ static void test_bf16_kv_shared(void)
     free(q), free(k), free(v), free(out[0]), free(out[1]);
 }
 
+/* attn_max_threads is the CPUs this process may run on (its affinity,
+ * asked here of the system) until set; set lower, it is what
+ * attn_ctx_new(0) makes and what plans count each thread's scratch for:
+ * non-causal linear attention keeps a sum per head per thread, so 1024
+ * heads plan about two thirds of their scratch on one thread of two,
+ * and a context of one thread takes no more than that plan. */
+static void test_max_threads(void)
+{
+#ifdef __linux__
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    check(cpus < 1 || attn_max_threads() == cpus, "attn_max_threads: the affinity's CPUs",
+          "%d, the affinity has %d", attn_max_threads(), cpus);
+#endif
+    enum { H = 1024, D = 48 };
+    static float x[H * D];
+    attn_request r = attn_request_default(ATTN_RULE_LINEAR);
+    r.query = r.key = r.value = (attn_tensor){4, {1, H, 1, D}, x};
+    r.opt.need_weights = 0;
+    attn_shapes sh[2];
+    attn_error e;
+    attn_set_max_threads(2);
+    attn_status st = attn_plan(&r, &sh[1], &e);
+    attn_set_max_threads(1);
+    attn_ctx *ctx = attn_ctx_new(0);
+    st = st ? st : attn_plan(&r, &sh[0], &e);
+    static float out[H * D];
+    st = st || !ctx ? st : attn_compute(ctx, &r, out, NULL, &e);
+    double used = 0.0;
+    for (int g = 0; ctx && g < ATTN_REGIONS; g++)
+        used += (double)ctx->region[g].peak;
+    check(st == ATTN_OK && ctx && ctx->threads == 1, "attn_set_max_threads(1): attn_ctx_new(0) has 1 thread",
+          "status %d, %d threads", st, ctx ? ctx->threads : -1);
+    check(st == ATTN_OK && sh[0].scratch_bytes < 0.75 * sh[1].scratch_bytes && used <= sh[0].scratch_bytes,
+          "attn_set_max_threads: plans count its threads' scratch",
+          "one thread planned %.0f bytes and took %.0f, two planned %.0f", sh[0].scratch_bytes, used,
+          sh[1].scratch_bytes);
+    attn_ctx_free(ctx);
+    attn_set_max_threads(0);
+    check(attn_max_threads() >= 1, "attn_set_max_threads(0): the default again", "%d", attn_max_threads());
+}
+
 /* ----------------------------------------------------------- threads */
 
 /* Four tasks of two loops that can only finish together: each waits (up
@@ -1148,6 +1190,7 @@ int main(int argc, char **argv)
         test_concurrent_contexts(jobs, n);
     }
     test_bf16_kv_shared();
+    test_max_threads();
     test_parallel_pools();
     test_steering();
     test_settle();
