@@ -1,9 +1,9 @@
 /* rows.c - attention computed one query row at a time (scores, softmax,
  * weighted sum of values), for the rules whose scores are not a plain
- * scaled dot product and for hard attention. Rows are tasks on the
- * kernels' thread pool; the caller's scratch (attn_rows_scratch_bytes)
- * holds three rows of Lk floats per worker (and the dot scores' GEMM
- * scratch), plus, for the tanh scores, each job's keys packed once as a
+ * scaled dot product and for hard attention. Blocks of ROW_BLOCK rows are
+ * tasks on the kernels' thread pool; the caller's scratch
+ * (attn_rows_scratch_bytes) holds ROW_BLOCK + 2 rows of Lk floats per
+ * worker, plus, for the tanh scores, each job's keys packed once as a
  * transposed panel the SIMD score kernel streams through (rows_tmpl.h).
  * The Lq x Lk matrix is only written when wanted. A row under a sparsity
  * pattern (hard attention) scores only the runs of keys the pattern allows
@@ -21,11 +21,18 @@
 /* Scratch is handed out in whole cache lines (64 bytes, 16 floats). */
 #define LINE_FLOATS 16
 
+/* Query rows a task takes: a dot job's scores of them come from one
+ * product, which reads each key row once for all of them (the few-row
+ * GEMM's blocks of 4, whose bits do not depend on the block: a row's
+ * scores are those it would get alone). */
+#define ROW_BLOCK 4
+
 typedef struct {
     const attn_row_job *jobs;
     const attn_kernel_set *k;
     int64_t lq, lk, ldb; /* ldb: lk rounded up to ATTN_ROW_PAD */
-    float *scratch;      /* per_worker floats a worker: s, tmp, w rows, gemm */
+    int64_t blocks;      /* tasks a job: its rows in ROW_BLOCKs */
+    float *scratch;      /* per_worker floats a worker: ROW_BLOCK s rows, tmp, w */
     int64_t per_worker;
     float *panels;       /* tanh jobs: d x ldb floats per job, else NULL */
     int64_t panel_floats;
@@ -59,17 +66,16 @@ static int key_runs_next(key_runs *r, int64_t *a, int64_t *b)
 }
 
 /* Raw scores of row i against keys [a, b) into s[a..b) (the tanh scores
- * write whole vectors around them, inside s's ldb floats); gemm: the dot
- * products' scratch. */
-static void score_keys(const rows_run *r, int64_t job, int64_t i, int64_t a, int64_t b, float *s,
-                       float *gemm)
+ * write whole vectors around them, inside s's ldb floats); the dot
+ * products through the few-row GEMM, which takes no scratch. */
+static void score_keys(const rows_run *r, int64_t job, int64_t i, int64_t a, int64_t b, float *s)
 {
     const attn_row_job *jb = &r->jobs[job];
     const float *q = jb->a + i * jb->a_stride;
     switch (jb->kind) {
     case ATTN_SCORE_DOT:
         attn_gemm_nt(1, b - a, jb->d, q, jb->a_stride, jb->b + a * jb->b_stride, jb->b_stride,
-                     NULL, s + a, b - a, 1, gemm);
+                     NULL, s + a, b - a, 1, NULL);
         if (jb->scale != 1.0f)
             for (int64_t j = a; j < b; j++)
                 s[j] *= jb->scale;
@@ -101,7 +107,7 @@ static void sparse_row(const rows_run *r, int64_t job, int64_t i, float *s, floa
     attn_row_range(&jb->m, i, jb->lk, &lo, &hi);
     key_runs_init(&it, jb->m.sparse, i, lo, hi);
     while (key_runs_next(&it, &a, &b)) {
-        score_keys(r, job, i, a, b, tmp, s + 3 * r->ldb);
+        score_keys(r, job, i, a, b, tmp);
         float x = attn_row_scores(tmp, i, jb, a, b, s + n);
         mx = x > mx ? x : mx;
         n += b - a;
@@ -136,23 +142,30 @@ static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
     if (jb->kind == ATTN_SCORE_TANH)
         attn_row_range(&jb->m, i, jb->lk, &j0, &j1);
     if (j0 < j1)
-        score_keys(r, job, i, j0, j1, s, s + 3 * r->ldb);
+        score_keys(r, job, i, j0, j1, s);
 }
 
-static void rows_task(void *arg, int64_t row, int worker)
+/* The dot scores of rows [i0, i0 + nr) of a job into nr rows of s, ldb
+ * apart, in one product of the few-row GEMM (no scratch: never the
+ * packed one, whose sums go another way), each row's bits as score_keys
+ * gives them. */
+static void score_dot_rows(const rows_run *r, const attn_row_job *jb, int64_t i0, int64_t nr,
+                           float *s)
 {
-    rows_run *r = arg;
-    float *s = r->scratch + (size_t)worker * (size_t)r->per_worker;
-    float *tmp = s + r->ldb;
-    float *wrow = tmp + r->ldb;
-    int64_t job = row / r->lq, i = row % r->lq;
-    const attn_row_job *jb = &r->jobs[job];
-    if (jb->m.sparse) {
-        sparse_row(r, job, i, s, tmp, wrow);
-        return;
-    }
+    attn_gemm_nt(nr, jb->lk, jb->d, jb->a + i0 * jb->a_stride, jb->a_stride, jb->b, jb->b_stride,
+                 NULL, s, r->ldb, 1, NULL);
+    if (jb->scale != 1.0f)
+        for (int64_t t = 0; t < nr; t++)
+            for (int64_t j = 0; j < jb->lk; j++)
+                s[t * r->ldb + j] *= jb->scale;
+}
+
+/* Row i of a job from its raw scores in s: the pipeline, the weights (or
+ * the hard choice) and the output row. */
+static void finish_row(const rows_run *r, const attn_row_job *jb, int64_t i, float *s,
+                       float *tmp, float *wrow)
+{
     float *w = jb->w ? jb->w + i * jb->w_stride : wrow;
-    score_row(r, job, i, s);
     const attn_row_masks *m = &jb->m;
     if (jb->hard == ATTN_HARD_NONE && !m->mask && !m->key_mask && !m->bias &&
         m->softcap == 0.0f && m->alibi == 0.0f && !m->has_sink) {
@@ -172,6 +185,30 @@ static void rows_task(void *arg, int64_t row, int worker)
             jb->lse[i] = attn_row_lse(s, jb->lk, m);
     }
     r->k->weighted_sum(w, jb->lk, jb->v, jb->v_stride, jb->dv, jb->o + i * jb->o_stride);
+}
+
+/* Task t: the rows of one ROW_BLOCK of a job. */
+static void rows_task(void *arg, int64_t t, int worker)
+{
+    rows_run *r = arg;
+    float *s = r->scratch + (size_t)worker * (size_t)r->per_worker;
+    float *tmp = s + ROW_BLOCK * r->ldb, *wrow = tmp + r->ldb;
+    int64_t job = t / r->blocks, i0 = t % r->blocks * ROW_BLOCK;
+    int64_t nr = r->lq - i0 < ROW_BLOCK ? r->lq - i0 : ROW_BLOCK;
+    const attn_row_job *jb = &r->jobs[job];
+    int block = !jb->m.sparse && jb->kind == ATTN_SCORE_DOT;
+    if (block)
+        score_dot_rows(r, jb, i0, nr, s);
+    for (int64_t k = 0; k < nr; k++) {
+        float *row = block ? s + k * r->ldb : s;
+        if (jb->m.sparse) {
+            sparse_row(r, job, i0 + k, s, tmp, wrow);
+            continue;
+        }
+        if (!block)
+            score_row(r, job, i0 + k, row);
+        finish_row(r, jb, i0 + k, row, tmp, wrow);
+    }
 }
 
 /* Job t's keys b (lk x d) as the panel bt[h][j] = b[j][h], zero-padded
@@ -196,12 +233,10 @@ static void pack_task(void *arg, int64_t t, int worker)
 static int rows_sizes(const attn_row_job *jobs, size_t n, int threads, int64_t *ldb,
                       int64_t *per_worker, int64_t *panels, int64_t *panel_floats)
 {
-    int64_t lk = jobs[0].lk, d = jobs[0].d, gemm = 0, per;
+    int64_t lk = jobs[0].lk, d = jobs[0].d, per;
     *ldb = (lk + ATTN_ROW_PAD - 1) / ATTN_ROW_PAD * ATTN_ROW_PAD;
     *panels = *panel_floats = 0;
-    if (jobs[0].kind == ATTN_SCORE_DOT)
-        gemm = (int64_t)(attn_gemm_scratch_bytes(1, lk, d, 1) / sizeof(float));
-    *per_worker = (3 * *ldb + gemm + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
+    *per_worker = ((ROW_BLOCK + 2) * *ldb + LINE_FLOATS - 1) / LINE_FLOATS * LINE_FLOATS;
     if (!attn_size_mul(*per_worker, threads < 1 ? 1 : threads, &per) ||
         (uint64_t)per > SIZE_MAX / sizeof(float))
         return 0;
@@ -240,15 +275,16 @@ attn_status attn_rows_run(const attn_row_job *jobs, size_t n, int threads, void 
         !rows_sizes(jobs, n, threads, &ldb, &per_worker, &panels, &panel_floats))
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the request is too large");
     float *mem = scratch;
-    rows_run r = {jobs, attn_kernels_active(), lq, lk, ldb, mem, per_worker,
+    int64_t blocks = (lq + ROW_BLOCK - 1) / ROW_BLOCK, tasks = (int64_t)n * blocks;
+    rows_run r = {jobs, attn_kernels_active(), lq, lk, ldb, blocks, mem, per_worker,
                   tanh ? mem + per_worker * threads : NULL, panel_floats};
     double work = (double)rows * (double)lk * ((double)dv + (tanh ? 16.0 * (double)d : 1.0));
     if (work < ROWS_SERIAL_WORK)
         threads = 1;
-    if (threads > rows)
-        threads = (int)rows;
+    if (threads > tasks)
+        threads = (int)tasks;
     if (tanh)
         attn_pool_run(threads, (int64_t)n, pack_task, &r);
-    attn_pool_run(threads, rows, rows_task, &r);
+    attn_pool_run(threads, tasks, rows_task, &r);
     return ATTN_OK;
 }

@@ -129,6 +129,14 @@ float attn_row_scores(float *s, int64_t i, const attn_head_job *jb, int64_t a, i
     const uint8_t *km = m->key_mask;
     float mx = -INFINITY;
     attn_row_range(m, i, jb->lk, &j0, &j1);
+    if (!mr && !br && !km && !m->sparse && m->softcap == 0.0f && m->alibi == 0.0f) {
+        for (int64_t j = a; j < b; j++) { /* one range of keys, no terms: no branches */
+            float x = j >= j0 && j < j1 ? s[j] : -INFINITY;
+            mx = x > mx ? x : mx;
+            c[j - a] = x;
+        }
+        return mx;
+    }
     for (int64_t j = a; j < b; j++) {
         int ok = j >= j0 && j < j1 && (!mr || mr[j]) && (!km || km[j]) &&
                  (!m->sparse || attn_sparse_allows(m->sparse, i, j));
