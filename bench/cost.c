@@ -94,6 +94,7 @@ static void hard_rows(attn_ctx *ctx, const inputs *in)
 {
     attn_request r = dense(in, ATTN_RULE_SCALED_DOT), x;
     x = r, x.opt.hard = ATTN_HARD_ARGMAX, row(ctx, "argmax", &x);
+    x.opt.softcap = 5.0f, row(ctx, "argmax, softcap", &x);
     x = r, x.opt.hard = ATTN_HARD_TOPK, x.opt.top_k = 8, row(ctx, "top_k 8", &x);
     x.opt.top_k = in->L / 2, row(ctx, "top_k L/2", &x);
     x = r, x.opt.hard = ATTN_HARD_SAMPLE, x.opt.temperature = 1.0f, row(ctx, "sample", &x);

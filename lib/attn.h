@@ -538,7 +538,9 @@ typedef struct {
      * 16 (the softmax), +32 with weights returned, +32 with a bias, +200
      * with a mask, +300 for hard attention and the concat rule, +1500
      * more for top_k and sample, +50 + 28 per hidden unit for the tanh
-     * rules, +450 for a pair of a local_global global row or key; +200 a
+     * rules, +1400 for softcap where the scores go row by row (hard
+     * attention, the tanh rules: an exact tanhf a pair), +450 for a pair
+     * of a local_global global row or key; +200 a
      * block of a bigbird or blocks layout, and under a pattern hard
      * attention's +16 a (query, key) of the whole rows; linear attention
      * +500 a query or key row, and a causal diagonal pair +140. So a

@@ -21,6 +21,8 @@
 #define PAIR_MASK 200.0   /* an explicit mask's byte: its branch is the data's (100-230) */
 #define PAIR_ROW 300.0    /* a pair on the row-by-row path: hard attention, concat (140-300) */
 #define PAIR_SELECT 1500.0 /* top_k's selection or sample's two double sums (300-1450) */
+#define PAIR_ROW_SOFTCAP 1400.0 /* softcap's tanhf on the row path (1300; the flash
+                                 * kernel's polynomial is within PAIR_SOFTMAX) */
 #define PAIR_TANH 50.0    /* a tanh rule's pair beside its units (50) */
 #define UNIT_TANH 28.0    /* one hidden unit's tanh of a tanh rule's pair (26-28) */
 #define PAIR_GLOBAL 450.0 /* a pair of a local_global global row or key (200-430) */
@@ -44,6 +46,7 @@ double attn_extra_cost(const attn_options *o, double slices, int64_t lq, int64_t
     if (rows || hard) pair += PAIR_ROW;
     if (o->hard == ATTN_HARD_TOPK || o->hard == ATTN_HARD_SAMPLE) pair += PAIR_SELECT;
     if (tanh_units) pair += PAIR_TANH + UNIT_TANH * (double)tanh_units;
+    if (o->softcap > 0.0f && (rows || hard || tanh_units)) pair += PAIR_ROW_SOFTCAP;
     f = pairs * pair;
     if (s->pattern == ATTN_SPARSE_LOCAL_GLOBAL)
         f += PAIR_GLOBAL * fmin(pairs, (double)s->n_global * (Lq + Lk));

@@ -322,6 +322,8 @@ static void test_pipeline_cost(void)
         {"argmax", {.hard = ATTN_HARD_ARGMAX}, 300 * pairs},
         {"top_k", {.hard = ATTN_HARD_TOPK, .top_k = 3}, 1800 * pairs},
         {"sample", {.hard = ATTN_HARD_SAMPLE, .temperature = 1}, 1800 * pairs},
+        {"softcap (flash kernel)", {.softcap = 2}, 0},
+        {"argmax, softcap (row by row)", {.hard = ATTN_HARD_ARGMAX, .softcap = 2}, (300 + 1400) * pairs},
         /* window 0 and global 1: pairs counted Lq (2 w + 1) + 1 (Lq + Lk) = 20
          * (the overlap twice), not 48, and the global row's and key's 14 at
          * 450 more */
