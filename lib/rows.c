@@ -65,20 +65,30 @@ static int key_runs_next(key_runs *r, int64_t *a, int64_t *b)
     return 1;
 }
 
+/* The dot scores of rows [i0, i0 + nr) of a job against keys [a, b)
+ * into s[a..b) of nr rows lds floats apart, in one product of the
+ * few-row GEMM (no scratch: never the packed one, whose sums go another
+ * way), so that a row's bits are the same whatever rows it goes with. */
+static void dot_scores(const attn_row_job *jb, int64_t i0, int64_t nr, int64_t a, int64_t b,
+                       float *s, int64_t lds)
+{
+    attn_gemm_nt(nr, b - a, jb->d, jb->a + i0 * jb->a_stride, jb->a_stride,
+                 jb->b + a * jb->b_stride, jb->b_stride, NULL, s + a, lds, 1, NULL);
+    if (jb->scale != 1.0f)
+        for (int64_t t = 0; t < nr; t++)
+            for (int64_t j = a; j < b; j++)
+                s[t * lds + j] *= jb->scale;
+}
+
 /* Raw scores of row i against keys [a, b) into s[a..b) (the tanh scores
- * write whole vectors around them, inside s's ldb floats); the dot
- * products through the few-row GEMM, which takes no scratch. */
+ * write whole vectors around them, inside s's ldb floats). */
 static void score_keys(const rows_run *r, int64_t job, int64_t i, int64_t a, int64_t b, float *s)
 {
     const attn_row_job *jb = &r->jobs[job];
     const float *q = jb->a + i * jb->a_stride;
     switch (jb->kind) {
     case ATTN_SCORE_DOT:
-        attn_gemm_nt(1, b - a, jb->d, q, jb->a_stride, jb->b + a * jb->b_stride, jb->b_stride,
-                     NULL, s + a, b - a, 1, NULL);
-        if (jb->scale != 1.0f)
-            for (int64_t j = a; j < b; j++)
-                s[j] *= jb->scale;
+        dot_scores(jb, i, 1, a, b, s, b - a);
         break;
     case ATTN_SCORE_TANH:
         r->k->tanh_scores(q, r->panels + job * r->panel_floats, r->ldb, jb->d, jb->vw, a, b, s);
@@ -145,21 +155,6 @@ static void score_row(const rows_run *r, int64_t job, int64_t i, float *s)
         score_keys(r, job, i, j0, j1, s);
 }
 
-/* The dot scores of rows [i0, i0 + nr) of a job into nr rows of s, ldb
- * apart, in one product of the few-row GEMM (no scratch: never the
- * packed one, whose sums go another way), each row's bits as score_keys
- * gives them. */
-static void score_dot_rows(const rows_run *r, const attn_row_job *jb, int64_t i0, int64_t nr,
-                           float *s)
-{
-    attn_gemm_nt(nr, jb->lk, jb->d, jb->a + i0 * jb->a_stride, jb->a_stride, jb->b, jb->b_stride,
-                 NULL, s, r->ldb, 1, NULL);
-    if (jb->scale != 1.0f)
-        for (int64_t t = 0; t < nr; t++)
-            for (int64_t j = 0; j < jb->lk; j++)
-                s[t * r->ldb + j] *= jb->scale;
-}
-
 /* Row i of a job from its raw scores in s: the pipeline, the weights (or
  * the hard choice) and the output row. */
 static void finish_row(const rows_run *r, const attn_row_job *jb, int64_t i, float *s,
@@ -196,15 +191,16 @@ static void rows_task(void *arg, int64_t t, int worker)
     int64_t job = t / r->blocks, i0 = t % r->blocks * ROW_BLOCK;
     int64_t nr = r->lq - i0 < ROW_BLOCK ? r->lq - i0 : ROW_BLOCK;
     const attn_row_job *jb = &r->jobs[job];
-    int block = !jb->m.sparse && jb->kind == ATTN_SCORE_DOT;
+    if (jb->m.sparse) {
+        for (int64_t k = 0; k < nr; k++)
+            sparse_row(r, job, i0 + k, s, tmp, wrow);
+        return;
+    }
+    int block = jb->kind == ATTN_SCORE_DOT; /* the block's scores at once */
     if (block)
-        score_dot_rows(r, jb, i0, nr, s);
+        dot_scores(jb, i0, nr, 0, jb->lk, s, r->ldb);
     for (int64_t k = 0; k < nr; k++) {
         float *row = block ? s + k * r->ldb : s;
-        if (jb->m.sparse) {
-            sparse_row(r, job, i0 + k, s, tmp, wrow);
-            continue;
-        }
         if (!block)
             score_row(r, job, i0 + k, row);
         finish_row(r, jb, i0 + k, row, tmp, wrow);

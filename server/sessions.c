@@ -621,20 +621,25 @@ static int compute(const srv_session *s, const attn_tensor *q, int64_t n, float 
     return srv_check_finite(out, q->shape[0] * q->shape[1] * q->shape[2], q->shape[2], e);
 }
 
-/* The library's plan of the step over n rows: its cost (the score
- * pipeline's included) and its working memory (bf16's rounded copies of
- * the cache's keys and values, a head's at a time). A plan the library
- * refuses is left for the computation to report: the step is then
- * counted as dense products of every head over every row, without
- * working memory. */
+/* The library's plan of the step over n rows: its results' sizes, its
+ * cost (the score pipeline's included) and its working memory (bf16's
+ * rounded copies of the cache's keys and values, a head's at a time). A
+ * plan the library refuses is left for the computation to report: the
+ * step is then counted as the query's output, every head's weights over
+ * every row when asked (past any cap when they overflow) and dense
+ * products, without working memory. */
 static void plan_cache(const srv_session *s, const srv_job *j, int64_t n, attn_shapes *sh)
 {
     attn_cache_request req = over_cache(s, &j->u.att.query, n, j->u.att.opt.need_weights);
     attn_error ae;
     if (attn_cache_plan(&req, sh, &ae) == ATTN_OK)
         return;
+    int64_t Tq = j->u.att.query.shape[0];
     memset(sh, 0, sizeof *sh);
-    sh->flops = 4.0 * (double)s->H * (double)j->u.att.query.shape[0] * (double)n * (double)s->d;
+    attn_size_mul(s->H * Tq, s->d, &sh->out_count); /* the query's size: checked by the codec */
+    if (j->u.att.opt.need_weights && !attn_size_mul(s->H * Tq, n, &sh->w_count))
+        sh->w_count = INT64_MAX;
+    sh->flops = 4.0 * (double)s->H * (double)Tq * (double)n * (double)s->d;
 }
 
 /* The step's results, sized and checked against the caps before the cache
@@ -661,10 +666,6 @@ static int plan_step(srv_call *call, const srv_session *s, const srv_job *j, int
     attn_shapes sh;
     plan_cache(s, j, n, &sh);
     so->flops = sh.flops;
-    attn_size_mul(s->H * Tq, s->d, &sh.out_count); /* the query's size: checked by the codec */
-    sh.w_count = 0;
-    if (j->u.att.opt.need_weights && !attn_size_mul(s->H * Tq, n, &sh.w_count))
-        sh.w_count = INT64_MAX; /* over any cap */
     if (srv_check_result(&sh, e) || srv_check_work(sh.flops, e) ||
         srv_check_scratch(sh.scratch_bytes, e))
         return -1;

@@ -705,6 +705,16 @@ static void test_allocations(job *jobs, size_t n, int threads)
     }
 }
 
+/* The workspace a context has taken: its regions' peaks, in bytes (0
+ * without a context). */
+static double workspace_used(const attn_ctx *ctx)
+{
+    double used = 0.0;
+    for (int r = 0; ctx && r < ATTN_REGIONS; r++)
+        used += (double)ctx->region[r].peak;
+    return used;
+}
+
 /* What a call takes from a context of attn_ctx_new(0)'s threads is at
  * most what the plan said it would (scratch_bytes), and not wildly less. */
 static void test_scratch_foretold(job *jobs, size_t n)
@@ -713,9 +723,7 @@ static void test_scratch_foretold(job *jobs, size_t n)
         job *j = &jobs[i];
         attn_ctx *ctx = attn_ctx_new(0);
         attn_status st = job_run(j, ctx, j->out, j->w);
-        double used = 0.0;
-        for (int r = 0; r < ATTN_REGIONS; r++)
-            used += (double)ctx->region[r].peak;
+        double used = workspace_used(ctx);
         char what[128];
         snprintf(what, sizeof what, "%s: workspace within scratch_bytes", j->name);
         check(st == ATTN_OK && used <= j->sh.scratch_bytes && j->sh.scratch_bytes <= 4 * used + 65536,
@@ -755,8 +763,7 @@ static void test_bf16_kv_shared(void)
         if (ctx && attn_plan(&r, &sh, &e) == ATTN_OK &&
             (st[t] = attn_compute(ctx, &r, out[t], NULL, &e)) == ATTN_OK) {
             planned[t] = sh.scratch_bytes;
-            for (int g = 0; g < ATTN_REGIONS; g++)
-                used[t] += (double)ctx->region[g].peak;
+            used[t] = workspace_used(ctx);
         }
         attn_ctx_free(ctx);
     }
@@ -801,9 +808,7 @@ static void test_max_threads(void)
     st = st ? st : attn_plan(&r, &sh[0], &e);
     static float out[H * D];
     st = st || !ctx ? st : attn_compute(ctx, &r, out, NULL, &e);
-    double used = 0.0;
-    for (int g = 0; ctx && g < ATTN_REGIONS; g++)
-        used += (double)ctx->region[g].peak;
+    double used = workspace_used(ctx);
     check(st == ATTN_OK && ctx && ctx->threads == 1, "attn_set_max_threads(1): attn_ctx_new(0) has 1 thread",
           "status %d, %d threads", st, ctx ? ctx->threads : -1);
     check(st == ATTN_OK && sh[0].scratch_bytes < 0.75 * sh[1].scratch_bytes && used <= sh[0].scratch_bytes,

@@ -1019,6 +1019,21 @@ static void test_content_length_cap(void)
     curl_easy_cleanup(h);
 }
 
+/* A body of one-feature rows: {opts, "need_weights": false, "query",
+ * "key" and "value" each n rows of [0.5]}, opts some more members. A
+ * small body for a lot of work. */
+static void rows_body(buf *b, const char *opts, int n)
+{
+    buf_printf(b, "{%s, \"need_weights\": false", opts);
+    for (int t = 0; t < 3; t++) {
+        buf_printf(b, ", \"%s\": [", t == 0 ? "query" : t == 1 ? "key" : "value");
+        for (int i = 0; i < n; i++)
+            buf_puts(b, i ? ",[0.5]" : "[0.5]");
+        buf_puts(b, "]");
+    }
+    buf_puts(b, "}");
+}
+
 /* The work cap counts what a request's options cost beside its products
  * (attn.h, attn_shapes.flops): 60000 one-feature rows under top_k or
  * sample are 3.6e9 pairs, 1.4e10 operations of products, well under the
@@ -1036,14 +1051,7 @@ static void test_work_counts_pipeline(void)
     CURL *h = curl_easy_init();
     for (size_t t = 0; t < sizeof c / sizeof *c; t++) {
         buf body = {0};
-        buf_printf(&body, "{%s, \"need_weights\": false", c[t].opts);
-        for (int k = 0; k < 3; k++) {
-            buf_printf(&body, ", \"%s\": [", k == 0 ? "query" : k == 1 ? "key" : "value");
-            for (int i = 0; i < c[t].rows; i++)
-                buf_puts(&body, i ? ",[0.5]" : "[0.5]");
-            buf_puts(&body, "]");
-        }
-        buf_puts(&body, "}");
+        rows_body(&body, c[t].opts, c[t].rows);
         request rq = {.method = "POST", .path = c[t].path, .body = body.data,
                       .body_len = body.len, .has_body = 1};
         response r = {0};
@@ -1884,14 +1892,7 @@ static void test_drain_stalled(server *s)
 static int send_slow_request(const server *s, int *fd)
 {
     buf body = {0}, req = {0};
-    buf_puts(&body, "{\"hidden_size\": 200000, \"need_weights\": false");
-    for (int t = 0; t < 3; t++) {
-        buf_printf(&body, ", \"%s\": [", t == 0 ? "query" : t == 1 ? "key" : "value");
-        for (int i = 0; i < 512; i++)
-            buf_puts(&body, i ? ", [0.5]" : "[0.5]");
-        buf_puts(&body, "]");
-    }
-    buf_puts(&body, "}");
+    rows_body(&body, "\"hidden_size\": 200000", 512);
     buf_printf(&req, "POST /attention/additive HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
                body.len, body.data);
