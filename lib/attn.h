@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 7
+#define ATTN_VERSION_MINOR 8
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -82,7 +82,8 @@ typedef enum {
     ATTN_ERR_PARAM,     /* a bad option or parameter value */
     ATTN_ERR_TOO_LARGE, /* a size that overflows or cannot be allocated */
     ATTN_ERR_NOMEM,     /* out of memory for scratch space */
-    ATTN_ERR_ARG        /* a programming error by the caller (NULL pointer, ...) */
+    ATTN_ERR_ARG,       /* a programming error by the caller (NULL pointer, ...) */
+    ATTN_ERR_TIMEOUT    /* the context's time limit passed (attn_ctx_set_time_limit) */
 } attn_status;
 
 /* A static English word for a status ("ok", "shape mismatch", ...). */
@@ -422,6 +423,18 @@ typedef struct attn_ctx attn_ctx;
  * out of memory. Free with attn_ctx_free (NULL is a no-op). */
 attn_ctx *attn_ctx_new(int threads);
 void attn_ctx_free(attn_ctx *ctx);
+
+/* A limit on each later call's time on ctx, in wall-clock seconds from
+ * the call's start (seconds <= 0, or NaN: none, the default). A call
+ * still computing at the limit starts no more of its tasks (a few
+ * microseconds to some milliseconds of work each, every thread's running
+ * one finishing), returns ATTN_ERR_TIMEOUT, and leaves its outputs
+ * undefined; the context is fine for the next call. A service bounding
+ * what a request can hold its threads for sets it: the work estimate
+ * (attn_shapes.flops) bounds the time only as well as it counts, and a
+ * busy machine stretches any call. The clock is coarse (a few
+ * milliseconds on Linux). */
+void attn_ctx_set_time_limit(attn_ctx *ctx, double seconds);
 
 /* The threads a context computes with at most, as the plans count them:
  * attn_shapes.scratch_bytes holds each thread's scratch for this many.

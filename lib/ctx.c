@@ -42,6 +42,13 @@ attn_ctx *attn_ctx_new(int threads)
     return ctx;
 }
 
+void attn_ctx_set_time_limit(attn_ctx *ctx, double seconds)
+{
+    if (ctx)
+        ctx->time_limit_ns = !(seconds > 0.0) ? 0
+                           : seconds >= 1e9 ? (int64_t)1e18 : (int64_t)(seconds * 1e9 + 0.5);
+}
+
 void attn_ctx_free(attn_ctx *ctx)
 {
     if (!ctx)

@@ -243,6 +243,15 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
     return ws.used + ws.kernels + ws.rope;
 }
 
+/* A call its time limit stopped: its outputs are what the tasks it ran
+ * wrote, and the rotary table the context keeps may be part-filled. */
+static attn_status timed_out(attn_ctx *ctx, attn_error *err)
+{
+    ctx->rope.valid = 0;
+    return attn_fail(err, ATTN_ERR_TIMEOUT, "", "the computation passed its time limit of %.3g s",
+                     (double)ctx->time_limit_ns / 1e9);
+}
+
 static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
                               float *out, float *w, float *lse, attn_error *err)
 {
@@ -265,11 +274,17 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
     if ((st = lay_out_call(f, plan, &s, &ws, err)) != ATTN_OK)
         return st;
     attn_exec ex = {ctx, ctx->threads};
+    attn_pool_stop stop;
+    attn_pool_stop_arm(&stop, ctx->time_limit_ns);
     struct attn_pool *prev = attn_pool_use(ctx->pool);
+    attn_pool_stop *prev_stop = attn_pool_stop_use(ctx->time_limit_ns ? &stop : NULL);
     int64_t t0 = attn_pool_now_ns();
     st = f->run(&ex, plan, out, w, lse, err);
     attn_pool_settle(ctx->pool, attn_pool_now_ns() - t0);
+    attn_pool_stop_use(prev_stop);
     attn_pool_use(prev);
+    if (atomic_load(&stop.hit))
+        return timed_out(ctx, err);
     return st;
 }
 

@@ -111,6 +111,7 @@ struct attn_pool {
     int finished;           /* of those, the ones done */
     attn_pool_fn fn;
     void *arg;
+    attn_pool_stop *stop;   /* the caller's, or NULL */
     int parts;              /* the loop's parts: one a thread */
     part part[POOL_MAX + 1];
     _Atomic uint64_t gen_hint;    /* copies of generation and finished for */
@@ -128,6 +129,7 @@ static attn_pool process_pool = {
 };
 
 static _Thread_local attn_pool *current;
+static _Thread_local attn_pool_stop *current_stop;
 
 /* Forks so far: a forked child has none of its parent's workers (and maybe
  * a lock held by a thread that is gone), so a pool started before the
@@ -203,15 +205,56 @@ static int this_cpu(void)
 #endif
 }
 
-/* Runs tasks until none is left: those of the part this thread's CPU
- * names first, then the other parts' in turn (see the top of the file). */
-static void drain(attn_pool *p, attn_pool_fn fn, void *arg, int worker_id)
+/* The pool's clock for stops: coarse where there is one (a read costs a
+ * few nanoseconds, so every task can take one). */
+static int64_t stop_clock_ns(void)
+{
+    struct timespec t;
+#ifdef CLOCK_MONOTONIC_COARSE
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+#else
+    clock_gettime(CLOCK_MONOTONIC, &t);
+#endif
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+void attn_pool_stop_arm(attn_pool_stop *s, int64_t limit_ns)
+{
+    int64_t now = stop_clock_ns();
+    s->deadline_ns = limit_ns > INT64_MAX - now ? INT64_MAX : now + limit_ns;
+    atomic_init(&s->hit, 0);
+}
+
+attn_pool_stop *attn_pool_stop_use(attn_pool_stop *s)
+{
+    attn_pool_stop *prev = current_stop;
+    current_stop = s;
+    return prev;
+}
+
+/* Whether no more tasks are to start under s (NULL: none). */
+static int stopped(attn_pool_stop *s)
+{
+    if (!s)
+        return 0;
+    if (atomic_load_explicit(&s->hit, memory_order_relaxed))
+        return 1;
+    if (stop_clock_ns() < s->deadline_ns)
+        return 0;
+    atomic_store_explicit(&s->hit, 1, memory_order_relaxed);
+    return 1;
+}
+
+/* Runs tasks until none is left, or stop says so: those of the part this
+ * thread's CPU names first, then the other parts' in turn (see the top of
+ * the file). */
+static void drain(attn_pool *p, attn_pool_fn fn, void *arg, attn_pool_stop *stop, int worker_id)
 {
     int cpu = this_cpu(), n = p->parts;
     int home = (cpu >= 0 ? cpu : worker_id) % n;
     for (int i = 0; i < n; i++) {
         part *q = &p->part[(home + i) % n];
-        for (;;) {
+        while (!stopped(stop)) {
             int64_t t = atomic_fetch_add_explicit(&q->next, 1, memory_order_relaxed);
             if (t >= q->end) break;
             fn(arg, t, worker_id);
@@ -315,8 +358,9 @@ static void *worker_main(void *arg)
         p->joined++;
         attn_pool_fn fn = p->fn;
         void *a = p->arg;
+        attn_pool_stop *stop = p->stop;
         pthread_mutex_unlock(&p->lock);
-        drain(p, fn, a, self->id);
+        drain(p, fn, a, stop, self->id);
         pthread_mutex_lock(&p->lock);
         p->finished++;
         atomic_store_explicit(&p->finished_hint, p->finished, memory_order_release);
@@ -355,7 +399,7 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
     if (p->forks != forks)
         restart_after_fork(p, forks);
     if (threads <= 1 || pthread_mutex_trylock(&p->busy) != 0) {
-        for (int64_t t = 0; t < ntasks; t++) fn(arg, t, 0);
+        for (int64_t t = 0; t < ntasks && !stopped(current_stop); t++) fn(arg, t, 0);
         return 1;
     }
     pthread_once(&fork_once, register_fork);
@@ -364,6 +408,7 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
     steer_workers(p, helpers);
     p->fn = fn;
     p->arg = arg;
+    p->stop = current_stop;
     p->wanted = helpers;
     p->open = 1;
     p->joined = 0;
@@ -376,7 +421,7 @@ int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg)
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
 
-    drain(p, fn, arg, 0);
+    drain(p, fn, arg, current_stop, 0);
 
     /* every task is taken: the workers in finish theirs, the others stay out */
     pthread_mutex_lock(&p->lock);

@@ -6,6 +6,7 @@
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 typedef struct attn_pool attn_pool;
@@ -35,6 +36,23 @@ int64_t attn_pool_now_ns(void);
  * for the next loop, and leave the CPUs to the caller's next work. */
 void attn_pool_settle(attn_pool *pool, int64_t call_ns);
 
+/* A call's time limit (attn_ctx_set_time_limit): the loops of a thread
+ * that made it its own (attn_pool_stop_use) start no task after
+ * deadline_ns, and the first thread to find it past sets hit. The code
+ * between loops goes on over what the skipped tasks did not write. */
+typedef struct {
+    int64_t deadline_ns;
+    _Atomic int hit;
+} attn_pool_stop;
+
+/* A stop limit_ns nanoseconds from now, on the pool's coarse clock (a
+ * few nanoseconds a read, milliseconds of resolution). */
+void attn_pool_stop_arm(attn_pool_stop *stop, int64_t limit_ns);
+
+/* Makes stop the one the calling thread's loops check (NULL: none) and
+ * returns the one it replaces, to be restored. */
+attn_pool_stop *attn_pool_stop_use(attn_pool_stop *stop);
+
 /* Runs fn for every task on up to `threads` threads of the calling
  * thread's pool (the caller is worker 0) and returns when all are done.
  * Pools are independent: loops of different pools run in parallel, each
@@ -42,6 +60,7 @@ void attn_pool_settle(attn_pool *pool, int64_t call_ns);
  * from inside a task, or two threads sharing the process-wide pool) or
  * threads <= 1, the caller runs every task itself. A worker that has not
  * joined by the time the caller takes the last task sits the loop out.
+ * Under a stop (attn_pool_stop_use) it starts no task past the deadline.
  * Returns the number of threads that took part (>= 1). */
 int attn_pool_run(int threads, int64_t ntasks, attn_pool_fn fn, void *arg);
 

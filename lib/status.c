@@ -21,6 +21,7 @@ const char *attn_status_str(attn_status st)
     case ATTN_ERR_TOO_LARGE: return "too large";
     case ATTN_ERR_NOMEM: return "out of memory";
     case ATTN_ERR_ARG: return "invalid argument";
+    case ATTN_ERR_TIMEOUT: return "time limit passed";
     }
     return "unknown status";
 }

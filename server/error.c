@@ -33,6 +33,9 @@ int srv_fail_lib(srv_err *e, attn_status st, const attn_error *ae)
         return srv_fail(e, 413, "too_large", field, "%s", msg);
     case ATTN_ERR_NOMEM:
         return srv_fail(e, 503, "overloaded", field, "out of memory: %s", msg);
+    case ATTN_ERR_TIMEOUT:
+        return srv_fail(e, 504, "compute_timeout", field,
+                        "%s (ATTN_COMPUTE_TIMEOUT); send less work, or split it into requests", msg);
     default:
         return srv_fail(e, 500, "internal", field, "%s", msg);
     }

@@ -924,7 +924,14 @@ int srv_http_start(void)
     struct sockaddr_in a4;
     struct sockaddr_in6 a6;
     struct sockaddr *sa;
-    unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+    /* poll(), not epoll (which MHD_USE_AUTO picks on Linux): libmicrohttpd
+     * 0.9.75's MHD_quiesce_daemon (a stop signal's first step) races an
+     * epoll worker that is awake for the listening socket's removal, and
+     * the loser aborts the process (MHD_PANIC "Failed to remove listen FD
+     * from epoll set"): a test's server got SIGTERM just as a connection
+     * closed, and died of SIGABRT instead of draining. Under poll() the
+     * quiesce only signals the workers. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
                      MHD_ALLOW_SUSPEND_RESUME;
     memset(&a4, 0, sizeof a4);
     memset(&a6, 0, sizeof a6);

@@ -62,6 +62,10 @@ static const char usage[] =
     "                                         too_large before computing, as are more (batch,\n"
     "                                         head) slices than it / 5e4 (at least 1024; each\n"
     "                                         costs some 0.2 us)\n"
+    "  --compute-timeout SECONDS  ATTN_COMPUTE_TIMEOUT  the longest one computation of a\n"
+    "                                         request may run (the work cap is an estimate);\n"
+    "                                         past it the request is 504 compute_timeout and\n"
+    "                                         its threads free (30; 0: off)\n"
     "  --token TOKEN        ATTN_TOKEN        compute routes require Authorization: Bearer\n"
     "                                         TOKEN (401 otherwise); health, metrics, rules and\n"
     "                                         the demo stay open. Prefer the environment: flags\n"
@@ -294,6 +298,7 @@ static void set_defaults(long cores)
     srv_cfg.session_max_tokens = 131072;
     srv_cfg.session_ttl = 300;
     srv_cfg.drain_timeout = 30;
+    srv_cfg.compute_timeout = 30;
 }
 
 /* Environment first, then flags over it. Each name maps to one flag; val[]
@@ -326,6 +331,7 @@ enum {
     K_TRUST_SESSION_ID,
     K_REQUEST_TIMEOUT,
     K_DRAIN_TIMEOUT,
+    K_COMPUTE_TIMEOUT,
     NKEYS
 };
 static const char *const keys[NKEYS][2] = {
@@ -356,6 +362,7 @@ static const char *const keys[NKEYS][2] = {
     [K_TRUST_SESSION_ID] = {"--trust-session-id", "ATTN_TRUST_SESSION_ID"},
     [K_REQUEST_TIMEOUT] = {"--request-timeout", "ATTN_REQUEST_TIMEOUT"},
     [K_DRAIN_TIMEOUT] = {"--drain-timeout", "ATTN_DRAIN_TIMEOUT"},
+    [K_COMPUTE_TIMEOUT] = {"--compute-timeout", "ATTN_COMPUTE_TIMEOUT"},
 };
 
 /* Fills val[k] from the environment and argv; exits on --help or a bad flag. */
@@ -449,6 +456,8 @@ static void apply_options(const char *val[NKEYS], long cores)
         srv_cfg.request_timeout = (unsigned)parse_seconds("request timeout (0 to 1 day)", v, 0, 86400);
     if ((v = val[K_DRAIN_TIMEOUT]))
         srv_cfg.drain_timeout = (unsigned)parse_seconds("drain timeout (0 to 1 day)", v, 0, 86400);
+    if ((v = val[K_COMPUTE_TIMEOUT]))
+        srv_cfg.compute_timeout = (unsigned)parse_seconds("compute timeout (0 to 1 day)", v, 0, 86400);
     /* Threads beyond the CPUs gain nothing; the library plans a call's
      * working memory (the cap's measure) for the contexts' threads. */
     if (srv_cfg.compute_threads > cores) {
@@ -533,13 +542,14 @@ static void log_settings(void)
             "max connections %u, max per ip %u, max body %zu, max depth %d, max elements %lld, "
             "max weights %lld, max work %g, timeout %us, request timeout %us, max sessions %d, "
             "session memory %zu, session max tokens %lld, session ttl %us, trust session id %s, "
-            "drain timeout %us, token %s, cors origins %s, log level %s, kernels %s, demo %s, openapi %s)",
+            "drain timeout %us, compute timeout %us, token %s, cors origins %s, log level %s, kernels %s, demo %s, openapi %s)",
             SRV_VERSION, srv_cfg.bind, srv_cfg.port, srv_cfg.threads, srv_cfg.compute_threads,
             srv_cfg.max_inflight, srv_cfg.max_connections, srv_cfg.max_per_ip, srv_cfg.max_body,
             srv_cfg.max_depth, (long long)srv_cfg.max_elements, (long long)srv_cfg.max_weights,
             srv_cfg.max_work, srv_cfg.timeout, srv_cfg.request_timeout, srv_cfg.max_sessions,
             srv_cfg.session_memory, (long long)srv_cfg.session_max_tokens, srv_cfg.session_ttl,
-            srv_cfg.trust_session_id ? "on" : "off", srv_cfg.drain_timeout, srv_cfg.token ? "on" : "off",
+            srv_cfg.trust_session_id ? "on" : "off", srv_cfg.drain_timeout,
+            srv_cfg.compute_timeout, srv_cfg.token ? "on" : "off",
             srv_cfg.cors_origins ? srv_cfg.cors_origins : "off", levels[srv_cfg.log_level],
             attn_kernel_isa(), srv_cfg.static_dir ? srv_cfg.static_dir : "built-in page",
             srv_cfg.openapi_path ? srv_cfg.openapi_path : "none");

@@ -45,15 +45,18 @@ static attn_ctx *small_ctx(void)
 
 attn_ctx *srv_ctx_acquire(double flops)
 {
-    if (flops < SMALL_FLOPS)
-        return small_ctx();
     attn_ctx *c = NULL;
-    pthread_mutex_lock(&mu);
-    if (n_free > 0)
-        c = free_ctx[--n_free];
-    pthread_mutex_unlock(&mu);
-    if (!c)
-        c = attn_ctx_new(srv_cfg.compute_threads);
+    if (flops < SMALL_FLOPS) {
+        c = small_ctx();
+    } else {
+        pthread_mutex_lock(&mu);
+        if (n_free > 0)
+            c = free_ctx[--n_free];
+        pthread_mutex_unlock(&mu);
+        if (!c)
+            c = attn_ctx_new(srv_cfg.compute_threads);
+    }
+    attn_ctx_set_time_limit(c, srv_cfg.compute_timeout); /* NULL: a no-op */
     return c;
 }
 

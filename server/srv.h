@@ -63,6 +63,8 @@ typedef struct {
     int64_t session_max_tokens; /* ATTN_SESSION_MAX_TOKENS: the largest max_tokens */
     unsigned session_ttl;      /* ATTN_SESSION_TTL: idle seconds before a session expires */
     unsigned drain_timeout;    /* ATTN_DRAIN_TIMEOUT: seconds a stop signal waits for requests */
+    unsigned compute_timeout;  /* ATTN_COMPUTE_TIMEOUT: seconds one library call of a request
+                                * may compute, past which it is 504; 0 = no limit */
     int trust_session_id;      /* ATTN_TRUST_SESSION_ID: take a new session's id from
                                 * X-Session-Id (set by the load balancer) */
 } srv_config;
@@ -657,7 +659,8 @@ attn_mask *srv_job_mask(srv_job *j, int slot);
 void srv_name_list(char *out, size_t n, const char *name);
 
 /* Compute contexts, reused across requests: borrow one for a computation
- * of about `flops` work, give it back after. NULL means "use no context". */
+ * of about `flops` work (its calls limited to ATTN_COMPUTE_TIMEOUT each),
+ * give it back after. NULL means "use no context". */
 attn_ctx *srv_ctx_acquire(double flops);
 void srv_ctx_release(attn_ctx *ctx, size_t scratch); /* what the request planned */
 void srv_ctx_shutdown(void);

@@ -820,6 +820,111 @@ static void test_max_threads(void)
     check(attn_max_threads() >= 1, "attn_set_max_threads(0): the default again", "%d", attn_max_threads());
 }
 
+/* -------------------------------------------------------- time limit */
+
+static double wall_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A scaled-dot request of H heads, Lq queries over Lk keys of width D,
+ * without weights, its inputs from x (filled here, 2 H (Lq + Lk) D floats
+ * from a fixed sequence). */
+static attn_request long_request(float *x, int64_t H, int64_t Lq, int64_t Lk, int64_t D)
+{
+    uint32_t u = 12345;
+    for (int64_t i = 0; i < H * (Lq + 2 * Lk) * D; i++) {
+        u = u * 1664525u + 1013904223u;
+        x[i] = (float)(u >> 8) / 16777216.0f - 0.5f;
+    }
+    attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+    r.query = (attn_tensor){4, {1, H, Lq, D}, x};
+    r.key = (attn_tensor){4, {1, H, Lk, D}, x + H * Lq * D};
+    r.value = (attn_tensor){4, {1, H, Lk, D}, x + H * (Lq + Lk) * D};
+    r.opt.need_weights = 0;
+    return r;
+}
+
+/* A call, timed: its status and seconds. */
+static attn_status timed_call(attn_ctx *ctx, const attn_request *r, float *out, attn_error *e,
+                              double *secs)
+{
+    double t0 = wall_s();
+    attn_status st = attn_compute(ctx, r, out, NULL, e);
+    *secs = wall_s() - t0;
+    return st;
+}
+
+/* A call past its context's time limit stops there with ATTN_ERR_TIMEOUT
+ * (on one thread and on two), and the context computes the next call
+ * as before the limit. */
+static void test_time_limit_stops(void)
+{
+    enum { H = 8, L = 4096, D = 64 };
+    float *x = malloc(sizeof(float) * 3 * H * L * D), *out[2];
+    out[0] = malloc(sizeof(float) * H * L * D);
+    out[1] = malloc(sizeof(float) * H * L * D);
+    attn_request r = long_request(x, H, L, L, D);
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_ctx *ctx = attn_ctx_new(threads);
+        attn_error e;
+        double full, cut, again;
+        attn_status st0 = timed_call(ctx, &r, out[0], &e, &full);
+        attn_ctx_set_time_limit(ctx, full / 20);
+        attn_status st1 = timed_call(ctx, &r, out[1], &e, &cut);
+        check(st0 == ATTN_OK && st1 == ATTN_ERR_TIMEOUT && cut < full / 2 &&
+                  strstr(e.message, "time limit"),
+              "attn_ctx_set_time_limit: a call stops at its limit",
+              "%d threads: status %d then %d (\"%s\") after %.3f s, %.3f s without the limit of %.3f s",
+              threads, st0, st1, e.message, cut, full, full / 20);
+        attn_ctx_set_time_limit(ctx, 0.0);
+        attn_status st2 = timed_call(ctx, &r, out[1], &e, &again);
+        check(st2 == ATTN_OK && !memcmp(out[0], out[1], sizeof(float) * H * L * D),
+              "attn_ctx_set_time_limit(0): the next call whole", "%d threads: status %d", threads, st2);
+        attn_ctx_free(ctx);
+    }
+    free(x);
+    free(out[0]);
+    free(out[1]);
+}
+
+/* A limit that passes while rope's table of cos and sin is being filled
+ * leaves it part-filled: the context's next call over the same positions
+ * must fill it again, and answers as a fresh context does. */
+static void test_time_limit_rope(void)
+{
+    enum { L = 1 << 18, LK = 16, D = 16 };
+    float *x = malloc(sizeof(float) * (L + 2 * LK) * D), *out[2];
+    out[0] = malloc(sizeof(float) * L * D);
+    out[1] = malloc(sizeof(float) * L * D);
+    attn_request r = long_request(x, 1, L, LK, D);
+    r.opt.rope = (attn_rope){1, 10000.0f, ATTN_ROPE_HALF, 0, 0};
+    attn_ctx *fresh = attn_ctx_new(2), *ctx = attn_ctx_new(2);
+    attn_error e;
+    double t[3];
+    attn_status st0 = timed_call(fresh, &r, out[0], &e, &t[0]);
+    attn_ctx_set_time_limit(ctx, 1e-3);
+    attn_status st1 = timed_call(ctx, &r, out[1], &e, &t[1]);
+    attn_ctx_set_time_limit(ctx, 0.0);
+    attn_status st2 = timed_call(ctx, &r, out[1], &e, &t[2]);
+    if (st1 == ATTN_OK) {
+        printf("time limit during rope's table: the call took %.3f s, within the clock's tick; "
+               "skipped\n", t[1]);
+        n_skipped++;
+    } else
+        check(st0 == ATTN_OK && st1 == ATTN_ERR_TIMEOUT && st2 == ATTN_OK &&
+                  !memcmp(out[0], out[1], sizeof(float) * L * D),
+              "time limit during rope's table: the next call fills it again",
+              "status %d, %d, %d; %.3f s whole", st0, st1, st2, t[0]);
+    attn_ctx_free(fresh);
+    attn_ctx_free(ctx);
+    free(x);
+    free(out[0]);
+    free(out[1]);
+}
+
 /* ----------------------------------------------------------- threads */
 
 /* Four tasks of two loops that can only finish together: each waits (up
@@ -1198,6 +1303,8 @@ int main(int argc, char **argv)
     }
     test_bf16_kv_shared();
     test_max_threads();
+    test_time_limit_stops();
+    test_time_limit_rope();
     test_parallel_pools();
     test_steering();
     test_settle();

@@ -2044,6 +2044,40 @@ static void test_capped_warnings(void)
     check(written >= 1 && whole, "5xx warnings: one line each, ending with the answer's JSON", "see %s", log);
 }
 
+/* ATTN_COMPUTE_TIMEOUT=1: send_slow_request's body (some 10 s of compute,
+ * under the server's ATTN_MAX_WORK) is 504 compute_timeout about a second
+ * in, naming the setting, and the server answers the next request at once
+ * and exits 0. Under valgrind the paths only, not the clock. */
+static void test_compute_timeout(void)
+{
+    static const char *const env[] = {"ATTN_COMPUTE_TIMEOUT=1", "ATTN_MAX_WORK=1e13", NULL};
+    server s = {0};
+    if (!check(server_start(&s, server_path, "compute timeout", "/healthz", env, log_path) == 0,
+               "server starts with a 1 s compute timeout", "see %s", log_path))
+        return;
+    CURL *h = curl_easy_init();
+    buf body = {0};
+    rows_body(&body, "\"hidden_size\": 200000", 512);
+    request rq = {.method = "POST", .path = "/attention/additive", .body = body.data,
+                  .body_len = body.len, .has_body = 1};
+    response r = {0};
+    double t0 = now_ms();
+    http(h, s.base, &rq, &r);
+    double ms = now_ms() - t0;
+    const char *got = r.body.data ? r.body.data : "";
+    check(r.status == 504 && strstr(got, "\"compute_timeout\"") && strstr(got, "ATTN_COMPUTE_TIMEOUT") &&
+              (memcheck || ms < 4000),
+          "compute timeout: a computation past ATTN_COMPUTE_TIMEOUT is 504",
+          "status %ld after %.0f ms: %s", r.status, ms, short_body(&r));
+    response_free(&r);
+    buf_free(&body);
+    double next = normal_client_ms(h, &s);
+    check(memcheck ? next < 1e9 : next < 1000, "compute timeout: the next request is served at once",
+          "%.0f ms", next);
+    curl_easy_cleanup(h);
+    check(server_stop(&s), "compute timeout server exits 0 on SIGTERM", "see %s", log_path);
+}
+
 /* The stop signals' tests, each on a server of its own that it stops. */
 static void test_stops(void)
 {
@@ -2162,6 +2196,8 @@ int main(int argc, char **argv)
         test_settings();
         test_start_line();
     }
+    if (!only)
+        test_compute_timeout();
     if (!only && !memcheck)
         test_stops();
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);
