@@ -251,7 +251,8 @@ typedef struct attn_head_job {
 } attn_head_job;
 
 /* Row i of a head job's attention: s holds the raw scores (lk floats) and
- * is overwritten; w receives the weights. tmp is lk floats of scratch.
+ * is overwritten; w receives the weights. tmp is lk floats of scratch,
+ * and at least 16.
  * Applies the score pipeline (softcap, bias, ALiBi, masks), a
  * max-subtracted softmax over allowed keys with the sink (all zero when
  * none), then hard attention. */

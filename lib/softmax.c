@@ -96,27 +96,46 @@ void attn_row_range(const attn_row_masks *m, int64_t i, int64_t lk, int64_t *j0,
     *j1 = hi;
 }
 
+/* Keys a mark of sample_key covers. */
+#define SAMPLE_SPAN 64
+
 /* Hard sampling (attn.h, "Draws"): the key drawn from s (-INFINITY = not
- * allowed, mx the largest allowed score) with draw x. */
-static int64_t sample_key(const float *s, int64_t lk, float mx, float temperature, uint64_t x)
+ * allowed, mx the largest allowed score) with draw x. The first pass sums
+ * the exponentials in index order and keeps the running sum at every
+ * SAMPLE_SPAN keys in marks (lk / SAMPLE_SPAN + 1 doubles, as bytes); the
+ * second starts from the mark before the span where the sum passes the
+ * target, so it takes the same sums as a walk from the first key, with
+ * SAMPLE_SPAN exponentials at most where that walk took half the row's. */
+static int64_t sample_key(const float *s, int64_t lk, float mx, float temperature, uint64_t x,
+                          void *marks)
 {
-    double u = (double)(x >> 11) * 0x1p-53, total = 0.0, run = 0.0;
-    for (int64_t j = 0; j < lk; j++)
-        if (s[j] != -INFINITY)
-            total += exp(((double)s[j] - mx) / temperature);
-    double target = u * total;
+    double u = (double)(x >> 11) * 0x1p-53, run = 0.0;
     int64_t last = -1;
     for (int64_t j = 0; j < lk; j++) {
-        if (s[j] == -INFINITY)
-            continue;
-        double e = exp(((double)s[j] - mx) / temperature);
+        if (j % SAMPLE_SPAN == 0)
+            memcpy((double *)marks + j / SAMPLE_SPAN, &run, sizeof run);
+        double e = s[j] == -INFINITY ? 0.0 : exp(((double)s[j] - mx) / temperature);
         run += e;
         if (e > 0.0)
             last = j;
+    }
+    double target = u * run, at = 0.0;
+    int64_t span = (lk - 1) / SAMPLE_SPAN; /* the last span's sum is run */
+    for (int64_t b = 1; b <= (lk - 1) / SAMPLE_SPAN; b++) {
+        memcpy(&at, (double *)marks + b, sizeof at);
+        if (at > target) {
+            span = b - 1;
+            break;
+        }
+    }
+    memcpy(&run, (double *)marks + span, sizeof run);
+    for (int64_t j = span * SAMPLE_SPAN; j < lk; j++) {
+        double e = s[j] == -INFINITY ? 0.0 : exp(((double)s[j] - mx) / temperature);
+        run += e;
         if (run > target && e > 0.0)
             return j;
     }
-    return last; /* rounding cannot reach here; the last key that could be drawn */
+    return last; /* rounding can leave the target at the total: the last key that could be drawn */
 }
 
 float attn_row_scores(float *s, int64_t i, const attn_head_job *jb, int64_t a, int64_t b,
@@ -165,7 +184,7 @@ void attn_row_weights(float *s, int64_t n, float mx, int64_t i, const attn_head_
         int64_t at = 0;
         if (jb->hard == ATTN_HARD_SAMPLE) {
             uint64_t state = jb->seed + (jb->draw_base + (uint64_t)i) * 0x9E3779B97F4A7C15ull;
-            at = sample_key(s, n, mx, jb->temperature, attn_splitmix64(&state));
+            at = sample_key(s, n, mx, jb->temperature, attn_splitmix64(&state), tmp);
         } else {
             while (s[at] != mx)
                 at++;
