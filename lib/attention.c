@@ -52,6 +52,7 @@ typedef struct {
     int64_t nq, nk; /* (batch, head) slices of query and of key/value: B H and B Hkv */
     int64_t qrows, krows; /* query and key rows of all slices: nq Lq and nk Lk */
     varlen vl;      /* packed sequences, or vl.on 0 */
+    int bshd;       /* ATTN_QKV_BSHD: a slice's rows H (key and value's Hkv) apart */
     int64_t lkeys; /* keys each query row attends over: Lk, or Lv for concat */
     int64_t dh, dout;
     const attn_tensor *p[MAX_PARAMS];
@@ -338,6 +339,10 @@ static attn_status fill_shapes(plan *pl, attn_error *err)
         sh->out_shape[1] = sh->w_shape[1] = d->H;
     sh->out_shape[o] = d->Lq;
     sh->out_shape[o + 1] = pl->dout;
+    if (pl->bshd) {
+        sh->out_shape[1] = d->Lq;
+        sh->out_shape[2] = d->H;
+    }
     sh->w_shape[o] = d->Lq;
     sh->w_shape[o + 1] = pl->lkeys;
     int64_t wc;
@@ -360,7 +365,11 @@ static attn_status make_plan(const attn_request *req, plan *pl, attn_error *err)
     const attn_rule_info *info = attn_rule_describe(req->rule);
     if (!info)
         return attn_fail(err, ATTN_ERR_ARG, "rule", "unknown rule %d", (int)req->rule);
-    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, 1, &pl->d, err);
+    if (req->opt.qkv_layout != ATTN_QKV_BHSD && req->opt.qkv_layout != ATTN_QKV_BSHD)
+        return attn_fail(err, ATTN_ERR_PARAM, "qkv_layout", "unknown qkv_layout %d",
+                         (int)req->opt.qkv_layout);
+    pl->bshd = req->opt.qkv_layout == ATTN_QKV_BSHD;
+    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, 1, pl->bshd, &pl->d, err);
     if (st != ATTN_OK || (st = check_rule_dims(info, req->rule, &pl->d, err)) != ATTN_OK ||
         (st = check_rule_options(info, req, err)) != ATTN_OK)
         return st;
@@ -438,6 +447,10 @@ static attn_status varlen_refusals(const attn_request *r, attn_error *err)
     const attn_options *o = &r->opt;
     const char *clash = o->mask.rank ? "mask" : o->bias.rank ? "bias"
                       : o->key_mask.rank ? "key_mask" : NULL;
+    if (o->qkv_layout != ATTN_QKV_BHSD)
+        return attn_fail(err, ATTN_ERR_PARAM, "qkv_layout",
+                         "qkv_layout does not apply to packed sequences: they are (total, H, D) "
+                         "already");
     if (r->rule == ATTN_RULE_CONCAT)
         return attn_fail(err, ATTN_ERR_PARAM, "rule",
                          "rule concat does not take packed sequences: its parameters are sized "
@@ -835,8 +848,9 @@ static void rule_lay_out(void *p, attn_ws *ws)
  * output) rows from q0, qstep apart; key rows from k0 and value rows from
  * v0, kstep apart; n0 the number of its first query row among all (the
  * lse's and the draws' order), shift its queries' rope shift. A batch's
- * slice r = b H + h holds Lq rows from r Lq; a packed sequence's head h
- * is every H-th row of (total_q, H, D) from its first. */
+ * slice r = b H + h holds Lq rows from r Lq, or with BSHD every H-th
+ * row from b Lq H + h; a packed sequence's head h is every H-th row of
+ * (total_q, H, D) from its first. */
 typedef struct {
     int64_t b, h, lq, lk, q0, qstep, k0, v0, kstep, n0, shift;
 } slice;
@@ -853,6 +867,10 @@ static slice slice_of(const plan *pl, int64_t r)
         c.q0 = c.n0 = r * d->Lq, c.k0 = kr * d->Lk, c.v0 = kr * d->Lv;
         c.qstep = c.kstep = 1;
         c.shift = 0;
+        if (pl->bshd) {
+            c.q0 = c.b * d->Lq * d->H + c.h, c.qstep = d->H;
+            c.k0 = c.b * d->Lk * d->Hkv + g, c.v0 = c.b * d->Lv * d->Hkv + g, c.kstep = d->Hkv;
+        }
         return c;
     }
     const varlen *v = &pl->vl;
@@ -945,8 +963,12 @@ static void rule_rope(const attn_exec *ex, plan *pl)
         rope_sequences(ex, pl);
         return;
     }
-    attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, d->Dq, pl->qr, d->Dq, pl->nq, d->Lq, 1);
-    attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, d->Dk, pl->kr, d->Dk, pl->nk, d->Lk, 1);
+    /* B Lq rows of H heads each (BSHD), or B H rows of one */
+    int64_t hq = pl->bshd ? d->H : 1, hk = pl->bshd ? d->Hkv : 1;
+    attn_rope_set_rows(&pl->rope.set[0], pl->req.query.data, hq * d->Dq, pl->qr, hq * d->Dq,
+                       pl->nq / hq, d->Lq, hq);
+    attn_rope_set_rows(&pl->rope.set[1], pl->req.key.data, hk * d->Dk, pl->kr, hk * d->Dk,
+                       pl->nk / hk, d->Lk, hk);
     attn_rope_rows(ex, &pl->rope);
 }
 

@@ -297,6 +297,21 @@ typedef struct {
  * attention or sparsity; elsewhere ATTN_ERR_PARAM naming "precision". */
 typedef enum { ATTN_PRECISION_FP32 = 0, ATTN_PRECISION_BF16 } attn_precision;
 
+/* Where the heads sit in a rule's rank-4 query, key and value
+ * (attn_options.qkv_layout), and so in its output. ATTN_QKV_BHSD (the
+ * default): query (B, H, Lq, Dq), key (B, Hkv, Lk, Dk), value (B, Hkv,
+ * Lk, Dv) and output (B, H, Lq, Dv), as torch's
+ * scaled_dot_product_attention takes them. ATTN_QKV_BSHD: (B, Lq, H, Dq),
+ * (B, Lk, Hkv, Dk), (B, Lk, Hkv, Dv) and (B, Lq, H, Dv), as
+ * FlashAttention's flash_attn_func does; read and written in place (each
+ * head's rows H D floats apart), with the same answers. Either way the
+ * weights are (B, H, Lq, Lk), lse (B, H, Lq), mask and bias take the
+ * shapes they take with BHSD, and sampling numbers rows (b H + h) Lq + i.
+ * BSHD needs rank 4 (else ATTN_ERR_PARAM naming "qkv_layout"); multi-head
+ * (whose input is (B, L, E)), packed sequences (already (total, H, D))
+ * and the KV cache refuse it with ATTN_ERR_PARAM naming "qkv_layout" (since 1.8). */
+typedef enum { ATTN_QKV_BHSD = 0, ATTN_QKV_BSHD } attn_qkv_layout;
+
 /* Feature map of linear attention (Katharopoulos et al. 2020). */
 typedef enum { ATTN_FM_ELU = 0 /* elu(x) + 1 */, ATTN_FM_RELU } attn_feature_map;
 
@@ -366,6 +381,7 @@ typedef struct {
     attn_feature_map feature_map; /* linear attention */
     attn_precision precision; /* float32 (default) or bfloat16 products; see attn_precision */
     int need_weights;   /* 0: weights are not built; the weights buffer may be NULL */
+    attn_qkv_layout qkv_layout; /* rank-4 heads' place: BHSD (default) or BSHD (since 1.8) */
 } attn_options;
 
 /* Draws from options.seed, the same on every platform. The generator is

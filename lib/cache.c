@@ -72,7 +72,8 @@ static attn_status make_plan(const attn_cache_request *req, cplan *pl, attn_erro
     if (req->has_scale && !isfinite(req->scale))
         return attn_fail(err, ATTN_ERR_PARAM, "scale", "scale must be a finite number");
     attn_score_dims sd = {1, pl->H, pl->Tq, pl->n, 0, "len"};
-    if ((st = attn_check_options(o, ATTN_RULE_DOT, "attention over a KV cache", &sd, err)) !=
+    if ((st = attn_refuse_layout(o, "attention over a KV cache", err)) != ATTN_OK ||
+        (st = attn_check_options(o, ATTN_RULE_DOT, "attention over a KV cache", &sd, err)) !=
             ATTN_OK ||
         (st = attn_check_rope(&o->rope, pl->d, err)) != ATTN_OK)
         return st;

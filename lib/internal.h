@@ -84,11 +84,17 @@ typedef struct {
     int64_t B, H, Hkv, Lq, Dq, Lk, Dk, Lv, Dv;
 } attn_dims;
 
-/* query/key/value ranks (2 or 3; 4 too when heads_ok), batch and head
- * agreement, non-empty dims, data present; fills d (Lv is value's rows,
- * which the caller compares with Lk or not). */
-attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, int heads_ok, attn_dims *d, attn_error *err);
+/* query/key/value ranks (2 or 3; 4 too when heads_ok; 4 only when bshd,
+ * ATTN_QKV_BSHD's (B, L, H, D)), batch and head agreement, non-empty
+ * dims, data present; fills d (Lv is value's rows, which the caller
+ * compares with Lk or not). */
+attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                           int heads_ok, int bshd, attn_dims *d, attn_error *err);
+
+/* ATTN_ERR_PARAM naming "qkv_layout" when o sets one other than BHSD:
+ * `who`'s tensors have no (B, H, L, D) form to change (multi-head's
+ * (B, L, E), the KV cache's (T, H, d)). */
+attn_status attn_refuse_layout(const attn_options *o, const char *who, attn_error *err);
 
 /* hidden_size and output_size: 0 (the default, Dq) or positive. */
 attn_status attn_check_sizes(int64_t hidden_size, int64_t output_size, attn_error *err);

@@ -470,7 +470,7 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
     }
     const attn_tensor *k = req->key.rank ? &req->key : &req->query;
     const attn_tensor *v = req->value.rank ? &req->value : &req->query;
-    attn_status st = attn_check_qkv(&req->query, k, v, 0, &pl->d, err);
+    attn_status st = attn_check_qkv(&req->query, k, v, 0, 0, &pl->d, err);
     if (st != ATTN_OK)
         return st;
     attn_dims *d = &pl->d;
@@ -483,6 +483,8 @@ static attn_status make_mplan(const attn_mha_request *req, int with_params, mpla
     if ((st = check_heads(req, pl, err)) != ATTN_OK)
         return st;
     attn_score_dims sd = {d->B, pl->H, d->Lq, d->Lk, 0, "Lk"};
+    if ((st = attn_refuse_layout(&req->opt, mha_who(req), err)) != ATTN_OK)
+        return st;
     st = attn_check_options(&req->opt, mha_as(req), mha_who(req), &sd, err);
     if (st != ATTN_OK || (st = attn_check_rope(&req->opt.rope, pl->hd, err)) != ATTN_OK)
         return st;

@@ -191,7 +191,8 @@ attn_status attn_seed_params(const attn_request *req, uint64_t seed,
     if (!req || !out)
         return attn_fail(err, ATTN_ERR_ARG, "", "attn_seed_params: NULL argument");
     attn_dims d;
-    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, 1, &d, err);
+    attn_status st = attn_check_qkv(&req->query, &req->key, &req->value, 1,
+                                    req->opt.qkv_layout == ATTN_QKV_BSHD, &d, err);
     if (st != ATTN_OK)
         return st;
     if ((st = attn_check_sizes(req->hidden_size, req->output_size, err)) != ATTN_OK)

@@ -28,6 +28,14 @@ static attn_status check_one(const attn_tensor *t, const char *name, const char 
     return ATTN_OK;
 }
 
+attn_status attn_refuse_layout(const attn_options *o, const char *who, attn_error *err)
+{
+    if (o->qkv_layout == ATTN_QKV_BHSD)
+        return ATTN_OK;
+    return attn_fail(err, ATTN_ERR_PARAM, "qkv_layout",
+                     "qkv_layout applies to the rules' 4-D query, key and value, not %s", who);
+}
+
 /* Rank 4: key and value heads agree, and divide query's (grouped-query
  * attention, as torch's scaled_dot_product_attention with enable_gqa). */
 static attn_status check_heads(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
@@ -45,17 +53,49 @@ static attn_status check_heads(const attn_tensor *q, const attn_tensor *k, const
     return ATTN_OK;
 }
 
-attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k,
-                           const attn_tensor *v, int heads_ok, attn_dims *d, attn_error *err)
+/* t with its dimensions 1 and 2 swapped: (B, L, H, D) as (B, H, L, D). */
+static attn_tensor heads_first(const attn_tensor *t)
+{
+    attn_tensor u = *t;
+    u.shape[1] = t->shape[2];
+    u.shape[2] = t->shape[1];
+    return u;
+}
+
+/* BSHD's tensors, each rank 4 (checked), as BHSD's. */
+static attn_status bshd_view(const attn_tensor *in[3], attn_tensor out[3], attn_error *err)
+{
+    static const char *const names[3] = {"query", "key", "value"};
+    for (int i = 0; i < 3; i++) {
+        if (in[i]->rank != 4)
+            return attn_fail(err, ATTN_ERR_PARAM, "qkv_layout",
+                             "qkv_layout BSHD takes a 4-D query, key and value, (B, L, H, D) "
+                             "as FlashAttention holds them; %s has rank %d", names[i],
+                             in[i]->rank);
+        out[i] = heads_first(in[i]);
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_check_qkv(const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+                           int heads_ok, int bshd, attn_dims *d, attn_error *err)
 {
     attn_status st;
-    if ((st = check_one(q, "query", "(Lq, Dq)", "(B, Lq, Dq)", heads_ok ? "(B, H, Lq, Dq)" : NULL,
-                        err)) != ATTN_OK ||
-        (st = check_one(k, "key", "(Lk, Dk)", "(B, Lk, Dk)", heads_ok ? "(B, Hkv, Lk, Dk)" : NULL,
-                        err)) != ATTN_OK ||
-        (st = check_one(v, "value", "(Lk, Dv)", "(B, Lk, Dv)", heads_ok ? "(B, Hkv, Lk, Dv)" : NULL,
-                        err)) != ATTN_OK)
+    int h = heads_ok && !bshd;
+    const char *q4 = bshd ? "(B, Lq, H, Dq)" : h ? "(B, H, Lq, Dq)" : NULL;
+    const char *k4 = bshd ? "(B, Lk, Hkv, Dk)" : h ? "(B, Hkv, Lk, Dk)" : NULL;
+    const char *v4 = bshd ? "(B, Lk, Hkv, Dv)" : h ? "(B, Hkv, Lk, Dv)" : NULL;
+    if ((st = check_one(q, "query", "(Lq, Dq)", "(B, Lq, Dq)", q4, err)) != ATTN_OK ||
+        (st = check_one(k, "key", "(Lk, Dk)", "(B, Lk, Dk)", k4, err)) != ATTN_OK ||
+        (st = check_one(v, "value", "(Lk, Dv)", "(B, Lk, Dv)", v4, err)) != ATTN_OK)
         return st;
+    attn_tensor view[3];
+    if (bshd) {
+        const attn_tensor *in[3] = {q, k, v};
+        if ((st = bshd_view(in, view, err)) != ATTN_OK)
+            return st;
+        q = &view[0], k = &view[1], v = &view[2];
+    }
     const attn_tensor *ts[2] = {k, v};
     const char *names[2] = {"key", "value"};
     static const char *const dims[5] = {"", "", "no batch dimension", "a batch dimension",

@@ -416,7 +416,7 @@ static void set_word(srv_job *j, int slot, int k)
     case SRV_SLOT_ATTENTION:     j->u.mha.linear = k; break;
     case SRV_SLOT_FEATURE_MAP:   o->feature_map = (attn_feature_map)k; break;
     case SRV_SLOT_PRECISION:     o->precision = (attn_precision)k; break;
-    case SRV_SLOT_QKV_LAYOUT:    j->bshd = k; break;
+    case SRV_SLOT_QKV_LAYOUT:    o->qkv_layout = (attn_qkv_layout)k; break;
     case SRV_SLOT_ROPE_STYLE:    o->rope.style = (attn_rope_style)k; break;
     case SRV_SLOT_SP_PATTERN:    o->sparsity.pattern = (attn_pattern)k; break;
     default: break;

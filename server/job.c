@@ -251,69 +251,6 @@ static int layout(srv_call *call, srv_job *j, srv_err *e)
     return st == ATTN_OK ? 0 : srv_fail_lib(e, st, &ae);
 }
 
-void srv_swap_middle(const float *x, float *y, const int64_t *s)
-{
-    int64_t A = s[0], M = s[1], N = s[2], D = s[3];
-    for (int64_t a = 0; a < A; a++)
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++)
-                memcpy(y + ((a * N + n) * M + m) * D, x + ((a * M + m) * N + n) * D,
-                       (size_t)D * sizeof *x);
-}
-
-/* t (rank 4) with its middle dimensions swapped, into the arena. */
-static int swap_tensor(srv_call *call, attn_tensor *t, const char *field, srv_err *e)
-{
-    int64_t n = 1;
-    for (int i = 0; i < 4; i++)
-        if (!attn_size_mul(n, t->shape[i], &n) || n > (int64_t)(SIZE_MAX / sizeof(float)))
-            return srv_fail(e, 413, "too_large", field, "%s has too many elements", field);
-    float *y = n ? srv_arena_alloc(&call->arena, (size_t)n * sizeof *y) : NULL;
-    if (n && !y)
-        return srv_fail(e, 413, "too_large", field, "not enough memory for %s", field);
-    if (n)
-        srv_swap_middle(t->data, y, t->shape);
-    int64_t h = t->shape[1];
-    t->shape[1] = t->shape[2];
-    t->shape[2] = h;
-    t->data = n ? y : t->data;
-    return 0;
-}
-
-/* qkv_layout "bshd" (FlashAttention's (B, L, H, D)): query, key and value
- * as the library takes them, (B, H, L, D). */
-static int take_bshd(srv_call *call, srv_job *j, srv_err *e)
-{
-    if (!j->bshd || j->kind != SRV_JOB_ATTENTION)
-        return 0;
-    attn_tensor *ts[3] = {&j->u.att.query, &j->u.att.key, &j->u.att.value};
-    static const char *const names[3] = {"query", "key", "value"};
-    for (int i = 0; i < 3; i++)
-        if (ts[i]->rank != 4)
-            return srv_fail(e, 422, "invalid_param", "qkv_layout",
-                            "qkv_layout \"bshd\" takes a 4-D query, key and value, (B, L, H, "
-                            "D) as FlashAttention holds them; %s has rank %d", names[i],
-                            ts[i]->rank);
-    for (int i = 0; i < 3; i++)
-        if (swap_tensor(call, ts[i], names[i], e))
-            return -1;
-    return 0;
-}
-
-/* The output (B, H, Lq, Dv) as qkv_layout "bshd" gives it, (B, Lq, H, Dv). */
-static int give_bshd(srv_call *call, srv_job *j, srv_err *e)
-{
-    if (!j->bshd || j->kind != SRV_JOB_ATTENTION)
-        return 0;
-    attn_tensor t = {4, {0}, j->out};
-    memcpy(t.shape, j->sh.out_shape, sizeof t.shape);
-    if (swap_tensor(call, &t, "output", e))
-        return -1;
-    j->out = (float *)t.data;
-    memcpy(j->sh.out_shape, t.shape, sizeof t.shape);
-    return 0;
-}
-
 /* 0, or -1 with e filled when one of out's n floats is not finite: finite
  * inputs can overflow float32 on the way (a score q.k beyond 3.4e38 makes
  * its row NaN; a sum of weighted values beyond it is inf, the kernels
@@ -388,7 +325,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     /* Planned before seeding: the plan of a job without parameters says
      * what seeding would make, so every cap is checked before any of the
      * job's memory is taken. */
-    if (take_bshd(call, j, e) || job_plan(j, e) || check_layout(j, e) ||
+    if (job_plan(j, e) || check_layout(j, e) ||
         srv_check_result(&j->sh, e) || srv_check_seed_size(j, e) || srv_check_work(j->sh.flops, e) ||
         srv_check_slices(job_slices(j), "query", "the request's batch and heads are", e) ||
         srv_check_scratch(j->sh.scratch_bytes, e) || srv_job_seed(call, j, e))
@@ -399,7 +336,7 @@ int srv_job_run(srv_call *call, srv_job *j, srv_err *e)
     double t0 = srv_now_ms();
     int rc = job_compute(call, j, e) ||
              srv_check_finite(j->out, j->sh.out_count, j->sh.out_shape[j->sh.out_rank - 1], e) ||
-             layout(call, j, e) || give_bshd(call, j, e);
+             layout(call, j, e);
     call->t_compute = srv_now_ms() - t0;
     return rc;
 }

@@ -459,7 +459,6 @@ typedef struct {
     int return_lse;          /* native: each query row's log-sum-exp */
     int return_layout;       /* echo the sparsity pattern's block layout */
     int b64;                 /* native: output_format "b64" */
-    int bshd;                /* qkv_layout "bshd": query, key, value and output (B, L, H, D) */
     int binary_output;       /* KServe: binary_data_output */
     unsigned sparsity_given; /* the sparsity members read (srv_job_note) */
     int temperature_given;   /* and the temperature */
@@ -527,10 +526,6 @@ int srv_check_slices(double n, const char *field, const char *whose, srv_err *e)
 /* The parameters seeding j would make (j->sh, planned) under
  * ATTN_MAX_ELEMENTS. 0, or -1 with e filled (413). */
 int srv_check_seed_size(const srv_job *j, srv_err *e);
-
-/* x (A, M, N, D), s its shape, as y (A, N, M, D): the middle two
- * dimensions swapped (FlashAttention's (B, L, H, D) and back). */
-void srv_swap_middle(const float *x, float *y, const int64_t *s);
 
 /* Steps of srv_job_run that varlen.c runs too: seed j's parameters when
  * it has none; take its result's memory (j->sh's output and weights, lse

@@ -28,7 +28,8 @@ static int check_count(size_t n, const char *field, srv_err *e)
  * offset lists of one length. */
 static int check_fields(const srv_job *j, srv_err *e)
 {
-    const char *clash = j->bshd ? "qkv_layout" : j->return_layout ? "return_layout" : NULL;
+    const char *clash = j->u.att.opt.qkv_layout != ATTN_QKV_BHSD ? "qkv_layout"
+                      : j->return_layout ? "return_layout" : NULL;
     if (!j->cu_q)
         return srv_fail(e, 422, "invalid_param", "cu_seqlens_k",
                         "cu_seqlens_k needs cu_seqlens_q (the query's sequences)");

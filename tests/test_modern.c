@@ -711,7 +711,7 @@ static void rnd_hard(rm_request *q, int64_t lkeys)
         q->hard = RM_HARD_ARGMAX;
     } else if (r < 16) {
         q->hard = RM_HARD_TOPK;
-        q->top_k = rnd(1, lkeys);
+        q->top_k = lkeys > 0 ? rnd(1, lkeys) : 1; /* none to keep: the caller drops it */
     } else if (r < 26) {
         q->hard = RM_HARD_SAMPLE;
         q->temperature = chance(30) ? 1.0 : rndf(0.2, 4.0);
@@ -861,6 +861,50 @@ static int reference_for(const char *name, const rm_request *q, double *ro, doub
     return 1;
 }
 
+/* x, (A, M, N, D) elements of `size` bytes, into y as (A, N, M, D). */
+static void swap_middle(const void *x, void *y, const int64_t s[4], size_t size)
+{
+    size_t row = (size_t)s[3] * size;
+    for (int64_t a = 0; a < s[0]; a++)
+        for (int64_t m = 0; m < s[1]; m++)
+            for (int64_t n = 0; n < s[2]; n++)
+                memcpy((char *)y + (size_t)((a * s[2] + n) * s[1] + m) * row,
+                       (const char *)x + (size_t)((a * s[1] + m) * s[2] + n) * row, row);
+}
+
+/* t (B, H, L, D) as FlashAttention's (B, L, H, D), its data a new copy. */
+static attn_tensor to_bshd(const attn_tensor *t, allocs *A)
+{
+    attn_tensor u = *t;
+    float *y = keep(A, malloc(sizeof(float) * (size_t)(t->shape[0] * t->shape[1] * t->shape[2] *
+                                                       t->shape[3])));
+    swap_middle(t->data, y, t->shape, sizeof(float));
+    u.shape[1] = t->shape[2];
+    u.shape[2] = t->shape[1];
+    u.data = y;
+    return u;
+}
+
+/* A rule's request with heads, L, again with query, key and value in
+ * ATTN_QKV_BSHD's layout, against the reference's output in that layout
+ * (ro, B H Lq Dout doubles) and its weights and lse as they are. */
+static void check_bshd(attn_ctx *ctx, const char *name, const rm_request *q, const lib_req *L,
+                       const double *ro, int64_t Dout, const double *rw, int64_t n_w, allocs *A)
+{
+    lib_req Lb = *L;
+    char cs[560];
+    snprintf(cs, sizeof cs, "%s, qkv_layout BSHD", name);
+    Lb.r.query = to_bshd(&L->r.query, A);
+    Lb.r.key = to_bshd(&L->r.key, A);
+    Lb.r.value = to_bshd(&L->r.value, A);
+    Lb.r.opt.qkv_layout = ATTN_QKV_BSHD;
+    int64_t so[4] = {q->B, q->H, q->Lq, Dout}, n_out = q->B * q->H * q->Lq * Dout;
+    double *rob = keep(A, malloc(sizeof(double) * (size_t)n_out));
+    swap_middle(ro, rob, so, sizeof(double));
+    run_and_check(ctx, cs, &Lb, rob, n_out, rw, n_w) ? n_passed++ : n_failed++;
+    check_lse(ctx, cs, &Lb, q->lse, q->B * q->H * q->Lq, n_out) ? n_passed++ : n_failed++;
+}
+
 static void random_trial(attn_ctx *const ctx[2], int trial)
 {
     allocs A = {{0}, 0};
@@ -890,6 +934,8 @@ static void random_trial(attn_ctx *const ctx[2], int trial)
         to_lib(&q, &x, &A, &L);
         run_and_check(ctx[threads - 1], name, &L, ro, n_out, rw, n_w) ? n_passed++ : n_failed++;
         check_lse(ctx[threads - 1], name, &L, q.lse, n_lse, n_out) ? n_passed++ : n_failed++;
+        if (!mha && q.H)
+            check_bshd(ctx[threads - 1], name, &q, &L, ro, Dout, rw, n_w, &A);
     }
     release(&A);
 }
@@ -1197,6 +1243,43 @@ static void packed_trial(attn_ctx *const ctx[2], int trial)
     release(&A);
 }
 
+/* A plan's refusal naming qkv_layout, or a failure named what. */
+static void layout_refused(const char *what, attn_status st, const attn_error *err)
+{
+    int ok = st == ATTN_ERR_PARAM && !strcmp(err->field, "qkv_layout");
+    if (!ok)
+        fail(what, "gave %s (field \"%s\"), not ATTN_ERR_PARAM naming qkv_layout",
+             attn_status_str(st), st == ATTN_OK ? "" : err->field);
+    ok ? n_passed++ : n_failed++;
+}
+
+/* qkv_layout BSHD where it cannot apply (tensors of rank 3, multi-head's
+ * (B, L, E), the KV cache's rows), and a layout that is not one: each
+ * refused naming qkv_layout. */
+static void layout_refusals(void)
+{
+    static const float x[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const float *const rows[1] = {x};
+    attn_shapes sh;
+    attn_error err;
+    attn_request r = attn_request_default(ATTN_RULE_DOT);
+    r.query = r.key = r.value = ten(3, 1, 2, 4, x);
+    r.opt.qkv_layout = ATTN_QKV_BSHD;
+    layout_refused("qkv_layout BSHD on 3-D tensors", attn_plan(&r, &sh, &err), &err);
+    r.query = r.key = r.value = ten(4, 1, 2, 2, x), r.query.shape[3] = 4;
+    r.key.shape[3] = r.value.shape[3] = 4;
+    r.opt.qkv_layout = (attn_qkv_layout)2;
+    layout_refused("an unknown qkv_layout", attn_plan(&r, &sh, &err), &err);
+    attn_mha_request m = attn_mha_request_default();
+    m.query = ten(3, 1, 2, 4, x), m.num_heads = 2;
+    m.opt.qkv_layout = ATTN_QKV_BSHD;
+    layout_refused("qkv_layout BSHD on multi-head", attn_mha_plan(&m, &sh, &err), &err);
+    attn_cache_request c = attn_cache_request_default();
+    c.query = ten(3, 1, 1, 4, x), c.num_heads = 1, c.len = 2, c.key = c.value = rows;
+    c.opt.qkv_layout = ATTN_QKV_BSHD;
+    layout_refused("qkv_layout BSHD over a KV cache", attn_cache_plan(&c, &sh, &err), &err);
+}
+
 /* One request the library must refuse: the status and the field named. */
 static void packed_refused(const char *what, const attn_varlen_request *vr, attn_status want,
                            const char *field)
@@ -1270,6 +1353,8 @@ static void packed_refusals(void)
                    "sparsity.global");
     r = base, r.req.rule = ATTN_RULE_CONCAT;
     packed_refused("packed: rule concat", &r, ATTN_ERR_PARAM, "rule");
+    r = base, r.req.opt.qkv_layout = ATTN_QKV_BSHD;
+    packed_refused("packed: qkv_layout BSHD", &r, ATTN_ERR_PARAM, "qkv_layout");
     r = base, r.req.query = ten(4, 1, 2, 1, x), r.req.query.shape[3] = 1;
     packed_refused("packed: a 4-D query", &r, ATTN_ERR_SHAPE, "query");
     r = base, r.req.value = ten(3, 2, 1, 1, x);
@@ -2129,6 +2214,7 @@ int main(int argc, char **argv)
     }
     bf16_versus(ctx[1], trials / 5, seed);
     packed_refusals();
+    layout_refusals();
     packed_many_heads(ctx[1]);
     seeded_lse(ctx[1]);
     cache_rows();
