@@ -274,12 +274,17 @@ int srv_check_finite(const float *out, int64_t n, int64_t row_len, srv_err *e)
 static void lse_shape(srv_job *j)
 {
     const attn_shapes *sh = &j->sh;
-    int64_t H = j->kind == SRV_JOB_MULTIHEAD ? j->u.mha.num_heads : 0;
+    /* the rules': the weights' shape but the keys, (B, H, Lq) whatever
+     * the output's layout (qkv_layout); multi-head's: its output's but
+     * the features, with the heads before Lq (its weights may be averaged) */
+    int mha = j->kind == SRV_JOB_MULTIHEAD;
+    const int64_t *s = mha ? sh->out_shape : sh->w_shape;
+    int n = (mha ? sh->out_rank : sh->w_rank) - 1;
     j->lse_rank = 0;
-    for (int i = 0; i < sh->out_rank - 1; i++) {
-        if (i == sh->out_rank - 2 && H > 0)
-            j->lse_shape[j->lse_rank++] = H;
-        j->lse_shape[j->lse_rank++] = sh->out_shape[i];
+    for (int i = 0; i < n; i++) {
+        if (mha && i == n - 1)
+            j->lse_shape[j->lse_rank++] = j->u.mha.num_heads;
+        j->lse_shape[j->lse_rank++] = s[i];
     }
 }
 
