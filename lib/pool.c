@@ -205,17 +205,23 @@ static int this_cpu(void)
 #endif
 }
 
+/* Clock c in nanoseconds. */
+static int64_t clock_ns(clockid_t c)
+{
+    struct timespec t;
+    clock_gettime(c, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
 /* The pool's clock for stops: coarse where there is one (a read costs a
  * few nanoseconds, so every task can take one). */
 static int64_t stop_clock_ns(void)
 {
-    struct timespec t;
 #ifdef CLOCK_MONOTONIC_COARSE
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+    return clock_ns(CLOCK_MONOTONIC_COARSE);
 #else
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    return clock_ns(CLOCK_MONOTONIC);
 #endif
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
 void attn_pool_stop_arm(attn_pool_stop *s, int64_t limit_ns)
@@ -273,9 +279,7 @@ static void cut_parts(attn_pool *p, int64_t ntasks)
 
 int64_t attn_pool_now_ns(void)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+    return clock_ns(CLOCK_MONOTONIC);
 }
 
 /* Moves workers 1..helpers that linger on the caller's CPU to their other

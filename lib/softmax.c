@@ -99,6 +99,12 @@ void attn_row_range(const attn_row_masks *m, int64_t i, int64_t lk, int64_t *j0,
 /* Keys a mark of sample_key covers. */
 #define SAMPLE_SPAN 64
 
+/* Key j's term of a draw's sum: exp((s_j - mx) / T), 0 where not allowed. */
+static double draw_term(const float *s, int64_t j, float mx, float temperature)
+{
+    return s[j] == -INFINITY ? 0.0 : exp(((double)s[j] - mx) / temperature);
+}
+
 /* Hard sampling (attn.h, "Draws"): the key drawn from s (-INFINITY = not
  * allowed, mx the largest allowed score) with draw x. The first pass sums
  * the exponentials in index order and keeps the running sum at every
@@ -114,7 +120,7 @@ static int64_t sample_key(const float *s, int64_t lk, float mx, float temperatur
     for (int64_t j = 0; j < lk; j++) {
         if (j % SAMPLE_SPAN == 0)
             memcpy((double *)marks + j / SAMPLE_SPAN, &run, sizeof run);
-        double e = s[j] == -INFINITY ? 0.0 : exp(((double)s[j] - mx) / temperature);
+        double e = draw_term(s, j, mx, temperature);
         run += e;
         if (e > 0.0)
             last = j;
@@ -130,7 +136,7 @@ static int64_t sample_key(const float *s, int64_t lk, float mx, float temperatur
     }
     memcpy(&run, (double *)marks + span, sizeof run);
     for (int64_t j = span * SAMPLE_SPAN; j < lk; j++) {
-        double e = s[j] == -INFINITY ? 0.0 : exp(((double)s[j] - mx) / temperature);
+        double e = draw_term(s, j, mx, temperature);
         run += e;
         if (run > target && e > 0.0)
             return j;
