@@ -65,7 +65,7 @@ extern "C" {
 #endif
 
 #define ATTN_VERSION_MAJOR 1
-#define ATTN_VERSION_MINOR 8
+#define ATTN_VERSION_MINOR 9
 #define ATTN_VERSION_PATCH 0
 
 /* The version the library was built as, "MAJOR.MINOR.PATCH": compare it
@@ -83,7 +83,8 @@ typedef enum {
     ATTN_ERR_TOO_LARGE, /* a size that overflows or cannot be allocated */
     ATTN_ERR_NOMEM,     /* out of memory for scratch space */
     ATTN_ERR_ARG,       /* a programming error by the caller (NULL pointer, ...) */
-    ATTN_ERR_TIMEOUT    /* the context's time limit passed (attn_ctx_set_time_limit) */
+    ATTN_ERR_TIMEOUT,   /* the context's time limit passed (attn_ctx_set_time_limit) */
+    ATTN_ERR_CANCELLED  /* for an interrupt to return: the caller gave the call up */
 } attn_status;
 
 /* A static English word for a status ("ok", "shape mismatch", ...). */
@@ -451,6 +452,19 @@ void attn_ctx_free(attn_ctx *ctx);
  * busy machine stretches any call. The clock is coarse (a few
  * milliseconds on Linux). */
 void attn_ctx_set_time_limit(attn_ctx *ctx, double seconds);
+
+/* A function a call on ctx asks, while it computes, whether to go on:
+ * fn(arg), at its first task and then about once a millisecond (on
+ * Linux's coarse clock, every few milliseconds), from any of the call's
+ * threads (two can be in it at once when a call lasts long). Returning
+ * ATTN_OK goes on; any other status stops the call as the time limit
+ * does (no task starts after it, the running ones finish) and the call
+ * returns that status, its outputs undefined. ATTN_ERR_CANCELLED is there
+ * for it: a server's fn can check whether its client is still connected,
+ * or hold several calls to one deadline. It should take microseconds.
+ * fn NULL: none (the default). */
+typedef attn_status (*attn_interrupt_fn)(void *arg);
+void attn_ctx_set_interrupt(attn_ctx *ctx, attn_interrupt_fn fn, void *arg);
 
 /* The threads a context computes with at most, as the plans count them:
  * attn_shapes.scratch_bytes holds each thread's scratch for this many.

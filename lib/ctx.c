@@ -49,6 +49,14 @@ void attn_ctx_set_time_limit(attn_ctx *ctx, double seconds)
                            : seconds >= 1e9 ? (int64_t)1e18 : (int64_t)(seconds * 1e9 + 0.5);
 }
 
+void attn_ctx_set_interrupt(attn_ctx *ctx, attn_interrupt_fn fn, void *arg)
+{
+    if (ctx) {
+        ctx->interrupt = fn;
+        ctx->interrupt_arg = fn ? arg : NULL;
+    }
+}
+
 void attn_ctx_free(attn_ctx *ctx)
 {
     if (!ctx)

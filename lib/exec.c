@@ -243,13 +243,15 @@ double attn_front_scratch(const attn_front *f, void *plan, size_t n_params)
     return ws.used + ws.kernels + ws.rope;
 }
 
-/* A call its time limit stopped: its outputs are what the tasks it ran
- * wrote, and the rotary table the context keeps may be part-filled. */
-static attn_status timed_out(attn_ctx *ctx, attn_error *err)
+/* A call its stop ended early with st: its outputs are what the tasks it
+ * ran wrote, and the rotary table the context keeps may be part-filled. */
+static attn_status stopped_early(attn_ctx *ctx, attn_status st, attn_error *err)
 {
     ctx->rope.valid = 0;
-    return attn_fail(err, ATTN_ERR_TIMEOUT, "", "the computation passed its time limit of %.3g s",
-                     (double)ctx->time_limit_ns / 1e9);
+    if (st == ATTN_ERR_TIMEOUT && !ctx->interrupt)
+        return attn_fail(err, st, "", "the computation passed its time limit of %.3g s",
+                         (double)ctx->time_limit_ns / 1e9);
+    return attn_fail(err, st, "", "the computation was stopped: %s", attn_status_str(st));
 }
 
 static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, size_t n_params,
@@ -275,16 +277,17 @@ static attn_status execute_in(attn_ctx *ctx, const attn_front *f, void *plan, si
         return st;
     attn_exec ex = {ctx, ctx->threads};
     attn_pool_stop stop;
-    attn_pool_stop_arm(&stop, ctx->time_limit_ns);
+    int stops = attn_pool_stop_arm(&stop, ctx->time_limit_ns, ctx->interrupt, ctx->interrupt_arg);
     struct attn_pool *prev = attn_pool_use(ctx->pool);
-    attn_pool_stop *prev_stop = attn_pool_stop_use(ctx->time_limit_ns ? &stop : NULL);
+    attn_pool_stop *prev_stop = attn_pool_stop_use(stops ? &stop : NULL);
     int64_t t0 = attn_pool_now_ns();
     st = f->run(&ex, plan, out, w, lse, err);
     attn_pool_settle(ctx->pool, attn_pool_now_ns() - t0);
     attn_pool_stop_use(prev_stop);
     attn_pool_use(prev);
-    if (atomic_load(&stop.hit))
-        return timed_out(ctx, err);
+    attn_status why = (attn_status)atomic_load(&stop.hit);
+    if (why != ATTN_OK)
+        return stopped_early(ctx, why, err);
     return st;
 }
 

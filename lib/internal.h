@@ -60,6 +60,8 @@ struct attn_ctx {
     int threads;
     struct attn_pool *pool; /* its workers; NULL for one thread */
     int64_t time_limit_ns;  /* a call's, attn_ctx_set_time_limit; 0: none */
+    attn_interrupt_fn interrupt; /* attn_ctx_set_interrupt's; NULL: none */
+    void *interrupt_arg;
     attn_region region[ATTN_REGIONS];
     attn_rope_key rope;
 };

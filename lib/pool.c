@@ -224,11 +224,18 @@ static int64_t stop_clock_ns(void)
 #endif
 }
 
-void attn_pool_stop_arm(attn_pool_stop *s, int64_t limit_ns)
+#define POLL_EVERY_NS 1000000 /* how often a stop's poll is called */
+
+int attn_pool_stop_arm(attn_pool_stop *s, int64_t limit_ns, attn_status (*poll)(void *),
+                       void *poll_arg)
 {
     int64_t now = stop_clock_ns();
-    s->deadline_ns = limit_ns > INT64_MAX - now ? INT64_MAX : now + limit_ns;
-    atomic_init(&s->hit, 0);
+    s->deadline_ns = limit_ns <= 0 ? INT64_MAX : limit_ns > INT64_MAX - now ? INT64_MAX : now + limit_ns;
+    s->poll = poll;
+    s->poll_arg = poll_arg;
+    atomic_init(&s->next_poll_ns, now);
+    atomic_init(&s->hit, ATTN_OK);
+    return limit_ns > 0 || poll;
 }
 
 attn_pool_stop *attn_pool_stop_use(attn_pool_stop *s)
@@ -238,6 +245,22 @@ attn_pool_stop *attn_pool_stop_use(attn_pool_stop *s)
     return prev;
 }
 
+/* Stops s for st, unless it has stopped already (the first reason stays). */
+static int stop_for(attn_pool_stop *s, attn_status st)
+{
+    int none = ATTN_OK;
+    atomic_compare_exchange_strong(&s->hit, &none, (int)st);
+    return 1;
+}
+
+/* Whether s's poll is due at now: the thread that takes the turn calls it,
+ * and the others go on. */
+static int poll_due(attn_pool_stop *s, int64_t now)
+{
+    int64_t due = atomic_load_explicit(&s->next_poll_ns, memory_order_relaxed);
+    return now >= due && atomic_compare_exchange_strong(&s->next_poll_ns, &due, now + POLL_EVERY_NS);
+}
+
 /* Whether no more tasks are to start under s (NULL: none). */
 static int stopped(attn_pool_stop *s)
 {
@@ -245,10 +268,15 @@ static int stopped(attn_pool_stop *s)
         return 0;
     if (atomic_load_explicit(&s->hit, memory_order_relaxed))
         return 1;
-    if (stop_clock_ns() < s->deadline_ns)
-        return 0;
-    atomic_store_explicit(&s->hit, 1, memory_order_relaxed);
-    return 1;
+    int64_t now = stop_clock_ns();
+    if (now >= s->deadline_ns)
+        return stop_for(s, ATTN_ERR_TIMEOUT);
+    if (s->poll && poll_due(s, now)) {
+        attn_status st = s->poll(s->poll_arg);
+        if (st != ATTN_OK)
+            return stop_for(s, st);
+    }
+    return 0;
 }
 
 /* Runs tasks until none is left, or stop says so: those of the part this

@@ -6,6 +6,8 @@
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
 
+#include "attn.h"
+
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -36,18 +38,27 @@ int64_t attn_pool_now_ns(void);
  * for the next loop, and leave the CPUs to the caller's next work. */
 void attn_pool_settle(attn_pool *pool, int64_t call_ns);
 
-/* A call's time limit (attn_ctx_set_time_limit): the loops of a thread
- * that made it its own (attn_pool_stop_use) start no task after
- * deadline_ns, and the first thread to find it past sets hit. The code
- * between loops goes on over what the skipped tasks did not write. */
+/* A call's stop (attn_ctx_set_time_limit, attn_ctx_set_interrupt): the
+ * loops of a thread that made it its own (attn_pool_stop_use) start no
+ * task after deadline_ns, nor after poll (when not NULL, called with
+ * poll_arg about once a millisecond, at the first task on) returned other
+ * than ATTN_OK; the first thread to find either sets hit to the status
+ * the call returns. The code between loops goes on over what the skipped
+ * tasks did not write. */
 typedef struct {
     int64_t deadline_ns;
-    _Atomic int hit;
+    attn_status (*poll)(void *arg);
+    void *poll_arg;
+    _Atomic int64_t next_poll_ns;
+    _Atomic int hit; /* ATTN_OK, or why the call stopped */
 } attn_pool_stop;
 
-/* A stop limit_ns nanoseconds from now, on the pool's coarse clock (a
- * few nanoseconds a read, milliseconds of resolution). */
-void attn_pool_stop_arm(attn_pool_stop *stop, int64_t limit_ns);
+/* A stop limit_ns nanoseconds from now (0: none), on the pool's coarse
+ * clock (a few nanoseconds a read, milliseconds of resolution), that also
+ * polls poll(poll_arg) when poll is not NULL. Returns whether it stops
+ * anything: if not, the call need not use it. */
+int attn_pool_stop_arm(attn_pool_stop *stop, int64_t limit_ns, attn_status (*poll)(void *),
+                       void *poll_arg);
 
 /* Makes stop the one the calling thread's loops check (NULL: none) and
  * returns the one it replaces, to be restored. */

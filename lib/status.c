@@ -22,6 +22,7 @@ const char *attn_status_str(attn_status st)
     case ATTN_ERR_NOMEM: return "out of memory";
     case ATTN_ERR_ARG: return "invalid argument";
     case ATTN_ERR_TIMEOUT: return "time limit passed";
+    case ATTN_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }

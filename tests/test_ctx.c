@@ -890,6 +890,77 @@ static void test_time_limit_stops(void)
     free(out[1]);
 }
 
+/* An interrupt's state: it says stop once `after` seconds have passed
+ * since `start` (never when after < 0), and counts its calls. */
+typedef struct {
+    double start, after;
+    _Atomic int polls;
+} interrupt_state;
+
+static attn_status interrupt_after(void *arg)
+{
+    interrupt_state *s = arg;
+    atomic_fetch_add(&s->polls, 1);
+    return s->after >= 0 && wall_s() - s->start >= s->after ? ATTN_ERR_CANCELLED : ATTN_OK;
+}
+
+/* One call under an interrupt that stops it `after` seconds in. */
+static attn_status interrupted_call(attn_ctx *ctx, const attn_request *r, float *out, attn_error *e,
+                                    interrupt_state *s, double after, double *secs)
+{
+    s->after = after;
+    atomic_store(&s->polls, 0);
+    attn_ctx_set_interrupt(ctx, interrupt_after, s);
+    s->start = wall_s();
+    return timed_call(ctx, r, out, e, secs);
+}
+
+/* The interrupt (attn_ctx_set_interrupt) is asked at the first task and
+ * then about once a millisecond, never more often; its status stops the
+ * call (one thread and two); one that says go on changes no bit; and a
+ * context without it asks nothing. */
+static void test_interrupt(void)
+{
+    enum { H = 8, L = 2048, D = 64 };
+    float *x = malloc(sizeof(float) * 3 * H * L * D), *out[2];
+    out[0] = malloc(sizeof(float) * H * L * D);
+    out[1] = malloc(sizeof(float) * H * L * D);
+    attn_request r = long_request(x, H, L, L, D);
+    interrupt_state s;
+    for (int threads = 1; threads <= 2; threads++) {
+        attn_ctx *ctx = attn_ctx_new(threads);
+        attn_error e;
+        double full, t;
+        attn_status st = timed_call(ctx, &r, out[0], &e, &full);
+        st |= interrupted_call(ctx, &r, out[1], &e, &s, -1, &t);
+        int polls = atomic_load(&s.polls);
+        check(st == ATTN_OK && !memcmp(out[0], out[1], sizeof(float) * H * L * D) && polls >= 1 &&
+                  polls <= t * 1000 + 2,
+              "attn_ctx_set_interrupt: asked once a millisecond at most, the answer unchanged",
+              "%d threads: status %d, asked %d times in %.4f s", threads, st, polls, t);
+        st = interrupted_call(ctx, &r, out[1], &e, &s, 0, &t);
+        polls = atomic_load(&s.polls);
+        check(st == ATTN_ERR_CANCELLED && polls == 1 && t < full / 4 && strstr(e.message, "cancelled"),
+              "attn_ctx_set_interrupt: a stop at the first task",
+              "%d threads: status %d (\"%s\"), asked %d times, %.4f s of %.4f", threads, st,
+              e.message, polls, t, full);
+        st = interrupted_call(ctx, &r, out[1], &e, &s, full / 10, &t);
+        check(st == ATTN_ERR_CANCELLED && t < full / 2, "attn_ctx_set_interrupt: a stop midway",
+              "%d threads: status %d after %.4f s, %.4f s whole", threads, st, t, full);
+        attn_ctx_set_interrupt(ctx, NULL, &s);
+        atomic_store(&s.polls, 0);
+        st = timed_call(ctx, &r, out[1], &e, &t);
+        check(st == ATTN_OK && atomic_load(&s.polls) == 0 &&
+                  !memcmp(out[0], out[1], sizeof(float) * H * L * D),
+              "attn_ctx_set_interrupt(NULL): none asked, the call whole", "%d threads: status %d, asked %d",
+              threads, st, atomic_load(&s.polls));
+        attn_ctx_free(ctx);
+    }
+    free(x);
+    free(out[0]);
+    free(out[1]);
+}
+
 /* A limit that passes while rope's table of cos and sin is being filled
  * leaves it part-filled: the context's next call over the same positions
  * must fill it again, and answers as a fresh context does. */
@@ -1305,6 +1376,7 @@ int main(int argc, char **argv)
     test_max_threads();
     test_time_limit_stops();
     test_time_limit_rope();
+    test_interrupt();
     test_parallel_pools();
     test_steering();
     test_settle();
