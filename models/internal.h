@@ -51,6 +51,7 @@ typedef struct {
     size_t work_n;
     char *err;
     size_t errn;
+    attn_status lib_st;    /* a library call's failure (mdl_lib_fail), else ATTN_OK */
 } mdl_run;
 
 int mdl_fail(char *err, size_t errn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -132,8 +132,11 @@ typedef struct {
 } mdl_result;
 
 /* Translates src ids (the source, <eos> included, 1..max_src of them).
- * ctx may be NULL. Returns 0, or -1 with err filled (out of memory, bad
- * arguments). Free the result with mdl_result_free. */
+ * ctx may be NULL. Returns 0; -1 with err filled (out of memory, bad
+ * arguments); or, with err filled, the attn_status (> 0) of a library
+ * call that failed: ATTN_ERR_TIMEOUT or ATTN_ERR_CANCELLED when ctx's
+ * time limit or interrupt stopped it. Free the result with
+ * mdl_result_free. */
 int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_src,
                   const mdl_opts *o, mdl_result *r, char *err, size_t errn);
 void mdl_result_free(mdl_result *r);

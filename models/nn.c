@@ -20,6 +20,7 @@ int mdl_fail(char *err, size_t errn, const char *fmt, ...)
 
 int mdl_lib_fail(mdl_run *r, const char *what, attn_status st, const attn_error *ae)
 {
+    r->lib_st = st;
     return mdl_fail(r->err, r->errn, "%s: %s: %s (%s)", r->m->info.name, what, attn_status_str(st),
                     ae->message);
 }

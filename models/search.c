@@ -361,7 +361,7 @@ int mdl_translate(const mdl_model *m, attn_ctx *ctx, const int32_t *src, int n_s
     search_free(&s);
     if (rc)
         mdl_result_free(res);
-    return rc;
+    return rc && r->lib_st != ATTN_OK ? (int)r->lib_st : rc;
 }
 
 void mdl_result_free(mdl_result *r)

@@ -35,7 +35,11 @@ int srv_fail_lib(srv_err *e, attn_status st, const attn_error *ae)
         return srv_fail(e, 503, "overloaded", field, "out of memory: %s", msg);
     case ATTN_ERR_TIMEOUT:
         return srv_fail(e, 504, "compute_timeout", field,
-                        "%s (ATTN_COMPUTE_TIMEOUT); send less work, or split it into requests", msg);
+                        "the request's computation passed this server's limit of %u s "
+                        "(ATTN_COMPUTE_TIMEOUT); send less work, or split it into requests",
+                        srv_cfg.compute_timeout);
+    case ATTN_ERR_CANCELLED: /* seen by no one but the logs and the metrics */
+        return srv_fail(e, 499, "client_closed", field, "the client closed the connection");
     default:
         return srv_fail(e, 500, "internal", field, "%s", msg);
     }

@@ -122,13 +122,24 @@ static int authorized(const char *hdr)
     return diff == 0;
 }
 
-/* Serves the body held in rs into r, the codec taking the strings decoded
- * as they came, then frees the body. */
-static void serve_held(req_state *rs, srv_reply *r)
+/* The socket of conn, -1 when MHD does not say. */
+static int conn_fd(struct MHD_Connection *conn)
 {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* Serves the body held in rs (on conn) into r, the codec taking the
+ * strings decoded as they came, its computations stopped when the client
+ * goes, then frees the body. */
+static void serve_held(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
+{
+    srv_watch w = {conn_fd(conn), 0.0};
+    srv_watch *prev = srv_watch_use(&w);
     srv_body_use(&rs->body);
     srv_route_serve(&rs->target, rs->body.text, rs->body.len, r);
     srv_body_use(NULL);
+    srv_watch_use(prev);
     srv_body_free(&rs->body);
 }
 
@@ -142,7 +153,7 @@ static void offloaded(void *arg)
     req_state *rs = arg;
     srv_reply_init(&rs->pending);
     srv_counted = 1;
-    serve_held(rs, &rs->pending);
+    serve_held(rs->conn, rs, &rs->pending);
     srv_counted = 0;
     srv_compute_leave();
     rs->has_pending = 1;
@@ -642,7 +653,7 @@ static enum MHD_Result serve_body(struct MHD_Connection *conn, req_state *rs)
     srv_reply r;
     srv_reply_init(&r);
     srv_counted = heavy;
-    serve_held(rs, &r);
+    serve_held(conn, rs, &r);
     srv_counted = 0;
     if (heavy)
         srv_compute_leave();

@@ -405,7 +405,11 @@ int srv_models_translate(int idx, const char *body, size_t len, srv_call *call, 
         rc = mdl_translate(m, ctx, ids, n, &o, &r, err, sizeof err);
         double t2 = srv_now_ms();
         srv_ctx_release(ctx, 0);
-        if (rc)
+        if (rc > 0) { /* a library call's status: stopped (504, 499), else a fault */
+            attn_error ae = {.field = ""};
+            snprintf(ae.message, sizeof ae.message, "%.300s", err);
+            srv_fail_lib(e, (attn_status)rc, &ae);
+        } else if (rc)
             srv_fail(e, 503, "overloaded", "", "%s", err);
         else
             rc = tr_reply(in, &r, a.beam, out, e);

@@ -1,9 +1,11 @@
 /* pool.c - compute contexts (scratch memory and a thread budget) kept
  * across requests, so large requests reuse their threads and scratch
  * instead of building them per call, and small ones reuse a one-thread
- * context of their HTTP thread. */
+ * context of their HTTP thread; and what stops a lent context's calls
+ * (the request's watch). */
 #include "srv.h"
 
+#include <poll.h>
 #include <pthread.h>
 
 #define POOL_MAX 64
@@ -43,6 +45,50 @@ static attn_ctx *small_ctx(void)
     return c; /* NULL: the library's own one-thread path */
 }
 
+static _Thread_local srv_watch *watch;
+
+srv_watch *srv_watch_use(srv_watch *w)
+{
+    srv_watch *prev = watch;
+    watch = w;
+    return prev;
+}
+
+/* Whether the peer has shut the connection on fd (a close or a reset: a
+ * client that half-closes after its request counts as gone, as nginx
+ * counts it). */
+static int client_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN | POLLRDHUP};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* The interrupt of a context lent under a watch (attn_ctx_set_interrupt). */
+static attn_status watch_poll(void *arg)
+{
+    const srv_watch *w = arg;
+    if (w->deadline_ms > 0 && srv_now_ms() >= w->deadline_ms)
+        return ATTN_ERR_TIMEOUT;
+    if (w->fd >= 0 && client_gone(w->fd))
+        return ATTN_ERR_CANCELLED;
+    return ATTN_OK;
+}
+
+/* Sets what stops c's calls: the thread's watch, its deadline starting at
+ * the request's first computation, or else a limit a call. */
+static void stop_by_watch(attn_ctx *c)
+{
+    if (!watch) {
+        attn_ctx_set_time_limit(c, srv_cfg.compute_timeout); /* NULL: a no-op */
+        attn_ctx_set_interrupt(c, NULL, NULL);
+        return;
+    }
+    if (!watch->deadline_ms && srv_cfg.compute_timeout)
+        watch->deadline_ms = srv_now_ms() + 1000.0 * srv_cfg.compute_timeout;
+    attn_ctx_set_time_limit(c, 0.0);
+    attn_ctx_set_interrupt(c, watch_poll, watch);
+}
+
 attn_ctx *srv_ctx_acquire(double flops)
 {
     attn_ctx *c = NULL;
@@ -56,12 +102,13 @@ attn_ctx *srv_ctx_acquire(double flops)
         if (!c)
             c = attn_ctx_new(srv_cfg.compute_threads);
     }
-    attn_ctx_set_time_limit(c, srv_cfg.compute_timeout); /* NULL: a no-op */
+    stop_by_watch(c);
     return c;
 }
 
 void srv_ctx_release(attn_ctx *ctx, size_t scratch)
 {
+    attn_ctx_set_interrupt(ctx, NULL, NULL); /* its watch ends with the request */
     int own = ctx && small_ok && ctx == pthread_getspecific(small_key);
     if (ctx && scratch > KEEP_BYTES) {
         if (own)

@@ -63,8 +63,8 @@ typedef struct {
     int64_t session_max_tokens; /* ATTN_SESSION_MAX_TOKENS: the largest max_tokens */
     unsigned session_ttl;      /* ATTN_SESSION_TTL: idle seconds before a session expires */
     unsigned drain_timeout;    /* ATTN_DRAIN_TIMEOUT: seconds a stop signal waits for requests */
-    unsigned compute_timeout;  /* ATTN_COMPUTE_TIMEOUT: seconds one library call of a request
-                                * may compute, past which it is 504; 0 = no limit */
+    unsigned compute_timeout;  /* ATTN_COMPUTE_TIMEOUT: seconds a request's computations may
+                                * take in all, past which it is 504; 0 = no limit */
     int trust_session_id;      /* ATTN_TRUST_SESSION_ID: take a new session's id from
                                 * X-Session-Id (set by the load balancer) */
 } srv_config;
@@ -653,9 +653,23 @@ attn_mask *srv_job_mask(srv_job *j, int slot);
 /* Appends name to the comma-separated list in out (n bytes, NUL-terminated). */
 void srv_name_list(char *out, size_t n, const char *name);
 
+/* What stops a request's computations: its compute deadline
+ * (ATTN_COMPUTE_TIMEOUT from its first computation on, over all of them,
+ * a translation's many calls included; 0 until then) and its client
+ * leaving (fd, the connection's socket, shut by the peer; -1: not
+ * watched). The HTTP layer makes one its thread's for the request
+ * (srv_watch_use, which returns the one it replaces). */
+typedef struct {
+    int fd;
+    double deadline_ms; /* srv_now_ms's clock */
+} srv_watch;
+srv_watch *srv_watch_use(srv_watch *w);
+
 /* Compute contexts, reused across requests: borrow one for a computation
- * of about `flops` work (its calls limited to ATTN_COMPUTE_TIMEOUT each),
- * give it back after. NULL means "use no context". */
+ * of about `flops` work, give it back after. Its calls stop at the
+ * thread's watch (ATTN_ERR_TIMEOUT past the deadline, ATTN_ERR_CANCELLED
+ * when the client has gone), or without one each at ATTN_COMPUTE_TIMEOUT.
+ * NULL means "use no context". */
 attn_ctx *srv_ctx_acquire(double flops);
 void srv_ctx_release(attn_ctx *ctx, size_t scratch); /* what the request planned */
 void srv_ctx_shutdown(void);

@@ -65,7 +65,9 @@ for m in re.finditer(r"typedef enum\s*\{(.*?)\}\s*(attn_\w+)\s*;", src, flags=re
 out.append("    return 0;\n}")
 open(sys.argv[2] + "/layout.c", "w").write("\n".join(out) + "\n")
 # One line a function: "fn NAME DECLARATION", the declaration on one line.
-decls = re.finditer(r"^(?!typedef|#)[^;{}#]*?\b(attn_\w+)\s*\([^;{}]*\)\s*;", src, flags=re.M)
+fn_types = r"typedef\s+\w+\s*\(\s*\*\s*\w+\s*\)\s*\([^;{}]*\)\s*;"  # attn_interrupt_fn's kind
+decls = re.finditer(r"^(?!typedef|#)[^;{}#]*?\b(attn_\w+)\s*\([^;{}]*\)\s*;", re.sub(fn_types, "", src),
+                    flags=re.M)
 open(sys.argv[2] + "/functions.txt", "w").write(
     "".join("fn %s %s\n" % (m.group(1), " ".join(m.group(0).split())) for m in decls))
 PYEOF

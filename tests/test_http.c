@@ -2078,6 +2078,51 @@ static void test_compute_timeout(void)
     check(server_stop(&s), "compute timeout server exits 0 on SIGTERM", "see %s", log_path);
 }
 
+/* Polls the gauge attn_computes_in_flight of s until it reads want, for
+ * at most ms; returns the ms it took, or -1. */
+static double computes_reach(const server *s, double want, double ms)
+{
+    double t0 = now_ms();
+    while (now_ms() - t0 < ms) {
+        if (metric_at(s->port, "127.0.0.1", "attn_computes_in_flight") == want)
+            return now_ms() - t0;
+        usleep(20 * 1000);
+    }
+    return -1;
+}
+
+/* A client that closes its connection while its request computes (some
+ * 10 s of it: send_slow_request) stops the computation within
+ * milliseconds, where it used to run to its end: the access log has it as
+ * 499 client_closed, and the server serves the next request and exits 0. */
+static void test_client_gone(void)
+{
+    static const char *const env[] = {"ATTN_MAX_WORK=1e13", NULL};
+    server s = {0};
+    if (!check(server_start(&s, server_path, "client gone", "/healthz", env, log_path) == 0,
+               "server starts for the client-gone test", "see %s", log_path))
+        return;
+    int fd;
+    int sent = send_slow_request(&s, &fd);
+    double started = computes_reach(&s, 1, memcheck ? 60000 : 5000);
+    if (fd >= 0)
+        close(fd);
+    double stopped = started >= 0 ? computes_reach(&s, 0, memcheck ? 120000 : 8000) : -1;
+    check(sent && started >= 0 && stopped >= 0 && (memcheck || stopped < 2000),
+          "client gone: its computation stops when it closes the connection",
+          "sent %d; computing after %.0f ms; stopped %.0f ms after the close", sent, started, stopped);
+    int logged = 0;
+    for (int i = 0; i < 50 && !logged; i++, usleep(50 * 1000))
+        logged = log_has("POST /attention/additive 499 ", " client_closed id=", NULL);
+    check(logged, "client gone: the access log says 499 client_closed", "see %s", log_path);
+    CURL *h = curl_easy_init();
+    double next = normal_client_ms(h, &s);
+    curl_easy_cleanup(h);
+    check(memcheck ? next < 1e9 : next < 1000, "client gone: the next request is served at once", "%.0f ms",
+          next);
+    check(server_stop(&s), "client-gone server exits 0 on SIGTERM", "see %s", log_path);
+}
+
 /* The stop signals' tests, each on a server of its own that it stops. */
 static void test_stops(void)
 {
@@ -2196,8 +2241,10 @@ int main(int argc, char **argv)
         test_settings();
         test_start_line();
     }
-    if (!only)
+    if (!only) {
         test_compute_timeout();
+        test_client_gone();
+    }
     if (!only && !memcheck)
         test_stops();
     check(server_stop(&srv_main), "main server exits 0 on SIGTERM", "see %s", log_path);

@@ -339,6 +339,32 @@ static void test_outputs(const mdl_model *m, const char *name, model_stats *st)
     free(b);
 }
 
+static attn_status stop_with(void *arg) { return *(const attn_status *)arg; }
+
+/* A translation whose context says stop (its interrupt returning
+ * ATTN_ERR_TIMEOUT, then ATTN_ERR_CANCELLED) fails with that status, for
+ * the server to answer 504 or log 499; with the interrupt gone the same
+ * translation succeeds. Greedy and beam 4. */
+static void test_stopped(const mdl_model *m, const char *name)
+{
+    static const int32_t src[] = {5, 6, 7, MDL_EOS};
+    static const attn_status why[] = {ATTN_ERR_TIMEOUT, ATTN_ERR_CANCELLED};
+    char err[MDL_ERR_LEN];
+    mdl_result r;
+    for (int beam = 1; beam <= 4; beam += 3)
+        for (int i = 0; i < 2; i++) {
+            mdl_opts o = {.beam = beam, .want_attention = 1};
+            attn_ctx_set_interrupt(ctx, stop_with, (void *)&why[i]);
+            int rc = mdl_translate(m, ctx, src, 4, &o, &r, err, sizeof err);
+            check(rc == (int)why[i] && strstr(err, attn_status_str(why[i])), "a stopped translation",
+                  "%s, beam %d: returned %d for status %d (%s)", name, beam, rc, why[i], err);
+            attn_ctx_set_interrupt(ctx, NULL, NULL);
+            rc = mdl_translate(m, ctx, src, 4, &o, &r, err, sizeof err);
+            if (check(rc == 0 && r.n_out > 0, "the translation after a stopped one", "%s: %d (%s)", name, rc, err))
+                mdl_result_free(&r);
+        }
+}
+
 static void test_model(int mi, model_stats *st)
 {
     const char *name = names[mi];
@@ -351,6 +377,7 @@ static void test_model(int mi, model_stats *st)
     mdl_model *m = mdl_load(weights_dir, name, tok, err, sizeof err);
     if (!check(m != NULL, "load", "%s", err))
         return;
+    test_stopped(m, name);
     snprintf(path, sizeof path, "%s/%s.tsv", ref_dir, name);
     char *all = read_all(path, NULL);
     snprintf(path, sizeof path, "%s/%s.attn", out_dir, name);
