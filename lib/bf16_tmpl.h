@@ -270,6 +270,7 @@ static inline ALWAYS TGT void bf16_scores(const attn_sdpa_job *j, const uint32_t
     UNROLL for (int t = 0; t < KN; t++)
         UNROLL for (int v = 0; v < QV; v++) acc[t][v] = VMUL(acc[t][v], sc);
     if (fix) score_fix(j, i0, jb + kk, kn, 0, acc);
+    if (j->term) score_term(j, jb + kk, kn, 0, acc);
 }
 
 /* Rows [t0, t1) of P in st (t0 even) as pairs into pt2; a last odd row
@@ -338,13 +339,13 @@ static NOINLINE TGT int flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *
         bf16_scores(j, kb, c->ldk, qt2, i0, jb, kk, kn, amx, fix, st, acc);
         score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
     }
-    if (j->mask || j->bias) { /* they changed st after the tiles' maxima */
+    if ((j->mask || j->bias) && !j->term) { /* they changed st after the tiles' maxima */
         UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
         for (int kk = 0; kk < nk; kk++)
             UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
     }
     bf16_exp_pack(st, nk, np2, pt2, j->w != NULL, bm, m, alpha, sum);
-    return !j->mask && !j->bias;
+    return (!j->mask && !j->bias) || j->term;
 }
 
 /* O^T[c][lanes] = O^T alpha + sum_t vt[c][t] . pt2[t][lanes] over np2

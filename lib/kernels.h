@@ -148,6 +148,9 @@ typedef struct {
                                                 * never with sparse */
     float *lse;                                /* NULL: not wanted; else lq floats, row
                                                 * i's log-sum-exp (attn_lse) */
+    const float *term; int64_t term_jb;        /* the kernel's own, NULL in a job given
+                                                * it: a query block's mask and bias over
+                                                * the key block from term_jb, staged */
 } attn_sdpa_job;
 
 /* A row's log-sum-exp from its online softmax's reference max m and its

@@ -647,12 +647,13 @@ static inline ALWAYS int band_inside(const attn_sdpa_job *j, int64_t bl, int64_t
 }
 
 /* scores_fixed for keys [jb, jb+n) of the query block from i0 alone: a
- * causal block's keys below its diagonal are left as they are. */
+ * causal block's keys below its diagonal are left as they are (a staged
+ * mask or bias changes every block). */
 static inline ALWAYS int block_fixed(const attn_sdpa_job *j, int64_t i0, int64_t jb, int64_t n)
 {
     int64_t bl, br;
     band_of(j, &bl, &br);
-    return scores_termed(j) || ((bl >= 0 || br >= 0) && !band_inside(j, bl, br, i0, jb, n));
+    return scores_termed(j) || j->term || ((bl >= 0 || br >= 0) && !band_inside(j, bl, br, i0, jb, n));
 }
 
 /* A tile of scores acc[kk][lanes] (keys jb..jb+kn-1 against query rows
@@ -695,6 +696,49 @@ static inline ALWAYS TGT void score_fix(const attn_sdpa_job *j, int64_t i0, int6
     }
 }
 
+/* The explicit mask and bias of query rows i0.. (nr of them) over keys
+ * jb.. (nk) as one term a score, in st's order (S^T): term[kk * QB + r]
+ * is the bias (0 without one) where the mask allows and -inf where not,
+ * 0 for rows past nr. Read a row's VW keys at a time and transposed VW x
+ * VW in registers, so that the tiles add it in registers (score_term)
+ * where a scalar pass over st, a byte a score, took 3-7 times the
+ * products' time. */
+static TGT void term_block(const attn_sdpa_job *j, int64_t i0, int64_t nr, int64_t jb, int nk,
+                           float *term)
+{
+    V ninf = VSET1(-INFINITY);
+    for (int c0 = 0; c0 < nk; c0 += VW) {
+        int n = nk - c0 < VW ? nk - c0 : VW;
+        VM tm = VTAILMASK(n == VW ? 0 : n);
+        UNROLL for (int q = 0; q < QV; q++) {
+            V r[VW];
+            for (int l = 0; l < VW; l++) {
+                int64_t i = i0 + q * VW + l;
+                const float *b = j->bias ? j->bias + i * j->bias_stride + jb + c0 : NULL;
+                if (b && i < i0 + nr && jb + c0 + BK < j->lk) /* the next block's, in time */
+                    __builtin_prefetch(b + BK);
+                V t = !b || i >= i0 + nr ? VZERO() : n == VW ? VLOAD(b) : VLOADM(b, tm);
+                if (j->mask && i < i0 + nr)
+                    t = VSEL(VMASKB(j->mask + i * j->mask_stride + jb + c0, n), t, ninf);
+                r[l] = t;
+            }
+            VTRANSPOSE(r);
+            for (int t = 0; t < n; t++) VSTORE(term + (c0 + t) * QB + q * VW, r[t]);
+        }
+    }
+}
+
+/* A tile's scores (keys jb.., kn of them; vectors before v0 -inf) plus
+ * the staged term of their block (term_block). */
+static inline ALWAYS TGT void score_term(const attn_sdpa_job *j, int64_t jb, int kn, int v0,
+                                         V acc[KN][QV])
+{
+    const float *t = j->term + (jb - j->term_jb) * QB;
+    UNROLL for (int kk = 0; kk < KN; kk++)
+        UNROLL for (int v = 0; v < QV; v++)
+            if (kk < kn && v >= v0) acc[kk][v] = VADD(acc[kk][v], VLOAD(t + kk * QB + v * VW));
+}
+
 /* Scores of one tile in registers: acc[kk][lanes] = S^T for keys
  * jb..jb+kn-1 (rows kr, stride ks) and query rows i0.. (QB of them; qt
  * holds them already scaled), through score_fix. Returns the first vector
@@ -721,12 +765,14 @@ static inline ALWAYS TGT int score_regs(const attn_sdpa_job *j, const float *kr,
         kq_tile(qt, j->d, kr, ks, kn, v0, acc, NULL, NULL, NULL);
     }
     score_fix(j, i0, jb, kn, v0, acc);
+    if (j->term) score_term(j, jb, kn, v0, acc);
     return v0;
 }
 
 /* A tile of final register scores into st, folded into the running maxima
- * bm; then the explicit mask and bias (row-major in memory, so a scalar
- * pass, after which the caller takes the maxima again). */
+ * bm; then, unless staged (term_block), the explicit mask and bias
+ * (row-major in memory, so a scalar pass, after which the caller takes
+ * the maxima again: the sparse kernel's blocks). */
 static inline ALWAYS TGT void score_store(const attn_sdpa_job *j, int64_t i0, int64_t nr,
                                           int64_t jb, int kn, V acc[KN][QV], float *st, V bm[QV])
 {
@@ -735,7 +781,7 @@ static inline ALWAYS TGT void score_store(const attn_sdpa_job *j, int64_t i0, in
             bm[v] = VMAX(bm[v], acc[kk][v]);
             VSTORE(st + kk * QB + v * VW, acc[kk][v]);
         }
-    if (j->mask || j->bias) {
+    if ((j->mask || j->bias) && !j->term) {
         for (int64_t r = 0; r < nr; r++) {
             int64_t i = i0 + r;
             const uint8_t *mrow = j->mask ? j->mask + i * j->mask_stride + jb : NULL;
@@ -1208,7 +1254,7 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
     int64_t bl, br;
     band_of(j, &bl, &br);
     block_exp_exact(st, nk, upper_gap(j, br, i0, jb), m, alpha, sum);
-    return !j->mask && !j->bias;
+    return (!j->mask && !j->bias) || j->term;
 }
 
 /* One tile of cn value columns (from vb's first) of a key block on the
@@ -1392,7 +1438,8 @@ static inline int sdpa_by_rows(const attn_sdpa_job *j)
  * bf16 job's keys and values, bf16_tmpl.h) its products in bfloat16
  * (qt2: ldk x QB words, pt2: BK / 2 x QB). Scratch: qt
  * (d x QB), st (BK x QB), ot (dv x QB), with rope kr_rope (BK x d, the
- * rotated queries and then each key block), and with weights mb (one QB
+ * rotated queries and then each key block), with a mask or bias term (BK
+ * x QB, term_block's, a key block's), and with weights mb (one QB
  * row per key block) and pb (STAGE_KEYS(lk) x QB, when lk <= STAGE_LK).
  * With weights, each block's P (relative to the running max then) is kept
  * and its max goes to mb, to be rescaled once the block's max and sum are
@@ -1408,8 +1455,15 @@ static inline int sdpa_by_rows(const attn_sdpa_job *j)
  * block and are rescaled there. */
 static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int64_t i0,
                                  int64_t nr, float *qt, float *st, float *ot, float *mb, float *pb,
-                                 float *kr_rope, uint32_t *qt2, uint32_t *pt2, weights_due *due)
+                                 float *kr_rope, float *term, uint32_t *qt2, uint32_t *pt2,
+                                 weights_due *due)
 {
+    attn_sdpa_job staged_terms; /* j with its mask and bias staged a key block at a time */
+    if (j->mask || j->bias) {
+        staged_terms = *j;
+        staged_terms.term = term;
+        j = &staged_terms;
+    }
     int amx = bf && bf16_amx(j);
     if (bf) bf16_pack_q(j, bf, i0, nr, qt, kr_rope, qt2);
     else flash_pack_q(j, i0, nr, qt, kr_rope, j->scale);
@@ -1436,9 +1490,8 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     int stream = j->w && j->lk >= 512;
     int staged = j->w && j->lk <= STAGE_LK;
     /* blocks exponentiate lazily against the max of their first tile,
-     * unless the last one raised it (then two passes, its exact max), or a
-     * mask or bias changes the scores after the tiles */
-    int lazy = !j->mask && !j->bias;
+     * unless the last one raised it (then two passes, its exact max) */
+    int lazy = 1;
 #ifdef VTILE
     if (amx) attn_amx_begin();
 #endif
@@ -1447,6 +1500,10 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
         int64_t blk = (jb - klo) / BK;
         V alpha[QV], sum[QV];
         if (staged) st = pb + blk * BK * QB;
+        if (j->term) {
+            staged_terms.term_jb = jb;
+            term_block(j, i0, nr, jb, nk, term);
+        }
         if (bf) {
             /* flash_block_bf16 is a call of its own, and takes copies of
              * the running state: were the addresses of m, alpha and sum
@@ -1933,13 +1990,13 @@ static inline int chains(const attn_sdpa_job *j)
  * block's at the end. */
 static TGT void flash_chain(const attn_sdpa_job *j, const bf16_kv *bf, int64_t b0, int64_t b1,
                             float *qt, float *st, float *ot, float *mb[2], float *pb[2],
-                            float *kr_rope, uint32_t *qt2, uint32_t *pt2)
+                            float *kr_rope, float *term, uint32_t *qt2, uint32_t *pt2)
 {
     weights_due due;
     memset(&due, 0, sizeof due);
     for (int64_t b = b0; b < b1; b++) {
         int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
-        sdpa_block_flash(j, bf, i0, nr, qt, st, ot, mb[b & 1], pb[b & 1], kr_rope, qt2, pt2,
+        sdpa_block_flash(j, bf, i0, nr, qt, st, ot, mb[b & 1], pb[b & 1], kr_rope, term, qt2, pt2,
                          &due);
     }
     weights_write(&due, due.nblk * BLOCK_CHUNKS);
@@ -1969,22 +2026,24 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
         else sdpa_rows(j, j->bf16, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
         return;
     }
-    /* qt, st, ot, mb, pb, the rotated rows of rope, a second mb and pb */
+    /* qt, st, ot, mb, pb, the rotated rows of rope, the mask and bias
+     * term, a second mb and pb */
     size_t mbf = (size_t)(s->maxblk + 1) * QB;
     float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
     float *mb = ot + (size_t)s->maxd * QB, *pb = mb + mbf;
-    float *kr = pb + (size_t)s->maxstage * QB, *mb2 = kr + (size_t)BK * s->maxd;
+    float *kr = pb + (size_t)s->maxstage * QB, *term = kr + (size_t)BK * s->maxd;
+    float *mb2 = term + (size_t)BK * QB;
     float *mbs[2] = {mb, mb2}, *pbs[2] = {pb, mb2 + mbf};
     uint32_t *qt2 = (void *)(scr + s->bf_worker), *pt2 = qt2 + s->maxldk * QB;
     const bf16_kv *bf = j->bf16 ? &s->kv[lo] : NULL;
     if (chains(j)) {
         int64_t b1 = (b + 1) * s->chain, nqb = (j->lq + QB - 1) / QB;
-        flash_chain(j, bf, b * s->chain, b1 < nqb ? b1 : nqb, qt, st, ot, mbs, pbs, kr, qt2,
-                    pt2);
+        flash_chain(j, bf, b * s->chain, b1 < nqb ? b1 : nqb, qt, st, ot, mbs, pbs, kr, term,
+                    qt2, pt2);
         return;
     }
     int64_t i0 = b * QB, nr = j->lq - i0 < QB ? j->lq - i0 : QB;
-    sdpa_block_flash(j, bf, i0, nr, qt, st, ot, mb, pb, kr, qt2, pt2, NULL);
+    sdpa_block_flash(j, bf, i0, nr, qt, st, ot, mb, pb, kr, term, qt2, pt2, NULL);
 }
 
 /* Conversion tasks per bf16 job (bf16_task). */
@@ -2056,9 +2115,11 @@ static double sdpa_plan(const attn_sdpa_job *jobs, size_t n, int threads, int64_
     a->maxblk = maxblk;
     a->maxstage = maxstage;
     a->maxldk = maxldk;
-    /* qt, st, ot, mb, pb, the rotated rows of rope (BK x maxd), then a
-     * second mb and pb for chained jobs */
-    a->bf_worker = LINES((size_t)(2 * maxd + BK + VW + maxblk + 1 + maxstage) * QB +
+    /* qt, st, ot, mb, pb, the rotated rows of rope (BK x maxd), the mask
+     * and bias term (BK x QB, whether a job has them or not: a planner may
+     * ask with jobs that hold only their sizes), then a second mb and pb
+     * for chained jobs */
+    a->bf_worker = LINES((size_t)(2 * maxd + 2 * BK + VW + maxblk + 1 + maxstage) * QB +
                          (size_t)BK * (size_t)maxd +
                          (chained ? (size_t)(maxblk + 1 + maxstage) * QB : 0));
     a->per_worker = a->bf_worker + (maxldk ? LINES((size_t)(maxldk + BK / 2) * QB) : 0);

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "simd_x86.h"
 
@@ -56,6 +57,8 @@
 #define VSTREAM(p, v) _mm256_stream_ps(p, v)
 #define VSFENCE() _mm_sfence()
 #define VTRANSPOSE(r) attn_transpose_avx2(r)
+/* lanes l < n (1..VW) whose byte p[l] is not 0; reads no byte past p[n-1] */
+#define VMASKB(p, n) attn_maskb_avx2(p, n)
 
 #define VB __m256i
 #define VBLOAD(p) _mm256_loadu_si256((const __m256i *)(p))
@@ -86,6 +89,15 @@ SIMD_INLINE __m256 attn_dpbf_avx2(__m256 acc, __m256i a, __m256i b)
                           _mm256_castsi256_ps(_mm256_and_si256(b, hm)), acc);
     return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)),
                            _mm256_castsi256_ps(_mm256_slli_epi32(b, 16)), acc);
+}
+
+SIMD_INLINE __m256 attn_maskb_avx2(const uint8_t *p, int n)
+{
+    uint64_t b = 0;
+    memcpy(&b, p, n >= 8 ? 8 : (size_t)n);
+    __m256i x = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b));
+    return _mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpeq_epi32(x, _mm256_setzero_si256()),
+                                                _mm256_set1_epi32(-1)));
 }
 
 /* In-place 8 x 8 transpose: unpack and shuffle within lanes, then swap

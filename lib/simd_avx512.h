@@ -79,6 +79,8 @@
 #define VSTREAM(p, v) _mm512_stream_ps(p, v)
 #define VSFENCE() _mm_sfence()
 #define VTRANSPOSE(r) attn_transpose_avx512(r)
+/* lanes l < n (1..VW) whose byte p[l] is not 0; reads no byte past p[n-1] */
+#define VMASKB(p, n) attn_maskb_avx512(p, n)
 #define VB __m512i
 #define VBLOAD(p) _mm512_loadu_si512(p)
 #define VBSTORE(p, b) _mm512_storeu_si512(p, b)
@@ -131,6 +133,12 @@ static inline __attribute__((always_inline)) TGT __m512 attn_dpbf_avx512(__m512 
                            _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)), acc);
 }
 #endif
+
+static inline __attribute__((always_inline)) TGT __mmask16 attn_maskb_avx512(const uint8_t *p, int n)
+{
+    __mmask16 t = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+    return _mm_mask_test_epi8_mask(t, _mm_maskz_loadu_epi8(t, p), _mm_set1_epi8(-1));
+}
 
 /* In-place 16 x 16 transpose: 2x2 blocks by unpack, 4x4 by shuffle, then
  * the 128-bit lanes by two rounds of shuffle_f32x4. */

@@ -28,7 +28,8 @@
  *   VPOW2N(y,n) (y * 2^n for whole n, 0 where that is below the normal
  *   range), VHSUM(v) and VHMAX(v) (across lanes, to a float), VHSUMS(v)
  *   (v an array of VW vectors: lane i is VHSUM(v[i]), the same bits),
- *   VTRANSPOSE(r) (VW x VW in place).
+ *   VTRANSPOSE(r) (VW x VW in place), VMASKB(p,n) (a VM of the lanes
+ *   l < n whose byte p[l] is not 0, reading no byte past p[n-1]).
  * bfloat16 pairs (the bf16 kernel, bf16_tmpl.h): VB is a vector of VW
  *   32-bit lanes, each holding two bfloat16 (the low half first);
  *   VBLOAD(p), VBSTORE(p,b) (p: uint32_t), VBSET1(u) (every lane u),
@@ -91,6 +92,7 @@
 #define VSTREAM(p, v) VSTORE(p, v)
 #define VSFENCE() ((void)0)
 #define VTRANSPOSE(r) ((void)(r))
+#define VMASKB(p, n) ((void)(n), *(p) != 0)
 #define VEXP(x) expf(x)
 #define VB uint32_t
 #define VBLOAD(p) (*(p))
