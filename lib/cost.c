@@ -18,7 +18,9 @@
 
 #define PAIR_SOFTMAX 16.0 /* a scored pair's exponential and running sums (flash: 9-20) */
 #define PAIR_STORE 32.0   /* a weight written or a bias read (18-30) */
-#define PAIR_MASK 200.0   /* an explicit mask's byte: its branch is the data's (100-230) */
+#define PAIR_MASK 200.0   /* an explicit mask's byte where the scores go a row or a
+                           * sparse block at a time: its branch is the data's (100-230;
+                           * the flash kernel's dense blocks take it in registers) */
 #define PAIR_ROW 300.0    /* a pair on the row-by-row path: hard attention, concat (140-300) */
 #define PAIR_SELECT 1500.0 /* top_k's selection or sample's two double sums (300-1450) */
 #define PAIR_ROW_SOFTCAP 1400.0 /* softcap's tanhf on the row path (1300; the flash
