@@ -63,15 +63,18 @@ static int client_gone(int fd)
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-/* The interrupt of a context lent under a watch (attn_ctx_set_interrupt). */
+/* The interrupt of a context lent under a watch (attn_ctx_set_interrupt):
+ * a clock read a call, the socket's poll() once a millisecond at most. */
 static attn_status watch_poll(void *arg)
 {
-    const srv_watch *w = arg;
-    if (w->deadline_ms > 0 && srv_now_ms() >= w->deadline_ms)
+    srv_watch *w = arg;
+    double now = srv_now_ms();
+    if (w->deadline_ms > 0 && now >= w->deadline_ms)
         return ATTN_ERR_TIMEOUT;
-    if (w->fd >= 0 && client_gone(w->fd))
-        return ATTN_ERR_CANCELLED;
-    return ATTN_OK;
+    if (w->fd < 0 || now < atomic_load_explicit(&w->fd_due_ms, memory_order_relaxed))
+        return ATTN_OK;
+    atomic_store_explicit(&w->fd_due_ms, now + 1.0, memory_order_relaxed);
+    return client_gone(w->fd) ? ATTN_ERR_CANCELLED : ATTN_OK;
 }
 
 /* Sets what stops c's calls: the thread's watch, its deadline starting at

@@ -2,6 +2,7 @@
 #ifndef SRV_H
 #define SRV_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -657,11 +658,14 @@ void srv_name_list(char *out, size_t n, const char *name);
  * (ATTN_COMPUTE_TIMEOUT from its first computation on, over all of them,
  * a translation's many calls included; 0 until then) and its client
  * leaving (fd, the connection's socket, shut by the peer; -1: not
- * watched). The HTTP layer makes one its thread's for the request
- * (srv_watch_use, which returns the one it replaces). */
+ * watched), looked at once fd_due_ms has passed and then every
+ * millisecond, so that short requests make no system call for it. The
+ * HTTP layer makes one its thread's for the request (srv_watch_use,
+ * which returns the one it replaces). */
 typedef struct {
     int fd;
-    double deadline_ms; /* srv_now_ms's clock */
+    double deadline_ms;       /* srv_now_ms's clock */
+    _Atomic double fd_due_ms; /* the computing threads' turns, in any order */
 } srv_watch;
 srv_watch *srv_watch_use(srv_watch *w);
 
