@@ -1458,7 +1458,10 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
                                  float *kr_rope, float *term, uint32_t *qt2, uint32_t *pt2,
                                  weights_due *due)
 {
-    attn_sdpa_job staged_terms; /* j with its mask and bias staged a key block at a time */
+    /* j with its mask and bias staged a key block at a time; the weights
+     * left due for the caller name the caller's job (this copy ends here) */
+    const attn_sdpa_job *job = j;
+    attn_sdpa_job staged_terms;
     if (j->mask || j->bias) {
         staged_terms = *j;
         staged_terms.term = term;
@@ -1551,7 +1554,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
         return;
     }
     weight_factors(m, inv, mb, nblk);
-    weights_due own = {j, i0, nr, klo, khi, nblk, 0, 0, stream, mb, pb, 0, 0};
+    weights_due own = {job, i0, nr, klo, khi, nblk, 0, 0, stream, mb, pb, 0, 0};
     if (due) {
         *due = own;
         return;
