@@ -714,11 +714,12 @@ static TGT void term_block(const attn_sdpa_job *j, int64_t i0, int64_t nr, int64
             V r[VW];
             for (int l = 0; l < VW; l++) {
                 int64_t i = i0 + q * VW + l;
-                const float *b = j->bias ? j->bias + i * j->bias_stride + jb + c0 : NULL;
-                if (b && i < i0 + nr && jb + c0 + BK < j->lk) /* the next block's, in time */
+                int live = i < i0 + nr;
+                const float *b = live && j->bias ? j->bias + i * j->bias_stride + jb + c0 : NULL;
+                if (b && jb + c0 + BK < j->lk) /* the next block's, in time */
                     __builtin_prefetch(b + BK);
-                V t = !b || i >= i0 + nr ? VZERO() : n == VW ? VLOAD(b) : VLOADM(b, tm);
-                if (j->mask && i < i0 + nr)
+                V t = !b ? VZERO() : n == VW ? VLOAD(b) : VLOADM(b, tm);
+                if (live && j->mask)
                     t = VSEL(VMASKB(j->mask + i * j->mask_stride + jb + c0, n), t, ninf);
                 r[l] = t;
             }

@@ -134,7 +134,8 @@ static int conn_fd(struct MHD_Connection *conn)
  * goes, then frees the body. */
 static void serve_held(struct MHD_Connection *conn, req_state *rs, srv_reply *r)
 {
-    srv_watch w = {conn_fd(conn), 0.0, srv_now_ms() + 1.0};
+    srv_watch w;
+    srv_watch_init(&w, conn_fd(conn));
     srv_watch *prev = srv_watch_use(&w);
     srv_body_use(&rs->body);
     srv_route_serve(&rs->target, rs->body.text, rs->body.len, r);

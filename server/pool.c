@@ -45,7 +45,16 @@ static attn_ctx *small_ctx(void)
     return c; /* NULL: the library's own one-thread path */
 }
 
+#define WATCH_FD_EVERY_MS 1.0 /* how often a watch polls its socket */
+
 static _Thread_local srv_watch *watch;
+
+void srv_watch_init(srv_watch *w, int fd)
+{
+    w->fd = fd;
+    w->deadline_ms = 0.0;
+    atomic_init(&w->fd_due_ms, srv_now_ms() + WATCH_FD_EVERY_MS);
+}
 
 srv_watch *srv_watch_use(srv_watch *w)
 {
@@ -73,7 +82,7 @@ static attn_status watch_poll(void *arg)
         return ATTN_ERR_TIMEOUT;
     if (w->fd < 0 || now < atomic_load_explicit(&w->fd_due_ms, memory_order_relaxed))
         return ATTN_OK;
-    atomic_store_explicit(&w->fd_due_ms, now + 1.0, memory_order_relaxed);
+    atomic_store_explicit(&w->fd_due_ms, now + WATCH_FD_EVERY_MS, memory_order_relaxed);
     return client_gone(w->fd) ? ATTN_ERR_CANCELLED : ATTN_OK;
 }
 

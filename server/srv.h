@@ -667,6 +667,7 @@ typedef struct {
     double deadline_ms;       /* srv_now_ms's clock */
     _Atomic double fd_due_ms; /* the computing threads' turns, in any order */
 } srv_watch;
+void srv_watch_init(srv_watch *w, int fd); /* a request starting now */
 srv_watch *srv_watch_use(srv_watch *w);
 
 /* Compute contexts, reused across requests: borrow one for a computation

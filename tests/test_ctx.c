@@ -847,6 +847,36 @@ static attn_request long_request(float *x, int64_t H, int64_t Lq, int64_t Lk, in
     return r;
 }
 
+/* A long_request with its inputs and two outputs (out[0] for a call
+ * whole, out[1] for the one under test), n floats each. */
+typedef struct {
+    float *x, *out[2];
+    size_t n;
+    attn_request r;
+} long_call;
+
+static void long_call_new(long_call *c, int64_t H, int64_t Lq, int64_t Lk, int64_t D)
+{
+    c->n = (size_t)(H * Lq * D);
+    c->x = malloc(sizeof(float) * (size_t)(H * (Lq + 2 * Lk) * D));
+    c->out[0] = malloc(sizeof(float) * c->n);
+    c->out[1] = malloc(sizeof(float) * c->n);
+    c->r = long_request(c->x, H, Lq, Lk, D);
+}
+
+/* Whether the two outputs are the same bits. */
+static int long_call_same(const long_call *c)
+{
+    return !memcmp(c->out[0], c->out[1], sizeof(float) * c->n);
+}
+
+static void long_call_free(long_call *c)
+{
+    free(c->x);
+    free(c->out[0]);
+    free(c->out[1]);
+}
+
 /* A call, timed: its status and seconds. */
 static attn_status timed_call(attn_ctx *ctx, const attn_request *r, float *out, attn_error *e,
                               double *secs)
@@ -862,32 +892,27 @@ static attn_status timed_call(attn_ctx *ctx, const attn_request *r, float *out, 
  * as before the limit. */
 static void test_time_limit_stops(void)
 {
-    enum { H = 8, L = 4096, D = 64 };
-    float *x = malloc(sizeof(float) * 3 * H * L * D), *out[2];
-    out[0] = malloc(sizeof(float) * H * L * D);
-    out[1] = malloc(sizeof(float) * H * L * D);
-    attn_request r = long_request(x, H, L, L, D);
+    long_call c;
+    long_call_new(&c, 8, 4096, 4096, 64);
     for (int threads = 1; threads <= 2; threads++) {
         attn_ctx *ctx = attn_ctx_new(threads);
         attn_error e;
         double full, cut, again;
-        attn_status st0 = timed_call(ctx, &r, out[0], &e, &full);
+        attn_status st0 = timed_call(ctx, &c.r, c.out[0], &e, &full);
         attn_ctx_set_time_limit(ctx, full / 20);
-        attn_status st1 = timed_call(ctx, &r, out[1], &e, &cut);
+        attn_status st1 = timed_call(ctx, &c.r, c.out[1], &e, &cut);
         check(st0 == ATTN_OK && st1 == ATTN_ERR_TIMEOUT && cut < full / 2 &&
                   strstr(e.message, "time limit"),
               "attn_ctx_set_time_limit: a call stops at its limit",
               "%d threads: status %d then %d (\"%s\") after %.3f s, %.3f s without the limit of %.3f s",
               threads, st0, st1, e.message, cut, full, full / 20);
         attn_ctx_set_time_limit(ctx, 0.0);
-        attn_status st2 = timed_call(ctx, &r, out[1], &e, &again);
-        check(st2 == ATTN_OK && !memcmp(out[0], out[1], sizeof(float) * H * L * D),
-              "attn_ctx_set_time_limit(0): the next call whole", "%d threads: status %d", threads, st2);
+        attn_status st2 = timed_call(ctx, &c.r, c.out[1], &e, &again);
+        check(st2 == ATTN_OK && long_call_same(&c), "attn_ctx_set_time_limit(0): the next call whole",
+              "%d threads: status %d", threads, st2);
         attn_ctx_free(ctx);
     }
-    free(x);
-    free(out[0]);
-    free(out[1]);
+    long_call_free(&c);
 }
 
 /* An interrupt's state: it says stop once `after` seconds have passed
@@ -921,44 +946,39 @@ static attn_status interrupted_call(attn_ctx *ctx, const attn_request *r, float 
  * context without it asks nothing. */
 static void test_interrupt(void)
 {
-    enum { H = 8, L = 2048, D = 64 };
-    float *x = malloc(sizeof(float) * 3 * H * L * D), *out[2];
-    out[0] = malloc(sizeof(float) * H * L * D);
-    out[1] = malloc(sizeof(float) * H * L * D);
-    attn_request r = long_request(x, H, L, L, D);
+    long_call c;
+    long_call_new(&c, 8, 2048, 2048, 64);
     interrupt_state s;
     for (int threads = 1; threads <= 2; threads++) {
         attn_ctx *ctx = attn_ctx_new(threads);
         attn_error e;
         double full, t;
-        attn_status st = timed_call(ctx, &r, out[0], &e, &full);
-        st |= interrupted_call(ctx, &r, out[1], &e, &s, -1, &t);
+        attn_status st = timed_call(ctx, &c.r, c.out[0], &e, &full);
+        st |= interrupted_call(ctx, &c.r, c.out[1], &e, &s, -1, &t);
         int polls = atomic_load(&s.polls);
-        check(st == ATTN_OK && !memcmp(out[0], out[1], sizeof(float) * H * L * D) && polls >= 1 &&
+        check(st == ATTN_OK && long_call_same(&c) && polls >= 1 &&
                   polls <= t * 1000 + 2,
               "attn_ctx_set_interrupt: asked once a millisecond at most, the answer unchanged",
               "%d threads: status %d, asked %d times in %.4f s", threads, st, polls, t);
-        st = interrupted_call(ctx, &r, out[1], &e, &s, 0, &t);
+        st = interrupted_call(ctx, &c.r, c.out[1], &e, &s, 0, &t);
         polls = atomic_load(&s.polls);
         check(st == ATTN_ERR_CANCELLED && polls == 1 && t < full / 4 && strstr(e.message, "cancelled"),
               "attn_ctx_set_interrupt: a stop at the first task",
               "%d threads: status %d (\"%s\"), asked %d times, %.4f s of %.4f", threads, st,
               e.message, polls, t, full);
-        st = interrupted_call(ctx, &r, out[1], &e, &s, full / 10, &t);
+        st = interrupted_call(ctx, &c.r, c.out[1], &e, &s, full / 10, &t);
         check(st == ATTN_ERR_CANCELLED && t < full / 2, "attn_ctx_set_interrupt: a stop midway",
               "%d threads: status %d after %.4f s, %.4f s whole", threads, st, t, full);
         attn_ctx_set_interrupt(ctx, NULL, &s);
         atomic_store(&s.polls, 0);
-        st = timed_call(ctx, &r, out[1], &e, &t);
+        st = timed_call(ctx, &c.r, c.out[1], &e, &t);
         check(st == ATTN_OK && atomic_load(&s.polls) == 0 &&
-                  !memcmp(out[0], out[1], sizeof(float) * H * L * D),
+                  long_call_same(&c),
               "attn_ctx_set_interrupt(NULL): none asked, the call whole", "%d threads: status %d, asked %d",
               threads, st, atomic_load(&s.polls));
         attn_ctx_free(ctx);
     }
-    free(x);
-    free(out[0]);
-    free(out[1]);
+    long_call_free(&c);
 }
 
 /* A limit that passes while rope's table of cos and sin is being filled
@@ -966,34 +986,29 @@ static void test_interrupt(void)
  * must fill it again, and answers as a fresh context does. */
 static void test_time_limit_rope(void)
 {
-    enum { L = 1 << 18, LK = 16, D = 16 };
-    float *x = malloc(sizeof(float) * (L + 2 * LK) * D), *out[2];
-    out[0] = malloc(sizeof(float) * L * D);
-    out[1] = malloc(sizeof(float) * L * D);
-    attn_request r = long_request(x, 1, L, LK, D);
-    r.opt.rope = (attn_rope){1, 10000.0f, ATTN_ROPE_HALF, 0, 0};
+    long_call c;
+    long_call_new(&c, 1, 1 << 18, 16, 16);
+    c.r.opt.rope = (attn_rope){1, 10000.0f, ATTN_ROPE_HALF, 0, 0};
     attn_ctx *fresh = attn_ctx_new(2), *ctx = attn_ctx_new(2);
     attn_error e;
     double t[3];
-    attn_status st0 = timed_call(fresh, &r, out[0], &e, &t[0]);
+    attn_status st0 = timed_call(fresh, &c.r, c.out[0], &e, &t[0]);
     attn_ctx_set_time_limit(ctx, 1e-3);
-    attn_status st1 = timed_call(ctx, &r, out[1], &e, &t[1]);
+    attn_status st1 = timed_call(ctx, &c.r, c.out[1], &e, &t[1]);
     attn_ctx_set_time_limit(ctx, 0.0);
-    attn_status st2 = timed_call(ctx, &r, out[1], &e, &t[2]);
+    attn_status st2 = timed_call(ctx, &c.r, c.out[1], &e, &t[2]);
     if (st1 == ATTN_OK) {
         printf("time limit during rope's table: the call took %.3f s, within the clock's tick; "
                "skipped\n", t[1]);
         n_skipped++;
     } else
         check(st0 == ATTN_OK && st1 == ATTN_ERR_TIMEOUT && st2 == ATTN_OK &&
-                  !memcmp(out[0], out[1], sizeof(float) * L * D),
+                  long_call_same(&c),
               "time limit during rope's table: the next call fills it again",
               "status %d, %d, %d; %.3f s whole", st0, st1, st2, t[0]);
     attn_ctx_free(fresh);
     attn_ctx_free(ctx);
-    free(x);
-    free(out[0]);
-    free(out[1]);
+    long_call_free(&c);
 }
 
 /* ----------------------------------------------------------- threads */
