@@ -89,6 +89,26 @@ static void flash_rows(attn_ctx *ctx, const inputs *in)
     x = r, x.opt.mask = (attn_mask){2, {L, L}, in->mask}, row(ctx, "mask (3/4 random)", &x);
 }
 
+/* Decode-sized queries (3 rows, which go a row at a time) over L keys, in
+ * L / 32 batches, with and without the mask. */
+static void decode_rows(attn_ctx *ctx, const inputs *in)
+{
+    int64_t B = in->L / 32, L = in->L, d = in->d;
+    unsigned seed = 2;
+    float *q = uniform((size_t)(B * 3 * d), &seed), *k = uniform((size_t)(B * L * d), &seed);
+    float *v = uniform((size_t)(B * L * d), &seed);
+    if (q && k && v) {
+        attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+        r.query = (attn_tensor){3, {B, 3, d}, q};
+        r.key = (attn_tensor){3, {B, L, d}, k};
+        r.value = (attn_tensor){3, {B, L, d}, v};
+        r.opt.need_weights = 0;
+        row(ctx, "3 query rows", &r);
+        r.opt.mask = (attn_mask){2, {3, L}, in->mask}, row(ctx, "3 query rows, mask", &r);
+    }
+    free(q), free(k), free(v);
+}
+
 /* Hard attention on the row path. */
 static void hard_rows(attn_ctx *ctx, const inputs *in)
 {
@@ -108,12 +128,16 @@ static void sparse_rows(attn_ctx *ctx, const inputs *in)
     s->pattern = ATTN_SPARSE_LOCAL_GLOBAL;
     s->global = in->global;
     s->window = 16, row(ctx, "window 16", &x);
+    x.opt.mask = (attn_mask){2, {in->L, in->L}, in->mask}, row(ctx, "window 16, mask", &x);
+    x.opt.mask = r.opt.mask;
     x.opt.hard = ATTN_HARD_TOPK, x.opt.top_k = 1, row(ctx, "window 16, top_k 1", &x);
     x.opt.hard = ATTN_HARD_NONE, s->window = 0, s->n_global = (size_t)(in->L / 2);
     row(ctx, "half global", &x);
     s->n_global = (size_t)(in->L / 128), row(ctx, "1/128 global", &x);
     x = r, s->pattern = ATTN_SPARSE_BIGBIRD, s->window_blocks = 3, s->global_blocks = 2;
     s->random_blocks = 3, s->block = 16, row(ctx, "bigbird block 16", &x);
+    x.opt.mask = (attn_mask){2, {in->L, in->L}, in->mask}, row(ctx, "bigbird block 16, mask", &x);
+    x.opt.mask = r.opt.mask;
     s->block = 2, row(ctx, "bigbird block 2", &x);
 }
 
@@ -157,6 +181,7 @@ int main(int argc, char **argv)
         in.v = uniform((size_t)(L * in.d), &seed);
         printf("head dim %lld\n", (long long)in.d);
         flash_rows(ctx, &in);
+        decode_rows(ctx, &in);
         hard_rows(ctx, &in);
         sparse_rows(ctx, &in);
         rule_rows(ctx, &in);

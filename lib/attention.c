@@ -259,7 +259,7 @@ static double rule_flops(const plan *pl, double B, double Bk, int64_t lq, int64_
     if (rule == ATTN_RULE_LINEAR)
         return f;
     int tanh = rule == ATTN_RULE_ADDITIVE || rule == ATTN_RULE_CONCAT_TANH;
-    return f + attn_extra_cost(&pl->req.opt, B, lq, lkeys, tanh ? pl->dh : 0,
+    return f + attn_extra_cost(&pl->req.opt, B, lq, lkeys, pl->d.Dq + pl->d.Dv, tanh ? pl->dh : 0,
                                rule == ATTN_RULE_CONCAT);
 }
 

@@ -578,8 +578,11 @@ typedef struct {
      * its arithmetic (2 per multiply-add) and what the score pipeline
      * costs beside it, counted as the operations that take as long on the
      * dense kernel (one core at 1e11 a second): per scored pair of a head
-     * 16 (the softmax), +32 with weights returned, +32 with a bias, +200
-     * with a mask, +300 for hard attention and the concat rule, +1500
+     * 16 (the softmax), +32 with weights returned, +32 with a bias, +50
+     * with a mask (+200 where the scores go row by row), +400 and +8 a
+     * column of d + dv for a query of fewer than 16 rows (which go a row
+     * at a time, each reading the keys and values again; not on the row
+     * path), +300 for hard attention and the concat rule, +1500
      * more for top_k and sample, +50 + 28 per hidden unit for the tanh
      * rules, +1400 for softcap where the scores go row by row (hard
      * attention, the tanh rules: an exact tanhf a pair), +450 for a pair

@@ -313,7 +313,7 @@ static inline ALWAYS TGT int bf16_lazy_tile(const attn_sdpa_job *j, const uint32
  * go lazily (flash_block_lazy's rule). Not inlined: its code inside
  * sdpa_block_flash would crowd the float32 path's registers. */
 static NOINLINE TGT int flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *c,
-                                         const uint32_t *qt2, int64_t i0, int64_t nr, int64_t jb,
+                                         const uint32_t *qt2, int64_t i0, int64_t jb,
                                          int nk, float *st, uint32_t *pt2, int np2, int amx,
                                          int lazy, V m[QV], V alpha[QV], V sum[QV])
 {
@@ -337,15 +337,10 @@ static NOINLINE TGT int flash_block_bf16(const attn_sdpa_job *j, const bf16_kv *
         int kn = nk - kk < KN ? nk - kk : KN;
         V acc[KN][QV];
         bf16_scores(j, kb, c->ldk, qt2, i0, jb, kk, kn, amx, fix, st, acc);
-        score_store(j, i0, nr, jb + kk, kn, acc, st + kk * QB, bm);
-    }
-    if ((j->mask || j->bias) && !j->term) { /* they changed st after the tiles' maxima */
-        UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
-        for (int kk = 0; kk < nk; kk++)
-            UNROLL for (int q = 0; q < QV; q++) bm[q] = VMAX(bm[q], VLOAD(st + kk * QB + q * VW));
+        score_store(kn, acc, st + kk * QB, bm);
     }
     bf16_exp_pack(st, nk, np2, pt2, j->w != NULL, bm, m, alpha, sum);
-    return (!j->mask && !j->bias) || j->term;
+    return 1;
 }
 
 /* O^T[c][lanes] = O^T alpha + sum_t vt[c][t] . pt2[t][lanes] over np2

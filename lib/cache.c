@@ -87,7 +87,7 @@ static attn_status make_plan(const attn_cache_request *req, cplan *pl, attn_erro
         return attn_fail(err, ATTN_ERR_TOO_LARGE, "", "the result would be too large");
     sh->w_count = o->need_weights ? wc : 0;
     sh->flops = 4.0 * (double)pl->H * (double)pl->d * attn_sparsity_pairs(o, pl->Tq, pl->n) +
-                attn_extra_cost(o, (double)pl->H, pl->Tq, pl->n, 0, 0);
+                attn_extra_cost(o, (double)pl->H, pl->Tq, pl->n, 2 * pl->d, 0, 0);
     attn_sparsity_dims(o, pl->Tq, pl->n, &sh->layout_rows, &sh->layout_cols, &sh->layout_block);
     return ATTN_OK;
 }

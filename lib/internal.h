@@ -487,7 +487,7 @@ double attn_sparsity_pairs(const attn_options *o, int64_t Lq, int64_t Lk);
 
 /* What slices of lq x lk cost beside their multiply-adds, in operations
  * at the dense kernel's rate (cost.c): added to attn_shapes.flops. */
-double attn_extra_cost(const attn_options *o, double slices, int64_t lq, int64_t lk,
+double attn_extra_cost(const attn_options *o, double slices, int64_t lq, int64_t lk, int64_t width,
                        int64_t tanh_units, int rows);
 
 /* The pattern in the kernels' form (kernels.h) into *sp: its pieces are

@@ -43,7 +43,7 @@
 #define first_vector ISA_NAME(first_vector)
 #define score_terms ISA_NAME(score_terms)
 #define score_consts_of ISA_NAME(score_consts_of)
-#define decode_terms ISA_NAME(decode_terms)
+#define decode_fix ISA_NAME(decode_fix)
 #define score_regs ISA_NAME(score_regs)
 #define score_fix ISA_NAME(score_fix)
 #define scores_termed ISA_NAME(scores_termed)
@@ -771,39 +771,24 @@ static inline ALWAYS TGT int score_regs(const attn_sdpa_job *j, const float *kr,
 }
 
 /* A tile of final register scores into st, folded into the running maxima
- * bm; then, unless staged (term_block), the explicit mask and bias
- * (row-major in memory, so a scalar pass, after which the caller takes
- * the maxima again: the sparse kernel's blocks). */
-static inline ALWAYS TGT void score_store(const attn_sdpa_job *j, int64_t i0, int64_t nr,
-                                          int64_t jb, int kn, V acc[KN][QV], float *st, V bm[QV])
+ * bm. */
+static inline ALWAYS TGT void score_store(int kn, V acc[KN][QV], float *st, V bm[QV])
 {
     for (int kk = 0; kk < kn; kk++)
         UNROLL for (int v = 0; v < QV; v++) {
             bm[v] = VMAX(bm[v], acc[kk][v]);
             VSTORE(st + kk * QB + v * VW, acc[kk][v]);
         }
-    if ((j->mask || j->bias) && !j->term) {
-        for (int64_t r = 0; r < nr; r++) {
-            int64_t i = i0 + r;
-            const uint8_t *mrow = j->mask ? j->mask + i * j->mask_stride + jb : NULL;
-            const float *brow = j->bias ? j->bias + i * j->bias_stride + jb : NULL;
-            for (int kk = 0; kk < kn; kk++) {
-                float *s = st + kk * QB + r;
-                if (mrow && !mrow[kk]) *s = -INFINITY;
-                else if (brow) *s += brow[kk];
-            }
-        }
-    }
 }
 
 /* Scores of one tile into st (score_regs, then score_store). */
 static inline ALWAYS TGT void score_tile(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                         const float *qt, int64_t i0, int64_t nr, int64_t jb,
-                                         int kn, float *st, V bm[QV])
+                                         const float *qt, int64_t i0, int64_t jb, int kn, float *st,
+                                         V bm[QV])
 {
     V acc[KN][QV];
     score_regs(j, kr, ks, qt, i0, jb, kn, acc);
-    score_store(j, i0, nr, jb, kn, acc, st, bm);
+    score_store(kn, acc, st, bm);
 }
 
 /* Scores above the reference max by at most this much are exponentiated
@@ -1237,11 +1222,10 @@ static inline ALWAYS TGT void block_exp_exact(float *st, int nk, int64_t gap, V 
 }
 
 /* One key block in two passes: its exact max, then the exponentials (the
- * only way with a mask or bias, which change scores after the tiles'
- * maxima). Sets alpha and sum as flash_block_lazy does; returns whether
- * the next block may go lazily. */
+ * way after a block that raised the max). Sets alpha and sum as
+ * flash_block_lazy does; returns 1: the next block may go lazily. */
 static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
-                                               const float *qt, int64_t i0, int64_t nr, int64_t jb,
+                                               const float *qt, int64_t i0, int64_t jb,
                                                int nk, float *st, V m[QV], V alpha[QV], V sum[QV],
                                                weights_due *due)
 {
@@ -1249,13 +1233,13 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
     UNROLL for (int q = 0; q < QV; q++) bm[q] = m[q];
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
-        score_tile(j, kr + kk * ks, ks, qt, i0, nr, jb + kk, kn, st + kk * QB, bm);
+        score_tile(j, kr + kk * ks, ks, qt, i0, jb + kk, kn, st + kk * QB, bm);
         weights_pace(due, jb + kk + kn);
     }
     int64_t bl, br;
     band_of(j, &bl, &br);
     block_exp_exact(st, nk, upper_gap(j, br, i0, jb), m, alpha, sum);
-    return (!j->mask && !j->bias) || j->term;
+    return 1;
 }
 
 /* One tile of cn value columns (from vb's first) of a key block on the
@@ -1515,7 +1499,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
              * too, whose score tiles then spill (measured: 20% slower) */
             V mc[QV], ac[QV], sc[QV];
             UNROLL for (int q = 0; q < QV; q++) mc[q] = m[q];
-            lazy = flash_block_bf16(j, bf, qt2, i0, nr, jb, nk, st, pt2, bf16_np2(nk, amx), amx,
+            lazy = flash_block_bf16(j, bf, qt2, i0, jb, nk, st, pt2, bf16_np2(nk, amx), amx,
                                     lazy, mc, ac, sc);
             UNROLL for (int q = 0; q < QV; q++) {
                 m[q] = mc[q];
@@ -1532,7 +1516,7 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
                 ks = j->d;
             }
             if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
-            else lazy = flash_block_exact(j, kr, ks, qt, i0, nr, jb, nk, st, m, alpha, sum, due);
+            else lazy = flash_block_exact(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
         }
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {
@@ -1564,19 +1548,30 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
     if (stream) VSFENCE();
 }
 
-/* Softcap and ALiBi over a decode row's scores sc (nk keys from jb, row
- * at i'), leaving -inf (masked) as it is. */
-static inline ALWAYS TGT void decode_terms(const attn_sdpa_job *j, int64_t ip, int64_t jb, int nk,
-                                           float *sc)
+/* Softcap, ALiBi, the bias and the explicit and key masks over a decode
+ * row's scores sc (row i, at i'; nk keys from jb), a vector at a time:
+ * a score -inf (outside the band) stays so, and a masked one becomes so. */
+static inline ALWAYS TGT void decode_fix(const attn_sdpa_job *j, int64_t i, int64_t ip, int64_t jb,
+                                         int nk, float *sc)
 {
     score_consts c = score_consts_of(j);
+    int terms = c.softcap || c.alibi;
+    const float *b = j->bias ? j->bias + i * j->bias_stride + jb : NULL;
+    const uint8_t *mr = j->mask ? j->mask + i * j->mask_stride + jb : NULL;
+    const uint8_t *km = j->key_mask ? j->key_mask + jb : NULL;
+    V ninf = VSET1(-INFINITY);
     for (int kk = 0; kk < nk; kk += VW) {
         int n = nk - kk < VW ? nk - kk : VW;
         VM tm = VTAILMASK(n == VW ? 0 : n);
         V x = n == VW ? VLOAD(sc + kk) : VLOADM(sc + kk, tm);
-        V y = VSEL(VISNINF(x), x, score_terms(&c, x, (float)(ip - jb - kk), 0));
-        if (n == VW) VSTORE(sc + kk, y);
-        else VSTOREM(sc + kk, tm, y);
+        VM out = VISNINF(x);
+        if (terms) x = score_terms(&c, x, (float)(ip - jb - kk), 0);
+        if (b) x = VADD(x, n == VW ? VLOAD(b + kk) : VLOADM(b + kk, tm));
+        x = VSEL(out, ninf, x);
+        if (mr) x = VSEL(VMASKB(mr + kk, n), x, ninf);
+        if (km) x = VSEL(VMASKB(km + kk, n), x, ninf);
+        if (n == VW) VSTORE(sc + kk, x);
+        else VSTOREM(sc + kk, tm, x);
     }
 }
 
@@ -1704,20 +1699,16 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
         else sc[kk] = decode_dot(j, q, ub2, j->k + t * j->k_stride,
                             r ? j->rope_rel + (kk % ROPE_RUN) * 2 * d : NULL) * j->scale;
     }
-    /* the masks; the band cuts a block only where the row's key range
-     * reaches past it (a bf16 row's extra first key, see sdpa_rows) */
+    /* the band cuts a block only where the row's key range reaches past
+     * it (a bf16 row's extra first key, see sdpa_rows) */
     band_of(j, &bl, &br);
-    if (j->key_mask || j->mask || (bl >= 0 && jb < ip - bl) || (br >= 0 && jb + nk - 1 > ip + br))
+    if ((bl >= 0 && jb < ip - bl) || (br >= 0 && jb + nk - 1 > ip + br))
         for (kk = 0; kk < nk; kk++) {
             int64_t t = jb + kk;
-            if ((j->key_mask && !j->key_mask[t]) || (j->mask && !j->mask[i * j->mask_stride + t]) ||
-                (bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br))
-                sc[kk] = -INFINITY;
+            if ((bl >= 0 && t < ip - bl) || (br >= 0 && t > ip + br)) sc[kk] = -INFINITY;
         }
-    if (j->softcap > 0.0f || j->alibi != 0.0f) decode_terms(j, ip, jb, nk, sc);
-    if (j->bias)
-        for (kk = 0; kk < nk; kk++)
-            if (sc[kk] != -INFINITY) sc[kk] += j->bias[i * j->bias_stride + jb + kk];
+    if (j->softcap > 0.0f || j->alibi != 0.0f || j->bias || j->mask || j->key_mask)
+        decode_fix(j, i, ip, jb, nk, sc);
     V mv = VSET1(m); /* a NaN score is passed over, as by x > m */
     for (kk = 0; kk + VW <= nk; kk += VW) mv = VMAX(VLOAD(sc + kk), mv);
     if (kk < nk) mv = VMAX(VSEL(VTAILMASK(nk - kk), VLOADM(sc + kk, VTAILMASK(nk - kk)), VSET1(m)), mv);
@@ -2016,9 +2007,9 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     float *scr = s->scratch + (size_t)worker * s->per_worker;
     if (j->sparse) {
         int64_t rows = sdpa_by_rows(j) ? QB / 4 : QB, i0 = b * rows; /* as sdpa_plan */
-        float *qt = scr, *st = qt + (size_t)s->maxd * QB;
-        sdpa_block_sparse(j, i0, j->lq - i0 < rows ? j->lq - i0 : rows, qt, st,
-                          st + (size_t)BK * QB);
+        float *qt = scr, *st = qt + (size_t)s->maxd * QB, *ot = st + (size_t)BK * QB;
+        sdpa_block_sparse(j, i0, j->lq - i0 < rows ? j->lq - i0 : rows, qt, st, ot,
+                          ot + (size_t)s->maxd * QB);
         return;
     }
     if (sdpa_by_rows(j)) {

@@ -357,7 +357,7 @@ static double mha_flops(const mplan *pl)
         return 2.0 * B * proj + attn_linear_flops(&m, B * (double)pl->H, pl->req.opt.causal);
     }
     return 2.0 * B * (proj + 2.0 * attn_sparsity_pairs(&pl->req.opt, d->Lq, d->Lk) * E) +
-           attn_extra_cost(&pl->req.opt, B * (double)pl->H, d->Lq, d->Lk, 0, 0);
+           attn_extra_cost(&pl->req.opt, B * (double)pl->H, d->Lq, d->Lk, 2 * pl->hd, 0, 0);
 }
 
 /* shapes.param_floats: the floats of the bound parameters, or of the

@@ -23,6 +23,8 @@
  * with the rows' final max and sum: zero outside the pattern. */
 
 #define band_job ISA_NAME(band_job)
+#define sparse_jobs_init ISA_NAME(sparse_jobs_init)
+#define sparse_stage ISA_NAME(sparse_stage)
 #define sparse_mask_tile ISA_NAME(sparse_mask_tile)
 #define sparse_scores ISA_NAME(sparse_scores)
 #define sparse_block_exact ISA_NAME(sparse_block_exact)
@@ -46,6 +48,35 @@ static inline const attn_sdpa_job *band_job(const attn_sdpa_job *j, attn_sdpa_jo
     band->window_right = j->window_right < 0 || j->window_right > sp->window ? sp->window
                                                                               : j->window_right;
     return band;
+}
+
+/* A sparse job as its spans run: the job and its band copy (band_job),
+ * with a mask or bias staged a key block at a time in term (term_block,
+ * as the flash kernel stages them). */
+typedef struct {
+    attn_sdpa_job job, band;
+    const attn_sdpa_job *bj;
+    float *term; /* NULL without a mask or bias */
+} sparse_jobs;
+
+static inline void sparse_jobs_init(sparse_jobs *s, const attn_sdpa_job *j, float *term)
+{
+    s->job = *j;
+    s->term = j->mask || j->bias ? term : NULL;
+    s->job.term = s->term;
+    s->bj = band_job(&s->job, &s->band);
+}
+
+/* The job that runs key block jb (nk keys) of span kind for query rows
+ * i0.. (nr), its term staged. */
+static inline TGT const attn_sdpa_job *sparse_stage(sparse_jobs *s, int64_t i0, int64_t nr,
+                                                    int64_t jb, int nk, int kind)
+{
+    if (s->term) {
+        term_block(&s->job, i0, nr, jb, nk, s->term);
+        s->job.term_jb = s->band.term_jb = jb;
+    }
+    return kind == ATTN_SPAN_BAND ? s->bj : &s->job;
 }
 
 /* sparse_mask_tile for blocks of at least VW rows: a query vector's
@@ -114,7 +145,7 @@ static inline ALWAYS TGT void sparse_scores(const attn_sdpa_job *j, const float 
     UNROLL for (int q = 0; q < QV; q++) bm[q] = VSET1(-INFINITY);
     for (int kk = 0; kk < nk; kk += KN) {
         int kn = nk - kk < KN ? nk - kk : KN;
-        score_tile(j, j->k + (jb + kk) * j->k_stride, j->k_stride, qt, i0, nr, jb + kk, kn,
+        score_tile(j, j->k + (jb + kk) * j->k_stride, j->k_stride, qt, i0, jb + kk, kn,
                    st + kk * QB, bm);
     }
     if (partial)
@@ -129,15 +160,16 @@ static inline ALWAYS TGT int sparse_block_exact(const attn_sdpa_job *j, const fl
 {
     sparse_scores(j, qt, i0, nr, jb, nk, partial, st);
     block_exp_exact(st, nk, NO_EDGE, m, alpha, sum);
-    return !j->mask && !j->bias;
+    return 1;
 }
 
 /* The weights of rows [i0, i0 + nr): zero, then exp(s - m) / l over the
  * spans again, with the rows' final max m and 1/l (inv). */
-static TGT void sparse_weights(const attn_sdpa_job *j, const float *qt, int64_t i0, int64_t nr,
+static TGT void sparse_weights(sparse_jobs *sj, const float *qt, int64_t i0, int64_t nr,
                                int64_t klo, int64_t khi, const V m[QV], const float inv[QB],
                                float *st)
 {
+    const attn_sdpa_job *j = &sj->job;
     for (int64_t r = 0; r < nr; r++)
         memset(j->w + (i0 + r) * j->w_stride, 0, (size_t)j->lk * sizeof(float));
     V mu[QV], iv[QV];
@@ -148,13 +180,12 @@ static TGT void sparse_weights(const attn_sdpa_job *j, const float *qt, int64_t 
     attn_span_it it;
     int64_t lo, hi;
     int kind;
-    attn_sdpa_job band;
-    const attn_sdpa_job *bj = band_job(j, &band);
     attn_span_init(&it, j->sparse, i0, nr, klo, khi);
     while (attn_span_next(&it, &lo, &hi, &kind))
         for (int64_t jb = lo; jb < hi; jb += BK) {
             int nk = hi - jb < BK ? (int)(hi - jb) : BK;
-            sparse_scores(kind == ATTN_SPAN_BAND ? bj : j, qt, i0, nr, jb, nk, kind == ATTN_SPAN_MIXED, st);
+            sparse_scores(sparse_stage(sj, i0, nr, jb, nk, kind), qt, i0, nr, jb, nk,
+                          kind == ATTN_SPAN_MIXED, st);
             for (int kk = 0; kk < nk; kk++)
                 UNROLL for (int q = 0; q < QV; q++) {
                     V x = VLOAD(st + kk * QB + q * VW);
@@ -264,9 +295,10 @@ static TGT void sparse_store_o(const attn_sdpa_job *j, int64_t i0, int64_t nr, c
 }
 
 /* One query block of a sparse job: sdpa_block_flash's online softmax over
- * the spans only. Scratch: qt (d x QB), st (BK x QB), ot (dv x QB). */
+ * the spans only. Scratch: qt (d x QB), st (BK x QB), ot (dv x QB), term
+ * (BK x QB, a mask or bias staged). */
 static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr, float *qt,
-                                  float *st, float *ot)
+                                  float *st, float *ot, float *term)
 {
     flash_pack_q(j, i0, nr, qt, NULL, j->scale); /* rope: rotated before (attn_rope_in_kernel) */
     memset(ot, 0, (size_t)j->dv * QB * sizeof(float));
@@ -279,13 +311,13 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     key_range(j, i0, nr, &klo, &khi);
     attn_span_it it;
     int kind, lazy = 0;
-    attn_sdpa_job band;
-    const attn_sdpa_job *bj = band_job(j, &band);
+    sparse_jobs sj;
+    sparse_jobs_init(&sj, j, term);
     attn_span_init(&it, j->sparse, i0, nr, klo, khi);
     while (attn_span_next(&it, &lo, &hi, &kind))
         for (int64_t jb = lo; jb < hi; jb += BK) {
             int nk = hi - jb < BK ? (int)(hi - jb) : BK, p = kind == ATTN_SPAN_MIXED;
-            const attn_sdpa_job *js = kind == ATTN_SPAN_BAND ? bj : j;
+            const attn_sdpa_job *js = sparse_stage(&sj, i0, nr, jb, nk, kind);
             V alpha[QV], sum[QV];
             if (lazy && !p)
                 lazy = flash_block_lazy(js, js->k + jb * js->k_stride, js->k_stride, qt, i0, jb, nk,
@@ -308,7 +340,7 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
     }
     flash_store_o(j, i0, nr, ot, l, m, inv);
     if (j->w)
-        sparse_weights(j, qt, i0, nr, klo, khi, m, inv, st);
+        sparse_weights(&sj, qt, i0, nr, klo, khi, m, inv, st);
     for (int64_t r = 0; g0 && r < nr; r++)
         if (qg[i0 + r]) sparse_global_row(j, i0 + r, st, ot);
 }

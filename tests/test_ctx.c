@@ -195,20 +195,29 @@ static void check_same_cost(attn_status st, const attn_shapes *got, const attn_s
  * softmax, 32 for the weight stored. */
 #define PIPE_PAIR (16.0 + 32.0)
 
+/* What a pair of a decode-sized query adds on the kernels' path: fewer
+ * than 16 query rows go a row at a time, 400 and 8 a column of d + dv. */
+static double decode_pair(double Lq, double width)
+{
+    return Lq < 16 ? 400.0 + 8.0 * width : 0.0;
+}
+
 /* The cost of one rule written out from the formulas (2 per multiply-add,
  * 3 per tanh score term: projections, scores, weighted sum) and attn.h's
- * charges beside them: per pair PIPE_PAIR, a tanh rule's 50 + 28 per
- * hidden unit, concat's 300 (the row path); linear attention's 500 a row. */
+ * charges beside them: per pair PIPE_PAIR, a decode-sized query's, a tanh
+ * rule's 50 + 28 per hidden unit, concat's 300 (the row path); linear
+ * attention's 500 a row. */
 static double want_flops(attn_rule rule, double B, double Lq, double Lk, double Dq, double Dk,
                          double Dv, double Lv, double dh, double dout)
 {
     switch (rule) {
     case ATTN_RULE_DOT:
     case ATTN_RULE_SCALED_DOT:
-        return 2 * B * Lq * Lk * Dk + 2 * B * Lq * Lk * Dv + B * Lq * Lk * PIPE_PAIR;
+        return 2 * B * Lq * Lk * Dk + 2 * B * Lq * Lk * Dv +
+               B * Lq * Lk * (PIPE_PAIR + decode_pair(Lq, Dk + Dv));
     case ATTN_RULE_GENERAL:
         return 2 * B * Lk * Dk * Dq + 2 * B * Lq * Lk * Dq + 2 * B * Lq * Lk * Dv +
-               B * Lq * Lk * PIPE_PAIR;
+               B * Lq * Lk * (PIPE_PAIR + decode_pair(Lq, Dq + Dv));
     case ATTN_RULE_ADDITIVE:
     case ATTN_RULE_CONCAT_TANH:
         return 2 * B * Lq * Dq * dh + 2 * B * Lk * Dk * dh + 3 * B * Lq * Lk * dh +
@@ -292,7 +301,7 @@ static void test_mha_cost(int64_t kdim, int64_t vdim, int64_t H, int64_t Hkv, in
     double kd = kdim ? (double)kdim : (double)E, vd = kdim ? (double)vdim : (double)E;
     double ekv = (double)(E / H * (Hkv ? Hkv : H));
     double f = 2.0 * B * (2.0 * Lq * E * E + Lk * ekv * (kd + vd)) + 4.0 * B * Lq * Lk * E +
-               B * H * Lq * Lk * PIPE_PAIR;
+               B * H * Lq * Lk * (PIPE_PAIR + decode_pair(Lq, 2.0 * (double)(E / H)));
     check(near(sh.flops, f), what, "flops %.17g, want %.17g", sh.flops, f);
     m.params = set->items;
     m.n_params = set->n;
@@ -305,35 +314,39 @@ static void test_mha_cost(int64_t kdim, int64_t vdim, int64_t H, int64_t Hkv, in
 /* The pipeline's charges beside the arithmetic (attn.h, attn_shapes.flops)
  * one option at a time, on scaled_dot over Lq = 6 queries, Lk = 8 keys of
  * dim 1, without weights: flops = the 4 per pair of the products plus, per
- * pair, 16 and what the option adds (the extra column; local_global's
- * takes back the pairs its pattern leaves out). */
+ * pair, 16, what the option adds (the extra column) and, but on the row
+ * path (hard attention), a decode-sized query's (decode_pair);
+ * local_global's pattern counts fewer pairs. */
 static void test_pipeline_cost(void)
 {
     enum { LQ = 6, LK = 8 };
     static uint8_t mask[LQ * LK];
     static int64_t global[] = {1};
     static const float bias[LQ * LK];
-    double pairs = LQ * LK;
-    struct { const char *what; attn_options o; double extra; } c[] = {
-        {"softmax alone", {.causal = 0}, 0},
-        {"weights", {.need_weights = 1}, 32 * pairs},
-        {"bias", {.bias = {2, {LQ, LK}, (float *)bias}}, 32 * pairs},
-        {"mask", {.mask = {2, {LQ, LK}, mask}}, 200 * pairs},
-        {"argmax", {.hard = ATTN_HARD_ARGMAX}, 300 * pairs},
-        {"top_k", {.hard = ATTN_HARD_TOPK, .top_k = 3}, 1800 * pairs},
-        {"sample", {.hard = ATTN_HARD_SAMPLE, .temperature = 1}, 1800 * pairs},
-        {"softcap (flash kernel)", {.softcap = 2}, 0},
-        {"argmax, softcap (row by row)", {.hard = ATTN_HARD_ARGMAX, .softcap = 2}, (300 + 1400) * pairs},
+    double pairs = LQ * LK, decode = decode_pair(LQ, 2);
+    struct { const char *what; attn_options o; double extra, counted; int rows; } c[] = {
+        {"softmax alone", {.causal = 0}, 0, pairs, 0},
+        {"weights", {.need_weights = 1}, 32 * pairs, pairs, 0},
+        {"bias", {.bias = {2, {LQ, LK}, (float *)bias}}, 32 * pairs, pairs, 0},
+        {"mask", {.mask = {2, {LQ, LK}, mask}}, 50 * pairs, pairs, 0},
+        {"argmax", {.hard = ATTN_HARD_ARGMAX}, 300 * pairs, pairs, 1},
+        {"argmax, mask (row by row)", {.hard = ATTN_HARD_ARGMAX, .mask = {2, {LQ, LK}, mask}},
+         (300 + 200) * pairs, pairs, 1},
+        {"top_k", {.hard = ATTN_HARD_TOPK, .top_k = 3}, 1800 * pairs, pairs, 1},
+        {"sample", {.hard = ATTN_HARD_SAMPLE, .temperature = 1}, 1800 * pairs, pairs, 1},
+        {"softcap (flash kernel)", {.softcap = 2}, 0, pairs, 0},
+        {"argmax, softcap (row by row)", {.hard = ATTN_HARD_ARGMAX, .softcap = 2}, (300 + 1400) * pairs,
+         pairs, 1},
         /* window 0 and global 1: pairs counted Lq (2 w + 1) + 1 (Lq + Lk) = 20
          * (the overlap twice), not 48, and the global row's and key's 14 at
          * 450 more */
         {"local_global", {.sparsity = {.pattern = ATTN_SPARSE_LOCAL_GLOBAL, .window = 0,
                                        .global = global, .n_global = 1}},
-         -20 * (pairs - 20) + 450 * 14},
+         450 * 14, 20, 0},
         /* 2 x 2 blocks: 3 x 4 cells at 200; every block allowed (global 2) */
         {"bigbird", {.sparsity = {.pattern = ATTN_SPARSE_BIGBIRD, .block = 2,
                                   .window_blocks = 3, .global_blocks = 2}},
-         200 * 12},
+         200 * 12, pairs, 0},
     };
     memset(mask, 1, sizeof mask);
     for (size_t t = 0; t < sizeof c / sizeof *c; t++) {
@@ -347,9 +360,19 @@ static void test_pipeline_cost(void)
         snprintf(what, sizeof what, "pipeline cost: %s", c[t].what);
         if (plan_counted(&r, NULL, &sh, what) != ATTN_OK)
             continue;
-        double want = (4.0 + 16.0) * pairs + c[t].extra;
+        double want = (4.0 + 16.0 + (c[t].rows ? 0 : decode)) * c[t].counted + c[t].extra;
         check(near(sh.flops, want), what, "flops %.17g, want %.17g", sh.flops, want);
     }
+    /* 16 query rows go through the flash kernel's blocks: no decode charge */
+    attn_request r = attn_request_default(ATTN_RULE_SCALED_DOT);
+    r.query = T(2, 16, 1, 0);
+    r.key = T(2, LK, 1, 0);
+    r.value = T(2, LK, 1, 0);
+    r.opt.need_weights = 0;
+    attn_shapes sh;
+    if (plan_counted(&r, NULL, &sh, "pipeline cost: 16 query rows") == ATTN_OK)
+        check(near(sh.flops, 20.0 * 16 * LK), "pipeline cost: 16 query rows", "flops %.17g, want %.17g",
+              sh.flops, 20.0 * 16 * LK);
 }
 
 /* A 100-byte request can name enormous sizes: planning it must report the

@@ -8,7 +8,7 @@
  * logging to the --log file:
  *   main    the defaults
  *   small   ATTN_MAX_BODY, ATTN_MAX_ELEMENTS, ATTN_MAX_WEIGHTS=4096 and
- *           ATTN_MAX_WORK=21000, for 413
+ *           ATTN_MAX_WORK=450000, for 413
  *   busy    ATTN_MAX_INFLIGHT=1, ATTN_THREADS=4, for 503 overloaded
  *   guard   ATTN_TOKEN and ATTN_CORS_ORIGINS
  *   limits  ATTN_MAX_CONNECTIONS=20, ATTN_MAX_PER_IP=10, ATTN_TIMEOUT=2
@@ -2167,7 +2167,7 @@ int main(int argc, char **argv)
 
     double t0 = now_ms();
     static const char *const env_small[] = {"ATTN_MAX_BODY=4096", "ATTN_MAX_ELEMENTS=4096",
-                                              "ATTN_MAX_WEIGHTS=4096", "ATTN_MAX_WORK=21000",
+                                              "ATTN_MAX_WEIGHTS=4096", "ATTN_MAX_WORK=450000",
                                               NULL};
     static const char *const env_busy[] = {"ATTN_MAX_INFLIGHT=1", "ATTN_THREADS=4", NULL};
     int up_main = check(server_start(&srv_main, server_path, "main", "/healthz", NULL, log_path) == 0, "server starts",
