@@ -1650,7 +1650,10 @@ static inline ALWAYS TGT void decode_rope_block(const attn_sdpa_job *j, const fl
 /* VW decode scores without rope: q . k for keys t0 .. t0 + VW - 1 into
  * sc, scaled; with qp (the query as bfloat16 pairs, bf16_pack_row) in
  * bfloat16, the keys rounded as they are read. VW chains side by side
- * (one per key), each the one decode_dot or bf16_dot sums (dot_lanes,
+ * (one per key, a step of each in turn: the query's vector is loaded
+ * once a step, and the chains' latencies overlap, where a key's whole
+ * chain at a time took some 4x as long), each the one decode_dot or
+ * bf16_dot sums (in the order of dot_lanes,
  * bf16_dot_lanes; VHSUMS keeps VHSUM's bits), so the scores are theirs,
  * at a fraction of their shuffles and latency. The keys' value rows are prefetched meanwhile,
  * for P V: a step streams its whole cache, and the hardware alone left
@@ -1664,10 +1667,25 @@ static inline ALWAYS TGT void decode_dots(const attn_sdpa_job *j, const float *q
     const char *vr = (const char *)(j->v + t0 * j->v_stride);
     for (int t = 0; t < VW; t++, vr += vrow)
         for (int64_t o = 0; o < j->dv * (int64_t)sizeof(float); o += PF_STEP) __builtin_prefetch(vr + o);
+    int64_t ks = j->k_stride, d = j->d, df = d - d % VW;
     V s[VW];
-    UNROLL for (int t = 0; t < VW; t++) {
-        const float *kr = k + t * j->k_stride;
-        s[t] = qp ? bf16_dot_lanes(qp, kr, j->d) : dot_lanes(q, kr, j->d);
+    UNROLL for (int t = 0; t < VW; t++) s[t] = VZERO();
+    if (qp) {
+        for (int64_t p = 0; p < d; p += 2 * VW) {
+            VB qv = VBLOAD(qp + p / 2);
+            UNROLL for (int t = 0; t < VW; t++)
+                s[t] = VDPBF(s[t], VBROW(bf16_load(k + t * ks, p, d), bf16_load(k + t * ks, p + VW, d)), qv);
+        }
+    } else {
+        for (int64_t p = 0; p < df; p += VW) {
+            V qv = VLOAD(q + p);
+            UNROLL for (int t = 0; t < VW; t++) s[t] = VFMA(qv, VLOAD(k + t * ks + p), s[t]);
+        }
+        if (df < d) {
+            VM dm = VTAILMASK((int)(d % VW));
+            V qv = VLOADM(q + df, dm);
+            UNROLL for (int t = 0; t < VW; t++) s[t] = VFMA(qv, VLOADM(k + t * ks + df, dm), s[t]);
+        }
     }
     VSTORE(sc, VMUL(VHSUMS(s), VSET1(j->scale)));
 }
@@ -1849,27 +1867,45 @@ static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int6
     if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
 }
 
-/* Decode-sized query blocks (a few rows): one row at a time along d and dv,
- * online softmax over key chunks of BK, no padding to QB rows. Scratch: sc
- * (BK floats), acc (dv + VW floats), with rope r (4 d floats: the rotated
- * query, its q2, and those of the key block), with weights bm (one float a
- * key block: the row's max after it). With bf (a bf16 job) the products
- * in bfloat16 with the flash kernel's rounding (bf16_tmpl.h): qp (ldk
- * words, the row) and pw (BK / 2 + VW words, a block's P). */
+/* Keys the rows of a decode-sized block take in turn: each chunk's keys
+ * and values, read from memory by the block's first row, are in cache
+ * for the others (384 keys of d = dv = 64 are 192 KiB; Zen 5's L2 holds
+ * 1 MiB). A whole number of BK, so that a row's blocks stay whole. */
+#define ROW_CHUNK (4 * BK)
+
+/* Decode-sized query blocks (a few rows, nr <= QB / 4): each row along d
+ * and dv, online softmax over key chunks of BK, no padding to QB rows;
+ * the rows take the keys ROW_CHUNK at a time in turn. Scratch: sc (BK
+ * floats), acc (dv + VW floats a row, rounded up to VW), with rope r (4 d
+ * floats: the rotated query, its q2, and those of the key block), with
+ * weights bms (one float a key block a row: the row's max after it).
+ * With bf (a bf16 job) the products in bfloat16 with the flash kernel's
+ * rounding (bf16_tmpl.h): qp (ldk words, the row) and pw (BK / 2 + VW
+ * words, a block's P). */
 static TGT void sdpa_rows(const attn_sdpa_job *j, int bf, int64_t i0, int64_t nr,
                           float *sc, float *acc, float *r, float *bms, uint32_t *qp, uint32_t *pw)
 {
-    int64_t vf = j->dv - j->dv % VW;
-    for (int64_t i = i0; i < i0 + nr; i++) {
-        const float *q = row_query(j, bf, i, r, qp);
-        float m = j->has_sink ? j->sink : -INFINITY, l = j->has_sink ? 1.0f : 0.0f;
-        memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
-        int64_t klo, khi;
-        key_range(j, i, 1, &klo, &khi);
-        if (bf) klo -= klo & 1; /* pairs of keys: the extra key is outside the band, so masked */
-        row_keys(j, bf, i, q, r, qp, pw, klo, klo, khi, sc, acc, bms, &m, &l);
-        row_finish(j, i, klo, khi, acc, bms, m, l);
+    int64_t as = j->dv - j->dv % VW + VW, nb = j->w ? (j->lk + BK - 1) / BK : 0, most = 0;
+    int64_t klo[QB / 4], khi[QB / 4];
+    float m[QB / 4], l[QB / 4];
+    for (int64_t t = 0; t < nr; t++) {
+        m[t] = j->has_sink ? j->sink : -INFINITY;
+        l[t] = j->has_sink ? 1.0f : 0.0f;
+        memset(acc + t * as, 0, (size_t)as * sizeof(float));
+        key_range(j, i0 + t, 1, &klo[t], &khi[t]);
+        if (bf) klo[t] -= klo[t] & 1; /* pairs of keys: the extra key is outside the band, so masked */
+        if (khi[t] - klo[t] > most) most = khi[t] - klo[t];
     }
+    for (int64_t c0 = 0; c0 < most; c0 += ROW_CHUNK)
+        for (int64_t t = 0; t < nr; t++) {
+            int64_t ka = klo[t] + c0, kb = ka + ROW_CHUNK < khi[t] ? ka + ROW_CHUNK : khi[t];
+            if (ka >= kb) continue;
+            const float *q = row_query(j, bf, i0 + t, r, qp);
+            row_keys(j, bf, i0 + t, q, r, qp, pw, klo[t], ka, kb, sc, acc + t * as, bms + t * nb,
+                     &m[t], &l[t]);
+        }
+    for (int64_t t = 0; t < nr; t++)
+        row_finish(j, i0 + t, klo[t], khi[t], acc + t * as, bms + t * nb, m[t], l[t]);
 }
 
 /* Keys a decode row must have, each task, before its keys are split among
@@ -2015,7 +2051,7 @@ static TGT void sdpa_task(void *arg, int64_t task, int worker)
     if (sdpa_by_rows(j)) {
         int64_t i0 = b / s->nch * (QB / 4);
         int64_t nr = j->lq - i0 < QB / 4 ? j->lq - i0 : QB / 4;
-        float *acc = scr + BK, *r = acc + s->maxd + VW;
+        float *acc = scr + BK, *r = acc + QB / 4 * (s->maxd + VW);
         uint32_t *qp = (void *)(scr + s->bf_worker), *pw = qp + s->maxldk * QB;
         if (s->nch > 1) sdpa_rows_part(j, i0, nr, b % s->nch, s->nch, scr, acc, r, s->part);
         else sdpa_rows(j, j->bf16, i0, nr, scr, acc, r, r + 4 * s->maxd, qp, pw);
