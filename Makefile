@@ -484,7 +484,9 @@ valgrind: $(TEST_LIB) $(TEST_KERNELS) $(TEST_HTTP) $(TEST_SESSIONS) $(SERVER)
 # whose requests test-http, test-sessions and test-kserve already make, and
 # test-install, which links the library into programs built with cc
 # (ASAN_SUITES="$(TEST_SUITES)" runs every one). The binaries first,
-# ASAN_JOBS at a time; the suites then run one by one.
+# ASAN_JOBS at a time; the suites then run one by one, with locals kept
+# in ASan's own frames so that a pointer to a returned function's local
+# is caught when read (detect_stack_use_after_return: off by default).
 ASAN_JOBS ?= 2
 ASAN_SUITES ?= $(filter-out test-browser test-metrics test-examples test-install,$(TEST_SUITES))
 ASAN_MAKE = $(MAKE) BUILD=build-asan CC=clang WERROR=1 LDFLAGS="-fsanitize=address,undefined" \
@@ -492,7 +494,8 @@ ASAN_MAKE = $(MAKE) BUILD=build-asan CC=clang WERROR=1 LDFLAGS="-fsanitize=addre
 
 asan:
 	$(ASAN_MAKE) -j$(ASAN_JOBS) test-bins
-	$(ASAN_MAKE) TEST_SUITES="$(ASAN_SUITES)" test
+	ASAN_OPTIONS="detect_stack_use_after_return=1$${ASAN_OPTIONS:+:$$ASAN_OPTIONS}" \
+		$(ASAN_MAKE) TEST_SUITES="$(ASAN_SUITES)" test
 
 # openapi.yaml is linted with @redocly/cli, pinned in tests/openapi/package-lock.json.
 OPENAPI_NPM = tests/openapi/node_modules/.package-lock.json
