@@ -829,6 +829,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     /* Unanswered: the connection idled past ATTN_TIMEOUT (408), the
      * request broke HTTP (libmicrohttpd answered it 400, a malformed chunk
      * say), or the client left first (499, as nginx counts it). */
+    if (!rs->status && rs->has_pending) { /* made, but the client left before it */
+        rs->status = 499;
+        rs->code = rs->pending.code;
+    }
     int status = rs->status ? rs->status : rs->body_over ? 413 : 0;
     if (!status)
         status = toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? 408

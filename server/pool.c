@@ -72,6 +72,11 @@ static int client_gone(int fd)
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+int srv_watch_client_gone(void)
+{
+    return watch && watch->fd >= 0 && client_gone(watch->fd);
+}
+
 /* The interrupt of a context lent under a watch (attn_ctx_set_interrupt):
  * a clock read a call, the socket's poll() once a millisecond at most. */
 static attn_status watch_poll(void *arg)

@@ -13,11 +13,13 @@
  * memory is freed when the last request holding it lets go. */
 #include "srv.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 
 #define ID_HEX 32        /* 128 random bits */
 #define BUCKETS 1024
@@ -41,6 +43,8 @@ struct srv_session {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t ticket, serving; /* the next ticket to hand out, the one whose turn it is */
+    uint64_t *left;       /* tickets whose clients left while they waited: skipped */
+    size_t n_left, cap_left;
     int gone;             /* GONE_DELETED or GONE_EXPIRED once unlinked */
     int64_t n;            /* rows held */
     size_t bytes;         /* what the session holds, as counted in `held` */
@@ -173,6 +177,7 @@ static void session_free(srv_session *s)
     free(s->sinks);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    free(s->left);
     mem_give(s->bytes);
     free(s);
 }
@@ -232,20 +237,73 @@ static void release(srv_session *s)
         session_free(s);
 }
 
+/* How often a request waiting for its session's turn looks whether its
+ * client is still there (a poll() of its socket). */
+#define TURN_WATCH_MS 10
+
+/* The turn to the next ticket, past those whose clients left (mu held). */
+static void pass_turn(srv_session *s)
+{
+    s->serving++;
+    for (size_t k = 0; k < s->n_left;) {
+        if (s->left[k] != s->serving) {
+            k++;
+            continue;
+        }
+        s->left[k] = s->left[--s->n_left];
+        s->serving++;
+        k = 0;
+    }
+    pthread_cond_broadcast(&s->cv);
+}
+
+/* Waits on s->cv for at most TURN_WATCH_MS (mu held); returns whether the
+ * time ran out. */
+static int wait_a_while(srv_session *s)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += TURN_WATCH_MS * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT;
+}
+
+/* Gives up ticket mine, not yet served, for a client that left (mu held):
+ * its turn will be skipped. Returns 0 when that cannot be noted (no
+ * memory): the ticket then waits for its turn as before. */
+static int leave_queue(srv_session *s, uint64_t mine)
+{
+    if (s->n_left == s->cap_left) {
+        size_t cap = s->cap_left ? 2 * s->cap_left : 4;
+        uint64_t *p = realloc(s->left, cap * sizeof *p);
+        if (!p)
+            return 0;
+        s->left = p;
+        s->cap_left = cap;
+    }
+    s->left[s->n_left++] = mine;
+    return 1;
+}
+
 /* Waits for the session's turn (arrival order). Returns 0 with the turn,
  * or -1 with e filled when the session was deleted meanwhile (the turn is
- * then passed on). */
+ * then passed on) or the client left while waiting (its turn is then
+ * skipped). */
 static int turn_begin(srv_session *s, srv_err *e)
 {
     pthread_mutex_lock(&s->mu);
     uint64_t mine = s->ticket++;
     while (s->serving != mine)
-        pthread_cond_wait(&s->cv, &s->mu);
+        if (wait_a_while(s) && s->serving != mine && srv_watch_client_gone() && leave_queue(s, mine)) {
+            pthread_mutex_unlock(&s->mu);
+            return srv_fail_lib(e, ATTN_ERR_CANCELLED, NULL);
+        }
     int why = s->gone;
-    if (why) {
-        s->serving++;
-        pthread_cond_broadcast(&s->cv);
-    }
+    if (why)
+        pass_turn(s);
     pthread_mutex_unlock(&s->mu);
     return why ? unknown(e, s->id, why) : 0;
 }
@@ -253,8 +311,7 @@ static int turn_begin(srv_session *s, srv_err *e)
 static void turn_end(srv_session *s)
 {
     pthread_mutex_lock(&s->mu);
-    s->serving++;
-    pthread_cond_broadcast(&s->cv);
+    pass_turn(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -466,7 +523,11 @@ static srv_session *session_new(const srv_job *j, srv_err *e)
     s->req.opt.sinks = s->sinks;
     s->bytes = bytes;
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    pthread_condattr_t ca; /* timed waits on the clock srv_now_ms reads */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
     return s;
 }
 

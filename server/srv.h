@@ -669,6 +669,7 @@ typedef struct {
 } srv_watch;
 void srv_watch_init(srv_watch *w, int fd); /* a request starting now */
 srv_watch *srv_watch_use(srv_watch *w);
+int srv_watch_client_gone(void); /* the thread's watch: its client has gone (a poll()) */
 
 /* Compute contexts, reused across requests: borrow one for a computation
  * of about `flops` work, give it back after. Its calls stop at the

@@ -1168,3 +1168,21 @@ double metric_sample(const char *text, const char *sample)
             return strtod(p + sl + 1, NULL);
     return -1;
 }
+
+int log_has(const char *log, const char *first, ...)
+{
+    FILE *f = fopen(log, "r");
+    char line[4096];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        va_list ap;
+        va_start(ap, first);
+        found = 1;
+        for (const char *w = first; w; w = va_arg(ap, const char *))
+            found &= strstr(line, w) != NULL;
+        va_end(ap);
+    }
+    if (f)
+        fclose(f);
+    return found;
+}

@@ -37,6 +37,10 @@ double now_ms(void);
  * run per log). */
 void h_begin(const char *server_path, const char *log_path, void (*usage)(void));
 
+/* Whether a line of the server log at log holds every one of the
+ * NULL-ended strings. */
+int log_has(const char *log, const char *first, ...);
+
 /* n concurrent clients: runs fn(h, i, arg) for i = 0..n-1, arg the i-th
  * element of args (size bytes apart), each on its own thread with its own
  * libcurl handle h (closed after). Returns when all have finished, with the

@@ -982,26 +982,6 @@ static double metric_at(int port, const char *src, const char *sample)
     return v;
 }
 
-/* Whether a line of the server log holds every one of the NULL-ended
- * strings. */
-static int log_has(const char *first, ...)
-{
-    FILE *f = fopen(log_path, "r");
-    char line[4096];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) {
-        va_list ap;
-        va_start(ap, first);
-        found = 1;
-        for (const char *w = first; w; w = va_arg(ap, const char *))
-            found &= strstr(line, w) != NULL;
-        va_end(ap);
-    }
-    if (f)
-        fclose(f);
-    return found;
-}
-
 /* 413 must be decided from Content-Length before the body is read: send
  * only the headers of a terabyte body and expect the answer at once. */
 static void test_content_length_cap(void)
@@ -1167,8 +1147,8 @@ static void test_request_id(void)
     check(hex && strcmp(ids[1], ids[2]) != 0, "X-Request-Id: without one, or with a malformed one, "
           "the server's own (16 hex digits, new each time)", "'%s', '%s'", ids[1], ids[2]);
     usleep(200 * 1000); /* the log line is written after the answer */
-    check(log_has("info 127.0.0.1 POST /attention/dot 400 ", " missing_field id=trace-42.a:b", NULL) &&
-              log_has(" id=", ids[1], NULL),
+    check(log_has(log_path, "info 127.0.0.1 POST /attention/dot 400 ", " missing_field id=trace-42.a:b", NULL) &&
+              log_has(log_path, " id=", ids[1], NULL),
           "X-Request-Id: the access line ends with the request's id", "not in %s", log_path);
 }
 
@@ -1335,7 +1315,7 @@ static int overload_attempt(long hidden, int last)
         json_t *c = json_path(r503.json, "error.code");
         check(json_is_string(c) && !strcmp(json_string_value(c), "overloaded"),
               "overload: code overloaded", "body %s", short_body(&r503));
-        check(log_has("warn 127.0.0.1 POST /attention/scaled_dot answered 503 (id ",
+        check(log_has(log_path, "warn 127.0.0.1 POST /attention/scaled_dot answered 503 (id ",
                       "): {\"error\":{\"code\":\"overloaded\"", "busy with", NULL),
               "overload: the 503 is logged at warn with its message", "no such line in %s", log_path);
         check(retry[0] && atoi(retry) >= 0, "overload: Retry-After header", "headers %s",
@@ -1491,7 +1471,7 @@ static void test_connection_limits(void)
           "limits: /metrics counts the refused connection and the open ones",
           "attn_http_refused_total{what=\"connection\"} %g, attn_connections_open %g (want >= 1, 11..12)",
           refused, open);
-    check(log_has("warn a connection was closed at once: ATTN_MAX_PER_IP (10)", NULL),
+    check(log_has(log_path, "warn a connection was closed at once: ATTN_MAX_PER_IP (10)", NULL),
           "limits: the refused connection is logged at warn, naming ATTN_MAX_PER_IP", "not in %s", log_path);
     for (int i = 0; i < PER_IP; i++)
         ok_b += (b[i] = tcp_open(srv_limits.port, "127.0.0.2")) >= 0;
@@ -1512,7 +1492,7 @@ static void test_connection_limits(void)
     }
     /* ATTN_TIMEOUT=2: the idle ones are closed by the server on its own */
     int closed = tcp_closed(b[0], 6000);
-    check(log_has("warn 20 connections open, ATTN_MAX_CONNECTIONS: new ones wait", NULL),
+    check(log_has(log_path, "warn 20 connections open, ATTN_MAX_CONNECTIONS: new ones wait", NULL),
           "limits: the connections at ATTN_MAX_CONNECTIONS are logged at warn", "not in %s", log_path);
     double waited = now_ms() - t0;
     check(closed && waited < 5000, "limits: an idle connection is closed after ATTN_TIMEOUT=2 s",
@@ -1741,13 +1721,13 @@ static void test_start_line(void)
     server_stop(&sv);
     char at[80];
     snprintf(at, sizeof at, "listening on %s ", sv.base);
-    check(up && log_has(at, "max depth 77,", "session max tokens 999,", "cors origins https://x.example,",
+    check(up && log_has(log_path, at, "max depth 77,", "session max tokens 999,", "cors origins https://x.example,",
                         "trust session id on,", "log level warn,", "openapi ", NULL),
           "settings: the start line names max depth, session max tokens, CORS origins, trusted "
           "session ids, the log level and the OpenAPI file", "no such line in %s (started: %d)",
           log_path, up);
-    check(up && cpus > 0 && cpus < 1024 && log_has(at, threads, NULL) &&
-              log_has("ATTN_COMPUTE_THREADS=1024 is more than the", NULL),
+    check(up && cpus > 0 && cpus < 1024 && log_has(log_path, at, threads, NULL) &&
+              log_has(log_path, "ATTN_COMPUTE_THREADS=1024 is more than the", NULL),
           "settings: 1024 compute threads are cut to the CPUs the server may run on, with a warning",
           "no \"%s\" in the start line, or no warning, in %s (started: %d, %d CPUs)", threads, log_path,
           up, cpus);
@@ -1958,8 +1938,8 @@ static void test_drain_hangup(server *s)
     curl_easy_cleanup(h);
     kill(s->pid, SIGHUP);
     int rc = exit_within(s, 5000);
-    check(rc == 0 && log_has(want, NULL), "drain: SIGHUP drains (exit 0) and writes the buffered access lines",
-          "exit %d; the line '%s' %s in %s", rc, want, log_has(want, NULL) ? "is" : "is not", log_path);
+    check(rc == 0 && log_has(log_path, want, NULL), "drain: SIGHUP drains (exit 0) and writes the buffered access lines",
+          "exit %d; the line '%s' %s in %s", rc, want, log_has(log_path, want, NULL) ? "is" : "is not", log_path);
     server_stop(s);
 }
 
@@ -2113,7 +2093,7 @@ static void test_client_gone(void)
           "sent %d; computing after %.0f ms; stopped %.0f ms after the close", sent, started, stopped);
     int logged = 0;
     for (int i = 0; i < 50 && !logged; i++, usleep(50 * 1000))
-        logged = log_has("POST /attention/additive 499 ", " client_closed id=", NULL);
+        logged = log_has(log_path, "POST /attention/additive 499 ", " client_closed id=", NULL);
     check(logged, "client gone: the access log says 499 client_closed", "see %s", log_path);
     CURL *h = curl_easy_init();
     double next = normal_client_ms(h, &s);

@@ -308,17 +308,22 @@ static int step_check(const tsess *s, long n, const tstep *st, const response *r
     return ok;
 }
 
-/* GET /sessions/{id}: its length, or -1. */
-static long get_length(CURL *h, const server *sv, const tsess *s)
+/* GET /sessions/{id}: its integer member key, or -1. */
+static long get_member(CURL *h, const server *sv, const tsess *s, const char *key)
 {
     char path[128];
     snprintf(path, sizeof path, "/sessions/%s", s->id);
     response r;
     call(h, sv, "GET", path, &r);
-    json_t *len = r.status == 200 && r.json ? json_object_get(r.json, "length") : NULL;
-    long n = json_is_integer(len) ? (long)json_integer_value(len) : -1;
+    json_t *m = r.status == 200 && r.json ? json_object_get(r.json, key) : NULL;
+    long n = json_is_integer(m) ? (long)json_integer_value(m) : -1;
     response_free(&r);
     return n;
+}
+
+static long get_length(CURL *h, const server *sv, const tsess *s)
+{
+    return get_member(h, sv, s, "length");
 }
 
 static int truncate_to(CURL *h, const server *sv, tsess *s, long len, const char *name)
@@ -1186,6 +1191,27 @@ static void test_parallel_shared(void)
     curl_easy_cleanup(h);
 }
 
+/* A raw connection to srv_main that has sent a step's headers for a body
+ * of length bytes and the body's first part, text; -1 when it cannot be
+ * opened. */
+static int raw_step(const tsess *s, size_t length, const char *text)
+{
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /sessions/%s/step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n", s->id, length);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_main.port)};
+    sa.sin_addr.s_addr = htonl(0x7f000001);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        write(fd, head, strlen(head)) == (ssize_t)strlen(head) &&
+        write(fd, text, strlen(text)) == (ssize_t)strlen(text))
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return -1;
+}
+
 /* A client that sends half a step's body and stalls holds no lock: steps on
  * the same and on other sessions go on meanwhile. */
 static void test_slow_client(void)
@@ -1196,25 +1222,10 @@ static void test_slow_client(void)
         curl_easy_cleanup(h);
         return;
     }
-    int fd = -1;
-    {
-        /* raw socket: headers and half the body, then nothing */
-        char req[512];
-        const char *half = "{\"key\":[[[1,2]]],\"value\":";
-        snprintf(req, sizeof req,
-                 "POST /sessions/%s/step HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 "Content-Length: 200\r\n\r\n%s", a.id, half);
-        fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)srv_main.port)};
-        sa.sin_addr.s_addr = htonl(0x7f000001);
-        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-            write(fd, req, strlen(req)) < 0) {
-            skip("slow client", "cannot open a raw connection");
-            if (fd >= 0)
-                close(fd);
-            fd = -1;
-        }
-    }
+    /* headers and half the body, then nothing */
+    int fd = raw_step(&a, 200, "{\"key\":[[[1,2]]],\"value\":");
+    if (fd < 0)
+        skip("slow client", "cannot open a raw connection");
     if (fd >= 0) {
         usleep(100 * 1000);
         double worst = 0;
@@ -1237,6 +1248,107 @@ static void test_slow_client(void)
     delete_session(h, &srv_main, &b, "slow: delete b");
     tsess_free(&a);
     tsess_free(&b);
+    curl_easy_cleanup(h);
+}
+
+/* A step posted on a thread of its own (test_turn_client_gone). */
+typedef struct {
+    tsess *s;
+    const tstep *st;
+    response r;
+} posted_step;
+
+static void *post_step_thread(void *arg)
+{
+    posted_step *p = arg;
+    CURL *h = curl_easy_init();
+    step_post(h, &srv_main, p->s, p->st, &p->r);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+/* The gauge `name` once it is at most want, or after ms. */
+static long gauge_down_to(CURL *h, const char *name, long want, double ms)
+{
+    double t0 = now_ms();
+    long v = metric(h, &srv_main, name);
+    for (; v > want && now_ms() - t0 < ms; v = metric(h, &srv_main, name))
+        usleep(2000);
+    return v;
+}
+
+/* A step waiting for its session's turn whose client leaves gives the
+ * turn up at once, not when the turn comes: while a long step (64 query
+ * heads of 64 over one key head, 1024 query rows on 8192 cached rows, 1.4e11
+ * operations, some 0.3-0.7 s) holds the turn, a second step arrives on a
+ * raw connection, which closes 30 ms later. Its request must end while
+ * the first still computes, and its row must not be appended. */
+static void test_turn_client_gone(void)
+{
+    if (memcheck) {
+        skip("turn: a waiting step whose client leaves", "a 1.4e11-operation step under valgrind");
+        return;
+    }
+    CURL *h = curl_easy_init();
+    tsess s = {.H = 64, .Hkv = 1, .d = 64, .max_tokens = 8194};
+    if (!create(h, &srv_main, &s, "turn: session")) {
+        curl_easy_cleanup(h);
+        return;
+    }
+    uint64_t rs = 11;
+    tstep rows, slow;
+    step_make(&rows, &s, 8192, 1, &rs);
+    step_make(&slow, &s, 1, 1024, &rs);
+    rows.need_weights = slow.need_weights = rows.return_lse = slow.return_lse = 0;
+    rows.form = FORM_B64;  /* the keys in base64 */
+    slow.form = FORM_NESTED; /* and the query (step_body's third form) */
+    response r;
+    long status = step_post(h, &srv_main, &s, &rows, &r);
+    check(status == 200, "turn: 8192 rows appended", "got %ld %s", status, short_body(&r));
+    response_free(&r);
+    /* the long step holds the turn once it has grown the cache, which it
+     * does in its turn, before it computes */
+    long bytes = get_member(h, &srv_main, &s, "bytes"), grown = bytes;
+    posted_step p = {.s = &s, .st = &slow};
+    pthread_t t;
+    int up = pthread_create(&t, NULL, post_step_thread, &p) == 0;
+    for (double t0 = now_ms(); up && grown == bytes && now_ms() - t0 < 20000; usleep(2000))
+        grown = get_member(h, &srv_main, &s, "bytes");
+    long before = metric(h, &srv_main, "attn_requests_in_flight");
+    tstep one;
+    step_make(&one, &s, 1, 1, &rs);
+    one.need_weights = one.return_lse = 0;
+    buf step = {0};
+    step_body(&step, &s, &one);
+    int fd = grown != bytes ? raw_step(&s, step.len, step.data) : -1;
+    usleep(30 * 1000);
+    long waiting = metric(h, &srv_main, "attn_requests_in_flight");
+    if (fd >= 0)
+        close(fd);
+    long after = gauge_down_to(h, "attn_requests_in_flight", before, 20000);
+    long held = get_length(h, &srv_main, &s); /* the long step commits at its turn's end */
+    check(grown != bytes && fd >= 0 && waiting == before + 1 && after == before && held == 8192,
+          "turn: a waiting step whose client leaves ends while the turn's holder computes",
+          "cache grown %d, connection %d, in flight %ld then %ld with it, %ld after its close, "
+          "length then %ld", grown != bytes, fd >= 0, before, waiting, after, held);
+    if (up)
+        pthread_join(t, NULL);
+    check(p.r.status == 200, "turn: the long step answers", "got %ld %s", p.r.status, short_body(&p.r));
+    response_free(&p.r);
+    check(get_length(h, &srv_main, &s) == 8193, "turn: the step whose client left appended nothing",
+          "length %ld", get_length(h, &srv_main, &s));
+    char line[128];
+    snprintf(line, sizeof line, "POST /sessions/%s/step 499 ", s.id);
+    int logged = 0;
+    for (int i = 0; i < 50 && !logged; i++, usleep(20 * 1000))
+        logged = log_has(log_path, line, " client_closed id=", NULL);
+    check(logged, "turn: the access log says 499 client_closed", "see %s", log_path);
+    delete_session(h, &srv_main, &s, "turn: deleted");
+    step_free(&rows);
+    step_free(&slow);
+    step_free(&one);
+    buf_free(&step);
+    tsess_free(&s);
     curl_easy_cleanup(h);
 }
 
@@ -1875,6 +1987,7 @@ int main(int argc, char **argv)
         test_parallel_own();
         test_parallel_shared();
         test_slow_client();
+        test_turn_client_gone();
         printf("sessions: concurrency done (%.0f ms)\n", now_ms() - t0);
         test_kserve_random();
         test_kserve_errors();
