@@ -115,8 +115,22 @@ static attn_status cache_bind(void *p, const attn_named *params, size_t n, attn_
     return ATTN_OK;
 }
 
+/* Whether a one-row step runs each KV head's group of query heads as the
+ * rows of one job (pos_rows), so that the kernel reads the group's keys
+ * and values once where a job a head read them once a head: a step's
+ * options are the same for every head but the masks' place, which a row
+ * stride takes (not ALiBi's slopes or the sinks, one a head; not a
+ * sparsity pattern or hard attention, which do not go the rows' way). */
+static int packs_heads(const cplan *pl)
+{
+    const attn_options *o = &pl->req.opt;
+    return pl->Tq == 1 && pl->H > pl->Hkv && !o->alibi && !o->sinks &&
+           o->sparsity.pattern == ATTN_SPARSE_NONE && o->hard == ATTN_HARD_NONE;
+}
+
 /* The sparsity pattern, rope's table (and copies when the kernel does not
- * rotate), then one head job per query head. */
+ * rotate), then one head job per query head (per KV head when
+ * packs_heads). */
 static void cache_lay_out(void *p, attn_ws *ws)
 {
     cplan *pl = p;
@@ -141,6 +155,10 @@ static void cache_lay_out(void *p, attn_ws *ws)
     model.kind = ATTN_SCORE_DOT;
     model.d = model.dv = d;
     model.kv_group = H / pl->Hkv;
+    if (packs_heads(pl)) {
+        model.lq = model.pos_rows = H / pl->Hkv;
+        model.kv_group = 1;
+    }
     attn_heads_take(ws, H, &model, &pl->heads);
 }
 
@@ -161,6 +179,23 @@ static void cache_rope(const attn_exec *ex, cplan *pl)
     }
 }
 
+/* Head h's job j of a one-row step (packs_heads) as the job of its
+ * group's rows: row i is head h + i, whose query, output, weights, lse and
+ * masks lie a head further on, at the one position. */
+static void pack_group(attn_head_job *j, const attn_options *o, int64_t h, int64_t H, int64_t n,
+                       int64_t d, int64_t group)
+{
+    attn_row_masks next;
+    attn_masks_at(o, 0, h + 1, H, 1, n, &next);
+    j->lq = j->pos_rows = group;
+    j->a_stride = j->o_stride = d;
+    j->w_stride = n;
+    if (j->m.mask)
+        j->m.mask_stride = next.mask - j->m.mask;
+    if (j->m.bias)
+        j->m.bias_stride = next.bias - j->m.bias;
+}
+
 static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w, float *lse,
                              attn_error *err)
 {
@@ -172,9 +207,11 @@ static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w,
     if (o->rope.on)
         cache_rope(ex, pl);
     const float *q = pl->copies ? pl->qr : pl->req.query.data;
-    for (int64_t h = 0; h < H; h++) {
-        int64_t g = h / group;
-        attn_head_job *j = &pl->heads.jobs[h];
+    int packed = packs_heads(pl);
+    int64_t jobs = packed ? pl->Hkv : H;
+    for (int64_t x = 0; x < jobs; x++) {
+        int64_t h = packed ? x * group : x, g = h / group;
+        attn_head_job *j = &pl->heads.jobs[x];
         attn_head_init(j, o, 0, h, H, Tq, n, o->need_weights ? w + h * Tq * n : NULL);
         j->lse = pl->lse ? pl->lse + h * Tq : NULL;
         j->kind = ATTN_SCORE_DOT;
@@ -187,8 +224,10 @@ static attn_status cache_run(const attn_exec *ex, void *p, float *out, float *w,
         j->v = pl->req.value[g]; j->v_stride = d;
         j->o = out + h * d; j->o_stride = H * d;
         j->rope = o->rope.on && !pl->copies ? &pl->rope : NULL;
+        if (packed)
+            pack_group(j, o, h, H, n, d, group);
     }
-    return attn_exec_heads(ex, &pl->heads, (size_t)H, err);
+    return attn_exec_heads(ex, &pl->heads, (size_t)jobs, err);
 }
 
 attn_status attn_cache_compute(attn_ctx *ctx, const attn_cache_request *req, float *output,

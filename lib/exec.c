@@ -58,6 +58,7 @@ static void to_flash(const attn_head_job *j, attn_sdpa_job *f)
     f->window_left = j->m.window_left;
     f->window_right = j->m.window_right;
     f->off = j->m.off;
+    f->pos_rows = j->pos_rows;
     f->softcap = j->m.softcap;
     f->alibi = j->m.alibi;
     f->has_sink = j->m.has_sink;

@@ -251,6 +251,7 @@ typedef struct attn_head_job {
     uint64_t seed, draw_base;
     const struct attn_rope_pass *rope; /* the flash kernel rotates a and b; NULL: none */
     int64_t rope_shift; /* added to the query rows' rope positions (a packed sequence's) */
+    int64_t pos_rows;   /* > 1: row i sits at position i / pos_rows (attn_sdpa_job's) */
     int bf16;           /* attn_options.precision is bf16 (flash kernel only) */
     float *lse;         /* NULL: not wanted; else lq floats, each row's log-sum-exp */
     int64_t kv_group;   /* a plan's model job (attn_heads_take): how many jobs in a

@@ -134,6 +134,10 @@ typedef struct {
     int causal;
     int64_t window_left, window_right;         /* < 0: that side unbounded */
     int64_t off;                               /* i' = i + off */
+    int64_t pos_rows;                          /* > 1: rows share positions, row i at
+                                                * i / pos_rows (+ off): grouped-query
+                                                * heads of one step as one job's rows,
+                                                * which then go a row at a time */
     float softcap;                             /* > 0: on */
     float alibi;                               /* ALiBi slope; 0: none */
     int has_sink;

@@ -107,6 +107,7 @@
 #define sdpa_bf16_bytes ISA_NAME(sdpa_bf16_bytes)
 #define bf16_task ISA_NAME(bf16_task)
 #define sdpa_by_rows ISA_NAME(sdpa_by_rows)
+#define row_at ISA_NAME(row_at)
 
 #define QB (QV * VW) /* query rows per block */
 #define BK 96        /* keys per block: the score tile S^T is BK x QB floats (L1) */
@@ -1414,7 +1415,14 @@ static inline ALWAYS TGT void flash_weights(const attn_sdpa_job *j, int64_t i0, 
  * smaller blocks; as sdpa_task splits them. */
 static inline int sdpa_by_rows(const attn_sdpa_job *j)
 {
-    return j->lq < QB / 4 && !(j->sparse && j->w);
+    return (j->lq < QB / 4 || j->pos_rows > 1) && !(j->sparse && j->w);
+}
+
+/* Query row i's position (before off) on the rows path: its own, or with
+ * pos_rows its group's. */
+static inline ALWAYS int64_t row_at(const attn_sdpa_job *j, int64_t i)
+{
+    return j->pos_rows > 1 ? i / j->pos_rows : i;
 }
 
 #include "bf16_tmpl.h" /* flash_block_bf16: a job with precision bf16 */
@@ -1699,7 +1707,7 @@ static inline ALWAYS TGT float decode_scores(const attn_sdpa_job *j, int64_t i, 
                                              float *r, int bf, const uint32_t *qp, int64_t jb,
                                              int nk, float *sc, float m)
 {
-    int64_t ip = i + j->off, bl, br, d = j->d;
+    int64_t ip = row_at(j, i) + j->off, bl, br, d = j->d;
     float *kt = bf && r ? r + d : NULL; /* bf16: the key turned, not the query */
     if (bf) r = NULL;
     float *ub2 = r ? r + 3 * d : NULL;
@@ -1827,7 +1835,7 @@ static inline ALWAYS TGT const float *row_query(const attn_sdpa_job *j, int bf, 
 {
     const float *q = j->q + i * j->q_stride;
     if (j->rope) {
-        rope_rows(j, q, j->q_stride, j->rope_q0 + i, 1, r);
+        rope_rows(j, q, j->q_stride, j->rope_q0 + row_at(j, i), 1, r);
         decode_rope_q(j, r, r + j->d);
     }
     if (bf) bf16_pack_row(j->rope ? r : q, j->d, BF_ROUND(j->d) / 2, qp);
@@ -1867,15 +1875,11 @@ static inline ALWAYS TGT void row_finish(const attn_sdpa_job *j, int64_t i, int6
     if (j->w) decode_weights(j->w + i * j->w_stride, klo, khi, j->lk, bms, m, inv);
 }
 
-/* Keys the rows of a decode-sized block take in turn: each chunk's keys
- * and values, read from memory by the block's first row, are in cache
- * for the others (384 keys of d = dv = 64 are 192 KiB; Zen 5's L2 holds
- * 1 MiB). A whole number of BK, so that a row's blocks stay whole. */
-#define ROW_CHUNK (4 * BK)
-
 /* Decode-sized query blocks (a few rows, nr <= QB / 4): each row along d
  * and dv, online softmax over key chunks of BK, no padding to QB rows;
- * the rows take the keys ROW_CHUNK at a time in turn. Scratch: sc (BK
+ * the rows take each key block in turn, so that the block, read from
+ * memory by the first row, is in L1 for the others (BK keys of d = dv =
+ * 64 are 48 KiB). Scratch: sc (BK
  * floats), acc (dv + VW floats a row, rounded up to VW), with rope r (4 d
  * floats: the rotated query, its q2, and those of the key block), with
  * weights bms (one float a key block a row: the row's max after it).
@@ -1892,13 +1896,13 @@ static TGT void sdpa_rows(const attn_sdpa_job *j, int bf, int64_t i0, int64_t nr
         m[t] = j->has_sink ? j->sink : -INFINITY;
         l[t] = j->has_sink ? 1.0f : 0.0f;
         memset(acc + t * as, 0, (size_t)as * sizeof(float));
-        key_range(j, i0 + t, 1, &klo[t], &khi[t]);
+        key_range(j, row_at(j, i0 + t), 1, &klo[t], &khi[t]);
         if (bf) klo[t] -= klo[t] & 1; /* pairs of keys: the extra key is outside the band, so masked */
         if (khi[t] - klo[t] > most) most = khi[t] - klo[t];
     }
-    for (int64_t c0 = 0; c0 < most; c0 += ROW_CHUNK)
+    for (int64_t c0 = 0; c0 < most; c0 += BK)
         for (int64_t t = 0; t < nr; t++) {
-            int64_t ka = klo[t] + c0, kb = ka + ROW_CHUNK < khi[t] ? ka + ROW_CHUNK : khi[t];
+            int64_t ka = klo[t] + c0, kb = ka + BK < khi[t] ? ka + BK : khi[t];
             if (ka >= kb) continue;
             const float *q = row_query(j, bf, i0 + t, r, qp);
             row_keys(j, bf, i0 + t, q, r, qp, pw, klo[t], ka, kb, sc, acc + t * as, bms + t * nb,
@@ -1940,7 +1944,7 @@ static TGT void sdpa_rows_part(const attn_sdpa_job *j, int64_t i0, int64_t nr, i
         float m = -INFINITY, l = 0.0f;
         memset(acc, 0, (size_t)(vf + VW) * sizeof(float));
         int64_t klo, khi, ka, kb;
-        key_range(j, i, 1, &klo, &khi);
+        key_range(j, row_at(j, i), 1, &klo, &khi);
         split_range(klo, khi, c, nch, &ka, &kb);
         row_keys(j, 0, i, q, r, NULL, NULL, klo, ka, kb, sc, acc, pr + nch * (j->dv + 2), &m, &l);
         pc[0] = m;
@@ -1968,7 +1972,7 @@ static TGT void split_join(const attn_sdpa_job *j, int64_t nch, float *part, flo
             for (int64_t e = 0; e < j->dv; e++) acc[e] += pc[2 + e] * f;
         }
         int64_t klo, khi;
-        key_range(j, i, 1, &klo, &khi);
+        key_range(j, row_at(j, i), 1, &klo, &khi);
         row_finish(j, i, klo, khi, acc, pr + nch * (j->dv + 2), m, l);
     }
 }

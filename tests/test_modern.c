@@ -1546,8 +1546,11 @@ static int cache_fill(attn_kv_cache *kv, const rm_request *q, const char *name)
 /* A random decode step over a cache (GQA, query rows from 1 to past the
  * kernel's rope limit, every option of the pipeline and hard attention)
  * against the reference's multi-head attention with identity projections:
- * the same heads over the same rows. */
-static void cache_trial(attn_ctx *ctx, int threads, int trial)
+ * the same heads over the same rows. grouped: one query row over groups of
+ * 2 or 3 query heads a KV head, with masks and biases per head, no ALiBi,
+ * sinks or hard attention: the steps whose groups the library runs as
+ * the rows of one job (cache.c's packs_heads). */
+static void cache_trial(attn_ctx *ctx, int threads, int trial, int grouped)
 {
     allocs A = {{0}, 0};
     rm_request q;
@@ -1555,11 +1558,11 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     memset(&q, 0, sizeof q);
     q.rule = RM_MULTIHEAD;
     q.Hkv = rnd(1, 3);
-    q.H = q.Hkv * rnd(1, 3);
+    q.H = q.Hkv * (grouped ? rnd(2, 3) : rnd(1, 3));
     int64_t d = rnd(1, 24), E = q.H * d, ekv = q.Hkv * d;
     q.B = 1;
     q.Lk = chance(5) ? rnd(2048, 2600) : rnd_len(300);
-    q.Lq = chance(70) ? rnd(1, 4) : rnd_len(160);
+    q.Lq = grouped ? 1 : chance(70) ? rnd(1, 4) : rnd_len(160);
     q.Dq = E;
     q.Dk = q.Dv = ekv;
     q.query = rnd_doubles(&A, q.Lq * E, 1.0);
@@ -1568,7 +1571,18 @@ static void cache_trial(attn_ctx *ctx, int threads, int trial)
     q.Wq = q.Wo = eye(&A, E);
     q.Wk = q.Wv = eye(&A, ekv);
     rnd_pipeline(&q, q.H, d, 0, &x, &A);
-    rnd_hard(&q, q.Lk);
+    if (grouped) {
+        q.alibi = q.sinks = NULL;
+        x.alibi_paper = 0;
+        x.mask_bh = x.bias_bh = 0;
+        int64_t shape[4], n = maskish_shape(4, 0, 0, &q, q.H, shape); /* (1, H, 1, Lk) */
+        q.mask = chance(70) ? rnd_bytes(&A, n, 80) : NULL;
+        q.bias = chance(70) ? rnd_doubles(&A, n, 2.0) : NULL;
+        q.mask_rank = q.bias_rank = 4;
+        q.mask_one_batch = q.mask_one_head = q.bias_one_batch = q.bias_one_head = 0;
+    } else {
+        rnd_hard(&q, q.Lk);
+    }
     double *ro = keep(&A, malloc(sizeof(double) * (size_t)(q.Lq * E)));
     double *rw = keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq * q.Lk)));
     q.lse = gives_lse(&q) ? keep(&A, malloc(sizeof(double) * (size_t)(q.H * q.Lq))) : NULL;
@@ -2244,7 +2258,9 @@ int main(int argc, char **argv)
         split_decode(ctx[1]);
         lse_join(ctx[1]);
         for (int t = 0; t < trials / 2; t++)
-            cache_trial(ctx[t % 2], 1 + t % 2, t);
+            cache_trial(ctx[t % 2], 1 + t % 2, t, 0);
+        for (int t = 0; t < trials / 4; t++)
+            cache_trial(ctx[t % 2], 1 + t % 2, t, 1);
         bf16_checks(ctx, trials, seed);
         bshd_bf16(ctx[1]);
         if (strcmp(isas[k], "avx512bf16") == 0 && attn_amx_ready()) {
