@@ -52,7 +52,7 @@ double attn_extra_cost(const attn_options *o, double slices, int64_t lq, int64_t
     if (!by_rows && lq < DECODE_ROWS) pair += PAIR_DECODE + DECODE_COL * (double)width;
     if (o->hard == ATTN_HARD_TOPK || o->hard == ATTN_HARD_SAMPLE) pair += PAIR_SELECT;
     if (tanh_units) pair += PAIR_TANH + UNIT_TANH * (double)tanh_units;
-    if (o->softcap > 0.0f && (rows || hard || tanh_units)) pair += PAIR_ROW_SOFTCAP;
+    if (o->softcap > 0.0f && by_rows) pair += PAIR_ROW_SOFTCAP;
     f = pairs * pair;
     if (s->pattern == ATTN_SPARSE_LOCAL_GLOBAL)
         f += PAIR_GLOBAL * fmin(pairs, (double)s->n_global * (Lq + Lk));

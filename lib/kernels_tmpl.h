@@ -1223,9 +1223,9 @@ static inline ALWAYS TGT void block_exp_exact(float *st, int nk, int64_t gap, V 
 }
 
 /* One key block in two passes: its exact max, then the exponentials (the
- * way after a block that raised the max). Sets alpha and sum as
- * flash_block_lazy does; returns 1: the next block may go lazily. */
-static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
+ * way after a block that raised the max; the next goes lazily again).
+ * Sets alpha and sum as flash_block_lazy does. */
+static inline ALWAYS TGT void flash_block_exact(const attn_sdpa_job *j, const float *kr, int64_t ks,
                                                const float *qt, int64_t i0, int64_t jb,
                                                int nk, float *st, V m[QV], V alpha[QV], V sum[QV],
                                                weights_due *due)
@@ -1240,7 +1240,6 @@ static inline ALWAYS TGT int flash_block_exact(const attn_sdpa_job *j, const flo
     int64_t bl, br;
     band_of(j, &bl, &br);
     block_exp_exact(st, nk, upper_gap(j, br, i0, jb), m, alpha, sum);
-    return 1;
 }
 
 /* One tile of cn value columns (from vb's first) of a key block on the
@@ -1523,8 +1522,12 @@ static TGT void sdpa_block_flash(const attn_sdpa_job *j, const bf16_kv *bf, int6
                 kr = kr_rope;
                 ks = j->d;
             }
-            if (lazy) lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
-            else lazy = flash_block_exact(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
+            if (lazy) {
+                lazy = flash_block_lazy(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
+            } else {
+                flash_block_exact(j, kr, ks, qt, i0, jb, nk, st, m, alpha, sum, due);
+                lazy = 1;
+            }
         }
         UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
         if (j->w) {

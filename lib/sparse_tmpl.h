@@ -154,13 +154,12 @@ static inline ALWAYS TGT void sparse_scores(const attn_sdpa_job *j, const float 
 
 /* flash_block_exact of kernels_tmpl.h with the pattern applied to the
  * scores before the block's max. */
-static inline ALWAYS TGT int sparse_block_exact(const attn_sdpa_job *j, const float *qt, int64_t i0,
-                                                int64_t nr, int64_t jb, int nk, int partial,
-                                                float *st, V m[QV], V alpha[QV], V sum[QV])
+static inline ALWAYS TGT void sparse_block_exact(const attn_sdpa_job *j, const float *qt, int64_t i0,
+                                                 int64_t nr, int64_t jb, int nk, int partial,
+                                                 float *st, V m[QV], V alpha[QV], V sum[QV])
 {
     sparse_scores(j, qt, i0, nr, jb, nk, partial, st);
     block_exp_exact(st, nk, NO_EDGE, m, alpha, sum);
-    return 1;
 }
 
 /* The weights of rows [i0, i0 + nr): zero, then exp(s - m) / l over the
@@ -319,10 +318,13 @@ static TGT void sdpa_block_sparse(const attn_sdpa_job *j, int64_t i0, int64_t nr
             int nk = hi - jb < BK ? (int)(hi - jb) : BK, p = kind == ATTN_SPAN_MIXED;
             const attn_sdpa_job *js = sparse_stage(&sj, i0, nr, jb, nk, kind);
             V alpha[QV], sum[QV];
-            if (lazy && !p)
+            if (lazy && !p) {
                 lazy = flash_block_lazy(js, js->k + jb * js->k_stride, js->k_stride, qt, i0, jb, nk,
                                         st, m, alpha, sum, NULL);
-            else lazy = sparse_block_exact(js, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
+            } else {
+                sparse_block_exact(js, qt, i0, nr, jb, nk, p, st, m, alpha, sum);
+                lazy = 1;
+            }
             UNROLL for (int q = 0; q < QV; q++) l[q] = VFMA(l[q], alpha[q], sum[q]);
             flash_block_pv(js, ot, st, i0, jb, nk, alpha);
         }
