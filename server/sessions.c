@@ -13,7 +13,6 @@
  * memory is freed when the last request holding it lets go. */
 #include "srv.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -257,9 +256,8 @@ static void pass_turn(srv_session *s)
     pthread_cond_broadcast(&s->cv);
 }
 
-/* Waits on s->cv for at most TURN_WATCH_MS (mu held); returns whether the
- * time ran out. */
-static int wait_a_while(srv_session *s)
+/* Waits on s->cv for at most TURN_WATCH_MS (mu held). */
+static void wait_a_while(srv_session *s)
 {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -268,7 +266,7 @@ static int wait_a_while(srv_session *s)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    return pthread_cond_timedwait(&s->cv, &s->mu, &until) == ETIMEDOUT;
+    pthread_cond_timedwait(&s->cv, &s->mu, &until);
 }
 
 /* Gives up ticket mine, not yet served, for a client that left (mu held):
@@ -296,11 +294,19 @@ static int turn_begin(srv_session *s, srv_err *e)
 {
     pthread_mutex_lock(&s->mu);
     uint64_t mine = s->ticket++;
-    while (s->serving != mine)
-        if (wait_a_while(s) && s->serving != mine && srv_watch_client_gone() && leave_queue(s, mine)) {
+    /* the client is looked at by the clock, not when a wait times out:
+     * turns passed often enough would wake the wait before every time-out */
+    double look = srv_now_ms() + TURN_WATCH_MS;
+    while (s->serving != mine) {
+        wait_a_while(s);
+        if (s->serving == mine || srv_now_ms() < look)
+            continue;
+        look = srv_now_ms() + TURN_WATCH_MS;
+        if (srv_watch_client_gone() && leave_queue(s, mine)) {
             pthread_mutex_unlock(&s->mu);
             return srv_fail_lib(e, ATTN_ERR_CANCELLED, NULL);
         }
+    }
     int why = s->gone;
     if (why)
         pass_turn(s);
